@@ -1,0 +1,164 @@
+package planner
+
+import (
+	"sort"
+	"strings"
+)
+
+// Options change how Plan treats edge cases.
+type Options struct {
+	// AllowEmpty lets an empty declaration delete every managed resource.
+	AllowEmpty bool
+}
+
+// Plan compares the desired resources with the observed ones and returns the
+// actions that close the gap. It is pure: the same inputs give the same
+// Changeset, in the same order.
+//
+// A resource that differs from its declaration is updated. When the
+// declaration is the same as at the last apply, the difference was made on
+// the node: the action is marked as drift. Only resources in the inventory
+// (Observed.Applied) are ever deleted.
+func Plan(desired Desired, observed Observed, opts Options) (*Changeset, error) {
+	cs := &Changeset{Device: desired.Device, Revision: desired.Revision}
+	if len(desired.Resources) == 0 && len(observed.Applied) > 0 && !opts.AllowEmpty {
+		return nil, &EmptyError{Device: desired.Device, Revision: desired.Revision, Managed: len(observed.Applied)}
+	}
+
+	declared := make(map[string]bool, len(desired.Resources))
+	changed := make(map[string]bool)
+	var apply []Action
+	var unchanged []Resource
+	for _, r := range desired.Resources {
+		declared[r.ID] = true
+		a, ok := compare(r, observed)
+		if !ok {
+			unchanged = append(unchanged, r)
+			continue
+		}
+		changed[r.ID] = true
+		apply = append(apply, a)
+	}
+	for _, r := range unchanged {
+		if a, ok := restart(r, changed); ok {
+			apply = append(apply, a)
+			continue
+		}
+		cs.Unchanged++
+	}
+
+	var deletes []Action
+	for id := range observed.Applied {
+		if declared[id] || !observed.Resources[id].Exists {
+			continue
+		}
+		kind, _ := ParseKind(id[:strings.IndexByte(id+"/", '/')])
+		deletes = append(deletes, Action{Type: Delete, Resource: id, Kind: kind, Reason: "no longer declared"})
+	}
+
+	sort.Slice(apply, func(i, j int) bool {
+		if apply[i].Kind != apply[j].Kind {
+			return apply[i].Kind < apply[j].Kind
+		}
+		return apply[i].Resource < apply[j].Resource
+	})
+	// Deletes run last and in reverse kind order: services stop before the
+	// files and models they use disappear.
+	sort.Slice(deletes, func(i, j int) bool {
+		if deletes[i].Kind != deletes[j].Kind {
+			return deletes[i].Kind > deletes[j].Kind
+		}
+		return deletes[i].Resource < deletes[j].Resource
+	})
+	cs.Actions = append(apply, deletes...)
+	return cs, nil
+}
+
+// compare returns the action that makes r's observed state match its
+// declaration, or false when it already does.
+func compare(r Resource, observed Observed) (Action, bool) {
+	st := observed.Resources[r.ID]
+	applied, managed := observed.Applied[r.ID]
+	unchangedInGit := managed && fieldsEqual(applied, r.Fields)
+	a := Action{Resource: r.ID, Kind: r.Kind}
+	if !st.Exists {
+		a.Type = Create
+		a.Changes = diff(nil, r.Fields)
+		switch {
+		case unchangedInGit:
+			a.Reason, a.Drift = "drift: deleted on node", true
+		default:
+			a.Reason = "declared"
+		}
+		return a, true
+	}
+	changes := diff(st.Fields, r.Fields)
+	if len(changes) == 0 {
+		return a, false
+	}
+	a.Type = Update
+	a.Changes = changes
+	what := changedFields(changes)
+	switch {
+	case unchangedInGit:
+		a.Reason, a.Drift = "drift: "+what+" changed on node", true
+	case managed:
+		a.Reason = "update: " + what + " changed in Git"
+	default:
+		a.Reason = "declared: replaces " + what + " found on node"
+	}
+	return a, true
+}
+
+// restart returns a restart of r when something it depends on changes in
+// this plan.
+func restart(r Resource, changed map[string]bool) (Action, bool) {
+	var why []string
+	for _, d := range r.Deps {
+		if changed[d] {
+			why = append(why, d)
+		}
+	}
+	if len(why) == 0 {
+		return Action{}, false
+	}
+	sort.Strings(why)
+	return Action{Type: Restart, Resource: r.ID, Kind: r.Kind, Reason: "restart: " + strings.Join(why, ", ") + " changed"}, true
+}
+
+func diff(have, want []Field) []Change {
+	var out []Change
+	for _, w := range want {
+		from := ""
+		for _, h := range have {
+			if h.Name == w.Name {
+				from = h.Value
+				break
+			}
+		}
+		if from != w.Value {
+			out = append(out, Change{Field: w.Name, From: from, To: w.Value})
+		}
+	}
+	return out
+}
+
+func changedFields(cs []Change) string {
+	names := make([]string, len(cs))
+	for i, c := range cs {
+		names[i] = c.Field
+	}
+	return strings.Join(names, ", ")
+}
+
+func fieldsEqual(a, b []Field) bool {
+	if len(a) != len(b) {
+		return false
+	}
+	for i := range a {
+		if a[i] != b[i] {
+			return false
+		}
+	}
+	return true
+}

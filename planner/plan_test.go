@@ -1,0 +1,219 @@
+package planner
+
+import (
+	"bytes"
+	"errors"
+	"flag"
+	"fmt"
+	"os"
+	"path/filepath"
+	"testing"
+
+	"github.com/stretchr/testify/require"
+)
+
+var update = flag.Bool("update", false, "rewrite golden files in testdata/")
+
+func file(path, digest, mode string) Resource {
+	return Resource{ID: "file" + path, Kind: KindFile, Fields: []Field{{"content", digest}, {"mode", mode}}}
+}
+
+func present(r Resource) State { return State{Exists: true, Fields: r.Fields} }
+
+func TestPlan(t *testing.T) {
+	a := file("/etc/infer/a.yaml", "sha256:aa", "0644")
+	b := file("/etc/infer/b.yaml", "sha256:bb", "0644")
+	a2 := file("/etc/infer/a.yaml", "sha256:a2", "0644")
+	svc := Resource{ID: "service/infer", Kind: KindService, Fields: []Field{{"spec", "s1"}}, Deps: []string{"file/etc/infer/a.yaml"}}
+
+	tests := []struct {
+		name     string
+		desired  []Resource
+		observed Observed
+		want     []string // Action.String() of each action, in order
+		unchange int
+	}{
+		{
+			name:    "creates what is declared and missing",
+			desired: []Resource{b, a},
+			want:    []string{"+ file/etc/infer/a.yaml (declared)", "+ file/etc/infer/b.yaml (declared)"},
+		},
+		{
+			name:     "leaves matching resources alone",
+			desired:  []Resource{a, b},
+			observed: Observed{Resources: map[string]State{a.ID: present(a), b.ID: present(b)}, Applied: map[string][]Field{a.ID: a.Fields, b.ID: b.Fields}},
+			unchange: 2,
+		},
+		{
+			name:     "a change on the node while Git is unchanged is drift",
+			desired:  []Resource{a},
+			observed: Observed{Resources: map[string]State{a.ID: present(a2)}, Applied: map[string][]Field{a.ID: a.Fields}},
+			want:     []string{"~ file/etc/infer/a.yaml (drift: content changed on node)"},
+		},
+		{
+			name:     "a deletion on the node while Git is unchanged is drift",
+			desired:  []Resource{a},
+			observed: Observed{Applied: map[string][]Field{a.ID: a.Fields}},
+			want:     []string{"+ file/etc/infer/a.yaml (drift: deleted on node)"},
+		},
+		{
+			name:     "a change in Git is an update, not drift",
+			desired:  []Resource{a2},
+			observed: Observed{Resources: map[string]State{a.ID: present(a)}, Applied: map[string][]Field{a.ID: a.Fields}},
+			want:     []string{"~ file/etc/infer/a.yaml (update: content changed in Git)"},
+		},
+		{
+			name:     "an unmanaged file in the way is replaced",
+			desired:  []Resource{a},
+			observed: Observed{Resources: map[string]State{a.ID: present(a2)}},
+			want:     []string{"~ file/etc/infer/a.yaml (declared: replaces content found on node)"},
+		},
+		{
+			name:     "managed and no longer declared is deleted",
+			desired:  []Resource{a},
+			observed: Observed{Resources: map[string]State{a.ID: present(a), b.ID: present(b)}, Applied: map[string][]Field{a.ID: a.Fields, b.ID: b.Fields}},
+			want:     []string{"- file/etc/infer/b.yaml (no longer declared)"},
+			unchange: 1,
+		},
+		{
+			name:     "something tend does not manage is never deleted",
+			desired:  []Resource{a},
+			observed: Observed{Resources: map[string]State{a.ID: present(a), b.ID: present(b)}, Applied: map[string][]Field{a.ID: a.Fields}},
+			unchange: 1,
+		},
+		{
+			name:     "managed, undeclared and already gone needs no action",
+			desired:  []Resource{a},
+			observed: Observed{Resources: map[string]State{a.ID: present(a)}, Applied: map[string][]Field{a.ID: a.Fields, b.ID: b.Fields}},
+			unchange: 1,
+		},
+		{
+			name:     "a dependency's change restarts its dependant",
+			desired:  []Resource{svc, a2},
+			observed: Observed{Resources: map[string]State{a.ID: present(a), svc.ID: present(svc)}, Applied: map[string][]Field{a.ID: a.Fields, svc.ID: svc.Fields}},
+			want:     []string{"~ file/etc/infer/a.yaml (update: content changed in Git)", "~ service/infer (restart: file/etc/infer/a.yaml changed)"},
+		},
+		{
+			name:    "mode drift names the field",
+			desired: []Resource{a},
+			observed: Observed{
+				Resources: map[string]State{a.ID: present(file("/etc/infer/a.yaml", "sha256:aa", "0600"))},
+				Applied:   map[string][]Field{a.ID: a.Fields},
+			},
+			want: []string{"~ file/etc/infer/a.yaml (drift: mode changed on node)"},
+		},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			cs, err := Plan(Desired{Device: "cam-017", Revision: "main@sha1:abc", Resources: tt.desired}, tt.observed, Options{})
+			require.NoError(t, err)
+			var got []string
+			for _, a := range cs.Actions {
+				got = append(got, a.String())
+			}
+			require.Equal(t, tt.want, got)
+			require.Equal(t, tt.unchange, cs.Unchanged)
+		})
+	}
+}
+
+func TestPlanRefusesEmptyDeclaration(t *testing.T) {
+	a := file("/etc/infer/a.yaml", "sha256:aa", "0644")
+	obs := Observed{Resources: map[string]State{a.ID: present(a)}, Applied: map[string][]Field{a.ID: a.Fields}}
+	_, err := Plan(Desired{Device: "cam-017", Revision: "main@sha1:abc"}, obs, Options{})
+	var empty *EmptyError
+	require.True(t, errors.As(err, &empty), "got %v", err)
+	require.Contains(t, err.Error(), "allowEmpty: true")
+	require.Contains(t, err.Error(), "cam-017")
+
+	cs, err := Plan(Desired{Device: "cam-017", Revision: "main@sha1:abc"}, obs, Options{AllowEmpty: true})
+	require.NoError(t, err)
+	require.Equal(t, []string{"- file/etc/infer/a.yaml (no longer declared)"}, []string{cs.Actions[0].String()})
+}
+
+func TestPlanIsDeterministic(t *testing.T) {
+	desired, observed := bigFleet(500)
+	first, err := Plan(desired, observed, Options{})
+	require.NoError(t, err)
+	for i := 0; i < 5; i++ {
+		again, err := Plan(desired, observed, Options{})
+		require.NoError(t, err)
+		require.Equal(t, first, again)
+	}
+}
+
+func TestGolden(t *testing.T) {
+	a := file("/etc/infer/config.yaml", "sha256:aa", "0644")
+	b := file("/etc/infer/labels.txt", "sha256:bb", "0644")
+	old := file("/etc/infer/old.yaml", "sha256:cc", "0644")
+	motd := file("/etc/motd.d/tend", "sha256:dd", "0644")
+	obs := Observed{
+		Resources: map[string]State{b.ID: present(file("/etc/infer/labels.txt", "sha256:ee", "0644")), old.ID: present(old), motd.ID: present(motd)},
+		Applied:   map[string][]Field{b.ID: b.Fields, old.ID: old.Fields, motd.ID: motd.Fields},
+	}
+	changes, err := Plan(Desired{Device: "cam-017", Revision: "main@sha1:3f2a1c9d8e7b6a5f4e3d2c1b0a9f8e7d6c5b4a39", Resources: []Resource{motd, b, a}}, obs, Options{})
+	require.NoError(t, err)
+	none, err := Plan(Desired{Device: "cam-017", Revision: "main@sha1:3f2a1c9d8e7b6a5f4e3d2c1b0a9f8e7d6c5b4a39", Resources: []Resource{motd}}, Observed{Resources: map[string]State{motd.ID: present(motd)}}, Options{})
+	require.NoError(t, err)
+
+	for name, cs := range map[string]*Changeset{"changes": changes, "nochanges": none} {
+		var text, js bytes.Buffer
+		require.NoError(t, WriteText(&text, cs))
+		require.NoError(t, WriteJSON(&js, cs))
+		golden(t, name+".txt.golden", text.Bytes())
+		golden(t, name+".json.golden", js.Bytes())
+	}
+}
+
+func golden(t *testing.T, name string, got []byte) {
+	t.Helper()
+	path := filepath.Join("testdata", name)
+	if *update {
+		require.NoError(t, os.MkdirAll("testdata", 0o755))
+		require.NoError(t, os.WriteFile(path, got, 0o644))
+	}
+	want, err := os.ReadFile(path)
+	require.NoError(t, err, "run go test ./planner -update to create %s", path)
+	require.Equal(t, string(want), string(got), "output differs from %s (run with -update if intended)", path)
+}
+
+// bigFleet returns n declared files of which a tenth changed on the node and
+// a tenth are new, plus n/10 managed files no longer declared.
+func bigFleet(n int) (Desired, Observed) {
+	d := Desired{Device: "bench", Revision: "main@sha1:0"}
+	o := Observed{Resources: make(map[string]State, n), Applied: make(map[string][]Field, n)}
+	for i := 0; i < n; i++ {
+		r := file(fmt.Sprintf("/etc/app/%05d.yaml", i), fmt.Sprintf("sha256:%064d", i), "0644")
+		d.Resources = append(d.Resources, r)
+		switch i % 10 {
+		case 0: // new
+		case 1:
+			o.Resources[r.ID] = State{Exists: true, Fields: []Field{{"content", "sha256:x"}, {"mode", "0644"}}}
+			o.Applied[r.ID] = r.Fields
+		default:
+			o.Resources[r.ID] = present(r)
+			o.Applied[r.ID] = r.Fields
+		}
+	}
+	for i := 0; i < n/10; i++ {
+		r := file(fmt.Sprintf("/etc/old/%05d.yaml", i), "sha256:old", "0644")
+		o.Resources[r.ID] = present(r)
+		o.Applied[r.ID] = r.Fields
+	}
+	return d, o
+}
+
+func BenchmarkPlan(b *testing.B) {
+	for _, n := range []int{10_000, 20_000} {
+		b.Run(fmt.Sprintf("files=%d", n), func(b *testing.B) {
+			d, o := bigFleet(n)
+			b.ReportAllocs()
+			b.ResetTimer()
+			for b.Loop() {
+				if _, err := Plan(d, o, Options{}); err != nil {
+					b.Fatal(err)
+				}
+			}
+		})
+	}
+}

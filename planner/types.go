@@ -1,0 +1,175 @@
+package planner
+
+import "fmt"
+
+// Kind is the kind of a resource.
+type Kind int
+
+// Resource kinds, in the order a plan applies them.
+const (
+	KindModel Kind = iota
+	KindFile
+	KindService
+)
+
+var kindNames = [...]string{"model", "file", "service"}
+
+func (k Kind) String() string {
+	if int(k) < len(kindNames) {
+		return kindNames[k]
+	}
+	return fmt.Sprintf("kind(%d)", int(k))
+}
+
+// ParseKind returns the Kind named s.
+func ParseKind(s string) (Kind, error) {
+	for i, n := range kindNames {
+		if n == s {
+			return Kind(i), nil
+		}
+	}
+	return 0, fmt.Errorf("unknown resource kind %q", s)
+}
+
+// Field is one named property of a resource that must match on the node,
+// such as a file's content digest or its mode.
+type Field struct {
+	Name  string `json:"name"`
+	Value string `json:"value"`
+}
+
+// Resource is one resource as the planner compares it.
+type Resource struct {
+	ID     string  // e.g. file/etc/infer/config.yaml
+	Kind   Kind    //
+	Fields []Field // what must match on the node, in a fixed order
+	// Deps are the ids of resources whose change restarts this one.
+	Deps []string
+}
+
+// Desired is everything declared for one device at one revision.
+type Desired struct {
+	Device    string
+	Revision  string
+	Resources []Resource
+}
+
+// State is what an observer saw of one resource on the node.
+type State struct {
+	Exists bool
+	Fields []Field
+}
+
+// Observed is what is on the node: the state of every desired or managed
+// resource, and the inventory of what tend applied.
+type Observed struct {
+	// Resources holds the observed state by resource id. A missing id is
+	// taken as not existing.
+	Resources map[string]State
+	// Applied holds, for each resource tend manages, the fields it had when
+	// tend last applied it. Only these may be deleted.
+	Applied map[string][]Field
+}
+
+// ActionType says what an action does to a resource.
+type ActionType int
+
+// Action types.
+const (
+	Create ActionType = iota
+	Update
+	Restart
+	Delete
+)
+
+var actionNames = [...]string{"create", "update", "restart", "delete"}
+var actionSymbols = [...]string{"+", "~", "~", "-"}
+
+// String returns the name of the action as JSON output prints it.
+func (t ActionType) String() string {
+	if int(t) < len(actionNames) {
+		return actionNames[t]
+	}
+	return fmt.Sprintf("action(%d)", int(t))
+}
+
+// Symbol returns the one-character mark text output prints.
+func (t ActionType) Symbol() string {
+	if int(t) < len(actionSymbols) {
+		return actionSymbols[t]
+	}
+	return "?"
+}
+
+// MarshalText writes the action's name.
+func (t ActionType) MarshalText() ([]byte, error) { return []byte(t.String()), nil }
+
+// Change is one field that differs between node and declaration.
+type Change struct {
+	Field string `json:"field"`
+	From  string `json:"from,omitempty"`
+	To    string `json:"to,omitempty"`
+}
+
+// Action is one step of a plan.
+type Action struct {
+	Type     ActionType `json:"action"`
+	Resource string     `json:"resource"`
+	Kind     Kind       `json:"-"`
+	Reason   string     `json:"reason"`
+	// Drift is true when the node differs from what tend last applied while
+	// the declaration did not change: someone changed the node.
+	Drift   bool     `json:"drift,omitempty"`
+	Changes []Change `json:"changes,omitempty"`
+}
+
+func (a Action) String() string {
+	return fmt.Sprintf("%s %s (%s)", a.Type.Symbol(), a.Resource, a.Reason)
+}
+
+// Summary counts a plan's actions the way its last line prints them.
+type Summary struct {
+	Add       int `json:"add"`
+	Change    int `json:"change"`
+	Delete    int `json:"delete"`
+	Unchanged int `json:"unchanged"`
+}
+
+// Changeset is the plan for one device: ordered actions and the count of
+// resources left alone.
+type Changeset struct {
+	Device    string
+	Revision  string
+	Actions   []Action
+	Unchanged int
+}
+
+// Summary counts the actions by what they do.
+func (c *Changeset) Summary() Summary {
+	s := Summary{Unchanged: c.Unchanged}
+	for _, a := range c.Actions {
+		switch a.Type {
+		case Create:
+			s.Add++
+		case Update, Restart:
+			s.Change++
+		case Delete:
+			s.Delete++
+		}
+	}
+	return s
+}
+
+// Empty reports whether the plan changes nothing.
+func (c *Changeset) Empty() bool { return len(c.Actions) == 0 }
+
+// Drifted returns the actions that revert drift.
+func (c *Changeset) Drifted() []Action {
+	var out []Action
+	for _, a := range c.Actions {
+		if a.Drift {
+			out = append(out, a)
+		}
+	}
+	return out
+}
