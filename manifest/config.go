@@ -1,0 +1,207 @@
+package manifest
+
+import (
+	"fmt"
+	"os"
+	"path"
+	"path/filepath"
+	"regexp"
+	"strings"
+	"time"
+
+	"github.com/robfig/cron/v3"
+)
+
+// AgentConfig is the agent's configuration, /etc/tend/agent.yaml.
+type AgentConfig struct {
+	APIVersion string            `json:"apiVersion"`
+	Kind       string            `json:"kind"`
+	Device     string            `json:"device,omitempty"`
+	Labels     map[string]string `json:"labels,omitempty"`
+	Source     SourceConfig      `json:"source"`
+	Schedule   string            `json:"schedule,omitempty"`
+	Jitter     Duration          `json:"jitter,omitempty"`
+	StateDir   string            `json:"stateDir,omitempty"`
+	Root       string            `json:"root,omitempty"`
+	AllowPaths []string          `json:"allowPaths,omitempty"`
+	AllowEmpty bool              `json:"allowEmpty,omitempty"`
+	Registries Registries        `json:"registries,omitempty"`
+	Listen     string            `json:"listen,omitempty"`
+
+	file string // where the config was read from, for error messages
+}
+
+// SourceConfig says where the fleet repo is and what of it this device reads.
+type SourceConfig struct {
+	URL     string   `json:"url"`
+	Ref     string   `json:"ref,omitempty"`
+	Path    string   `json:"path,omitempty"`
+	Auth    *Auth    `json:"auth,omitempty"`
+	Verify  *Verify  `json:"verify,omitempty"`
+	Timeout Duration `json:"timeout,omitempty"`
+}
+
+// Auth holds references to credential files; never the credentials.
+type Auth struct {
+	TokenFile             string `json:"tokenFile,omitempty"`
+	UsernameFile          string `json:"usernameFile,omitempty"`
+	PasswordFile          string `json:"passwordFile,omitempty"`
+	CAFile                string `json:"caFile,omitempty"`
+	SSHKeyFile            string `json:"sshKeyFile,omitempty"`
+	KnownHostsFile        string `json:"knownHostsFile,omitempty"`
+	InsecureIgnoreHostKey bool   `json:"insecureIgnoreHostKey,omitempty"`
+}
+
+// Verify configures commit signature verification.
+type Verify struct {
+	Keyring string `json:"keyring,omitempty"`
+}
+
+// Registries configures OCI registry access.
+type Registries struct {
+	Insecure     []string `json:"insecure,omitempty"`
+	DockerConfig string   `json:"dockerConfig,omitempty"`
+}
+
+// Defaults for AgentConfig fields left empty.
+const (
+	DefaultSchedule = "@every 30s"
+	DefaultStateDir = "/var/lib/tend"
+	DefaultRoot     = "/"
+	DefaultListen   = "127.0.0.1:9469"
+	DefaultRef      = "main"
+	DefaultConfig   = "/etc/tend/agent.yaml"
+)
+
+// ParseConfig reads an AgentConfig document.
+func ParseConfig(file string, data []byte) (*AgentConfig, error) {
+	docs, err := splitDocuments(file, data)
+	if err != nil {
+		return nil, Errors{err.(*Error)}
+	}
+	if len(docs) != 1 {
+		return nil, Errors{{File: file, Msg: fmt.Sprintf("expected one AgentConfig document, found %d", len(docs))}}
+	}
+	api, kind, line := header(docs[0])
+	if kind != KindAgentConfig || api != APIVersion {
+		return nil, Errors{{File: file, Line: line, Msg: fmt.Sprintf("expected apiVersion: %s and kind: %s, got apiVersion: %q, kind: %q", APIVersion, KindAgentConfig, api, kind)}}
+	}
+	c := AgentConfig{file: file}
+	if _, errs := decodeDocument(file, docs[0], &c); len(errs) > 0 {
+		return nil, errs
+	}
+	return &c, nil
+}
+
+// LoadConfig reads the AgentConfig at path.
+func LoadConfig(path string) (*AgentConfig, error) {
+	data, err := os.ReadFile(path)
+	if err != nil {
+		return nil, fmt.Errorf("read agent config: %w", err)
+	}
+	return ParseConfig(path, data)
+}
+
+// SetDefaults fills every empty field with its default; hostname is the
+// default device name.
+func (c *AgentConfig) SetDefaults(hostname string) {
+	c.APIVersion, c.Kind = APIVersion, KindAgentConfig
+	if c.Device == "" {
+		c.Device = hostname
+	}
+	if c.Source.Ref == "" {
+		c.Source.Ref = DefaultRef
+	}
+	if c.Schedule == "" {
+		c.Schedule = DefaultSchedule
+	}
+	if c.StateDir == "" {
+		c.StateDir = DefaultStateDir
+	}
+	if c.Root == "" {
+		c.Root = DefaultRoot
+	}
+	if c.Listen == "" {
+		c.Listen = DefaultListen
+	}
+	if c.Source.Timeout == 0 {
+		c.Source.Timeout = Duration(DefaultSourceTimeout)
+	}
+}
+
+// DefaultSourceTimeout bounds one fetch of the fleet repo.
+const DefaultSourceTimeout = 60 * time.Second
+
+// Validate checks the config after defaults and overrides are applied.
+func (c *AgentConfig) Validate() error {
+	var errs Errors
+	if !deviceName.MatchString(c.Device) {
+		errs.add("", 0, "device", "invalid device name %q: use letters, digits, '-', '_' and '.'", c.Device)
+	}
+	if c.Source.URL == "" {
+		errs.add("", 0, "source.url", "missing: the fleet repo (https, ssh, scp-like or a local path); set source.url or --repo")
+	}
+	if _, _, err := c.ExpandSource(); err != nil {
+		errs = append(errs, err.(*Error))
+	}
+	for _, p := range []struct{ field, value string }{{"stateDir", c.StateDir}, {"root", c.Root}} {
+		if !filepath.IsAbs(p.value) {
+			errs.add("", 0, p.field, "%q is relative: use an absolute path", p.value)
+		}
+	}
+	for i, a := range c.AllowPaths {
+		if !strings.HasPrefix(a, "/") || path.Clean(a) != a {
+			errs.add("", 0, fmt.Sprintf("allowPaths[%d]", i), "%q must be an absolute, clean path such as /etc/infer", a)
+		}
+	}
+	if _, err := cron.ParseStandard(c.Schedule); err != nil {
+		errs.add("", 0, "schedule", "invalid schedule %q: %v; use a cron spec or \"@every 30s\"", c.Schedule, err)
+	}
+	for _, e := range errs {
+		e.File = c.file
+	}
+	return errs.err()
+}
+
+var (
+	deviceName  = regexp.MustCompile(`^[A-Za-z0-9]([A-Za-z0-9._-]{0,251}[A-Za-z0-9])?$`)
+	placeholder = regexp.MustCompile(`\{([^{}]*)\}`)
+)
+
+// ExpandSource returns source.ref and source.path with {device} and
+// {label:KEY} replaced.
+func (c *AgentConfig) ExpandSource() (ref, path string, err error) {
+	ref, err = c.expand("source.ref", c.Source.Ref)
+	if err != nil {
+		return "", "", err
+	}
+	path, err = c.expand("source.path", c.Source.Path)
+	return ref, path, err
+}
+
+func (c *AgentConfig) expand(field, s string) (string, error) {
+	var bad *Error
+	out := placeholder.ReplaceAllStringFunc(s, func(m string) string {
+		key := m[1 : len(m)-1]
+		if key == "device" {
+			return c.Device
+		}
+		if label, ok := strings.CutPrefix(key, "label:"); ok {
+			if v, ok := c.Labels[label]; ok {
+				return v
+			}
+			if bad == nil {
+				bad = &Error{Field: field, Msg: fmt.Sprintf("%q uses {label:%s} but the agent has no label %q; set labels.%s in agent.yaml", s, label, label, label)}
+			}
+			return m
+		}
+		if bad == nil {
+			bad = &Error{Field: field, Msg: fmt.Sprintf("%q has unknown placeholder %s: use {device} or {label:KEY}", s, m)}
+		}
+		return m
+	})
+	if bad != nil {
+		return "", bad
+	}
+	return out, nil
+}

@@ -1,0 +1,55 @@
+package manifest
+
+import (
+	"testing"
+
+	"github.com/stretchr/testify/require"
+)
+
+func TestParseConfig(t *testing.T) {
+	doc := `apiVersion: tend.dev/v1alpha1
+kind: AgentConfig
+device: cam-017
+labels: {site: plant-a}
+source:
+  url: https://git.example.com/fleet.git
+  ref: main
+  path: devices/{label:site}/{device}
+schedule: "@every 30s"
+jitter: 10s
+allowPaths: [/etc/infer, /opt/models]
+registries: {insecure: [registry.local:5000]}
+`
+	c, err := ParseConfig("agent.yaml", []byte(doc))
+	require.NoError(t, err)
+	c.SetDefaults("host")
+	require.NoError(t, c.Validate())
+	ref, path, err := c.ExpandSource()
+	require.NoError(t, err)
+	require.Equal(t, "main", ref)
+	require.Equal(t, "devices/plant-a/cam-017", path)
+	require.Equal(t, "10s", c.Jitter.D().String())
+	require.Equal(t, DefaultStateDir, c.StateDir)
+}
+
+func TestConfigErrors(t *testing.T) {
+	tests := []struct{ name, doc, want string }{
+		{"unknown field", "apiVersion: tend.dev/v1alpha1\nkind: AgentConfig\nsource: {url: x, branch: main}\n", `agent.yaml:3: source: unknown field "branch"`},
+		{"missing label", "apiVersion: tend.dev/v1alpha1\nkind: AgentConfig\nsource: {url: x, path: \"devices/{label:site}\"}\n", `source.path: "devices/{label:site}" uses {label:site} but the agent has no label "site"`},
+		{"unknown placeholder", "apiVersion: tend.dev/v1alpha1\nkind: AgentConfig\nsource: {url: x, ref: \"{hostname}\"}\n", `source.ref: "{hostname}" has unknown placeholder {hostname}`},
+		{"missing url", "apiVersion: tend.dev/v1alpha1\nkind: AgentConfig\n", `source.url: missing`},
+		{"bad schedule", "apiVersion: tend.dev/v1alpha1\nkind: AgentConfig\nsource: {url: x}\nschedule: often\n", `schedule: invalid schedule "often"`},
+		{"relative allow path", "apiVersion: tend.dev/v1alpha1\nkind: AgentConfig\nsource: {url: x}\nallowPaths: [etc]\n", `allowPaths[0]: "etc" must be an absolute, clean path`},
+		{"wrong kind", "apiVersion: tend.dev/v1alpha1\nkind: Device\n", `expected apiVersion: tend.dev/v1alpha1 and kind: AgentConfig`},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			c, err := ParseConfig("agent.yaml", []byte(tt.doc))
+			if err == nil {
+				c.SetDefaults("host")
+				err = c.Validate()
+			}
+			require.ErrorContains(t, err, tt.want)
+		})
+	}
+}

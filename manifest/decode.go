@@ -1,0 +1,248 @@
+package manifest
+
+import (
+	"bytes"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"reflect"
+	"regexp"
+	"strconv"
+	"strings"
+	"time"
+
+	yaml3 "go.yaml.in/yaml/v3"
+	"sigs.k8s.io/yaml"
+)
+
+// document is one YAML document of a file, checked against its Go type.
+type document struct {
+	file  string
+	line  int
+	kind  string
+	lines map[string]int // field path → line
+}
+
+// splitDocuments reads every non-empty document of a file. A syntax error
+// ends the file: YAML cannot resume after one.
+func splitDocuments(file string, data []byte) ([]*yaml3.Node, error) {
+	dec := yaml3.NewDecoder(bytes.NewReader(data))
+	var docs []*yaml3.Node
+	for {
+		var n yaml3.Node
+		err := dec.Decode(&n)
+		if errors.Is(err, io.EOF) {
+			return docs, nil
+		}
+		if err != nil {
+			return docs, syntaxError(file, err)
+		}
+		if len(n.Content) == 0 || n.Content[0].Tag == "!!null" {
+			continue // an empty document, e.g. a trailing ---
+		}
+		docs = append(docs, &n)
+	}
+}
+
+var yamlLine = regexp.MustCompile(`^yaml: line (\d+): (.*)$`)
+
+func syntaxError(file string, err error) *Error {
+	msg := err.Error()
+	if m := yamlLine.FindStringSubmatch(msg); m != nil {
+		line, _ := strconv.Atoi(m[1])
+		return &Error{File: file, Line: line, Msg: "malformed YAML: " + m[2]}
+	}
+	return &Error{File: file, Msg: "malformed YAML: " + strings.TrimPrefix(msg, "yaml: ")}
+}
+
+// decodeDocument checks a document node against the Go type of out, records
+// the line of every field, and decodes it into out strictly.
+func decodeDocument(file string, doc *yaml3.Node, out any) (*document, Errors) {
+	root := doc.Content[0]
+	d := &document{file: file, line: root.Line, lines: map[string]int{}}
+	var errs Errors
+	if root.Kind != yaml3.MappingNode {
+		errs.add(file, root.Line, "", "a document must be a mapping with apiVersion, kind, metadata and spec")
+		return d, errs
+	}
+	w := walker{file: file, lines: d.lines, errs: &errs}
+	value := w.walk(root, reflect.TypeOf(out).Elem(), "")
+	if len(errs) > 0 {
+		return d, errs
+	}
+	js, err := json.Marshal(value)
+	if err == nil {
+		err = yaml.UnmarshalStrict(js, out)
+	}
+	if err != nil {
+		errs.add(file, root.Line, "", "%v", err)
+	}
+	return d, errs
+}
+
+// walker builds a JSON value from a YAML node, shaped by a Go type: it
+// reports unknown fields and values of the wrong type with their line, and
+// takes a scalar's literal text where a string is expected (so mode: 0644
+// stays "0644" and cpu: 2 is "2").
+type walker struct {
+	file  string
+	lines map[string]int
+	errs  *Errors
+}
+
+var durationType = reflect.TypeOf(Duration(0))
+
+func (w walker) walk(n *yaml3.Node, t reflect.Type, path string) any {
+	if n.Kind == yaml3.AliasNode {
+		n = n.Alias
+	}
+	if path != "" {
+		if _, seen := w.lines[path]; !seen {
+			w.lines[path] = n.Line
+		}
+	}
+	null := n.Kind == yaml3.ScalarNode && n.Tag == "!!null"
+	if t.Kind() == reflect.Pointer {
+		if null {
+			return nil
+		}
+		t = t.Elem()
+	}
+	switch {
+	case t == durationType:
+		if n.Kind != yaml3.ScalarNode || null {
+			return w.wrong(n, path, `a duration like "30s"`)
+		}
+		if v, err := time.ParseDuration(n.Value); err != nil || v < 0 {
+			w.errs.add(w.file, n.Line, path, "invalid duration %q: use Go syntax like \"30s\" or \"5m\"", n.Value)
+		}
+		return n.Value
+	case t.Kind() == reflect.String:
+		if n.Kind != yaml3.ScalarNode || null {
+			return w.wrong(n, path, "a string")
+		}
+		return n.Value
+	case t.Kind() == reflect.Int:
+		if n.Kind != yaml3.ScalarNode || n.Tag != "!!int" {
+			return w.wrong(n, path, "an integer")
+		}
+		v, err := strconv.ParseInt(n.Value, 0, 64)
+		if err != nil {
+			return w.wrong(n, path, "an integer")
+		}
+		return v
+	case t.Kind() == reflect.Bool:
+		if n.Kind != yaml3.ScalarNode || n.Tag != "!!bool" {
+			return w.wrong(n, path, "true or false")
+		}
+		return n.Value == "true"
+	case t.Kind() == reflect.Slice:
+		if null {
+			return nil
+		}
+		if n.Kind != yaml3.SequenceNode {
+			return w.wrong(n, path, "a list")
+		}
+		out := make([]any, len(n.Content))
+		for i, item := range n.Content {
+			out[i] = w.walk(item, t.Elem(), fmt.Sprintf("%s[%d]", path, i))
+		}
+		return out
+	case t.Kind() == reflect.Map:
+		if null {
+			return nil
+		}
+		if n.Kind != yaml3.MappingNode {
+			return w.wrong(n, path, "a mapping")
+		}
+		out := map[string]any{}
+		for i := 0; i+1 < len(n.Content); i += 2 {
+			k := n.Content[i].Value
+			out[k] = w.walk(n.Content[i+1], t.Elem(), join(path, k))
+		}
+		return out
+	case t.Kind() == reflect.Struct:
+		if null {
+			return nil
+		}
+		if n.Kind != yaml3.MappingNode {
+			return w.wrong(n, path, "a mapping")
+		}
+		return w.walkStruct(n, t, path)
+	}
+	return w.wrong(n, path, t.String())
+}
+
+func (w walker) walkStruct(n *yaml3.Node, t reflect.Type, path string) any {
+	fields := jsonFields(t)
+	out := map[string]any{}
+	for i := 0; i+1 < len(n.Content); i += 2 {
+		key, val := n.Content[i], n.Content[i+1]
+		ft, ok := fields[key.Value]
+		if !ok {
+			msg := fmt.Sprintf("unknown field %q", key.Value)
+			for name := range fields {
+				if strings.EqualFold(name, key.Value) {
+					msg += fmt.Sprintf(" (did you mean %q?)", name)
+				}
+			}
+			w.errs.add(w.file, key.Line, path, "%s", msg)
+			continue
+		}
+		w.lines[join(path, key.Value)] = key.Line
+		out[key.Value] = w.walk(val, ft, join(path, key.Value))
+	}
+	return out
+}
+
+func (w walker) wrong(n *yaml3.Node, path, want string) any {
+	got := map[yaml3.Kind]string{yaml3.MappingNode: "a mapping", yaml3.SequenceNode: "a list"}[n.Kind]
+	if got == "" {
+		got = fmt.Sprintf("%q", n.Value)
+		if n.Tag == "!!null" {
+			got = "nothing"
+		}
+	}
+	w.errs.add(w.file, n.Line, path, "must be %s, got %s", want, got)
+	return nil
+}
+
+// jsonFields maps the JSON names of t's exported fields to their types.
+func jsonFields(t reflect.Type) map[string]reflect.Type {
+	out := map[string]reflect.Type{}
+	for i := 0; i < t.NumField(); i++ {
+		f := t.Field(i)
+		name, _, _ := strings.Cut(f.Tag.Get("json"), ",")
+		if !f.IsExported() || name == "-" || name == "" {
+			continue
+		}
+		out[name] = f.Type
+	}
+	return out
+}
+
+func join(path, key string) string {
+	if path == "" {
+		return key
+	}
+	return path + "." + key
+}
+
+// header reads apiVersion and kind of a mapping document without decoding it.
+func header(doc *yaml3.Node) (apiVersion, kind string, line int) {
+	root := doc.Content[0]
+	line = root.Line
+	if root.Kind != yaml3.MappingNode {
+		return "", "", line
+	}
+	for i := 0; i+1 < len(root.Content); i += 2 {
+		switch root.Content[i].Value {
+		case "apiVersion":
+			apiVersion = root.Content[i+1].Value
+		case "kind":
+			kind = root.Content[i+1].Value
+		}
+	}
+	return apiVersion, kind, line
+}

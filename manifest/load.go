@@ -1,0 +1,104 @@
+package manifest
+
+import (
+	"fmt"
+	"path"
+	"sort"
+	"strings"
+)
+
+// Input is one manifest file as read from the fleet repo.
+type Input struct {
+	Name string // path in the repo, e.g. devices/cam-017/models.yaml
+	Data []byte
+}
+
+// IsManifest reports whether a file name is read as a manifest.
+func IsManifest(name string) bool {
+	ext := strings.ToLower(path.Ext(name))
+	return ext == ".yaml" || ext == ".yml"
+}
+
+// Load parses every Device document in inputs and merges them into the
+// desired state of one device. Every document must name that device. It
+// reports every problem it finds, not just the first; it does not validate
+// the resources (see Validate).
+func Load(device string, inputs []Input) (*Device, error) {
+	sorted := append([]Input(nil), inputs...)
+	sort.Slice(sorted, func(i, j int) bool { return sorted[i].Name < sorted[j].Name })
+
+	merged := &Device{APIVersion: APIVersion, Kind: KindDevice, Metadata: Metadata{Name: device}}
+	labelFrom := map[string]string{}
+	var errs Errors
+	found := 0
+	for _, in := range sorted {
+		docs, err := splitDocuments(in.Name, in.Data)
+		if err != nil {
+			errs = append(errs, err.(*Error))
+		}
+		for _, doc := range docs {
+			api, kind, line := header(doc)
+			if kind != KindDevice || api != APIVersion {
+				errs.add(in.Name, line, "", "expected apiVersion: %s and kind: %s, got apiVersion: %q, kind: %q", APIVersion, KindDevice, api, kind)
+				continue
+			}
+			var d Device
+			info, derrs := decodeDocument(in.Name, doc, &d)
+			errs = append(errs, derrs...)
+			if len(derrs) > 0 {
+				continue
+			}
+			found++
+			if d.Metadata.Name != device {
+				errs.add(in.Name, lineOf(info, "metadata.name", line), "metadata.name",
+					"this document is for device %q but it was read for device %q; move it to that device's path or fix the name", d.Metadata.Name, device)
+				continue
+			}
+			for k, v := range d.Metadata.Labels {
+				if prev, ok := merged.Metadata.Labels[k]; ok && prev != v {
+					errs.add(in.Name, lineOf(info, "metadata.labels."+k, line), "metadata.labels."+k,
+						"label %s is %q here but %q in %s", k, v, prev, labelFrom[k])
+					continue
+				}
+				if merged.Metadata.Labels == nil {
+					merged.Metadata.Labels = map[string]string{}
+				}
+				merged.Metadata.Labels[k], labelFrom[k] = v, in.Name
+			}
+			merge(merged, &d, info)
+		}
+	}
+	if len(errs) > 0 {
+		return nil, errs
+	}
+	if found == 0 {
+		return nil, Errors{{Msg: fmt.Sprintf("no Device document for %q in %d manifest files", device, len(inputs))}}
+	}
+	return merged, nil
+}
+
+func merge(into, d *Device, info *document) {
+	for i, m := range d.Spec.Models {
+		m.Origin = origin(info, fmt.Sprintf("spec.models[%d]", i))
+		into.Spec.Models = append(into.Spec.Models, m)
+	}
+	for i, f := range d.Spec.Files {
+		f.Origin = origin(info, fmt.Sprintf("spec.files[%d]", i))
+		into.Spec.Files = append(into.Spec.Files, f)
+	}
+	for i, s := range d.Spec.Services {
+		s.Origin = origin(info, fmt.Sprintf("spec.services[%d]", i))
+		into.Spec.Services = append(into.Spec.Services, s)
+	}
+}
+
+func origin(info *document, field string) Origin {
+	return Origin{File: info.file, Field: field, lines: info.lines}
+}
+
+func lineOf(info *document, field string, fallback int) int {
+	if l, ok := info.lines[field]; ok {
+		return l
+	}
+	return fallback
+}

@@ -1,0 +1,163 @@
+package manifest
+
+import (
+	"errors"
+	"strings"
+	"testing"
+
+	"github.com/stretchr/testify/require"
+)
+
+const good = `apiVersion: tend.dev/v1alpha1
+kind: Device
+metadata:
+  name: cam-017
+  labels: {site: plant-a, hw: orin}
+spec:
+  models:
+    - name: detector
+      ref: registry.local:5000/models/detector:v8
+      path: /opt/models/detector
+    - name: classifier
+      ref: registry.local:5000/models/classifier
+      policy: {semver: ">=8.0.0 <9"}
+  files:
+    - path: /etc/infer/config.yaml
+      content: |
+        threshold: 0.4
+      mode: "0644"
+  services:
+    - name: infer
+      command: ["/opt/infer/bin/server", "--model", "${model:detector}/model.onnx", "--port", "808${replica}"]
+      env: {LOG_LEVEL: info, CONFIG: "${file:/etc/infer/config.yaml}"}
+      restart: always
+      replicas: 2
+      resources: {memory: 512Mi, cpu: "1.5"}
+      health:
+        http: http://127.0.0.1:8080/healthz
+        startupGrace: 10s
+      restartOn: [file:/etc/infer/config.yaml]
+`
+
+var allow = ValidateOptions{AllowPaths: []string{"/etc/infer", "/opt/models"}, CheckAllowPaths: true}
+
+func TestLoadAndValidateGood(t *testing.T) {
+	d, err := Load("cam-017", []Input{{Name: "devices/cam-017/device.yaml", Data: []byte(good)}})
+	require.NoError(t, err)
+	require.NoError(t, d.Validate(allow))
+	require.Equal(t, "cam-017", d.Metadata.Name)
+	require.Len(t, d.Spec.Models, 2)
+	require.Equal(t, "threshold: 0.4\n", d.Spec.Files[0].Content)
+	require.Equal(t, 2, *d.Spec.Services[0].Replicas)
+	require.Equal(t, "10s", d.Spec.Services[0].Health.StartupGrace.D().String())
+	require.Equal(t, "spec.files[0]", d.Spec.Files[0].Origin.Field)
+	require.Equal(t, 15, d.Spec.Files[0].Origin.Line(".path"))
+}
+
+func TestLoadMergesDocumentsAndFiles(t *testing.T) {
+	a := "apiVersion: tend.dev/v1alpha1\nkind: Device\nmetadata: {name: cam-017, labels: {site: a}}\nspec:\n  files:\n    - {path: /etc/infer/a, content: a}\n---\n---\napiVersion: tend.dev/v1alpha1\nkind: Device\nmetadata: {name: cam-017}\nspec:\n  files:\n    - {path: /etc/infer/b, content: b}\n"
+	b := "apiVersion: tend.dev/v1alpha1\nkind: Device\nmetadata: {name: cam-017, labels: {hw: orin}}\nspec:\n  files:\n    - {path: /etc/infer/c, content: c}\n"
+	d, err := Load("cam-017", []Input{{Name: "z.yml", Data: []byte(b)}, {Name: "a.yaml", Data: []byte(a)}})
+	require.NoError(t, err)
+	require.NoError(t, d.Validate(allow))
+	var paths []string
+	for _, f := range d.Spec.Files {
+		paths = append(paths, f.Origin.File+":"+f.Path)
+	}
+	require.Equal(t, []string{"a.yaml:/etc/infer/a", "a.yaml:/etc/infer/b", "z.yml:/etc/infer/c"}, paths)
+	require.Equal(t, map[string]string{"site": "a", "hw": "orin"}, d.Metadata.Labels)
+}
+
+func TestBadInput(t *testing.T) {
+	header := "apiVersion: tend.dev/v1alpha1\nkind: Device\nmetadata: {name: cam-017}\nspec:\n"
+	tests := []struct {
+		name string
+		doc  string
+		want string // every line of the error must contain one of these, in order
+	}{
+		{"malformed yaml", header + "  files: [\n", "d.yaml:5: malformed YAML"},
+		{"unknown field", header + "  files:\n    - path: /etc/infer/a\n      contnet: x\n", `d.yaml:7: spec.files[0]: unknown field "contnet"`},
+		{"unknown field suggests case", header + "  files:\n    - Path: /etc/infer/a\n", `unknown field "Path" (did you mean "path"?)`},
+		{"unknown top-level field", header + "  files: []\nstatus: {}\n", `d.yaml:6: unknown field "status"`},
+		{"wrong type", header + "  files:\n    - path: [a]\n", "d.yaml:6: spec.files[0].path: must be a string, got a list"},
+		{"wrong kind", "apiVersion: tend.dev/v1alpha1\nkind: Devices\n", `d.yaml:1: expected apiVersion: tend.dev/v1alpha1 and kind: Device, got apiVersion: "tend.dev/v1alpha1", kind: "Devices"`},
+		{"other device", strings.Replace(header, "cam-017", "cam-018", 1) + "  files: []\n", `d.yaml:3: metadata.name: this document is for device "cam-018"`},
+		{"relative path", header + "  files:\n    - {path: etc/infer/a, content: x}\n", `d.yaml:6: spec.files[0].path: "etc/infer/a" is relative`},
+		{"escaping path", header + "  files:\n    - {path: /etc/infer/../passwd, content: x}\n", `spec.files[0].path: "/etc/infer/../passwd" is not a clean path`},
+		{"outside allowPaths", header + "  files:\n    - {path: /etc/passwd, content: x}\n", `spec.files[0].path: "/etc/passwd" is outside allowPaths [/etc/infer /opt/models]`},
+		{"prefix is not a parent", header + "  files:\n    - {path: /etc/inferx/a, content: x}\n", `is outside allowPaths`},
+		{"bad mode", header + "  files:\n    - {path: /etc/infer/a, content: x, mode: \"999\"}\n", `d.yaml:6: spec.files[0].mode: invalid mode "999"`},
+		{"duplicate file", header + "  files:\n    - {path: /etc/infer/a, content: x}\n    - {path: /etc/infer/a, content: y}\n", `d.yaml:7: spec.files[1].path: file/etc/infer/a is declared twice (first at d.yaml:6)`},
+		{"duplicate model", header + "  models:\n    - {name: m, ref: r.local/m:v1}\n    - {name: m, ref: r.local/m:v2}\n", `spec.models[1].name: model/m is declared twice`},
+		{"bad model ref", header + "  models:\n    - {name: m, ref: \"r.local/M:v1\"}\n", `spec.models[0].ref: invalid OCI reference "r.local/M:v1"`},
+		{"model ref without tag", header + "  models:\n    - {name: m, ref: r.local/m}\n", `has no tag or digest`},
+		{"policy with tag", header + "  models:\n    - {name: m, ref: r.local/m:v1, policy: {semver: \">=1\"}}\n", `pins a tag or digest`},
+		{"bad semver", header + "  models:\n    - {name: m, ref: r.local/m, policy: {semver: \"banana\"}}\n", `spec.models[0].policy.semver: invalid semver range "banana"`},
+		{"bad memory", header + "  services:\n    - {name: s, command: [x], resources: {memory: 12XB}}\n", `spec.services[0].resources.memory: invalid memory quantity "12XB"`},
+		{"bad cpu", header + "  services:\n    - {name: s, command: [x], resources: {cpu: lots}}\n", `spec.services[0].resources.cpu: invalid cpu quantity "lots"`},
+		{"undeclared model reference", header + "  services:\n    - {name: s, command: [\"${model:nope}/x\"]}\n", `spec.services[0].command[0]: references model "nope", which this device does not declare`},
+		{"undeclared file reference", header + "  services:\n    - {name: s, command: [x], restartOn: [\"file:/etc/infer/x\"]}\n", `spec.services[0].restartOn[0]: references file "/etc/infer/x"`},
+		{"unknown reference", header + "  services:\n    - {name: s, command: [\"${secret:x}\"]}\n", `unknown reference "secret:x"`},
+		{"bad restart", header + "  services:\n    - {name: s, command: [x], restart: sometimes}\n", `spec.services[0].restart: invalid restart policy "sometimes"`},
+		{"two health probes", header + "  services:\n    - {name: s, command: [x], health: {tcp: \"127.0.0.1:1\", exec: [true]}}\n", `spec.services[0].health: set exactly one of http, tcp or exec (found 2)`},
+		{"bad duration", header + "  services:\n    - {name: s, command: [x], health: {tcp: \"127.0.0.1:1\", startupGrace: 10}}\n", `spec.services[0].health.startupGrace: invalid duration "10"`},
+		{"missing command", header + "  services:\n    - {name: s}\n", `spec.services[0].command: missing`},
+		{"bad name", header + "  services:\n    - {name: Bad_Name!, command: [x]}\n", `spec.services[0].name: invalid name "Bad_Name!"`},
+		{"replicas not an integer", header + "  services:\n    - {name: s, command: [x], replicas: two}\n", `spec.services[0].replicas: must be an integer, got "two"`},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			d, err := Load("cam-017", []Input{{Name: "d.yaml", Data: []byte(tt.doc)}})
+			if err == nil {
+				err = d.Validate(allow)
+			}
+			require.Error(t, err)
+			require.True(t, errors.Is(err, ErrInvalid), "error must match ErrInvalid: %v", err)
+			require.Contains(t, err.Error(), tt.want)
+		})
+	}
+}
+
+func TestValidateReportsEveryProblem(t *testing.T) {
+	doc := "apiVersion: tend.dev/v1alpha1\nkind: Device\nmetadata: {name: cam-017}\nspec:\n  files:\n    - {path: etc/a, content: x}\n    - {path: /etc/infer/b, content: x, mode: \"8\"}\n"
+	d, err := Load("cam-017", []Input{{Name: "d.yaml", Data: []byte(doc)}})
+	require.NoError(t, err)
+	err = d.Validate(allow)
+	var errs Errors
+	require.ErrorAs(t, err, &errs)
+	require.Len(t, errs, 2)
+	require.Equal(t, 6, errs[0].Line)
+	require.Equal(t, 7, errs[1].Line)
+}
+
+func TestUnquotedModeKeepsItsDigits(t *testing.T) {
+	doc := "apiVersion: tend.dev/v1alpha1\nkind: Device\nmetadata: {name: cam-017}\nspec:\n  files:\n    - {path: /etc/infer/a, content: x, mode: 0600}\n"
+	d, err := Load("cam-017", []Input{{Name: "d.yaml", Data: []byte(doc)}})
+	require.NoError(t, err)
+	require.Equal(t, "0600", d.Spec.Files[0].Mode)
+	m, err := ParseMode(d.Spec.Files[0].Mode)
+	require.NoError(t, err)
+	require.Equal(t, uint32(0o600), m)
+}
+
+func TestLoadWithoutDeviceDocument(t *testing.T) {
+	_, err := Load("cam-017", []Input{{Name: "d.yaml", Data: []byte("# nothing\n---\n")}})
+	require.ErrorContains(t, err, `no Device document for "cam-017"`)
+}
+
+func TestQuantities(t *testing.T) {
+	for in, want := range map[string]int64{"512Mi": 512 << 20, "1G": 1e9, "1048576": 1 << 20, "1.5Gi": 3 << 29} {
+		got, err := ParseMemory(in)
+		require.NoError(t, err, in)
+		require.Equal(t, want, got, in)
+	}
+	for in, want := range map[string]int64{"1.5": 1500, "500m": 500, "2": 2000} {
+		got, err := ParseCPU(in)
+		require.NoError(t, err, in)
+		require.Equal(t, want, got, in)
+	}
+	for _, bad := range []string{"", "-1", "1.5.2", "0", "1e3"} {
+		_, err := ParseMemory(bad)
+		require.Error(t, err, bad)
+	}
+}

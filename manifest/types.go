@@ -1,0 +1,150 @@
+package manifest
+
+import (
+	"encoding/json"
+	"fmt"
+	"time"
+)
+
+// APIVersion is the apiVersion every tend document carries.
+const APIVersion = "tend.dev/v1alpha1"
+
+// Kinds of document tend reads.
+const (
+	KindDevice      = "Device"
+	KindAgentConfig = "AgentConfig"
+)
+
+// Device is the desired state of one device: the merge of every Device
+// document found under the device's path.
+type Device struct {
+	APIVersion string     `json:"apiVersion"`
+	Kind       string     `json:"kind"`
+	Metadata   Metadata   `json:"metadata"`
+	Spec       DeviceSpec `json:"spec"`
+}
+
+// Metadata names a device and carries its labels.
+type Metadata struct {
+	Name   string            `json:"name"`
+	Labels map[string]string `json:"labels,omitempty"`
+}
+
+// DeviceSpec lists the resources declared for a device.
+type DeviceSpec struct {
+	Models   []Model   `json:"models,omitempty"`
+	Files    []File    `json:"files,omitempty"`
+	Services []Service `json:"services,omitempty"`
+}
+
+// Model is a model artifact pulled from an OCI registry.
+type Model struct {
+	Name   string  `json:"name"`
+	Ref    string  `json:"ref"`
+	Path   string  `json:"path,omitempty"`
+	Policy *Policy `json:"policy,omitempty"`
+
+	Origin Origin `json:"-"`
+}
+
+// Policy selects a tag when a model ref has none.
+type Policy struct {
+	Semver string `json:"semver"`
+}
+
+// File is a file whose content is declared inline.
+type File struct {
+	Path    string `json:"path"`
+	Content string `json:"content"`
+	Mode    string `json:"mode,omitempty"`
+
+	Origin Origin `json:"-"`
+}
+
+// Service is a supervised process.
+type Service struct {
+	Name        string            `json:"name"`
+	Command     []string          `json:"command"`
+	Env         map[string]string `json:"env,omitempty"`
+	WorkingDir  string            `json:"workingDir,omitempty"`
+	User        string            `json:"user,omitempty"`
+	Group       string            `json:"group,omitempty"`
+	Restart     string            `json:"restart,omitempty"`
+	Replicas    *int              `json:"replicas,omitempty"`
+	Resources   *Resources        `json:"resources,omitempty"`
+	Health      *Health           `json:"health,omitempty"`
+	RestartOn   []string          `json:"restartOn,omitempty"`
+	StopTimeout Duration          `json:"stopTimeout,omitempty"`
+
+	Origin Origin `json:"-"`
+}
+
+// Resources are the limits a service runs under.
+type Resources struct {
+	Memory string `json:"memory,omitempty"`
+	CPU    string `json:"cpu,omitempty"`
+}
+
+// Health is a service's health probe: exactly one of HTTP, TCP or Exec.
+type Health struct {
+	HTTP             string   `json:"http,omitempty"`
+	TCP              string   `json:"tcp,omitempty"`
+	Exec             []string `json:"exec,omitempty"`
+	StartupGrace     Duration `json:"startupGrace,omitempty"`
+	Interval         Duration `json:"interval,omitempty"`
+	FailureThreshold int      `json:"failureThreshold,omitempty"`
+}
+
+// Restart policies.
+const (
+	RestartAlways    = "always"
+	RestartOnFailure = "on-failure"
+	RestartNever     = "never"
+)
+
+// DefaultFileMode is the mode of a file that declares none.
+const DefaultFileMode = "0644"
+
+// Origin records where a resource was declared, for error messages.
+type Origin struct {
+	File  string // path of the manifest file, relative to the repo
+	Field string // field path inside the document, e.g. spec.files[1]
+	lines map[string]int
+}
+
+// Line returns the line of field (relative to the origin's field path, e.g.
+// ".path"), or of the resource itself when the field has no recorded line.
+func (o Origin) Line(field string) int {
+	if l, ok := o.lines[o.Field+field]; ok {
+		return l
+	}
+	return o.lines[o.Field]
+}
+
+// Duration is a time.Duration written in Go syntax ("30s", "5m").
+type Duration time.Duration
+
+// D returns d as a time.Duration.
+func (d Duration) D() time.Duration { return time.Duration(d) }
+
+// MarshalJSON writes d in Go syntax.
+func (d Duration) MarshalJSON() ([]byte, error) {
+	return json.Marshal(time.Duration(d).String())
+}
+
+// UnmarshalJSON reads a duration in Go syntax.
+func (d *Duration) UnmarshalJSON(b []byte) error {
+	var s string
+	if err := json.Unmarshal(b, &s); err != nil {
+		return fmt.Errorf("duration must be a string like \"30s\"")
+	}
+	v, err := time.ParseDuration(s)
+	if err != nil {
+		return fmt.Errorf("invalid duration %q: use Go syntax like \"30s\" or \"5m\"", s)
+	}
+	if v < 0 {
+		return fmt.Errorf("invalid duration %q: must not be negative", s)
+	}
+	*d = Duration(v)
+	return nil
+}

@@ -1,0 +1,261 @@
+package manifest
+
+import (
+	"fmt"
+	"net"
+	"net/url"
+	"path"
+	"regexp"
+	"strconv"
+	"strings"
+
+	"github.com/Masterminds/semver/v3"
+	"github.com/google/go-containerregistry/pkg/name"
+)
+
+// ValidateOptions are the node's limits that a device must respect.
+type ValidateOptions struct {
+	// AllowPaths are the absolute paths under which files and models may be
+	// placed. When CheckAllowPaths is false they are not checked (validating
+	// manifests in CI without an agent config).
+	AllowPaths      []string
+	CheckAllowPaths bool
+}
+
+var (
+	resourceName = regexp.MustCompile(`^[a-z0-9]([a-z0-9._-]{0,61}[a-z0-9])?$`)
+	envName      = regexp.MustCompile(`^[A-Za-z_][A-Za-z0-9_]*$`)
+	octalMode    = regexp.MustCompile(`^0?[0-7]{3}$|^[0-7]{4}$`)
+	reference    = regexp.MustCompile(`\$\{([^}]*)\}`)
+)
+
+// Validate checks every resource of d and returns all problems, each naming
+// file, line and field.
+func (d *Device) Validate(opts ValidateOptions) error {
+	var errs Errors
+	v := validator{opts: opts, errs: &errs, models: map[string]bool{}, files: map[string]bool{}}
+	seen := map[string]Origin{}
+	dup := func(id string, o Origin, field string) bool {
+		if first, ok := seen[id]; ok {
+			v.at(o, field, "%s is declared twice (first at %s:%d); names must be unique per device", id, first.File, first.Line(""))
+			return true
+		}
+		seen[id] = o
+		return false
+	}
+	for _, m := range d.Spec.Models {
+		if !dup("model/"+m.Name, m.Origin, ".name") {
+			v.models[m.Name] = true
+		}
+		v.model(m)
+	}
+	for _, f := range d.Spec.Files {
+		if !dup("file"+f.Path, f.Origin, ".path") {
+			v.files[f.Path] = true
+		}
+		v.file(f)
+	}
+	for _, s := range d.Spec.Services {
+		dup("service/"+s.Name, s.Origin, ".name")
+		v.service(s)
+	}
+	return errs.err()
+}
+
+type validator struct {
+	opts   ValidateOptions
+	errs   *Errors
+	models map[string]bool
+	files  map[string]bool
+}
+
+func (v validator) at(o Origin, field, format string, args ...any) {
+	v.errs.add(o.File, o.Line(field), o.Field+field, format, args...)
+}
+
+func (v validator) name(o Origin, n string) {
+	if !resourceName.MatchString(n) {
+		v.at(o, ".name", "invalid name %q: use lowercase letters, digits, '-', '_' and '.', at most 63 characters", n)
+	}
+}
+
+func (v validator) model(m Model) {
+	o := m.Origin
+	v.name(o, m.Name)
+	last := m.Ref[strings.LastIndex(m.Ref, "/")+1:]
+	hasTag, hasDigest := strings.Contains(last, ":"), strings.Contains(m.Ref, "@")
+	switch {
+	case m.Ref == "":
+		v.at(o, ".ref", "missing: the OCI reference of the model, e.g. registry.local:5000/models/detector:v8")
+	case m.Policy != nil:
+		if hasTag || hasDigest {
+			v.at(o, ".ref", "%q pins a tag or digest but policy.semver picks the tag: remove one of them", m.Ref)
+		} else if _, err := name.NewRepository(m.Ref); err != nil {
+			v.at(o, ".ref", "invalid repository %q: %v", m.Ref, err)
+		}
+		if _, err := semver.NewConstraint(m.Policy.Semver); err != nil || m.Policy.Semver == "" {
+			v.at(o, ".policy.semver", "invalid semver range %q: use a range like \">=8.0.0 <9\"", m.Policy.Semver)
+		}
+	case !hasTag && !hasDigest:
+		v.at(o, ".ref", "%q has no tag or digest: add :TAG or @sha256:…, or set policy.semver to follow tags", m.Ref)
+	default:
+		if _, err := name.ParseReference(m.Ref); err != nil {
+			v.at(o, ".ref", "invalid OCI reference %q: %v", m.Ref, err)
+		}
+	}
+	if m.Path != "" {
+		v.path(o, ".path", m.Path)
+	}
+}
+
+func (v validator) file(f File) {
+	v.path(f.Origin, ".path", f.Path)
+	if f.Mode != "" {
+		if _, err := ParseMode(f.Mode); err != nil {
+			v.at(f.Origin, ".mode", "%v", err)
+		}
+	}
+}
+
+// ParseMode parses an octal permission string such as "0644".
+func ParseMode(s string) (uint32, error) {
+	if !octalMode.MatchString(s) {
+		return 0, fmt.Errorf("invalid mode %q: use an octal string like \"0644\" (quoted)", s)
+	}
+	m, err := strconv.ParseUint(s, 8, 32)
+	if err != nil {
+		return 0, fmt.Errorf("invalid mode %q: %w", s, err)
+	}
+	return uint32(m), nil
+}
+
+// path checks that p is absolute, clean and under an allowed path.
+func (v validator) path(o Origin, field, p string) {
+	switch {
+	case p == "":
+		v.at(o, field, "missing: an absolute path such as /etc/infer/config.yaml")
+	case !strings.HasPrefix(p, "/"):
+		v.at(o, field, "%q is relative: use an absolute path such as /etc/infer/config.yaml", p)
+	case path.Clean(p) != p || strings.Contains(p, "/../") || strings.HasSuffix(p, "/.."):
+		v.at(o, field, "%q is not a clean path (write it as %q, without '..', '.', '//' or a trailing '/')", p, path.Clean(p))
+	case p == "/":
+		v.at(o, field, "the root directory cannot be managed")
+	case v.opts.CheckAllowPaths && !Allowed(p, v.opts.AllowPaths):
+		if len(v.opts.AllowPaths) == 0 {
+			v.at(o, field, "%q is outside allowPaths, which is empty: the agent may not write anywhere; add allowPaths in agent.yaml or --allow-path", p)
+			return
+		}
+		v.at(o, field, "%q is outside allowPaths %v: add an entry to allowPaths in agent.yaml (or --allow-path) or move the file", p, v.opts.AllowPaths)
+	}
+}
+
+// Allowed reports whether p lies strictly under one of allow.
+func Allowed(p string, allow []string) bool {
+	for _, a := range allow {
+		if a == "/" || strings.HasPrefix(p, strings.TrimSuffix(a, "/")+"/") {
+			return true
+		}
+	}
+	return false
+}
+
+func (v validator) service(s Service) {
+	o := s.Origin
+	v.name(o, s.Name)
+	if len(s.Command) == 0 || s.Command[0] == "" {
+		v.at(o, ".command", "missing: the program and its arguments, e.g. [\"/opt/infer/bin/server\", \"--port\", \"8080\"]")
+	}
+	for i, arg := range s.Command {
+		v.refs(o, fmt.Sprintf(".command[%d]", i), arg)
+	}
+	for k, val := range s.Env {
+		if !envName.MatchString(k) {
+			v.at(o, ".env."+k, "invalid environment variable name %q", k)
+		}
+		v.refs(o, ".env."+k, val)
+	}
+	if s.WorkingDir != "" {
+		v.refs(o, ".workingDir", s.WorkingDir)
+		if !strings.HasPrefix(s.WorkingDir, "/") && !strings.HasPrefix(s.WorkingDir, "${") {
+			v.at(o, ".workingDir", "%q is relative: use an absolute path", s.WorkingDir)
+		}
+	}
+	switch s.Restart {
+	case "", RestartAlways, RestartOnFailure, RestartNever:
+	default:
+		v.at(o, ".restart", "invalid restart policy %q: use always, on-failure or never", s.Restart)
+	}
+	if s.Replicas != nil && *s.Replicas < 0 {
+		v.at(o, ".replicas", "must be 0 or more, got %d", *s.Replicas)
+	}
+	if r := s.Resources; r != nil {
+		if r.Memory != "" {
+			if _, err := ParseMemory(r.Memory); err != nil {
+				v.at(o, ".resources.memory", "%v", err)
+			}
+		}
+		if r.CPU != "" {
+			if _, err := ParseCPU(r.CPU); err != nil {
+				v.at(o, ".resources.cpu", "%v", err)
+			}
+		}
+	}
+	if h := s.Health; h != nil {
+		v.health(o, h)
+	}
+	for i, r := range s.RestartOn {
+		v.ref(o, fmt.Sprintf(".restartOn[%d]", i), r)
+	}
+}
+
+func (v validator) health(o Origin, h *Health) {
+	n := 0
+	if h.HTTP != "" {
+		n++
+		if u, err := url.Parse(h.HTTP); err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
+			v.at(o, ".health.http", "invalid URL %q: use http://HOST:PORT/PATH", h.HTTP)
+		}
+	}
+	if h.TCP != "" {
+		n++
+		if _, _, err := net.SplitHostPort(h.TCP); err != nil {
+			v.at(o, ".health.tcp", "invalid address %q: use HOST:PORT", h.TCP)
+		}
+	}
+	if len(h.Exec) > 0 {
+		n++
+	}
+	if n != 1 {
+		v.at(o, ".health", "set exactly one of http, tcp or exec (found %d)", n)
+	}
+	if h.FailureThreshold < 0 {
+		v.at(o, ".health.failureThreshold", "must be 0 or more, got %d", h.FailureThreshold)
+	}
+}
+
+// refs checks every ${…} in s.
+func (v validator) refs(o Origin, field, s string) {
+	for _, m := range reference.FindAllStringSubmatch(s, -1) {
+		if m[1] == "replica" {
+			continue
+		}
+		v.ref(o, field, m[1])
+	}
+}
+
+// ref checks one model:NAME or file:PATH reference.
+func (v validator) ref(o Origin, field, r string) {
+	kind, target, _ := strings.Cut(r, ":")
+	switch kind {
+	case "model":
+		if !v.models[target] {
+			v.at(o, field, "references model %q, which this device does not declare", target)
+		}
+	case "file":
+		if !v.files[target] {
+			v.at(o, field, "references file %q, which this device does not declare", target)
+		}
+	default:
+		v.at(o, field, "unknown reference %q: use model:NAME, file:PATH or (in command and env) ${replica}", r)
+	}
+}
