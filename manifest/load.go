@@ -24,13 +24,56 @@ func IsManifest(name string) bool {
 // reports every problem it finds, not just the first; it does not validate
 // the resources (see Validate).
 func Load(device string, inputs []Input) (*Device, error) {
+	docs, errs := parse(inputs)
+	for _, d := range docs {
+		if d.dev.Metadata.Name != device {
+			errs.add(d.info.file, lineOf(d.info, "metadata.name", d.info.line), "metadata.name",
+				"this document is for device %q but it was read for device %q; move it to that device's path or fix the name", d.dev.Metadata.Name, device)
+		}
+	}
+	if len(errs) > 0 {
+		return nil, errs
+	}
+	if len(docs) == 0 {
+		return nil, Errors{{Msg: fmt.Sprintf("no Device document for %q in %d manifest files", device, len(inputs))}}
+	}
+	return mergeAll(device, docs)
+}
+
+// LoadAll parses every Device document in inputs and merges them by
+// metadata.name, for checking manifests without knowing the devices.
+func LoadAll(inputs []Input) (map[string]*Device, error) {
+	docs, errs := parse(inputs)
+	if len(errs) > 0 {
+		return nil, errs
+	}
+	byName := map[string][]parsed{}
+	for _, d := range docs {
+		byName[d.dev.Metadata.Name] = append(byName[d.dev.Metadata.Name], d)
+	}
+	out := map[string]*Device{}
+	for name, ds := range byName {
+		dev, err := mergeAll(name, ds)
+		if err != nil {
+			errs = append(errs, err.(Errors)...)
+			continue
+		}
+		out[name] = dev
+	}
+	return out, errs.err()
+}
+
+type parsed struct {
+	dev  Device
+	info *document
+}
+
+// parse decodes every Device document of inputs, in file name order.
+func parse(inputs []Input) ([]parsed, Errors) {
 	sorted := append([]Input(nil), inputs...)
 	sort.Slice(sorted, func(i, j int) bool { return sorted[i].Name < sorted[j].Name })
-
-	merged := &Device{APIVersion: APIVersion, Kind: KindDevice, Metadata: Metadata{Name: device}}
-	labelFrom := map[string]string{}
+	var out []parsed
 	var errs Errors
-	found := 0
 	for _, in := range sorted {
 		docs, err := splitDocuments(in.Name, in.Data)
 		if err != nil {
@@ -42,37 +85,43 @@ func Load(device string, inputs []Input) (*Device, error) {
 				errs.add(in.Name, line, "", "expected apiVersion: %s and kind: %s, got apiVersion: %q, kind: %q", APIVersion, KindDevice, api, kind)
 				continue
 			}
-			var d Device
-			info, derrs := decodeDocument(in.Name, doc, &d)
+			var p parsed
+			info, derrs := decodeDocument(in.Name, doc, &p.dev)
 			errs = append(errs, derrs...)
 			if len(derrs) > 0 {
 				continue
 			}
-			found++
-			if d.Metadata.Name != device {
-				errs.add(in.Name, lineOf(info, "metadata.name", line), "metadata.name",
-					"this document is for device %q but it was read for device %q; move it to that device's path or fix the name", d.Metadata.Name, device)
+			if p.dev.Metadata.Name == "" {
+				errs.add(in.Name, line, "metadata.name", "missing: the name of the device this document is for")
 				continue
 			}
-			for k, v := range d.Metadata.Labels {
-				if prev, ok := merged.Metadata.Labels[k]; ok && prev != v {
-					errs.add(in.Name, lineOf(info, "metadata.labels."+k, line), "metadata.labels."+k,
-						"label %s is %q here but %q in %s", k, v, prev, labelFrom[k])
-					continue
-				}
-				if merged.Metadata.Labels == nil {
-					merged.Metadata.Labels = map[string]string{}
-				}
-				merged.Metadata.Labels[k], labelFrom[k] = v, in.Name
-			}
-			merge(merged, &d, info)
+			p.info = info
+			out = append(out, p)
 		}
+	}
+	return out, errs
+}
+
+func mergeAll(device string, docs []parsed) (*Device, error) {
+	merged := &Device{APIVersion: APIVersion, Kind: KindDevice, Metadata: Metadata{Name: device}}
+	labelFrom := map[string]string{}
+	var errs Errors
+	for _, p := range docs {
+		for k, v := range p.dev.Metadata.Labels {
+			if prev, ok := merged.Metadata.Labels[k]; ok && prev != v {
+				errs.add(p.info.file, lineOf(p.info, "metadata.labels."+k, p.info.line), "metadata.labels."+k,
+					"label %s is %q here but %q in %s", k, v, prev, labelFrom[k])
+				continue
+			}
+			if merged.Metadata.Labels == nil {
+				merged.Metadata.Labels = map[string]string{}
+			}
+			merged.Metadata.Labels[k], labelFrom[k] = v, p.info.file
+		}
+		merge(merged, &p.dev, p.info)
 	}
 	if len(errs) > 0 {
 		return nil, errs
-	}
-	if found == 0 {
-		return nil, Errors{{Msg: fmt.Sprintf("no Device document for %q in %d manifest files", device, len(inputs))}}
 	}
 	return merged, nil
 }

@@ -1,0 +1,89 @@
+package agent
+
+import (
+	"errors"
+	"fmt"
+	"io/fs"
+	"os"
+	"path/filepath"
+
+	"github.com/tend-dev/tend/manifest"
+)
+
+// Overrides are the config fields set on the command line or through
+// TEND_* environment variables. A nil field is not set.
+type Overrides struct {
+	Device, Repo, Ref, Path, Root, StateDir, Schedule, Listen *string
+	AllowPaths, InsecureRegistries                            []string
+	Jitter                                                    *manifest.Duration
+	AllowEmpty                                                *bool
+}
+
+// LoadConfig reads the agent config from path (or DefaultConfig when path
+// is empty and that file exists), applies the overrides and the defaults,
+// and validates the result.
+func LoadConfig(path string, o Overrides) (*manifest.AgentConfig, error) {
+	c := &manifest.AgentConfig{}
+	explicit := path != ""
+	if !explicit {
+		path = manifest.DefaultConfig
+	}
+	loaded, err := manifest.LoadConfig(path)
+	switch {
+	case err == nil:
+		c = loaded
+	case !explicit && errors.Is(err, fs.ErrNotExist):
+		// No config file: flags and defaults only.
+	default:
+		return nil, err
+	}
+	o.apply(c)
+	host, err := os.Hostname()
+	if err != nil && c.Device == "" {
+		return nil, fmt.Errorf("no device name: set device in agent.yaml or --device (hostname: %w)", err)
+	}
+	c.SetDefaults(host)
+	if err := c.Validate(); err != nil {
+		return nil, err
+	}
+	return c, nil
+}
+
+func (o Overrides) apply(c *manifest.AgentConfig) {
+	set := func(dst *string, v *string) {
+		if v != nil {
+			*dst = *v
+		}
+	}
+	abs := func(v *string) *string {
+		if v == nil || *v == "" {
+			return v
+		}
+		a, err := filepath.Abs(*v)
+		if err != nil {
+			return v
+		}
+		return &a
+	}
+	o.Root, o.StateDir = abs(o.Root), abs(o.StateDir)
+	set(&c.Device, o.Device)
+	set(&c.Source.URL, o.Repo)
+	set(&c.Source.Ref, o.Ref)
+	set(&c.Source.Path, o.Path)
+	set(&c.Root, o.Root)
+	set(&c.StateDir, o.StateDir)
+	set(&c.Schedule, o.Schedule)
+	set(&c.Listen, o.Listen)
+	if o.AllowPaths != nil {
+		c.AllowPaths = o.AllowPaths
+	}
+	if o.InsecureRegistries != nil {
+		c.Registries.Insecure = o.InsecureRegistries
+	}
+	if o.Jitter != nil {
+		c.Jitter = *o.Jitter
+	}
+	if o.AllowEmpty != nil {
+		c.AllowEmpty = *o.AllowEmpty
+	}
+}

@@ -1,0 +1,239 @@
+package agent
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"time"
+
+	"github.com/tend-dev/tend/applier"
+	"github.com/tend-dev/tend/drift"
+	"github.com/tend-dev/tend/gitsource"
+	"github.com/tend-dev/tend/manifest"
+	"github.com/tend-dev/tend/planner"
+)
+
+// Log keys, so every line of every tick uses the same names.
+const (
+	keyDevice    = "device"
+	keyRevision  = "revision"
+	keyResult    = "result"
+	keyDuration  = "duration"
+	keyError     = "error"
+	keyResource  = "resource"
+	keyReason    = "reason"
+	keyAdd       = "add"
+	keyChange    = "change"
+	keyDelete    = "delete"
+	keyUnchanged = "unchanged"
+	keyDrift     = "drift"
+	keyFetched   = "fetched"
+)
+
+// Results of a tick, as logs and metrics name them.
+const (
+	ResultSuccess = "success" // actions were applied
+	ResultNoop    = "noop"    // nothing to do
+	ResultError   = "error"
+)
+
+// Reconciler runs one reconcile for the device its config names.
+type Reconciler struct {
+	Config *manifest.AgentConfig
+	Logger *slog.Logger
+	// Now is the clock; nil means time.Now.
+	Now func() time.Time
+}
+
+// Result is what one reconcile saw and did.
+type Result struct {
+	Snapshot *gitsource.Snapshot
+	Device   *manifest.Device
+	Plan     *planner.Changeset
+	Drift    []drift.Event
+	Applied  []planner.Action
+	Duration time.Duration
+}
+
+// Outcome names the result for logs and metrics.
+func (r *Result) Outcome(err error) string {
+	switch {
+	case err != nil:
+		return ResultError
+	case len(r.Applied) > 0:
+		return ResultSuccess
+	default:
+		return ResultNoop
+	}
+}
+
+// tick carries the state of one reconcile from step to step.
+type tick struct {
+	res      Result
+	applier  *applier.Applier
+	desired  planner.Desired
+	observed planner.Observed
+	apply    bool
+}
+
+type step struct {
+	name string
+	run  func(ctx context.Context, t *tick) error
+}
+
+// Plan fetches, renders, observes and plans, and changes nothing on the node.
+func (r *Reconciler) Plan(ctx context.Context) (*Result, error) {
+	return r.run(ctx, false)
+}
+
+// Apply reconciles once: it plans and then applies the plan.
+func (r *Reconciler) Apply(ctx context.Context) (*Result, error) {
+	return r.run(ctx, true)
+}
+
+func (r *Reconciler) run(ctx context.Context, apply bool) (*Result, error) {
+	start := r.now()
+	unlock, err := applier.Lock(ctx, r.Config.StateDir)
+	if err != nil {
+		return &Result{}, err
+	}
+	defer unlock()
+
+	t := &tick{apply: apply}
+	steps := []step{
+		{"fetch", r.fetch},
+		{"render", r.render},
+		{"observe", r.observe},
+		{"plan", r.plan},
+		{"apply", r.applyPlan},
+	}
+	for _, s := range steps {
+		if err := s.run(ctx, t); err != nil {
+			t.res.Duration = r.now().Sub(start)
+			return &t.res, err
+		}
+	}
+	t.res.Duration = r.now().Sub(start)
+	return &t.res, nil
+}
+
+func (r *Reconciler) fetch(ctx context.Context, t *tick) error {
+	snap, err := Fetch(ctx, r.Config, r.logger())
+	if err != nil {
+		return err
+	}
+	t.res.Snapshot = snap
+	return nil
+}
+
+func (r *Reconciler) render(_ context.Context, t *tick) error {
+	dev, err := Render(r.Config, t.res.Snapshot, true)
+	if err != nil {
+		return err
+	}
+	t.res.Device = dev
+	return nil
+}
+
+func (r *Reconciler) observe(ctx context.Context, t *tick) error {
+	a, err := applier.New(applier.Config{Root: r.Config.Root, StateDir: r.Config.StateDir, AllowPaths: r.Config.AllowPaths, Logger: r.logger()})
+	if err != nil {
+		return err
+	}
+	t.applier = a
+	t.desired, err = a.Desired(t.res.Device, Revision(t.res.Snapshot))
+	if err != nil {
+		return err
+	}
+	t.observed, err = a.Observe(ctx, t.desired)
+	if err != nil {
+		return fmt.Errorf("observe node: %w", err)
+	}
+	return nil
+}
+
+func (r *Reconciler) plan(_ context.Context, t *tick) error {
+	cs, err := planner.Plan(t.desired, t.observed, planner.Options{AllowEmpty: r.Config.AllowEmpty})
+	if err != nil {
+		return err
+	}
+	t.res.Plan = cs
+	t.res.Drift = drift.Detect(cs, r.now())
+	return nil
+}
+
+func (r *Reconciler) applyPlan(ctx context.Context, t *tick) error {
+	if !t.apply {
+		return nil
+	}
+	res, err := t.applier.Apply(ctx, t.desired, t.res.Plan)
+	t.res.Applied = res.Applied
+	return err
+}
+
+func (r *Reconciler) now() time.Time {
+	if r.Now != nil {
+		return r.Now()
+	}
+	return time.Now()
+}
+
+func (r *Reconciler) logger() *slog.Logger {
+	if r.Logger != nil {
+		return r.Logger
+	}
+	return slog.New(slog.DiscardHandler)
+}
+
+// Fetch reads this device's manifests from the fleet repo into the clone in
+// stateDir.
+func Fetch(ctx context.Context, c *manifest.AgentConfig, log *slog.Logger) (*gitsource.Snapshot, error) {
+	ref, path, err := c.ExpandSource()
+	if err != nil {
+		return nil, err
+	}
+	ctx, cancel := context.WithTimeout(ctx, c.Source.Timeout.D())
+	defer cancel()
+	snap, err := gitsource.Fetch(ctx, gitsource.Source{URL: c.Source.URL, Ref: ref, Path: path},
+		gitsource.Options{Dir: GitDir(c.StateDir), Logger: log})
+	if errors.Is(err, gitsource.ErrPathNotFound) {
+		return nil, fmt.Errorf("no manifests for device %s at %s in %s@%s: %w", c.Device, displayPath(path), gitsource.RedactURL(c.Source.URL), ref, err)
+	}
+	if err != nil {
+		return nil, fmt.Errorf("fetch %s@%s: %w", gitsource.RedactURL(c.Source.URL), ref, err)
+	}
+	return snap, nil
+}
+
+// Render turns a snapshot into this device's validated desired state. With
+// confine, files and models must lie under allowPaths.
+func Render(c *manifest.AgentConfig, snap *gitsource.Snapshot, confine bool) (*manifest.Device, error) {
+	inputs := make([]manifest.Input, len(snap.Files))
+	for i, f := range snap.Files {
+		inputs[i] = manifest.Input{Name: f.Path, Data: f.Data}
+	}
+	dev, err := manifest.Load(c.Device, inputs)
+	if err == nil {
+		err = dev.Validate(manifest.ValidateOptions{AllowPaths: c.AllowPaths, CheckAllowPaths: confine || len(c.AllowPaths) > 0})
+	}
+	if err != nil {
+		return nil, fmt.Errorf("invalid manifests for device %s at %s:\n%w", c.Device, Revision(snap), err)
+	}
+	return dev, nil
+}
+
+// Revision names a snapshot as plans and status print it: ref@sha1:commit.
+func Revision(s *gitsource.Snapshot) string {
+	return s.Ref + "@sha1:" + s.Revision
+}
+
+// GitDir is where the persistent clone of the fleet repo lives.
+func GitDir(stateDir string) string { return stateDir + "/git" }
+
+func displayPath(p string) string {
+	if p == "" || p == "." {
+		return "the repo root"
+	}
+	return p
+}

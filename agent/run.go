@@ -1,0 +1,93 @@
+package agent
+
+import (
+	"context"
+	"fmt"
+	"log/slog"
+	"math/rand/v2"
+	"time"
+
+	"github.com/robfig/cron/v3"
+)
+
+// Loop runs the reconciler on a schedule until ctx is done.
+type Loop struct {
+	Reconciler *Reconciler
+	Schedule   cron.Schedule
+	// Jitter is the most a tick is delayed past its scheduled time, drawn
+	// at random each tick so a fleet does not hit its Git server at once.
+	Jitter time.Duration
+	// TickTimeout bounds one reconcile.
+	TickTimeout time.Duration
+	// OnTick, if set, is called after every tick.
+	OnTick func(*Result, error)
+}
+
+// DefaultTickTimeout bounds one reconcile when the loop sets none.
+const DefaultTickTimeout = 10 * time.Minute
+
+// Run reconciles at once, then at every scheduled time, until ctx is done.
+// A failed tick is logged and the loop goes on: the node keeps what it last
+// applied.
+func (l *Loop) Run(ctx context.Context) error {
+	log := l.Reconciler.logger()
+	for {
+		l.tick(ctx, log)
+		now := time.Now()
+		next := l.Schedule.Next(now)
+		if l.Jitter > 0 {
+			next = next.Add(rand.N(l.Jitter))
+		}
+		timer := time.NewTimer(next.Sub(now))
+		select {
+		case <-ctx.Done():
+			timer.Stop()
+			return nil
+		case <-timer.C:
+		}
+	}
+}
+
+func (l *Loop) tick(ctx context.Context, log *slog.Logger) {
+	timeout := l.TickTimeout
+	if timeout <= 0 {
+		timeout = DefaultTickTimeout
+	}
+	ctx, cancel := context.WithTimeout(ctx, timeout)
+	defer cancel()
+	res, err := l.Reconciler.Apply(ctx)
+	LogTick(log, l.Reconciler.Config.Device, res, err)
+	if l.OnTick != nil {
+		l.OnTick(res, err)
+	}
+}
+
+// LogTick writes the one summary line of a tick, plus one line per drifted
+// resource.
+func LogTick(log *slog.Logger, device string, res *Result, err error) {
+	attrs := []any{keyDevice, device, keyResult, res.Outcome(err), keyDuration, res.Duration.Round(time.Millisecond).String()}
+	if res.Snapshot != nil {
+		attrs = append(attrs, keyRevision, Revision(res.Snapshot), keyFetched, res.Snapshot.Fetched)
+	}
+	for _, d := range res.Drift {
+		log.Warn("drift", keyDevice, device, keyResource, d.Resource, keyReason, d.Reason)
+	}
+	if res.Plan != nil {
+		s := res.Plan.Summary()
+		attrs = append(attrs, keyAdd, s.Add, keyChange, s.Change, keyDelete, s.Delete, keyUnchanged, s.Unchanged, keyDrift, len(res.Drift))
+	}
+	if err != nil {
+		log.Error("reconcile failed; the node keeps its last applied state", append(attrs, keyError, err.Error())...)
+		return
+	}
+	log.Info("reconciled", attrs...)
+}
+
+// ParseSchedule parses a robfig/cron spec ("@every 30s", "*/5 * * * *").
+func ParseSchedule(spec string) (cron.Schedule, error) {
+	s, err := cron.ParseStandard(spec)
+	if err != nil {
+		return nil, fmt.Errorf("invalid schedule %q: %w", spec, err)
+	}
+	return s, nil
+}

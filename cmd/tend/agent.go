@@ -1,0 +1,36 @@
+package main
+
+import (
+	"github.com/spf13/cobra"
+	"github.com/tend-dev/tend/agent"
+)
+
+func newAgentCommand(g *globals) *cobra.Command {
+	return &cobra.Command{
+		Use:   "agent",
+		Short: "Run the daemon: reconcile on the schedule, forever",
+		Long: "agent reconciles at start and then on every tick of the schedule (plus a random jitter),\n" +
+			"logging one summary line per tick. SIGINT or SIGTERM stops it after the current step;\n" +
+			"services it started keep running.",
+		Args: cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			c, err := g.loadConfig()
+			if err != nil {
+				return err
+			}
+			log, err := g.logger(cmd.ErrOrStderr())
+			if err != nil {
+				return err
+			}
+			sched, err := agent.ParseSchedule(c.Schedule)
+			if err != nil {
+				return err
+			}
+			log.Info("agent starting", "device", c.Device, "schedule", c.Schedule, "jitter", c.Jitter.D().String(), "version", version)
+			loop := &agent.Loop{Reconciler: &agent.Reconciler{Config: c, Logger: log}, Schedule: sched, Jitter: c.Jitter.D()}
+			err = loop.Run(cmd.Context())
+			log.Info("agent stopped", "device", c.Device)
+			return err
+		},
+	}
+}

@@ -1,0 +1,56 @@
+package main
+
+import (
+	"fmt"
+	"io"
+
+	"github.com/spf13/cobra"
+	"github.com/tend-dev/tend/agent"
+	"github.com/tend-dev/tend/planner"
+)
+
+func newPlanCommand(g *globals) *cobra.Command {
+	var format string
+	var detailed bool
+	cmd := &cobra.Command{
+		Use:   "plan",
+		Short: "Show what apply would change on this node, and change nothing",
+		Long: "plan fetches this device's manifests, observes the node and prints the actions that apply would take.\n" +
+			"With --detailed-exitcode it exits 0 when there is nothing to do, 2 when there are changes and 1 on error.",
+		Args: cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			c, err := g.loadConfig()
+			if err != nil {
+				return err
+			}
+			log, err := g.logger(cmd.ErrOrStderr())
+			if err != nil {
+				return err
+			}
+			res, err := (&agent.Reconciler{Config: c, Logger: log}).Plan(cmd.Context())
+			if err != nil {
+				return err
+			}
+			if err := writePlan(cmd.OutOrStdout(), format, res.Plan); err != nil {
+				return err
+			}
+			if detailed && !res.Plan.Empty() {
+				return exitError{code: 2}
+			}
+			return nil
+		},
+	}
+	cmd.Flags().StringVar(&format, "format", "text", "output format: text or json")
+	cmd.Flags().BoolVar(&detailed, "detailed-exitcode", false, "exit 2 when the plan has changes, 0 when it has none, 1 on error")
+	return cmd
+}
+
+func writePlan(w io.Writer, format string, cs *planner.Changeset) error {
+	switch format {
+	case "text":
+		return planner.WriteText(w, cs)
+	case "json":
+		return planner.WriteJSON(w, cs)
+	}
+	return fmt.Errorf("--format %q: use text or json", format)
+}

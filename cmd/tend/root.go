@@ -1,0 +1,151 @@
+package main
+
+import (
+	"fmt"
+	"io"
+	"log/slog"
+	"os"
+	"strings"
+
+	"github.com/spf13/cobra"
+	"github.com/spf13/pflag"
+	"github.com/tend-dev/tend/agent"
+	"github.com/tend-dev/tend/manifest"
+)
+
+// globals are the flags every command takes.
+type globals struct {
+	config    string
+	logFormat string
+	logLevel  string
+	format    string
+
+	device, repo, ref, path, root, stateDir, schedule, listen string
+	allowPaths, insecure                                      []string
+	jitter                                                    string
+	allowEmpty                                                bool
+	flags                                                     *pflag.FlagSet
+}
+
+func newRootCommand() *cobra.Command {
+	g := &globals{}
+	root := &cobra.Command{
+		Use:           "tend",
+		Short:         "Keep edge devices at the state declared for them in Git",
+		SilenceUsage:  true,
+		SilenceErrors: true,
+		PersistentPreRunE: func(cmd *cobra.Command, _ []string) error {
+			g.flags = cmd.Flags()
+			return envDefaults(cmd.Flags())
+		},
+	}
+	f := root.PersistentFlags()
+	f.StringVar(&g.config, "config", "", "agent config file (default "+manifest.DefaultConfig+" when it exists)")
+	f.StringVar(&g.logFormat, "log-format", "auto", "log format: auto (text on a terminal, JSON otherwise), text or json")
+	f.StringVar(&g.logLevel, "log-level", "info", "log level: debug, info, warn or error")
+	f.StringVar(&g.device, "device", "", "device name (default: hostname)")
+	f.StringVar(&g.repo, "repo", "", "fleet repo URL or local path (source.url)")
+	f.StringVar(&g.ref, "ref", "", "branch, tag or commit to follow; may contain {device} (source.ref)")
+	f.StringVar(&g.path, "path", "", "folder of this device's manifests; may contain {device} and {label:KEY} (source.path)")
+	f.StringVar(&g.root, "root", "", "prefix under which every managed path is placed")
+	f.StringVar(&g.stateDir, "state-dir", "", "where tend keeps its clone, inventory and lock")
+	f.StringArrayVar(&g.allowPaths, "allow-path", nil, "path under which manifests may write (repeatable)")
+	f.StringArrayVar(&g.insecure, "insecure-registry", nil, "registry reached over plain HTTP (repeatable)")
+	f.StringVar(&g.schedule, "schedule", "", "reconcile schedule, a cron spec or \"@every 30s\"")
+	f.StringVar(&g.jitter, "jitter", "", "random delay added to each tick, e.g. 10s")
+	f.StringVar(&g.listen, "listen", "", "address of the status server")
+	f.BoolVar(&g.allowEmpty, "allow-empty", false, "let a declaration with no resources delete everything tend manages")
+
+	root.AddCommand(
+		newValidateCommand(g),
+		newRenderCommand(g),
+		newPlanCommand(g),
+		newApplyCommand(g),
+		newAgentCommand(g),
+		newVersionCommand(),
+	)
+	return root
+}
+
+// envDefaults sets every flag not given on the command line from its
+// TEND_<FLAG> environment variable (repeatable flags: comma-separated).
+func envDefaults(fs *pflag.FlagSet) error {
+	var err error
+	fs.VisitAll(func(f *pflag.Flag) {
+		if f.Changed || err != nil {
+			return
+		}
+		name := "TEND_" + strings.ToUpper(strings.ReplaceAll(f.Name, "-", "_"))
+		v, ok := os.LookupEnv(name)
+		if !ok {
+			return
+		}
+		values := []string{v}
+		if f.Value.Type() == "stringArray" {
+			values = strings.Split(v, ",")
+		}
+		for _, v := range values {
+			if e := fs.Set(f.Name, v); e != nil {
+				err = fmt.Errorf("%s=%q: %w", name, v, e)
+				return
+			}
+		}
+	})
+	return err
+}
+
+// loadConfig reads the agent config with the flags that were set.
+func (g *globals) loadConfig() (*manifest.AgentConfig, error) {
+	var o agent.Overrides
+	str := func(name string, v *string) *string {
+		if g.flags != nil && g.flags.Changed(name) {
+			return v
+		}
+		return nil
+	}
+	o.Device, o.Repo, o.Ref, o.Path = str("device", &g.device), str("repo", &g.repo), str("ref", &g.ref), str("path", &g.path)
+	o.Root, o.StateDir, o.Schedule, o.Listen = str("root", &g.root), str("state-dir", &g.stateDir), str("schedule", &g.schedule), str("listen", &g.listen)
+	if g.flags.Changed("allow-path") {
+		o.AllowPaths = g.allowPaths
+	}
+	if g.flags.Changed("insecure-registry") {
+		o.InsecureRegistries = g.insecure
+	}
+	if g.flags.Changed("jitter") {
+		var d manifest.Duration
+		if err := d.UnmarshalJSON([]byte(fmt.Sprintf("%q", g.jitter))); err != nil {
+			return nil, fmt.Errorf("--jitter: %w", err)
+		}
+		o.Jitter = &d
+	}
+	if g.flags.Changed("allow-empty") {
+		o.AllowEmpty = &g.allowEmpty
+	}
+	return agent.LoadConfig(g.config, o)
+}
+
+// logger returns the slog logger the flags ask for, writing to w.
+func (g *globals) logger(w io.Writer) (*slog.Logger, error) {
+	var level slog.Level
+	if err := level.UnmarshalText([]byte(g.logLevel)); err != nil {
+		return nil, fmt.Errorf("--log-level %q: use debug, info, warn or error", g.logLevel)
+	}
+	opts := &slog.HandlerOptions{Level: level}
+	switch g.logFormat {
+	case "text":
+		return slog.New(slog.NewTextHandler(w, opts)), nil
+	case "json":
+		return slog.New(slog.NewJSONHandler(w, opts)), nil
+	case "auto":
+		if f, ok := w.(*os.File); ok && isTerminal(f) {
+			return slog.New(slog.NewTextHandler(w, opts)), nil
+		}
+		return slog.New(slog.NewJSONHandler(w, opts)), nil
+	}
+	return nil, fmt.Errorf("--log-format %q: use auto, text or json", g.logFormat)
+}
+
+func isTerminal(f *os.File) bool {
+	fi, err := f.Stat()
+	return err == nil && fi.Mode()&os.ModeCharDevice != 0
+}
