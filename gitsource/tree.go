@@ -1,0 +1,100 @@
+package gitsource
+
+import (
+	"errors"
+	"fmt"
+	"io"
+	"path"
+	"sort"
+	"strings"
+
+	"github.com/go-git/go-git/v5/plumbing/filemode"
+	"github.com/go-git/go-git/v5/plumbing/object"
+)
+
+// cleanPath turns the configured folder into a clean repo-relative path,
+// "" for the repository root. It rejects absolute paths and paths that climb
+// out of the repository.
+func cleanPath(p string) (string, error) {
+	p = strings.ReplaceAll(p, "\\", "/")
+	if strings.HasPrefix(p, "/") {
+		return "", fmt.Errorf("path %q must be relative to the repository root", p)
+	}
+	for _, elem := range strings.Split(p, "/") {
+		if elem == ".." {
+			return "", fmt.Errorf("path %q must not contain \"..\"", p)
+		}
+	}
+	p = path.Clean(p)
+	if p == "." {
+		return "", nil
+	}
+	return p, nil
+}
+
+// isManifest reports whether a file name is one tend reads.
+func isManifest(name string) bool {
+	ext := path.Ext(name)
+	return ext == ".yaml" || ext == ".yml"
+}
+
+// hidden reports whether a path lies in a dot-folder such as .github, whose
+// YAML (CI workflows) is not a manifest.
+func hidden(name string) bool {
+	dir := path.Dir(name)
+	return dir != "." && (strings.HasPrefix(dir, ".") || strings.Contains(dir, "/."))
+}
+
+// readFiles returns every regular *.yaml/*.yml file under dir in commit,
+// recursively, sorted by path. Symlinks and submodules are skipped: their
+// targets are not in this tree.
+func readFiles(commit *object.Commit, dir, shown string) ([]File, error) {
+	rev := commit.Hash.String()[:12]
+	root, err := commit.Tree()
+	if err != nil {
+		return nil, fmt.Errorf("read tree of %s at %s: %w", shown, rev, err)
+	}
+	tree := root
+	if dir != "" {
+		tree, err = root.Tree(dir)
+		if errors.Is(err, object.ErrDirectoryNotFound) {
+			return nil, notFound(ErrPathNotFound, "path %q not found in %s at %s", dir, shown, rev)
+		}
+		if err != nil {
+			return nil, fmt.Errorf("read %q in %s at %s: %w", dir, shown, rev, err)
+		}
+	}
+
+	var files []File
+	err = tree.Files().ForEach(func(f *object.File) error {
+		if !isManifest(f.Name) || hidden(f.Name) || (f.Mode != filemode.Regular && f.Mode != filemode.Executable) {
+			return nil
+		}
+		r, err := f.Reader()
+		if err != nil {
+			return err
+		}
+		data, err := io.ReadAll(r)
+		r.Close()
+		if err != nil {
+			return err
+		}
+		files = append(files, File{Path: path.Join(dir, f.Name), Data: data})
+		return nil
+	})
+	if err != nil {
+		return nil, fmt.Errorf("read files under %q in %s at %s: %w", dir, shown, rev, err)
+	}
+	if len(files) == 0 {
+		return nil, notFound(ErrPathNotFound, "no *.yaml or *.yml files under %q in %s at %s", displayDir(dir), shown, rev)
+	}
+	sort.Slice(files, func(i, j int) bool { return files[i].Path < files[j].Path })
+	return files, nil
+}
+
+func displayDir(dir string) string {
+	if dir == "" {
+		return "."
+	}
+	return dir
+}
