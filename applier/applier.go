@@ -1,0 +1,158 @@
+package applier
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"strconv"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/tend-dev/tend/manifest"
+	"github.com/tend-dev/tend/planner"
+)
+
+// Config configures an Applier.
+type Config struct {
+	Root       string   // prefix under which every managed path is placed
+	StateDir   string   // where the inventory and the lock live
+	AllowPaths []string // the only paths (under Root) tend may write
+	Logger     *slog.Logger
+}
+
+// Applier observes the node and applies plans to it, keeping the inventory
+// in StateDir. Callers hold Lock on StateDir around Observe and Apply.
+type Applier struct {
+	stateDir string
+	logger   *slog.Logger
+	files    *FileDriver
+	drivers  map[planner.Kind]Driver
+	now      func() time.Time
+
+	mu    sync.Mutex
+	specs map[string]any // manifest item by resource id, from Desired
+}
+
+// Result says what an Apply did.
+type Result struct {
+	Applied []planner.Action // the actions that succeeded, in order
+	Failed  *planner.Action  // the action that failed; nil if none did
+}
+
+// New returns an Applier with a driver for every kind tend manages so far.
+func New(cfg Config) (*Applier, error) {
+	if cfg.StateDir == "" {
+		return nil, errors.New("applier: stateDir is empty")
+	}
+	files, err := NewFileDriver(cfg.Root, cfg.AllowPaths)
+	if err != nil {
+		return nil, err
+	}
+	logger := cfg.Logger
+	if logger == nil {
+		logger = slog.New(slog.DiscardHandler)
+	}
+	return &Applier{
+		stateDir: cfg.StateDir,
+		logger:   logger,
+		files:    files,
+		drivers:  map[planner.Kind]Driver{files.Kind(): files},
+		now:      time.Now,
+		specs:    map[string]any{},
+	}, nil
+}
+
+// Desired turns a device into planner resources and remembers each spec by
+// id for Apply. Only files are turned into resources so far; models and
+// services are left out until they have drivers.
+func (a *Applier) Desired(dev *manifest.Device, revision string) (planner.Desired, error) {
+	if dev == nil {
+		return planner.Desired{}, errors.New("desired state: no device")
+	}
+	d := planner.Desired{Device: dev.Metadata.Name, Revision: revision}
+	specs := make(map[string]any, len(dev.Spec.Files))
+	for _, f := range dev.Spec.Files {
+		r, err := fileResource(f)
+		if perr := checkPath(f.Path); perr != nil {
+			err = perr
+		} else if err == nil {
+			_, _, err = a.files.locate(r.ID)
+		}
+		if err == nil && specs[r.ID] != nil {
+			err = errors.New("declared twice")
+		}
+		if err != nil {
+			name := r.ID
+			if !strings.HasPrefix(f.Path, "/") {
+				name = "file " + strconv.Quote(f.Path)
+			}
+			return planner.Desired{}, fmt.Errorf("%s%s: %w", name, origin(f.Origin), err)
+		}
+		specs[r.ID] = f
+		d.Resources = append(d.Resources, r)
+	}
+	a.mu.Lock()
+	a.specs = specs
+	a.mu.Unlock()
+	return d, nil
+}
+
+// origin formats where a resource was declared, for messages.
+func origin(o manifest.Origin) string {
+	if o.File == "" {
+		return ""
+	}
+	s := " (" + o.File
+	if l := o.Line(""); l > 0 {
+		s += fmt.Sprintf(":%d", l)
+	}
+	if o.Field != "" {
+		s += " " + o.Field
+	}
+	return s + ")"
+}
+
+// Observe loads the inventory and asks the drivers about every desired or
+// managed id.
+func (a *Applier) Observe(ctx context.Context, d planner.Desired) (planner.Observed, error) {
+	inv, err := LoadInventory(a.stateDir)
+	if err != nil {
+		return planner.Observed{}, err
+	}
+	obs := planner.Observed{
+		Resources: make(map[string]planner.State, len(d.Resources)+len(inv.Resources)),
+		Applied:   inv.Applied(),
+	}
+	observe := func(id string, kind planner.Kind) error {
+		if _, done := obs.Resources[id]; done {
+			return nil
+		}
+		drv, ok := a.drivers[kind]
+		if !ok {
+			return fmt.Errorf("observe %s: this tend has no driver for %s resources", id, kind)
+		}
+		st, err := drv.Observe(ctx, id)
+		if err != nil {
+			return fmt.Errorf("observe %s: %w", id, err)
+		}
+		obs.Resources[id] = st
+		return nil
+	}
+	for _, r := range d.Resources {
+		if err := observe(r.ID, r.Kind); err != nil {
+			return planner.Observed{}, err
+		}
+	}
+	for _, id := range sortedKeys(inv.Resources) {
+		kind, err := planner.ParseKind(id[:strings.IndexByte(id+"/", '/')])
+		if err != nil {
+			return planner.Observed{}, fmt.Errorf("observe %s: inventory %s: %w", id, InventoryFile, err)
+		}
+		if err := observe(id, kind); err != nil {
+			return planner.Observed{}, err
+		}
+	}
+	return obs, nil
+}

@@ -1,0 +1,21 @@
+package applier
+
+import (
+	"context"
+
+	"github.com/tend-dev/tend/planner"
+)
+
+// Driver observes and changes the resources of one kind on the node.
+type Driver interface {
+	// Kind is the kind of resource the driver handles.
+	Kind() planner.Kind
+	// Observe reports the state of resource id on the node. A resource
+	// that is not there is State{Exists: false} and no error.
+	Observe(ctx context.Context, id string) (planner.State, error)
+	// Apply executes one action. spec is the manifest item the resource was
+	// declared by (manifest.File for files) and nil for Delete.
+	Apply(ctx context.Context, a planner.Action, spec any) error
+}
+
+var _ Driver = (*FileDriver)(nil)

@@ -1,0 +1,40 @@
+package applier
+
+import (
+	"errors"
+	"fmt"
+)
+
+// Sentinel errors. Every error the package returns that one of these
+// describes wraps it, so callers can branch with errors.Is. None of them is
+// worth retrying before the manifest or the node changes.
+var (
+	// ErrInvalidPath: a declared path is not absolute and clean.
+	ErrInvalidPath = errors.New("invalid path")
+	// ErrNotAllowed: a declared path is not under any allowPaths entry.
+	ErrNotAllowed = errors.New("path not allowed")
+	// ErrSymlinkEscape: a symlink would lead a path out of its allowed
+	// directory: one inside it points outside, or one sits between root
+	// and the allowed directory, where tend follows none.
+	ErrSymlinkEscape = errors.New("symlink escape")
+	// ErrNotRegular: something other than a regular file is where tend
+	// must write one, and tend will not replace it.
+	ErrNotRegular = errors.New("not a regular file")
+	// ErrCorruptInventory: the inventory file cannot be read.
+	ErrCorruptInventory = errors.New("corrupt inventory")
+)
+
+// LockedError says another tend holds the lock on the state directory.
+type LockedError struct {
+	PID      int // 0 when the holder has not written its pid yet
+	StateDir string
+	LockFile string
+}
+
+func (e *LockedError) Error() string {
+	pid := "pid unknown"
+	if e.PID > 0 {
+		pid = fmt.Sprintf("pid %d", e.PID)
+	}
+	return fmt.Sprintf("another tend (%s) is using %s (lock %s); wait for it to finish or stop it", pid, e.StateDir, e.LockFile)
+}

@@ -1,0 +1,193 @@
+package applier
+
+import (
+	"context"
+	"io/fs"
+	"os"
+	"path/filepath"
+	"testing"
+
+	"github.com/stretchr/testify/require"
+
+	"github.com/tend-dev/tend/manifest"
+	"github.com/tend-dev/tend/planner"
+)
+
+func TestFileDriverWrite(t *testing.T) {
+	withUmask(t, 0o077) // a restrictive umask must not change any mode
+	tests := []struct {
+		name     string
+		path     string
+		before   string // existing content, "" for none
+		content  string
+		mode     string
+		wantMode fs.FileMode
+	}{
+		{name: "create with default mode", path: "/etc/infer/config.yaml", content: "threshold: 0.4\n", wantMode: 0o644},
+		{name: "create with explicit mode", path: "/etc/infer/secret", content: "s3cret", mode: "0600", wantMode: 0o600},
+		{name: "create in new subdirectories", path: "/etc/infer/a/b/run.sh", content: "#!/bin/sh\n", mode: "0755", wantMode: 0o755},
+		{name: "create setuid", path: "/etc/infer/suid", content: "x", mode: "4750", wantMode: 0o750 | fs.ModeSetuid},
+		{name: "create empty file", path: "/etc/infer/empty", content: "", wantMode: 0o644},
+		{name: "update content", path: "/etc/infer/config.yaml", before: "old", content: "new", wantMode: 0o644},
+		{name: "update mode only", path: "/etc/infer/config.yaml", before: "same", content: "same", mode: "0640", wantMode: 0o640},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			d, root := newDriver(t)
+			ctx := context.Background()
+			if tt.before != "" {
+				require.NoError(t, writeFile(t, d, tt.path, tt.before, "0666"))
+			}
+			require.NoError(t, writeFile(t, d, tt.path, tt.content, tt.mode))
+
+			node := filepath.Join(root, tt.path)
+			got, err := os.ReadFile(node)
+			require.NoError(t, err)
+			require.Equal(t, tt.content, string(got))
+			require.Equal(t, tt.wantMode, perm(t, node))
+			for dir := filepath.Dir(node); dir != root; dir = filepath.Dir(dir) {
+				require.Equal(t, fs.FileMode(0o755), perm(t, dir), "mode of %s", dir)
+			}
+			require.Empty(t, tempFiles(t, root), "temporary files left behind")
+
+			st, err := d.Observe(ctx, FileID(tt.path))
+			require.NoError(t, err)
+			require.Equal(t, planner.State{Exists: true, Fields: FileResource(manifest.File{
+				Path: tt.path, Content: tt.content, Mode: tt.mode,
+			}).Fields}, st)
+		})
+	}
+}
+
+func TestFileDriverDelete(t *testing.T) {
+	tests := []struct {
+		name     string
+		setup    func(t *testing.T, node string)
+		wantGone bool
+	}{
+		{"regular file", func(t *testing.T, node string) {
+			require.NoError(t, os.WriteFile(node, []byte("x"), 0o644))
+		}, true},
+		{"missing file", func(t *testing.T, node string) {}, true},
+		{"directory is left alone", func(t *testing.T, node string) {
+			require.NoError(t, os.Mkdir(node, 0o755))
+		}, false},
+		{"symlink is left alone", func(t *testing.T, node string) {
+			require.NoError(t, os.Symlink("/nonexistent", node))
+		}, false},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			d, root := newDriver(t)
+			dir := filepath.Join(root, testAllow)
+			require.NoError(t, os.MkdirAll(dir, 0o755))
+			node := filepath.Join(dir, "config.yaml")
+			tt.setup(t, node)
+
+			require.NoError(t, d.Apply(context.Background(), deleteAction("/etc/infer/config.yaml"), nil))
+			_, err := os.Lstat(node)
+			require.Equal(t, tt.wantGone, os.IsNotExist(err), "lstat: %v", err)
+		})
+	}
+	t.Run("missing allowed directory", func(t *testing.T) {
+		d, root := newDriver(t)
+		require.NoError(t, d.Apply(context.Background(), deleteAction("/etc/infer/config.yaml"), nil))
+		require.Empty(t, tree(t, root))
+	})
+}
+
+func TestFileDriverObserve(t *testing.T) {
+	tests := []struct {
+		name  string
+		setup func(t *testing.T, node string)
+		want  planner.State
+	}{
+		{"missing", func(t *testing.T, node string) {}, planner.State{}},
+		{"regular file", func(t *testing.T, node string) {
+			require.NoError(t, os.WriteFile(node, []byte("hello"), 0o600))
+			require.NoError(t, os.Chmod(node, 0o640))
+		}, planner.State{Exists: true, Fields: []planner.Field{
+			{Name: "content", Value: "sha256:2cf24dba5fb0a30e26e83b2ac5b9e29e1b161e5c1fa7425e73043362938b9824"},
+			{Name: "mode", Value: "0640"},
+		}}},
+		{"symlink is not followed", func(t *testing.T, node string) {
+			target := filepath.Join(filepath.Dir(node), "target")
+			require.NoError(t, os.WriteFile(target, []byte("hello"), 0o644))
+			require.NoError(t, os.Symlink("target", node))
+		}, planner.State{Exists: true, Fields: []planner.Field{
+			{Name: "content", Value: "<symlink>"}, {Name: "mode", Value: "0777"},
+		}}},
+		{"directory", func(t *testing.T, node string) {
+			require.NoError(t, os.Mkdir(node, 0o700))
+			require.NoError(t, os.Chmod(node, 0o755))
+		}, planner.State{Exists: true, Fields: []planner.Field{
+			{Name: "content", Value: "<directory>"}, {Name: "mode", Value: "0755"},
+		}}},
+		{"parent is a file", func(t *testing.T, node string) {
+			require.NoError(t, os.WriteFile(filepath.Dir(node), nil, 0o644))
+		}, planner.State{}},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			d, root := newDriver(t)
+			node := filepath.Join(root, "etc/infer/sub/config.yaml")
+			require.NoError(t, os.MkdirAll(filepath.Join(root, "etc/infer"), 0o755))
+			if tt.name != "parent is a file" {
+				require.NoError(t, os.MkdirAll(filepath.Dir(node), 0o755))
+			}
+			tt.setup(t, node)
+			st, err := d.Observe(context.Background(), "file/etc/infer/sub/config.yaml")
+			require.NoError(t, err)
+			require.Equal(t, tt.want, st)
+		})
+	}
+	t.Run("creates nothing", func(t *testing.T) {
+		d, root := newDriver(t)
+		st, err := d.Observe(context.Background(), "file/etc/infer/a/b")
+		require.NoError(t, err)
+		require.False(t, st.Exists)
+		require.Empty(t, tree(t, root))
+	})
+}
+
+func TestFileDriverApplyErrors(t *testing.T) {
+	d, _ := newDriver(t)
+	ctx := context.Background()
+	a := createAction("/etc/infer/a")
+	require.ErrorContains(t, d.Apply(ctx, a, "not a file"), "want a manifest.File")
+	require.ErrorContains(t, d.Apply(ctx, a, manifest.File{Path: "/etc/infer/b"}), "spec declares file/etc/infer/b")
+	require.ErrorContains(t, d.Apply(ctx, a, manifest.File{Path: "/etc/infer/a", Mode: "999"}), "invalid file mode")
+	a.Type = planner.Restart
+	require.ErrorContains(t, d.Apply(ctx, a, nil), "a file cannot restart")
+	require.NoError(t, d.Apply(ctx, createAction("/etc/infer/p"), &manifest.File{Path: "/etc/infer/p"}))
+
+	cctx, cancel := context.WithCancel(ctx)
+	cancel()
+	require.ErrorIs(t, d.Apply(cctx, createAction("/etc/infer/q"), manifest.File{Path: "/etc/infer/q"}), context.Canceled)
+}
+
+func TestNewFileDriver(t *testing.T) {
+	root := t.TempDir()
+	tests := []struct {
+		name    string
+		root    string
+		allow   []string
+		wantErr string
+	}{
+		{"ok", root, []string{"/etc/infer", "/opt/models"}, ""},
+		{"empty root", "", nil, "root is empty"},
+		{"missing root", filepath.Join(root, "missing"), nil, "no such file or directory"},
+		{"relative allow path", root, []string{"etc/infer"}, `allowPaths entry "etc/infer": invalid path`},
+		{"unclean allow path", root, []string{"/etc/infer/../x"}, `allowPaths entry "/etc/infer/../x": invalid path`},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			_, err := NewFileDriver(tt.root, tt.allow)
+			if tt.wantErr == "" {
+				require.NoError(t, err)
+				return
+			}
+			require.ErrorContains(t, err, tt.wantErr)
+		})
+	}
+}

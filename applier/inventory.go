@@ -1,0 +1,123 @@
+package applier
+
+import (
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io/fs"
+	"os"
+	"path/filepath"
+	"slices"
+	"time"
+
+	"github.com/tend-dev/tend/planner"
+)
+
+// InventoryFile is the name of the inventory inside stateDir.
+const InventoryFile = "inventory.json"
+
+// inventoryFormat is the formatVersion this package reads and writes.
+const inventoryFormat = "1"
+
+// Inventory records every resource tend manages on the node, with the fields
+// it had when tend last applied it, and the last revision applied in full.
+// Only resources in the inventory are ever pruned.
+type Inventory struct {
+	Device    string
+	Revision  string    // the last revision applied in full; "" before the first
+	AppliedAt time.Time // when Revision was applied
+	Resources map[string]InventoryEntry
+}
+
+// InventoryEntry is one managed resource.
+type InventoryEntry struct {
+	Fields []planner.Field `json:"fields"`
+}
+
+// inventoryJSON is the file's layout.
+type inventoryJSON struct {
+	FormatVersion string                    `json:"formatVersion"`
+	Device        string                    `json:"device"`
+	Revision      string                    `json:"revision"`
+	AppliedAt     string                    `json:"appliedAt,omitempty"` // RFC 3339
+	Resources     map[string]InventoryEntry `json:"resources"`
+}
+
+// LoadInventory reads the inventory in stateDir. A missing file is an empty
+// inventory: tend manages nothing yet.
+func LoadInventory(stateDir string) (*Inventory, error) {
+	name := filepath.Join(stateDir, InventoryFile)
+	data, err := os.ReadFile(name)
+	if errors.Is(err, fs.ErrNotExist) {
+		return &Inventory{Resources: map[string]InventoryEntry{}}, nil
+	}
+	if err != nil {
+		return nil, fmt.Errorf("read inventory: %w", err)
+	}
+	var raw inventoryJSON
+	if err := json.Unmarshal(data, &raw); err != nil {
+		return nil, corrupt(name, err)
+	}
+	if raw.FormatVersion != inventoryFormat {
+		return nil, corrupt(name, fmt.Errorf("formatVersion %q, this tend reads %q", raw.FormatVersion, inventoryFormat))
+	}
+	inv := &Inventory{Device: raw.Device, Revision: raw.Revision, Resources: raw.Resources}
+	if raw.AppliedAt != "" {
+		if inv.AppliedAt, err = time.Parse(time.RFC3339, raw.AppliedAt); err != nil {
+			return nil, corrupt(name, fmt.Errorf("appliedAt: %w", err))
+		}
+	}
+	if inv.Resources == nil {
+		inv.Resources = map[string]InventoryEntry{}
+	}
+	return inv, nil
+}
+
+func corrupt(name string, err error) error {
+	return fmt.Errorf("%w %s: %w; tend cannot tell which resources it manages: restore the file from a backup, "+
+		"or move it aside, after which tend adopts the declared resources on the next apply "+
+		"and forgets (never deletes) the others it created", ErrCorruptInventory, name, err)
+}
+
+// Save writes the inventory to stateDir atomically (temporary file, fsync,
+// rename, fsync of stateDir), creating stateDir with mode 0700 if needed.
+func (inv *Inventory) Save(stateDir string) error {
+	raw := inventoryJSON{
+		FormatVersion: inventoryFormat,
+		Device:        inv.Device,
+		Revision:      inv.Revision,
+		Resources:     inv.Resources,
+	}
+	if raw.Resources == nil {
+		raw.Resources = map[string]InventoryEntry{}
+	}
+	if !inv.AppliedAt.IsZero() {
+		raw.AppliedAt = inv.AppliedAt.UTC().Format(time.RFC3339)
+	}
+	data, err := json.MarshalIndent(raw, "", "  ")
+	if err != nil {
+		return fmt.Errorf("encode inventory: %w", err)
+	}
+	if err := os.MkdirAll(stateDir, 0o700); err != nil {
+		return fmt.Errorf("save inventory: %w", err)
+	}
+	r, err := os.OpenRoot(stateDir)
+	if err != nil {
+		return fmt.Errorf("save inventory: %w", err)
+	}
+	defer r.Close()
+	if err := writeAtomic(r, InventoryFile, append(data, '\n'), 0o600); err != nil {
+		return fmt.Errorf("save inventory %s: %w", filepath.Join(stateDir, InventoryFile), err)
+	}
+	return nil
+}
+
+// Applied returns the fields of every managed resource, as the planner's
+// Observed.Applied wants them.
+func (inv *Inventory) Applied() map[string][]planner.Field {
+	out := make(map[string][]planner.Field, len(inv.Resources))
+	for id, e := range inv.Resources {
+		out[id] = slices.Clone(e.Fields)
+	}
+	return out
+}

@@ -1,0 +1,104 @@
+package applier
+
+import (
+	"encoding/json"
+	"os"
+	"path/filepath"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/require"
+
+	"github.com/tend-dev/tend/planner"
+)
+
+func TestInventoryRoundTrip(t *testing.T) {
+	stateDir := filepath.Join(t.TempDir(), "state")
+	inv := &Inventory{
+		Device:    "cam-017",
+		Revision:  "4b825dc642cb6eb9a060e54bf8d69288fbee4904",
+		AppliedAt: time.Date(2025, 3, 1, 12, 30, 0, 0, time.FixedZone("CET", 3600)),
+		Resources: map[string]InventoryEntry{
+			"file/etc/infer/config.yaml": {Fields: []planner.Field{{Name: "content", Value: "sha256:ab"}, {Name: "mode", Value: "0644"}}},
+		},
+	}
+	require.NoError(t, inv.Save(stateDir))
+	require.NoError(t, inv.Save(stateDir), "saving over an existing inventory")
+
+	name := filepath.Join(stateDir, InventoryFile)
+	require.Equal(t, os.FileMode(0o600), perm(t, name))
+	require.Equal(t, os.FileMode(0o700), perm(t, stateDir))
+	require.Equal(t, []string{InventoryFile}, tree(t, stateDir), "no temporary file is left")
+
+	var raw map[string]any
+	data, err := os.ReadFile(name)
+	require.NoError(t, err)
+	require.NoError(t, json.Unmarshal(data, &raw))
+	require.Equal(t, map[string]any{
+		"formatVersion": "1",
+		"device":        "cam-017",
+		"revision":      "4b825dc642cb6eb9a060e54bf8d69288fbee4904",
+		"appliedAt":     "2025-03-01T11:30:00Z",
+		"resources": map[string]any{
+			"file/etc/infer/config.yaml": map[string]any{"fields": []any{
+				map[string]any{"name": "content", "value": "sha256:ab"},
+				map[string]any{"name": "mode", "value": "0644"},
+			}},
+		},
+	}, raw)
+
+	got, err := LoadInventory(stateDir)
+	require.NoError(t, err)
+	require.True(t, inv.AppliedAt.Equal(got.AppliedAt))
+	got.AppliedAt = inv.AppliedAt
+	require.Equal(t, inv, got)
+	require.Equal(t, map[string][]planner.Field{
+		"file/etc/infer/config.yaml": {{Name: "content", Value: "sha256:ab"}, {Name: "mode", Value: "0644"}},
+	}, got.Applied())
+}
+
+func TestLoadInventory(t *testing.T) {
+	tests := []struct {
+		name    string
+		content string // "" for no file
+		wantErr string
+	}{
+		{"missing file is empty", "", ""},
+		{"never applied", `{"formatVersion":"1","device":"","revision":"","resources":{}}`, ""},
+		{"truncated", `{"formatVersion":"1","reso`, "unexpected end of JSON input"},
+		{"not json", "\x00\x00\x00", "invalid character"},
+		{"unknown format", `{"formatVersion":"2","resources":{}}`, `formatVersion "2", this tend reads "1"`},
+		{"bad time", `{"formatVersion":"1","appliedAt":"yesterday","resources":{}}`, "appliedAt"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			stateDir := t.TempDir()
+			name := filepath.Join(stateDir, InventoryFile)
+			if tt.content != "" {
+				require.NoError(t, os.WriteFile(name, []byte(tt.content), 0o600))
+			}
+			inv, err := LoadInventory(stateDir)
+			if tt.wantErr == "" {
+				require.NoError(t, err)
+				require.Empty(t, inv.Revision)
+				require.NotNil(t, inv.Resources)
+				require.Empty(t, inv.Applied())
+				return
+			}
+			require.ErrorIs(t, err, ErrCorruptInventory)
+			require.ErrorContains(t, err, tt.wantErr)
+			require.ErrorContains(t, err, "corrupt inventory "+name+": ")
+			require.ErrorContains(t, err, "restore the file from a backup, or move it aside")
+		})
+	}
+}
+
+func TestObserveRejectsCorruptInventory(t *testing.T) {
+	n := newNode(t)
+	require.NoError(t, os.MkdirAll(n.stateDir, 0o700))
+	require.NoError(t, os.WriteFile(filepath.Join(n.stateDir, InventoryFile), []byte("{"), 0o600))
+	d, err := n.a.Desired(device(config), "rev1")
+	require.NoError(t, err)
+	_, err = n.a.Observe(t.Context(), d)
+	require.ErrorIs(t, err, ErrCorruptInventory)
+}

@@ -1,0 +1,93 @@
+package applier
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"os"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"syscall"
+	"time"
+)
+
+// LockFile is the name of the lock inside stateDir.
+const LockFile = "lock"
+
+// lockPoll is how often Lock retries a lock held by another tend.
+const lockPoll = 100 * time.Millisecond
+
+// Lock takes the exclusive lock on stateDir (an flock on stateDir/lock,
+// which then holds our pid), creating stateDir with mode 0700 if needed.
+// While another process holds it, Lock retries every 100ms until ctx is
+// done and then returns a *LockedError naming the holder's pid. The lock
+// dies with the process, so a crash never leaves it stale.
+func Lock(ctx context.Context, stateDir string) (unlock func() error, err error) {
+	if err := os.MkdirAll(stateDir, 0o700); err != nil {
+		return nil, fmt.Errorf("lock state directory: %w", err)
+	}
+	name := filepath.Join(stateDir, LockFile)
+	f, err := os.OpenFile(name, os.O_RDWR|os.O_CREATE, 0o600)
+	if err != nil {
+		return nil, fmt.Errorf("lock state directory: %w", err)
+	}
+	t := time.NewTicker(lockPoll)
+	defer t.Stop()
+	for {
+		err := flock(f, syscall.LOCK_EX|syscall.LOCK_NB)
+		if err == nil {
+			break
+		}
+		if !errors.Is(err, syscall.EWOULDBLOCK) {
+			_ = f.Close()
+			return nil, fmt.Errorf("lock %s: %w", name, err)
+		}
+		select {
+		case <-ctx.Done():
+			_ = f.Close()
+			return nil, &LockedError{PID: readPID(name), StateDir: stateDir, LockFile: name}
+		case <-t.C:
+		}
+	}
+	if err := writePID(f); err != nil {
+		_ = f.Close() // closing releases the lock
+		return nil, fmt.Errorf("write pid to %s: %w", name, err)
+	}
+	return func() error {
+		// Clear the pid first, so no one names us once we are gone.
+		terr := f.Truncate(0)
+		uerr := flock(f, syscall.LOCK_UN)
+		cerr := f.Close()
+		return errors.Join(terr, uerr, cerr)
+	}, nil
+}
+
+func flock(f *os.File, how int) error {
+	for {
+		err := syscall.Flock(int(f.Fd()), how)
+		if err != syscall.EINTR {
+			return err
+		}
+	}
+}
+
+func writePID(f *os.File) error {
+	if err := f.Truncate(0); err != nil {
+		return err
+	}
+	if _, err := f.WriteAt([]byte(strconv.Itoa(os.Getpid())+"\n"), 0); err != nil {
+		return err
+	}
+	return f.Sync()
+}
+
+// readPID returns the pid written in the lock file, or 0.
+func readPID(name string) int {
+	b, err := os.ReadFile(name)
+	if err != nil {
+		return 0
+	}
+	pid, _ := strconv.Atoi(strings.TrimSpace(string(b)))
+	return pid
+}

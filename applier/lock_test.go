@@ -1,0 +1,63 @@
+package applier
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/require"
+)
+
+func TestLock(t *testing.T) {
+	stateDir := filepath.Join(t.TempDir(), "var/lib/tend")
+	lockFile := filepath.Join(stateDir, LockFile)
+
+	unlock, err := Lock(t.Context(), stateDir)
+	require.NoError(t, err)
+	require.Equal(t, os.FileMode(0o700), perm(t, stateDir))
+	pid, err := os.ReadFile(lockFile)
+	require.NoError(t, err)
+	require.Equal(t, fmt.Sprint(os.Getpid()), strings.TrimSpace(string(pid)))
+
+	t.Run("held lock times out naming the holder", func(t *testing.T) {
+		ctx, cancel := context.WithTimeout(t.Context(), 250*time.Millisecond)
+		defer cancel()
+		start := time.Now()
+		_, err := Lock(ctx, stateDir)
+		require.GreaterOrEqual(t, time.Since(start), 250*time.Millisecond, "Lock waits for ctx")
+		var locked *LockedError
+		require.True(t, errors.As(err, &locked))
+		require.Equal(t, os.Getpid(), locked.PID)
+		require.EqualError(t, err, fmt.Sprintf(
+			"another tend (pid %d) is using %s (lock %s); wait for it to finish or stop it", os.Getpid(), stateDir, lockFile))
+	})
+
+	t.Run("waiter gets the lock once it is released", func(t *testing.T) {
+		ctx, cancel := context.WithTimeout(t.Context(), 5*time.Second)
+		defer cancel()
+		got := make(chan error, 1)
+		go func() {
+			unlock2, err := Lock(ctx, stateDir)
+			if err == nil {
+				err = unlock2()
+			}
+			got <- err
+		}()
+		time.Sleep(150 * time.Millisecond)
+		require.NoError(t, unlock())
+		require.NoError(t, <-got)
+	})
+
+	t.Run("free lock is taken even with a done ctx", func(t *testing.T) {
+		ctx, cancel := context.WithCancel(t.Context())
+		cancel()
+		unlock, err := Lock(ctx, stateDir)
+		require.NoError(t, err)
+		require.NoError(t, unlock())
+	})
+}
