@@ -44,7 +44,14 @@ type Reconciler struct {
 	Logger *slog.Logger
 	// Now is the clock; nil means time.Now.
 	Now func() time.Time
+	// LockTimeout bounds the wait for another tend using the same stateDir;
+	// zero means DefaultLockTimeout.
+	LockTimeout time.Duration
 }
+
+// DefaultLockTimeout is how long a reconcile waits for another tend that
+// holds the stateDir lock before giving up.
+const DefaultLockTimeout = time.Minute
 
 // Result is what one reconcile saw and did.
 type Result struct {
@@ -94,7 +101,13 @@ func (r *Reconciler) Apply(ctx context.Context) (*Result, error) {
 
 func (r *Reconciler) run(ctx context.Context, apply bool) (*Result, error) {
 	start := r.now()
-	unlock, err := applier.Lock(ctx, r.Config.StateDir)
+	timeout := r.LockTimeout
+	if timeout <= 0 {
+		timeout = DefaultLockTimeout
+	}
+	lockCtx, cancel := context.WithTimeout(ctx, timeout)
+	unlock, err := applier.Lock(lockCtx, r.Config.StateDir)
+	cancel()
 	if err != nil {
 		return &Result{}, err
 	}
@@ -201,7 +214,7 @@ func Fetch(ctx context.Context, c *manifest.AgentConfig, log *slog.Logger) (*git
 		return nil, fmt.Errorf("no manifests for device %s at %s in %s@%s: %w", c.Device, displayPath(path), gitsource.RedactURL(c.Source.URL), ref, err)
 	}
 	if err != nil {
-		return nil, fmt.Errorf("fetch %s@%s: %w", gitsource.RedactURL(c.Source.URL), ref, err)
+		return nil, fmt.Errorf("fetch fleet repo: %w", err)
 	}
 	return snap, nil
 }

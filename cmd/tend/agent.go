@@ -27,7 +27,7 @@ func newAgentCommand(g *globals) *cobra.Command {
 				return err
 			}
 			log.Info("agent starting", "device", c.Device, "schedule", c.Schedule, "jitter", c.Jitter.D().String(), "version", version)
-			loop := &agent.Loop{Reconciler: &agent.Reconciler{Config: c, Logger: log}, Schedule: sched, Jitter: c.Jitter.D()}
+			loop := &agent.Loop{Reconciler: g.reconciler(c, log), Schedule: sched, Jitter: c.Jitter.D()}
 			err = loop.Run(cmd.Context())
 			log.Info("agent stopped", "device", c.Device)
 			return err

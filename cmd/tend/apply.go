@@ -23,7 +23,7 @@ func newApplyCommand(g *globals) *cobra.Command {
 			if err != nil {
 				return err
 			}
-			res, err := (&agent.Reconciler{Config: c, Logger: log}).Apply(cmd.Context())
+			res, err := g.reconciler(c, log).Apply(cmd.Context())
 			if res.Plan != nil {
 				if werr := writePlan(cmd.OutOrStdout(), format, res.Plan); werr != nil {
 					return werr

@@ -5,7 +5,6 @@ import (
 	"io"
 
 	"github.com/spf13/cobra"
-	"github.com/tend-dev/tend/agent"
 	"github.com/tend-dev/tend/planner"
 )
 
@@ -27,7 +26,7 @@ func newPlanCommand(g *globals) *cobra.Command {
 			if err != nil {
 				return err
 			}
-			res, err := (&agent.Reconciler{Config: c, Logger: log}).Plan(cmd.Context())
+			res, err := g.reconciler(c, log).Plan(cmd.Context())
 			if err != nil {
 				return err
 			}

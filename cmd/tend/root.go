@@ -6,6 +6,7 @@ import (
 	"log/slog"
 	"os"
 	"strings"
+	"time"
 
 	"github.com/spf13/cobra"
 	"github.com/spf13/pflag"
@@ -24,6 +25,7 @@ type globals struct {
 	allowPaths, insecure                                      []string
 	jitter                                                    string
 	allowEmpty                                                bool
+	lockTimeout                                               time.Duration
 	flags                                                     *pflag.FlagSet
 }
 
@@ -54,6 +56,7 @@ func newRootCommand() *cobra.Command {
 	f.StringVar(&g.schedule, "schedule", "", "reconcile schedule, a cron spec or \"@every 30s\"")
 	f.StringVar(&g.jitter, "jitter", "", "random delay added to each tick, e.g. 10s")
 	f.StringVar(&g.listen, "listen", "", "address of the status server")
+	f.DurationVar(&g.lockTimeout, "lock-timeout", agent.DefaultLockTimeout, "how long to wait for another tend using the same state dir")
 	f.BoolVar(&g.allowEmpty, "allow-empty", false, "let a declaration with no resources delete everything tend manages")
 
 	root.AddCommand(
@@ -148,4 +151,9 @@ func (g *globals) logger(w io.Writer) (*slog.Logger, error) {
 func isTerminal(f *os.File) bool {
 	fi, err := f.Stat()
 	return err == nil && fi.Mode()&os.ModeCharDevice != 0
+}
+
+// reconciler returns a Reconciler for c with the flags' settings.
+func (g *globals) reconciler(c *manifest.AgentConfig, log *slog.Logger) *agent.Reconciler {
+	return &agent.Reconciler{Config: c, Logger: log, LockTimeout: g.lockTimeout}
 }

@@ -1,0 +1,37 @@
+GO      ?= go
+VERSION ?= $(shell git describe --tags --always --dirty 2>/dev/null || echo dev)
+COMMIT  ?= $(shell git rev-parse HEAD 2>/dev/null)
+LDFLAGS := -s -w -X main.version=$(VERSION) -X main.commit=$(COMMIT)
+PKGS    := ./...
+
+.PHONY: build test lint fmt vet tidy demo bench clean
+
+build:
+	$(GO) build -trimpath -ldflags "$(LDFLAGS)" -o bin/tend ./cmd/tend
+
+# Every test, end-to-end suites included.
+test:
+	$(GO) test -count=1 -timeout 15m $(PKGS)
+
+lint: vet
+	@out=$$(gofmt -l $$(git ls-files '*.go')); if [ -n "$$out" ]; then echo "gofmt needed:"; echo "$$out"; exit 1; fi
+	@if command -v staticcheck >/dev/null; then staticcheck $(PKGS); fi
+
+fmt:
+	gofmt -w $$(git ls-files '*.go')
+
+vet:
+	$(GO) vet $(PKGS)
+
+tidy:
+	$(GO) mod tidy
+
+demo: build
+	bash examples/demo.sh
+
+# Benchmarks, with ratios against git ls-remote where they apply.
+bench: build
+	$(GO) test -run '^$$' -bench . -benchmem $(PKGS)
+
+clean:
+	rm -rf bin .demo
