@@ -119,7 +119,7 @@ func update(ctx context.Context, repo *git.Repository, src Source, auth transpor
 	if err != nil {
 		return plumbing.ZeroHash, false, err
 	}
-	refs, err := remote.ListContext(ctx, &git.ListOptions{Auth: auth, PeelingOption: git.AppendPeeled})
+	refs, err := listRefs(ctx, remote, auth)
 	if err != nil && !errors.Is(err, transport.ErrEmptyRemoteRepository) {
 		return plumbing.ZeroHash, false, fmt.Errorf("list refs of %s: %w", shown, redactErr(err, src.URL))
 	}

@@ -135,7 +135,7 @@ const DefaultSourceTimeout = 60 * time.Second
 // Validate checks the config after defaults and overrides are applied.
 func (c *AgentConfig) Validate() error {
 	var errs Errors
-	if !deviceName.MatchString(c.Device) {
+	if len(c.Device) > 253 || !deviceName.MatchString(c.Device) {
 		errs.add("", 0, "device", "invalid device name %q: use letters, digits, '-', '_' and '.'", c.Device)
 	}
 	if c.Source.URL == "" {
@@ -164,7 +164,7 @@ func (c *AgentConfig) Validate() error {
 }
 
 var (
-	deviceName  = regexp.MustCompile(`^[A-Za-z0-9]([A-Za-z0-9._-]{0,251}[A-Za-z0-9])?$`)
+	deviceName  = regexp.MustCompile(`^[A-Za-z0-9]([A-Za-z0-9._-]*[A-Za-z0-9])?$`)
 	placeholder = regexp.MustCompile(`\{([^{}]*)\}`)
 )
 

@@ -23,7 +23,7 @@ type ValidateOptions struct {
 }
 
 var (
-	resourceName = regexp.MustCompile(`^[a-z0-9]([a-z0-9._-]{0,61}[a-z0-9])?$`)
+	resourceName = regexp.MustCompile(`^[a-z0-9]([a-z0-9._-]*[a-z0-9])?$`)
 	envName      = regexp.MustCompile(`^[A-Za-z_][A-Za-z0-9_]*$`)
 	octalMode    = regexp.MustCompile(`^0?[0-7]{3}$|^[0-7]{4}$`)
 	reference    = regexp.MustCompile(`\$\{([^}]*)\}`)
@@ -74,7 +74,7 @@ func (v validator) at(o Origin, field, format string, args ...any) {
 }
 
 func (v validator) name(o Origin, n string) {
-	if !resourceName.MatchString(n) {
+	if len(n) > 63 || !resourceName.MatchString(n) {
 		v.at(o, ".name", "invalid name %q: use lowercase letters, digits, '-', '_' and '.', at most 63 characters", n)
 	}
 }

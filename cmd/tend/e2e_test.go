@@ -275,7 +275,10 @@ func TestAgentRevertsDrift(t *testing.T) {
 	go func() { done <- cmd.Wait() }()
 	t.Cleanup(func() { _ = cmd.Process.Kill() })
 
-	eventually(t, func() bool { b, _ := os.ReadFile(filepath.Join(n.root, "etc/infer/config.yaml")); return string(b) == "threshold: 0.4\n" })
+	eventually(t, func() bool {
+		b, _ := os.ReadFile(filepath.Join(n.root, "etc/infer/config.yaml"))
+		return string(b) == "threshold: 0.4\n"
+	})
 	n.write("etc/infer/config.yaml", "threshold: 0.99\n")
 	eventually(t, func() bool { return n.read("etc/infer/config.yaml") == "threshold: 0.4\n" })
 
