@@ -3,6 +3,7 @@ VERSION ?= $(shell git describe --tags --always --dirty 2>/dev/null || echo dev)
 COMMIT  ?= $(shell git rev-parse HEAD 2>/dev/null)
 LDFLAGS := -s -w -X main.version=$(VERSION) -X main.commit=$(COMMIT)
 PKGS    := ./...
+STATICCHECK ?= $(GO) run honnef.co/go/tools/cmd/staticcheck@v0.8.2
 
 .PHONY: build test lint fmt vet tidy demo bench clean
 
@@ -15,7 +16,7 @@ test:
 
 lint: vet
 	@out=$$(gofmt -l $$(git ls-files '*.go')); if [ -n "$$out" ]; then echo "gofmt needed:"; echo "$$out"; exit 1; fi
-	@if command -v staticcheck >/dev/null; then staticcheck $(PKGS); fi
+	$(STATICCHECK) $(PKGS)
 
 fmt:
 	gofmt -w $$(git ls-files '*.go')

@@ -146,6 +146,10 @@ func (r *Reconciler) render(_ context.Context, t *tick) error {
 		return err
 	}
 	t.res.Device = dev
+	if n := len(dev.Spec.Models) + len(dev.Spec.Services); n > 0 {
+		r.logger().Warn("models and services are validated but not yet applied by this version of tend",
+			keyDevice, r.Config.Device, "models", len(dev.Spec.Models), "services", len(dev.Spec.Services))
+	}
 	return nil
 }
 

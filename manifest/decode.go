@@ -20,7 +20,6 @@ import (
 type document struct {
 	file  string
 	line  int
-	kind  string
 	lines map[string]int // field path → line
 }
 

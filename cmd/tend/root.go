@@ -19,7 +19,6 @@ type globals struct {
 	config    string
 	logFormat string
 	logLevel  string
-	format    string
 
 	device, repo, ref, path, root, stateDir, schedule, listen string
 	allowPaths, insecure                                      []string
