@@ -26,21 +26,28 @@ func Plan(desired Desired, observed Observed, opts Options) (*Changeset, error) 
 	}
 
 	declared := make(map[string]bool, len(desired.Resources))
-	changed := make(map[string]bool)
+	var changed map[string]bool // only needed when something has deps
 	var apply []Action
-	var unchanged []Resource
-	for _, r := range desired.Resources {
+	var unchanged []int // indexes into desired.Resources
+	hasDeps := false
+	for i, r := range desired.Resources {
 		declared[r.ID] = true
+		hasDeps = hasDeps || len(r.Deps) > 0
 		a, ok := compare(r, observed)
 		if !ok {
-			unchanged = append(unchanged, r)
+			unchanged = append(unchanged, i)
 			continue
 		}
-		changed[r.ID] = true
 		apply = append(apply, a)
 	}
-	for _, r := range unchanged {
-		if a, ok := restart(r, changed); ok {
+	if hasDeps {
+		changed = make(map[string]bool, len(apply))
+		for _, a := range apply {
+			changed[a.Resource] = true
+		}
+	}
+	for _, i := range unchanged {
+		if a, ok := restart(desired.Resources[i], changed); ok {
 			apply = append(apply, a)
 			continue
 		}
