@@ -15,6 +15,9 @@ func (s Summary) String() string {
 	return fmt.Sprintf("Plan: %d to add, %d to change, %d to delete, %d unchanged.", s.Add, s.Change, s.Delete, s.Unchanged)
 }
 
+// maxWidth caps the column of resource ids in text output.
+const maxWidth = 48
+
 // WriteText writes the plan for people: a header, one line per action and
 // the summary line.
 func WriteText(w io.Writer, cs *Changeset) error {
@@ -24,6 +27,7 @@ func WriteText(w io.Writer, cs *Changeset) error {
 	for _, a := range cs.Actions {
 		width = max(width, len(a.Resource))
 	}
+	width = min(width, maxWidth) // one long path must not pad every line
 	if len(cs.Actions) == 0 {
 		b.WriteString("  No changes: the device matches its declaration.\n")
 	}

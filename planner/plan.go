@@ -17,8 +17,13 @@ type Options struct {
 //
 // A resource that differs from its declaration is updated. When the
 // declaration is the same as at the last apply, the difference was made on
-// the node: the action is marked as drift. Only resources in the inventory
-// (Observed.Applied) are ever deleted.
+// the node: the action is marked as drift. Only resources tend created
+// (Observed.Created) are ever deleted.
+//
+// Order: creates, updates and restarts by kind (models, files, services) and
+// id, then deletes in reverse kind order. A delete that frees a path a create
+// needs (a file replaced by a folder of the same name, or the reverse) runs
+// first.
 func Plan(desired Desired, observed Observed, opts Options) (*Changeset, error) {
 	cs := &Changeset{Device: desired.Device, Revision: desired.Revision}
 	if len(desired.Resources) == 0 && len(observed.Applied) > 0 && !opts.AllowEmpty {
@@ -56,7 +61,7 @@ func Plan(desired Desired, observed Observed, opts Options) (*Changeset, error) 
 
 	var deletes []Action
 	for id := range observed.Applied {
-		if declared[id] || !observed.Resources[id].Exists {
+		if declared[id] || !observed.Resources[id].Exists || !observed.Created[id] {
 			continue
 		}
 		kind, _ := ParseKind(id[:strings.IndexByte(id+"/", '/')])
@@ -77,8 +82,44 @@ func Plan(desired Desired, observed Observed, opts Options) (*Changeset, error) 
 		}
 		return deletes[i].Resource < deletes[j].Resource
 	})
-	cs.Actions = append(apply, deletes...)
+	var first, last []Action
+	var ids []string
+	if len(deletes) > 0 {
+		ids = make([]string, len(apply))
+		for i, a := range apply {
+			ids[i] = a.Resource
+		}
+		sort.Strings(ids)
+	}
+	for _, d := range deletes {
+		if conflicts(d.Resource, ids) {
+			first = append(first, d)
+		} else {
+			last = append(last, d)
+		}
+	}
+	cs.Actions = append(append(first, apply...), last...)
 	return cs, nil
+}
+
+// conflicts reports whether deleting id frees a path that one of the
+// sorted ids needs: an id below it (id/…) or above it.
+func conflicts(id string, sorted []string) bool {
+	i := sort.SearchStrings(sorted, id+"/")
+	if i < len(sorted) && strings.HasPrefix(sorted[i], id+"/") {
+		return true
+	}
+	for p := id; ; {
+		j := strings.LastIndexByte(p, '/')
+		if j <= 0 {
+			return false
+		}
+		p = p[:j]
+		k := sort.SearchStrings(sorted, p)
+		if k < len(sorted) && sorted[k] == p {
+			return true
+		}
+	}
 }
 
 // compare returns the action that makes r's observed state match its

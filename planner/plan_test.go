@@ -3,16 +3,12 @@ package planner
 import (
 	"bytes"
 	"errors"
-	"flag"
 	"fmt"
-	"os"
-	"path/filepath"
 	"testing"
 
 	"github.com/stretchr/testify/require"
+	"github.com/tend-dev/tend/internal/golden"
 )
-
-var update = flag.Bool("update", false, "rewrite golden files in testdata/")
 
 func file(path, digest, mode string) Resource {
 	return Resource{ID: "file" + path, Kind: KindFile, Fields: []Field{{"content", digest}, {"mode", mode}}}
@@ -71,7 +67,7 @@ func TestPlan(t *testing.T) {
 		{
 			name:     "managed and no longer declared is deleted",
 			desired:  []Resource{a},
-			observed: Observed{Resources: map[string]State{a.ID: present(a), b.ID: present(b)}, Applied: map[string][]Field{a.ID: a.Fields, b.ID: b.Fields}},
+			observed: Observed{Resources: map[string]State{a.ID: present(a), b.ID: present(b)}, Applied: map[string][]Field{a.ID: a.Fields, b.ID: b.Fields}, Created: map[string]bool{b.ID: true}},
 			want:     []string{"- file/etc/infer/b.yaml (no longer declared)"},
 			unchange: 1,
 		},
@@ -80,6 +76,32 @@ func TestPlan(t *testing.T) {
 			desired:  []Resource{a},
 			observed: Observed{Resources: map[string]State{a.ID: present(a), b.ID: present(b)}, Applied: map[string][]Field{a.ID: a.Fields}},
 			unchange: 1,
+		},
+		{
+			name:     "managed but not created by tend is left on the node",
+			desired:  []Resource{a},
+			observed: Observed{Resources: map[string]State{a.ID: present(a), b.ID: present(b)}, Applied: map[string][]Field{a.ID: a.Fields, b.ID: b.Fields}},
+			unchange: 1,
+		},
+		{
+			name:    "a file replaced by a folder of the same name is deleted first",
+			desired: []Resource{file("/etc/infer/x/y", "sha256:aa", "0644"), file("/etc/infer/w", "sha256:aa", "0644")},
+			observed: Observed{
+				Resources: map[string]State{"file/etc/infer/x": present(file("/etc/infer/x", "sha256:bb", "0644")), "file/etc/infer/z": present(file("/etc/infer/z", "sha256:bb", "0644"))},
+				Applied:   map[string][]Field{"file/etc/infer/x": nil, "file/etc/infer/z": nil},
+				Created:   map[string]bool{"file/etc/infer/x": true, "file/etc/infer/z": true},
+			},
+			want: []string{"- file/etc/infer/x (no longer declared)", "+ file/etc/infer/w (declared)", "+ file/etc/infer/x/y (declared)", "- file/etc/infer/z (no longer declared)"},
+		},
+		{
+			name:    "a folder replaced by a file of the same name is emptied first",
+			desired: []Resource{file("/etc/infer/x", "sha256:aa", "0644")},
+			observed: Observed{
+				Resources: map[string]State{"file/etc/infer/x/y": present(file("/etc/infer/x/y", "sha256:bb", "0644"))},
+				Applied:   map[string][]Field{"file/etc/infer/x/y": nil},
+				Created:   map[string]bool{"file/etc/infer/x/y": true},
+			},
+			want: []string{"- file/etc/infer/x/y (no longer declared)", "+ file/etc/infer/x (declared)"},
 		},
 		{
 			name:     "managed, undeclared and already gone needs no action",
@@ -119,7 +141,7 @@ func TestPlan(t *testing.T) {
 
 func TestPlanRefusesEmptyDeclaration(t *testing.T) {
 	a := file("/etc/infer/a.yaml", "sha256:aa", "0644")
-	obs := Observed{Resources: map[string]State{a.ID: present(a)}, Applied: map[string][]Field{a.ID: a.Fields}}
+	obs := Observed{Resources: map[string]State{a.ID: present(a)}, Applied: map[string][]Field{a.ID: a.Fields}, Created: map[string]bool{a.ID: true}}
 	_, err := Plan(Desired{Device: "cam-017", Revision: "main@sha1:abc"}, obs, Options{})
 	var empty *EmptyError
 	require.True(t, errors.As(err, &empty), "got %v", err)
@@ -150,6 +172,7 @@ func TestGolden(t *testing.T) {
 	obs := Observed{
 		Resources: map[string]State{b.ID: present(file("/etc/infer/labels.txt", "sha256:ee", "0644")), old.ID: present(old), motd.ID: present(motd)},
 		Applied:   map[string][]Field{b.ID: b.Fields, old.ID: old.Fields, motd.ID: motd.Fields},
+		Created:   map[string]bool{b.ID: true, old.ID: true, motd.ID: true},
 	}
 	changes, err := Plan(Desired{Device: "cam-017", Revision: "main@sha1:3f2a1c9d8e7b6a5f4e3d2c1b0a9f8e7d6c5b4a39", Resources: []Resource{motd, b, a}}, obs, Options{})
 	require.NoError(t, err)
@@ -160,21 +183,9 @@ func TestGolden(t *testing.T) {
 		var text, js bytes.Buffer
 		require.NoError(t, WriteText(&text, cs))
 		require.NoError(t, WriteJSON(&js, cs))
-		golden(t, name+".txt.golden", text.Bytes())
-		golden(t, name+".json.golden", js.Bytes())
+		golden.Assert(t, name+".txt.golden", text.Bytes())
+		golden.Assert(t, name+".json.golden", js.Bytes())
 	}
-}
-
-func golden(t *testing.T, name string, got []byte) {
-	t.Helper()
-	path := filepath.Join("testdata", name)
-	if *update {
-		require.NoError(t, os.MkdirAll("testdata", 0o755))
-		require.NoError(t, os.WriteFile(path, got, 0o644))
-	}
-	want, err := os.ReadFile(path)
-	require.NoError(t, err, "run go test ./planner -update to create %s", path)
-	require.Equal(t, string(want), string(got), "output differs from %s (run with -update if intended)", path)
 }
 
 // bigFleet returns n declared files of which a tenth changed on the node and
@@ -195,10 +206,12 @@ func bigFleet(n int) (Desired, Observed) {
 			o.Applied[r.ID] = r.Fields
 		}
 	}
+	o.Created = make(map[string]bool, n/10)
 	for i := 0; i < n/10; i++ {
 		r := file(fmt.Sprintf("/etc/old/%05d.yaml", i), "sha256:old", "0644")
 		o.Resources[r.ID] = present(r)
 		o.Applied[r.ID] = r.Fields
+		o.Created[r.ID] = true
 	}
 	return d, o
 }

@@ -67,8 +67,13 @@ type Observed struct {
 	// taken as not existing.
 	Resources map[string]State
 	// Applied holds, for each resource tend manages, the fields it had when
-	// tend last applied it. Only these may be deleted.
+	// tend last applied it: the reference for telling drift from a change
+	// in Git.
 	Applied map[string][]Field
+	// Created holds the managed resources tend itself created. Only these
+	// are deleted when no longer declared; a resource that was on the node
+	// before tend managed it is left there.
+	Created map[string]bool
 }
 
 // ActionType says what an action does to a resource.
