@@ -115,15 +115,18 @@ func origin(o manifest.Origin) string {
 }
 
 // Observe loads the inventory and asks the drivers about every desired or
-// managed id.
+// managed id. An inventory written for another root, or for a device other
+// than d's, is an error wrapping ErrInventoryMismatch: its resources are not
+// this node's to prune.
 func (a *Applier) Observe(ctx context.Context, d planner.Desired) (planner.Observed, error) {
-	inv, err := LoadInventory(a.stateDir)
+	inv, err := a.loadInventory(d.Device)
 	if err != nil {
 		return planner.Observed{}, err
 	}
 	obs := planner.Observed{
 		Resources: make(map[string]planner.State, len(d.Resources)+len(inv.Resources)),
 		Applied:   inv.Applied(),
+		Created:   inv.Created(),
 	}
 	observe := func(id string, kind planner.Kind) error {
 		if _, done := obs.Resources[id]; done {
@@ -155,4 +158,17 @@ func (a *Applier) Observe(ctx context.Context, d planner.Desired) (planner.Obser
 		}
 	}
 	return obs, nil
+}
+
+// loadInventory loads the inventory in stateDir and checks that it belongs
+// to this applier's root and to device.
+func (a *Applier) loadInventory(device string) (*Inventory, error) {
+	inv, err := LoadInventory(a.stateDir)
+	if err != nil {
+		return nil, err
+	}
+	if err := inv.check(a.stateDir, a.files.root, device); err != nil {
+		return nil, err
+	}
+	return inv, nil
 }

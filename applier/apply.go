@@ -18,16 +18,25 @@ import (
 // The inventory is then updated for every action that succeeded: a created
 // or updated resource is recorded with its desired fields, a deleted one is
 // removed. A declared resource without an action is recorded with its
-// desired fields (it matches the node); a managed one neither declared nor
-// on the node is dropped; one whose action failed or was not reached keeps
-// its entry. Only when every action succeeded do the inventory's Revision,
-// Device and AppliedAt move to d. The inventory is saved atomically in every
-// case.
+// desired fields (it matches the node); a managed one that is not declared
+// is dropped, whether deleted, gone from the node, or left there because
+// tend did not create it; one whose action failed or was not reached keeps
+// its entry.
+//
+// An entry new to the inventory is marked Created when its action put it
+// where nothing was (see createdBy); a resource adopted as found, or
+// replacing what was found, is not, and is never deleted. An entry already
+// in the inventory keeps its mark.
+//
+// The inventory is bound to this applier's root and to d's device, and
+// refused as Observe refuses it. Only when every action succeeded do its
+// Revision and AppliedAt move to d. It is saved atomically in every case,
+// except that a tick that changes nothing writes nothing.
 func (a *Applier) Apply(ctx context.Context, d planner.Desired, cs *planner.Changeset) (Result, error) {
 	if cs == nil {
 		return Result{}, errors.New("apply: no plan")
 	}
-	inv, err := LoadInventory(a.stateDir)
+	inv, err := a.loadInventory(d.Device)
 	if err != nil {
 		return Result{}, err
 	}
@@ -36,8 +45,10 @@ func (a *Applier) Apply(ctx context.Context, d planner.Desired, cs *planner.Chan
 	specs := a.specs
 	a.mu.Unlock()
 
-	// pending holds the ids whose action has not succeeded (yet).
+	// pending holds the ids whose action has not succeeded (yet), created
+	// those whose action put them where nothing was.
 	pending := make(map[string]bool, len(cs.Actions))
+	created := map[string]bool{}
 	for _, act := range cs.Actions {
 		pending[act.Resource] = true
 	}
@@ -55,6 +66,7 @@ func (a *Applier) Apply(ctx context.Context, d planner.Desired, cs *planner.Chan
 			break
 		}
 		delete(pending, act.Resource)
+		created[act.Resource] = createdBy(act)
 		res.Applied = append(res.Applied, act)
 		attrs := []slog.Attr{
 			slog.String(logKeyResource, act.Resource),
@@ -70,17 +82,24 @@ func (a *Applier) Apply(ctx context.Context, d planner.Desired, cs *planner.Chan
 	declared := make(map[string]bool, len(d.Resources))
 	for _, r := range d.Resources {
 		declared[r.ID] = true
-		if !pending[r.ID] {
-			inv.Resources[r.ID] = InventoryEntry{Fields: slices.Clone(r.Fields)}
+		if pending[r.ID] {
+			continue
 		}
+		e := InventoryEntry{Fields: slices.Clone(r.Fields), Created: created[r.ID]}
+		if prev, managed := inv.Resources[r.ID]; managed {
+			e.Created = prev.Created
+		}
+		inv.Resources[r.ID] = e
 	}
 	for _, id := range sortedKeys(inv.Resources) {
 		if !declared[id] && !pending[id] {
-			delete(inv.Resources, id) // deleted, or not on the node anymore
+			// Deleted, gone from the node, or not tend's to delete.
+			delete(inv.Resources, id)
 		}
 	}
+	inv.Root, inv.Device = a.files.root, d.Device
 	if applyErr == nil {
-		inv.Device, inv.Revision = d.Device, d.Revision
+		inv.Revision = d.Revision
 	}
 	if len(res.Applied) == 0 && applyErr == nil && fingerprint(inv) == before {
 		// A no-op tick writes nothing: flash storage on a device polled
@@ -110,12 +129,31 @@ func (a *Applier) applyOne(ctx context.Context, act planner.Action, specs map[st
 	return drv.Apply(ctx, act, spec)
 }
 
+// createdBy reports whether act, which succeeded, put its resource where
+// nothing was: a Create, or an Update of a file over a directory. tend never
+// replaces a directory, so that write succeeded only because the directory
+// was gone: pruned once a delete earlier in the plan emptied it (a folder
+// x/… replaced by a file x).
+func createdBy(act planner.Action) bool {
+	switch act.Type {
+	case planner.Create:
+		return true
+	case planner.Update:
+		for _, c := range act.Changes {
+			if act.Kind == planner.KindFile && c.Field == FieldContent && c.From == contentDirectory {
+				return true
+			}
+		}
+	}
+	return false
+}
+
 // fingerprint is what a save would change, AppliedAt aside.
 func fingerprint(inv *Inventory) string {
 	b, _ := json.Marshal(struct {
-		Device, Revision string
-		Resources        map[string]InventoryEntry
-	}{inv.Device, inv.Revision, inv.Resources})
+		Device, Root, Revision string
+		Resources              map[string]InventoryEntry
+	}{inv.Device, inv.Root, inv.Revision, inv.Resources})
 	return string(b)
 }
 

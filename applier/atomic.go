@@ -8,10 +8,15 @@ import (
 	"io/fs"
 	"os"
 	"path"
+	"unicode/utf8"
 )
 
 // tempPrefix starts the name of every temporary file tend writes.
 const tempPrefix = ".tend-"
+
+// tempBaseMax is how many bytes of the target's name a temporary file's
+// name keeps, so that it stays far below the 255-byte limit of a name.
+const tempBaseMax = 64
 
 // writeAtomic replaces name inside r with data and mode: it writes a
 // temporary file in the same directory, sets its mode exactly (the umask
@@ -51,8 +56,10 @@ func writeAtomic(r *os.Root, name string, data []byte, mode fs.FileMode) (err er
 	return syncDir(r, dir)
 }
 
-// createTemp creates a new file ".tend-<base>-<random>" in dir inside r.
+// createTemp creates a new file ".tend-<base>-<random>" in dir inside r,
+// base cut to tempBaseMax bytes.
 func createTemp(r *os.Root, dir, base string) (string, *os.File, error) {
+	base = truncateName(base, tempBaseMax)
 	for range 10 {
 		var b [6]byte
 		_, _ = rand.Read(b[:])
@@ -67,6 +74,18 @@ func createTemp(r *os.Root, dir, base string) (string, *os.File, error) {
 		return name, f, nil
 	}
 	return "", nil, fmt.Errorf("create temporary file in %s: too many name collisions", path.Join(r.Name(), dir))
+}
+
+// truncateName returns the longest prefix of s of at most n bytes that does
+// not cut a UTF-8 sequence in two.
+func truncateName(s string, n int) string {
+	if len(s) <= n {
+		return s
+	}
+	for n > 0 && !utf8.RuneStart(s[n]) {
+		n--
+	}
+	return s[:n]
 }
 
 // syncDir fsyncs directory dir inside r so that a rename or removal in it

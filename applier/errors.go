@@ -22,6 +22,9 @@ var (
 	ErrNotRegular = errors.New("not a regular file")
 	// ErrCorruptInventory: the inventory file cannot be read.
 	ErrCorruptInventory = errors.New("corrupt inventory")
+	// ErrInventoryMismatch: the inventory in stateDir was written for
+	// another root or another device.
+	ErrInventoryMismatch = errors.New("inventory mismatch")
 )
 
 // LockedError says another tend holds the lock on the state directory.

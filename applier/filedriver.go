@@ -150,7 +150,8 @@ func digestFile(dir *os.Root, rel string, fi fs.FileInfo) (string, error) {
 // replaces a symlink at the path by a regular file without touching the
 // symlink's target; it refuses to replace a directory. Delete removes a
 // regular file and leaves anything else at the path alone: it is not what
-// tend created.
+// tend created. It then removes the folders the file leaves empty, up to
+// but never including an allowed directory (see prune).
 func (d *FileDriver) Apply(ctx context.Context, a planner.Action, spec any) error {
 	if err := ctx.Err(); err != nil {
 		return err
@@ -223,7 +224,45 @@ func (d *FileDriver) remove(allow, rel string) error {
 	if err := dir.Remove(rel); err != nil && !errors.Is(err, fs.ErrNotExist) {
 		return fmt.Errorf("remove %s: %w", path.Join(dir.Name(), rel), unwrapPath(err))
 	}
-	return syncDir(dir, path.Dir(rel))
+	changed, err := d.prune(dir, allow, path.Dir(rel))
+	if err != nil {
+		return err
+	}
+	return syncDir(dir, changed)
+}
+
+// prune removes the directory rel inside dir (the allowed directory allow)
+// and then each parent, as long as it is empty, stopping at the first that
+// is not, at a symlink, and at allow or any other allowed directory. It
+// returns the directory whose entries it changed last: rel when it removed
+// nothing, else the parent of the last directory removed.
+//
+// os.Root removes a symlink as readily as an empty directory, so each one
+// is checked with Lstat first; a directory swapped for a symlink between
+// the two calls can only lose that link, inside the allowed directory.
+func (d *FileDriver) prune(dir *os.Root, allow, rel string) (string, error) {
+	changed := rel
+	for ; rel != "." && !slices.Contains(d.allow, path.Join(allow, rel)); rel = path.Dir(rel) {
+		fi, err := dir.Lstat(rel)
+		if err != nil || !fi.IsDir() {
+			break // gone already, or a symlink
+		}
+		err = dir.Remove(rel)
+		if isNotEmpty(err) {
+			break
+		}
+		if err != nil {
+			return changed, fmt.Errorf("remove empty directory %s: %w", path.Join(dir.Name(), rel), unwrapPath(err))
+		}
+		changed = path.Dir(rel)
+	}
+	return changed, nil
+}
+
+// isNotEmpty reports whether err is rmdir's answer for a directory that
+// still holds something, or is in use as a mount point.
+func isNotEmpty(err error) bool {
+	return errors.Is(err, syscall.ENOTEMPTY) || errors.Is(err, syscall.EEXIST) || errors.Is(err, syscall.EBUSY)
 }
 
 // locate returns the allowed directory holding id's path and the path

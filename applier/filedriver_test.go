@@ -191,3 +191,55 @@ func TestNewFileDriver(t *testing.T) {
 		})
 	}
 }
+
+func TestFileDriverDeletePrunesEmptyFolders(t *testing.T) {
+	tests := []struct {
+		name  string
+		allow []string
+		files []string          // regular files on the node before
+		setup func(root string) // more to set up, or nil
+		del   string
+		want  []string // tree after, relative to root
+	}{
+		{name: "deep path", files: []string{"/etc/infer/a/b/c/f"}, del: "/etc/infer/a/b/c/f",
+			want: []string{"etc", "etc/infer"}},
+		{name: "file in the allowed dir", files: []string{"/etc/infer/f"}, del: "/etc/infer/f",
+			want: []string{"etc", "etc/infer"}},
+		{name: "sibling keeps its folder", files: []string{"/etc/infer/a/b/f", "/etc/infer/a/g"}, del: "/etc/infer/a/b/f",
+			want: []string{"etc", "etc/infer", "etc/infer/a", "etc/infer/a/g"}},
+		{name: "empty sibling folder keeps its parent", files: []string{"/etc/infer/a/b/f"}, del: "/etc/infer/a/b/f",
+			setup: func(root string) { _ = os.Mkdir(filepath.Join(root, "etc/infer/a/c"), 0o755) },
+			want:  []string{"etc", "etc/infer", "etc/infer/a", "etc/infer/a/c"}},
+		{name: "nested allowed dir is kept", allow: []string{"/etc/infer", "/etc/infer/sub"},
+			files: []string{"/etc/infer/sub/d/f"}, del: "/etc/infer/sub/d/f",
+			want: []string{"etc", "etc/infer", "etc/infer/sub"}},
+		{name: "allowed dir at root is kept", allow: []string{"/"}, files: []string{"/a/b/f"}, del: "/a/b/f",
+			want: nil},
+		{name: "symlinked folder is kept", files: []string{"/etc/infer/v2/sub/f"}, del: "/etc/infer/cur/sub/f",
+			setup: func(root string) { _ = os.Symlink("v2", filepath.Join(root, "etc/infer/cur")) },
+			want:  []string{"etc", "etc/infer", "etc/infer/cur", "etc/infer/v2"}},
+		{name: "missing file prunes nothing", files: []string{"/etc/infer/a/g"}, del: "/etc/infer/a/b/f",
+			setup: func(root string) { _ = os.Mkdir(filepath.Join(root, "etc/infer/a/b"), 0o755) },
+			want:  []string{"etc", "etc/infer", "etc/infer/a", "etc/infer/a/b", "etc/infer/a/g"}},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			root := t.TempDir()
+			allow := tt.allow
+			if allow == nil {
+				allow = []string{testAllow}
+			}
+			d, err := NewFileDriver(root, allow)
+			require.NoError(t, err)
+			for _, f := range tt.files {
+				require.NoError(t, os.MkdirAll(filepath.Dir(filepath.Join(root, f)), 0o755))
+				require.NoError(t, os.WriteFile(filepath.Join(root, f), []byte("x"), 0o644))
+			}
+			if tt.setup != nil {
+				tt.setup(root)
+			}
+			require.NoError(t, d.Apply(context.Background(), deleteAction(tt.del), nil))
+			require.Equal(t, tt.want, tree(t, root))
+		})
+	}
+}

@@ -21,9 +21,13 @@ const inventoryFormat = "1"
 
 // Inventory records every resource tend manages on the node, with the fields
 // it had when tend last applied it, and the last revision applied in full.
-// Only resources in the inventory are ever pruned.
+// Only resources in the inventory that tend created are ever pruned.
+//
+// An inventory belongs to one device and one root: Device and Root, once
+// set, must match the applier that loads it.
 type Inventory struct {
 	Device    string
+	Root      string    // the absolute root the resources are placed under
 	Revision  string    // the last revision applied in full; "" before the first
 	AppliedAt time.Time // when Revision was applied
 	Resources map[string]InventoryEntry
@@ -32,12 +36,17 @@ type Inventory struct {
 // InventoryEntry is one managed resource.
 type InventoryEntry struct {
 	Fields []planner.Field `json:"fields"`
+	// Created is true when tend created the resource: nothing was at its
+	// place on the node. A resource that was there before tend adopted it
+	// is never deleted, only forgotten.
+	Created bool `json:"created,omitempty"`
 }
 
 // inventoryJSON is the file's layout.
 type inventoryJSON struct {
 	FormatVersion string                    `json:"formatVersion"`
 	Device        string                    `json:"device"`
+	Root          string                    `json:"root,omitempty"`
 	Revision      string                    `json:"revision"`
 	AppliedAt     string                    `json:"appliedAt,omitempty"` // RFC 3339
 	Resources     map[string]InventoryEntry `json:"resources"`
@@ -61,7 +70,7 @@ func LoadInventory(stateDir string) (*Inventory, error) {
 	if raw.FormatVersion != inventoryFormat {
 		return nil, corrupt(name, fmt.Errorf("formatVersion %q, this tend reads %q", raw.FormatVersion, inventoryFormat))
 	}
-	inv := &Inventory{Device: raw.Device, Revision: raw.Revision, Resources: raw.Resources}
+	inv := &Inventory{Device: raw.Device, Root: raw.Root, Revision: raw.Revision, Resources: raw.Resources}
 	if raw.AppliedAt != "" {
 		if inv.AppliedAt, err = time.Parse(time.RFC3339, raw.AppliedAt); err != nil {
 			return nil, corrupt(name, fmt.Errorf("appliedAt: %w", err))
@@ -85,6 +94,7 @@ func (inv *Inventory) Save(stateDir string) error {
 	raw := inventoryJSON{
 		FormatVersion: inventoryFormat,
 		Device:        inv.Device,
+		Root:          inv.Root,
 		Revision:      inv.Revision,
 		Resources:     inv.Resources,
 	}
@@ -120,4 +130,33 @@ func (inv *Inventory) Applied() map[string][]planner.Field {
 		out[id] = slices.Clone(e.Fields)
 	}
 	return out
+}
+
+// Created returns the managed resources tend created, as the planner's
+// Observed.Created wants them.
+func (inv *Inventory) Created() map[string]bool {
+	out := make(map[string]bool, len(inv.Resources))
+	for id, e := range inv.Resources {
+		if e.Created {
+			out[id] = true
+		}
+	}
+	return out
+}
+
+// check returns an error wrapping ErrInventoryMismatch when the inventory,
+// loaded from stateDir, was written for another root or device.
+func (inv *Inventory) check(stateDir, root, device string) error {
+	var what, was, now string
+	switch {
+	case inv.Root != "" && inv.Root != root:
+		what, was, now = "root", inv.Root, "root is now "+root
+	case inv.Device != "" && inv.Device != device:
+		what, was, now = "device", inv.Device, "this is "+device
+	default:
+		return nil
+	}
+	return fmt.Errorf("%w: stateDir %s holds the inventory of %s %s, but %s: use one stateDir per %s, "+
+		"or move %s aside to start over (tend then forgets, and never deletes, what it created before)",
+		ErrInventoryMismatch, stateDir, what, was, now, what, filepath.Join(stateDir, InventoryFile))
 }

@@ -16,10 +16,12 @@ func TestInventoryRoundTrip(t *testing.T) {
 	stateDir := filepath.Join(t.TempDir(), "state")
 	inv := &Inventory{
 		Device:    "cam-017",
+		Root:      "/srv/node",
 		Revision:  "4b825dc642cb6eb9a060e54bf8d69288fbee4904",
 		AppliedAt: time.Date(2025, 3, 1, 12, 30, 0, 0, time.FixedZone("CET", 3600)),
 		Resources: map[string]InventoryEntry{
-			"file/etc/infer/config.yaml": {Fields: []planner.Field{{Name: "content", Value: "sha256:ab"}, {Name: "mode", Value: "0644"}}},
+			"file/etc/infer/config.yaml": {Fields: []planner.Field{{Name: "content", Value: "sha256:ab"}, {Name: "mode", Value: "0644"}}, Created: true},
+			"file/etc/infer/found":       {Fields: []planner.Field{{Name: "content", Value: "sha256:cd"}, {Name: "mode", Value: "0600"}}},
 		},
 	}
 	require.NoError(t, inv.Save(stateDir))
@@ -37,12 +39,17 @@ func TestInventoryRoundTrip(t *testing.T) {
 	require.Equal(t, map[string]any{
 		"formatVersion": "1",
 		"device":        "cam-017",
+		"root":          "/srv/node",
 		"revision":      "4b825dc642cb6eb9a060e54bf8d69288fbee4904",
 		"appliedAt":     "2025-03-01T11:30:00Z",
 		"resources": map[string]any{
 			"file/etc/infer/config.yaml": map[string]any{"fields": []any{
 				map[string]any{"name": "content", "value": "sha256:ab"},
 				map[string]any{"name": "mode", "value": "0644"},
+			}, "created": true},
+			"file/etc/infer/found": map[string]any{"fields": []any{
+				map[string]any{"name": "content", "value": "sha256:cd"},
+				map[string]any{"name": "mode", "value": "0600"},
 			}},
 		},
 	}, raw)
@@ -54,7 +61,9 @@ func TestInventoryRoundTrip(t *testing.T) {
 	require.Equal(t, inv, got)
 	require.Equal(t, map[string][]planner.Field{
 		"file/etc/infer/config.yaml": {{Name: "content", Value: "sha256:ab"}, {Name: "mode", Value: "0644"}},
+		"file/etc/infer/found":       {{Name: "content", Value: "sha256:cd"}, {Name: "mode", Value: "0600"}},
 	}, got.Applied())
+	require.Equal(t, map[string]bool{"file/etc/infer/config.yaml": true}, got.Created())
 }
 
 func TestLoadInventory(t *testing.T) {
