@@ -28,7 +28,18 @@ type AgentConfig struct {
 	Registries Registries        `json:"registries,omitempty"`
 	Listen     string            `json:"listen,omitempty"`
 
-	file string // where the config was read from, for error messages
+	file    string            // where the config was read from, for error messages
+	lines   map[string]int    // field path → line in file
+	origins map[string]string // field → the flag that overrode it
+}
+
+// Overridden records that field (e.g. "allowPaths", "source.url") was set
+// by flag, so errors about it name the flag instead of the file.
+func (c *AgentConfig) Overridden(field, flag string) {
+	if c.origins == nil {
+		c.origins = map[string]string{}
+	}
+	c.origins[field] = flag
 }
 
 // SourceConfig says where the fleet repo is and what of it this device reads.
@@ -69,7 +80,6 @@ const (
 	DefaultStateDir = "/var/lib/tend"
 	DefaultRoot     = "/"
 	DefaultListen   = "127.0.0.1:9469"
-	DefaultRef      = "main"
 	DefaultConfig   = "/etc/tend/agent.yaml"
 )
 
@@ -87,8 +97,17 @@ func ParseConfig(file string, data []byte) (*AgentConfig, error) {
 		return nil, Errors{{File: file, Line: line, Msg: fmt.Sprintf("expected apiVersion: %s and kind: %s, got apiVersion: %q, kind: %q", APIVersion, KindAgentConfig, api, kind)}}
 	}
 	c := AgentConfig{file: file}
-	if _, errs := decodeDocument(file, docs[0], &c); len(errs) > 0 {
+	info, errs := decodeDocument(file, docs[0], &c)
+	if len(errs) > 0 {
 		return nil, errs
+	}
+	c.lines = info.lines
+	if u := c.Source.URL; IsLocalPath(u) && !filepath.IsAbs(u) {
+		// A relative repo path in a config file is relative to that file,
+		// not to wherever tend happens to be started.
+		if abs, err := filepath.Abs(file); err == nil {
+			c.Source.URL = filepath.Join(filepath.Dir(abs), u)
+		}
 	}
 	return &c, nil
 }
@@ -108,9 +127,6 @@ func (c *AgentConfig) SetDefaults(hostname string) {
 	c.APIVersion, c.Kind = APIVersion, KindAgentConfig
 	if c.Device == "" {
 		c.Device = hostname
-	}
-	if c.Source.Ref == "" {
-		c.Source.Ref = DefaultRef
 	}
 	if c.Schedule == "" {
 		c.Schedule = DefaultSchedule
@@ -154,11 +170,17 @@ func (c *AgentConfig) Validate() error {
 			errs.add("", 0, fmt.Sprintf("allowPaths[%d]", i), "%q must be an absolute, clean path such as /etc/infer", a)
 		}
 	}
+	if c.Source.Verify != nil {
+		errs.add("", 0, "source.verify", "signed-commit verification is not supported by this version of tend; remove source.verify rather than have unverified commits applied")
+	}
+	if c.Source.Auth != nil {
+		errs.add("", 0, "source.auth", "credential files are not supported by this version of tend; remove source.auth (a local path, file:// or http(s) URL works without it)")
+	}
 	if _, err := cron.ParseStandard(c.Schedule); err != nil {
 		errs.add("", 0, "schedule", "invalid schedule %q: %v; use a cron spec or \"@every 30s\"", c.Schedule, err)
 	}
 	for _, e := range errs {
-		e.File = c.file
+		c.locate(e)
 	}
 	return errs.err()
 }
@@ -204,4 +226,40 @@ func (c *AgentConfig) expand(field, s string) (string, error) {
 		return "", bad
 	}
 	return out, nil
+}
+
+// locate says where a config error comes from: the flag that set the field,
+// or the config file and line.
+func (c *AgentConfig) locate(e *Error) {
+	for field, flag := range c.origins {
+		if e.Field == field || strings.HasPrefix(e.Field, field+".") || strings.HasPrefix(e.Field, field+"[") {
+			e.Field = flag + " (" + e.Field + ")"
+			return
+		}
+	}
+	if c.file == "" {
+		return
+	}
+	e.File = c.file
+	for f := e.Field; f != ""; {
+		if l, ok := c.lines[f]; ok {
+			e.Line = l
+			return
+		}
+		i := strings.LastIndexAny(f, ".[")
+		if i < 0 {
+			return
+		}
+		f = f[:i]
+	}
+}
+
+// IsLocalPath reports whether a source URL is a path on this machine rather
+// than a URL (scheme://…) or an scp-like address (host:path).
+func IsLocalPath(u string) bool {
+	if u == "" || strings.Contains(u, "://") {
+		return false
+	}
+	colon, slash := strings.IndexByte(u, ':'), strings.IndexByte(u, '/')
+	return colon < 0 || (slash >= 0 && slash < colon)
 }

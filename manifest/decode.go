@@ -65,7 +65,7 @@ func decodeDocument(file string, doc *yaml3.Node, out any) (*document, Errors) {
 		errs.add(file, root.Line, "", "a document must be a mapping with apiVersion, kind, metadata and spec")
 		return d, errs
 	}
-	w := walker{file: file, lines: d.lines, errs: &errs}
+	w := walker{file: file, lines: d.lines, errs: &errs, nodes: new(int)}
 	value := w.walk(root, reflect.TypeOf(out).Elem(), "")
 	if len(errs) > 0 {
 		return d, errs
@@ -88,13 +88,32 @@ type walker struct {
 	file  string
 	lines map[string]int
 	errs  *Errors
+	nodes *int // nodes visited so far, aliases expanded
 }
+
+// maxNodes bounds the nodes one document may expand to, so a few aliases
+// cannot make a small file take gigabytes (a "billion laughs" document).
+const maxNodes = 100_000
+
+// coreTags are the YAML tags a manifest may use; others (!!binary,
+// !!timestamp, custom tags) would be read as plain text.
+var coreTags = map[string]bool{"!!str": true, "!!int": true, "!!float": true, "!!bool": true, "!!null": true, "!!map": true, "!!seq": true}
 
 var durationType = reflect.TypeOf(Duration(0))
 
 func (w walker) walk(n *yaml3.Node, t reflect.Type, path string) any {
 	if n.Kind == yaml3.AliasNode {
 		n = n.Alias
+	}
+	if *w.nodes++; *w.nodes > maxNodes {
+		if *w.nodes == maxNodes+1 {
+			w.errs.add(w.file, n.Line, path, "the document expands to more than %d nodes (aliases included); split it or drop the aliases", maxNodes)
+		}
+		return nil
+	}
+	if n.Tag != "" && !coreTags[n.Tag] {
+		w.errs.add(w.file, n.Line, path, "YAML tag %s is not supported: write the value as plain YAML", n.Tag)
+		return nil
 	}
 	if path != "" {
 		if _, seen := w.lines[path]; !seen {
@@ -156,9 +175,13 @@ func (w walker) walk(n *yaml3.Node, t reflect.Type, path string) any {
 			return w.wrong(n, path, "a mapping")
 		}
 		out := map[string]any{}
+		seen := map[string]int{}
 		for i := 0; i+1 < len(n.Content); i += 2 {
-			k := n.Content[i].Value
-			out[k] = w.walk(n.Content[i+1], t.Elem(), join(path, k))
+			key := n.Content[i]
+			if !w.newKey(seen, key, path) {
+				continue
+			}
+			out[key.Value] = w.walk(n.Content[i+1], t.Elem(), join(path, key.Value))
 		}
 		return out
 	case t.Kind() == reflect.Struct:
@@ -176,8 +199,12 @@ func (w walker) walk(n *yaml3.Node, t reflect.Type, path string) any {
 func (w walker) walkStruct(n *yaml3.Node, t reflect.Type, path string) any {
 	fields := jsonFields(t)
 	out := map[string]any{}
+	seen := map[string]int{}
 	for i := 0; i+1 < len(n.Content); i += 2 {
 		key, val := n.Content[i], n.Content[i+1]
+		if !w.newKey(seen, key, path) {
+			continue
+		}
 		ft, ok := fields[key.Value]
 		if !ok {
 			msg := fmt.Sprintf("unknown field %q", key.Value)
@@ -193,6 +220,22 @@ func (w walker) walkStruct(n *yaml3.Node, t reflect.Type, path string) any {
 		out[key.Value] = w.walk(val, ft, join(path, key.Value))
 	}
 	return out
+}
+
+// newKey reports whether key is new in its mapping; a repeated key is an
+// error (YAML forbids it, and silently keeping the last one could drop
+// resources), and so is a merge key.
+func (w walker) newKey(seen map[string]int, key *yaml3.Node, path string) bool {
+	if key.Tag == "!!merge" || key.Value == "<<" {
+		w.errs.add(w.file, key.Line, path, "YAML merge keys (<<) are not supported: repeat the fields instead")
+		return false
+	}
+	if first, dup := seen[key.Value]; dup {
+		w.errs.add(w.file, key.Line, path, "duplicate key %q (first at line %d)", key.Value, first)
+		return false
+	}
+	seen[key.Value] = key.Line
+	return true
 }
 
 func (w walker) wrong(n *yaml3.Node, path, want string) any {

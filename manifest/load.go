@@ -13,9 +13,16 @@ type Input struct {
 	Data []byte
 }
 
-// IsManifest reports whether a file name is read as a manifest.
-func IsManifest(name string) bool {
-	ext := strings.ToLower(path.Ext(name))
+// IsManifest reports whether a file, by its slash-separated path relative
+// to the device's folder, is read as a manifest: *.yaml or *.yml, and not
+// hidden (no path element starts with a dot, so .github/ is skipped).
+func IsManifest(rel string) bool {
+	for _, elem := range strings.Split(rel, "/") {
+		if strings.HasPrefix(elem, ".") && elem != "." {
+			return false
+		}
+	}
+	ext := path.Ext(rel)
 	return ext == ".yaml" || ext == ".yml"
 }
 

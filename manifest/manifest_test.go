@@ -161,3 +161,38 @@ func TestQuantities(t *testing.T) {
 		require.Error(t, err, bad)
 	}
 }
+
+func TestHostileYAML(t *testing.T) {
+	header := "apiVersion: tend.dev/v1alpha1\nkind: Device\nmetadata: {name: cam-017}\n"
+	// 2,000 services, each with the same 100-argument command, from a
+	// file of a few kilobytes: 200,000 nodes once the aliases expand.
+	bomb := header + "spec:\n  services:\n  - &svc\n    name: s\n    command: &cmd [" +
+		strings.TrimSuffix(strings.Repeat("&a "+strings.Repeat("x", 100)+",", 1)+strings.Repeat("*a,", 99), ",") + "]\n" +
+		strings.Repeat("  - *svc\n", 1999)
+	tests := []struct{ name, doc, want string }{
+		{"duplicate key drops nothing silently", header + "spec:\n  files: [{path: /etc/infer/a, content: a}]\nspec:\n  files: []\n", `d.yaml:6: duplicate key "spec" (first at line 4)`},
+		{"duplicate label", header + "spec: {}\n---\n" + "apiVersion: tend.dev/v1alpha1\nkind: Device\nmetadata: {name: cam-017, labels: {a: x, a: y}}\n", `duplicate key "a"`},
+		{"alias bomb", bomb, "expands to more than 100000 nodes"},
+		{"merge key", header + "spec:\n  files:\n  - &f {path: /etc/infer/a, content: a}\n  - <<: *f\n    path: /etc/infer/b\n", "merge keys (<<) are not supported"},
+		{"binary tag", header + "spec:\n  files:\n  - {path: /etc/infer/a, content: !!binary aGVsbG8=}\n", "YAML tag !!binary is not supported"},
+		{"long name", header + "spec:\n  files:\n  - {path: /etc/infer/" + strings.Repeat("n", 256) + ", content: a}\n", "is longer than 255 bytes"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			d, err := Load("cam-017", []Input{{Name: "d.yaml", Data: []byte(tt.doc)}})
+			if err == nil {
+				err = d.Validate(allow)
+			}
+			require.ErrorContains(t, err, tt.want)
+		})
+	}
+}
+
+func TestIsManifest(t *testing.T) {
+	for name, want := range map[string]bool{
+		"device.yaml": true, "sub/x.yml": true, "x.YAML": false, "notes.txt": false,
+		".github/workflows/ci.yml": false, "sub/.hidden.yaml": false, "a/.old/b.yaml": false,
+	} {
+		require.Equal(t, want, IsManifest(name), name)
+	}
+}

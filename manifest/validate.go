@@ -140,6 +140,10 @@ func (v validator) path(o Origin, field, p string) {
 		v.at(o, field, "%q is not a clean path (write it as %q, without '..', '.', '//' or a trailing '/')", p, path.Clean(p))
 	case p == "/":
 		v.at(o, field, "the root directory cannot be managed")
+	case len(p) > maxPath:
+		v.at(o, field, "path is %d bytes long; the limit is %d", len(p), maxPath)
+	case longName(p) != "":
+		v.at(o, field, "path component %.40q… is longer than %d bytes", longName(p), maxName)
 	case v.opts.CheckAllowPaths && !Allowed(p, v.opts.AllowPaths):
 		if len(v.opts.AllowPaths) == 0 {
 			v.at(o, field, "%q is outside allowPaths, which is empty: the agent may not write anywhere; add allowPaths in agent.yaml or --allow-path", p)
@@ -147,6 +151,22 @@ func (v validator) path(o Origin, field, p string) {
 		}
 		v.at(o, field, "%q is outside allowPaths %v: add an entry to allowPaths in agent.yaml (or --allow-path) or move the file", p, v.opts.AllowPaths)
 	}
+}
+
+// Limits of Linux file systems, checked up front so a long name fails at
+// validation with its file and line rather than at every apply.
+const (
+	maxPath = 4096
+	maxName = 255
+)
+
+func longName(p string) string {
+	for _, c := range strings.Split(p, "/") {
+		if len(c) > maxName {
+			return c
+		}
+	}
+	return ""
 }
 
 // Allowed reports whether p lies strictly under one of allow.
