@@ -36,7 +36,7 @@ func TestFetchErrors(t *testing.T) {
 		{"missing path", gitsource.Source{URL: httpURL, Ref: "main", Path: "devices/cam-999"},
 			gitsource.ErrPathNotFound, []string{`path "devices/cam-999" not found in ` + httpURL + " at " + rev12}},
 		{"path is a file", gitsource.Source{URL: f.repo.Dir(), Ref: "main", Path: "root.yaml"},
-			gitsource.ErrPathNotFound, []string{`"root.yaml"`, rev12}},
+			gitsource.ErrPathNotFound, []string{`path "root.yaml" is a file, not a folder`, rev12}},
 		{"path without manifests", gitsource.Source{URL: f.repo.Dir(), Ref: "main", Path: "docs"},
 			gitsource.ErrPathNotFound, []string{`no *.yaml or *.yml files under "docs"`, rev12}},
 		{"absolute path", gitsource.Source{URL: f.repo.Dir(), Ref: "main", Path: "/etc"},

@@ -121,7 +121,7 @@ func update(ctx context.Context, repo *git.Repository, src Source, auth transpor
 	}
 	refs, err := listRefs(ctx, remote, auth)
 	if err != nil && !errors.Is(err, transport.ErrEmptyRemoteRepository) {
-		return plumbing.ZeroHash, false, fmt.Errorf("list refs of %s: %w", shown, redactErr(err, src.URL))
+		return plumbing.ZeroHash, false, fmt.Errorf("list refs of %s (check source.url or --repo, and that the server is reachable): %w", shown, redactErr(err, src.URL))
 	}
 	t, err := resolveRemote(refs, src.Ref, shown)
 	if err != nil {

@@ -10,6 +10,7 @@ import (
 
 	"github.com/go-git/go-git/v5/plumbing/filemode"
 	"github.com/go-git/go-git/v5/plumbing/object"
+	"github.com/tend-dev/tend/manifest"
 )
 
 // cleanPath turns the configured folder into a clean repo-relative path,
@@ -32,19 +33,6 @@ func cleanPath(p string) (string, error) {
 	return p, nil
 }
 
-// isManifest reports whether a file name is one tend reads.
-func isManifest(name string) bool {
-	ext := path.Ext(name)
-	return ext == ".yaml" || ext == ".yml"
-}
-
-// hidden reports whether a path lies in a dot-folder such as .github, whose
-// YAML (CI workflows) is not a manifest.
-func hidden(name string) bool {
-	dir := path.Dir(name)
-	return dir != "." && (strings.HasPrefix(dir, ".") || strings.Contains(dir, "/."))
-}
-
 // readFiles returns every regular *.yaml/*.yml file under dir in commit,
 // recursively, sorted by path. Symlinks and submodules are skipped: their
 // targets are not in this tree.
@@ -58,6 +46,9 @@ func readFiles(commit *object.Commit, dir, shown string) ([]File, error) {
 	if dir != "" {
 		tree, err = root.Tree(dir)
 		if errors.Is(err, object.ErrDirectoryNotFound) {
+			if e, ferr := root.FindEntry(dir); ferr == nil && e.Mode.IsFile() {
+				return nil, notFound(ErrPathNotFound, "path %q is a file, not a folder, in %s at %s", dir, shown, rev)
+			}
 			return nil, notFound(ErrPathNotFound, "path %q not found in %s at %s", dir, shown, rev)
 		}
 		if err != nil {
@@ -67,7 +58,7 @@ func readFiles(commit *object.Commit, dir, shown string) ([]File, error) {
 
 	var files []File
 	err = tree.Files().ForEach(func(f *object.File) error {
-		if !isManifest(f.Name) || hidden(f.Name) || (f.Mode != filemode.Regular && f.Mode != filemode.Executable) {
+		if !manifest.IsManifest(f.Name) || (f.Mode != filemode.Regular && f.Mode != filemode.Executable) {
 			return nil
 		}
 		r, err := f.Reader()
