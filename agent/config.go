@@ -50,9 +50,10 @@ func LoadConfig(path string, o Overrides) (*manifest.AgentConfig, error) {
 }
 
 func (o Overrides) apply(c *manifest.AgentConfig) {
-	set := func(dst *string, v *string) {
+	set := func(dst *string, v *string, field, flag string) {
 		if v != nil {
 			*dst = *v
+			c.Overridden(field, flag)
 		}
 	}
 	abs := func(v *string) *string {
@@ -66,16 +67,17 @@ func (o Overrides) apply(c *manifest.AgentConfig) {
 		return &a
 	}
 	o.Root, o.StateDir = abs(o.Root), abs(o.StateDir)
-	set(&c.Device, o.Device)
-	set(&c.Source.URL, o.Repo)
-	set(&c.Source.Ref, o.Ref)
-	set(&c.Source.Path, o.Path)
-	set(&c.Root, o.Root)
-	set(&c.StateDir, o.StateDir)
-	set(&c.Schedule, o.Schedule)
-	set(&c.Listen, o.Listen)
+	set(&c.Device, o.Device, "device", "--device")
+	set(&c.Source.URL, o.Repo, "source.url", "--repo")
+	set(&c.Source.Ref, o.Ref, "source.ref", "--ref")
+	set(&c.Source.Path, o.Path, "source.path", "--path")
+	set(&c.Root, o.Root, "root", "--root")
+	set(&c.StateDir, o.StateDir, "stateDir", "--state-dir")
+	set(&c.Schedule, o.Schedule, "schedule", "--schedule")
+	set(&c.Listen, o.Listen, "listen", "--listen")
 	if o.AllowPaths != nil {
 		c.AllowPaths = o.AllowPaths
+		c.Overridden("allowPaths", "--allow-path")
 	}
 	if o.InsecureRegistries != nil {
 		c.Registries.Insecure = o.InsecureRegistries

@@ -27,7 +27,7 @@ allowPaths: [/etc/infer]
 		c, err := LoadConfig(path, Overrides{})
 		require.NoError(t, err)
 		require.Equal(t, "cam-017", c.Device)
-		require.Equal(t, manifest.DefaultRef, c.Source.Ref)
+		require.Equal(t, "", c.Source.Ref, "no ref: the remote's HEAD")
 		require.Equal(t, manifest.DefaultSchedule, c.Schedule)
 		_, p, err := c.ExpandSource()
 		require.NoError(t, err)
@@ -46,8 +46,23 @@ allowPaths: [/etc/infer]
 		_, err := LoadConfig(filepath.Join(dir, "nope.yaml"), Overrides{Repo: ptr("/x")})
 		require.ErrorContains(t, err, "nope.yaml")
 	})
-	t.Run("invalid result names the field", func(t *testing.T) {
+	t.Run("an invalid flag is named as the flag", func(t *testing.T) {
 		_, err := LoadConfig(path, Overrides{Schedule: ptr("sometimes")})
-		require.ErrorContains(t, err, `agent.yaml: schedule: invalid schedule "sometimes"`)
+		require.ErrorContains(t, err, `--schedule (schedule): invalid schedule "sometimes"`)
+		require.NotContains(t, err.Error(), "agent.yaml")
+	})
+	t.Run("an invalid field is named with its file and line", func(t *testing.T) {
+		bad := filepath.Join(dir, "bad.yaml")
+		require.NoError(t, os.WriteFile(bad, []byte("apiVersion: tend.dev/v1alpha1\nkind: AgentConfig\nsource: {url: /x}\nschedule: sometimes\nallowPaths: [/ok, etc]\n"), 0o644))
+		_, err := LoadConfig(bad, Overrides{})
+		require.ErrorContains(t, err, `bad.yaml:4: schedule: invalid schedule "sometimes"`)
+		require.ErrorContains(t, err, `bad.yaml:5: allowPaths[1]: "etc" must be an absolute, clean path`)
+	})
+	t.Run("a relative repo path is relative to the config file", func(t *testing.T) {
+		rel := filepath.Join(dir, "rel.yaml")
+		require.NoError(t, os.WriteFile(rel, []byte("apiVersion: tend.dev/v1alpha1\nkind: AgentConfig\nsource: {url: fleet}\n"), 0o644))
+		c, err := LoadConfig(rel, Overrides{})
+		require.NoError(t, err)
+		require.Equal(t, filepath.Join(dir, "fleet"), c.Source.URL)
 	})
 }

@@ -19,7 +19,14 @@ func ValidateFiles(paths []string, opts manifest.ValidateOptions) (map[string]*m
 			if err != nil {
 				return err
 			}
-			if d.IsDir() || (name != p && !manifest.IsManifest(name)) {
+			rel, _ := filepath.Rel(p, name)
+			if d.IsDir() {
+				if name != p && !manifest.IsManifest(filepath.ToSlash(rel)+"/x.yaml") {
+					return filepath.SkipDir // a hidden folder such as .github
+				}
+				return nil
+			}
+			if name != p && !manifest.IsManifest(filepath.ToSlash(rel)) {
 				return nil
 			}
 			data, err := os.ReadFile(name)

@@ -29,6 +29,11 @@ const (
 	keyUnchanged = "unchanged"
 	keyDrift     = "drift"
 	keyFetched   = "fetched"
+	keyModels    = "models"
+	keyServices  = "services"
+	keySchedule  = "schedule"
+	keyJitter    = "jitter"
+	keyVersion   = "version"
 )
 
 // Results of a tick, as logs and metrics name them.
@@ -47,6 +52,8 @@ type Reconciler struct {
 	// LockTimeout bounds the wait for another tend using the same stateDir;
 	// zero means DefaultLockTimeout.
 	LockTimeout time.Duration
+
+	warned string // revision whose undriven resources were last warned about
 }
 
 // DefaultLockTimeout is how long a reconcile waits for another tend that
@@ -101,13 +108,7 @@ func (r *Reconciler) Apply(ctx context.Context) (*Result, error) {
 
 func (r *Reconciler) run(ctx context.Context, apply bool) (*Result, error) {
 	start := r.now()
-	timeout := r.LockTimeout
-	if timeout <= 0 {
-		timeout = DefaultLockTimeout
-	}
-	lockCtx, cancel := context.WithTimeout(ctx, timeout)
-	unlock, err := applier.Lock(lockCtx, r.Config.StateDir)
-	cancel()
+	unlock, err := r.lock(ctx)
 	if err != nil {
 		return &Result{}, err
 	}
@@ -132,7 +133,7 @@ func (r *Reconciler) run(ctx context.Context, apply bool) (*Result, error) {
 }
 
 func (r *Reconciler) fetch(ctx context.Context, t *tick) error {
-	snap, err := Fetch(ctx, r.Config, r.logger())
+	snap, err := fetch(ctx, r.Config, r.logger())
 	if err != nil {
 		return err
 	}
@@ -146,9 +147,10 @@ func (r *Reconciler) render(_ context.Context, t *tick) error {
 		return err
 	}
 	t.res.Device = dev
-	if n := len(dev.Spec.Models) + len(dev.Spec.Services); n > 0 {
+	if n := len(dev.Spec.Models) + len(dev.Spec.Services); n > 0 && r.warned != t.res.Snapshot.Revision {
+		r.warned = t.res.Snapshot.Revision
 		r.logger().Warn("models and services are validated but not yet applied by this version of tend",
-			keyDevice, r.Config.Device, "models", len(dev.Spec.Models), "services", len(dev.Spec.Services))
+			keyDevice, r.Config.Device, keyModels, len(dev.Spec.Models), keyServices, len(dev.Spec.Services))
 	}
 	return nil
 }
@@ -203,9 +205,35 @@ func (r *Reconciler) logger() *slog.Logger {
 	return slog.New(slog.DiscardHandler)
 }
 
-// Fetch reads this device's manifests from the fleet repo into the clone in
-// stateDir.
-func Fetch(ctx context.Context, c *manifest.AgentConfig, log *slog.Logger) (*gitsource.Snapshot, error) {
+// Snapshot fetches this device's manifests from the fleet repo, holding the
+// stateDir lock while it updates the clone there, and changes nothing else.
+func (r *Reconciler) Snapshot(ctx context.Context) (*gitsource.Snapshot, error) {
+	unlock, err := r.lock(ctx)
+	if err != nil {
+		return nil, err
+	}
+	defer unlock()
+	return fetch(ctx, r.Config, r.logger())
+}
+
+// lock takes the stateDir lock, waiting at most LockTimeout.
+func (r *Reconciler) lock(ctx context.Context) (func() error, error) {
+	timeout := r.LockTimeout
+	if timeout <= 0 {
+		timeout = DefaultLockTimeout
+	}
+	lockCtx, cancel := context.WithTimeout(ctx, timeout)
+	defer cancel()
+	unlock, err := applier.Lock(lockCtx, r.Config.StateDir)
+	if err != nil && ctx.Err() != nil {
+		return nil, ctx.Err() // shutting down, not a second tend
+	}
+	return unlock, err
+}
+
+// fetch reads this device's manifests from the fleet repo into the clone in
+// stateDir; the caller holds the lock.
+func fetch(ctx context.Context, c *manifest.AgentConfig, log *slog.Logger) (*gitsource.Snapshot, error) {
 	ref, path, err := c.ExpandSource()
 	if err != nil {
 		return nil, err
@@ -215,7 +243,7 @@ func Fetch(ctx context.Context, c *manifest.AgentConfig, log *slog.Logger) (*git
 	snap, err := gitsource.Fetch(ctx, gitsource.Source{URL: c.Source.URL, Ref: ref, Path: path},
 		gitsource.Options{Dir: GitDir(c.StateDir), Logger: log})
 	if errors.Is(err, gitsource.ErrPathNotFound) {
-		return nil, fmt.Errorf("no manifests for device %s at %s in %s@%s: %w", c.Device, displayPath(path), gitsource.RedactURL(c.Source.URL), ref, err)
+		return nil, fmt.Errorf("no manifests for device %s at %s in %s@%s: %w", c.Device, displayPath(path), gitsource.RedactURL(c.Source.URL), displayRef(ref), err)
 	}
 	if err != nil {
 		return nil, fmt.Errorf("fetch fleet repo: %w", err)
@@ -242,7 +270,15 @@ func Render(c *manifest.AgentConfig, snap *gitsource.Snapshot, confine bool) (*m
 
 // Revision names a snapshot as plans and status print it: ref@sha1:commit.
 func Revision(s *gitsource.Snapshot) string {
-	return s.Ref + "@sha1:" + s.Revision
+	return displayRef(s.Ref) + "@sha1:" + s.Revision
+}
+
+// displayRef names an empty ref (the remote's default branch) as HEAD.
+func displayRef(ref string) string {
+	if ref == "" {
+		return "HEAD"
+	}
+	return ref
 }
 
 // GitDir is where the persistent clone of the fleet repo lives.

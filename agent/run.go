@@ -21,6 +21,8 @@ type Loop struct {
 	TickTimeout time.Duration
 	// OnTick, if set, is called after every tick.
 	OnTick func(*Result, error)
+	// Version is logged when the loop starts.
+	Version string
 }
 
 // DefaultTickTimeout bounds one reconcile when the loop sets none.
@@ -29,33 +31,43 @@ const DefaultTickTimeout = 10 * time.Minute
 // Run reconciles at once, then at every scheduled time, until ctx is done.
 // A failed tick is logged and the loop goes on: the node keeps what it last
 // applied.
+//
+// The first tick is delayed by the jitter too, so a fleet that boots at
+// once (a power cut at a site) does not hit its Git server at once.
 func (l *Loop) Run(ctx context.Context) error {
 	log := l.Reconciler.logger()
+	log.Info("agent starting", keyDevice, l.Reconciler.Config.Device, keySchedule, l.Reconciler.Config.Schedule,
+		keyJitter, l.Jitter.String(), keyVersion, l.Version)
+	defer log.Info("agent stopped", keyDevice, l.Reconciler.Config.Device)
+	next := time.Now()
 	for {
-		l.tick(ctx, log)
-		now := time.Now()
-		next := l.Schedule.Next(now)
 		if l.Jitter > 0 {
 			next = next.Add(rand.N(l.Jitter))
 		}
-		timer := time.NewTimer(next.Sub(now))
+		timer := time.NewTimer(time.Until(next))
 		select {
 		case <-ctx.Done():
 			timer.Stop()
 			return nil
 		case <-timer.C:
 		}
+		l.tick(ctx, log)
+		next = l.Schedule.Next(time.Now())
 	}
 }
 
-func (l *Loop) tick(ctx context.Context, log *slog.Logger) {
+func (l *Loop) tick(parent context.Context, log *slog.Logger) {
 	timeout := l.TickTimeout
 	if timeout <= 0 {
 		timeout = DefaultTickTimeout
 	}
-	ctx, cancel := context.WithTimeout(ctx, timeout)
+	ctx, cancel := context.WithTimeout(parent, timeout)
 	defer cancel()
 	res, err := l.Reconciler.Apply(ctx)
+	if err != nil && parent.Err() != nil {
+		log.Info("tick interrupted by shutdown; the node keeps what was applied", keyDevice, l.Reconciler.Config.Device)
+		return
+	}
 	LogTick(log, l.Reconciler.Config.Device, res, err)
 	if l.OnTick != nil {
 		l.OnTick(res, err)

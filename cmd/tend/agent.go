@@ -26,11 +26,8 @@ func newAgentCommand(g *globals) *cobra.Command {
 			if err != nil {
 				return err
 			}
-			log.Info("agent starting", "device", c.Device, "schedule", c.Schedule, "jitter", c.Jitter.D().String(), "version", version)
-			loop := &agent.Loop{Reconciler: g.reconciler(c, log), Schedule: sched, Jitter: c.Jitter.D()}
-			err = loop.Run(cmd.Context())
-			log.Info("agent stopped", "device", c.Device)
-			return err
+			loop := &agent.Loop{Reconciler: g.reconciler(c, log), Schedule: sched, Jitter: c.Jitter.D(), Version: version}
+			return loop.Run(cmd.Context())
 		},
 	}
 }

@@ -15,6 +15,9 @@ func newApplyCommand(g *globals) *cobra.Command {
 		Long:  "apply fetches, plans and applies once, prints the plan it applied, and exits 0 when the node has converged.",
 		Args:  cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
+			if err := oneOf("--format", format, "text", "json"); err != nil {
+				return err
+			}
 			c, err := g.loadConfig()
 			if err != nil {
 				return err

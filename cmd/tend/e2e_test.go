@@ -153,7 +153,7 @@ func TestApplyLoop(t *testing.T) {
 
 			out, errOut, code := n.tend("plan", "--detailed-exitcode")
 			require.Equal(t, 2, code, errOut)
-			require.Contains(t, out, "Plan for device cam-017 at main@sha1:"+first)
+			require.Contains(t, out, "Plan for device cam-017 at HEAD@sha1:"+first)
 			require.Contains(t, out, "+ file/etc/infer/config.yaml")
 			require.Contains(t, out, "Plan: 2 to add, 0 to change, 0 to delete, 0 unchanged.")
 			require.NoFileExists(t, filepath.Join(n.root, "etc/infer/config.yaml"), "plan must change nothing")
@@ -184,7 +184,7 @@ func TestApplyLoop(t *testing.T) {
 			second := repo.Commit("drop labels, raise threshold")
 			out, errOut, code = n.tend("apply", "--format", "json")
 			require.Equal(t, 0, code, errOut)
-			require.Contains(t, out, `"revision": "main@sha1:`+second)
+			require.Contains(t, out, `"revision": "HEAD@sha1:`+second)
 			require.Contains(t, out, `"reason": "update: content changed in Git"`)
 			require.Contains(t, out, `"reason": "no longer declared"`)
 			require.Equal(t, "threshold: 0.5\n", n.read("etc/infer/config.yaml"))
@@ -215,7 +215,7 @@ func TestBadInputChangesNothing(t *testing.T) {
 		{name: "outside allowPaths", doc: files(entry("/etc/passwd", "1", "")), want: []string{"spec.files[0].path", "outside allowPaths"}},
 		{name: "bad mode", doc: files(entry("/etc/infer/a", "1", "999")), want: []string{"device.yaml:8: spec.files[0].mode", `invalid mode "999"`}},
 		{name: "missing ref", doc: good, flags: []string{"--ref", "no-such-branch"}, want: []string{`"no-such-branch"`, "not found"}},
-		{name: "missing device path", doc: good, flags: []string{"--device", "cam-404"}, want: []string{"no manifests for device cam-404 at devices/cam-404 in " + repo.Dir() + "@main"}},
+		{name: "missing device path", doc: good, flags: []string{"--device", "cam-404"}, want: []string{"no manifests for device cam-404 at devices/cam-404 in " + repo.Dir() + "@HEAD"}},
 		{name: "unreadable repo", doc: good, flags: []string{"--repo", filepath.Join(t.TempDir(), "nowhere")}, want: []string{"fetch ", "nowhere"}},
 		{name: "empty declaration", doc: files(), want: []string{"declares no resources", "allowEmpty: true", "--allow-empty"}, valid: true},
 	}
@@ -339,4 +339,42 @@ func eventually(t *testing.T, ok func() bool) {
 		}
 		time.Sleep(100 * time.Millisecond)
 	}
+}
+
+func TestEnvironmentDefaults(t *testing.T) {
+	repo := testgit.NewRepo(t)
+	repo.WriteFile("devices/cam-017/device.yaml", files(entry("/etc/infer/a", "1", ""), entry("/opt/models/b", "2", "")))
+	repo.Commit("two folders")
+	dir := t.TempDir()
+	require.NoError(t, os.MkdirAll(filepath.Join(dir, "root"), 0o755))
+	env := []string{"TEND_REPO=" + repo.Dir(), "TEND_DEVICE=cam-017", "TEND_PATH=devices/{device}",
+		"TEND_ROOT=" + filepath.Join(dir, "root"), "TEND_STATE_DIR=" + filepath.Join(dir, "state"),
+		"TEND_ALLOW_PATH=/etc/infer,/opt/models", "TEND_FORMAT=yaml", "TEND_CONFIG=" + filepath.Join(dir, "none.yaml")}
+	require.NoError(t, os.WriteFile(filepath.Join(dir, "none.yaml"), []byte("apiVersion: tend.dev/v1alpha1\nkind: AgentConfig\n"), 0o644))
+
+	run := func(args ...string) (string, string, int) {
+		cmd := exec.Command(tendBin, args...)
+		cmd.Env = append(os.Environ(), env...)
+		var stdout, stderr bytes.Buffer
+		cmd.Stdout, cmd.Stderr = &stdout, &stderr
+		err := cmd.Run()
+		var ee *exec.ExitError
+		if errors.As(err, &ee) {
+			return stdout.String(), stderr.String(), ee.ExitCode()
+		}
+		require.NoError(t, err)
+		return stdout.String(), stderr.String(), 0
+	}
+	out, errOut, code := run("plan")
+	require.Equal(t, 0, code, "TEND_FORMAT must not reach plan's own --format: %s", errOut)
+	require.Contains(t, out, "Plan: 2 to add")
+
+	_, errOut, code = run("plan", "--allow-path", "/etc/infer")
+	require.Equal(t, 1, code, "a flag beats the environment")
+	require.Contains(t, errOut, `"/opt/models/b" is outside allowPaths [/etc/infer]`)
+
+	env = append(env, "TEND_SCHEDULE=whenever")
+	_, errOut, code = run("plan")
+	require.Equal(t, 1, code)
+	require.Contains(t, errOut, `--schedule (schedule): invalid schedule "whenever"`)
 }

@@ -1,7 +1,3 @@
-// Command tend keeps a device at the state declared for it in Git.
-//
-// Each subcommand lives in its own file and only turns flags into a call to
-// a package; see DESIGN.md for the contract.
 package main
 
 import (

@@ -18,6 +18,9 @@ func newPlanCommand(g *globals) *cobra.Command {
 			"With --detailed-exitcode it exits 0 when there is nothing to do, 2 when there are changes and 1 on error.",
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
+			if err := oneOf("--format", format, "text", "json"); err != nil {
+				return err
+			}
 			c, err := g.loadConfig()
 			if err != nil {
 				return err

@@ -16,6 +16,9 @@ func newRenderCommand(g *globals) *cobra.Command {
 		Short: "Print the desired state of this device, merged from all its manifests",
 		Args:  cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
+			if err := oneOf("--format", format, "yaml", "json"); err != nil {
+				return err
+			}
 			c, err := g.loadConfig()
 			if err != nil {
 				return err
@@ -24,7 +27,7 @@ func newRenderCommand(g *globals) *cobra.Command {
 			if err != nil {
 				return err
 			}
-			snap, err := agent.Fetch(cmd.Context(), c, log)
+			snap, err := g.reconciler(c, log).Snapshot(cmd.Context())
 			if err != nil {
 				return err
 			}

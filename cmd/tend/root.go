@@ -37,7 +37,7 @@ func newRootCommand() *cobra.Command {
 		SilenceErrors: true,
 		PersistentPreRunE: func(cmd *cobra.Command, _ []string) error {
 			g.flags = cmd.Flags()
-			return envDefaults(cmd.Flags())
+			return envDefaults(cmd.Flags(), cmd.Root().PersistentFlags())
 		},
 	}
 	f := root.PersistentFlags()
@@ -69,18 +69,20 @@ func newRootCommand() *cobra.Command {
 	return root
 }
 
-// envDefaults sets every flag not given on the command line from its
+// envDefaults sets every global flag not given on the command line from its
 // TEND_<FLAG> environment variable (repeatable flags: comma-separated).
-func envDefaults(fs *pflag.FlagSet) error {
+// A subcommand's own flags (--format) take no environment variable: one
+// TEND_FORMAT cannot suit both render (yaml) and plan (text).
+func envDefaults(fs, global *pflag.FlagSet) error {
 	var err error
 	fs.VisitAll(func(f *pflag.Flag) {
-		if f.Changed || err != nil {
+		if f.Changed || err != nil || global.Lookup(f.Name) == nil {
 			return
 		}
 		name := "TEND_" + strings.ToUpper(strings.ReplaceAll(f.Name, "-", "_"))
-		v, ok := os.LookupEnv(name)
-		if !ok {
-			return
+		v := os.Getenv(name)
+		if v == "" {
+			return // unset and empty are the same: no default
 		}
 		values := []string{v}
 		if f.Value.Type() == "stringArray" {
@@ -88,7 +90,7 @@ func envDefaults(fs *pflag.FlagSet) error {
 		}
 		for _, v := range values {
 			if e := fs.Set(f.Name, v); e != nil {
-				err = fmt.Errorf("%s=%q: %w", name, v, e)
+				err = fmt.Errorf("environment variable %s=%q: %w", name, v, e)
 				return
 			}
 		}
@@ -116,7 +118,7 @@ func (g *globals) loadConfig() (*manifest.AgentConfig, error) {
 	if g.flags.Changed("jitter") {
 		var d manifest.Duration
 		if err := d.UnmarshalJSON([]byte(fmt.Sprintf("%q", g.jitter))); err != nil {
-			return nil, fmt.Errorf("--jitter: %w", err)
+			return nil, fmt.Errorf("--jitter (or TEND_JITTER): %w", err)
 		}
 		o.Jitter = &d
 	}
@@ -155,4 +157,14 @@ func isTerminal(f *os.File) bool {
 // reconciler returns a Reconciler for c with the flags' settings.
 func (g *globals) reconciler(c *manifest.AgentConfig, log *slog.Logger) *agent.Reconciler {
 	return &agent.Reconciler{Config: c, Logger: log, LockTimeout: g.lockTimeout}
+}
+
+// oneOf checks a flag's value against the accepted ones, before any work.
+func oneOf(flag, value string, accepted ...string) error {
+	for _, a := range accepted {
+		if value == a {
+			return nil
+		}
+	}
+	return fmt.Errorf("%s %q: use %s", flag, value, strings.Join(accepted, " or "))
 }

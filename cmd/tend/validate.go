@@ -20,7 +20,13 @@ func newValidateCommand(g *globals) *cobra.Command {
 			out := cmd.OutOrStdout()
 			if len(args) > 0 {
 				opts := manifest.ValidateOptions{AllowPaths: g.allowPaths, CheckAllowPaths: len(g.allowPaths) > 0}
-				if c, err := g.loadConfig(); err == nil && len(c.AllowPaths) > 0 {
+				// A config is optional here (CI has none), but one that was
+				// asked for must load.
+				c, err := g.loadConfig()
+				if err != nil && g.flags.Changed("config") {
+					return err
+				}
+				if err == nil && len(c.AllowPaths) > 0 {
 					opts = manifest.ValidateOptions{AllowPaths: c.AllowPaths, CheckAllowPaths: true}
 				}
 				devices, err := agent.ValidateFiles(args, opts)
@@ -45,7 +51,7 @@ func newValidateCommand(g *globals) *cobra.Command {
 			if err != nil {
 				return err
 			}
-			snap, err := agent.Fetch(cmd.Context(), c, log)
+			snap, err := g.reconciler(c, log).Snapshot(cmd.Context())
 			if err != nil {
 				return err
 			}

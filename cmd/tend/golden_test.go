@@ -1,0 +1,74 @@
+package main
+
+import (
+	"regexp"
+	"strings"
+	"testing"
+
+	"github.com/stretchr/testify/require"
+	"github.com/tend-dev/tend/internal/golden"
+	"github.com/tend-dev/tend/internal/testgit"
+)
+
+var commitHash = regexp.MustCompile(`[0-9a-f]{40}|\b[0-9a-f]{12}\b`)
+
+// stable replaces what changes from run to run (commit hashes, temp
+// folders) so output can be compared with a golden file.
+func stable(s string, dirs map[string]string) string {
+	for dir, name := range dirs {
+		s = strings.ReplaceAll(s, dir, name)
+	}
+	return commitHash.ReplaceAllString(s, "<commit>")
+}
+
+// TestGoldenOutput pins what people read: render, plan and the errors of
+// validate.
+func TestGoldenOutput(t *testing.T) {
+	repo := testgit.NewRepo(t)
+	repo.WriteFile("devices/cam-017/device.yaml", `apiVersion: tend.dev/v1alpha1
+kind: Device
+metadata:
+  name: cam-017
+  labels: {site: plant-a}
+spec:
+  models:
+    - name: detector
+      ref: registry.local:5000/models/detector:v8
+      path: /opt/models/detector
+  files:
+    - path: /etc/infer/config.yaml
+      content: |
+        threshold: 0.4
+      mode: "0600"
+  services:
+    - name: infer
+      command: ["/opt/infer/bin/server", "--model", "${model:detector}/model.onnx"]
+      restartOn: [file:/etc/infer/config.yaml]
+`)
+	repo.WriteFile("devices/cam-017/extra.yml", files(entry("/etc/infer/labels.txt", "person\n", "")))
+	repo.Commit("cam-017")
+	n := newNode(t, repo.Dir(), "--allow-path", "/opt/models")
+	dirs := map[string]string{repo.Dir(): "<repo>", n.root: "<root>", n.state: "<state>"}
+
+	out, errOut, code := n.tend("render")
+	require.Equal(t, 0, code, errOut)
+	golden.Assert(t, "render.golden", []byte(stable(out, dirs)))
+
+	out, errOut, code = n.tend("apply")
+	require.Equal(t, 0, code, errOut)
+	golden.Assert(t, "apply.golden", []byte(stable(out, dirs)))
+
+	n.write("etc/infer/labels.txt", "")
+	out, errOut, code = n.tend("plan")
+	require.Equal(t, 0, code, errOut)
+	golden.Assert(t, "plan.golden", []byte(stable(out, dirs)))
+
+	repo.WriteFile("devices/cam-017/extra.yml", files(
+		entry("etc/infer/a", "1", ""),
+		entry("/etc/infer/b", "1", "0x1"),
+		entry("/etc/other/c", "1", "")))
+	repo.Commit("broken")
+	_, errOut, code = n.tend("validate")
+	require.Equal(t, 1, code)
+	golden.Assert(t, "validate-errors.golden", []byte(stable(errOut, dirs)))
+}
