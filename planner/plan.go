@@ -147,6 +147,15 @@ func compare(r Resource, observed Observed) (Action, bool) {
 	a.Type = Update
 	a.Changes = changes
 	what := changedFields(changes)
+	if other := replacedBy(changes); other != "" {
+		// Not a different value but a different thing: say so plainly.
+		if unchangedInGit {
+			a.Reason, a.Drift = "drift: replaced by "+other+" on node", true
+		} else {
+			a.Reason = "declared: " + other + " is in the way on node"
+		}
+		return a, true
+	}
 	switch {
 	case unchangedInGit:
 		a.Reason, a.Drift = "drift: "+what+" changed on node", true
@@ -189,6 +198,21 @@ func diff(have, want []Field) []Change {
 		}
 	}
 	return out
+}
+
+// replacedBy names what stands where a resource should be when an observer
+// reports a placeholder such as "<directory>" instead of a value.
+func replacedBy(cs []Change) string {
+	for _, c := range cs {
+		if strings.HasPrefix(c.From, "<") && strings.HasSuffix(c.From, ">") {
+			what := strings.Trim(c.From, "<>")
+			if strings.HasPrefix(what, "not ") {
+				return "something " + what
+			}
+			return "a " + what
+		}
+	}
+	return ""
 }
 
 func changedFields(cs []Change) string {

@@ -116,6 +116,18 @@ func TestPlan(t *testing.T) {
 			want:     []string{"~ file/etc/infer/a.yaml (update: content changed in Git)", "~ service/infer (restart: file/etc/infer/a.yaml changed)"},
 		},
 		{
+			name:     "a folder where a managed file was is named as such",
+			desired:  []Resource{a},
+			observed: Observed{Resources: map[string]State{a.ID: {Exists: true, Fields: []Field{{"content", "<directory>"}, {"mode", "0755"}}}}, Applied: map[string][]Field{a.ID: a.Fields}},
+			want:     []string{"~ file/etc/infer/a.yaml (drift: replaced by a directory on node)"},
+		},
+		{
+			name:     "a symlink in the way of a new file is named as such",
+			desired:  []Resource{a},
+			observed: Observed{Resources: map[string]State{a.ID: {Exists: true, Fields: []Field{{"content", "<symlink>"}, {"mode", "0777"}}}}},
+			want:     []string{"~ file/etc/infer/a.yaml (declared: a symlink is in the way on node)"},
+		},
+		{
 			name:    "mode drift names the field",
 			desired: []Resource{a},
 			observed: Observed{
