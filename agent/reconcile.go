@@ -216,6 +216,17 @@ func (r *Reconciler) Snapshot(ctx context.Context) (*gitsource.Snapshot, error) 
 	return fetch(ctx, r.Config, r.logger())
 }
 
+// Desired fetches and renders this device's desired state without looking
+// at the node. With confine, files and models must lie under allowPaths.
+func (r *Reconciler) Desired(ctx context.Context, confine bool) (*gitsource.Snapshot, *manifest.Device, error) {
+	snap, err := r.Snapshot(ctx)
+	if err != nil {
+		return nil, nil, err
+	}
+	dev, err := Render(r.Config, snap, confine)
+	return snap, dev, err
+}
+
 // lock takes the stateDir lock, waiting at most LockTimeout.
 func (r *Reconciler) lock(ctx context.Context) (func() error, error) {
 	timeout := r.LockTimeout

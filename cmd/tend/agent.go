@@ -14,11 +14,7 @@ func newAgentCommand(g *globals) *cobra.Command {
 			"services it started keep running.",
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
-			c, err := g.loadConfig()
-			if err != nil {
-				return err
-			}
-			log, err := g.logger(cmd.ErrOrStderr())
+			c, log, err := g.setup(cmd)
 			if err != nil {
 				return err
 			}

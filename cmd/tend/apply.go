@@ -18,11 +18,7 @@ func newApplyCommand(g *globals) *cobra.Command {
 			if err := oneOf("--format", format, "text", "json"); err != nil {
 				return err
 			}
-			c, err := g.loadConfig()
-			if err != nil {
-				return err
-			}
-			log, err := g.logger(cmd.ErrOrStderr())
+			c, log, err := g.setup(cmd)
 			if err != nil {
 				return err
 			}

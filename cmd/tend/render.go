@@ -19,19 +19,11 @@ func newRenderCommand(g *globals) *cobra.Command {
 			if err := oneOf("--format", format, "yaml", "json"); err != nil {
 				return err
 			}
-			c, err := g.loadConfig()
+			c, log, err := g.setup(cmd)
 			if err != nil {
 				return err
 			}
-			log, err := g.logger(cmd.ErrOrStderr())
-			if err != nil {
-				return err
-			}
-			snap, err := g.reconciler(c, log).Snapshot(cmd.Context())
-			if err != nil {
-				return err
-			}
-			dev, err := agent.Render(c, snap, false)
+			snap, dev, err := g.reconciler(c, log).Desired(cmd.Context(), false)
 			if err != nil {
 				return err
 			}

@@ -128,6 +128,19 @@ func (g *globals) loadConfig() (*manifest.AgentConfig, error) {
 	return agent.LoadConfig(g.config, o)
 }
 
+// setup loads the config and makes the logger every command needs.
+func (g *globals) setup(cmd *cobra.Command) (*manifest.AgentConfig, *slog.Logger, error) {
+	c, err := g.loadConfig()
+	if err != nil {
+		return nil, nil, err
+	}
+	log, err := g.logger(cmd.ErrOrStderr())
+	if err != nil {
+		return nil, nil, err
+	}
+	return c, log, nil
+}
+
 // logger returns the slog logger the flags ask for, writing to w.
 func (g *globals) logger(w io.Writer) (*slog.Logger, error) {
 	var level slog.Level

@@ -43,19 +43,11 @@ func newValidateCommand(g *globals) *cobra.Command {
 				}
 				return nil
 			}
-			c, err := g.loadConfig()
+			c, log, err := g.setup(cmd)
 			if err != nil {
 				return err
 			}
-			log, err := g.logger(cmd.ErrOrStderr())
-			if err != nil {
-				return err
-			}
-			snap, err := g.reconciler(c, log).Snapshot(cmd.Context())
-			if err != nil {
-				return err
-			}
-			dev, err := agent.Render(c, snap, true)
+			snap, dev, err := g.reconciler(c, log).Desired(cmd.Context(), true)
 			if err != nil {
 				return err
 			}
