@@ -29,7 +29,7 @@ func TestMain(m *testing.M) {
 		panic(err)
 	}
 	tendBin = filepath.Join(dir, "tend")
-	build := exec.Command("go", "build", "-o", tendBin, ".")
+	build := exec.Command("go", "build", "-trimpath", "-ldflags=-s -w", "-o", tendBin, ".") // as make build ships it
 	build.Stderr = os.Stderr
 	if err := build.Run(); err != nil {
 		panic(fmt.Sprintf("build tend: %v", err))
