@@ -7,14 +7,13 @@ import (
 	git "github.com/go-git/go-git/v5"
 	"github.com/go-git/go-git/v5/plumbing"
 	"github.com/go-git/go-git/v5/plumbing/storer"
-	"github.com/go-git/go-git/v5/plumbing/transport"
 )
 
 // listRefs returns the remote's refs as its ref advertisement would, peeled
 // tags included. A repository on this machine is read in-process: it is the
 // cheap no-op path (no git-upload-pack to start), and the fetch that follows
 // a change still goes through the transport.
-func listRefs(ctx context.Context, remote *git.Remote, auth transport.AuthMethod) ([]*plumbing.Reference, error) {
+func listRefs(ctx context.Context, remote *git.Remote, acc access) ([]*plumbing.Reference, error) {
 	if urls := remote.Config().URLs; len(urls) == 1 {
 		if path, ok := localPath(urls[0]); ok {
 			if refs, err := localRefs(path); err == nil {
@@ -24,7 +23,7 @@ func listRefs(ctx context.Context, remote *git.Remote, auth transport.AuthMethod
 			// does not know): let the transport say what is wrong.
 		}
 	}
-	return remote.ListContext(ctx, &git.ListOptions{Auth: auth, PeelingOption: git.AppendPeeled})
+	return remote.ListContext(ctx, &git.ListOptions{Auth: acc.auth, CABundle: acc.caBundle, PeelingOption: git.AppendPeeled})
 }
 
 func localPath(u string) (string, bool) {

@@ -12,11 +12,31 @@ import (
 	"github.com/go-git/go-git/v5/plumbing/transport"
 )
 
-// Source says where a device's manifests live.
+// Source says where a device's manifests live and how far to trust them.
 type Source struct {
-	URL  string // local path, file://, http(s):// (ssh and auth files come later)
+	URL  string // local path, file://, http(s)://, ssh:// or scp-like host:path
 	Ref  string // branch, tag or commit (full or abbreviated hash); "" = remote HEAD
 	Path string // folder inside the repo, placeholders already expanded; "" or "." = root
+	Auth Auth   // credentials, read from files at each fetch
+
+	// Keyring, when set, is an armored OpenPGP key ring: only a target
+	// commit whose signature verifies against it is returned.
+	Keyring string
+	// LastApplied is the commit the node last applied ("" for none). A
+	// target that does not descend from it is refused unless AllowRewind.
+	LastApplied string
+	AllowRewind bool
+}
+
+// Auth names the files credentials are read from; never the credentials.
+type Auth struct {
+	TokenFile             string // https: bearer-style token, sent as basic auth password
+	UsernameFile          string // https: user name for basic auth
+	PasswordFile          string // https: password for basic auth
+	CAFile                string // https: PEM bundle of CAs to trust instead of the system's
+	SSHKeyFile            string // ssh: private key
+	KnownHostsFile        string // ssh: required unless InsecureIgnoreHostKey
+	InsecureIgnoreHostKey bool   // ssh: accept any host key (logged loudly)
 }
 
 // Options configure Fetch.
@@ -76,7 +96,11 @@ func Fetch(ctx context.Context, src Source, opts Options) (*Snapshot, error) {
 	if err != nil {
 		return nil, err
 	}
-	stored, auth, err := endpoint(src.URL)
+	stored, urlAuth, err := endpoint(src.URL)
+	if err != nil {
+		return nil, err
+	}
+	acc, err := src.Auth.access(stored, urlAuth, log)
 	if err != nil {
 		return nil, err
 	}
@@ -84,13 +108,19 @@ func Fetch(ctx context.Context, src Source, opts Options) (*Snapshot, error) {
 	if err != nil {
 		return nil, err
 	}
-	rev, fetched, err := update(ctx, repo, src, auth, shown)
+	rev, fetched, err := update(ctx, repo, src, acc, shown)
 	if err != nil {
 		return nil, err
 	}
 	commit, err := repo.CommitObject(rev)
 	if err != nil {
 		return nil, fmt.Errorf("read commit %s of %s: %w", rev, shown, err)
+	}
+	if err := verifyCommit(commit, src.Keyring, shown); err != nil {
+		return nil, err
+	}
+	if err := checkRewind(repo, commit, src, shown); err != nil {
+		return nil, err
 	}
 	files, err := readFiles(commit, dir, shown)
 	if err != nil {
@@ -107,7 +137,7 @@ func Fetch(ctx context.Context, src Source, opts Options) (*Snapshot, error) {
 
 // update makes sure the commit src.Ref names is in the clone and returns it;
 // fetched says whether anything was fetched.
-func update(ctx context.Context, repo *git.Repository, src Source, auth transport.AuthMethod, shown string) (plumbing.Hash, bool, error) {
+func update(ctx context.Context, repo *git.Repository, src Source, acc access, shown string) (plumbing.Hash, bool, error) {
 	// A full hash names an immutable commit: once it is here, there is
 	// nothing to ask the remote.
 	if len(src.Ref) == 40 && looksLikeHash(src.Ref) {
@@ -119,7 +149,7 @@ func update(ctx context.Context, repo *git.Repository, src Source, auth transpor
 	if err != nil {
 		return plumbing.ZeroHash, false, err
 	}
-	refs, err := listRefs(ctx, remote, auth)
+	refs, err := listRefs(ctx, remote, acc)
 	if err != nil && !errors.Is(err, transport.ErrEmptyRemoteRepository) {
 		return plumbing.ZeroHash, false, fmt.Errorf("list refs of %s (check source.url or --repo, and that the server is reachable): %w", shown, redactErr(err, src.URL))
 	}
@@ -132,7 +162,7 @@ func update(ctx context.Context, repo *git.Repository, src Source, auth transpor
 		if h, err := peelToCommit(repo, t.hash); err == nil {
 			return h, false, nil
 		}
-		if err := fetch(ctx, remote, auth, src.URL, shown, t.refspec); err != nil {
+		if err := fetch(ctx, remote, acc, src.URL, shown, t.refspec); err != nil {
 			return plumbing.ZeroHash, false, err
 		}
 		h, err := peelToCommit(repo, t.hash)
@@ -147,7 +177,7 @@ func update(ctx context.Context, repo *git.Repository, src Source, auth transpor
 	if h, ok, err := localCommit(repo, t.prefix); err != nil || ok {
 		return h, false, err
 	}
-	if err := fetch(ctx, remote, auth, src.URL, shown, fetchAll...); err != nil {
+	if err := fetch(ctx, remote, acc, src.URL, shown, fetchAll...); err != nil {
 		return plumbing.ZeroHash, false, err
 	}
 	h, ok, err := localCommit(repo, t.prefix)
@@ -163,11 +193,12 @@ func update(ctx context.Context, repo *git.Repository, src Source, auth transpor
 
 // fetch fetches refspecs into the clone. Depth stays 0 (full history) for
 // now; shallow fetches for small devices come later.
-func fetch(ctx context.Context, remote *git.Remote, auth transport.AuthMethod, rawURL, shown string, refspecs ...config.RefSpec) error {
+func fetch(ctx context.Context, remote *git.Remote, acc access, rawURL, shown string, refspecs ...config.RefSpec) error {
 	err := remote.FetchContext(ctx, &git.FetchOptions{
 		RemoteName: remoteName,
 		RefSpecs:   refspecs,
-		Auth:       auth,
+		Auth:       acc.auth,
+		CABundle:   acc.caBundle,
 		Tags:       git.NoTags,
 		Force:      true,
 	})
