@@ -120,16 +120,22 @@ func TestFetchUpdates(t *testing.T) {
 			cfg, err := clone.Config()
 			require.NoError(t, err)
 			require.True(t, cfg.Core.IsBare)
+			_, err = clone.CommitObject(plumbing.NewHash(f.c0))
+			require.Error(t, err, "the first fetch is shallow: c0 is not in the clone")
 			for _, rev := range []string{f.c1, c3} {
 				_, err := clone.CommitObject(plumbing.NewHash(rev))
 				require.NoError(t, err, "commit %s in clone", rev)
 			}
 
-			// Moving back to a commit the clone has fetches nothing.
+			// The first fetch was shallow: an older commit is fetched once,
+			// then pinning it again fetches nothing.
 			pinned, err := fetch(t, dir, gitsource.Source{URL: src.URL, Ref: f.c0, Path: src.Path})
 			require.NoError(t, err)
-			require.False(t, pinned.Fetched)
+			require.True(t, pinned.Fetched, "c0 lies past the depth-1 first fetch")
 			require.Equal(t, f.c0, pinned.Revision)
+			pinned, err = fetch(t, dir, gitsource.Source{URL: src.URL, Ref: f.c0, Path: src.Path})
+			require.NoError(t, err)
+			require.False(t, pinned.Fetched)
 		})
 	}
 }

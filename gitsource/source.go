@@ -43,6 +43,9 @@ type Auth struct {
 type Options struct {
 	Dir    string       // the persistent bare clone, e.g. stateDir/git; created if missing
 	Logger *slog.Logger // nil = discard
+	// MaxCloneBytes bounds the clone's objects; 0 means
+	// DefaultMaxCloneBytes, a negative value no bound.
+	MaxCloneBytes int64
 }
 
 // File is one manifest file read from the commit.
@@ -58,6 +61,10 @@ type Snapshot struct {
 	Revision string // full commit hash
 	Files    []File // every *.yaml / *.yml under Path (recursively), sorted by Path
 	Fetched  bool   // false when the commit was already in the clone and nothing was fetched
+	// Stale is set when the remote could not be reached and the snapshot
+	// is the last applied commit from the clone: the node can still be
+	// held at its last applied state, and the error must still be shown.
+	Stale error
 }
 
 // String names the snapshot in messages: "URL@ref (rev[:12])".
@@ -79,6 +86,10 @@ const (
 	logKeyRef      = "ref"
 	logKeyRevision = "revision"
 	logKeyFiles    = "files"
+	logKeyDir      = "dir"
+	logKeyError    = "error"
+	logKeyAttempt  = "attempt"
+	logKeyBytes    = "bytes"
 )
 
 // Fetch resolves src.Ref against the remote, brings its commit into the
@@ -104,25 +115,60 @@ func Fetch(ctx context.Context, src Source, opts Options) (*Snapshot, error) {
 	if err != nil {
 		return nil, err
 	}
-	repo, err := openClone(opts.Dir, stored)
-	if err != nil {
-		return nil, err
+	f := &fetcher{src: src, opts: opts, stored: stored, acc: acc, dir: dir, shown: shown, log: log}
+	snap, err := f.run(ctx)
+	if err != nil && ctx.Err() == nil && f.damaged(err) {
+		// The clone is only a cache: a damaged one (power loss during a
+		// fetch, a full disk) is thrown away and made again.
+		log.WarnContext(ctx, "clone of the fleet repo is damaged; cloning again", logKeyDir, opts.Dir, logKeyError, err.Error())
+		if rerr := removeClone(opts.Dir); rerr != nil {
+			return nil, errors.Join(err, rerr)
+		}
+		snap, err = f.run(ctx)
 	}
-	rev, fetched, err := update(ctx, repo, src, acc, shown)
+	return snap, err
+}
+
+// fetcher is one Fetch: what to read, and how to reach it.
+type fetcher struct {
+	src     Source
+	opts    Options
+	stored  string // the URL as the clone's remote stores it
+	acc     access
+	dir     string // device folder in the repo
+	shown   string // the URL for messages
+	log     *slog.Logger
+	opened  bool // the clone opened; errors past here may mean damage
+	pruning bool // cloning again for size: do not check the size again
+}
+
+func (f *fetcher) run(ctx context.Context) (snap *Snapshot, err error) {
+	defer guard(&err)
+	f.opened = false
+	repo, err := openClone(f.opts.Dir, f.stored)
 	if err != nil {
-		return nil, err
+		return nil, fmt.Errorf("%w: %w", errDamaged, err)
+	}
+	f.opened = true
+	rev, fetched, err := update(ctx, repo, f.src, f.acc, f.shown, f.log)
+	var stale error
+	if err != nil {
+		rev, stale = f.offline(repo, err)
+		if stale == nil {
+			return nil, err
+		}
 	}
 	commit, err := repo.CommitObject(rev)
 	if err != nil {
-		return nil, fmt.Errorf("read commit %s of %s: %w", rev, shown, err)
+		return nil, fmt.Errorf("read commit %s of %s: %w", rev, f.shown, err)
 	}
-	if err := verifyCommit(commit, src.Keyring, shown); err != nil {
+	if err := verifyCommit(commit, f.src.Keyring, f.shown); err != nil {
 		return nil, err
 	}
-	if err := checkRewind(repo, commit, src, shown); err != nil {
+	if err := checkRewind(repo, commit, f.src, f.shown); err != nil {
 		return nil, err
 	}
-	files, err := readFiles(commit, dir, shown)
+	files, err := readFiles(commit, f.dir, f.shown)
 	if err != nil {
 		return nil, err
 	}
@@ -130,14 +176,17 @@ func Fetch(ctx context.Context, src Source, opts Options) (*Snapshot, error) {
 	if fetched {
 		msg = "fetched"
 	}
-	log.DebugContext(ctx, msg, logKeyURL, shown, logKeyRef, src.Ref,
+	f.log.DebugContext(ctx, msg, logKeyURL, f.shown, logKeyRef, f.src.Ref,
 		logKeyRevision, rev.String(), logKeyFiles, len(files))
-	return &Snapshot{URL: shown, Ref: src.Ref, Revision: rev.String(), Files: files, Fetched: fetched}, nil
+	if stale == nil {
+		f.prune(ctx, repo, rev)
+	}
+	return &Snapshot{URL: f.shown, Ref: f.src.Ref, Revision: rev.String(), Files: files, Fetched: fetched, Stale: stale}, nil
 }
 
 // update makes sure the commit src.Ref names is in the clone and returns it;
 // fetched says whether anything was fetched.
-func update(ctx context.Context, repo *git.Repository, src Source, acc access, shown string) (plumbing.Hash, bool, error) {
+func update(ctx context.Context, repo *git.Repository, src Source, acc access, shown string, log *slog.Logger) (plumbing.Hash, bool, error) {
 	// A full hash names an immutable commit: once it is here, there is
 	// nothing to ask the remote.
 	if len(src.Ref) == 40 && looksLikeHash(src.Ref) {
@@ -149,7 +198,11 @@ func update(ctx context.Context, repo *git.Repository, src Source, acc access, s
 	if err != nil {
 		return plumbing.ZeroHash, false, err
 	}
-	refs, err := listRefs(ctx, remote, acc)
+	var refs []*plumbing.Reference
+	err = retry(ctx, log, shown, func() (err error) {
+		refs, err = listRefs(ctx, remote, acc)
+		return err
+	})
 	if err != nil && !errors.Is(err, transport.ErrEmptyRemoteRepository) {
 		return plumbing.ZeroHash, false, fmt.Errorf("list refs of %s (check source.url or --repo, and that the server is reachable): %w", shown, redactErr(err, src.URL))
 	}
@@ -162,7 +215,11 @@ func update(ctx context.Context, repo *git.Repository, src Source, acc access, s
 		if h, err := peelToCommit(repo, t.hash); err == nil {
 			return h, false, nil
 		}
-		if err := fetch(ctx, remote, acc, src.URL, shown, t.refspec); err != nil {
+		depth := 0
+		if emptyClone(repo) {
+			depth = 1
+		}
+		if err := fetch(ctx, log, remote, acc, src.URL, shown, depth, t.refspec); err != nil {
 			return plumbing.ZeroHash, false, err
 		}
 		h, err := peelToCommit(repo, t.hash)
@@ -177,7 +234,9 @@ func update(ctx context.Context, repo *git.Repository, src Source, acc access, s
 	if h, ok, err := localCommit(repo, t.prefix); err != nil || ok {
 		return h, false, err
 	}
-	if err := fetch(ctx, remote, acc, src.URL, shown, fetchAll...); err != nil {
+	// Full history (as git's --unshallow): an older commit may lie past
+	// the depth-1 first fetch.
+	if err := fetch(ctx, log, remote, acc, src.URL, shown, unshallow, fetchAll...); err != nil {
 		return plumbing.ZeroHash, false, err
 	}
 	h, ok, err := localCommit(repo, t.prefix)
@@ -191,18 +250,31 @@ func update(ctx context.Context, repo *git.Repository, src Source, acc access, s
 	return h, true, nil
 }
 
-// fetch fetches refspecs into the clone. Depth stays 0 (full history) for
-// now; shallow fetches for small devices come later.
-func fetch(ctx context.Context, remote *git.Remote, acc access, rawURL, shown string, refspecs ...config.RefSpec) error {
-	err := remote.FetchContext(ctx, &git.FetchOptions{
-		RemoteName: remoteName,
-		RefSpecs:   refspecs,
-		Auth:       acc.auth,
-		CABundle:   acc.caBundle,
-		Tags:       git.NoTags,
-		Force:      true,
+// unshallow is the depth git uses for "all of it".
+const unshallow = 0x7fffffff
+
+// fetch fetches refspecs into the clone, retrying transient failures. The
+// first fetch of one ref into an empty clone is shallow (depth 1): a device
+// needs the tip, not the history. Later fetches bring only the commits
+// since, so the clone keeps the history since the device started following
+// the ref, which the rewind check walks.
+func fetch(ctx context.Context, log *slog.Logger, remote *git.Remote, acc access, rawURL, shown string, depth int, refspecs ...config.RefSpec) error {
+	err := retry(ctx, log, shown, func() error {
+		err := remote.FetchContext(ctx, &git.FetchOptions{
+			RemoteName: remoteName,
+			RefSpecs:   refspecs,
+			Depth:      depth,
+			Auth:       acc.auth,
+			CABundle:   acc.caBundle,
+			Tags:       git.NoTags,
+			Force:      true,
+		})
+		if errors.Is(err, git.NoErrAlreadyUpToDate) {
+			return nil
+		}
+		return err
 	})
-	if err != nil && !errors.Is(err, git.NoErrAlreadyUpToDate) {
+	if err != nil {
 		return fmt.Errorf("fetch %s: %w", shown, redactErr(err, rawURL))
 	}
 	return nil

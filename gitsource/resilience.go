@@ -1,0 +1,191 @@
+package gitsource
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"io/fs"
+	"log/slog"
+	"net"
+	"os"
+	"path/filepath"
+	"strings"
+	"syscall"
+	"time"
+
+	git "github.com/go-git/go-git/v5"
+	"github.com/go-git/go-git/v5/plumbing"
+	"github.com/go-git/go-git/v5/plumbing/storer"
+)
+
+// Retries of a transient failure within one fetch: a flaky link gets a
+// second and third chance before the tick gives up.
+var retryDelays = []time.Duration{500 * time.Millisecond, 2 * time.Second}
+
+// retry runs op until it succeeds, fails for good, or the retries run out.
+// Only network trouble is retried; a wrong password or a missing ref fails
+// at once (retrying those only hammers the server).
+func retry(ctx context.Context, log *slog.Logger, shown string, op func() error) error {
+	err := op()
+	for i, d := range retryDelays {
+		if err == nil || !transient(err) || ctx.Err() != nil {
+			return err
+		}
+		log.DebugContext(ctx, "retrying", logKeyURL, shown, logKeyAttempt, i+2, logKeyError, redactAny(err))
+		t := time.NewTimer(d)
+		select {
+		case <-ctx.Done():
+			t.Stop()
+			return err
+		case <-t.C:
+		}
+		err = op()
+	}
+	return err
+}
+
+// transient reports whether err looks like network trouble that may pass.
+func transient(err error) bool {
+	if errors.Is(err, context.Canceled) {
+		return false
+	}
+	var ne net.Error
+	if errors.As(err, &ne) || errors.Is(err, io.ErrUnexpectedEOF) || errors.Is(err, io.EOF) ||
+		errors.Is(err, syscall.ECONNREFUSED) || errors.Is(err, syscall.ECONNRESET) || errors.Is(err, syscall.EHOSTUNREACH) {
+		return true
+	}
+	msg := err.Error()
+	for _, s := range []string{"connection refused", "connection reset", "no such host", "i/o timeout", "unexpected EOF", "502 Bad Gateway", "503 Service Unavailable", "504 Gateway Timeout"} {
+		if strings.Contains(msg, s) {
+			return true
+		}
+	}
+	return false
+}
+
+// redactAny strips URL credentials from an error's text, for logs.
+func redactAny(err error) string { return redactErr(err, "").Error() }
+
+// offline falls back to the last applied commit when the remote cannot be
+// reached, so the agent still holds the node at its last applied state (and
+// reverts drift) while the link is down. It returns the commit and the
+// fetch error to report, or a nil error when there is no fallback.
+func (f *fetcher) offline(repo *git.Repository, fetchErr error) (plumbing.Hash, error) {
+	if !transient(fetchErr) || f.src.LastApplied == "" {
+		return plumbing.ZeroHash, nil
+	}
+	h := plumbing.NewHash(f.src.LastApplied)
+	if _, err := repo.CommitObject(h); err != nil {
+		return plumbing.ZeroHash, nil
+	}
+	return h, fmt.Errorf("%s is unreachable; using the last applied commit %s from the local clone: %w", f.shown, f.src.LastApplied[:12], fetchErr)
+}
+
+// damaged reports whether err, from a clone that opened, may come from a
+// damaged clone rather than from the remote or the manifests.
+func (f *fetcher) damaged(err error) bool {
+	if transient(err) || errors.Is(err, ErrRefNotFound) || errors.Is(err, ErrPathNotFound) {
+		return false
+	}
+	var pe *fs.PathError
+	if errors.As(err, &pe) && strings.HasPrefix(pe.Path, f.opts.Dir) {
+		return true
+	}
+	if errors.Is(err, errDamaged) || errors.Is(err, plumbing.ErrObjectNotFound) || errors.Is(err, git.ErrRepositoryNotExists) {
+		return true
+	}
+	msg := err.Error()
+	for _, s := range []string{"ref file is empty", "zlib", "packfile", "invalid object", "malformed", "bad signature", "unexpected EOF"} {
+		if strings.Contains(msg, s) {
+			return true
+		}
+	}
+	return !f.opened
+}
+
+// removeClone deletes a clone folder, renaming it aside first so a crash
+// half-way never leaves a half-deleted clone that opens.
+func removeClone(dir string) error {
+	aside := dir + ".damaged"
+	_ = os.RemoveAll(aside)
+	if err := os.Rename(dir, aside); err != nil && !errors.Is(err, fs.ErrNotExist) {
+		return fmt.Errorf("move damaged clone aside: %w", err)
+	}
+	return os.RemoveAll(aside)
+}
+
+// emptyClone reports whether the clone has fetched nothing yet.
+func emptyClone(repo *git.Repository) bool {
+	iter, err := repo.References()
+	if err != nil {
+		return false
+	}
+	defer iter.Close()
+	empty := true
+	_ = iter.ForEach(func(r *plumbing.Reference) error {
+		if r.Name() != plumbing.HEAD {
+			empty = false
+			return storer.ErrStop
+		}
+		return nil
+	})
+	return empty
+}
+
+// errDamaged marks a failure that can only come from a damaged clone.
+var errDamaged = errors.New("damaged clone")
+
+// guard turns a panic inside go-git (it panics on some truncated packs)
+// into an error, so a damaged clone is cloned again instead of crashing
+// the agent on every tick.
+func guard(err *error) {
+	if r := recover(); r != nil {
+		*err = fmt.Errorf("%w: reading the clone failed: %v", errDamaged, r)
+	}
+}
+
+// DefaultMaxCloneBytes bounds the clone: past it, a converged device clones
+// again at depth 1, so months of commits do not fill a small disk.
+const DefaultMaxCloneBytes = 64 << 20
+
+// prune clones again, shallow, when the clone has grown past its bound and
+// the device is converged on rev (the last applied commit): the new clone
+// starts at rev, so the rewind check still has it.
+func (f *fetcher) prune(ctx context.Context, repo *git.Repository, rev plumbing.Hash) {
+	bound := f.opts.MaxCloneBytes
+	if bound == 0 {
+		bound = DefaultMaxCloneBytes
+	}
+	if bound < 0 || f.pruning || rev.String() != f.src.LastApplied {
+		return
+	}
+	size := dirSize(filepath.Join(f.opts.Dir, "objects"))
+	if size <= bound {
+		return
+	}
+	f.log.InfoContext(ctx, "clone is past its size bound; cloning again at depth 1", logKeyDir, f.opts.Dir, logKeyBytes, size)
+	if err := removeClone(f.opts.Dir); err != nil {
+		f.log.WarnContext(ctx, "could not remove the old clone", logKeyError, err.Error())
+		return
+	}
+	f.pruning = true
+	defer func() { f.pruning = false }()
+	if _, err := f.run(ctx); err != nil {
+		// The next tick clones again; nothing on the node depends on it.
+		f.log.WarnContext(ctx, "clone again failed", logKeyError, redactAny(err))
+	}
+}
+
+func dirSize(dir string) int64 {
+	var n int64
+	_ = filepath.WalkDir(dir, func(_ string, d fs.DirEntry, err error) error {
+		if err == nil && !d.IsDir() {
+			if fi, err := d.Info(); err == nil {
+				n += fi.Size()
+			}
+		}
+		return nil
+	})
+	return n
+}

@@ -1,0 +1,146 @@
+package gitsource_test
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"log/slog"
+	"os"
+	"path/filepath"
+	"testing"
+
+	"github.com/stretchr/testify/require"
+
+	"github.com/tend-dev/tend/gitsource"
+	"github.com/tend-dev/tend/internal/testgit"
+)
+
+func TestServerDown(t *testing.T) {
+	f := newFleet(t)
+	srv := testgit.StartHTTP(t, filepath.Dir(f.repo.Dir()))
+	url := f.repo.URL(srv.URL)
+	dir := filepath.Join(t.TempDir(), "clone")
+	src := gitsource.Source{URL: url, Ref: "main", Path: "devices/cam-017"}
+
+	first, err := fetch(t, dir, src)
+	require.NoError(t, err)
+	srv.Close()
+
+	t.Run("without a last applied commit the error is returned", func(t *testing.T) {
+		_, err := fetch(t, dir, src)
+		require.Error(t, err)
+		require.Contains(t, err.Error(), url)
+	})
+	t.Run("with one, the node is held at it from the clone", func(t *testing.T) {
+		src := src
+		src.LastApplied = first.Revision
+		snap, err := fetch(t, dir, src)
+		require.NoError(t, err)
+		require.Equal(t, first.Revision, snap.Revision)
+		require.Equal(t, first.Files, snap.Files)
+		require.Error(t, snap.Stale, "the fetch error is still reported")
+		require.Contains(t, snap.Stale.Error(), "unreachable; using the last applied commit "+first.Revision[:12])
+	})
+	t.Run("an agent that starts without network works from the clone", func(t *testing.T) {
+		// A fresh Fetch call on the existing clone, as after a restart.
+		src := src
+		src.LastApplied = first.Revision
+		snap, err := gitsource.Fetch(context.Background(), src, gitsource.Options{Dir: dir})
+		require.NoError(t, err)
+		require.NotNil(t, snap.Stale)
+	})
+	t.Run("a server that is down at start and has no clone fails clearly", func(t *testing.T) {
+		_, err := fetch(t, filepath.Join(t.TempDir(), "clone"), gitsource.Source{URL: url, Ref: "main", LastApplied: first.Revision})
+		require.ErrorContains(t, err, "list refs of "+url)
+	})
+}
+
+func TestDamagedCloneIsClonedAgain(t *testing.T) {
+	f := newFleet(t)
+	src := gitsource.Source{URL: f.repo.Dir(), Ref: "main", Path: "devices/cam-017"}
+	// Whatever the damage, the next Fetch returns the right commit: go-git
+	// refetches what it cannot read, and what it cannot open is cloned
+	// again (and logged).
+	for name, damage := range map[string]func(t *testing.T, dir string){
+		"truncated packs and objects": func(t *testing.T, dir string) {
+			n := 0
+			_ = filepath.WalkDir(filepath.Join(dir, "objects"), func(p string, d os.DirEntry, err error) error {
+				if err == nil && !d.IsDir() {
+					require.NoError(t, os.Truncate(p, 0))
+					n++
+				}
+				return nil
+			})
+			require.NotZero(t, n)
+		},
+		"empty ref": func(t *testing.T, dir string) {
+			require.NoError(t, os.WriteFile(filepath.Join(dir, "refs/remotes/origin/main"), nil, 0o644))
+		},
+		"garbage config": func(t *testing.T, dir string) {
+			require.NoError(t, os.WriteFile(filepath.Join(dir, "config"), []byte("[[[not git"), 0o644))
+		},
+	} {
+		t.Run(name, func(t *testing.T) {
+			dir := filepath.Join(t.TempDir(), "clone")
+			first, err := fetch(t, dir, src)
+			require.NoError(t, err)
+			damage(t, dir)
+			var logs bytes.Buffer
+			snap, err := gitsource.Fetch(context.Background(), src, gitsource.Options{Dir: dir, Logger: slog.New(slog.NewTextHandler(&logs, nil))})
+			require.NoError(t, err, logs.String())
+			require.Equal(t, first.Revision, snap.Revision)
+			require.Equal(t, first.Files, snap.Files)
+			if name == "garbage config" {
+				require.Contains(t, logs.String(), "damaged; cloning again")
+			}
+		})
+	}
+}
+
+func TestCloneSizeBound(t *testing.T) {
+	f := newFleet(t)
+	src := gitsource.Source{URL: f.repo.Dir(), Ref: "main", Path: "devices/cam-017"}
+	dir := filepath.Join(t.TempDir(), "clone")
+	var last *gitsource.Snapshot
+	for i := range 5 {
+		f.repo.WriteFile("devices/cam-017/blob.yaml", "data: "+string(bytes.Repeat([]byte{'a' + byte(i)}, 50_000))+"\n")
+		f.repo.Commit("grow")
+		s, err := gitsource.Fetch(context.Background(), src, gitsource.Options{Dir: dir, MaxCloneBytes: -1})
+		require.NoError(t, err)
+		last = s
+	}
+	grown := dirSize(t, filepath.Join(dir, "objects"))
+
+	src.LastApplied = last.Revision
+	var logs bytes.Buffer
+	snap, err := gitsource.Fetch(context.Background(), src, gitsource.Options{Dir: dir, MaxCloneBytes: 1000, Logger: slog.New(slog.NewTextHandler(&logs, nil))})
+	require.NoError(t, err)
+	require.Equal(t, last.Revision, snap.Revision)
+	require.Contains(t, logs.String(), "past its size bound")
+	require.Less(t, dirSize(t, filepath.Join(dir, "objects")), grown, "the clone shrank")
+
+	// The rewind check still has the last applied commit to walk to.
+	f.repo.WriteFile("devices/cam-017/next.yaml", "next: 1\n")
+	next := f.repo.Commit("next")
+	snap, err = gitsource.Fetch(context.Background(), src, gitsource.Options{Dir: dir})
+	require.NoError(t, err)
+	require.Equal(t, next, snap.Revision)
+}
+
+func TestNotRetriedWhenPermanent(t *testing.T) {
+	f := newFleet(t)
+	_, err := fetch(t, t.TempDir(), gitsource.Source{URL: f.repo.Dir(), Ref: "no-such-branch"})
+	require.True(t, errors.Is(err, gitsource.ErrRefNotFound))
+}
+
+func dirSize(t *testing.T, dir string) int64 {
+	var n int64
+	require.NoError(t, filepath.WalkDir(dir, func(_ string, d os.DirEntry, err error) error {
+		if err == nil && !d.IsDir() {
+			fi, _ := d.Info()
+			n += fi.Size()
+		}
+		return err
+	}))
+	return n
+}
