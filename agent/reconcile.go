@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"strings"
 	"time"
 
 	"github.com/tend-dev/tend/applier"
@@ -129,6 +130,11 @@ func (r *Reconciler) run(ctx context.Context, apply bool) (*Result, error) {
 		}
 	}
 	t.res.Duration = r.now().Sub(start)
+	if snap := t.res.Snapshot; snap != nil && snap.Stale != nil {
+		// The node was held at its last applied commit; the tick still
+		// failed to reach the source, and says so.
+		return &t.res, fmt.Errorf("fetch fleet repo: %w", snap.Stale)
+	}
 	return &t.res, nil
 }
 
@@ -249,10 +255,21 @@ func fetch(ctx context.Context, c *manifest.AgentConfig, log *slog.Logger) (*git
 	if err != nil {
 		return nil, err
 	}
+	last, err := lastApplied(c.StateDir)
+	if err != nil {
+		return nil, err
+	}
+	src := gitsource.Source{URL: c.Source.URL, Ref: ref, Path: path, LastApplied: last, AllowRewind: c.Source.AllowRewind}
+	if a := c.Source.Auth; a != nil {
+		src.Auth = gitsource.Auth{TokenFile: a.TokenFile, UsernameFile: a.UsernameFile, PasswordFile: a.PasswordFile,
+			CAFile: a.CAFile, SSHKeyFile: a.SSHKeyFile, KnownHostsFile: a.KnownHostsFile, InsecureIgnoreHostKey: a.InsecureIgnoreHostKey}
+	}
+	if v := c.Source.Verify; v != nil {
+		src.Keyring = v.Keyring
+	}
 	ctx, cancel := context.WithTimeout(ctx, c.Source.Timeout.D())
 	defer cancel()
-	snap, err := gitsource.Fetch(ctx, gitsource.Source{URL: c.Source.URL, Ref: ref, Path: path},
-		gitsource.Options{Dir: GitDir(c.StateDir), Logger: log})
+	snap, err := gitsource.Fetch(ctx, src, gitsource.Options{Dir: GitDir(c.StateDir), Logger: log})
 	if errors.Is(err, gitsource.ErrPathNotFound) {
 		return nil, fmt.Errorf("no manifests for device %s at %s in %s@%s: %w", c.Device, displayPath(path), gitsource.RedactURL(c.Source.URL), displayRef(ref), err)
 	}
@@ -260,6 +277,17 @@ func fetch(ctx context.Context, c *manifest.AgentConfig, log *slog.Logger) (*git
 		return nil, fmt.Errorf("fetch fleet repo: %w", err)
 	}
 	return snap, nil
+}
+
+// lastApplied returns the commit of the last revision applied in full, ""
+// before the first.
+func lastApplied(stateDir string) (string, error) {
+	inv, err := applier.LoadInventory(stateDir)
+	if err != nil {
+		return "", err
+	}
+	_, commit, _ := strings.Cut(inv.Revision, "@sha1:")
+	return commit, nil
 }
 
 // Render turns a snapshot into this device's validated desired state. With

@@ -44,12 +44,15 @@ func (c *AgentConfig) Overridden(field, flag string) {
 
 // SourceConfig says where the fleet repo is and what of it this device reads.
 type SourceConfig struct {
-	URL     string   `json:"url"`
-	Ref     string   `json:"ref,omitempty"`
-	Path    string   `json:"path,omitempty"`
-	Auth    *Auth    `json:"auth,omitempty"`
-	Verify  *Verify  `json:"verify,omitempty"`
-	Timeout Duration `json:"timeout,omitempty"`
+	URL    string  `json:"url"`
+	Ref    string  `json:"ref,omitempty"`
+	Path   string  `json:"path,omitempty"`
+	Auth   *Auth   `json:"auth,omitempty"`
+	Verify *Verify `json:"verify,omitempty"`
+	// AllowRewind accepts a target commit that does not descend from the
+	// last applied one (a force-push, or an older commit replayed).
+	AllowRewind bool     `json:"allowRewind,omitempty"`
+	Timeout     Duration `json:"timeout,omitempty"`
 }
 
 // Auth holds references to credential files; never the credentials.

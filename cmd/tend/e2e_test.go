@@ -378,3 +378,21 @@ func TestEnvironmentDefaults(t *testing.T) {
 	require.Equal(t, 1, code)
 	require.Contains(t, errOut, `--schedule (schedule): invalid schedule "whenever"`)
 }
+
+func TestUnreachableRepoHoldsLastApplied(t *testing.T) {
+	repo := testgit.NewRepo(t)
+	repo.WriteFile("devices/cam-017/device.yaml", files(entry("/etc/infer/config.yaml", "threshold: 0.4\n", "")))
+	repo.Commit("one file")
+	srv := testgit.StartHTTP(t, filepath.Dir(repo.Dir()))
+	n := newNode(t, repo.URL(srv.URL))
+	_, errOut, code := n.tend("apply")
+	require.Equal(t, 0, code, errOut)
+
+	srv.Close()
+	n.write("etc/infer/config.yaml", "edited while offline\n")
+	out, errOut, code := n.tend("apply")
+	require.Equal(t, 1, code, "the failure to reach the repo is still an error")
+	require.Contains(t, errOut, "unreachable; using the last applied commit")
+	require.Contains(t, out, "drift: content changed on node")
+	require.Equal(t, "threshold: 0.4\n", n.read("etc/infer/config.yaml"), "the node is held at its last applied state")
+}
