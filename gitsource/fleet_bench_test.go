@@ -1,0 +1,122 @@
+package gitsource_test
+
+import (
+	"context"
+	"fmt"
+	"net/http"
+	"net/http/cgi"
+	"net/http/httptest"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"slices"
+	"strings"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/tend-dev/tend/gitsource"
+	"github.com/tend-dev/tend/internal/testgit"
+)
+
+// countingServer serves parent over smart HTTP with the real git
+// http-backend and counts the bytes it sends.
+func countingServer(b *testing.B, parent string) (*httptest.Server, *atomic.Int64) {
+	out, err := exec.Command("git", "--exec-path").Output()
+	if err != nil {
+		b.Fatal(err)
+	}
+	backend := &cgi.Handler{
+		Path: filepath.Join(strings.TrimSpace(string(out)), "git-http-backend"),
+		Env:  []string{"GIT_PROJECT_ROOT=" + parent, "GIT_HTTP_EXPORT_ALL=1"},
+	}
+	var sent atomic.Int64
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		backend.ServeHTTP(countWriter{w, &sent}, r)
+	}))
+	b.Cleanup(srv.Close)
+	return srv, &sent
+}
+
+type countWriter struct {
+	http.ResponseWriter
+	n *atomic.Int64
+}
+
+func (c countWriter) Write(p []byte) (int, error) {
+	c.n.Add(int64(len(p)))
+	return c.ResponseWriter.Write(p)
+}
+
+// fleetRepo is a fleet of n devices with a few commits of history.
+func fleetRepo(b *testing.B, n int) *testgit.Repo {
+	r := testgit.NewRepo(b)
+	for gen := range 3 {
+		for i := range n {
+			r.WriteFile(fmt.Sprintf("devices/dev-%04d/device.yaml", i), fmt.Sprintf(
+				"apiVersion: tend.dev/v1alpha1\nkind: Device\nmetadata: {name: dev-%04d}\nspec:\n  files:\n    - path: /etc/infer/config.yaml\n      content: \"threshold: 0.%d\"\n", i, gen))
+		}
+		r.Commit(fmt.Sprintf("generation %d", gen))
+	}
+	return r
+}
+
+func median(ds []time.Duration) time.Duration {
+	slices.Sort(ds)
+	return ds[len(ds)/2]
+}
+
+// BenchmarkFleetSync measures, on a 1,000-device fleet repo over smart
+// HTTP: the first sync of one device (clone + read its folder) against
+// `git clone --depth 1 --single-branch`, and a no-op tick against `git
+// ls-remote`, with the bytes the server sent for each. Medians of 5.
+func BenchmarkFleetSync(b *testing.B) {
+	r := fleetRepo(b, 1000)
+	srv, sent := countingServer(b, filepath.Dir(r.Dir()))
+	url := r.URL(srv.URL)
+	src := gitsource.Source{URL: url, Ref: "main", Path: "devices/dev-0500"}
+	env := append(os.Environ(), "GIT_CONFIG_GLOBAL="+os.DevNull, "GIT_CONFIG_NOSYSTEM=1")
+	git := func(args ...string) {
+		cmd := exec.Command("git", args...)
+		cmd.Env = env
+		if out, err := cmd.CombinedOutput(); err != nil {
+			b.Fatalf("git %v: %v\n%s", args, err, out)
+		}
+	}
+	timed := func(f func()) (time.Duration, int64) {
+		before := sent.Load()
+		start := time.Now()
+		f()
+		return time.Since(start), sent.Load() - before
+	}
+	for b.Loop() {
+		var tendSync, gitClone, tendNoop, gitLs []time.Duration
+		var syncBytes, cloneBytes, noopBytes, lsBytes int64
+		for range 5 {
+			dir := b.TempDir()
+			d, n := timed(func() {
+				if _, err := gitsource.Fetch(context.Background(), src, gitsource.Options{Dir: filepath.Join(dir, "tend")}); err != nil {
+					b.Fatal(err)
+				}
+			})
+			tendSync, syncBytes = append(tendSync, d), n
+			d, n = timed(func() { git("clone", "-q", "--depth", "1", "--single-branch", "--branch", "main", url, filepath.Join(dir, "git")) })
+			gitClone, cloneBytes = append(gitClone, d), n
+			d, n = timed(func() {
+				snap, err := gitsource.Fetch(context.Background(), src, gitsource.Options{Dir: filepath.Join(dir, "tend")})
+				if err != nil || snap.Fetched {
+					b.Fatalf("not a no-op: %v", err)
+				}
+			})
+			tendNoop, noopBytes = append(tendNoop, d), n
+			d, n = timed(func() { git("ls-remote", url) })
+			gitLs, lsBytes = append(gitLs, d), n
+		}
+		b.ReportMetric(float64(median(tendSync))/float64(median(gitClone)), "sync/clone")
+		b.ReportMetric(float64(median(tendNoop))/float64(median(gitLs)), "noop/ls-remote")
+		b.ReportMetric(float64(syncBytes), "sync-bytes")
+		b.ReportMetric(float64(cloneBytes), "clone-bytes")
+		b.ReportMetric(float64(noopBytes), "noop-bytes")
+		b.ReportMetric(float64(lsBytes), "ls-remote-bytes")
+	}
+}
