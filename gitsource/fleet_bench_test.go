@@ -100,7 +100,9 @@ func BenchmarkFleetSync(b *testing.B) {
 				}
 			})
 			tendSync, syncBytes = append(tendSync, d), n
-			d, n = timed(func() { git("clone", "-q", "--depth", "1", "--single-branch", "--branch", "main", url, filepath.Join(dir, "git")) })
+			d, n = timed(func() {
+				git("clone", "-q", "--depth", "1", "--single-branch", "--branch", "main", url, filepath.Join(dir, "git"))
+			})
 			gitClone, cloneBytes = append(gitClone, d), n
 			d, n = timed(func() {
 				snap, err := gitsource.Fetch(context.Background(), src, gitsource.Options{Dir: filepath.Join(dir, "tend")})
