@@ -85,7 +85,8 @@ func (f *fetcher) offline(repo *git.Repository, fetchErr error) (plumbing.Hash, 
 // damaged reports whether err, from a clone that opened, may come from a
 // damaged clone rather than from the remote or the manifests.
 func (f *fetcher) damaged(err error) bool {
-	if transient(err) || errors.Is(err, ErrRefNotFound) || errors.Is(err, ErrPathNotFound) {
+	if transient(err) || errors.Is(err, ErrRefNotFound) || errors.Is(err, ErrPathNotFound) ||
+		errors.Is(err, ErrUnverified) || errors.Is(err, ErrRewind) {
 		return false
 	}
 	var pe *fs.PathError
@@ -131,6 +132,18 @@ func emptyClone(repo *git.Repository) bool {
 		return nil
 	})
 	return empty
+}
+
+// hasCommit reports whether the clone holds the commit with full hash h.
+func hasCommit(repo *git.Repository, h string) bool {
+	_, err := repo.CommitObject(plumbing.NewHash(h))
+	return err == nil
+}
+
+// isShallow reports whether the clone lacks history past some commits.
+func isShallow(repo *git.Repository) bool {
+	s, err := repo.Storer.Shallow()
+	return err == nil && len(s) > 0
 }
 
 // errDamaged marks a failure that can only come from a damaged clone.

@@ -144,3 +144,24 @@ func dirSize(t *testing.T, dir string) int64 {
 	}))
 	return n
 }
+
+// A clone made again (after damage) no longer holds the last applied
+// commit; the next change must still pass the rewind check, not block the
+// device until someone sets allowRewind.
+func TestNewCloneStillReachesLastApplied(t *testing.T) {
+	f := newFleet(t)
+	src := gitsource.Source{URL: f.repo.Dir(), Ref: "main", Path: "devices/cam-017"}
+	dir := filepath.Join(t.TempDir(), "clone")
+	first, err := fetch(t, dir, src)
+	require.NoError(t, err)
+	require.NoError(t, os.RemoveAll(dir))
+
+	f.repo.WriteFile("devices/cam-017/next.yaml", "next: 1\n")
+	f.repo.Commit("one")
+	f.repo.WriteFile("devices/cam-017/next.yaml", "next: 2\n")
+	next := f.repo.Commit("two")
+	src.LastApplied = first.Revision
+	snap, err := fetch(t, dir, src)
+	require.NoError(t, err)
+	require.Equal(t, next, snap.Revision)
+}

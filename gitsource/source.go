@@ -215,11 +215,7 @@ func update(ctx context.Context, repo *git.Repository, src Source, acc access, s
 		if h, err := peelToCommit(repo, t.hash); err == nil {
 			return h, false, nil
 		}
-		depth := 0
-		if emptyClone(repo) {
-			depth = 1
-		}
-		if err := fetch(ctx, log, remote, acc, src.URL, shown, depth, t.refspec); err != nil {
+		if err := fetch(ctx, log, remote, acc, src.URL, shown, depthFor(repo, src), t.refspec); err != nil {
 			return plumbing.ZeroHash, false, err
 		}
 		h, err := peelToCommit(repo, t.hash)
@@ -252,6 +248,29 @@ func update(ctx context.Context, repo *git.Repository, src Source, acc access, s
 
 // unshallow is the depth git uses for "all of it".
 const unshallow = 0x7fffffff
+
+// deepen is the history fetched on top of a shallow clone: go-git tells the
+// server where the clone is shallow only when a depth is given, and without
+// that a commit could arrive without its parents. It also reaches back far
+// enough for the rewind check to find the last applied commit.
+const deepen = 1000
+
+// depthFor chooses the depth of a fetch of one ref: 1 into an empty clone
+// (a device needs the tip, not the history); all of it when the last
+// applied commit is not in the clone (a clone made again), so the rewind
+// check can walk to it; deepen on a shallow clone; 0 (everything new) on a
+// full one.
+func depthFor(repo *git.Repository, src Source) int {
+	switch {
+	case emptyClone(repo) && src.LastApplied == "":
+		return 1
+	case src.LastApplied != "" && !hasCommit(repo, src.LastApplied):
+		return unshallow
+	case isShallow(repo):
+		return deepen
+	}
+	return 0
+}
 
 // fetch fetches refspecs into the clone, retrying transient failures. The
 // first fetch of one ref into an empty clone is shallow (depth 1): a device
