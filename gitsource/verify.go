@@ -1,9 +1,197 @@
 package gitsource
 
-import "github.com/go-git/go-git/v5/plumbing/object"
+import (
+	"bytes"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"strings"
 
-// verifyCommit checks commit's signature against the armored key ring;
-// an empty key ring verifies nothing.
+	"github.com/ProtonMail/go-crypto/openpgp"
+	"github.com/ProtonMail/go-crypto/openpgp/armor"
+	pgperrors "github.com/ProtonMail/go-crypto/openpgp/errors"
+	"github.com/ProtonMail/go-crypto/openpgp/packet"
+	"github.com/go-git/go-git/v5/plumbing"
+	"github.com/go-git/go-git/v5/plumbing/object"
+)
+
+// ErrUnverified means source.verify is set and the target commit does not
+// carry one OpenPGP signature by a key in the key ring: it is unsigned,
+// signed by another key, signed in a format tend does not verify, or its
+// signature does not match. Retrying will not help until a commit signed by
+// a trusted key is pushed. A key ring that cannot be read is not this
+// error: that is the node's configuration.
+var ErrUnverified = errors.New("commit not verified")
+
+// Armor header lines of the signatures git writes in a commit's gpgsig.
+const (
+	pgpSignatureStart  = "-----BEGIN PGP SIGNATURE-----"
+	sshSignatureStart  = "-----BEGIN SSH SIGNATURE-----"
+	x509SignatureStart = "-----BEGIN SIGNED MESSAGE-----"
+	armorStart         = "-----BEGIN "
+)
+
+// verifyCommit checks commit's signature against the armored public keys
+// in the file keyring, read afresh at every call; an empty keyring verifies
+// nothing. Only the target commit is checked: its tree is what is applied,
+// and its signer vouches for it whoever wrote the commits before it.
 func verifyCommit(commit *object.Commit, keyring, shown string) error {
-	return nil
+	if keyring == "" {
+		return nil
+	}
+	ring, err := readKeyring(keyring)
+	if err != nil {
+		return err
+	}
+	rev := commit.Hash.String()[:12]
+	sig := commit.PGPSignature
+	switch {
+	case sig == "":
+		return refuse(ErrUnverified, nil, "commit %s of %s is not signed; source.verify requires signed commits", rev, shown)
+	case strings.HasPrefix(sig, sshSignatureStart):
+		return refuse(ErrUnverified, nil, "commit %s of %s has an SSH signature: SSH commit signatures are not supported; sign with OpenPGP", rev, shown)
+	case strings.HasPrefix(sig, x509SignatureStart):
+		return refuse(ErrUnverified, nil, "commit %s of %s has an X.509 signature: X.509 commit signatures are not supported; sign with OpenPGP", rev, shown)
+	case !strings.HasPrefix(sig, pgpSignatureStart):
+		return refuse(ErrUnverified, nil, "commit %s of %s has a signature tend cannot read; sign with OpenPGP", rev, shown)
+	case len(armoredBlocks([]byte(sig))) > 1:
+		// As git itself, which refuses a second signature status line.
+		return refuse(ErrUnverified, nil, "commit %s of %s carries more than one signature; source.verify accepts exactly one OpenPGP signature", rev, shown)
+	}
+
+	body, issuer, err := parseSignature(sig)
+	if err != nil {
+		return refuse(ErrUnverified, err, "commit %s of %s has an unreadable OpenPGP signature: %v", rev, shown, err)
+	}
+	signed := &plumbing.MemoryObject{}
+	if err := commit.EncodeWithoutSignature(signed); err != nil {
+		return fmt.Errorf("encode commit %s of %s: %w", rev, shown, err)
+	}
+	r, err := signed.Reader()
+	if err != nil {
+		return fmt.Errorf("encode commit %s of %s: %w", rev, shown, err)
+	}
+	defer r.Close()
+	_, err = openpgp.CheckDetachedSignature(ring, r, bytes.NewReader(body), nil)
+	switch {
+	case err == nil:
+		return nil
+	case errors.Is(err, pgperrors.ErrUnknownIssuer):
+		return refuse(ErrUnverified, err, "commit %s of %s is signed by key %s, which is not in the key ring %s; add its public key there or sign with a trusted key",
+			rev, shown, issuer, keyring)
+	default:
+		return refuse(ErrUnverified, err, "commit %s of %s: the signature by key %s does not verify against the key ring %s: %v",
+			rev, shown, issuer, keyring, err)
+	}
+}
+
+// readKeyring reads every armored public key block in the file at path:
+// one block with several keys (gpg --export --armor A B) or several blocks
+// one after the other (cat a.asc b.asc).
+func readKeyring(path string) (openpgp.EntityList, error) {
+	data, err := os.ReadFile(path)
+	if err != nil {
+		return nil, fmt.Errorf("read key ring %s (source.verify.keyring): %w", path, err)
+	}
+	var ring openpgp.EntityList
+	for i, b := range armoredBlocks(data) {
+		block, err := armor.Decode(bytes.NewReader(b))
+		if err != nil {
+			return nil, fmt.Errorf("read key ring %s: armored block %d: %w", path, i+1, err)
+		}
+		if block.Type != openpgp.PublicKeyType {
+			return nil, fmt.Errorf("read key ring %s: armored block %d is a %s, not a %s; put only public keys there (gpg --export --armor KEYID)",
+				path, i+1, block.Type, openpgp.PublicKeyType)
+		}
+		keys, err := openpgp.ReadKeyRing(block.Body)
+		if err != nil {
+			return nil, fmt.Errorf("read key ring %s: armored block %d: %w", path, i+1, err)
+		}
+		ring = append(ring, keys...)
+	}
+	if len(ring) == 0 {
+		return nil, fmt.Errorf("read key ring %s: no OpenPGP public key found; it must hold armored public keys (gpg --export --armor KEYID)", path)
+	}
+	return ring, nil
+}
+
+// armoredBlocks splits data at every line that starts an armored block.
+// armor.Decode reads ahead, so each block is decoded from its own slice.
+func armoredBlocks(data []byte) [][]byte {
+	var starts []int
+	for off := 0; off < len(data); {
+		line := data[off:]
+		if bytes.HasPrefix(bytes.TrimLeft(line, " \t"), []byte(armorStart)) {
+			starts = append(starts, off)
+		}
+		i := bytes.IndexByte(line, '\n')
+		if i < 0 {
+			break
+		}
+		off += i + 1
+	}
+	blocks := make([][]byte, len(starts))
+	for i, s := range starts {
+		end := len(data)
+		if i+1 < len(starts) {
+			end = starts[i+1]
+		}
+		blocks[i] = data[s:end]
+	}
+	return blocks
+}
+
+// parseSignature returns the binary signature packet inside the armored
+// sig and names the key that made it, for messages.
+func parseSignature(sig string) (body []byte, issuer string, err error) {
+	block, err := armor.Decode(strings.NewReader(sig))
+	if err != nil {
+		return nil, "", err
+	}
+	if block.Type != openpgp.SignatureType {
+		return nil, "", fmt.Errorf("armored block is a %s, not a %s", block.Type, openpgp.SignatureType)
+	}
+	if body, err = io.ReadAll(block.Body); err != nil {
+		return nil, "", err
+	}
+	p, err := packet.Read(bytes.NewReader(body))
+	if err != nil {
+		return nil, "", err
+	}
+	s, ok := p.(*packet.Signature)
+	if !ok {
+		return nil, "", fmt.Errorf("found a %T packet, not a signature", p)
+	}
+	switch {
+	case s.IssuerKeyId != nil && len(s.IssuerFingerprint) > 0:
+		issuer = fmt.Sprintf("%016X (fingerprint %X)", *s.IssuerKeyId, s.IssuerFingerprint)
+	case s.IssuerKeyId != nil:
+		issuer = fmt.Sprintf("%016X", *s.IssuerKeyId)
+	case len(s.IssuerFingerprint) > 0:
+		issuer = fmt.Sprintf("with fingerprint %X", s.IssuerFingerprint)
+	default:
+		return nil, "", errors.New("the signature does not name the key that made it")
+	}
+	return body, issuer, nil
+}
+
+// refusal is a message of its own that matches a sentinel (ErrUnverified,
+// ErrRewind) with errors.Is and keeps the underlying cause, if any.
+type refusal struct {
+	msg         string
+	kind, cause error
+}
+
+func (e *refusal) Error() string { return e.msg }
+
+func (e *refusal) Unwrap() []error {
+	if e.cause == nil {
+		return []error{e.kind}
+	}
+	return []error{e.kind, e.cause}
+}
+
+func refuse(kind, cause error, format string, args ...any) error {
+	return &refusal{msg: fmt.Sprintf(format, args...), kind: kind, cause: cause}
 }

@@ -109,9 +109,34 @@ func (r *Repo) Head() string {
 // Git runs git with args in Dir and returns its trimmed standard output.
 func (r *Repo) Git(args ...string) string {
 	r.t.Helper()
-	cmd := exec.Command("git", append([]string{"-c", "commit.gpgsign=false", "-c", "tag.gpgsign=false"}, args...)...)
+	return r.run(nil, "", nil, args...)
+}
+
+// GitInput runs git with args in Dir, stdin on its standard input, and
+// returns its trimmed standard output.
+func (r *Repo) GitInput(stdin string, args ...string) string {
+	r.t.Helper()
+	return r.run(nil, stdin, nil, args...)
+}
+
+// ResetHard moves the checked-out branch to rev, dropping the commits after
+// it: what a force-push does to the branch on the server.
+func (r *Repo) ResetHard(rev string) {
+	r.t.Helper()
+	r.Git("reset", "--quiet", "--hard", rev)
+}
+
+// run runs git with the -c options cfg before args, env added to the
+// isolated environment and stdin ("" for none).
+func (r *Repo) run(env []string, stdin string, cfg []string, args ...string) string {
+	r.t.Helper()
+	all := append([]string{"-c", "commit.gpgsign=false", "-c", "tag.gpgsign=false"}, cfg...)
+	cmd := exec.Command("git", append(all, args...)...)
 	cmd.Dir = r.dir
-	cmd.Env = append(os.Environ(), isolatedEnv()...)
+	cmd.Env = append(append(os.Environ(), isolatedEnv()...), env...)
+	if stdin != "" {
+		cmd.Stdin = strings.NewReader(stdin)
+	}
 	out, err := cmd.Output()
 	if err != nil {
 		var stderr string
