@@ -16,6 +16,21 @@ var (
 	// ErrPathNotFound means the device's folder does not exist at the
 	// resolved commit, or holds no *.yaml or *.yml file.
 	ErrPathNotFound = errors.New("path not found")
+
+	// ErrUnverified means source.verify is set and the target commit does not
+	// carry one OpenPGP signature by a key in the key ring: it is unsigned,
+	// signed by another key, signed in a format tend does not verify, or its
+	// signature does not match. Retrying will not help until a commit signed by
+	// a trusted key is pushed. A key ring that cannot be read is not this
+	// error: that is the node's configuration.
+	ErrUnverified = errors.New("commit not verified")
+
+	// ErrRewind means the target commit does not descend from the commit the
+	// node last applied, or that cannot be shown: the branch was force-pushed,
+	// or the ref now names an older commit. Applying it would roll the node
+	// back, so it is refused until source.allowRewind is set or a descendant is
+	// pushed; retrying will not help.
+	ErrRewind = errors.New("refusing to rewind")
 )
 
 // RedactURL strips the userinfo (user name and password or token) from a

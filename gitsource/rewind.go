@@ -10,13 +10,6 @@ import (
 	"github.com/go-git/go-git/v5/plumbing/object"
 )
 
-// ErrRewind means the target commit does not descend from the commit the
-// node last applied, or that cannot be shown: the branch was force-pushed,
-// or the ref now names an older commit. Applying it would roll the node
-// back, so it is refused until source.allowRewind is set or a descendant is
-// pushed; retrying will not help.
-var ErrRewind = errors.New("refusing to rewind")
-
 // maxRewindWalk bounds the commits checkRewind reads looking for the last
 // applied commit in the target's history.
 const maxRewindWalk = 100_000

@@ -16,14 +16,6 @@ import (
 	"github.com/go-git/go-git/v5/plumbing/object"
 )
 
-// ErrUnverified means source.verify is set and the target commit does not
-// carry one OpenPGP signature by a key in the key ring: it is unsigned,
-// signed by another key, signed in a format tend does not verify, or its
-// signature does not match. Retrying will not help until a commit signed by
-// a trusted key is pushed. A key ring that cannot be read is not this
-// error: that is the node's configuration.
-var ErrUnverified = errors.New("commit not verified")
-
 // Armor header lines of the signatures git writes in a commit's gpgsig.
 const (
 	pgpSignatureStart  = "-----BEGIN PGP SIGNATURE-----"
