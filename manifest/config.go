@@ -173,8 +173,8 @@ func (c *AgentConfig) Validate() error {
 			errs.add("", 0, fmt.Sprintf("allowPaths[%d]", i), "%q must be an absolute, clean path such as /etc/infer", a)
 		}
 	}
-	if c.Source.Verify != nil {
-		errs.add("", 0, "source.verify", "signed-commit verification is not supported by this version of tend; remove source.verify rather than have unverified commits applied")
+	if v := c.Source.Verify; v != nil && !filepath.IsAbs(v.Keyring) {
+		errs.add("", 0, "source.verify.keyring", "%q must be the absolute path of a file of armored OpenPGP public keys", v.Keyring)
 	}
 	if c.Source.Auth != nil {
 		errs.add("", 0, "source.auth", "credential files are not supported by this version of tend; remove source.auth (a local path, file:// or http(s) URL works without it)")

@@ -1,0 +1,72 @@
+package main
+
+import (
+	"os"
+	"path/filepath"
+	"testing"
+
+	"github.com/stretchr/testify/require"
+	"github.com/tend-dev/tend/internal/testgit"
+)
+
+// withConfig points the node at an agent config file with extra source
+// settings (YAML lines under source:).
+func withConfig(t *testing.T, n *node, sourceLines string) {
+	path := filepath.Join(t.TempDir(), "agent.yaml")
+	require.NoError(t, os.WriteFile(path, []byte("apiVersion: tend.dev/v1alpha1\nkind: AgentConfig\nsource:\n  url: unused\n"+sourceLines), 0o644))
+	for i, f := range n.flags {
+		if f == "--config" {
+			n.flags[i+1] = path
+		}
+	}
+}
+
+func TestSignedCommitsOnly(t *testing.T) {
+	trusted := testgit.NewGPGKey(t, "Fleet Release <release@example.com>")
+	stranger := testgit.NewGPGKey(t, "Someone Else <else@example.com>")
+	repo := testgit.NewRepo(t)
+	repo.WriteFile("devices/cam-017/device.yaml", files(entry("/etc/infer/config.yaml", "threshold: 0.4\n", "")))
+	repo.CommitSigned("signed", trusted)
+	n := newNode(t, repo.Dir())
+	withConfig(t, n, "  verify: {keyring: "+testgit.WriteKeyring(t, trusted)+"}\n")
+
+	_, errOut, code := n.tend("apply")
+	require.Equal(t, 0, code, errOut)
+	before := n.snapshot()
+
+	for name, commit := range map[string]func(){
+		"unsigned":             func() { repo.Commit("unsigned") },
+		"signed by a stranger": func() { repo.CommitSigned("stranger", stranger) },
+	} {
+		t.Run(name, func(t *testing.T) {
+			repo.WriteFile("devices/cam-017/device.yaml", files(entry("/etc/infer/config.yaml", "threshold: 0.9\n", "")))
+			commit()
+			_, errOut, code := n.tend("apply")
+			require.Equal(t, 1, code)
+			require.Contains(t, errOut, repo.Head()[:12])
+			require.Equal(t, before, n.snapshot(), "nothing on the node changed")
+		})
+	}
+}
+
+func TestRewindRefused(t *testing.T) {
+	repo := testgit.NewRepo(t)
+	repo.WriteFile("devices/cam-017/device.yaml", files(entry("/etc/infer/config.yaml", "v1\n", "")))
+	first := repo.Commit("v1")
+	repo.WriteFile("devices/cam-017/device.yaml", files(entry("/etc/infer/config.yaml", "v2\n", "")))
+	repo.Commit("v2")
+	n := newNode(t, repo.Dir())
+	_, errOut, code := n.tend("apply")
+	require.Equal(t, 0, code, errOut)
+
+	repo.ResetHard(first) // a force-push back to v1
+	_, errOut, code = n.tend("apply")
+	require.Equal(t, 1, code)
+	require.Contains(t, errOut, "allowRewind")
+	require.Equal(t, "v2\n", n.read("etc/infer/config.yaml"))
+
+	withConfig(t, n, "  allowRewind: true\n")
+	_, errOut, code = n.tend("apply")
+	require.Equal(t, 0, code, errOut)
+	require.Equal(t, "v1\n", n.read("etc/infer/config.yaml"))
+}
