@@ -12,19 +12,25 @@ import (
 	"github.com/go-git/go-git/v5/config"
 	"github.com/go-git/go-git/v5/plumbing/transport"
 	githttp "github.com/go-git/go-git/v5/plumbing/transport/http"
+	gitssh "github.com/go-git/go-git/v5/plumbing/transport/ssh"
+
+	"github.com/tend-dev/tend/manifest"
 )
 
 const remoteName = "origin"
 
 // endpoint splits the configured URL into what is stored as the clone's
 // remote and the credentials to send. Credentials in an http(s) URL become
-// basic auth so they never reach the clone's config file on disk. A local
-// path is made absolute, because go-git runs git-upload-pack on it.
+// basic auth, and a password in an ssh:// URL becomes ssh password auth, so
+// they never reach the clone's config file on disk; an ssh user name is not
+// a secret and stays. A local path is made absolute, because go-git runs
+// git-upload-pack on it. An scp-like address ([user@]host:path, as git
+// reads it: a colon before any slash) is ssh and is stored as given.
 func endpoint(raw string) (stored string, auth transport.AuthMethod, err error) {
-	if raw == "" {
+	switch urlKind(raw) {
+	case kindNone:
 		return "", nil, errors.New("no repository URL configured")
-	}
-	if strings.HasPrefix(raw, "http://") || strings.HasPrefix(raw, "https://") {
+	case kindHTTP:
 		u, err := url.Parse(raw)
 		if err != nil {
 			return "", nil, fmt.Errorf("parse repository URL %s: %w", RedactURL(raw), redactErr(err, raw))
@@ -35,8 +41,9 @@ func endpoint(raw string) (stored string, auth transport.AuthMethod, err error) 
 			u.User = nil
 		}
 		return u.String(), auth, nil
-	}
-	if !strings.Contains(raw, "://") {
+	case kindSSH:
+		return sshEndpoint(raw)
+	case kindLocal:
 		if _, statErr := os.Stat(raw); statErr == nil {
 			abs, err := filepath.Abs(raw)
 			if err != nil {
@@ -46,6 +53,70 @@ func endpoint(raw string) (stored string, auth transport.AuthMethod, err error) 
 		}
 	}
 	return raw, nil, nil
+}
+
+// sshEndpoint is endpoint for ssh:// URLs and scp-like addresses.
+func sshEndpoint(raw string) (stored string, auth transport.AuthMethod, err error) {
+	if !strings.Contains(raw, "://") {
+		// As git: the host ends at the first colon, and a user name
+		// comes before it. "user:secret@host:path" would be host "user"
+		// to git; refuse it without printing it.
+		userHost, p, _ := strings.Cut(raw, ":")
+		at := strings.IndexByte(raw, '@')
+		if at > len(userHost) && !strings.Contains(raw[:at], "/") && strings.Contains(raw[at:], ":") {
+			return "", nil, errors.New("scp-like repository address user:password@host:path cannot carry a password; use source.auth.sshKeyFile")
+		}
+		if host := userHost[strings.IndexByte(userHost, '@')+1:]; host == "" || p == "" {
+			return "", nil, fmt.Errorf("repository address %q is neither a URL, an existing local path, nor an scp-like [user@]host:path", raw)
+		}
+		return raw, nil, nil
+	}
+	u, err := url.Parse(raw)
+	if err != nil {
+		return "", nil, fmt.Errorf("parse repository URL %s: %w", RedactURL(raw), redactErr(err, raw))
+	}
+	if u.Host == "" || u.Path == "" {
+		return "", nil, fmt.Errorf("ssh repository URL %s needs a host and a path, as in ssh://git@host:22/org/fleet.git", RedactURL(raw))
+	}
+	if u.User != nil {
+		if pass, ok := u.User.Password(); ok {
+			auth = &gitssh.Password{User: u.User.Username(), Password: pass}
+			u.User = url.User(u.User.Username())
+		}
+	}
+	return u.String(), auth, nil
+}
+
+// kind is what sort of address a source URL is.
+type kind int
+
+const (
+	kindNone  kind = iota // empty
+	kindLocal             // a path on this machine or file://
+	kindHTTP              // http:// or https://
+	kindSSH               // ssh:// or scp-like host:path
+	kindOther             // another scheme go-git knows (git://)
+)
+
+func urlKind(raw string) kind {
+	scheme, _, hasScheme := strings.Cut(raw, "://")
+	switch {
+	case raw == "":
+		return kindNone
+	case !hasScheme && manifest.IsLocalPath(raw):
+		return kindLocal
+	case !hasScheme:
+		return kindSSH
+	}
+	switch strings.ToLower(scheme) {
+	case "http", "https":
+		return kindHTTP
+	case "ssh":
+		return kindSSH
+	case "file":
+		return kindLocal
+	}
+	return kindOther
 }
 
 // openClone opens the persistent bare clone in dir, making it the first

@@ -47,7 +47,7 @@ func retry(ctx context.Context, log *slog.Logger, shown string, op func() error)
 
 // transient reports whether err looks like network trouble that may pass.
 func transient(err error) bool {
-	if errors.Is(err, context.Canceled) {
+	if errors.Is(err, context.Canceled) || IsPermanent(err) {
 		return false
 	}
 	var ne net.Error
@@ -86,7 +86,7 @@ func (f *fetcher) offline(repo *git.Repository, fetchErr error) (plumbing.Hash, 
 // damaged clone rather than from the remote or the manifests.
 func (f *fetcher) damaged(err error) bool {
 	if transient(err) || errors.Is(err, ErrRefNotFound) || errors.Is(err, ErrPathNotFound) ||
-		errors.Is(err, ErrUnverified) || errors.Is(err, ErrRewind) {
+		errors.Is(err, ErrUnverified) || errors.Is(err, ErrRewind) || IsPermanent(err) {
 		return false
 	}
 	var pe *fs.PathError

@@ -33,7 +33,7 @@ type Auth struct {
 	TokenFile             string // https: bearer-style token, sent as basic auth password
 	UsernameFile          string // https: user name for basic auth
 	PasswordFile          string // https: password for basic auth
-	CAFile                string // https: PEM bundle of CAs to trust instead of the system's
+	CAFile                string // https: PEM bundle of CAs to trust besides the system's
 	SSHKeyFile            string // ssh: private key
 	KnownHostsFile        string // ssh: required unless InsecureIgnoreHostKey
 	InsecureIgnoreHostKey bool   // ssh: accept any host key (logged loudly)

@@ -176,8 +176,15 @@ func (c *AgentConfig) Validate() error {
 	if v := c.Source.Verify; v != nil && !filepath.IsAbs(v.Keyring) {
 		errs.add("", 0, "source.verify.keyring", "%q must be the absolute path of a file of armored OpenPGP public keys", v.Keyring)
 	}
-	if c.Source.Auth != nil {
-		errs.add("", 0, "source.auth", "credential files are not supported by this version of tend; remove source.auth (a local path, file:// or http(s) URL works without it)")
+	if a := c.Source.Auth; a != nil {
+		for _, f := range []struct{ field, path string }{
+			{"tokenFile", a.TokenFile}, {"usernameFile", a.UsernameFile}, {"passwordFile", a.PasswordFile},
+			{"caFile", a.CAFile}, {"sshKeyFile", a.SSHKeyFile}, {"knownHostsFile", a.KnownHostsFile},
+		} {
+			if f.path != "" && !filepath.IsAbs(f.path) {
+				errs.add("", 0, "source.auth."+f.field, "%q must be an absolute path", f.path)
+			}
+		}
 	}
 	if _, err := cron.ParseStandard(c.Schedule); err != nil {
 		errs.add("", 0, "schedule", "invalid schedule %q: %v; use a cron spec or \"@every 30s\"", c.Schedule, err)

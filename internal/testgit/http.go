@@ -37,24 +37,30 @@ func ServeHTTP(t testing.TB, parentDir string) string {
 // URL+"/NAME/.git" work. Stop it early with Close.
 func StartHTTP(t testing.TB, parentDir string) *HTTPServer {
 	t.Helper()
+	s := &HTTPServer{srv: httptest.NewServer(backendHandler(t, parentDir))}
+	s.URL = s.srv.URL
+	t.Cleanup(s.Close)
+	return s
+}
+
+// backendHandler runs git http-backend for every repository under
+// parentDir.
+func backendHandler(t testing.TB, parentDir string) *cgi.Handler {
+	t.Helper()
 	backend := httpBackend(t)
 	root, err := filepath.Abs(parentDir)
 	if err != nil {
 		t.Fatalf("testgit: %v", err)
 	}
-	h := &cgi.Handler{
+	return &cgi.Handler{
 		Path: backend,
 		Dir:  root,
 		Env: append([]string{
 			"GIT_PROJECT_ROOT=" + root,
 			"GIT_HTTP_EXPORT_ALL=1",
 		}, isolatedEnv()...),
-		Stderr: logWriter{t},
+		Stderr: logWriter{t, "git http-backend"},
 	}
-	s := &HTTPServer{srv: httptest.NewServer(h)}
-	s.URL = s.srv.URL
-	t.Cleanup(s.Close)
-	return s
 }
 
 // httpBackend finds git-http-backend in git's exec path.
@@ -71,10 +77,16 @@ func httpBackend(t testing.TB) string {
 	return p
 }
 
-// logWriter sends http-backend's standard error to the test log.
-type logWriter struct{ t testing.TB }
+// logWriter sends a child process's or a server's diagnostics to the test
+// log, each line prefixed with name.
+type logWriter struct {
+	t    testing.TB
+	name string
+}
 
 func (w logWriter) Write(p []byte) (int, error) {
-	w.t.Logf("git http-backend: %s", strings.TrimSpace(string(p)))
+	for _, line := range strings.Split(strings.TrimRight(string(p), "\n"), "\n") {
+		w.t.Logf("%s: %s", w.name, strings.TrimSpace(line))
+	}
 	return len(p), nil
 }
