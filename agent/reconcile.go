@@ -255,7 +255,7 @@ func fetch(ctx context.Context, c *manifest.AgentConfig, log *slog.Logger) (*git
 	if err != nil {
 		return nil, err
 	}
-	last, err := lastApplied(c.StateDir)
+	last, err := lastApplied(c.StateDir, ref)
 	if err != nil {
 		return nil, err
 	}
@@ -279,14 +279,20 @@ func fetch(ctx context.Context, c *manifest.AgentConfig, log *slog.Logger) (*git
 	return snap, nil
 }
 
-// lastApplied returns the commit of the last revision applied in full, ""
-// before the first.
-func lastApplied(stateDir string) (string, error) {
+// lastApplied returns the commit of the last revision applied in full from
+// ref, "" before the first. A device moved to another ref by its own config
+// (say from main to devices/cam-017) starts its rewind check over: the new
+// ref need not descend from the old one, and the move was made on the node,
+// not pushed to the repo.
+func lastApplied(stateDir, ref string) (string, error) {
 	inv, err := applier.LoadInventory(stateDir)
 	if err != nil {
 		return "", err
 	}
-	_, commit, _ := strings.Cut(inv.Revision, "@sha1:")
+	from, commit, _ := strings.Cut(inv.Revision, "@sha1:")
+	if from != displayRef(ref) {
+		return "", nil
+	}
 	return commit, nil
 }
 

@@ -70,3 +70,25 @@ func TestRewindRefused(t *testing.T) {
 	require.Equal(t, 0, code, errOut)
 	require.Equal(t, "v1\n", n.read("etc/infer/config.yaml"))
 }
+
+func TestAnotherRefStartsTheRewindCheckOver(t *testing.T) {
+	repo := testgit.NewRepo(t)
+	repo.WriteFile("devices/cam-017/device.yaml", files(entry("/etc/infer/config.yaml", "main\n", "")))
+	base := repo.Commit("main")
+	repo.WriteFile("devices/cam-017/device.yaml", files(entry("/etc/infer/config.yaml", "main 2\n", "")))
+	repo.Commit("main 2")
+	repo.Git("branch", "devices/cam-017", base)
+	repo.Checkout("devices/cam-017")
+	repo.WriteFile("devices/cam-017/device.yaml", files(entry("/etc/infer/config.yaml", "own branch\n", "")))
+	repo.Commit("cam-017's own branch, not descending from main's tip")
+	repo.Checkout("main")
+
+	n := newNode(t, repo.Dir(), "--ref", "main")
+	_, errOut, code := n.tend("apply")
+	require.Equal(t, 0, code, errOut)
+	require.Equal(t, "main 2\n", n.read("etc/infer/config.yaml"))
+
+	_, errOut, code = n.tend("apply", "--ref", "devices/{device}")
+	require.Equal(t, 0, code, "moving the device to its own branch is not a rewind: %s", errOut)
+	require.Equal(t, "own branch\n", n.read("etc/infer/config.yaml"))
+}
