@@ -132,8 +132,8 @@ func (r *Reconciler) run(ctx context.Context, apply bool) (*Result, error) {
 	t.res.Duration = r.now().Sub(start)
 	if snap := t.res.Snapshot; snap != nil && snap.Stale != nil {
 		// The node was held at its last applied commit; the tick still
-		// failed to reach the source, and says so.
-		return &t.res, fmt.Errorf("fetch fleet repo: %w", snap.Stale)
+		// failed to use the target, and says why.
+		return &t.res, snap.Stale
 	}
 	return &t.res, nil
 }
@@ -219,7 +219,11 @@ func (r *Reconciler) Snapshot(ctx context.Context) (*gitsource.Snapshot, error) 
 		return nil, err
 	}
 	defer unlock()
-	return fetch(ctx, r.Config, r.logger())
+	snap, err := fetch(ctx, r.Config, r.logger())
+	if err == nil && snap.Stale != nil {
+		return nil, snap.Stale // validate and render speak of the target, not of what the node holds
+	}
+	return snap, err
 }
 
 // Desired fetches and renders this device's desired state without looking
@@ -270,11 +274,17 @@ func fetch(ctx context.Context, c *manifest.AgentConfig, log *slog.Logger) (*git
 	ctx, cancel := context.WithTimeout(ctx, c.Source.Timeout.D())
 	defer cancel()
 	snap, err := gitsource.Fetch(ctx, src, gitsource.Options{Dir: GitDir(c.StateDir), Logger: log})
-	if errors.Is(err, gitsource.ErrPathNotFound) {
-		return nil, fmt.Errorf("no manifests for device %s at %s in %s@%s: %w", c.Device, displayPath(path), gitsource.RedactURL(c.Source.URL), displayRef(ref), err)
+	explain := func(err error) error {
+		if errors.Is(err, gitsource.ErrPathNotFound) {
+			return fmt.Errorf("no manifests for device %s at %s in %s@%s: %w", c.Device, displayPath(path), gitsource.RedactURL(c.Source.URL), displayRef(ref), err)
+		}
+		return fmt.Errorf("fetch fleet repo: %w", err)
 	}
 	if err != nil {
-		return nil, fmt.Errorf("fetch fleet repo: %w", err)
+		return nil, explain(err)
+	}
+	if snap.Stale != nil {
+		snap.Stale = explain(snap.Stale)
 	}
 	return snap, nil
 }

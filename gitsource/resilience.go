@@ -46,13 +46,21 @@ func retry(ctx context.Context, log *slog.Logger, shown string, op func() error)
 }
 
 // transient reports whether err looks like network trouble that may pass.
+// Local trouble (a full disk, a read-only file system, permissions) is not:
+// it is reported as what it is, not as an unreachable server.
 func transient(err error) bool {
 	if errors.Is(err, context.Canceled) || IsPermanent(err) {
 		return false
 	}
-	var ne net.Error
-	if errors.As(err, &ne) || errors.Is(err, io.ErrUnexpectedEOF) || errors.Is(err, io.EOF) ||
-		errors.Is(err, syscall.ECONNREFUSED) || errors.Is(err, syscall.ECONNRESET) || errors.Is(err, syscall.EHOSTUNREACH) {
+	var pe *fs.PathError
+	if errors.As(err, &pe) {
+		return false
+	}
+	var op *net.OpError
+	var dns *net.DNSError
+	if errors.As(err, &op) || errors.As(err, &dns) || errors.Is(err, context.DeadlineExceeded) ||
+		errors.Is(err, io.ErrUnexpectedEOF) || errors.Is(err, syscall.ECONNREFUSED) || errors.Is(err, syscall.ECONNRESET) ||
+		errors.Is(err, syscall.EHOSTUNREACH) || errors.Is(err, syscall.ENETUNREACH) || errors.Is(err, syscall.ETIMEDOUT) {
 		return true
 	}
 	msg := err.Error()
@@ -64,22 +72,58 @@ func transient(err error) bool {
 	return false
 }
 
+// hint says what to check after a failure to list the remote's refs.
+func hint(ctx context.Context, err error) string {
+	switch {
+	case errors.Is(err, context.DeadlineExceeded) || errors.Is(ctx.Err(), context.DeadlineExceeded):
+		return " (timed out: raise source.timeout or check the link)"
+	case IsPermanent(err):
+		return " (check source.url and the credentials, host key or CA in source.auth)"
+	case transient(err):
+		return " (check source.url or --repo, and that the server is reachable)"
+	}
+	return ""
+}
+
+// cleanTemp removes what an interrupted fetch leaves in the clone (a
+// partial pack), so a slow link that times out every tick does not fill
+// the disk.
+func cleanTemp(dir string) {
+	for _, pattern := range []string{"objects/pack/tmp_pack_*", "objects/pack/tmp_idx_*", "objects/tmp_obj_*", "objects/*/tmp_obj_*"} {
+		matches, _ := filepath.Glob(filepath.Join(dir, pattern))
+		for _, m := range matches {
+			_ = os.Remove(m)
+		}
+	}
+}
+
 // redactAny strips URL credentials from an error's text, for logs.
 func redactAny(err error) string { return redactErr(err, "").Error() }
 
-// offline falls back to the last applied commit when the remote cannot be
-// reached, so the agent still holds the node at its last applied state (and
-// reverts drift) while the link is down. It returns the commit and the
-// fetch error to report, or a nil error when there is no fallback.
-func (f *fetcher) offline(repo *git.Repository, fetchErr error) (plumbing.Hash, error) {
-	if !transient(fetchErr) || f.src.LastApplied == "" {
-		return plumbing.ZeroHash, nil
+// hold falls back to the last applied commit when the target cannot be
+// used: the remote is unreachable, the credentials are refused, or the
+// target is unsigned, a rewind or has no manifests. The agent then still
+// holds the node at its last applied state (and reverts drift); the cause
+// is kept in Snapshot.Stale and reported. It returns nil when there is no
+// last applied commit in the clone to hold.
+func (f *fetcher) hold(repo *git.Repository, cause error) *Snapshot {
+	if len(f.src.LastApplied) != 40 {
+		return nil
 	}
 	h := plumbing.NewHash(f.src.LastApplied)
-	if _, err := repo.CommitObject(h); err != nil {
-		return plumbing.ZeroHash, nil
+	commit, err := repo.CommitObject(h)
+	if err != nil {
+		return nil
 	}
-	return h, fmt.Errorf("%s is unreachable; using the last applied commit %s from the local clone: %w", f.shown, f.src.LastApplied[:12], fetchErr)
+	files, err := readFiles(commit, f.dir, f.shown)
+	if err != nil {
+		return nil
+	}
+	stale := fmt.Errorf("holding the last applied commit %s: %w", f.src.LastApplied[:12], cause)
+	if transient(cause) {
+		stale = fmt.Errorf("%s is unreachable; holding the last applied commit %s from the local clone: %w", f.shown, f.src.LastApplied[:12], cause)
+	}
+	return &Snapshot{URL: f.shown, Ref: f.src.Ref, Revision: h.String(), Files: files, Stale: stale}
 }
 
 // damaged reports whether err, from a clone that opened, may come from a

@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"errors"
+	"fmt"
 	"log/slog"
 	"os"
 	"path/filepath"
@@ -39,7 +40,7 @@ func TestServerDown(t *testing.T) {
 		require.Equal(t, first.Revision, snap.Revision)
 		require.Equal(t, first.Files, snap.Files)
 		require.Error(t, snap.Stale, "the fetch error is still reported")
-		require.Contains(t, snap.Stale.Error(), "unreachable; using the last applied commit "+first.Revision[:12])
+		require.Contains(t, snap.Stale.Error(), "unreachable; holding the last applied commit "+first.Revision[:12])
 	})
 	t.Run("an agent that starts without network works from the clone", func(t *testing.T) {
 		// A fresh Fetch call on the existing clone, as after a restart.
@@ -118,6 +119,12 @@ func TestCloneSizeBound(t *testing.T) {
 	require.Equal(t, last.Revision, snap.Revision)
 	require.Contains(t, logs.String(), "past its size bound")
 	require.Less(t, dirSize(t, filepath.Join(dir, "objects")), grown, "the clone shrank")
+	require.FileExists(t, filepath.Join(dir, "shallow"), "cloned again at depth 1, not with full history")
+
+	logs.Reset()
+	_, err = gitsource.Fetch(context.Background(), src, gitsource.Options{Dir: dir, MaxCloneBytes: 60_000, Logger: slog.New(slog.NewTextHandler(&logs, nil))})
+	require.NoError(t, err)
+	require.NotContains(t, logs.String(), "past its size bound", "the new clone is small: no clone again on the next tick")
 
 	// The rewind check still has the last applied commit to walk to.
 	f.repo.WriteFile("devices/cam-017/next.yaml", "next: 1\n")
@@ -164,4 +171,36 @@ func TestNewCloneStillReachesLastApplied(t *testing.T) {
 	snap, err := fetch(t, dir, src)
 	require.NoError(t, err)
 	require.Equal(t, next, snap.Revision)
+}
+
+// A device that was off while hundreds of commits landed is not refused as
+// a rewind: the shallow clone is deepened until the walk reaches the last
+// applied commit.
+func TestFarBehindIsNotARewind(t *testing.T) {
+	f := newFleet(t)
+	src := gitsource.Source{URL: f.repo.Dir(), Ref: "main", Path: "devices/cam-017"}
+	dir := filepath.Join(t.TempDir(), "clone")
+	first, err := fetch(t, dir, src)
+	require.NoError(t, err)
+	for i := range 300 {
+		f.repo.Git("commit", "-q", "--allow-empty", "-m", fmt.Sprint(i))
+	}
+	src.LastApplied = first.Revision
+	snap, err := fetch(t, dir, src)
+	require.NoError(t, err)
+	require.Nil(t, snap.Stale)
+	require.Equal(t, f.repo.Head(), snap.Revision)
+}
+
+func TestInterruptedFetchLeavesNoPack(t *testing.T) {
+	f := newFleet(t)
+	src := gitsource.Source{URL: f.repo.Dir(), Ref: "main", Path: "devices/cam-017"}
+	dir := filepath.Join(t.TempDir(), "clone")
+	_, err := fetch(t, dir, src)
+	require.NoError(t, err)
+	left := filepath.Join(dir, "objects/pack/tmp_pack_123456")
+	require.NoError(t, os.WriteFile(left, make([]byte, 1<<20), 0o644))
+	_, err = fetch(t, dir, src)
+	require.NoError(t, err)
+	require.NoFileExists(t, left)
 }

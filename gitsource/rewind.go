@@ -31,18 +31,17 @@ func checkRewind(repo *git.Repository, commit *object.Commit, src Source, shown 
 			target, shown, src.LastApplied, resolve)
 	}
 	lastHash := plumbing.NewHash(last)
-	switch _, err := repo.CommitObject(lastHash); {
-	case errors.Is(err, plumbing.ErrObjectNotFound):
-		return refuse(ErrRewind, nil, "target %s of %s cannot be shown to descend from the last applied commit %s: that commit is not in the clone "+
-			"(the clone was re-created, or the commit is no longer in the fetched history); refusing to rewind; "+
-			"re-fetching the full history that holds it or setting source.allowRewind: true resolves it",
-			target, shown, last[:12])
-	case err != nil:
+	_, err := repo.CommitObject(lastHash)
+	missing := errors.Is(err, plumbing.ErrObjectNotFound)
+	if err != nil && !missing {
 		return fmt.Errorf("read last applied commit %s in the clone: %w", last[:12], err)
 	}
 
-	found, err := descends(repo, commit, lastHash, maxRewindWalk)
+	found, incomplete, err := descends(repo, commit, lastHash, maxRewindWalk)
 	switch {
+	case !found && err == nil && (incomplete || (missing && isShallow(repo))):
+		// The clone's history ends before an answer: fetch deeper.
+		return errIncomplete
 	case errors.Is(err, errWalkLimit):
 		return refuse(ErrRewind, err, "target %s of %s: the last applied commit %s is not among the %d newest commits of its history; %s",
 			target, shown, last[:12], maxRewindWalk, resolve)
@@ -57,6 +56,11 @@ func checkRewind(repo *git.Repository, commit *object.Commit, src Source, shown 
 
 var errWalkLimit = errors.New("history walk limit reached")
 
+// errIncomplete says the clone's history is too shallow to tell whether the
+// target descends from the last applied commit; the caller fetches deeper
+// and asks again.
+var errIncomplete = errors.New("history too shallow to check for a rewind")
+
 // descends reports whether ancestor is in the history of from (from
 // excluded), reading at most limit commits breadth-first, so that recent
 // ancestors are found first. Only hashes wait in the queue: a device's
@@ -64,12 +68,14 @@ var errWalkLimit = errors.New("history walk limit reached")
 // shallow fetch) ends that line of the walk; the others go on. Every commit
 // between a target and a last applied commit it descends from was fetched
 // after that commit, so the walk finds it when it is there to find.
-func descends(repo *git.Repository, from *object.Commit, ancestor plumbing.Hash, limit int) (bool, error) {
+//
+// incomplete says whether the walk met such a missing commit.
+func descends(repo *git.Repository, from *object.Commit, ancestor plumbing.Hash, limit int) (found, incomplete bool, err error) {
 	seen := map[plumbing.Hash]struct{}{from.Hash: {}}
 	queue := []plumbing.Hash{from.Hash}
 	for read := 0; len(queue) > 0; read++ {
 		if read >= limit {
-			return false, errWalkLimit
+			return false, incomplete, errWalkLimit
 		}
 		h := queue[0]
 		queue = queue[1:]
@@ -78,15 +84,16 @@ func descends(repo *git.Repository, from *object.Commit, ancestor plumbing.Hash,
 			var err error
 			c, err = repo.CommitObject(h)
 			if errors.Is(err, plumbing.ErrObjectNotFound) {
+				incomplete = true
 				continue
 			}
 			if err != nil {
-				return false, fmt.Errorf("read commit %s: %w", h.String()[:12], err)
+				return false, incomplete, fmt.Errorf("read commit %s: %w", h.String()[:12], err)
 			}
 		}
 		for _, p := range c.ParentHashes {
 			if p == ancestor {
-				return true, nil
+				return true, incomplete, nil
 			}
 			if _, ok := seen[p]; !ok {
 				seen[p] = struct{}{}
@@ -94,5 +101,5 @@ func descends(repo *git.Repository, from *object.Commit, ancestor plumbing.Hash,
 			}
 		}
 	}
-	return false, nil
+	return false, incomplete, nil
 }

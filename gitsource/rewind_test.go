@@ -98,10 +98,10 @@ func TestFetchRewind(t *testing.T) {
 		{name: "older commit pinned by hash", ref: "c1", last: "c2", contains: []string{
 			"target {c1} of {url} does not descend from the last applied commit {c2}"}},
 		{name: "last applied unknown to the clone", last: unknown, contains: []string{
-			"target {c2} of {url} cannot be shown to descend from the last applied commit " + unknown[:12] + ": that commit is not in the clone",
-			"re-fetching the full history", "source.allowRewind: true"}},
+			"target {c2} of {url} cannot be shown to descend from the last applied commit " + unknown[:12] + ", even with the full history",
+			"source.allowRewind: true"}},
 		{name: "fresh clone after a force-push", fresh: true, change: "force-push", last: "c2", contains: []string{
-			"last applied commit {c2}: that commit is not in the clone"}},
+			"last applied commit {c2}, even with the full history"}},
 		{name: "fresh clone after a force-push, allowRewind", fresh: true, change: "force-push", last: "c2", allow: true, want: "c3"},
 		{name: "last applied not a hash", last: "main", contains: []string{
 			`last applied revision "main", which is not a full commit hash`, "allowRewind"}},
@@ -144,8 +144,14 @@ func TestFetchRewind(t *testing.T) {
 						require.Equal(t, h.rev[tc.want], snap.Revision)
 						return
 					}
+					// Refused: the node is held at the last applied commit
+					// when the clone has it, and the refusal is reported.
+					if err == nil {
+						require.NotNil(t, snap.Stale, "a refusal is reported")
+						require.Equal(t, last, snap.Revision, "only the last applied commit is held")
+						err = snap.Stale
+					}
 					require.ErrorIs(t, err, gitsource.ErrRewind)
-					require.Nil(t, snap, "no files on refusal")
 					pairs := []string{"{url}", url}
 					for name, rev := range h.rev {
 						pairs = append(pairs, "{"+name+"}", rev[:12])

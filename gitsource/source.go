@@ -9,6 +9,7 @@ import (
 	git "github.com/go-git/go-git/v5"
 	"github.com/go-git/go-git/v5/config"
 	"github.com/go-git/go-git/v5/plumbing"
+	"github.com/go-git/go-git/v5/plumbing/object"
 	"github.com/go-git/go-git/v5/plumbing/transport"
 )
 
@@ -61,9 +62,11 @@ type Snapshot struct {
 	Revision string // full commit hash
 	Files    []File // every *.yaml / *.yml under Path (recursively), sorted by Path
 	Fetched  bool   // false when the commit was already in the clone and nothing was fetched
-	// Stale is set when the remote could not be reached and the snapshot
-	// is the last applied commit from the clone: the node can still be
-	// held at its last applied state, and the error must still be shown.
+	// Stale is set when the target could not be used (the remote is
+	// unreachable or refuses the credentials, the target is unsigned, a
+	// rewind, or has no manifests) and the snapshot is the last applied
+	// commit from the clone instead: the node is held at its last applied
+	// state, and the error must still be shown.
 	Stale error
 }
 
@@ -145,18 +148,33 @@ type fetcher struct {
 func (f *fetcher) run(ctx context.Context) (snap *Snapshot, err error) {
 	defer guard(&err)
 	f.opened = false
+	cleanTemp(f.opts.Dir)
 	repo, err := openClone(f.opts.Dir, f.stored)
 	if err != nil {
 		return nil, fmt.Errorf("%w: %w", errDamaged, err)
 	}
 	f.opened = true
-	rev, fetched, err := update(ctx, repo, f.src, f.acc, f.shown, f.log)
-	var stale error
+	snap, err = f.read(ctx, repo)
+	if err == nil {
+		f.prune(ctx, repo, plumbing.NewHash(snap.Revision))
+		return snap, nil
+	}
+	cleanTemp(f.opts.Dir) // an interrupted fetch leaves its pack behind
+	if ctx.Err() != nil || f.damaged(err) {
+		return nil, err
+	}
+	if held := f.hold(repo, err); held != nil {
+		return held, nil
+	}
+	return nil, err
+}
+
+// read brings the target commit into the clone, checks it, and reads the
+// device's files from it.
+func (f *fetcher) read(ctx context.Context, repo *git.Repository) (*Snapshot, error) {
+	rev, fetched, refspec, err := update(ctx, repo, f.src, f.acc, f.shown, f.log)
 	if err != nil {
-		rev, stale = f.offline(repo, err)
-		if stale == nil {
-			return nil, err
-		}
+		return nil, err
 	}
 	commit, err := repo.CommitObject(rev)
 	if err != nil {
@@ -165,7 +183,7 @@ func (f *fetcher) run(ctx context.Context) (snap *Snapshot, err error) {
 	if err := verifyCommit(commit, f.src.Keyring, f.shown); err != nil {
 		return nil, err
 	}
-	if err := checkRewind(repo, commit, f.src, f.shown); err != nil {
+	if err := f.checkRewind(ctx, repo, commit, refspec); err != nil {
 		return nil, err
 	}
 	files, err := readFiles(commit, f.dir, f.shown)
@@ -178,25 +196,55 @@ func (f *fetcher) run(ctx context.Context) (snap *Snapshot, err error) {
 	}
 	f.log.DebugContext(ctx, msg, logKeyURL, f.shown, logKeyRef, f.src.Ref,
 		logKeyRevision, rev.String(), logKeyFiles, len(files))
-	if stale == nil {
-		f.prune(ctx, repo, rev)
+	return &Snapshot{URL: f.shown, Ref: f.src.Ref, Revision: rev.String(), Files: files, Fetched: fetched}, nil
+}
+
+// deepenSteps are the depths fetched, one after another, while the clone's
+// history is too shallow to tell whether the target descends from the last
+// applied commit: most updates are a few commits ahead, a device that was
+// off for months may be thousands behind.
+var deepenSteps = []int{256, 4096, unshallow}
+
+// checkRewind runs the rewind check, fetching deeper history of refspec
+// when the shallow clone cannot answer it yet.
+func (f *fetcher) checkRewind(ctx context.Context, repo *git.Repository, commit *object.Commit, refspec config.RefSpec) error {
+	err := checkRewind(repo, commit, f.src, f.shown)
+	for _, depth := range deepenSteps {
+		if !errors.Is(err, errIncomplete) || refspec == "" {
+			break
+		}
+		remote, rerr := repo.Remote(remoteName)
+		if rerr != nil {
+			return rerr
+		}
+		if ferr := fetch(ctx, f.log, remote, f.acc, f.src.URL, f.shown, depth, refspec); ferr != nil {
+			return ferr
+		}
+		err = checkRewind(repo, commit, f.src, f.shown)
 	}
-	return &Snapshot{URL: f.shown, Ref: f.src.Ref, Revision: rev.String(), Files: files, Fetched: fetched, Stale: stale}, nil
+	if errors.Is(err, errIncomplete) {
+		return refuse(ErrRewind, nil, "target %s of %s cannot be shown to descend from the last applied commit %s, even with the full history; refusing to rewind; set source.allowRewind: true to accept it",
+			commit.Hash.String()[:12], f.shown, f.src.LastApplied[:12])
+	}
+	return err
 }
 
 // update makes sure the commit src.Ref names is in the clone and returns it;
 // fetched says whether anything was fetched.
-func update(ctx context.Context, repo *git.Repository, src Source, acc access, shown string, log *slog.Logger) (plumbing.Hash, bool, error) {
+//
+// refspec is what to fetch for deeper history of the target ("" for a
+// commit no ref names, whose history is fetched whole).
+func update(ctx context.Context, repo *git.Repository, src Source, acc access, shown string, log *slog.Logger) (h plumbing.Hash, fetched bool, refspec config.RefSpec, err error) {
 	// A full hash names an immutable commit: once it is here, there is
 	// nothing to ask the remote.
 	if len(src.Ref) == 40 && looksLikeHash(src.Ref) {
 		if h, ok, _ := localCommit(repo, src.Ref); ok {
-			return h, false, nil
+			return h, false, "", nil
 		}
 	}
 	remote, err := repo.Remote(remoteName)
 	if err != nil {
-		return plumbing.ZeroHash, false, err
+		return h, false, "", err
 	}
 	var refs []*plumbing.Reference
 	err = retry(ctx, log, shown, func() (err error) {
@@ -204,68 +252,65 @@ func update(ctx context.Context, repo *git.Repository, src Source, acc access, s
 		return err
 	})
 	if err != nil && !errors.Is(err, transport.ErrEmptyRemoteRepository) {
-		return plumbing.ZeroHash, false, fmt.Errorf("list refs of %s (check source.url or --repo, and that the server is reachable): %w", shown, redactErr(err, src.URL))
+		return h, false, "", fmt.Errorf("list refs of %s%s: %w", shown, hint(ctx, err), redactErr(err, src.URL))
 	}
 	t, err := resolveRemote(refs, src.Ref, shown)
 	if err != nil {
-		return plumbing.ZeroHash, false, err
+		return h, false, "", err
 	}
 
 	if t.prefix == "" {
 		if h, err := peelToCommit(repo, t.hash); err == nil {
-			return h, false, nil
+			return h, false, t.refspec, nil
 		}
-		if err := fetch(ctx, log, remote, acc, src.URL, shown, depthFor(repo, src), t.refspec); err != nil {
-			return plumbing.ZeroHash, false, err
+		if err := fetch(ctx, log, remote, acc, src.URL, shown, depthFor(repo), t.refspec); err != nil {
+			return h, false, "", err
 		}
 		h, err := peelToCommit(repo, t.hash)
 		if err != nil {
-			return plumbing.ZeroHash, false, fmt.Errorf("ref %q of %s names %s, which is not a commit: %w", src.Ref, shown, t.hash, err)
+			return h, false, "", fmt.Errorf("ref %q of %s names %s, which is not a commit: %w", src.Ref, shown, t.hash, err)
 		}
-		return h, true, nil
+		return h, true, t.refspec, nil
 	}
 
 	// A commit no ref names: look here first, then fetch every branch and
 	// tag and look again.
 	if h, ok, err := localCommit(repo, t.prefix); err != nil || ok {
-		return h, false, err
+		return h, false, "", err
 	}
 	// Full history (as git's --unshallow): an older commit may lie past
 	// the depth-1 first fetch.
 	if err := fetch(ctx, log, remote, acc, src.URL, shown, unshallow, fetchAll...); err != nil {
-		return plumbing.ZeroHash, false, err
+		return h, false, "", err
 	}
 	h, ok, err := localCommit(repo, t.prefix)
 	if err != nil {
-		return plumbing.ZeroHash, false, err
+		return h, false, "", err
 	}
 	if !ok {
-		return plumbing.ZeroHash, false, notFound(ErrRefNotFound,
+		return h, false, "", notFound(ErrRefNotFound,
 			"ref %q not found in %s (tried branch, tag and commit)", src.Ref, shown)
 	}
-	return h, true, nil
+	return h, true, "", nil
 }
 
 // unshallow is the depth git uses for "all of it".
 const unshallow = 0x7fffffff
 
-// deepen is the history fetched on top of a shallow clone: go-git tells the
-// server where the clone is shallow only when a depth is given, and without
-// that a commit could arrive without its parents. It also reaches back far
-// enough for the rewind check to find the last applied commit.
-const deepen = 1000
+// deepen is the history fetched with a new tip on top of a shallow clone:
+// go-git tells the server where the clone is shallow only when a depth is
+// given (without it a commit could arrive without its parents), and most
+// updates are a few commits ahead of the last applied one. When the rewind
+// check needs more, it fetches deeper (deepenSteps).
+const deepen = 16
 
 // depthFor chooses the depth of a fetch of one ref: 1 into an empty clone
-// (a device needs the tip, not the history); all of it when the last
-// applied commit is not in the clone (a clone made again), so the rewind
-// check can walk to it; deepen on a shallow clone; 0 (everything new) on a
-// full one.
-func depthFor(repo *git.Repository, src Source) int {
+// (a device needs the tip, not the history), deepen on a shallow clone, 0
+// (everything new) on a full one.
+func depthFor(repo *git.Repository) int {
 	switch {
-	case emptyClone(repo) && src.LastApplied == "":
+	case emptyClone(repo):
 		return 1
-	case src.LastApplied != "" && !hasCommit(repo, src.LastApplied):
-		return unshallow
 	case isShallow(repo):
 		return deepen
 	}

@@ -60,10 +60,11 @@ func TestRewindRefused(t *testing.T) {
 	require.Equal(t, 0, code, errOut)
 
 	repo.ResetHard(first) // a force-push back to v1
+	n.write("etc/infer/config.yaml", "edited by hand\n")
 	_, errOut, code = n.tend("apply")
 	require.Equal(t, 1, code)
 	require.Contains(t, errOut, "allowRewind")
-	require.Equal(t, "v2\n", n.read("etc/infer/config.yaml"))
+	require.Equal(t, "v2\n", n.read("etc/infer/config.yaml"), "held at the last applied commit: the refusal does not stop drift reverts")
 
 	withConfig(t, n, "  allowRewind: true\n")
 	_, errOut, code = n.tend("apply")
