@@ -392,7 +392,7 @@ func TestUnreachableRepoHoldsLastApplied(t *testing.T) {
 	n.write("etc/infer/config.yaml", "edited while offline\n")
 	out, errOut, code := n.tend("apply")
 	require.Equal(t, 1, code, "the failure to reach the repo is still an error")
-	require.Contains(t, errOut, "unreachable; using the last applied commit")
+	require.Contains(t, errOut, "unreachable; holding the last applied commit")
 	require.Contains(t, out, "drift: content changed on node")
 	require.Equal(t, "threshold: 0.4\n", n.read("etc/infer/config.yaml"), "the node is held at its last applied state")
 }
