@@ -14,10 +14,26 @@ import (
 	githttp "github.com/go-git/go-git/v5/plumbing/transport/http"
 )
 
-// access is how to reach the remote: credentials and TLS roots.
+// access is how to reach the remote: credentials, TLS roots, and for ssh
+// the deadline of the connection (see withDeadline).
 type access struct {
 	auth     transport.AuthMethod
 	caBundle []byte
+	// proxy goes into git.ListOptions and git.FetchOptions as
+	// ProxyOptions. It is never a real proxy: see deadlineScheme.
+	proxy transport.ProxyOptions
+}
+
+// withDeadline returns a copy of a whose ssh connections fail at t: reads
+// and writes, the server's banner and the handshake included, not only the
+// TCP connect that go-git bounds. Call it per fetch with the deadline of
+// the fetch's context. It changes nothing for http(s), local and git://
+// remotes, whose transports watch the context, nor for a zero t.
+func (a access) withDeadline(t time.Time) access {
+	if _, ok := a.auth.(*sshAuth); ok && !t.IsZero() {
+		a.proxy = deadlineProxy(t)
+	}
+	return a
 }
 
 // DefaultTokenUser is the basic-auth user name sent with a token when no
@@ -35,7 +51,8 @@ const DefaultTokenUser = "git"
 const DefaultSSHUser = "git"
 
 // sshDialTimeout bounds the TCP connect of an ssh fetch: go-git's ssh
-// transport does not watch the fetch's context until connected.
+// transport does not watch the fetch's context until connected (the rest of
+// the handshake is bounded by access.withDeadline).
 const sshDialTimeout = 30 * time.Second
 
 // Names of the source.auth fields, as the agent configuration spells them.

@@ -6,6 +6,7 @@ import (
 	"net/url"
 	"os"
 	"path/filepath"
+	"regexp"
 	"strings"
 
 	git "github.com/go-git/go-git/v5"
@@ -31,9 +32,9 @@ func endpoint(raw string) (stored string, auth transport.AuthMethod, err error) 
 	case kindNone:
 		return "", nil, errors.New("no repository URL configured")
 	case kindHTTP:
-		u, err := url.Parse(raw)
+		u, err := parseURL(raw)
 		if err != nil {
-			return "", nil, fmt.Errorf("parse repository URL %s: %w", RedactURL(raw), redactErr(err, raw))
+			return "", nil, err
 		}
 		if u.User != nil {
 			pass, _ := u.User.Password()
@@ -71,9 +72,9 @@ func sshEndpoint(raw string) (stored string, auth transport.AuthMethod, err erro
 		}
 		return raw, nil, nil
 	}
-	u, err := url.Parse(raw)
+	u, err := parseURL(raw)
 	if err != nil {
-		return "", nil, fmt.Errorf("parse repository URL %s: %w", RedactURL(raw), redactErr(err, raw))
+		return "", nil, err
 	}
 	if u.Host == "" || u.Path == "" {
 		return "", nil, fmt.Errorf("ssh repository URL %s needs a host and a path, as in ssh://git@host:22/org/fleet.git", RedactURL(raw))
@@ -86,6 +87,36 @@ func sshEndpoint(raw string) (stored string, auth transport.AuthMethod, err erro
 	}
 	return u.String(), auth, nil
 }
+
+// parseURL parses an http(s) or ssh URL. Its errors never hold the URL
+// unredacted: a *url.Error quotes the URL, and its reason may quote a piece
+// of the password (the "port" of https://user:pa/ss@host), so only the
+// reason is kept, without what it quotes. A URL whose "@" comes after its
+// host is refused: that is a password with an unencoded / ? or # in it,
+// which would otherwise be sent to the wrong host and stored in the clone.
+func parseURL(raw string) (*url.URL, error) {
+	const hint = "; percent-encode / ? # @ and spaces in a user name, password or token (%2F %3F %23 %40 %20)"
+	u, err := url.Parse(raw)
+	if err != nil {
+		var ue *url.Error
+		if errors.As(err, &ue) {
+			err = ue.Err
+		}
+		msg := fmt.Sprintf("parse repository URL %s: %s", RedactURL(raw), quotedRE.ReplaceAllString(err.Error(), ""))
+		if RedactURL(raw) != raw {
+			msg += hint
+		}
+		return nil, errors.New(msg)
+	}
+	_, rest, _ := strings.Cut(raw, "://")
+	if end := strings.IndexAny(rest, "/?#"); end >= 0 && strings.Contains(rest[end:], "@") {
+		return nil, &permanentError{fmt.Errorf("repository URL %s has an @ after its host%s", RedactURL(raw), hint)}
+	}
+	return u, nil
+}
+
+// quotedRE matches a Go-quoted string (%q) and the space before it.
+var quotedRE = regexp.MustCompile(`\s*"(?:[^"\\]|\\.)*"`)
 
 // kind is what sort of address a source URL is.
 type kind int

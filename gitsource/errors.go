@@ -5,6 +5,8 @@ import (
 	"fmt"
 	"net/url"
 	"regexp"
+	"sort"
+	"strconv"
 	"strings"
 )
 
@@ -34,39 +36,47 @@ var (
 )
 
 // RedactURL strips the userinfo (user name and password or token) from a
-// URL, so that it can be printed and logged. Strings that are not URLs with a
-// scheme (local paths, scp-like "git@host:repo") are returned unchanged.
+// URL, so that it can be printed and logged: everything between "://" and
+// the last "@". That is the userinfo even when the password holds a / ? #
+// @ or space that should have been percent-encoded, and so the URL does not
+// parse, or parses with the password in its path; a URL with an "@" in its
+// path loses more than its userinfo. Strings that are not URLs with a scheme
+// (local paths, scp-like "git@host:repo") are returned unchanged.
 func RedactURL(raw string) string {
-	if !strings.Contains(raw, "://") {
+	i := strings.Index(raw, "://")
+	if i < 0 {
 		return raw
 	}
-	u, err := url.Parse(raw)
-	if err != nil {
-		// Unparsable, but it may still carry credentials: cut them out
-		// textually.
-		return userinfoRE.ReplaceAllString(raw, "$1")
-	}
-	if u.User == nil {
+	rest := raw[i+3:]
+	at := strings.LastIndexByte(rest, '@')
+	if at < 0 {
 		return raw
 	}
-	u.User = nil
-	return u.String()
+	return raw[:i+3] + rest[at+1:]
 }
 
-// userinfoRE matches the "user:secret@" part of any URL in a text.
-var userinfoRE = regexp.MustCompile(`(://)[^/@\s"']+@`)
+// userinfoRE matches the "user:secret@" part of any URL in a text: up to
+// the last "@" before the first space or quote.
+var userinfoRE = regexp.MustCompile(`(://)[^\s"']*@`)
 
 // redactedError hides credentials that a transport may have put into an
 // error's text, keeping the error chain for errors.Is and errors.As.
 type redactedError struct {
-	err    error
-	secret string
+	err     error
+	secrets []string // longest first
 }
 
 func (e *redactedError) Error() string {
-	msg := userinfoRE.ReplaceAllString(e.err.Error(), "$1")
-	if len(e.secret) >= minSecretLen {
-		msg = strings.ReplaceAll(msg, e.secret, "***")
+	msg := e.err.Error()
+	// A *url.Error quotes its URL: print it redacted. Its quoting escapes
+	// characters, so the secrets below would not match there.
+	var ue *url.Error
+	if errors.As(e.err, &ue) && ue.URL != "" {
+		msg = strings.ReplaceAll(msg, strconv.Quote(ue.URL), strconv.Quote(RedactURL(ue.URL)))
+	}
+	msg = userinfoRE.ReplaceAllString(msg, "$1")
+	for _, s := range e.secrets {
+		msg = strings.ReplaceAll(msg, s, "***")
 	}
 	return msg
 }
@@ -82,11 +92,39 @@ func redactErr(err error, rawURL string) error {
 	if err == nil {
 		return nil
 	}
-	var secret string
-	if u, perr := url.Parse(rawURL); perr == nil && u.User != nil {
-		secret, _ = u.User.Password()
+	return &redactedError{err: err, secrets: urlSecrets(rawURL)}
+}
+
+// urlSecrets are the forms in which the credentials of rawURL may show in a
+// message, longest first: the password (as written, decoded, and quoted by
+// %q), and the whole userinfo of an http(s) URL (a token alone is a user
+// name). They are found as RedactURL does, so a URL that does not parse
+// still has its secret hidden.
+func urlSecrets(rawURL string) []string {
+	scheme, rest, ok := strings.Cut(rawURL, "://")
+	at := strings.LastIndexByte(rest, '@')
+	if !ok || at < 0 {
+		return nil
 	}
-	return &redactedError{err: err, secret: secret}
+	userinfo := rest[:at]
+	var out []string
+	add := func(s string) {
+		if len(s) >= minSecretLen {
+			out = append(out, s, strings.Trim(strconv.Quote(s), `"`))
+		}
+	}
+	_, pass, hasPass := strings.Cut(userinfo, ":")
+	if hasPass {
+		add(pass)
+		if p, err := url.PathUnescape(pass); err == nil {
+			add(p)
+		}
+	}
+	if s := strings.ToLower(scheme); hasPass || s == "http" || s == "https" {
+		add(userinfo)
+	}
+	sort.Slice(out, func(i, j int) bool { return len(out[i]) > len(out[j]) })
+	return out
 }
 
 // notFoundError is a message of its own that still matches one of the

@@ -1,18 +1,22 @@
 package gitsource
 
 import (
+	"context"
 	"errors"
 	"fmt"
 	"log/slog"
 	"net"
+	"net/url"
 	"os"
 	"strconv"
 	"strings"
+	"time"
 
 	"github.com/go-git/go-git/v5/plumbing/transport"
 	gitssh "github.com/go-git/go-git/v5/plumbing/transport/ssh"
 	"golang.org/x/crypto/ssh"
 	xknownhosts "golang.org/x/crypto/ssh/knownhosts"
+	"golang.org/x/net/proxy"
 )
 
 // sshAccess authenticates with the key in sshKeyFile (or a password from
@@ -83,6 +87,53 @@ func (s *sshAuth) ClientConfig() (*ssh.ClientConfig, error) {
 		cfg.Timeout = sshDialTimeout
 	}
 	return cfg, err
+}
+
+// deadlineScheme is the "proxy" URL scheme that carries a fetch's deadline
+// into go-git's ssh transport, as tend-deadline://deadline?until=<unix ns>.
+// go-git bounds only the TCP connect of an ssh fetch and watches the
+// fetch's context only once connected: a server that accepts the connection
+// but never sends its banner would hold the fetch forever. The dialer
+// registered for this scheme dials directly, with no proxy, and sets the
+// deadline on the connection, so every read and write fails after it.
+const deadlineScheme = "tend-deadline"
+
+func init() {
+	proxy.RegisterDialerType(deadlineScheme, func(u *url.URL, _ proxy.Dialer) (proxy.Dialer, error) {
+		ns, err := strconv.ParseInt(u.Query().Get("until"), 10, 64)
+		if err != nil {
+			return nil, fmt.Errorf("ssh deadline: %w", err)
+		}
+		return deadlineDialer{until: time.Unix(0, ns)}, nil
+	})
+}
+
+// deadlineProxy is what makes go-git's ssh transport use deadlineDialer.
+func deadlineProxy(until time.Time) transport.ProxyOptions {
+	return transport.ProxyOptions{URL: fmt.Sprintf("%s://deadline?until=%d", deadlineScheme, until.UnixNano())}
+}
+
+// deadlineDialer dials TCP directly and sets until as the deadline of the
+// connection.
+type deadlineDialer struct{ until time.Time }
+
+func (d deadlineDialer) Dial(network, addr string) (net.Conn, error) {
+	return d.DialContext(context.Background(), network, addr)
+}
+
+func (d deadlineDialer) DialContext(ctx context.Context, network, addr string) (net.Conn, error) {
+	ctx, cancel := context.WithDeadline(ctx, d.until)
+	defer cancel()
+	var nd net.Dialer
+	conn, err := nd.DialContext(ctx, network, addr)
+	if err != nil {
+		return nil, err
+	}
+	if err := conn.SetDeadline(d.until); err != nil {
+		conn.Close()
+		return nil, err
+	}
+	return conn, nil
 }
 
 // knownHosts checks host keys against file. Only the key types file holds
