@@ -96,10 +96,10 @@ func redactErr(err error, rawURL string) error {
 }
 
 // urlSecrets are the forms in which the credentials of rawURL may show in a
-// message, longest first: the password (as written, decoded, and quoted by
-// %q), and the whole userinfo of an http(s) URL (a token alone is a user
-// name). They are found as RedactURL does, so a URL that does not parse
-// still has its secret hidden.
+// message, longest first: the password (as written, decoded, encoded as
+// url.URL.String writes it, and quoted by %q), and the whole userinfo of an
+// http(s) URL (a token alone is a user name). They are found as RedactURL
+// does, so a URL that does not parse still has its secret hidden.
 func urlSecrets(rawURL string) []string {
 	scheme, rest, ok := strings.Cut(rawURL, "://")
 	at := strings.LastIndexByte(rest, '@')
@@ -113,15 +113,22 @@ func urlSecrets(rawURL string) []string {
 			out = append(out, s, strings.Trim(strconv.Quote(s), `"`))
 		}
 	}
-	_, pass, hasPass := strings.Cut(userinfo, ":")
-	if hasPass {
-		add(pass)
-		if p, err := url.PathUnescape(pass); err == nil {
-			add(p)
+	addForms := func(s string) {
+		forms := []string{s}
+		if d, err := url.PathUnescape(s); err == nil && d != s {
+			forms = append(forms, d)
+		}
+		for _, f := range forms {
+			add(f)
+			add(strings.TrimPrefix(url.UserPassword("", f).String(), ":"))
 		}
 	}
+	_, pass, hasPass := strings.Cut(userinfo, ":")
+	if hasPass {
+		addForms(pass)
+	}
 	if s := strings.ToLower(scheme); hasPass || s == "http" || s == "https" {
-		add(userinfo)
+		addForms(userinfo)
 	}
 	sort.Slice(out, func(i, j int) bool { return len(out[i]) > len(out[j]) })
 	return out

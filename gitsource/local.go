@@ -23,7 +23,7 @@ func listRefs(ctx context.Context, remote *git.Remote, acc access) ([]*plumbing.
 			// does not know): let the transport say what is wrong.
 		}
 	}
-	return remote.ListContext(ctx, &git.ListOptions{Auth: acc.auth, CABundle: acc.caBundle, PeelingOption: git.AppendPeeled})
+	return remote.ListContext(ctx, &git.ListOptions{Auth: acc.auth, CABundle: acc.caBundle, ProxyOptions: acc.proxy, PeelingOption: git.AppendPeeled})
 }
 
 func localPath(u string) (string, bool) {

@@ -118,6 +118,9 @@ func Fetch(ctx context.Context, src Source, opts Options) (*Snapshot, error) {
 	if err != nil {
 		return nil, err
 	}
+	if d, ok := ctx.Deadline(); ok {
+		acc = acc.withDeadline(d) // bounds an ssh handshake that never ends
+	}
 	f := &fetcher{src: src, opts: opts, stored: stored, acc: acc, dir: dir, shown: shown, log: log}
 	snap, err := f.run(ctx)
 	if err != nil && ctx.Err() == nil && f.damaged(err) {
@@ -325,13 +328,14 @@ func depthFor(repo *git.Repository) int {
 func fetch(ctx context.Context, log *slog.Logger, remote *git.Remote, acc access, rawURL, shown string, depth int, refspecs ...config.RefSpec) error {
 	err := retry(ctx, log, shown, func() error {
 		err := remote.FetchContext(ctx, &git.FetchOptions{
-			RemoteName: remoteName,
-			RefSpecs:   refspecs,
-			Depth:      depth,
-			Auth:       acc.auth,
-			CABundle:   acc.caBundle,
-			Tags:       git.NoTags,
-			Force:      true,
+			RemoteName:   remoteName,
+			RefSpecs:     refspecs,
+			Depth:        depth,
+			Auth:         acc.auth,
+			CABundle:     acc.caBundle,
+			ProxyOptions: acc.proxy,
+			Tags:         git.NoTags,
+			Force:        true,
 		})
 		if errors.Is(err, git.NoErrAlreadyUpToDate) {
 			return nil
