@@ -178,12 +178,6 @@ func emptyClone(repo *git.Repository) bool {
 	return empty
 }
 
-// hasCommit reports whether the clone holds the commit with full hash h.
-func hasCommit(repo *git.Repository, h string) bool {
-	_, err := repo.CommitObject(plumbing.NewHash(h))
-	return err == nil
-}
-
 // isShallow reports whether the clone lacks history past some commits.
 func isShallow(repo *git.Repository) bool {
 	s, err := repo.Storer.Shallow()
