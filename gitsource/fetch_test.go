@@ -129,12 +129,15 @@ func TestFetchUpdates(t *testing.T) {
 				require.NoError(t, err, "commit %s in clone", rev)
 			}
 
-			// The fetch on top of the shallow clone deepened it: moving back
-			// to an older commit fetches nothing.
+			// The clone is shallow: an older commit is fetched once, then
+			// pinning it again fetches nothing.
 			pinned, err := fetch(t, dir, gitsource.Source{URL: src.URL, Ref: f.c0, Path: src.Path})
 			require.NoError(t, err)
-			require.False(t, pinned.Fetched)
+			require.True(t, pinned.Fetched, "c0 lies past the depth-1 first fetch")
 			require.Equal(t, f.c0, pinned.Revision)
+			pinned, err = fetch(t, dir, gitsource.Source{URL: src.URL, Ref: f.c0, Path: src.Path})
+			require.NoError(t, err)
+			require.False(t, pinned.Fetched)
 		})
 	}
 }

@@ -69,7 +69,9 @@ func median(ds []time.Duration) time.Duration {
 // BenchmarkFleetSync measures, on a 1,000-device fleet repo over smart
 // HTTP: the first sync of one device (clone + read its folder) against
 // `git clone --depth 1 --single-branch`, and a no-op tick against `git
-// ls-remote`, with the bytes the server sent for each. Medians of 5.
+// ls-remote`, and a change tick (one device changed upstream) against `git
+// fetch` in the depth-1 git clone, with the bytes the server sent for each.
+// Medians of 5.
 func BenchmarkFleetSync(b *testing.B) {
 	r := fleetRepo(b, 1000)
 	srv, sent := countingServer(b, filepath.Dir(r.Dir()))
@@ -90,9 +92,9 @@ func BenchmarkFleetSync(b *testing.B) {
 		return time.Since(start), sent.Load() - before
 	}
 	for b.Loop() {
-		var tendSync, gitClone, tendNoop, gitLs []time.Duration
-		var syncBytes, cloneBytes, noopBytes, lsBytes int64
-		for range 5 {
+		var tendSync, gitClone, tendNoop, gitLs, tendChange, gitFetch []time.Duration
+		var syncBytes, cloneBytes, noopBytes, lsBytes, changeBytes, fetchBytes int64
+		for i := range 5 {
 			dir := b.TempDir()
 			d, n := timed(func() {
 				if _, err := gitsource.Fetch(context.Background(), src, gitsource.Options{Dir: filepath.Join(dir, "tend")}); err != nil {
@@ -113,6 +115,22 @@ func BenchmarkFleetSync(b *testing.B) {
 			tendNoop, noopBytes = append(tendNoop, d), n
 			d, n = timed(func() { git("ls-remote", url) })
 			gitLs, lsBytes = append(gitLs, d), n
+
+			// A change tick: one device's manifest changed upstream.
+			r.WriteFile("devices/dev-0500/device.yaml", fmt.Sprintf("apiVersion: tend.dev/v1alpha1\nkind: Device\nmetadata: {name: dev-0500}\nspec: {files: [{path: /etc/infer/x, content: \"%d\"}]}\n", i))
+			r.Commit(fmt.Sprintf("change %d", i))
+			last := r.Git("rev-parse", "HEAD~1")
+			d, n = timed(func() {
+				s := src
+				s.LastApplied = strings.TrimSpace(last)
+				snap, err := gitsource.Fetch(context.Background(), s, gitsource.Options{Dir: filepath.Join(dir, "tend")})
+				if err != nil || !snap.Fetched || snap.Stale != nil {
+					b.Fatalf("not a change: %v", err)
+				}
+			})
+			tendChange, changeBytes = append(tendChange, d), n
+			d, n = timed(func() { git("-C", filepath.Join(dir, "git"), "fetch", "-q", "origin", "main") })
+			gitFetch, fetchBytes = append(gitFetch, d), n
 		}
 		b.ReportMetric(float64(median(tendSync))/float64(median(gitClone)), "sync/clone")
 		b.ReportMetric(float64(median(tendNoop))/float64(median(gitLs)), "noop/ls-remote")
@@ -120,5 +138,8 @@ func BenchmarkFleetSync(b *testing.B) {
 		b.ReportMetric(float64(cloneBytes), "clone-bytes")
 		b.ReportMetric(float64(noopBytes), "noop-bytes")
 		b.ReportMetric(float64(lsBytes), "ls-remote-bytes")
+		b.ReportMetric(float64(median(tendChange))/float64(median(gitFetch)), "change/fetch")
+		b.ReportMetric(float64(changeBytes), "change-bytes")
+		b.ReportMetric(float64(fetchBytes), "fetch-bytes")
 	}
 }

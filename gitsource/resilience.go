@@ -184,6 +184,26 @@ func isShallow(repo *git.Repository) bool {
 	return err == nil && len(s) > 0
 }
 
+// markShallow records commits whose parents the clone lacks as shallow, so
+// the next deepening fetch asks the server for their history.
+func markShallow(repo *git.Repository, edges []plumbing.Hash) error {
+	have, err := repo.Storer.Shallow()
+	if err != nil {
+		return err
+	}
+	seen := map[plumbing.Hash]bool{}
+	for _, h := range have {
+		seen[h] = true
+	}
+	for _, h := range edges {
+		if !seen[h] {
+			seen[h] = true
+			have = append(have, h)
+		}
+	}
+	return repo.Storer.SetShallow(have)
+}
+
 // errDamaged marks a failure that can only come from a damaged clone.
 var errDamaged = errors.New("damaged clone")
 

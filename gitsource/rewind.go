@@ -37,11 +37,11 @@ func checkRewind(repo *git.Repository, commit *object.Commit, src Source, shown 
 		return fmt.Errorf("read last applied commit %s in the clone: %w", last[:12], err)
 	}
 
-	found, incomplete, err := descends(repo, commit, lastHash, maxRewindWalk)
+	found, edges, err := descends(repo, commit, lastHash, maxRewindWalk)
 	switch {
-	case !found && err == nil && (incomplete || (missing && isShallow(repo))):
+	case !found && err == nil && (len(edges) > 0 || (missing && isShallow(repo))):
 		// The clone's history ends before an answer: fetch deeper.
-		return errIncomplete
+		return &incompleteError{edges: edges}
 	case errors.Is(err, errWalkLimit):
 		return refuse(ErrRewind, err, "target %s of %s: the last applied commit %s is not among the %d newest commits of its history; %s",
 			target, shown, last[:12], maxRewindWalk, resolve)
@@ -61,6 +61,14 @@ var errWalkLimit = errors.New("history walk limit reached")
 // and asks again.
 var errIncomplete = errors.New("history too shallow to check for a rewind")
 
+// incompleteError is errIncomplete with the commits whose parents the
+// clone lacks: the fetch that deepens must declare them shallow, or the
+// server takes their history as already there.
+type incompleteError struct{ edges []plumbing.Hash }
+
+func (e *incompleteError) Error() string        { return errIncomplete.Error() }
+func (e *incompleteError) Is(target error) bool { return target == errIncomplete }
+
 // descends reports whether ancestor is in the history of from (from
 // excluded), reading at most limit commits breadth-first, so that recent
 // ancestors are found first. Only hashes wait in the queue: a device's
@@ -69,13 +77,13 @@ var errIncomplete = errors.New("history too shallow to check for a rewind")
 // between a target and a last applied commit it descends from was fetched
 // after that commit, so the walk finds it when it is there to find.
 //
-// incomplete says whether the walk met such a missing commit.
-func descends(repo *git.Repository, from *object.Commit, ancestor plumbing.Hash, limit int) (found, incomplete bool, err error) {
+// edges are the commits read whose parents the clone lacks.
+func descends(repo *git.Repository, from *object.Commit, ancestor plumbing.Hash, limit int) (found bool, edges []plumbing.Hash, err error) {
 	seen := map[plumbing.Hash]struct{}{from.Hash: {}}
 	queue := []plumbing.Hash{from.Hash}
 	for read := 0; len(queue) > 0; read++ {
 		if read >= limit {
-			return false, incomplete, errWalkLimit
+			return false, edges, errWalkLimit
 		}
 		h := queue[0]
 		queue = queue[1:]
@@ -83,17 +91,17 @@ func descends(repo *git.Repository, from *object.Commit, ancestor plumbing.Hash,
 		if h != from.Hash {
 			var err error
 			c, err = repo.CommitObject(h)
-			if errors.Is(err, plumbing.ErrObjectNotFound) {
-				incomplete = true
-				continue
-			}
 			if err != nil {
-				return false, incomplete, fmt.Errorf("read commit %s: %w", h.String()[:12], err)
+				return false, edges, fmt.Errorf("read commit %s: %w", h.String()[:12], err)
 			}
 		}
 		for _, p := range c.ParentHashes {
 			if p == ancestor {
-				return true, incomplete, nil
+				return true, edges, nil
+			}
+			if _, err := repo.Storer.EncodedObject(plumbing.CommitObject, p); errors.Is(err, plumbing.ErrObjectNotFound) {
+				edges = append(edges, c.Hash)
+				continue
 			}
 			if _, ok := seen[p]; !ok {
 				seen[p] = struct{}{}
@@ -101,5 +109,5 @@ func descends(repo *git.Repository, from *object.Commit, ancestor plumbing.Hash,
 			}
 		}
 	}
-	return false, incomplete, nil
+	return false, edges, nil
 }

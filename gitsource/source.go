@@ -206,7 +206,7 @@ func (f *fetcher) read(ctx context.Context, repo *git.Repository) (*Snapshot, er
 // history is too shallow to tell whether the target descends from the last
 // applied commit: most updates are a few commits ahead, a device that was
 // off for months may be thousands behind.
-var deepenSteps = []int{256, 4096, unshallow}
+var deepenSteps = []int{16, 256, 4096, unshallow}
 
 // checkRewind runs the rewind check, fetching deeper history of refspec
 // when the shallow clone cannot answer it yet.
@@ -215,6 +215,12 @@ func (f *fetcher) checkRewind(ctx context.Context, repo *git.Repository, commit 
 	for _, depth := range deepenSteps {
 		if !errors.Is(err, errIncomplete) || refspec == "" {
 			break
+		}
+		var inc *incompleteError
+		if errors.As(err, &inc) && len(inc.edges) > 0 {
+			if serr := markShallow(repo, inc.edges); serr != nil {
+				return serr
+			}
 		}
 		remote, rerr := repo.Remote(remoteName)
 		if rerr != nil {
@@ -269,6 +275,14 @@ func update(ctx context.Context, repo *git.Repository, src Source, acc access, s
 		if err := fetch(ctx, log, remote, acc, src.URL, shown, depthFor(repo), t.refspec); err != nil {
 			return h, false, "", err
 		}
+		if _, err := peelToCommit(repo, t.hash); err != nil && isShallow(repo) {
+			// The ref moved back to a commit past the clone's shallow edge:
+			// the server took it as already here. Ask for it by depth,
+			// which tells the server where the clone is shallow.
+			if err := fetch(ctx, log, remote, acc, src.URL, shown, 1, t.refspec); err != nil {
+				return h, false, "", err
+			}
+		}
 		h, err := peelToCommit(repo, t.hash)
 		if err != nil {
 			return h, false, "", fmt.Errorf("ref %q of %s names %s, which is not a commit: %w", src.Ref, shown, t.hash, err)
@@ -300,22 +314,16 @@ func update(ctx context.Context, repo *git.Repository, src Source, acc access, s
 // unshallow is the depth git uses for "all of it".
 const unshallow = 0x7fffffff
 
-// deepen is the history fetched with a new tip on top of a shallow clone:
-// go-git tells the server where the clone is shallow only when a depth is
-// given (without it a commit could arrive without its parents), and most
-// updates are a few commits ahead of the last applied one. When the rewind
-// check needs more, it fetches deeper (deepenSteps).
-const deepen = 16
-
 // depthFor chooses the depth of a fetch of one ref: 1 into an empty clone
-// (a device needs the tip, not the history), deepen on a shallow clone, 0
-// (everything new) on a full one.
+// (a device needs the tip, not the history), else 0: only what is new since
+// the commits the clone has. On a shallow clone the server then takes the
+// clone's commits as complete; when the new history reaches past the
+// clone's edge (a force-push), the rewind check finds commits missing and
+// fetches deeper (deepenSteps), and that fetch tells the server where the
+// clone is shallow.
 func depthFor(repo *git.Repository) int {
-	switch {
-	case emptyClone(repo):
+	if emptyClone(repo) {
 		return 1
-	case isShallow(repo):
-		return deepen
 	}
 	return 0
 }
