@@ -300,10 +300,18 @@ func lastApplied(stateDir, ref string) (string, error) {
 		return "", err
 	}
 	from, commit, _ := strings.Cut(inv.Revision, "@sha1:")
-	if from != displayRef(ref) {
+	if shortRef(from) != shortRef(displayRef(ref)) {
 		return "", nil
 	}
 	return commit, nil
+}
+
+// shortRef names refs/heads/main and main alike.
+func shortRef(ref string) string {
+	for _, p := range []string{"refs/heads/", "refs/tags/"} {
+		ref = strings.TrimPrefix(ref, p)
+	}
+	return ref
 }
 
 // Render turns a snapshot into this device's validated desired state. With
