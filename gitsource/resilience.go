@@ -8,6 +8,7 @@ import (
 	"io/fs"
 	"log/slog"
 	"net"
+	"net/http"
 	"os"
 	"path/filepath"
 	"strings"
@@ -17,6 +18,7 @@ import (
 	git "github.com/go-git/go-git/v5"
 	"github.com/go-git/go-git/v5/plumbing"
 	"github.com/go-git/go-git/v5/plumbing/storer"
+	githttp "github.com/go-git/go-git/v5/plumbing/transport/http"
 )
 
 // Retries of a transient failure within one fetch: a flaky link gets a
@@ -56,6 +58,11 @@ func transient(err error) bool {
 	if errors.As(err, &pe) {
 		return false
 	}
+	switch httpStatus(err) {
+	case http.StatusRequestTimeout, http.StatusTooManyRequests, http.StatusInternalServerError,
+		http.StatusBadGateway, http.StatusServiceUnavailable, http.StatusGatewayTimeout:
+		return true // a server or proxy that is briefly overloaded or restarting
+	}
 	var op *net.OpError
 	var dns *net.DNSError
 	if errors.As(err, &op) || errors.As(err, &dns) || errors.Is(err, context.DeadlineExceeded) ||
@@ -70,6 +77,19 @@ func transient(err error) bool {
 		}
 	}
 	return false
+}
+
+// httpStatus returns the HTTP status of a failed smart-HTTP request, or 0.
+func httpStatus(err error) int {
+	var he *githttp.Err
+	if errors.As(err, &he) {
+		return he.StatusCode()
+	}
+	var ue *plumbing.UnexpectedError
+	if errors.As(err, &ue) && errors.As(ue.Err, &he) {
+		return he.StatusCode()
+	}
+	return 0
 }
 
 // hint says what to check after a failure to list the remote's refs.
