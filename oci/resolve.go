@@ -1,0 +1,156 @@
+package oci
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"net/http"
+	"sort"
+	"strings"
+
+	"github.com/Masterminds/semver/v3"
+	"github.com/google/go-containerregistry/pkg/authn"
+	"github.com/google/go-containerregistry/pkg/name"
+	"github.com/google/go-containerregistry/pkg/v1/remote"
+	"github.com/google/go-containerregistry/pkg/v1/remote/transport"
+)
+
+// ErrNotFound means the repository, tag or digest does not exist, or no tag
+// matches the policy. Retrying will not help until someone pushes it.
+var ErrNotFound = errors.New("not found in registry")
+
+// Options say how to reach registries.
+type Options struct {
+	// Insecure lists registries (host[:port]) reached over plain HTTP.
+	Insecure []string
+	// Keychain finds credentials; nil means the default docker keychain.
+	Keychain authn.Keychain
+	// Transport is the HTTP transport; nil means the default.
+	Transport http.RoundTripper
+}
+
+// Resolved is a model ref pinned to the digest of its manifest.
+type Resolved struct {
+	Ref       string // as declared
+	Tag       string // the tag chosen ("" for a digest ref)
+	Digest    string // sha256:…
+	MediaType string // of the manifest or index
+	Size      int64  // of the manifest or index
+}
+
+// String is the form plans print: "ref → sha256:…".
+func (r Resolved) String() string { return r.Ref + " → " + r.Digest }
+
+// Resolve pins ref to a digest with one HEAD request (none of the layers
+// is read). With a semver range, ref names a repository and the highest
+// tag matching the range is chosen from the repository's tag list.
+func Resolve(ctx context.Context, ref, semverRange string, opts Options) (Resolved, error) {
+	res := Resolved{Ref: ref}
+	nameOpts := opts.nameOptions(ref)
+	if semverRange != "" {
+		repo, err := name.NewRepository(ref, nameOpts...)
+		if err != nil {
+			return res, fmt.Errorf("model ref %q: %w", ref, err)
+		}
+		tag, err := highest(ctx, repo, semverRange, opts)
+		if err != nil {
+			return res, err
+		}
+		res.Tag = tag
+		ref = repo.Tag(tag).String()
+	}
+	r, err := name.ParseReference(ref, nameOpts...)
+	if err != nil {
+		return res, fmt.Errorf("model ref %q: %w", ref, err)
+	}
+	if t, ok := r.(name.Tag); ok && res.Tag == "" {
+		res.Tag = t.TagStr()
+	}
+	desc, err := remote.Head(r, opts.remoteOptions(ctx)...)
+	if err != nil {
+		return res, classify(ref, err)
+	}
+	res.Digest, res.MediaType, res.Size = desc.Digest.String(), string(desc.MediaType), desc.Size
+	return res, nil
+}
+
+// highest lists repo's tags and returns the highest one in semverRange.
+func highest(ctx context.Context, repo name.Repository, semverRange string, opts Options) (string, error) {
+	c, err := semver.NewConstraint(semverRange)
+	if err != nil {
+		return "", fmt.Errorf("policy.semver %q: %w", semverRange, err)
+	}
+	tags, err := remote.List(repo, opts.remoteOptions(ctx)...)
+	if err != nil {
+		return "", classify(repo.String(), err)
+	}
+	type candidate struct {
+		tag string
+		v   *semver.Version
+	}
+	var matches []candidate
+	for _, t := range tags {
+		v, err := semver.NewVersion(t)
+		if err != nil || !c.Check(v) {
+			continue
+		}
+		matches = append(matches, candidate{t, v})
+	}
+	if len(matches) == 0 {
+		return "", fmt.Errorf("%w: no tag of %s matches %q (%d tags listed)", ErrNotFound, repo, semverRange, len(tags))
+	}
+	sort.Slice(matches, func(i, j int) bool {
+		if !matches[i].v.Equal(matches[j].v) {
+			return matches[i].v.GreaterThan(matches[j].v)
+		}
+		// The same version under several tags (v8, v8.0.0): the most
+		// specific tag, then a stable order.
+		if len(matches[i].tag) != len(matches[j].tag) {
+			return len(matches[i].tag) > len(matches[j].tag)
+		}
+		return matches[i].tag < matches[j].tag
+	})
+	return matches[0].tag, nil
+}
+
+func (o Options) nameOptions(ref string) []name.Option {
+	for _, h := range o.Insecure {
+		if strings.HasPrefix(ref, h+"/") {
+			return []name.Option{name.Insecure}
+		}
+	}
+	return nil
+}
+
+func (o Options) remoteOptions(ctx context.Context) []remote.Option {
+	kc := o.Keychain
+	if kc == nil {
+		kc = authn.DefaultKeychain
+	}
+	opts := []remote.Option{remote.WithContext(ctx), remote.WithAuthFromKeychain(kc)}
+	if o.Transport != nil {
+		opts = append(opts, remote.WithTransport(o.Transport))
+	}
+	return opts
+}
+
+// classify wraps a registry error so callers can tell "not there" from
+// trouble reaching the registry.
+func classify(ref string, err error) error {
+	var te *transport.Error
+	if errors.As(err, &te) && (te.StatusCode == http.StatusNotFound || hasCode(te, transport.ManifestUnknownErrorCode, transport.NameUnknownErrorCode)) {
+		return fmt.Errorf("%w: %s: %v", ErrNotFound, ref, err)
+	}
+	return fmt.Errorf("resolve %s: %w", ref, err)
+}
+
+func hasCode(te *transport.Error, codes ...transport.ErrorCode) bool {
+	for _, d := range te.Errors {
+		for _, c := range codes {
+			if d.Code == c {
+				return true
+			}
+		}
+	}
+	return false
+}
