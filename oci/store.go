@@ -1,0 +1,206 @@
+package oci
+
+import (
+	"context"
+	"crypto/sha256"
+	"errors"
+	"fmt"
+	"io"
+	"io/fs"
+	"log/slog"
+	"net/http"
+	"os"
+	"path/filepath"
+	"time"
+
+	"github.com/google/go-containerregistry/pkg/authn"
+	"github.com/google/go-containerregistry/pkg/name"
+	v1 "github.com/google/go-containerregistry/pkg/v1"
+	"github.com/google/go-containerregistry/pkg/v1/remote/transport"
+)
+
+// ErrDigestMismatch means the bytes a registry sent do not hash to the
+// digest they were asked for; they are thrown away.
+var ErrDigestMismatch = errors.New("digest mismatch")
+
+// Store is the content-addressed blob store, stateDir/blobs/sha256/<hex>,
+// shared by every model and version. A blob is written to a partial file
+// while it is hashed, and renamed into the store only when its digest
+// matches, so a blob in the store is always whole and right.
+type Store struct {
+	dir string // stateDir/blobs
+	log *slog.Logger
+}
+
+// Log keys.
+const (
+	logKeyDigest = "digest"
+	logKeyOffset = "offset"
+	logKeyError  = "error"
+)
+
+// NewStore opens (creating) the blob store under stateDir.
+func NewStore(stateDir string, log *slog.Logger) (*Store, error) {
+	if log == nil {
+		log = slog.New(slog.DiscardHandler)
+	}
+	s := &Store{dir: filepath.Join(stateDir, "blobs"), log: log}
+	for _, d := range []string{filepath.Join(s.dir, "sha256"), filepath.Join(s.dir, "partial")} {
+		if err := os.MkdirAll(d, 0o755); err != nil {
+			return nil, fmt.Errorf("blob store: %w", err)
+		}
+	}
+	return s, nil
+}
+
+// Path is where the blob with digest d lives once stored.
+func (s *Store) Path(d v1.Hash) string { return filepath.Join(s.dir, d.Algorithm, d.Hex) }
+
+func (s *Store) partial(d v1.Hash) string {
+	return filepath.Join(s.dir, "partial", d.Algorithm+"-"+d.Hex)
+}
+
+// Has reports whether the blob is in the store.
+func (s *Store) Has(d v1.Hash) bool {
+	_, err := os.Stat(s.Path(d))
+	return err == nil
+}
+
+// fetchAttempts bounds how often one Fetch resumes after a dropped
+// connection before it gives up until the next tick.
+var fetchAttempts = 5
+
+// Fetch brings blob d (of the given size) of repo into the store. A blob
+// already there is not downloaded again. A partial download, from a dropped
+// connection or an earlier run, is resumed with an HTTP Range request from
+// where it stopped. It returns the bytes downloaded by this call.
+func (s *Store) Fetch(ctx context.Context, repo name.Repository, d v1.Hash, size int64, opts Options) (int64, error) {
+	if d.Algorithm != "sha256" {
+		return 0, fmt.Errorf("blob %s: only sha256 digests are supported", d)
+	}
+	if s.Has(d) {
+		return 0, nil
+	}
+	client, err := opts.blobClient(ctx, repo)
+	if err != nil {
+		return 0, err
+	}
+	var total int64
+	for attempt := 1; ; attempt++ {
+		n, err := s.download(ctx, client, repo, d, size)
+		total += n
+		if err == nil {
+			return total, s.publish(d)
+		}
+		if ctx.Err() != nil || errors.Is(err, ErrDigestMismatch) || attempt >= fetchAttempts || n == 0 && attempt > 1 {
+			return total, fmt.Errorf("download %s@%s: %w", repo, d, err)
+		}
+		s.log.WarnContext(ctx, "download interrupted; resuming", logKeyDigest, d.String(), logKeyError, err.Error())
+		select {
+		case <-ctx.Done():
+			return total, ctx.Err()
+		case <-time.After(time.Duration(attempt) * 200 * time.Millisecond):
+		}
+	}
+}
+
+// download appends to the partial file from its current length, hashing
+// everything, and checks the digest once size bytes are there.
+func (s *Store) download(ctx context.Context, client *http.Client, repo name.Repository, d v1.Hash, size int64) (int64, error) {
+	f, err := os.OpenFile(s.partial(d), os.O_CREATE|os.O_RDWR, 0o644)
+	if err != nil {
+		return 0, err
+	}
+	defer f.Close()
+	h := sha256.New()
+	have, err := io.Copy(h, f) // the hash of what an earlier attempt wrote
+	if err != nil {
+		return 0, err
+	}
+	if have > size {
+		return 0, s.discard(d, fmt.Errorf("%w: partial file is longer than the blob", ErrDigestMismatch))
+	}
+	if have < size {
+		u := fmt.Sprintf("%s://%s/v2/%s/blobs/%s", repo.Scheme(), repo.RegistryStr(), repo.RepositoryStr(), d)
+		req, err := http.NewRequestWithContext(ctx, http.MethodGet, u, nil)
+		if err != nil {
+			return 0, err
+		}
+		if have > 0 {
+			req.Header.Set("Range", fmt.Sprintf("bytes=%d-%d", have, size-1))
+			s.log.InfoContext(ctx, "resuming download", logKeyDigest, d.String(), logKeyOffset, have)
+		}
+		resp, err := client.Do(req)
+		if err != nil {
+			return 0, err
+		}
+		defer resp.Body.Close()
+		switch {
+		case have > 0 && resp.StatusCode == http.StatusOK:
+			// The server ignored the Range: start over.
+			if err := f.Truncate(0); err != nil {
+				return 0, err
+			}
+			if _, err := f.Seek(0, io.SeekStart); err != nil {
+				return 0, err
+			}
+			h.Reset()
+		case resp.StatusCode != http.StatusOK && resp.StatusCode != http.StatusPartialContent:
+			return 0, transport.CheckError(resp, http.StatusOK, http.StatusPartialContent)
+		}
+		n, err := io.Copy(io.MultiWriter(f, h), io.LimitReader(resp.Body, size))
+		if err != nil {
+			return n, err
+		}
+		if n < size-have {
+			return n, io.ErrUnexpectedEOF
+		}
+	}
+	if got := "sha256:" + fmt.Sprintf("%x", h.Sum(nil)); got != d.String() {
+		return 0, s.discard(d, fmt.Errorf("%w: got %s", ErrDigestMismatch, got))
+	}
+	return size - have, f.Sync()
+}
+
+func (s *Store) discard(d v1.Hash, err error) error {
+	_ = os.Remove(s.partial(d))
+	return err
+}
+
+// publish renames a complete, verified partial file into the store and
+// syncs the folder, so the blob survives a power cut once Fetch returns.
+func (s *Store) publish(d v1.Hash) error {
+	if err := os.Rename(s.partial(d), s.Path(d)); err != nil {
+		return fmt.Errorf("store blob %s: %w", d, err)
+	}
+	dir, err := os.Open(filepath.Dir(s.Path(d)))
+	if err != nil {
+		return err
+	}
+	defer dir.Close()
+	if err := dir.Sync(); err != nil && !errors.Is(err, fs.ErrInvalid) {
+		return err
+	}
+	return nil
+}
+
+// blobClient is an HTTP client that authenticates to repo's registry.
+func (o Options) blobClient(ctx context.Context, repo name.Repository) (*http.Client, error) {
+	kc := o.Keychain
+	if kc == nil {
+		kc = authn.DefaultKeychain
+	}
+	auth, err := kc.Resolve(repo.Registry)
+	if err != nil {
+		return nil, fmt.Errorf("credentials for %s: %w", repo.RegistryStr(), err)
+	}
+	base := o.Transport
+	if base == nil {
+		base = http.DefaultTransport
+	}
+	rt, err := transport.NewWithContext(ctx, repo.Registry, auth, base, []string{repo.Scope(transport.PullScope)})
+	if err != nil {
+		return nil, fmt.Errorf("connect to %s: %w", repo.RegistryStr(), err)
+	}
+	return &http.Client{Transport: rt}, nil
+}
