@@ -150,3 +150,7 @@ func fetchBlob(t *testing.T, repo name.Repository, d v1.Hash) []byte {
 }
 
 func itoa(n int64) string { return strconv.FormatInt(n, 10) }
+
+func remoteWriteLayer(repo name.Repository, l v1.Layer) error {
+	return remote.WriteLayer(repo, l)
+}
