@@ -117,6 +117,7 @@ func (r *Reconciler) run(ctx context.Context, apply bool) (*Result, error) {
 
 	t := &tick{apply: apply}
 	steps := []step{
+		{"open", r.open},
 		{"fetch", r.fetch},
 		{"render", r.render},
 		{"observe", r.observe},
@@ -138,8 +139,23 @@ func (r *Reconciler) run(ctx context.Context, apply bool) (*Result, error) {
 	return &t.res, nil
 }
 
+// open makes the applier, whose inventory (read once) the source needs for
+// its rewind check and the observer for what tend manages.
+func (r *Reconciler) open(_ context.Context, t *tick) error {
+	a, err := applier.New(applier.Config{Root: r.Config.Root, StateDir: r.Config.StateDir, AllowPaths: r.Config.AllowPaths, Logger: r.logger()})
+	if err != nil {
+		return err
+	}
+	t.applier = a
+	return nil
+}
+
 func (r *Reconciler) fetch(ctx context.Context, t *tick) error {
-	snap, err := fetch(ctx, r.Config, r.logger())
+	inv, err := t.applier.Inventory()
+	if err != nil {
+		return err
+	}
+	snap, err := fetch(ctx, r.Config, inv, r.logger())
 	if err != nil {
 		return err
 	}
@@ -162,11 +178,8 @@ func (r *Reconciler) render(_ context.Context, t *tick) error {
 }
 
 func (r *Reconciler) observe(ctx context.Context, t *tick) error {
-	a, err := applier.New(applier.Config{Root: r.Config.Root, StateDir: r.Config.StateDir, AllowPaths: r.Config.AllowPaths, Logger: r.logger()})
-	if err != nil {
-		return err
-	}
-	t.applier = a
+	a := t.applier
+	var err error
 	t.desired, err = a.Desired(t.res.Device, Revision(t.res.Snapshot))
 	if err != nil {
 		return err
@@ -219,7 +232,11 @@ func (r *Reconciler) Snapshot(ctx context.Context) (*gitsource.Snapshot, error) 
 		return nil, err
 	}
 	defer unlock()
-	snap, err := fetch(ctx, r.Config, r.logger())
+	inv, err := applier.LoadInventory(r.Config.StateDir)
+	if err != nil {
+		return nil, err
+	}
+	snap, err := fetch(ctx, r.Config, inv, r.logger())
 	if err == nil && snap.Stale != nil {
 		return nil, snap.Stale // validate and render speak of the target, not of what the node holds
 	}
@@ -254,15 +271,12 @@ func (r *Reconciler) lock(ctx context.Context) (func() error, error) {
 
 // fetch reads this device's manifests from the fleet repo into the clone in
 // stateDir; the caller holds the lock.
-func fetch(ctx context.Context, c *manifest.AgentConfig, log *slog.Logger) (*gitsource.Snapshot, error) {
+func fetch(ctx context.Context, c *manifest.AgentConfig, inv *applier.Inventory, log *slog.Logger) (*gitsource.Snapshot, error) {
 	ref, path, err := c.ExpandSource()
 	if err != nil {
 		return nil, err
 	}
-	last, err := lastApplied(c.StateDir, ref)
-	if err != nil {
-		return nil, err
-	}
+	last := lastApplied(inv, ref)
 	src := gitsource.Source{URL: c.Source.URL, Ref: ref, Path: path, LastApplied: last, AllowRewind: c.Source.AllowRewind}
 	if a := c.Source.Auth; a != nil {
 		src.Auth = gitsource.Auth{TokenFile: a.TokenFile, UsernameFile: a.UsernameFile, PasswordFile: a.PasswordFile,
@@ -294,16 +308,12 @@ func fetch(ctx context.Context, c *manifest.AgentConfig, log *slog.Logger) (*git
 // (say from main to devices/cam-017) starts its rewind check over: the new
 // ref need not descend from the old one, and the move was made on the node,
 // not pushed to the repo.
-func lastApplied(stateDir, ref string) (string, error) {
-	inv, err := applier.LoadInventory(stateDir)
-	if err != nil {
-		return "", err
-	}
+func lastApplied(inv *applier.Inventory, ref string) string {
 	from, commit, _ := strings.Cut(inv.Revision, "@sha1:")
 	if shortRef(from) != shortRef(displayRef(ref)) {
-		return "", nil
+		return ""
 	}
-	return commit, nil
+	return commit
 }
 
 // shortRef names refs/heads/main and main alike.

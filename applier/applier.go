@@ -33,6 +33,8 @@ type Applier struct {
 
 	mu    sync.Mutex
 	specs map[string]any // manifest item by resource id, from Desired
+
+	loaded *Inventory // read once per tick (an Applier is made per tick), until Apply
 }
 
 // Result says what an Apply did.
@@ -160,10 +162,26 @@ func (a *Applier) Observe(ctx context.Context, d planner.Desired) (planner.Obser
 	return obs, nil
 }
 
-// loadInventory loads the inventory in stateDir and checks that it belongs
-// to this applier's root and to device.
+// Inventory returns the inventory in stateDir. It is read once: the
+// source's rewind check, Observe and Apply of one tick share the copy, and
+// Apply drops it, so the next tick reads what Apply wrote.
+func (a *Applier) Inventory() (*Inventory, error) {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	if a.loaded == nil {
+		inv, err := LoadInventory(a.stateDir)
+		if err != nil {
+			return nil, err
+		}
+		a.loaded = inv
+	}
+	return a.loaded, nil
+}
+
+// loadInventory returns the inventory and checks that it belongs to this
+// applier's root and to device.
 func (a *Applier) loadInventory(device string) (*Inventory, error) {
-	inv, err := LoadInventory(a.stateDir)
+	inv, err := a.Inventory()
 	if err != nil {
 		return nil, err
 	}

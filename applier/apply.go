@@ -40,6 +40,11 @@ func (a *Applier) Apply(ctx context.Context, d planner.Desired, cs *planner.Chan
 	if err != nil {
 		return Result{}, err
 	}
+	defer func() {
+		a.mu.Lock()
+		a.loaded = nil
+		a.mu.Unlock()
+	}()
 	before := fingerprint(inv)
 	a.mu.Lock()
 	specs := a.specs
