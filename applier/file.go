@@ -120,12 +120,3 @@ func checkPath(p string) error {
 	}
 	return nil
 }
-
-// under reports whether p is inside dir, dir itself excluded, by path
-// components: /etc/inferX is not under /etc/infer.
-func under(p, dir string) bool {
-	if dir == "/" {
-		return p != "/"
-	}
-	return strings.HasPrefix(p, dir+"/")
-}

@@ -61,23 +61,3 @@ func TestParseMode(t *testing.T) {
 		})
 	}
 }
-
-func TestUnder(t *testing.T) {
-	tests := []struct {
-		p, dir string
-		want   bool
-	}{
-		{"/etc/infer/a", "/etc/infer", true},
-		{"/etc/infer/a/b", "/etc/infer", true},
-		{"/etc/inferX/a", "/etc/infer", false},
-		{"/etc/infer", "/etc/infer", false},
-		{"/etc", "/etc/infer", false},
-		{"/anything", "/", true},
-		{"/", "/", false},
-	}
-	for _, tt := range tests {
-		t.Run(tt.p+" in "+tt.dir, func(t *testing.T) {
-			require.Equal(t, tt.want, under(tt.p, tt.dir))
-		})
-	}
-}

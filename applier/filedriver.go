@@ -276,7 +276,7 @@ func (d *FileDriver) locate(id string) (allow, rel string, err error) {
 		return "", "", err
 	}
 	for _, a := range d.allow {
-		if under(p, a) {
+		if manifest.Under(p, a) {
 			return a, strings.TrimPrefix(strings.TrimPrefix(p, a), "/"), nil
 		}
 	}

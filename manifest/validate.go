@@ -172,11 +172,20 @@ func longName(p string) string {
 // Allowed reports whether p lies strictly under one of allow.
 func Allowed(p string, allow []string) bool {
 	for _, a := range allow {
-		if a == "/" || strings.HasPrefix(p, strings.TrimSuffix(a, "/")+"/") {
+		if Under(p, a) {
 			return true
 		}
 	}
 	return false
+}
+
+// Under reports whether the clean absolute path p lies strictly under dir,
+// with a path-boundary check: /etc/inferx is not under /etc/infer.
+func Under(p, dir string) bool {
+	if dir == "/" {
+		return p != "/"
+	}
+	return strings.HasPrefix(p, strings.TrimSuffix(dir, "/")+"/")
 }
 
 func (v validator) service(s Service) {
