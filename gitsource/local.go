@@ -15,7 +15,8 @@ import (
 // a change still goes through the transport.
 func listRefs(ctx context.Context, remote *git.Remote, acc access) ([]*plumbing.Reference, error) {
 	if urls := remote.Config().URLs; len(urls) == 1 {
-		if path, ok := localPath(urls[0]); ok {
+		if urlKind(urls[0]) == kindLocal {
+			path := strings.TrimPrefix(urls[0], "file://")
 			if refs, err := localRefs(path); err == nil {
 				return refs, nil
 			}
@@ -24,13 +25,6 @@ func listRefs(ctx context.Context, remote *git.Remote, acc access) ([]*plumbing.
 		}
 	}
 	return remote.ListContext(ctx, &git.ListOptions{Auth: acc.auth, CABundle: acc.caBundle, ProxyOptions: acc.proxy, PeelingOption: git.AppendPeeled})
-}
-
-func localPath(u string) (string, bool) {
-	if p, ok := strings.CutPrefix(u, "file://"); ok {
-		return p, true
-	}
-	return u, strings.HasPrefix(u, "/")
 }
 
 func localRefs(path string) ([]*plumbing.Reference, error) {

@@ -251,7 +251,7 @@ func (f *fetcher) prune(ctx context.Context, repo *git.Repository, rev plumbing.
 	if bound < 0 || f.pruning || rev.String() != f.src.LastApplied {
 		return
 	}
-	size := dirSize(filepath.Join(f.opts.Dir, "objects"))
+	size := packSize(f.opts.Dir)
 	if size <= bound {
 		return
 	}
@@ -268,15 +268,15 @@ func (f *fetcher) prune(ctx context.Context, repo *git.Repository, rev plumbing.
 	}
 }
 
-func dirSize(dir string) int64 {
+// packSize adds up the clone's packs: one folder listing, cheap enough for
+// every converged tick. go-git writes what it fetches as packs.
+func packSize(dir string) int64 {
+	entries, _ := os.ReadDir(filepath.Join(dir, "objects", "pack"))
 	var n int64
-	_ = filepath.WalkDir(dir, func(_ string, d fs.DirEntry, err error) error {
-		if err == nil && !d.IsDir() {
-			if fi, err := d.Info(); err == nil {
-				n += fi.Size()
-			}
+	for _, e := range entries {
+		if fi, err := e.Info(); err == nil {
+			n += fi.Size()
 		}
-		return nil
-	})
+	}
 	return n
 }
