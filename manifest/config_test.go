@@ -40,6 +40,8 @@ func TestConfigErrors(t *testing.T) {
 		{"missing url", "apiVersion: tend.dev/v1alpha1\nkind: AgentConfig\n", `source.url: missing`},
 		{"bad schedule", "apiVersion: tend.dev/v1alpha1\nkind: AgentConfig\nsource: {url: x}\nschedule: often\n", `schedule: invalid schedule "often"`},
 		{"relative allow path", "apiVersion: tend.dev/v1alpha1\nkind: AgentConfig\nsource: {url: x}\nallowPaths: [etc]\n", `allowPaths[0]: "etc" must be an absolute, clean path`},
+		{"relative key ring", "apiVersion: tend.dev/v1alpha1\nkind: AgentConfig\nsource: {url: x, verify: {keyring: trusted.asc}}\n", `agent.yaml:3: source.verify.keyring: "trusted.asc" must be the absolute path`},
+		{"relative token file", "apiVersion: tend.dev/v1alpha1\nkind: AgentConfig\nsource:\n  url: x\n  auth: {tokenFile: token}\n", `agent.yaml:5: source.auth.tokenFile: "token" must be an absolute path`},
 		{"wrong kind", "apiVersion: tend.dev/v1alpha1\nkind: Device\n", `expected apiVersion: tend.dev/v1alpha1 and kind: AgentConfig`},
 	}
 	for _, tt := range tests {

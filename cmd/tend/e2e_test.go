@@ -396,3 +396,35 @@ func TestUnreachableRepoHoldsLastApplied(t *testing.T) {
 	require.Contains(t, out, "drift: content changed on node")
 	require.Equal(t, "threshold: 0.4\n", n.read("etc/infer/config.yaml"), "the node is held at its last applied state")
 }
+
+// A bad flag fails before any work: nothing is fetched, nothing on the node
+// changes.
+func TestBadFlagsChangeNothing(t *testing.T) {
+	repo := testgit.NewRepo(t)
+	repo.WriteFile("devices/cam-017/device.yaml", files(entry("/etc/infer/config.yaml", "threshold: 0.4\n", "")))
+	repo.Commit("one file")
+	n := newNode(t, repo.Dir())
+	_, errOut, code := n.tend("apply")
+	require.Equal(t, 0, code, errOut)
+	n.write("etc/infer/config.yaml", "edited by hand\n")
+	before := n.snapshot()
+	for _, tc := range []struct {
+		args []string
+		want string
+	}{
+		{[]string{"apply", "--format", "yaml"}, `--format "yaml": use text or json`},
+		{[]string{"plan", "--format", "markdown"}, `--format "markdown": use text or json`},
+		{[]string{"render", "--format", "text"}, `--format "text": use yaml or json`},
+		{[]string{"apply", "--log-format", "xml"}, `--log-format "xml"`},
+		{[]string{"apply", "--log-level", "loud"}, `--log-level "loud"`},
+		{[]string{"apply", "--jitter", "soon"}, `--jitter (or TEND_JITTER): invalid duration "soon"`},
+		{[]string{"apply", "--allow-path", "etc/infer"}, `--allow-path (allowPaths[1]): "etc/infer" must be an absolute, clean path`},
+	} {
+		t.Run(strings.Join(tc.args, " "), func(t *testing.T) {
+			_, errOut, code := n.tend(tc.args[0], tc.args[1:]...)
+			require.Equal(t, 1, code)
+			require.Contains(t, errOut, tc.want)
+			require.Equal(t, before, n.snapshot(), "nothing on the node changed")
+		})
+	}
+}
