@@ -135,6 +135,8 @@ func compare(r Resource, observed Observed) (Action, bool) {
 		switch {
 		case unchangedInGit:
 			a.Reason, a.Drift = "drift: deleted on node", true
+		case r.Reason != "":
+			a.Reason = "declared: " + r.Reason
 		default:
 			a.Reason = "declared"
 		}
@@ -157,8 +159,12 @@ func compare(r Resource, observed Observed) (Action, bool) {
 		return a, true
 	}
 	switch {
+	case unchangedInGit && st.Note != "":
+		a.Reason, a.Drift = "drift: "+st.Note, true
 	case unchangedInGit:
 		a.Reason, a.Drift = "drift: "+what+" changed on node", true
+	case r.Reason != "":
+		a.Reason = "update: " + r.Reason
 	case managed:
 		a.Reason = "update: " + what + " changed in Git"
 	default:

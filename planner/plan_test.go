@@ -14,6 +14,10 @@ func file(path, digest, mode string) Resource {
 	return Resource{ID: "file" + path, Kind: KindFile, Fields: []Field{{"content", digest}, {"mode", mode}}}
 }
 
+func model(digest, reason string) Resource {
+	return Resource{ID: "model/detector", Kind: KindModel, Fields: []Field{{"digest", digest}}, Reason: reason}
+}
+
 func present(r Resource) State { return State{Exists: true, Fields: r.Fields} }
 
 func TestPlan(t *testing.T) {
@@ -51,6 +55,23 @@ func TestPlan(t *testing.T) {
 			desired:  []Resource{a},
 			observed: Observed{Applied: map[string][]Field{a.ID: a.Fields}},
 			want:     []string{"+ file/etc/infer/a.yaml (drift: deleted on node)"},
+		},
+		{
+			name:     "a resource's own reason replaces the generic one",
+			desired:  []Resource{model("sha256:cd", "sha256:ab… → sha256:cd… (new tag v8.4 matches >=8.0.0 <9)")},
+			observed: Observed{Resources: map[string]State{"model/detector": present(model("sha256:ab", ""))}, Applied: map[string][]Field{"model/detector": model("sha256:ab", "").Fields}},
+			want:     []string{"~ model/detector (update: sha256:ab… → sha256:cd… (new tag v8.4 matches >=8.0.0 <9))"},
+		},
+		{
+			name:    "and names a create",
+			desired: []Resource{model("sha256:cd", "r:v8 → sha256:cd")},
+			want:    []string{"+ model/detector (declared: r:v8 → sha256:cd)"},
+		},
+		{
+			name:     "an observer's note names drift",
+			desired:  []Resource{model("sha256:ab", "")},
+			observed: Observed{Resources: map[string]State{"model/detector": {Exists: true, Fields: []Field{{"digest", "sha256:ab (modified)"}}, Note: "model.onnx edited"}}, Applied: map[string][]Field{"model/detector": model("sha256:ab", "").Fields}},
+			want:     []string{"~ model/detector (drift: model.onnx edited)"},
 		},
 		{
 			name:     "a change in Git is an update, not drift",

@@ -45,6 +45,12 @@ type Resource struct {
 	Fields []Field // what must match on the node, in a fixed order
 	// Deps are the ids of resources whose change restarts this one.
 	Deps []string
+	// Reason, when set, says why the fields are what they are when that is
+	// not the declaration alone: a model tag resolved in its registry
+	// ("sha256:ab… → sha256:cd… (new tag v8.4 matches >=8.0.0 <9)"). It
+	// replaces the generic reason of a create or of an update that is not
+	// drift.
+	Reason string
 }
 
 // Desired is everything declared for one device at one revision.
@@ -58,6 +64,9 @@ type Desired struct {
 type State struct {
 	Exists bool
 	Fields []Field
+	// Note, when set, says in words what differs on the node, for the
+	// reason of a drift action ("model.onnx edited, extra.txt added").
+	Note string
 }
 
 // Observed is what is on the node: the state of every desired or managed
