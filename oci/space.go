@@ -20,13 +20,13 @@ func CheckSpace(dir, what string, need int64) error {
 	}
 	free := int64(st.Bavail) * int64(st.Bsize)
 	if need > free {
-		return fmt.Errorf("%w: %s needs %s, %s free on %s", ErrNoSpace, what, humanBytes(need), humanBytes(free), dir)
+		return fmt.Errorf("%w: %s needs %s, %s free on %s", ErrNoSpace, what, HumanBytes(need), HumanBytes(free), dir)
 	}
 	return nil
 }
 
-// humanBytes prints a size as people read disk sizes: 4.1 GB, 512.0 MB.
-func humanBytes(n int64) string {
+// HumanBytes prints a size as people read disk sizes: 4.1 GB, 512.0 MB.
+func HumanBytes(n int64) string {
 	const unit = 1000
 	if n < unit {
 		return fmt.Sprintf("%d B", n)

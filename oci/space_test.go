@@ -19,7 +19,7 @@ func TestCheckSpace(t *testing.T) {
 
 func TestHumanBytes(t *testing.T) {
 	for n, want := range map[int64]string{999: "999 B", 4_100_000_000: "4.1 GB", 2_300_000_000: "2.3 GB", 512_000_000: "512.0 MB"} {
-		require.Equal(t, want, humanBytes(n))
+		require.Equal(t, want, HumanBytes(n))
 	}
 }
 

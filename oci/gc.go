@@ -1,0 +1,74 @@
+package oci
+
+import (
+	"crypto/sha256"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"io"
+	"io/fs"
+	"os"
+	"path/filepath"
+
+	v1 "github.com/google/go-containerregistry/pkg/v1"
+)
+
+// Verify re-hashes blob d in the store. A blob whose bytes no longer match
+// its digest (a hard-linked model file edited in place, a bad disk) is
+// removed, so the next Fetch downloads it again, and the error wraps
+// ErrDigestMismatch. A blob not in the store is no error.
+func (s *Store) Verify(d v1.Hash) error {
+	f, err := os.Open(s.Path(d))
+	if errors.Is(err, fs.ErrNotExist) {
+		return nil
+	}
+	if err != nil {
+		return err
+	}
+	h := sha256.New()
+	_, err = io.Copy(h, f)
+	_ = f.Close()
+	if err != nil {
+		return fmt.Errorf("verify blob %s: %w", d, err)
+	}
+	if got := hex.EncodeToString(h.Sum(nil)); got != d.Hex {
+		if err := os.Remove(s.Path(d)); err != nil {
+			return fmt.Errorf("remove damaged blob %s: %w", d, err)
+		}
+		return fmt.Errorf("%w: blob %s in the store now hashes to sha256:%s; removed", ErrDigestMismatch, d, got)
+	}
+	return nil
+}
+
+// GC removes every stored blob whose digest ("sha256:<hex>") is not in
+// keep, and every partial download. It returns how many blobs it removed
+// and their bytes.
+func (s *Store) GC(keep map[string]bool) (int, int64, error) {
+	var (
+		n     int
+		freed int64
+		errs  []error
+	)
+	for _, sub := range []string{"sha256", "partial"} {
+		entries, err := os.ReadDir(filepath.Join(s.dir, sub))
+		if err != nil {
+			errs = append(errs, err)
+			continue
+		}
+		for _, e := range entries {
+			if sub == "sha256" && keep["sha256:"+e.Name()] {
+				continue
+			}
+			info, _ := e.Info()
+			if err := os.Remove(filepath.Join(s.dir, sub, e.Name())); err != nil && !errors.Is(err, fs.ErrNotExist) {
+				errs = append(errs, err)
+				continue
+			}
+			if sub == "sha256" && info != nil {
+				n++
+				freed += info.Size()
+			}
+		}
+	}
+	return n, freed, errors.Join(errs...)
+}

@@ -1,0 +1,288 @@
+package oci
+
+import (
+	"archive/tar"
+	"compress/gzip"
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"io/fs"
+	"os"
+	"path"
+	"path/filepath"
+	"strings"
+
+	"github.com/klauspost/compress/zstd"
+)
+
+// link hard-links a blob into a version folder; tests swap it to force
+// the copy that a link across file systems falls back to.
+var link = os.Link
+
+// Materialise builds the version folder dir, which must not exist (its
+// parent is made when missing), from blobs already in the store: a file entry is hard-linked from its blob
+// (copied when the link fails, across file systems for one), a tar entry
+// is extracted into its path. Files are read-only, as a hard link shares
+// the blob's inode. Every file and folder is synced before Materialise
+// returns, so a symlink swapped to dir afterwards points at whole content.
+// Writes are confined to dir; an entry path that is absolute, has "..",
+// is not clean or collides with another is refused with ErrUnsafeArchive.
+// On failure dir is removed.
+func (s *Store) Materialise(ctx context.Context, a *Artifact, dir string) (err error) {
+	if err := checkEntries(a); err != nil {
+		return err
+	}
+	var missing []string
+	for _, b := range a.Blobs() {
+		if !s.Has(b.Digest) {
+			missing = append(missing, b.Digest.String())
+		}
+	}
+	if len(missing) > 0 {
+		return fmt.Errorf("materialise model %s: %w: %s", a.Digest, ErrNotStored, strings.Join(missing, ", "))
+	}
+	if err := os.MkdirAll(filepath.Dir(dir), 0o755); err != nil {
+		return fmt.Errorf("materialise model %s: %w", a.Digest, err)
+	}
+	if err := os.Mkdir(dir, 0o755); err != nil {
+		return fmt.Errorf("materialise model %s: %w", a.Digest, err)
+	}
+	defer func() {
+		if err != nil {
+			_ = os.RemoveAll(dir)
+		}
+	}()
+	root, err := os.OpenRoot(dir)
+	if err != nil {
+		return fmt.Errorf("materialise model %s: %w", a.Digest, err)
+	}
+	defer root.Close()
+	// Files first, while the folder holds no symlink a tar could plant;
+	// then tar layers, which refuse to overwrite anything.
+	for _, unpack := range []bool{false, true} {
+		for _, e := range a.Entries {
+			if e.Unpack != unpack {
+				continue
+			}
+			if err := ctx.Err(); err != nil {
+				return err
+			}
+			if unpack {
+				err = s.unpack(root, dir, e)
+			} else {
+				err = s.place(root, dir, e)
+			}
+			if err != nil {
+				return fmt.Errorf("materialise model %s: layer %s into %q: %w", a.Digest, e.Digest, "/"+e.Path, err)
+			}
+		}
+	}
+	if err := seal(root); err != nil {
+		return fmt.Errorf("materialise model %s: %w", a.Digest, err)
+	}
+	return syncDir(filepath.Dir(dir))
+}
+
+// place puts a file entry in the version folder: a hard link to its blob,
+// or a synced copy when linking fails.
+func (s *Store) place(root *os.Root, dir string, e Entry) error {
+	if parent := path.Dir(e.Path); parent != "." {
+		if err := root.MkdirAll(parent, 0o755); err != nil {
+			return err
+		}
+	}
+	blob := s.Path(e.Digest)
+	err := link(blob, filepath.Join(dir, filepath.FromSlash(e.Path)))
+	if err == nil {
+		return os.Chmod(blob, 0o444)
+	}
+	if errors.Is(err, fs.ErrExist) {
+		return err
+	}
+	src, err := os.Open(blob)
+	if err != nil {
+		return err
+	}
+	defer src.Close()
+	dst, err := root.OpenFile(e.Path, os.O_CREATE|os.O_EXCL|os.O_WRONLY, 0o444)
+	if err != nil {
+		return err
+	}
+	_, err = io.Copy(dst, src)
+	if err == nil {
+		err = dst.Chmod(0o444)
+	}
+	if err == nil {
+		err = dst.Sync()
+	}
+	if cerr := dst.Close(); err == nil {
+		err = cerr
+	}
+	return err
+}
+
+// unpack extracts a tar entry into its path in the version folder.
+func (s *Store) unpack(root *os.Root, dir string, e Entry) error {
+	f, err := os.Open(s.Path(e.Digest))
+	if err != nil {
+		return err
+	}
+	defer f.Close()
+	if e.Path == "" {
+		return Extract(f, e.Compression, dir)
+	}
+	if err := root.MkdirAll(e.Path, 0o755); err != nil {
+		return err
+	}
+	// Extract opens its folder by name: no part of it may be a symlink
+	// an earlier layer planted.
+	for p := e.Path; p != "."; p = path.Dir(p) {
+		fi, err := root.Lstat(p)
+		if err != nil {
+			return err
+		}
+		if !fi.IsDir() {
+			return fmt.Errorf("%w: %q is not a folder", ErrUnsafeArchive, p)
+		}
+	}
+	return extractUnder(f, e.Compression, e.Path, filepath.Join(dir, filepath.FromSlash(e.Path)))
+}
+
+// extractUnder extracts a tar whose names all start with prefix, as ORAS
+// tars a folder, into dir with the prefix taken off. A name outside the
+// prefix is refused.
+func extractUnder(r io.Reader, compression, prefix, dir string) error {
+	dr, closeDecompressor, err := decompress(r, compression)
+	if err != nil {
+		return err
+	}
+	defer closeDecompressor()
+	pr, pw := io.Pipe()
+	done := make(chan error, 1)
+	go func() {
+		err := retar(dr, pw, prefix)
+		pw.CloseWithError(err)
+		done <- err
+	}()
+	err = Extract(pr, Uncompressed, dir)
+	pr.Close() // stops retar if Extract gave up first
+	if rerr := <-done; rerr != nil && !errors.Is(rerr, io.ErrClosedPipe) {
+		return rerr
+	}
+	return err
+}
+
+// retar copies the tar stream r to w with prefix taken off every name.
+func retar(r io.Reader, w io.Writer, prefix string) error {
+	tr, tw := tar.NewReader(r), tar.NewWriter(w)
+	for {
+		h, err := tr.Next()
+		if errors.Is(err, io.EOF) {
+			return tw.Close()
+		}
+		if err != nil {
+			return fmt.Errorf("read tar: %w", err)
+		}
+		name, ok := under(h.Name, prefix)
+		if !ok || name == "." && h.Typeflag != tar.TypeDir {
+			return fmt.Errorf("%w: %s: not inside the layer's folder %q", ErrUnsafeArchive, h.Name, prefix)
+		}
+		h.Name = name
+		if h.Typeflag == tar.TypeLink {
+			if h.Linkname, ok = under(h.Linkname, prefix); !ok {
+				return fmt.Errorf("%w: %s: hard link %q leaves the layer's folder %q", ErrUnsafeArchive, h.Name, h.Linkname, prefix)
+			}
+		}
+		if err := tw.WriteHeader(h); err != nil {
+			return err
+		}
+		if _, err := io.Copy(tw, tr); err != nil {
+			return err
+		}
+	}
+}
+
+// under returns name relative to prefix, if it is inside it.
+func under(name, prefix string) (string, bool) {
+	clean := path.Clean(name)
+	if clean == prefix {
+		return ".", true
+	}
+	rest, ok := strings.CutPrefix(clean, prefix+"/")
+	return rest, ok
+}
+
+// decompress reads a layer compressed as given.
+func decompress(r io.Reader, compression string) (io.Reader, func(), error) {
+	switch compression {
+	case Gzip:
+		zr, err := gzip.NewReader(r)
+		if err != nil {
+			return nil, nil, fmt.Errorf("gzip layer: %w", err)
+		}
+		return zr, func() { zr.Close() }, nil
+	case Zstd:
+		zr, err := zstd.NewReader(r)
+		if err != nil {
+			return nil, nil, fmt.Errorf("zstd layer: %w", err)
+		}
+		return zr, zr.Close, nil
+	case Uncompressed:
+		return r, func() {}, nil
+	}
+	return nil, nil, fmt.Errorf("unknown layer compression %q", compression)
+}
+
+// seal makes every file in the version folder read-only, checks that no
+// symlink leads out of it, and syncs every file and folder.
+func seal(root *os.Root) error {
+	return fs.WalkDir(root.FS(), ".", func(p string, d fs.DirEntry, err error) error {
+		if err != nil {
+			return err
+		}
+		switch {
+		case d.Type()&fs.ModeSymlink != 0:
+			// os.Root resolves the link and refuses one that leaves the
+			// folder; a dangling link inside it is the tar's business.
+			if _, err := root.Stat(p); err != nil && !errors.Is(err, fs.ErrNotExist) {
+				return fmt.Errorf("%w: symlink %s: %w", ErrUnsafeArchive, p, err)
+			}
+			return nil
+		case d.Type().IsRegular():
+			fi, err := d.Info()
+			if err != nil {
+				return err
+			}
+			if mode := fi.Mode().Perm(); mode&0o222 != 0 {
+				if err := root.Chmod(p, mode&^0o222); err != nil {
+					return err
+				}
+			}
+		case !d.IsDir():
+			return fmt.Errorf("%w: %s is not a file, folder or symlink", ErrUnsafeArchive, p)
+		}
+		f, err := root.Open(p)
+		if err != nil {
+			return err
+		}
+		err = f.Sync()
+		if cerr := f.Close(); err == nil {
+			err = cerr
+		}
+		return err
+	})
+}
+
+// syncDir makes the names in folder dir durable.
+func syncDir(dir string) error {
+	f, err := os.Open(dir)
+	if err != nil {
+		return err
+	}
+	defer f.Close()
+	if err := f.Sync(); err != nil && !errors.Is(err, fs.ErrInvalid) {
+		return fmt.Errorf("sync %s: %w", dir, err)
+	}
+	return nil
+}
