@@ -19,6 +19,7 @@ type Config struct {
 	Root       string   // prefix under which every managed path is placed
 	StateDir   string   // where the inventory and the lock live
 	AllowPaths []string // the only paths (under Root) tend may write
+	Models     ModelOptions
 	Logger     *slog.Logger
 }
 
@@ -28,6 +29,7 @@ type Applier struct {
 	stateDir string
 	logger   *slog.Logger
 	files    *FileDriver
+	models   *ModelDriver
 	drivers  map[planner.Kind]Driver
 	now      func() time.Time
 
@@ -41,6 +43,9 @@ type Applier struct {
 type Result struct {
 	Applied []planner.Action // the actions that succeeded, in order
 	Failed  *planner.Action  // the action that failed; nil if none did
+	// Downloaded is the bytes pulled from registries, manifests included,
+	// by this Applier (its plan and its apply).
+	Downloaded int64
 }
 
 // New returns an Applier with a driver for every kind tend manages so far.
@@ -56,25 +61,45 @@ func New(cfg Config) (*Applier, error) {
 	if logger == nil {
 		logger = slog.New(slog.DiscardHandler)
 	}
+	models, err := NewModelDriver(cfg.StateDir, files, cfg.Models, logger)
+	if err != nil {
+		return nil, err
+	}
 	return &Applier{
 		stateDir: cfg.StateDir,
 		logger:   logger,
 		files:    files,
-		drivers:  map[planner.Kind]Driver{files.Kind(): files},
+		models:   models,
+		drivers:  map[planner.Kind]Driver{files.Kind(): files, models.Kind(): models},
 		now:      time.Now,
 		specs:    map[string]any{},
 	}, nil
 }
 
 // Desired turns a device into planner resources and remembers each spec by
-// id for Apply. Only files are turned into resources so far; models and
-// services are left out until they have drivers.
-func (a *Applier) Desired(dev *manifest.Device, revision string) (planner.Desired, error) {
+// id for Apply. Models are resolved in their registries (see
+// ModelDriver.Resolve). Services are left out until they have a driver.
+func (a *Applier) Desired(ctx context.Context, dev *manifest.Device, revision string) (planner.Desired, error) {
 	if dev == nil {
 		return planner.Desired{}, errors.New("desired state: no device")
 	}
 	d := planner.Desired{Device: dev.Metadata.Name, Revision: revision}
-	specs := make(map[string]any, len(dev.Spec.Files))
+	specs := make(map[string]any, len(dev.Spec.Files)+len(dev.Spec.Models))
+	for _, m := range dev.Spec.Models {
+		r, err := a.models.Resolve(ctx, m)
+		if err == nil && m.Path != "" {
+			if perr := checkPath(m.Path); perr != nil {
+				err = perr
+			} else {
+				_, _, err = a.files.locate(FileID(m.Path))
+			}
+		}
+		if err != nil {
+			return planner.Desired{}, fmt.Errorf("%s%s: %w", ModelID(m.Name), origin(m.Origin), err)
+		}
+		specs[r.ID] = m
+		d.Resources = append(d.Resources, r)
+	}
 	for _, f := range dev.Spec.Files {
 		r, err := fileResource(f)
 		if perr := checkPath(f.Path); perr != nil {
@@ -100,6 +125,15 @@ func (a *Applier) Desired(dev *manifest.Device, revision string) (planner.Desire
 	a.mu.Unlock()
 	return d, nil
 }
+
+// Held returns why models were held at their active version because their
+// registry could not be asked, or nil: the tick did what it could and
+// still failed to reach its target.
+func (a *Applier) Held() error { return a.models.Held() }
+
+// ModelPath returns the node path of a model's stable path, the symlink to
+// its active version, as ${model:NAME} expands.
+func (a *Applier) ModelPath(m manifest.Model) string { return a.models.StablePath(m) }
 
 // origin formats where a resource was declared, for messages.
 func origin(o manifest.Origin) string {

@@ -45,7 +45,7 @@ func device(files ...manifest.File) *manifest.Device {
 func (n *testNode) plan(t testing.TB, dev *manifest.Device, rev string) (planner.Desired, *planner.Changeset) {
 	t.Helper()
 	ctx := context.Background()
-	d, err := n.a.Desired(dev, rev)
+	d, err := n.a.Desired(context.Background(), dev, rev)
 	require.NoError(t, err)
 	obs, err := n.a.Observe(ctx, d)
 	require.NoError(t, err)
@@ -251,7 +251,7 @@ func TestDesired(t *testing.T) {
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			n := newNode(t)
-			d, err := n.a.Desired(device(tt.files...), "rev1")
+			d, err := n.a.Desired(context.Background(), device(tt.files...), "rev1")
 			if tt.wantErr != "" {
 				require.ErrorContains(t, err, tt.wantErr)
 				return

@@ -32,7 +32,7 @@ import (
 // refused as Observe refuses it. Only when every action succeeded do its
 // Revision and AppliedAt move to d. It is saved atomically in every case,
 // except that a tick that changes nothing writes nothing.
-func (a *Applier) Apply(ctx context.Context, d planner.Desired, cs *planner.Changeset) (Result, error) {
+func (a *Applier) Apply(ctx context.Context, d planner.Desired, cs *planner.Changeset) (res Result, err error) {
 	if cs == nil {
 		return Result{}, errors.New("apply: no plan")
 	}
@@ -57,9 +57,12 @@ func (a *Applier) Apply(ctx context.Context, d planner.Desired, cs *planner.Chan
 	for _, act := range cs.Actions {
 		pending[act.Resource] = true
 	}
-	var res Result
-	var applyErr error
+	defer func() { res.Downloaded = a.models.Downloaded() }()
+	applyErr := a.prepare(ctx, cs, specs, &res)
 	for _, act := range cs.Actions {
+		if applyErr != nil {
+			break
+		}
 		if err := ctx.Err(); err != nil {
 			applyErr = fmt.Errorf("apply stopped before %s: %w", act.Resource, err)
 			break
@@ -106,6 +109,9 @@ func (a *Applier) Apply(ctx context.Context, d planner.Desired, cs *planner.Chan
 	if applyErr == nil {
 		inv.Revision = d.Revision
 	}
+	if applyErr == nil && len(res.Applied) > 0 {
+		a.finish(ctx)
+	}
 	if len(res.Applied) == 0 && applyErr == nil && fingerprint(inv) == before {
 		// A no-op tick writes nothing: flash storage on a device polled
 		// every 30s should not take an fsynced write per tick.
@@ -118,6 +124,35 @@ func (a *Applier) Apply(ctx context.Context, d planner.Desired, cs *planner.Chan
 		return res, errors.Join(applyErr, err)
 	}
 	return res, applyErr
+}
+
+// prepare runs every driver's preparation of the plan's creates and
+// updates (pulling models) before any action: a model that cannot be pulled
+// fails the plan before anything on the node is touched.
+func (a *Applier) prepare(ctx context.Context, cs *planner.Changeset, specs map[string]any, res *Result) error {
+	for _, act := range cs.Actions {
+		p, ok := a.drivers[act.Kind].(Preparer)
+		if !ok || act.Type != planner.Create && act.Type != planner.Update {
+			continue
+		}
+		if err := p.Prepare(ctx, act, specs[act.Resource]); err != nil {
+			failed := act
+			res.Failed = &failed
+			return fmt.Errorf("apply %s: %w", act.Resource, err)
+		}
+	}
+	return nil
+}
+
+// finish lets drivers clean up after a plan applied in full.
+func (a *Applier) finish(ctx context.Context) {
+	for _, kind := range slices.Sorted(maps.Keys(a.drivers)) {
+		if f, ok := a.drivers[kind].(Finisher); ok {
+			if err := f.Finish(ctx); err != nil {
+				a.logger.WarnContext(ctx, "clean up after apply", "kind", kind.String(), "error", err.Error())
+			}
+		}
+	}
 }
 
 func (a *Applier) applyOne(ctx context.Context, act planner.Action, specs map[string]any) error {

@@ -21,7 +21,7 @@ func BenchmarkObserveFiles(b *testing.B) {
 	}
 	dev := device(files...)
 	n.reconcile(b, dev, "rev1")
-	d, err := n.a.Desired(dev, "rev1")
+	d, err := n.a.Desired(context.Background(), dev, "rev1")
 	require.NoError(b, err)
 	ctx := context.Background()
 

@@ -18,4 +18,18 @@ type Driver interface {
 	Apply(ctx context.Context, a planner.Action, spec any) error
 }
 
+// Preparer is a driver with work to do before any action of a plan runs:
+// the model driver pulls every model before anything that uses one is
+// touched. Prepare must change nothing the node uses.
+type Preparer interface {
+	Prepare(ctx context.Context, a planner.Action, spec any) error
+}
+
+// Finisher is a driver with work to do once a whole plan has succeeded,
+// such as collecting garbage. Its error is logged, not returned: the plan
+// itself succeeded.
+type Finisher interface {
+	Finish(ctx context.Context) error
+}
+
 var _ Driver = (*FileDriver)(nil)

@@ -1,6 +1,7 @@
 package applier
 
 import (
+	"context"
 	"encoding/json"
 	"os"
 	"path/filepath"
@@ -106,7 +107,7 @@ func TestObserveRejectsCorruptInventory(t *testing.T) {
 	n := newNode(t)
 	require.NoError(t, os.MkdirAll(n.stateDir, 0o700))
 	require.NoError(t, os.WriteFile(filepath.Join(n.stateDir, InventoryFile), []byte("{"), 0o600))
-	d, err := n.a.Desired(device(config), "rev1")
+	d, err := n.a.Desired(context.Background(), device(config), "rev1")
 	require.NoError(t, err)
 	_, err = n.a.Observe(t.Context(), d)
 	require.ErrorIs(t, err, ErrCorruptInventory)

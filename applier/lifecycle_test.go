@@ -110,7 +110,7 @@ func TestInventoryBoundToRootAndDevice(t *testing.T) {
 			require.NoError(t, err)
 			dev := device(labels)
 			dev.Metadata.Name = tt.device
-			d, err := a.Desired(dev, "rev2")
+			d, err := a.Desired(context.Background(), dev, "rev2")
 			require.NoError(t, err)
 
 			_, err = a.Observe(context.Background(), d)

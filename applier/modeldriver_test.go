@@ -1,0 +1,371 @@
+package applier
+
+import (
+	"context"
+	"net/http"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/require"
+
+	"github.com/tend-dev/tend/internal/testoci"
+	"github.com/tend-dev/tend/manifest"
+	"github.com/tend-dev/tend/oci"
+	"github.com/tend-dev/tend/planner"
+)
+
+// modelAllow is the allowed path models are placed under in these tests.
+const modelAllow = "/opt/models"
+
+// modelNode is a node (root and stateDir under temp folders) pulling from
+// an in-process registry.
+type modelNode struct {
+	t        *testing.T
+	reg      *testoci.Registry
+	root     string
+	stateDir string
+	opts     ModelOptions
+}
+
+func newModelNode(t *testing.T) *modelNode {
+	t.Helper()
+	n := &modelNode{t: t, reg: testoci.Start(t), root: t.TempDir(), stateDir: t.TempDir()}
+	n.opts = ModelOptions{Registry: oci.Options{Insecure: []string{n.reg.Host}}, KeepVersions: 2}
+	return n
+}
+
+// tick plans the models against the node and, with apply, applies the plan.
+func (n *modelNode) tick(apply bool, models ...manifest.Model) (*planner.Changeset, Result, *Applier, error) {
+	n.t.Helper()
+	a, err := New(Config{Root: n.root, StateDir: n.stateDir, AllowPaths: []string{modelAllow}, Models: n.opts})
+	require.NoError(n.t, err)
+	dev := &manifest.Device{Metadata: manifest.Metadata{Name: "cam-1"}}
+	dev.Spec.Models = models
+	ctx := context.Background()
+	d, err := a.Desired(ctx, dev, "rev")
+	if err != nil {
+		return nil, Result{}, a, err
+	}
+	obs, err := a.Observe(ctx, d)
+	require.NoError(n.t, err)
+	cs, err := planner.Plan(d, obs, planner.Options{AllowEmpty: true})
+	require.NoError(n.t, err)
+	if !apply {
+		return cs, Result{}, a, nil
+	}
+	res, err := a.Apply(ctx, d, cs)
+	return cs, res, a, err
+}
+
+// apply runs one tick that must succeed and returns its plan.
+func (n *modelNode) apply(models ...manifest.Model) (*planner.Changeset, Result) {
+	n.t.Helper()
+	cs, res, _, err := n.tick(true, models...)
+	require.NoError(n.t, err)
+	return cs, res
+}
+
+func (n *modelNode) model(name, repoTag string) manifest.Model {
+	return manifest.Model{Name: name, Ref: n.reg.Ref(repoTag), Path: modelAllow + "/" + name}
+}
+
+// read returns the content of a file through the model's stable path.
+func (n *modelNode) read(name, file string) string {
+	n.t.Helper()
+	b, err := os.ReadFile(filepath.Join(n.root, modelAllow, name, file))
+	require.NoError(n.t, err)
+	return string(b)
+}
+
+func (n *modelNode) target(name string) string {
+	n.t.Helper()
+	p, err := os.Readlink(filepath.Join(n.root, modelAllow, name))
+	require.NoError(n.t, err)
+	return p
+}
+
+func reasons(cs *planner.Changeset) string {
+	var b strings.Builder
+	for _, a := range cs.Actions {
+		b.WriteString(a.String() + "\n")
+	}
+	return b.String()
+}
+
+var v1Files = map[string][]byte{
+	"model.onnx":  []byte(strings.Repeat("weights-v1 ", 5000)),
+	"labels.txt":  []byte("person\ncar\n"),
+	"config.json": []byte(`{"threshold":0.4}`),
+}
+
+func TestModelPullActivateIdempotent(t *testing.T) {
+	n := newModelNode(t)
+	digest := n.reg.PushFiles(t, "models/detector:v8", v1Files)
+	m := n.model("detector", "models/detector:v8")
+
+	cs, res := n.apply(m)
+	require.Len(t, cs.Actions, 1)
+	a := cs.Actions[0]
+	require.Equal(t, planner.Create, a.Type)
+	require.Equal(t, "model/detector", a.Resource)
+	require.Contains(t, a.Reason, "declared: "+m.Ref+" → "+digest)
+	require.Contains(t, a.Reason, "kB to download")
+	require.Equal(t, digest, a.Changes[0].To)
+	require.Positive(t, res.Downloaded)
+
+	for f, want := range v1Files {
+		require.Equal(t, string(want), n.read("detector", f))
+	}
+	target := n.target("detector")
+	require.True(t, strings.HasPrefix(target, filepath.Join(n.stateDir, "models", "detector")+"/"), target)
+	// Files are hard links to their blobs, read-only.
+	fi, err := os.Stat(filepath.Join(target, "model.onnx"))
+	require.NoError(t, err)
+	blob, err := os.Stat(filepath.Join(n.stateDir, "blobs", "sha256", testoci.Digest(v1Files["model.onnx"])[7:]))
+	require.NoError(t, err)
+	require.True(t, os.SameFile(fi, blob), "model file is not a hard link to its blob")
+	require.Equal(t, os.FileMode(0o444), fi.Mode().Perm())
+
+	before := n.reg.BlobBytes.Load()
+	cs, res = n.apply(m)
+	require.True(t, cs.Empty(), reasons(cs))
+	require.Zero(t, res.Downloaded)
+	require.Equal(t, before, n.reg.BlobBytes.Load(), "an unchanged model downloaded blobs")
+}
+
+func TestModelUpgradeDownloadsOnlyChangedBlob(t *testing.T) {
+	n := newModelNode(t)
+	d1 := n.reg.PushFiles(t, "models/detector:v8", v1Files)
+	m := n.model("detector", "models/detector:v8")
+	n.apply(m)
+	v1Dir := n.target("detector")
+
+	v2 := map[string][]byte{}
+	for k, v := range v1Files {
+		v2[k] = v
+	}
+	v2["config.json"] = []byte(`{"threshold":0.5}`) // 17 bytes changed
+	d2 := n.reg.PushFiles(t, "models/detector:v8", v2)
+	n.reg.BlobBytes.Store(0)
+
+	cs, res := n.apply(m)
+	require.Len(t, cs.Actions, 1)
+	require.Equal(t, planner.Update, cs.Actions[0].Type)
+	require.Contains(t, cs.Actions[0].Reason, "update: "+short(d1)+" → "+short(d2)+" (tag v8 moved), 17 B to download")
+	// The new manifest and the one changed file; nothing else.
+	manifestSize := res.Downloaded - 17
+	require.Less(t, manifestSize, int64(1024))
+	require.Equal(t, int64(17), n.reg.BlobBytes.Load(), "blob bytes served for the upgrade")
+	require.Equal(t, `{"threshold":0.5}`, n.read("detector", "config.json"))
+
+	// The previous version is kept for a rollback: back to v1 by digest
+	// is a symlink swap with nothing to download.
+	_, err := os.Stat(v1Dir)
+	require.NoError(t, err)
+	back := m
+	back.Ref = n.reg.Ref("models/detector@" + d1)
+	cs, res = n.apply(back)
+	require.Contains(t, cs.Actions[0].Reason, "nothing to download")
+	require.Zero(t, res.Downloaded)
+	require.Equal(t, v1Dir, n.target("detector"))
+}
+
+func TestModelKeepsVersionsAndCollectsGarbage(t *testing.T) {
+	n := newModelNode(t)
+	n.opts.KeepVersions = 1
+	m := n.model("detector", "models/detector:v8")
+	var dirs []string
+	for i := range 3 {
+		files := map[string][]byte{"model.onnx": []byte(strings.Repeat("x", 100+i))}
+		n.reg.PushFiles(t, "models/detector:v8", files)
+		n.apply(m)
+		dirs = append(dirs, n.target("detector"))
+	}
+	_, err := os.Stat(dirs[0])
+	require.ErrorIs(t, err, os.ErrNotExist, "a version beyond keepVersions was kept")
+	for _, d := range dirs[1:] {
+		_, err := os.Stat(d)
+		require.NoError(t, err)
+	}
+	blobs, err := os.ReadDir(filepath.Join(n.stateDir, "blobs", "sha256"))
+	require.NoError(t, err)
+	// Two versions: a manifest and a file each, plus the shared config.
+	require.Len(t, blobs, 5)
+
+	// Undeclared: the symlink, every version and every blob go.
+	cs, _ := n.apply()
+	require.Equal(t, "- model/detector (no longer declared)", cs.Actions[0].String())
+	_, err = os.Lstat(filepath.Join(n.root, modelAllow, "detector"))
+	require.ErrorIs(t, err, os.ErrNotExist)
+	_, err = os.Stat(filepath.Join(n.stateDir, "models", "detector"))
+	require.ErrorIs(t, err, os.ErrNotExist)
+	blobs, err = os.ReadDir(filepath.Join(n.stateDir, "blobs", "sha256"))
+	require.NoError(t, err)
+	require.Empty(t, blobs)
+}
+
+func TestModelDrift(t *testing.T) {
+	tests := []struct {
+		name   string
+		change func(t *testing.T, n *modelNode, dir string)
+		reason string
+		// blobBytes is what restoring downloads again.
+		blobBytes int64
+	}{
+		{"file deleted", func(t *testing.T, n *modelNode, dir string) {
+			require.NoError(t, os.Remove(filepath.Join(dir, "labels.txt")))
+		}, "drift: model folder changed on node: labels.txt deleted", 0},
+		{"file added", func(t *testing.T, n *modelNode, dir string) {
+			require.NoError(t, os.WriteFile(filepath.Join(dir, "extra.bin"), []byte("x"), 0o644))
+		}, "drift: model folder changed on node: extra.bin added", 0},
+		{"file edited in place", func(t *testing.T, n *modelNode, dir string) {
+			p := filepath.Join(dir, "labels.txt")
+			require.NoError(t, os.Chmod(p, 0o644))
+			require.NoError(t, os.WriteFile(p, []byte("person\ndog\n"), 0o644))
+			require.NoError(t, os.Chmod(p, 0o444))
+		}, "drift: model folder changed on node: labels.txt edited", int64(len(v1Files["labels.txt"]))},
+		{"file replaced by rename", func(t *testing.T, n *modelNode, dir string) {
+			p := filepath.Join(dir, "labels.txt")
+			require.NoError(t, os.WriteFile(p+".new", []byte("person\ncat\n"), 0o444))
+			require.NoError(t, os.Rename(p+".new", p))
+		}, "drift: model folder changed on node: labels.txt edited", 0},
+		{"symlink repointed", func(t *testing.T, n *modelNode, dir string) {
+			link := filepath.Join(n.root, modelAllow, "detector")
+			require.NoError(t, os.Remove(link))
+			require.NoError(t, os.Symlink("/tmp", link))
+		}, "drift: symlink points to /tmp, not to a version tend keeps", 0},
+		{"symlink deleted", func(t *testing.T, n *modelNode, dir string) {
+			require.NoError(t, os.Remove(filepath.Join(n.root, modelAllow, "detector")))
+		}, "drift: deleted on node", 0},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			n := newModelNode(t)
+			n.reg.PushFiles(t, "models/detector:v8", v1Files)
+			m := n.model("detector", "models/detector:v8")
+			n.apply(m)
+			tt.change(t, n, n.target("detector"))
+			n.reg.BlobBytes.Store(0)
+
+			cs, _ := n.apply(m)
+			require.Len(t, cs.Actions, 1, reasons(cs))
+			require.True(t, cs.Actions[0].Drift)
+			require.Equal(t, tt.reason, strings.SplitN(cs.Actions[0].Reason, " and ", 2)[0])
+			require.Equal(t, tt.blobBytes, n.reg.BlobBytes.Load(), "bytes downloaded to restore")
+			for f, want := range v1Files {
+				require.Equal(t, string(want), n.read("detector", f))
+			}
+			_, err := os.Stat(filepath.Join(n.target("detector"), "extra.bin"))
+			require.ErrorIs(t, err, os.ErrNotExist)
+
+			cs, _ = n.apply(m)
+			require.True(t, cs.Empty(), reasons(cs))
+		})
+	}
+}
+
+func TestModelTouchIsNotDrift(t *testing.T) {
+	n := newModelNode(t)
+	n.reg.PushFiles(t, "models/detector:v8", v1Files)
+	m := n.model("detector", "models/detector:v8")
+	n.apply(m)
+	p := filepath.Join(n.target("detector"), "labels.txt")
+	touched := time.Now().Add(-time.Hour)
+	require.NoError(t, os.Chtimes(p, touched, touched))
+	cs, _ := n.apply(m)
+	require.True(t, cs.Empty(), reasons(cs))
+}
+
+func TestModelSemverPolicy(t *testing.T) {
+	n := newModelNode(t)
+	n.reg.PushFiles(t, "models/classifier:v8.0.0", map[string][]byte{"m.bin": []byte("eight")})
+	n.reg.PushFiles(t, "models/classifier:v9.0.0", map[string][]byte{"m.bin": []byte("nine")})
+	m := manifest.Model{Name: "classifier", Ref: n.reg.Ref("models/classifier"), Policy: &manifest.Policy{Semver: ">=8.0.0 <9"}}
+	cs, _ := n.apply(m)
+	require.Contains(t, cs.Actions[0].Reason, m.Ref+":v8.0.0 → sha256:")
+
+	// Without a path, the stable path is in stateDir.
+	link := filepath.Join(n.stateDir, "models", "classifier", "current")
+	b, err := os.ReadFile(filepath.Join(link, "m.bin"))
+	require.NoError(t, err)
+	require.Equal(t, "eight", string(b))
+
+	n.reg.PushFiles(t, "models/classifier:v8.4.0", map[string][]byte{"m.bin": []byte("eight-four")})
+	cs, _ = n.apply(m)
+	require.Contains(t, cs.Actions[0].Reason, "(new tag v8.4.0 matches >=8.0.0 <9)")
+	b, err = os.ReadFile(filepath.Join(link, "m.bin"))
+	require.NoError(t, err)
+	require.Equal(t, "eight-four", string(b))
+}
+
+func TestModelBadInput(t *testing.T) {
+	n := newModelNode(t)
+	n.reg.PushFiles(t, "models/detector:v8", v1Files)
+	m := n.model("detector", "models/detector:v8")
+	m.Origin = manifest.Origin{File: "devices/cam-1/models.yaml"}
+	n.apply(m)
+	active := n.target("detector")
+
+	t.Run("missing tag", func(t *testing.T) {
+		bad := m
+		bad.Ref = n.reg.Ref("models/detector:v9")
+		_, _, _, err := n.tick(true, bad)
+		require.ErrorIs(t, err, oci.ErrNotFound)
+		require.ErrorContains(t, err, "model/detector (devices/cam-1/models.yaml)")
+		require.ErrorContains(t, err, "detector:v9")
+		require.Equal(t, active, n.target("detector"))
+	})
+	t.Run("missing repository", func(t *testing.T) {
+		bad := m
+		bad.Ref = n.reg.Ref("models/nope:v8")
+		_, _, _, err := n.tick(true, bad)
+		require.ErrorIs(t, err, oci.ErrNotFound)
+	})
+	t.Run("blob bytes do not match digest", func(t *testing.T) {
+		files := map[string][]byte{"model.onnx": []byte("version two")}
+		n.reg.PushFiles(t, "models/detector:v8", files)
+		bad := testoci.Digest(files["model.onnx"])
+		n.reg.Use(func(w http.ResponseWriter, r *http.Request) bool {
+			if !strings.HasSuffix(r.URL.Path, "/blobs/"+bad) || r.Method != http.MethodGet {
+				return false
+			}
+			_, _ = w.Write([]byte("version tw0"))
+			return true
+		})
+		t.Cleanup(func() { n.reg.Use(nil) })
+		_, res, _, err := n.tick(true, m)
+		require.ErrorIs(t, err, oci.ErrDigestMismatch)
+		require.Empty(t, res.Applied)
+		require.Equal(t, active, n.target("detector"), "a version with a bad blob was activated")
+		require.Equal(t, string(v1Files["labels.txt"]), n.read("detector", "labels.txt"))
+	})
+	t.Run("registry down holds the active version", func(t *testing.T) {
+		n.reg.Use(func(w http.ResponseWriter, r *http.Request) bool {
+			w.WriteHeader(http.StatusServiceUnavailable)
+			return true
+		})
+		t.Cleanup(func() { n.reg.Use(nil) })
+		cs, _, a, err := n.tick(true, m)
+		require.NoError(t, err)
+		require.True(t, cs.Empty(), reasons(cs))
+		require.ErrorContains(t, a.Held(), "model/detector held at sha256:")
+		require.Equal(t, active, n.target("detector"))
+	})
+	t.Run("path not allowed", func(t *testing.T) {
+		bad := m
+		bad.Path = "/etc/detector"
+		_, _, _, err := n.tick(false, bad)
+		require.ErrorIs(t, err, ErrNotAllowed)
+		require.ErrorContains(t, err, "model/detector (devices/cam-1/models.yaml)")
+	})
+	t.Run("a directory at the path", func(t *testing.T) {
+		other := n.model("other", "models/detector:v8")
+		require.NoError(t, os.MkdirAll(filepath.Join(n.root, modelAllow, "other", "keep"), 0o755))
+		_, _, _, err := n.tick(true, m, other)
+		require.ErrorIs(t, err, ErrNotRegular)
+		require.DirExists(t, filepath.Join(n.root, modelAllow, "other", "keep"))
+	})
+}
