@@ -12,6 +12,7 @@ import (
 	"github.com/tend-dev/tend/drift"
 	"github.com/tend-dev/tend/gitsource"
 	"github.com/tend-dev/tend/manifest"
+	"github.com/tend-dev/tend/oci"
 	"github.com/tend-dev/tend/planner"
 )
 
@@ -69,6 +70,8 @@ type Result struct {
 	Drift    []drift.Event
 	Applied  []planner.Action
 	Duration time.Duration
+	// Downloaded is the bytes pulled from registries.
+	Downloaded int64
 }
 
 // Outcome names the result for logs and metrics.
@@ -136,13 +139,19 @@ func (r *Reconciler) run(ctx context.Context, apply bool) (*Result, error) {
 		// failed to use the target, and says why.
 		return &t.res, snap.Stale
 	}
+	if err := t.applier.Held(); err != nil {
+		// Models whose registry could not be asked were held at their
+		// active version; the rest converged.
+		return &t.res, err
+	}
 	return &t.res, nil
 }
 
 // open makes the applier, whose inventory (read once) the source needs for
 // its rewind check and the observer for what tend manages.
 func (r *Reconciler) open(_ context.Context, t *tick) error {
-	a, err := applier.New(applier.Config{Root: r.Config.Root, StateDir: r.Config.StateDir, AllowPaths: r.Config.AllowPaths, Logger: r.logger()})
+	a, err := applier.New(applier.Config{Root: r.Config.Root, StateDir: r.Config.StateDir, AllowPaths: r.Config.AllowPaths,
+		Models: ModelOptions(r.Config), Logger: r.logger()})
 	if err != nil {
 		return err
 	}
@@ -169,10 +178,10 @@ func (r *Reconciler) render(_ context.Context, t *tick) error {
 		return err
 	}
 	t.res.Device = dev
-	if n := len(dev.Spec.Models) + len(dev.Spec.Services); n > 0 && r.warned != t.res.Snapshot.Revision {
+	if n := len(dev.Spec.Services); n > 0 && r.warned != t.res.Snapshot.Revision {
 		r.warned = t.res.Snapshot.Revision
-		r.logger().Warn("models and services are validated but not yet applied by this version of tend",
-			keyDevice, r.Config.Device, keyModels, len(dev.Spec.Models), keyServices, len(dev.Spec.Services))
+		r.logger().Warn("services are validated but not yet applied by this version of tend",
+			keyDevice, r.Config.Device, keyServices, n)
 	}
 	return nil
 }
@@ -180,7 +189,7 @@ func (r *Reconciler) render(_ context.Context, t *tick) error {
 func (r *Reconciler) observe(ctx context.Context, t *tick) error {
 	a := t.applier
 	var err error
-	t.desired, err = a.Desired(t.res.Device, Revision(t.res.Snapshot))
+	t.desired, err = a.Desired(ctx, t.res.Device, Revision(t.res.Snapshot))
 	if err != nil {
 		return err
 	}
@@ -207,6 +216,7 @@ func (r *Reconciler) applyPlan(ctx context.Context, t *tick) error {
 	}
 	res, err := t.applier.Apply(ctx, t.desired, t.res.Plan)
 	t.res.Applied = res.Applied
+	t.res.Downloaded = res.Downloaded
 	return err
 }
 
@@ -352,6 +362,20 @@ func displayRef(ref string) string {
 		return "HEAD"
 	}
 	return ref
+}
+
+// ModelOptions are the applier's model options from the agent config.
+func ModelOptions(c *manifest.AgentConfig) applier.ModelOptions {
+	o := applier.ModelOptions{
+		Registry:       oci.Options{Insecure: c.Registries.Insecure, Keychain: oci.Keychain(c.Registries.DockerConfig)},
+		VerifyInterval: c.Models.VerifyInterval.D(),
+		Parallel:       c.Models.Parallel,
+		KeepVersions:   manifest.DefaultKeepVersions,
+	}
+	if c.Models.KeepVersions != nil {
+		o.KeepVersions = *c.Models.KeepVersions
+	}
+	return o
 }
 
 // GitDir is where the persistent clone of the fleet repo lives.

@@ -26,6 +26,7 @@ type AgentConfig struct {
 	AllowPaths []string          `json:"allowPaths,omitempty"`
 	AllowEmpty bool              `json:"allowEmpty,omitempty"`
 	Registries Registries        `json:"registries,omitempty"`
+	Models     ModelsConfig      `json:"models,omitempty"`
 	Listen     string            `json:"listen,omitempty"`
 
 	file    string            // where the config was read from, for error messages
@@ -70,6 +71,25 @@ type Auth struct {
 type Verify struct {
 	Keyring string `json:"keyring,omitempty"`
 }
+
+// ModelsConfig says how model artifacts are kept and checked.
+type ModelsConfig struct {
+	// KeepVersions is how many versions besides the active one stay
+	// materialised, so a rollback is a symlink swap.
+	KeepVersions *int `json:"keepVersions,omitempty"`
+	// VerifyInterval is how often every file of an active model is
+	// re-hashed; between deep checks only a stat fingerprint is compared.
+	VerifyInterval Duration `json:"verifyInterval,omitempty"`
+	// Parallel bounds the blobs of one model downloaded at once.
+	Parallel int `json:"parallel,omitempty"`
+}
+
+// Model defaults.
+const (
+	DefaultKeepVersions   = 2
+	DefaultVerifyInterval = 24 * time.Hour
+	DefaultModelParallel  = 3
+)
 
 // Registries configures OCI registry access.
 type Registries struct {
@@ -146,6 +166,16 @@ func (c *AgentConfig) SetDefaults(hostname string) {
 	if c.Source.Timeout == 0 {
 		c.Source.Timeout = Duration(DefaultSourceTimeout)
 	}
+	if c.Models.KeepVersions == nil {
+		n := DefaultKeepVersions
+		c.Models.KeepVersions = &n
+	}
+	if c.Models.VerifyInterval == 0 {
+		c.Models.VerifyInterval = Duration(DefaultVerifyInterval)
+	}
+	if c.Models.Parallel == 0 {
+		c.Models.Parallel = DefaultModelParallel
+	}
 }
 
 // DefaultSourceTimeout bounds one fetch of the fleet repo.
@@ -184,6 +214,20 @@ func (c *AgentConfig) Validate() error {
 			if f.path != "" && !filepath.IsAbs(f.path) {
 				errs.add("", 0, "source.auth."+f.field, "%q must be an absolute path", f.path)
 			}
+		}
+	}
+	if n := c.Models.KeepVersions; n != nil && *n < 0 {
+		errs.add("", 0, "models.keepVersions", "%d is negative: use 0 to keep only the active version", *n)
+	}
+	if c.Models.Parallel < 0 {
+		errs.add("", 0, "models.parallel", "%d is negative: use at least 1", c.Models.Parallel)
+	}
+	if d := c.Registries.DockerConfig; d != "" && !filepath.IsAbs(d) {
+		errs.add("", 0, "registries.dockerConfig", "%q must be the absolute path of a docker config.json", d)
+	}
+	for i, h := range c.Registries.Insecure {
+		if h == "" || strings.ContainsAny(h, "/ ") {
+			errs.add("", 0, fmt.Sprintf("registries.insecure[%d]", i), "%q is not a registry host: use host or host:port, e.g. registry.local:5000", h)
 		}
 	}
 	if _, err := cron.ParseStandard(c.Schedule); err != nil {
