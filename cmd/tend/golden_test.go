@@ -8,9 +8,12 @@ import (
 	"github.com/stretchr/testify/require"
 	"github.com/tend-dev/tend/internal/golden"
 	"github.com/tend-dev/tend/internal/testgit"
+	"github.com/tend-dev/tend/internal/testoci"
 )
 
-var commitHash = regexp.MustCompile(`[0-9a-f]{40}|\b[0-9a-f]{12}\b`)
+// commitHash matches commit hashes, and model digests, which are kept: the
+// example model's content, and so its digests, are the same on every run.
+var commitHash = regexp.MustCompile(`sha256:[0-9a-f]+|[0-9a-f]{40}|\b[0-9a-f]{12}\b`)
 
 // stable replaces what changes from run to run (commit hashes, temp
 // folders) so output can be compared with a golden file.
@@ -18,12 +21,19 @@ func stable(s string, dirs map[string]string) string {
 	for dir, name := range dirs {
 		s = strings.ReplaceAll(s, dir, name)
 	}
-	return commitHash.ReplaceAllString(s, "<commit>")
+	return commitHash.ReplaceAllStringFunc(s, func(m string) string {
+		if strings.HasPrefix(m, "sha256:") {
+			return m
+		}
+		return "<commit>"
+	})
 }
 
 // TestGoldenOutput pins what people read: render, plan and the errors of
 // validate.
 func TestGoldenOutput(t *testing.T) {
+	reg := testoci.Start(t)
+	reg.PushFiles(t, "models/detector:v8", map[string][]byte{"model.onnx": []byte("weights"), "labels.txt": []byte("person\n")})
 	repo := testgit.NewRepo(t)
 	repo.WriteFile("devices/cam-017/device.yaml", `apiVersion: tend.dev/v1alpha1
 kind: Device
@@ -33,7 +43,7 @@ metadata:
 spec:
   models:
     - name: detector
-      ref: registry.local:5000/models/detector:v8
+      ref: `+reg.Host+`/models/detector:v8
       path: /opt/models/detector
   files:
     - path: /etc/infer/config.yaml
@@ -47,8 +57,8 @@ spec:
 `)
 	repo.WriteFile("devices/cam-017/extra.yml", files(entry("/etc/infer/labels.txt", "person\n", "")))
 	repo.Commit("cam-017")
-	n := newNode(t, repo.Dir(), "--allow-path", "/opt/models")
-	dirs := map[string]string{repo.Dir(): "<repo>", n.root: "<root>", n.state: "<state>"}
+	n := newNode(t, repo.Dir(), "--allow-path", "/opt/models", "--insecure-registry", reg.Host)
+	dirs := map[string]string{repo.Dir(): "<repo>", n.root: "<root>", n.state: "<state>", reg.Host: "registry.local:5000"}
 
 	out, errOut, code := n.tend("render")
 	require.Equal(t, 0, code, errOut)

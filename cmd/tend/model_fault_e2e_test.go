@@ -1,0 +1,180 @@
+package main
+
+// Faults while pulling models, end to end: the tend binary killed with
+// SIGKILL in the middle of a download, and a disk too small for a model.
+
+import (
+	"bytes"
+	"errors"
+	"fmt"
+	"math/rand/v2"
+	"net/http"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/require"
+
+	"github.com/tend-dev/tend/internal/testgit"
+	"github.com/tend-dev/tend/internal/testoci"
+)
+
+const modelDevice = `apiVersion: tend.dev/v1alpha1
+kind: Device
+metadata: {name: cam-017}
+spec:
+  models:
+    - name: detector
+      ref: %s
+      path: /opt/models/detector
+  files:
+    - path: /opt/models/README
+      content: "models live here\n"
+`
+
+// faultNode is a device whose fleet repo declares one model from reg.
+type faultNode struct {
+	*node
+	repo *testgit.Repo
+	reg  *testoci.Registry
+}
+
+func newFaultNode(t *testing.T, root string) *faultNode {
+	t.Helper()
+	reg := testoci.Start(t)
+	repo := testgit.NewRepo(t)
+	n := newNode(t, repo.Dir(), "--allow-path", "/opt/models", "--insecure-registry", reg.Host)
+	if root != "" {
+		n.root, n.state = filepath.Join(root, "root"), filepath.Join(root, "state")
+		require.NoError(t, os.MkdirAll(n.root, 0o755))
+		n.flags = append(n.flags, "--root", n.root, "--state-dir", n.state)
+	}
+	return &faultNode{node: n, repo: repo, reg: reg}
+}
+
+func (n *faultNode) declare(repoTag string) {
+	n.t.Helper()
+	n.repo.WriteFile("devices/cam-017/device.yaml", fmt.Sprintf(modelDevice, n.reg.Ref(repoTag)))
+	n.repo.Commit("model " + repoTag)
+}
+
+func randomBytes(n int, seed uint64) []byte {
+	r := rand.New(rand.NewPCG(seed, seed))
+	b := make([]byte, n)
+	for i := 0; i+8 <= n; i += 8 {
+		v := r.Uint64()
+		for j := range 8 {
+			b[i+j] = byte(v >> (8 * j))
+		}
+	}
+	return b
+}
+
+// A SIGKILL in the middle of a download leaves a partial blob and no new
+// version; the next run resumes the blob where it stopped (an HTTP Range
+// request) and activates only verified content.
+func TestModelDownloadResumesAfterKill9(t *testing.T) {
+	n := newFaultNode(t, "")
+	big := randomBytes(8<<20, 1)
+	n.reg.PushFiles(t, "models/detector:v1", map[string][]byte{"model.onnx": big, "labels.txt": []byte("person\n")})
+	n.declare("models/detector:v1")
+	bigPath := "/blobs/" + testoci.Digest(big)
+
+	// Serve the big blob slowly so the kill lands in the middle of it.
+	var ranges []string
+	n.reg.Use(func(w http.ResponseWriter, r *http.Request) bool {
+		if r.Method != http.MethodGet || !strings.HasSuffix(r.URL.Path, bigPath) {
+			return false
+		}
+		ranges = append(ranges, r.Header.Get("Range"))
+		if r.Header.Get("Range") != "" {
+			return false // the resumed request is served at full speed
+		}
+		w.Header().Set("Content-Length", fmt.Sprint(len(big)))
+		w.WriteHeader(http.StatusOK)
+		for off := 0; off < len(big); off += 64 << 10 {
+			if _, err := w.Write(big[off : off+64<<10]); err != nil {
+				return true
+			}
+			w.(http.Flusher).Flush()
+			time.Sleep(20 * time.Millisecond)
+		}
+		return true
+	})
+
+	cmd := exec.Command(tendBin, append([]string{"apply"}, n.flags...)...)
+	cmd.Env = append(os.Environ(), "TEND_CONFIG=")
+	var out bytes.Buffer
+	cmd.Stdout, cmd.Stderr = &out, &out
+	require.NoError(t, cmd.Start())
+	partial := filepath.Join(n.state, "blobs", "partial", "sha256-"+testoci.Digest(big)[7:])
+	eventually(t, func() bool {
+		fi, err := os.Stat(partial)
+		return err == nil && fi.Size() > 1<<20
+	})
+	require.NoError(t, cmd.Process.Signal(syscall.SIGKILL))
+	_ = cmd.Wait()
+	fi, err := os.Stat(partial)
+	require.NoError(t, err)
+	got := fi.Size()
+	require.Less(t, got, int64(len(big)), "the download finished before the kill")
+	_, err = os.Lstat(filepath.Join(n.root, "opt/models/detector"))
+	require.ErrorIs(t, err, os.ErrNotExist, "a model was activated from a partial download")
+
+	stdout, errOut, code := n.tend("apply")
+	require.Equal(t, 0, code, "%s\n%s", stdout, errOut)
+	require.Len(t, ranges, 2, "requests for the big blob: %q", ranges)
+	require.Regexp(t, `^bytes=\d+-`+fmt.Sprint(len(big)-1)+`$`, ranges[1])
+	var from int64
+	_, err = fmt.Sscanf(ranges[1], "bytes=%d-", &from)
+	require.NoError(t, err)
+	require.GreaterOrEqual(t, from, got, "the resume started before what the killed run had written")
+	require.Equal(t, string(big), n.read("opt/models/detector/model.onnx"))
+	require.Equal(t, "person\n", n.read("opt/models/detector/labels.txt"))
+}
+
+// A model that does not fit on the disk fails before any download with a
+// message naming the model and the sizes; the version active before stays
+// active and the rest of the plan is not applied.
+func TestModelDiskFull(t *testing.T) {
+	dir := t.TempDir()
+	if err := syscall.Mount("tend-test", dir, "tmpfs", 0, "size=4m"); err != nil {
+		if errors.Is(err, syscall.EPERM) && os.Getenv("CI") == "" {
+			t.Skip("mounting a tmpfs needs root (CI runs as root)")
+		}
+		require.NoError(t, err, "mount a 4 MB tmpfs")
+	}
+	t.Cleanup(func() { _ = syscall.Unmount(dir, syscall.MNT_DETACH) })
+
+	n := newFaultNode(t, dir)
+	n.reg.PushFiles(t, "models/detector:v1", map[string][]byte{"model.onnx": randomBytes(1<<20, 2)})
+	n.declare("models/detector:v1")
+	_, errOut, code := n.tend("apply")
+	require.Equal(t, 0, code, errOut)
+	active, err := os.Readlink(filepath.Join(n.root, "opt/models/detector"))
+	require.NoError(t, err)
+
+	n.reg.PushFiles(t, "models/detector:v2", map[string][]byte{"model.onnx": randomBytes(6<<20, 3)})
+	n.repo.WriteFile("devices/cam-017/device.yaml", strings.Replace(fmt.Sprintf(modelDevice, n.reg.Ref("models/detector:v2")),
+		"models live here", "models live here (v2)", 1))
+	n.repo.Commit("model v2")
+	before := n.snapshot()
+	_, errOut, code = n.tend("apply")
+	require.Equal(t, 1, code)
+	require.Regexp(t, `model detector needs 6\.\d MB, [0-9.]+ [kM]B free on `+regexpQuote(n.state), errOut)
+	require.Equal(t, before, n.snapshot(), "a failed pull changed the node")
+	now, err := os.Readlink(filepath.Join(n.root, "opt/models/detector"))
+	require.NoError(t, err)
+	require.Equal(t, active, now, "the old version is no longer active")
+	partials, err := os.ReadDir(filepath.Join(n.state, "blobs", "partial"))
+	require.NoError(t, err)
+	require.Empty(t, partials, "nothing is downloaded when the model does not fit")
+}
+
+func regexpQuote(s string) string {
+	return strings.NewReplacer(".", `\.`, "+", `\+`, "(", `\(`, ")", `\)`).Replace(s)
+}
