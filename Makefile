@@ -30,8 +30,10 @@ tidy:
 demo: build
 	bash examples/demo.sh
 
-# Benchmarks, with ratios against git ls-remote where they apply.
+# Benchmarks, with ratios against the reference tools where they apply
+# (git ls-remote; the oras CLI, installed here, for model pulls).
 bench: build
+	$(GO) install oras.land/oras/cmd/oras@v1.3.6
 	$(GO) test -run '^$$' -bench . -benchmem $(PKGS)
 
 clean:

@@ -20,15 +20,26 @@ wait_for() { # wait_for SECONDS CMD... : poll until CMD succeeds
 
 rm -rf "$sandbox"
 mkdir -p "$sandbox/root"
-say "fleet repo: $sandbox/fleet (from examples/fleet)"
+say "model registry: examples/models pushed to a local registry"
+go build -o "$sandbox/bin/registry" "$top/examples/registry"
+"$sandbox/bin/registry" -models "$here/models" -ready "$sandbox/registry" &
+registry=$!
+trap 'kill $registry 2>/dev/null || true' EXIT
+wait_for 30 test -s "$sandbox/registry"
+host=$(cat "$sandbox/registry")
+
+say "fleet repo: $sandbox/fleet (from examples/fleet, registry.local:5000 → $host)"
 cp -R "$here/fleet" "$sandbox/fleet"
+grep -rl 'registry.local:5000' "$sandbox/fleet" | xargs sed -i.orig "s|registry.local:5000|$host|g"
+find "$sandbox/fleet" -name '*.orig' -delete
 git -C "$sandbox/fleet" init -q -b main
 git -C "$sandbox/fleet" add -A
 git -C "$sandbox/fleet" -c user.name=demo -c user.email=demo@example.com -c commit.gpgsign=false commit -q -m "example fleet"
 find "$sandbox/fleet/devices" -type f | sed "s|$sandbox/fleet/|  |" | sort
 
 flags=(--config "$here/agent.yaml" --repo "$sandbox/fleet" --root "$sandbox/root"
-	--state-dir "$sandbox/state" --schedule "@every 2s" --jitter 0s --log-format text)
+	--state-dir "$sandbox/state" --schedule "@every 2s" --jitter 0s --log-format text
+	--insecure-registry "$host")
 
 say "tend validate examples/fleet"
 "$tend" validate "$sandbox/fleet"
@@ -39,31 +50,40 @@ say "tend plan (device demo-01, nothing applied yet)"
 say "tend agent (schedule @every 2s), log in $sandbox/agent.log"
 "$tend" agent "${flags[@]}" >"$sandbox/agent.log" 2>&1 &
 agent=$!
-trap 'kill $agent 2>/dev/null || true' EXIT
+trap 'kill $agent $registry 2>/dev/null || true' EXIT
 config="$sandbox/root/etc/infer/config.yaml"
+model="$sandbox/root/opt/models/detector"
 wait_for 30 test -f "$config"
 wait_for 30 grep -q 'msg=reconciled' "$sandbox/agent.log"
-grep -E 'msg=(applied|reconciled)' "$sandbox/agent.log" | sed 's/^/  /'
+grep -E 'msg="?(applied|reconciled|model)' "$sandbox/agent.log" | sed 's/^/  /'
 echo "  $config:"
 sed 's/^/    /' "$config"
+echo "  $model -> $(readlink "$model")"
+ls -l "$model/" | sed 's/^/    /'
 
-say "a manual change on the device"
+say "manual changes on the device: the config edited, a model file deleted"
 want=$(cat "$config")
 echo "threshold: 0.99  # edited by hand" >"$config"
 sed 's/^/    /' "$config"
+rm -f "$model/labels.txt"
+echo "  rm $model/labels.txt"
 
 say "the next tick reports the drift and reverts it"
 wait_for 30 grep -q 'msg=drift' "$sandbox/agent.log"
 wait_for 30 bash -c '[[ "$(cat "$1")" == "$2" ]]' _ "$config" "$want"
+wait_for 30 test -f "$model/labels.txt"
 grep -E 'msg=drift|drift=true' "$sandbox/agent.log" | sed 's/^/  /'
 echo "  $config:"
 sed 's/^/    /' "$config"
+echo "  $model -> $(readlink "$model")"
+ls -l "$model/" | sed 's/^/    /'
 
 kill -TERM "$agent"
 wait "$agent" || true
-trap - EXIT
 
 say "tend plan --detailed-exitcode (converged: exit 0)"
 "$tend" plan "${flags[@]}" --detailed-exitcode
+kill -TERM "$registry" 2>/dev/null || true
+trap - EXIT
 echo
 echo "demo complete: sandbox left in $sandbox"
