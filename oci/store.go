@@ -148,7 +148,7 @@ func (s *Store) download(ctx context.Context, client *http.Client, repo name.Rep
 		case resp.StatusCode != http.StatusOK && resp.StatusCode != http.StatusPartialContent:
 			return 0, transport.CheckError(resp, http.StatusOK, http.StatusPartialContent)
 		}
-		n, err := io.Copy(io.MultiWriter(f, h), io.LimitReader(resp.Body, size))
+		n, err := copyHashed(f, h, io.LimitReader(resp.Body, size-have))
 		if err != nil {
 			return n, err
 		}
@@ -198,6 +198,10 @@ func (o Options) blobClient(ctx context.Context, repo name.Repository) (*http.Cl
 	if base == nil {
 		base = http.DefaultTransport
 	}
+	// Failed requests (a refused connection, 5xx, 429) are retried with
+	// backoff before Fetch's own resume loop sees them.
+	base = transport.NewRetry(base, transport.WithRetryStatusCodes(http.StatusRequestTimeout, http.StatusTooManyRequests,
+		http.StatusInternalServerError, http.StatusBadGateway, http.StatusServiceUnavailable, http.StatusGatewayTimeout))
 	rt, err := transport.NewWithContext(ctx, repo.Registry, auth, base, []string{repo.Scope(transport.PullScope)})
 	if err != nil {
 		return nil, fmt.Errorf("connect to %s: %w", repo.RegistryStr(), err)
