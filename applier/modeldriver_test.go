@@ -2,6 +2,7 @@ package applier
 
 import (
 	"context"
+	"encoding/base64"
 	"net/http"
 	"os"
 	"path/filepath"
@@ -368,4 +369,77 @@ func TestModelBadInput(t *testing.T) {
 		require.ErrorIs(t, err, ErrNotRegular)
 		require.DirExists(t, filepath.Join(n.root, modelAllow, "other", "keep"))
 	})
+}
+
+func TestModelCredentials(t *testing.T) {
+	n := newModelNode(t)
+	n.reg.PushFiles(t, "models/detector:v8", v1Files)
+	n.reg.Use(func(w http.ResponseWriter, r *http.Request) bool {
+		if u, p, ok := r.BasicAuth(); ok && u == "edge" && p == "s3cret" {
+			return false
+		}
+		w.Header().Set("WWW-Authenticate", `Basic realm="models"`)
+		w.WriteHeader(http.StatusUnauthorized)
+		return true
+	})
+	config := filepath.Join(t.TempDir(), "config.json")
+	writeAuth := func(user, pass string) {
+		auth := base64.StdEncoding.EncodeToString([]byte(user + ":" + pass))
+		require.NoError(t, os.WriteFile(config, []byte(`{"auths":{"`+n.reg.Host+`":{"auth":"`+auth+`"}}}`), 0o600))
+	}
+	n.opts.Registry.Keychain = oci.Keychain(config)
+	m := n.model("detector", "models/detector:v8")
+
+	writeAuth("edge", "wrong")
+	_, _, _, err := n.tick(true, m)
+	require.Error(t, err)
+	require.ErrorContains(t, err, "model/detector")
+	require.ErrorIs(t, err, oci.ErrUnauthorized)
+	require.ErrorContains(t, err, "check registries.dockerConfig")
+	require.NotContains(t, err.Error(), "wrong", "an error must not print a credential")
+	_, err = os.Lstat(filepath.Join(n.root, modelAllow, "detector"))
+	require.ErrorIs(t, err, os.ErrNotExist)
+
+	// The file is read at every tick: a fixed credential works at once.
+	writeAuth("edge", "s3cret")
+	n.apply(m)
+	require.Equal(t, string(v1Files["labels.txt"]), n.read("detector", "labels.txt"))
+}
+
+// Between deep checks a file whose stat fingerprint is unchanged is not
+// read; a deep check (every VerifyInterval) reads every file and finds
+// what the fingerprint missed, as bit rot would be.
+func TestModelDeepVerify(t *testing.T) {
+	n := newModelNode(t)
+	n.opts.VerifyInterval = time.Hour
+	n.reg.PushFiles(t, "models/detector:v8", v1Files)
+	m := n.model("detector", "models/detector:v8")
+	n.apply(m)
+
+	// Change a file's bytes, then make the record's fingerprint match the
+	// changed file, as if the change had left size, inode and times alone.
+	p := filepath.Join(n.target("detector"), "labels.txt")
+	require.NoError(t, os.Remove(p))
+	require.NoError(t, os.WriteFile(p, []byte("person\ncaR\n"), 0o444))
+	fi, err := os.Lstat(p)
+	require.NoError(t, err)
+	rec, err := loadRecord(modelsDir(n.stateDir), "detector")
+	require.NoError(t, err)
+	for i, e := range rec.Versions[0].Entries {
+		if e.Path == "labels.txt" {
+			rec.Versions[0].Entries[i].Ino, rec.Versions[0].Entries[i].Mtime, rec.Versions[0].Entries[i].Ctime = statIDs(fi)
+		}
+	}
+	require.NoError(t, rec.save(modelsDir(n.stateDir)))
+
+	cs, _, _, err := n.tick(false, m)
+	require.NoError(t, err)
+	require.True(t, cs.Empty(), "a fingerprint match re-hashed the file: %s", reasons(cs))
+
+	rec.Versions[0].VerifiedAt = time.Now().Add(-2 * time.Hour)
+	require.NoError(t, rec.save(modelsDir(n.stateDir)))
+	cs, _ = n.apply(m)
+	require.Len(t, cs.Actions, 1)
+	require.Equal(t, "drift: model folder changed on node: labels.txt edited", cs.Actions[0].Reason)
+	require.Equal(t, string(v1Files["labels.txt"]), n.read("detector", "labels.txt"))
 }

@@ -41,6 +41,10 @@ func TestConfigErrors(t *testing.T) {
 		{"bad schedule", "apiVersion: tend.dev/v1alpha1\nkind: AgentConfig\nsource: {url: x}\nschedule: often\n", `schedule: invalid schedule "often"`},
 		{"relative allow path", "apiVersion: tend.dev/v1alpha1\nkind: AgentConfig\nsource: {url: x}\nallowPaths: [etc]\n", `allowPaths[0]: "etc" must be an absolute, clean path`},
 		{"relative key ring", "apiVersion: tend.dev/v1alpha1\nkind: AgentConfig\nsource: {url: x, verify: {keyring: trusted.asc}}\n", `agent.yaml:3: source.verify.keyring: "trusted.asc" must be the absolute path`},
+		{"relative docker config", "apiVersion: tend.dev/v1alpha1\nkind: AgentConfig\nsource: {url: x}\nregistries: {dockerConfig: config.json}\n", `agent.yaml:4: registries.dockerConfig: "config.json" must be the absolute path`},
+		{"insecure registry with a path", "apiVersion: tend.dev/v1alpha1\nkind: AgentConfig\nsource: {url: x}\nregistries:\n  insecure: [registry.local:5000/models]\n", `registries.insecure[0]: "registry.local:5000/models" is not a registry host`},
+		{"negative keepVersions", "apiVersion: tend.dev/v1alpha1\nkind: AgentConfig\nsource: {url: x}\nmodels: {keepVersions: -1}\n", `agent.yaml:4: models.keepVersions: -1 is negative`},
+		{"bad verifyInterval", "apiVersion: tend.dev/v1alpha1\nkind: AgentConfig\nsource: {url: x}\nmodels: {verifyInterval: daily}\n", `invalid duration "daily"`},
 		{"relative token file", "apiVersion: tend.dev/v1alpha1\nkind: AgentConfig\nsource:\n  url: x\n  auth: {tokenFile: token}\n", `agent.yaml:5: source.auth.tokenFile: "token" must be an absolute path`},
 		{"wrong kind", "apiVersion: tend.dev/v1alpha1\nkind: Device\n", `expected apiVersion: tend.dev/v1alpha1 and kind: AgentConfig`},
 	}

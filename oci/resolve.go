@@ -19,6 +19,10 @@ import (
 // matches the policy. Retrying will not help until someone pushes it.
 var ErrNotFound = errors.New("not found in registry")
 
+// ErrUnauthorized means the registry refused the credentials tend sent, or
+// wants some and tend has none.
+var ErrUnauthorized = errors.New("registry refused the credentials")
+
 // Options say how to reach registries.
 type Options struct {
 	// Insecure lists registries (host[:port]) reached over plain HTTP.
@@ -140,6 +144,9 @@ func classify(ref string, err error) error {
 	var te *transport.Error
 	if errors.As(err, &te) && (te.StatusCode == http.StatusNotFound || hasCode(te, transport.ManifestUnknownErrorCode, transport.NameUnknownErrorCode)) {
 		return fmt.Errorf("%w: %s: %v", ErrNotFound, ref, err)
+	}
+	if errors.As(err, &te) && (te.StatusCode == http.StatusUnauthorized || te.StatusCode == http.StatusForbidden) {
+		return fmt.Errorf("%w for %s (HTTP %d): check registries.dockerConfig or run docker login on the device", ErrUnauthorized, ref, te.StatusCode)
 	}
 	return fmt.Errorf("resolve %s: %w", ref, err)
 }
