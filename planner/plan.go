@@ -31,7 +31,7 @@ func Plan(desired Desired, observed Observed, opts Options) (*Changeset, error) 
 	}
 
 	declared := make(map[string]bool, len(desired.Resources))
-	var changed map[string]bool // only needed when something has deps
+	var changed map[string]*Action // only needed when something has deps
 	var apply []Action
 	var unchanged []int // indexes into desired.Resources
 	hasDeps := false
@@ -46,9 +46,9 @@ func Plan(desired Desired, observed Observed, opts Options) (*Changeset, error) 
 		apply = append(apply, a)
 	}
 	if hasDeps {
-		changed = make(map[string]bool, len(apply))
-		for _, a := range apply {
-			changed[a.Resource] = true
+		changed = make(map[string]*Action, len(apply))
+		for i := range apply {
+			changed[apply[i].Resource] = &apply[i]
 		}
 	}
 	for _, i := range unchanged {
@@ -174,19 +174,42 @@ func compare(r Resource, observed Observed) (Action, bool) {
 }
 
 // restart returns a restart of r when something it depends on changes in
-// this plan.
-func restart(r Resource, changed map[string]bool) (Action, bool) {
+// this plan. The reason names each dependency, and for a model its old and
+// new digest ("restart: model/detector sha256:ab… →
+// sha256:cd…").
+func restart(r Resource, changed map[string]*Action) (Action, bool) {
 	var why []string
+	detailed := false
 	for _, d := range r.Deps {
-		if changed[d] {
-			why = append(why, d)
+		a := changed[d]
+		if a == nil {
+			continue
 		}
+		if a.Kind == KindModel && len(a.Changes) == 1 && a.Changes[0].From != "" {
+			c := a.Changes[0]
+			why = append(why, d+" "+abbrev(c.From)+" → "+abbrev(c.To))
+			detailed = true
+			continue
+		}
+		why = append(why, d)
 	}
 	if len(why) == 0 {
 		return Action{}, false
 	}
 	sort.Strings(why)
-	return Action{Type: Restart, Resource: r.ID, Kind: r.Kind, Reason: "restart: " + strings.Join(why, ", ") + " changed"}, true
+	reason := "restart: " + strings.Join(why, ", ")
+	if !detailed {
+		reason += " changed"
+	}
+	return Action{Type: Restart, Resource: r.ID, Kind: r.Kind, Reason: reason}, true
+}
+
+// abbrev shortens a digest to its first 12 hex digits, as plans print it.
+func abbrev(v string) string {
+	if alg, hex, ok := strings.Cut(v, ":"); ok && alg == "sha256" && len(hex) > 12 {
+		return alg + ":" + hex[:12] + "…"
+	}
+	return v
 }
 
 func diff(have, want []Field) []Change {

@@ -63,6 +63,12 @@ func TestPlan(t *testing.T) {
 			want:     []string{"~ model/detector (update: sha256:ab… → sha256:cd… (new tag v8.4 matches >=8.0.0 <9))"},
 		},
 		{
+			name:     "a model's new digest restarts its dependant and is named",
+			desired:  []Resource{model("sha256:cdcdcdcdcdcdcdcdcdcd", "x"), {ID: "service/infer", Kind: KindService, Fields: []Field{{"spec", "s1"}}, Deps: []string{"model/detector"}}},
+			observed: Observed{Resources: map[string]State{"model/detector": present(model("sha256:abababababababababab", "")), "service/infer": {Exists: true, Fields: []Field{{"spec", "s1"}}}}, Applied: map[string][]Field{"model/detector": model("sha256:abababababababababab", "").Fields}},
+			want:     []string{"~ model/detector (update: x)", "~ service/infer (restart: model/detector sha256:abababababab… → sha256:cdcdcdcdcdcd…)"},
+		},
+		{
 			name:    "and names a create",
 			desired: []Resource{model("sha256:cd", "r:v8 → sha256:cd")},
 			want:    []string{"+ model/detector (declared: r:v8 → sha256:cd)"},
