@@ -27,7 +27,8 @@ const (
 
 // Extract unpacks a tar stream (compressed as given) into dir, which must
 // exist. It is confined: names with "..", absolute names, device nodes,
-// fifos and links that point out of dir are refused, and all writes go
+// fifos, links that could point out of dir and entries whose parent is a
+// symlink planted by an earlier entry are refused, and all writes go
 // through an os.Root at dir, so no entry and no symlink planted by an
 // earlier entry can reach outside it. Modes keep only permission bits.
 func Extract(r io.Reader, compression, dir string) error {
@@ -71,12 +72,18 @@ func Extract(r io.Reader, compression, dir string) error {
 }
 
 func extractEntry(root *os.Root, tr *tar.Reader, h *tar.Header) error {
+	if h.Typeflag == tar.TypeXGlobalHeader {
+		return nil // pax metadata for the whole archive (git archive writes one), not a file
+	}
 	name, err := entryName(h.Name)
-	if err != nil || name == "." {
-		if name == "." && err == nil {
-			return nil
-		}
+	if err != nil {
 		return err
+	}
+	if name == "." {
+		return nil
+	}
+	if err := realParents(root, name, kinds[h.Typeflag]); err != nil {
+		return fmt.Errorf("%w: %s: %w", ErrUnsafeArchive, h.Name, err)
 	}
 	mode := fs.FileMode(h.Mode).Perm()
 	if dir := path.Dir(name); dir != "." {
@@ -86,6 +93,9 @@ func extractEntry(root *os.Root, tr *tar.Reader, h *tar.Header) error {
 	}
 	switch h.Typeflag {
 	case tar.TypeDir:
+		if fi, err := root.Lstat(name); err == nil && !fi.IsDir() {
+			return fmt.Errorf("%w: %s: folder entry over an earlier %s", ErrUnsafeArchive, h.Name, fi.Mode().Type())
+		}
 		if err := root.MkdirAll(name, 0o755); err != nil {
 			return fmt.Errorf("%w: %s: %w", ErrUnsafeArchive, h.Name, err)
 		}
@@ -105,24 +115,112 @@ func extractEntry(root *os.Root, tr *tar.Reader, h *tar.Header) error {
 		}
 		return f.Close()
 	case tar.TypeSymlink:
-		// The link's target, resolved from where the link sits, must stay
-		// inside the folder; os.Root refuses to follow it out anyway.
-		target := h.Linkname
-		if path.IsAbs(target) {
-			return fmt.Errorf("%w: %s: symlink to absolute path %q", ErrUnsafeArchive, h.Name, target)
+		if err := confinedLink(name, h.Linkname); err != nil {
+			return fmt.Errorf("%w: %s: %w", ErrUnsafeArchive, h.Name, err)
 		}
-		if _, err := entryName(path.Join(path.Dir(name), target)); err != nil {
-			return fmt.Errorf("%w: %s: symlink %q leaves the folder", ErrUnsafeArchive, h.Name, target)
-		}
-		return root.Symlink(target, name)
+		return root.Symlink(h.Linkname, name)
 	case tar.TypeLink:
 		target, err := entryName(h.Linkname)
 		if err != nil {
 			return fmt.Errorf("%w: %s: hard link %q leaves the folder", ErrUnsafeArchive, h.Name, h.Linkname)
 		}
+		// A hard link to a symlink is a second symlink with the same
+		// target, read from another folder: "sub/l -> .." stays inside,
+		// a copy at "l" would not. Only regular files are linked.
+		fi, err := root.Lstat(target)
+		if err != nil {
+			return fmt.Errorf("%w: %s: hard link to %q: %w", ErrUnsafeArchive, h.Name, h.Linkname, err)
+		}
+		if !fi.Mode().IsRegular() {
+			return fmt.Errorf("%w: %s: hard link to %q, a %s, not a regular file", ErrUnsafeArchive, h.Name, h.Linkname, fi.Mode().Type())
+		}
 		return root.Link(target, name)
 	}
 	return fmt.Errorf("%w: %s: entries of type %q (device nodes, fifos…) are not extracted", ErrUnsafeArchive, h.Name, string(h.Typeflag))
+}
+
+// realParents refuses a name whose parent folders, as already on disk,
+// include a symlink (planted by an earlier entry). Following it would land
+// the entry somewhere its name does not say, so a link target checked
+// against the name could point out of the folder ("d/b -> ..", then
+// "d/b/e -> .." lands as "e -> .."). Every entry therefore sits under real
+// folders only, which confinedLink relies on. kind names the entry in the
+// error ("symlink", "file").
+func realParents(root *os.Root, name, kind string) error {
+	dir := path.Dir(name)
+	if dir == "." {
+		return nil
+	}
+	p := ""
+	for _, c := range strings.Split(dir, "/") {
+		p = path.Join(p, c)
+		fi, err := root.Lstat(p)
+		if errors.Is(err, fs.ErrNotExist) {
+			return nil // MkdirAll creates the rest as real folders
+		}
+		if err != nil {
+			return err
+		}
+		if fi.Mode()&fs.ModeSymlink != 0 {
+			target, err := root.Readlink(p)
+			if err != nil {
+				return err
+			}
+			if kind == "" {
+				kind = "entry"
+			}
+			// Where it would land, read lexically: good enough to say.
+			landing := path.Join(path.Dir(p), target, strings.TrimPrefix(name, p+"/"))
+			return fmt.Errorf("parent %q is a symlink to %q, so this would plant %s %s; entries are not extracted through links, pack the archive without them", p, target, kind, landing)
+		}
+		if !fi.IsDir() {
+			return fmt.Errorf("parent %q is not a folder", p)
+		}
+	}
+	return nil
+}
+
+// kinds names entry types in errors.
+var kinds = map[byte]string{
+	tar.TypeDir:     "folder",
+	tar.TypeReg:     "file",
+	tar.TypeSymlink: "symlink",
+	tar.TypeLink:    "hard link",
+}
+
+// confinedLink checks the target of a symlink at name (whose parents are
+// real folders) stays inside the folder wherever it resolves: it is
+// relative, climbs only at its start ("../../x/y") and no higher than
+// name's own depth. A ".." after a name ("a/../..") is refused rather than
+// cleaned lexically, as the kernel resolves it after following a, which may
+// itself be a link.
+func confinedLink(name, target string) error {
+	if target == "" {
+		return errors.New("symlink with an empty target")
+	}
+	if path.IsAbs(target) || strings.HasPrefix(target, "\\") {
+		return fmt.Errorf("symlink to absolute path %q", target)
+	}
+	depth := 0
+	if dir := path.Dir(name); dir != "." {
+		depth = strings.Count(dir, "/") + 1
+	}
+	climbs, named := 0, false
+	for _, c := range strings.Split(target, "/") {
+		switch c {
+		case "", ".":
+		case "..":
+			if named {
+				return fmt.Errorf("symlink %q climbs after a name; write it without \"..\" in the middle", target)
+			}
+			if climbs++; climbs > depth {
+				return fmt.Errorf("symlink %q leaves the folder", target)
+			}
+		default:
+			named = true
+		}
+	}
+	return nil
 }
 
 // entryName cleans a tar entry name and refuses one that is absolute or

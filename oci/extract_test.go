@@ -6,6 +6,7 @@ import (
 	"compress/gzip"
 	"os"
 	"path/filepath"
+	"strings"
 	"testing"
 
 	"github.com/klauspost/compress/zstd"
@@ -25,6 +26,9 @@ func tarball(t *testing.T, compression string, entries ...entry) *bytes.Buffer {
 		h := &tar.Header{Name: e.name, Typeflag: e.typ, Mode: e.mode, Linkname: e.link, Size: int64(len(e.body))}
 		if h.Mode == 0 {
 			h.Mode = 0o644
+		}
+		if e.typ == tar.TypeXGlobalHeader { // as git archive writes one
+			h = &tar.Header{Typeflag: e.typ, PAXRecords: map[string]string{"comment": "0123abcd"}}
 		}
 		require.NoError(t, tw.WriteHeader(h))
 		_, err := tw.Write([]byte(e.body))
@@ -84,6 +88,27 @@ func TestExtract(t *testing.T) {
 		{"write through a planted symlink", []entry{
 			{name: "sub", typ: tar.TypeDir}, {name: "sub/up", typ: tar.TypeSymlink, link: ".."},
 			{name: "sub/up/up2", typ: tar.TypeSymlink, link: ".."}, {name: "sub/up/up2/evil", typ: tar.TypeReg, body: "x"}}},
+		{"symlink through a planted folder link", []entry{
+			{name: "d", typ: tar.TypeDir}, {name: "d/b", typ: tar.TypeSymlink, link: ".."},
+			{name: "d/b/e", typ: tar.TypeSymlink, link: ".."}}},
+		{"file through a planted folder link", []entry{
+			{name: "d", typ: tar.TypeDir}, {name: "d/b", typ: tar.TypeSymlink, link: ".."},
+			{name: "d/b/x", typ: tar.TypeReg, body: "x"}}},
+		{"folder through a planted folder link", []entry{
+			{name: "d/b", typ: tar.TypeSymlink, link: ".."}, {name: "d/b/sub/", typ: tar.TypeDir}}},
+		{"folder entry over a planted link", []entry{
+			{name: "d/b", typ: tar.TypeSymlink, link: ".."}, {name: "d/b/", typ: tar.TypeDir}}},
+		{"link target climbing after a planted link", []entry{
+			{name: "sub", typ: tar.TypeDir}, {name: "sub/up", typ: tar.TypeSymlink, link: ".."},
+			{name: "x", typ: tar.TypeSymlink, link: "sub/up/.."}}},
+		{"link target climbing after a link planted later", []entry{
+			{name: "x", typ: tar.TypeSymlink, link: "sub/up/.."},
+			{name: "sub", typ: tar.TypeDir}, {name: "sub/up", typ: tar.TypeSymlink, link: ".."}}},
+		{"symlink to the folder's parent", []entry{{name: "link", typ: tar.TypeSymlink, link: ".."}}},
+		{"deep symlink climbing one too many", []entry{{name: "a/b/link", typ: tar.TypeSymlink, link: "../../../x"}}},
+		{"hard link to a confined symlink", []entry{
+			{name: "sub", typ: tar.TypeDir}, {name: "sub/l", typ: tar.TypeSymlink, link: ".."},
+			{name: "l2", typ: tar.TypeLink, link: "sub/l"}}},
 		{"hard link out", []entry{{name: "h", typ: tar.TypeLink, link: "../../etc/passwd"}}},
 		{"device node", []entry{{name: "null", typ: tar.TypeChar}}},
 		{"fifo", []entry{{name: "fifo", typ: tar.TypeFifo}}},
@@ -105,6 +130,79 @@ func TestExtract(t *testing.T) {
 				return err
 			}))
 			require.Empty(t, outside)
+			require.Empty(t, linksOut(t, dir), "no symlink left in the folder points out of it")
 		})
 	}
+}
+
+func TestExtractSaysWhereALinkedEntryWouldLand(t *testing.T) {
+	dir := t.TempDir()
+	err := Extract(tarball(t, Uncompressed,
+		entry{name: "d/b", typ: tar.TypeSymlink, link: ".."},
+		entry{name: "d/b/e", typ: tar.TypeSymlink, link: ".."},
+	), Uncompressed, dir)
+	require.ErrorIs(t, err, ErrUnsafeArchive)
+	require.ErrorContains(t, err, `d/b/e: parent "d/b" is a symlink to "..", so this would plant symlink e`)
+	_, err = os.Lstat(filepath.Join(dir, "e"))
+	require.ErrorIs(t, err, os.ErrNotExist)
+}
+
+func TestExtractKeepsRelativeLinksInside(t *testing.T) {
+	dir := t.TempDir()
+	err := Extract(tarball(t, Gzip,
+		entry{name: "pax_global_header", typ: tar.TypeXGlobalHeader},
+		entry{name: "model/model.onnx", typ: tar.TypeReg, body: "weights"},
+		entry{name: "model/current.onnx", typ: tar.TypeSymlink, link: "model.onnx"},
+		entry{name: "model/dot.onnx", typ: tar.TypeSymlink, link: "./model.onnx"},
+		entry{name: "labels/weights", typ: tar.TypeSymlink, link: "../model/model.onnx"},
+		entry{name: "a/b/c/weights", typ: tar.TypeSymlink, link: "../../../model//model.onnx"},
+		entry{name: "latest", typ: tar.TypeSymlink, link: "model"},
+		entry{name: "self", typ: tar.TypeSymlink, link: "."},
+		entry{name: "via", typ: tar.TypeSymlink, link: "latest/current.onnx"},
+		entry{name: "later", typ: tar.TypeSymlink, link: "extra/file"},
+		entry{name: "extra/file", typ: tar.TypeReg, body: "extra"},
+		entry{name: "dangling", typ: tar.TypeSymlink, link: "missing.txt"},
+		entry{name: "labels/copy", typ: tar.TypeLink, link: "model/model.onnx"},
+	), Gzip, dir)
+	require.NoError(t, err)
+	for p, want := range map[string]string{
+		"model/current.onnx": "weights", "model/dot.onnx": "weights", "labels/weights": "weights",
+		"a/b/c/weights": "weights", "latest/model.onnx": "weights", "self/model/model.onnx": "weights",
+		"via": "weights", "later": "extra", "labels/copy": "weights",
+	} {
+		b, err := os.ReadFile(filepath.Join(dir, p))
+		require.NoError(t, err, p)
+		require.Equal(t, want, string(b), p)
+	}
+	require.NoFileExists(t, filepath.Join(dir, "pax_global_header"))
+	require.Empty(t, linksOut(t, dir))
+}
+
+// linksOut lists the symlinks under dir that resolve (or, dangling, point)
+// outside it.
+func linksOut(t *testing.T, dir string) []string {
+	t.Helper()
+	real, err := filepath.EvalSymlinks(dir)
+	require.NoError(t, err)
+	inside := func(p string) bool { return p == real || strings.HasPrefix(p, real+string(filepath.Separator)) }
+	var out []string
+	require.NoError(t, filepath.WalkDir(real, func(p string, d os.DirEntry, err error) error {
+		if err != nil || d.Type()&os.ModeSymlink == 0 {
+			return err
+		}
+		to, err := filepath.EvalSymlinks(p)
+		if err != nil { // dangling: judge where it points, from where it sits
+			target, rerr := os.Readlink(p)
+			require.NoError(t, rerr)
+			to = filepath.Join(filepath.Dir(p), target)
+			if filepath.IsAbs(target) {
+				to = target
+			}
+		}
+		if !inside(to) {
+			out = append(out, p+" -> "+to)
+		}
+		return nil
+	}))
+	return out
 }

@@ -10,6 +10,7 @@ import (
 	"os"
 	"strconv"
 	"strings"
+	"sync"
 	"sync/atomic"
 	"testing"
 
@@ -25,9 +26,25 @@ import (
 // blob downloads half-way, as a dropped edge link does, and records the
 // Range header of every blob request.
 type flakyRegistry struct {
-	srv    *httptest.Server
-	cuts   atomic.Int32 // blob responses still to cut
+	srv  *httptest.Server
+	cuts atomic.Int32 // blob responses still to cut
+
+	mu     sync.Mutex // guards ranges: handlers run on their own goroutines
 	ranges []string
+}
+
+// Ranges returns a copy of the Range headers of the blob requests so far.
+func (f *flakyRegistry) Ranges() []string {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	return append([]string(nil), f.ranges...)
+}
+
+// ResetRanges forgets the blob requests so far.
+func (f *flakyRegistry) ResetRanges() {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	f.ranges = nil
 }
 
 func newFlakyRegistry(t *testing.T) *flakyRegistry {
@@ -38,7 +55,9 @@ func newFlakyRegistry(t *testing.T) *flakyRegistry {
 			reg.ServeHTTP(w, r)
 			return
 		}
+		f.mu.Lock()
 		f.ranges = append(f.ranges, r.Header.Get("Range"))
+		f.mu.Unlock()
 		if f.cuts.Add(-1) < 0 {
 			reg.ServeHTTP(w, r)
 			return
@@ -89,7 +108,7 @@ func TestStoreFetch(t *testing.T) {
 		n, err = s.Fetch(ctx, repo, d, size, Options{})
 		require.NoError(t, err)
 		require.Zero(t, n, "an unchanged blob is never downloaded twice")
-		require.Len(t, f.ranges, 1)
+		require.Len(t, f.Ranges(), 1)
 	})
 	t.Run("resumes after a dropped connection", func(t *testing.T) {
 		f := newFlakyRegistry(t)
@@ -100,9 +119,10 @@ func TestStoreFetch(t *testing.T) {
 		n, err := s.Fetch(ctx, repo, d, size, Options{})
 		require.NoError(t, err)
 		require.Equal(t, size, n, "every byte was downloaded once")
-		require.Len(t, f.ranges, 2)
-		require.Empty(t, f.ranges[0])
-		require.Regexp(t, `^bytes=\d+-\d+$`, f.ranges[1], "the second request resumes")
+		ranges := f.Ranges()
+		require.Len(t, ranges, 2)
+		require.Empty(t, ranges[0])
+		require.Regexp(t, `^bytes=\d+-\d+$`, ranges[1], "the second request resumes")
 		require.True(t, s.Has(d))
 	})
 	t.Run("resumes a partial file after a restart", func(t *testing.T) {
@@ -112,12 +132,12 @@ func TestStoreFetch(t *testing.T) {
 		require.NoError(t, err)
 		// What an earlier run of the agent got before it was stopped.
 		blob := fetchBlob(t, repo, d)
-		f.ranges = nil
+		f.ResetRanges()
 		require.NoError(t, os.WriteFile(s.partial(d), blob[:size/3], 0o644))
 		n, err := s.Fetch(ctx, repo, d, size, Options{})
 		require.NoError(t, err)
 		require.Equal(t, size-size/3, n)
-		require.Equal(t, []string{"bytes=" + itoa(size/3) + "-" + itoa(size-1)}, f.ranges)
+		require.Equal(t, []string{"bytes=" + itoa(size/3) + "-" + itoa(size-1)}, f.Ranges())
 		got, err := os.ReadFile(s.Path(d))
 		require.NoError(t, err)
 		require.True(t, bytes.Equal(blob, got))
