@@ -9,6 +9,7 @@ import (
 	"io/fs"
 	"os"
 	"path/filepath"
+	"strings"
 
 	v1 "github.com/google/go-containerregistry/pkg/v1"
 )
@@ -41,7 +42,7 @@ func (s *Store) Verify(d v1.Hash) error {
 }
 
 // GC removes every stored blob whose digest ("sha256:<hex>") is not in
-// keep, and every partial download. It returns how many blobs it removed
+// keep, and every partial download of a blob not in keep. It returns how many blobs it removed
 // and their bytes.
 func (s *Store) GC(keep map[string]bool) (int, int64, error) {
 	var (
@@ -56,7 +57,7 @@ func (s *Store) GC(keep map[string]bool) (int, int64, error) {
 			continue
 		}
 		for _, e := range entries {
-			if sub == "sha256" && keep["sha256:"+e.Name()] {
+			if sub == "sha256" && keep["sha256:"+e.Name()] || sub == "partial" && keep[strings.Replace(e.Name(), "-", ":", 1)] {
 				continue
 			}
 			info, _ := e.Info()

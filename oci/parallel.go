@@ -45,7 +45,11 @@ func (s *Store) FetchAll(ctx context.Context, repo name.Repository, descs []v1.D
 			total.Add(n)
 			if err != nil {
 				mu.Lock()
-				errs = append(errs, err)
+				if len(errs) == 0 || !errors.Is(err, context.Canceled) {
+					// A sibling cancelled by the first failure says
+					// nothing new.
+					errs = append(errs, err)
+				}
 				mu.Unlock()
 				cancel()
 			}

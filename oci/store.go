@@ -60,6 +60,15 @@ func (s *Store) partial(d v1.Hash) string {
 	return filepath.Join(s.dir, "partial", d.Algorithm+"-"+d.Hex)
 }
 
+// Partial returns how many bytes of blob d an interrupted download left.
+func (s *Store) Partial(d v1.Hash) int64 {
+	fi, err := os.Stat(s.partial(d))
+	if err != nil {
+		return 0
+	}
+	return fi.Size()
+}
+
 // Has reports whether the blob is in the store.
 func (s *Store) Has(d v1.Hash) bool {
 	_, err := os.Stat(s.Path(d))
@@ -145,6 +154,9 @@ func (s *Store) download(ctx context.Context, client *http.Client, repo name.Rep
 				return 0, err
 			}
 			h.Reset()
+		case have > 0 && !startsAt(resp.Header.Get("Content-Range"), have):
+			// A 206 from somewhere else than asked: keep nothing of it.
+			return 0, fmt.Errorf("resume at byte %d: server answered with range %q", have, resp.Header.Get("Content-Range"))
 		case resp.StatusCode != http.StatusOK && resp.StatusCode != http.StatusPartialContent:
 			return 0, transport.CheckError(resp, http.StatusOK, http.StatusPartialContent)
 		}
@@ -160,6 +172,14 @@ func (s *Store) download(ctx context.Context, client *http.Client, repo name.Rep
 		return 0, s.discard(d, fmt.Errorf("%w: got %s", ErrDigestMismatch, got))
 	}
 	return size - have, f.Sync()
+}
+
+// startsAt reports whether a Content-Range header ("bytes 100-199/200")
+// starts at offset.
+func startsAt(contentRange string, offset int64) bool {
+	var start int64
+	_, err := fmt.Sscanf(contentRange, "bytes %d-", &start)
+	return err == nil && start == offset
 }
 
 func (s *Store) discard(d v1.Hash, err error) error {
