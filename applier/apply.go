@@ -109,10 +109,12 @@ func (a *Applier) Apply(ctx context.Context, d planner.Desired, cs *planner.Chan
 	if applyErr == nil {
 		inv.Revision = d.Revision
 	}
-	if applyErr == nil && len(res.Applied) > 0 {
+	changed := len(res.Applied) > 0 || fingerprint(inv) != before
+	if applyErr == nil && changed {
+		// Something changed, or left the inventory: there may be garbage.
 		a.finish(ctx)
 	}
-	if len(res.Applied) == 0 && applyErr == nil && fingerprint(inv) == before {
+	if !changed && applyErr == nil {
 		// A no-op tick writes nothing: flash storage on a device polled
 		// every 30s should not take an fsynced write per tick.
 		return res, nil

@@ -467,7 +467,7 @@ func (d *ModelDriver) Prepare(ctx context.Context, a planner.Action, _ any) erro
 		// changed the blob too: drop any blob that no longer matches.
 		for _, e := range art.Entries {
 			if err := d.store.Verify(e.Digest); err != nil {
-				d.log.WarnContext(ctx, "blob damaged; downloading it again", logKeyResource, a.Resource, "digest", e.Digest.String())
+				d.log.WarnContext(ctx, "blob damaged; downloading it again", logKeyResource, a.Resource, logKeyDigest, e.Digest.String())
 			}
 		}
 	}
@@ -496,7 +496,7 @@ func (d *ModelDriver) fetch(ctx context.Context, w *wantedModel, art *oci.Artifa
 	for _, desc := range art.Blobs() {
 		if !d.store.Has(desc.Digest) {
 			missing = append(missing, desc)
-			need += desc.Size
+			need += desc.Size - d.store.Partial(desc.Digest) // a resumed download needs only the rest
 		}
 	}
 	for _, e := range art.Entries {
@@ -511,7 +511,7 @@ func (d *ModelDriver) fetch(ctx context.Context, w *wantedModel, art *oci.Artifa
 	}
 	if need > 0 {
 		if err := oci.CheckSpace(d.state, "model "+w.spec.Name, need); err != nil {
-			return err
+			return fmt.Errorf("%w; free space there, or keep fewer versions (models.keepVersions)", err)
 		}
 	}
 	if len(missing) == 0 {
@@ -619,12 +619,6 @@ func (d *ModelDriver) activate(ctx context.Context, name string) error {
 	}
 	defer dir.Close()
 	target := filepath.Join(d.dir, name, vdir)
-	if err := swapLink(dir, rel, target); err != nil {
-		return fmt.Errorf("activate %s: %w", ModelID(name), err)
-	}
-	if rec.Path != w.spec.Path && rec.Active != "" {
-		d.unlink(name, rec.Path) // the stable path moved: the old link goes
-	}
 	// The active version first, then the others most recent first; the
 	// kept ones beyond KeepVersions, and damaged copies of the active
 	// digest, are removed.
@@ -644,13 +638,30 @@ func (d *ModelDriver) activate(ctx context.Context, name string) error {
 		}
 	}
 	prev := rec.active()
+	// The record names the new version before the link does: after a
+	// crash in between, the link still points at a version the record
+	// keeps, and the next tick swaps it (a held model is held at the
+	// version it was being moved to, never rolled back).
 	next := &modelRecord{Name: name, Ref: w.spec.Ref, Policy: policy, Path: w.spec.Path, Active: vdir, Versions: versions}
 	if err := d.setRecord(next); err != nil {
 		return err
 	}
+	if err := swapLink(dir, rel, target); err != nil {
+		return fmt.Errorf("activate %s: %w", ModelID(name), err)
+	}
+	if rec.Path != w.spec.Path && rec.Active != "" {
+		d.unlink(name, rec.Path) // the stable path moved: the old link goes
+	}
 	for _, o := range drop {
 		if err := removeTree(filepath.Join(d.dir, name, o)); err != nil {
-			d.log.WarnContext(ctx, "remove old model version", logKeyResource, ModelID(name), "error", err.Error())
+			d.log.WarnContext(ctx, "remove old model version", logKeyResource, ModelID(name), logKeyError, err.Error())
+		}
+	}
+	if len(drop) > 0 {
+		// Removing links to shared blobs moved their ctime: refresh the
+		// fingerprints, or the next tick would re-hash every shared file.
+		if err := d.refresh(next); err != nil {
+			d.log.WarnContext(ctx, "refresh model fingerprints", logKeyResource, ModelID(name), logKeyError, err.Error())
 		}
 	}
 	from := "none"
@@ -662,15 +673,47 @@ func (d *ModelDriver) activate(ctx context.Context, name string) error {
 	return nil
 }
 
+// refresh takes the new ctime of every file of rec's versions whose size,
+// mtime and inode are unchanged: tend's own link operations on shared
+// blobs move only the ctime.
+func (d *ModelDriver) refresh(rec *modelRecord) error {
+	for i := range rec.Versions {
+		v := &rec.Versions[i]
+		root := filepath.Join(d.dir, rec.Name, v.Dir)
+		for j := range v.Entries {
+			e := &v.Entries[j]
+			if e.Type != "" {
+				continue
+			}
+			fi, err := os.Lstat(filepath.Join(root, filepath.FromSlash(e.Path)))
+			if err != nil {
+				continue
+			}
+			ino, mtime, ctime := statIDs(fi)
+			if fi.Size() == e.Size && ino == e.Ino && mtime == e.Mtime {
+				e.Ctime = ctime
+			}
+		}
+	}
+	return d.setRecord(rec)
+}
+
 // remove deletes model name: its stable path, when that is still a symlink
-// into its folder in stateDir, and the folder with every version.
+// into its folder in stateDir, and the folder with every version. The
+// folder is renamed away first, so a crash leaves all of it or none.
 func (d *ModelDriver) remove(name string) error {
 	rec, err := d.record(name)
-	if err != nil || rec == nil {
+	if err != nil {
 		return err
 	}
-	d.unlink(name, rec.Path)
-	if err := removeTree(filepath.Join(d.dir, name)); err != nil {
+	if rec != nil {
+		d.unlink(name, rec.Path)
+	}
+	trash := filepath.Join(d.dir, ".removed-"+name)
+	if err := os.Rename(filepath.Join(d.dir, name), trash); err != nil && !errors.Is(err, fs.ErrNotExist) {
+		return fmt.Errorf("remove %s: %w", ModelID(name), err)
+	}
+	if err := removeTree(trash); err != nil {
 		return fmt.Errorf("remove %s: %w", ModelID(name), err)
 	}
 	d.mu.Lock()
@@ -768,15 +811,44 @@ func swapLink(r *os.Root, rel, target string) error {
 // Finish collects garbage after a plan applied in full: version folders no
 // record keeps, models no longer recorded, blobs no kept version uses, and
 // partial downloads (every declared model is whole by now).
+//
+// Nothing is collected while a model is held (its registry failed): its
+// pending download must survive. Blobs and partial downloads of every
+// declared model's artifact are kept in any case. A model that is neither
+// declared nor deleted by the plan (its link was already gone) is removed
+// here.
 func (d *ModelDriver) Finish(ctx context.Context) error {
+	d.mu.Lock()
+	held := len(d.held) > 0
+	keep := map[string]bool{}
+	declared := map[string]bool{}
+	for name, w := range d.wanted {
+		declared[name] = true
+		if w.art != nil {
+			for _, b := range w.art.Blobs() {
+				keep[b.Digest.String()] = true
+			}
+		}
+	}
+	d.mu.Unlock()
+	if held {
+		return nil
+	}
 	entries, err := os.ReadDir(d.dir)
 	if err != nil && !errors.Is(err, fs.ErrNotExist) {
 		return err
 	}
-	keep := map[string]bool{}
 	var errs []error
 	for _, e := range entries {
 		if !e.IsDir() {
+			continue
+		}
+		if strings.HasPrefix(e.Name(), ".removed-") {
+			errs = append(errs, removeTree(filepath.Join(d.dir, e.Name())))
+			continue
+		}
+		if !declared[e.Name()] {
+			errs = append(errs, d.remove(e.Name()))
 			continue
 		}
 		rec, err := loadRecord(d.dir, e.Name())
@@ -803,9 +875,9 @@ func (d *ModelDriver) Finish(ctx context.Context) error {
 			}
 		}
 	}
-	if len(errs) > 0 {
+	if err := errors.Join(errs...); err != nil {
 		// A record that cannot be read may hold blobs: keep them all.
-		return errors.Join(errs...)
+		return err
 	}
 	n, freed, err := d.store.GC(keep)
 	if n > 0 {

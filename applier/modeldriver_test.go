@@ -6,6 +6,7 @@ import (
 	"net/http"
 	"os"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -442,4 +443,73 @@ func TestModelDeepVerify(t *testing.T) {
 	require.Len(t, cs.Actions, 1)
 	require.Equal(t, "drift: model folder changed on node: labels.txt edited", cs.Actions[0].Reason)
 	require.Equal(t, string(v1Files["labels.txt"]), n.read("detector", "labels.txt"))
+}
+
+// A download cut off, then a tick on which the model's registry is down
+// while the rest of the plan applies: garbage collection must not throw
+// the partial download away.
+func TestModelPartialSurvivesHeldTick(t *testing.T) {
+	n := newModelNode(t)
+	n.reg.PushFiles(t, "models/detector:v8", v1Files)
+	m := n.model("detector", "models/detector:v8")
+	n.apply(m)
+
+	big := []byte(strings.Repeat("v9 weights ", 20000))
+	n.reg.PushFiles(t, "models/detector:v8", map[string][]byte{"model.onnx": big})
+	bigPath := "/blobs/" + testoci.Digest(big)
+	n.reg.Use(func(w http.ResponseWriter, r *http.Request) bool {
+		if r.Method != http.MethodGet || !strings.HasSuffix(r.URL.Path, bigPath) {
+			return false
+		}
+		w.Header().Set("Content-Length", strconv.Itoa(len(big)))
+		w.WriteHeader(http.StatusOK)
+		_, _ = w.Write(big[:len(big)/3])
+		panic(http.ErrAbortHandler)
+	})
+	_, _, _, err := n.tick(true, m)
+	require.Error(t, err)
+	partial := filepath.Join(n.stateDir, "blobs", "partial", "sha256-"+testoci.Digest(big)[7:])
+	fi, err := os.Stat(partial)
+	require.NoError(t, err)
+	require.Positive(t, fi.Size())
+
+	// The registry is down; another model converges, so the apply succeeds.
+	n.reg.Use(func(w http.ResponseWriter, r *http.Request) bool {
+		if strings.Contains(r.URL.Path, "/models/detector/") {
+			w.WriteHeader(http.StatusServiceUnavailable)
+			return true
+		}
+		return false
+	})
+	n.reg.PushFiles(t, "models/other:v1", map[string][]byte{"x": []byte("x")})
+	_, res, a, err := n.tick(true, m, n.model("other", "models/other:v1"))
+	require.NoError(t, err)
+	require.Len(t, res.Applied, 1)
+	require.Error(t, a.Held())
+	_, err = os.Stat(partial)
+	require.NoError(t, err, "the partial download of a held model was collected")
+
+	// Back up: the download resumes and the model converges.
+	n.reg.Use(nil)
+	n.reg.BlobBytes.Store(0)
+	n.apply(m, n.model("other", "models/other:v1"))
+	require.Equal(t, string(big), n.read("detector", "model.onnx"))
+	require.Less(t, n.reg.BlobBytes.Load(), int64(len(big)), "the download started over")
+}
+
+// A model no longer declared whose link was removed by hand gets no delete
+// action; its versions and blobs are still collected.
+func TestModelUndeclaredWithoutLinkIsCollected(t *testing.T) {
+	n := newModelNode(t)
+	n.reg.PushFiles(t, "models/detector:v8", v1Files)
+	n.reg.PushFiles(t, "models/other:v1", map[string][]byte{"x": []byte("x")})
+	m, other := n.model("detector", "models/detector:v8"), n.model("other", "models/other:v1")
+	n.apply(m, other)
+	require.NoError(t, os.Remove(filepath.Join(n.root, modelAllow, "detector")))
+	n.apply(other)
+	_, err := os.Stat(filepath.Join(n.stateDir, "models", "detector"))
+	require.ErrorIs(t, err, os.ErrNotExist)
+	blobs, err := os.ReadDir(filepath.Join(n.stateDir, "blobs", "sha256"))
+	require.NoError(t, err)
+	require.Len(t, blobs, 3, "only other's manifest, config and file are left")
 }

@@ -1,6 +1,7 @@
 package main
 
 import (
+	"errors"
 	"fmt"
 	"io"
 
@@ -26,11 +27,13 @@ func newPlanCommand(g *globals) *cobra.Command {
 				return err
 			}
 			res, err := g.reconciler(c, log).Plan(cmd.Context())
-			if err != nil {
+			if res == nil || res.Plan == nil {
 				return err
 			}
-			if err := writePlan(cmd.OutOrStdout(), format, res.Plan); err != nil {
-				return err
+			// A plan made while the node is held (the repo or a registry
+			// unreachable) is printed, and the failure still exits 1.
+			if werr := writePlan(cmd.OutOrStdout(), format, res.Plan); werr != nil || err != nil {
+				return errors.Join(werr, err)
 			}
 			if detailed && !res.Plan.Empty() {
 				return exitError{code: 2}
