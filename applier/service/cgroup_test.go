@@ -1,0 +1,178 @@
+package service
+
+import (
+	"context"
+	"os"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+)
+
+// requireCgroups: the tests below use the node's real cgroups (v1 memory
+// and cpu here, as root).
+func requireCgroups(t *testing.T) *Exec {
+	t.Helper()
+	requireRoot(t, "writing cgroups")
+	e := newTestExec(t)
+	require.NotEqual(t, cgroupNone, e.cg.mode, "no cgroup hierarchy under %s", cgroupMount)
+	return e
+}
+
+func readTrim(t *testing.T, p string) string {
+	t.Helper()
+	b, err := os.ReadFile(p)
+	require.NoError(t, err)
+	return strings.TrimSpace(string(b))
+}
+
+// instanceDirs are where the cgroup of instance name is, memory and cpu.
+func instanceDirs(e *Exec, name string) (mem, cpu string) {
+	if e.cg.mode == cgroupV2 {
+		d := filepath.Join(e.cg.root, e.cg.parent, name)
+		return d, d
+	}
+	return filepath.Join(e.cg.root, "memory", e.cg.parent, name), filepath.Join(e.cg.root, "cpu", e.cg.parent, name)
+}
+
+func TestMemoryLimitOOMKilled(t *testing.T) {
+	e := requireCgroups(t)
+	t.Parallel()
+	mem, _ := instanceDirs(e, "oom-0")
+	p := start(t, e, Instance{
+		Service: "oom",
+		// -wait-cgroup: allocate only once inside the limit (on v1 the
+		// process is moved in just after it started).
+		Command: []string{svcBin, "-wait-cgroup", "/" + testCgroupParent + "/oom-0", "-alloc", "256", "-sleep", "1h"},
+		Memory:  64 << 20,
+		LogFile: filepath.Join(t.TempDir(), "oom.log"),
+	})
+	require.Empty(t, p.Limits)
+	st, err := e.Wait(waitCtx(t), p)
+	require.NoError(t, err)
+	assert.Equal(t, ExitStatus{Known: true, Code: -1, Signal: "killed", OOMKilled: true, MemoryLimit: 64 << 20}, st)
+	assert.Equal(t, "killed by signal killed (out of memory: limit 64Mi)", st.String())
+	assert.NoDirExists(t, mem, "the instance's cgroup is removed once its process is gone")
+}
+
+func TestLimitsWrittenAndRemoved(t *testing.T) {
+	e := requireCgroups(t)
+	t.Parallel()
+	mem, cpu := instanceDirs(e, "limits-1")
+	p := start(t, e, Instance{Service: "limits", Replica: 1, Command: []string{svcBin, "-sleep", "1h"}, Memory: 128 << 20, CPUMilli: 1500})
+	require.Empty(t, p.Limits)
+
+	if e.cg.mode == cgroupV1 {
+		assert.Equal(t, strconv.Itoa(128<<20), readTrim(t, filepath.Join(mem, "memory.limit_in_bytes")))
+		assert.Equal(t, "100000", readTrim(t, filepath.Join(cpu, "cpu.cfs_period_us")))
+		assert.Equal(t, "150000", readTrim(t, filepath.Join(cpu, "cpu.cfs_quota_us")))
+	} else {
+		assert.Equal(t, strconv.Itoa(128<<20), readTrim(t, filepath.Join(mem, "memory.max")))
+		assert.Equal(t, "150000 100000", readTrim(t, filepath.Join(cpu, "cpu.max")))
+	}
+	for _, d := range []string{mem, cpu} {
+		assert.Contains(t, strings.Fields(readTrim(t, filepath.Join(d, "cgroup.procs"))), strconv.Itoa(p.PID))
+	}
+
+	// After a restart of tend: found from /proc/PID/cgroup, removed by Stop.
+	after := newTestExec(t)
+	cg := after.cg.instanceOf(p.PID)
+	require.NotNil(t, cg)
+	assert.Equal(t, mem, cg.memDir)
+	assert.Equal(t, cpu, cg.cpuDir)
+	assert.Equal(t, int64(128<<20), cg.memory)
+	require.NoError(t, after.Stop(context.Background(), p, time.Second))
+	assert.NoDirExists(t, mem)
+	assert.NoDirExists(t, cpu)
+}
+
+func TestLimitRefusedByKernel(t *testing.T) {
+	e := requireCgroups(t)
+	t.Parallel()
+	if e.cg.mode == cgroupV1 && !e.cg.v1cpu {
+		t.Skip("no v1 cpu hierarchy")
+	}
+	// Below checkLimits' floor, straight to the kernel: a 100µs quota.
+	_, _, err := e.cg.create("refused-0", 0, 1)
+	require.ErrorIs(t, err, ErrInvalidInstance)
+	assert.Contains(t, err.Error(), "the kernel refuses")
+	assert.Contains(t, err.Error(), "invalid argument")
+	_, cpu := instanceDirs(e, "refused-0")
+	assert.NoDirExists(t, cpu, "nothing is left behind")
+}
+
+func TestNoWritableCgroup(t *testing.T) {
+	t.Parallel()
+	e := newTestExec(t)
+	e.cg = detectCgroups(t.TempDir(), testCgroupParent) // nothing mounted there
+	p := start(t, e, Instance{Service: "nocg", Command: []string{svcBin, "-sleep", "1h"}, Memory: 64 << 20, CPUMilli: 500})
+	assert.Equal(t, "resource limits not applied: no writable cgroup (v2 /sys/fs/cgroup or v1 memory/cpu); run tend as root with cgroups mounted", p.Limits)
+	assert.True(t, e.Alive(p), "it starts anyway")
+
+	p = start(t, e, Instance{Service: "nolimits", Command: []string{svcBin, "-sleep", "1h"}})
+	assert.Empty(t, p.Limits, "no warning when no limit was asked for")
+}
+
+// The v2 layout cannot be tried for real on this machine (its unified
+// hierarchy has no controllers): the files tend writes are checked on a
+// copy of the layout in a temporary folder.
+func TestCgroupV2Files(t *testing.T) {
+	t.Parallel()
+	layout := func(t *testing.T, controllers string) string {
+		root := t.TempDir()
+		for p, content := range map[string]string{
+			"cgroup.controllers":                    controllers,
+			"cgroup.subtree_control":                "",
+			"tend/cgroup.subtree_control":           "",
+			"tend/infer-0/memory.max":               "max",
+			"tend/infer-0/cpu.max":                  "max 100000",
+			"tend/infer-0/memory.events":            "low 0\nhigh 0\nmax 0\noom 0\noom_kill 2\n",
+			"tend/infer-0/cgroup.procs":             "",
+			"tend/infer-0/cgroup.kill":              "",
+			"tend/infer-0/unused-but-kernel-made.x": "",
+		} {
+			require.NoError(t, os.MkdirAll(filepath.Dir(filepath.Join(root, p)), 0o755))
+			require.NoError(t, os.WriteFile(filepath.Join(root, p), []byte(content), 0o644))
+		}
+		return root
+	}
+
+	t.Run("limits and controllers", func(t *testing.T) {
+		root := layout(t, "cpuset cpu io memory pids")
+		c := detectCgroups(root, "tend")
+		require.Equal(t, cgroupV2, c.mode)
+		cg, warn, err := c.create("infer-0", 64<<20, 1500)
+		require.NoError(t, err)
+		require.Empty(t, warn)
+		dir := filepath.Join(root, "tend", "infer-0")
+		assert.Equal(t, []string{dir}, cg.dirs())
+		assert.Equal(t, "67108864", readTrim(t, filepath.Join(dir, "memory.max")))
+		assert.Equal(t, "150000 100000", readTrim(t, filepath.Join(dir, "cpu.max")))
+		assert.Equal(t, "+memory +cpu", readTrim(t, filepath.Join(root, "cgroup.subtree_control")))
+		assert.Equal(t, "+memory +cpu", readTrim(t, filepath.Join(root, "tend", "cgroup.subtree_control")))
+		assert.Equal(t, uint64(2), cg.oomBase)
+		assert.False(t, cg.oomKilled())
+		require.NoError(t, os.WriteFile(filepath.Join(dir, "memory.events"), []byte("oom 1\noom_kill 3\n"), 0o644))
+		assert.True(t, cg.oomKilled())
+	})
+	t.Run("a controller missing is a warning for its limit", func(t *testing.T) {
+		root := layout(t, "memory pids")
+		cg, warn, err := detectCgroups(root, "tend").create("infer-0", 64<<20, 1500)
+		require.NoError(t, err)
+		assert.Equal(t, "cpu limit "+noCgroupWarning, warn)
+		assert.Equal(t, "max 100000", readTrim(t, filepath.Join(root, "tend", "infer-0", "cpu.max")), "untouched")
+		assert.NotEmpty(t, cg.memDir)
+		assert.Empty(t, cg.cpuDir)
+	})
+	t.Run("no controller at all", func(t *testing.T) {
+		root := layout(t, "pids")
+		cg, warn, err := detectCgroups(root, "tend").create("infer-0", 64<<20, 0)
+		require.NoError(t, err)
+		assert.Nil(t, cg)
+		assert.Equal(t, "resource limits "+noCgroupWarning, warn)
+	})
+}

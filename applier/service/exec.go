@@ -1,0 +1,363 @@
+package service
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"sync"
+	"syscall"
+	"time"
+
+	"golang.org/x/sys/unix"
+)
+
+// Exec is the exec runtime: each instance is a process tend forks and
+// execs, in its own session, with its cgroup when it has limits. On cgroup
+// v2 the process starts inside its cgroup (clone3 CLONE_INTO_CGROUP); on v1
+// it is moved in right after exec, so for those few microseconds it runs
+// unconfined, and a process it forks in that window stays outside.
+type Exec struct {
+	log *slog.Logger
+	cg  cgroupFS
+
+	mu       sync.Mutex
+	children map[Proc]*child // by PID and StartTime; Limits is always ""
+}
+
+var _ Runtime = (*Exec)(nil)
+
+// child is a process this Exec started. A goroutine reaps it as soon as it
+// exits, so it never lingers as a zombie, and keeps its status for Wait.
+type child struct {
+	cmd  *exec.Cmd
+	cg   *instanceCgroup
+	done chan struct{} // closed once reaped and status is set
+	// status is how it ended, set before done is closed.
+	status ExitStatus
+}
+
+// NewExec returns the exec runtime. cgroupParent is the name of tend's
+// cgroup subtree ("tend"); each instance with limits gets its own cgroup
+// "<service>-<replica>" below it. A nil log discards.
+func NewExec(cgroupParent string, log *slog.Logger) *Exec {
+	if log == nil {
+		log = slog.New(slog.DiscardHandler)
+	}
+	return &Exec{
+		log:      log,
+		cg:       detectCgroups(cgroupMount, cgroupParent),
+		children: map[Proc]*child{},
+	}
+}
+
+func procKey(p Proc) Proc { return Proc{PID: p.PID, StartTime: p.StartTime} }
+
+// Start implements Runtime. Everything that can be checked before the
+// process runs is: the command (looked up in the instance's PATH), the
+// working directory, the user and group, the limits. A limit that cannot be
+// applied for want of a writable cgroup does not stop the start: Proc.Limits
+// says so, and it is logged at Warn.
+func (e *Exec) Start(ctx context.Context, in Instance) (Proc, error) {
+	if err := ctx.Err(); err != nil {
+		return Proc{}, err
+	}
+	if in.Service == "" || strings.ContainsRune(in.Service, '/') || in.Service == "." || in.Service == ".." || in.Replica < 0 {
+		return Proc{}, invalidf("invalid instance %q replica %d: a service needs a name without '/' and a replica index from 0", in.Service, in.Replica)
+	}
+	if len(in.Command) == 0 {
+		return Proc{}, invalidf("command is empty: set services[].command")
+	}
+	dir := in.WorkingDir
+	if dir == "" {
+		dir = "/"
+	}
+	if err := checkWorkingDir(dir); err != nil {
+		return Proc{}, err
+	}
+	path, err := lookCommand(in.Command[0], instancePath(in), dir)
+	if err != nil {
+		return Proc{}, err
+	}
+	cred, err := credential(in)
+	if err != nil {
+		return Proc{}, err
+	}
+	if err := checkLimits(in.Memory, in.CPUMilli); err != nil {
+		return Proc{}, err
+	}
+
+	var out *os.File
+	if in.LogFile != "" {
+		if err := os.MkdirAll(filepath.Dir(in.LogFile), 0o750); err != nil {
+			return Proc{}, fmt.Errorf("create log folder: %w", err)
+		}
+		if out, err = os.OpenFile(in.LogFile, os.O_WRONLY|os.O_CREATE|os.O_APPEND, 0o640); err != nil {
+			return Proc{}, fmt.Errorf("open log file: %w", err)
+		}
+		defer out.Close() // the process has its own copy
+	}
+
+	name := in.Service + "-" + strconv.Itoa(in.Replica)
+	cg, warn, err := e.cg.create(name, in.Memory, in.CPUMilli)
+	if err != nil {
+		return Proc{}, err
+	}
+	if warn != "" {
+		e.log.Warn("resource limits not applied", logKeyService, in.Service, logKeyReplica, in.Replica, logKeyLimits, warn)
+	}
+
+	newCmd := func() *exec.Cmd {
+		cmd := &exec.Cmd{
+			Path:        path,
+			Args:        in.Command,
+			Env:         instanceEnv(in),
+			Dir:         dir,
+			SysProcAttr: &syscall.SysProcAttr{Setsid: true, Credential: cred},
+		}
+		if out != nil {
+			cmd.Stdout, cmd.Stderr = out, out
+		}
+		return cmd
+	}
+	cmd, placed, err := startIn(newCmd, cg)
+	if err != nil {
+		_ = cg.remove()
+		return Proc{}, startError(in, err)
+	}
+	pid := cmd.Process.Pid
+	// Not reaped yet, so /proc/PID is this process even if it already exited.
+	st, err := readProcStat(pid)
+	if err == nil && cg != nil && !placed {
+		if err = cg.place(pid); err != nil && !procAlive(Proc{PID: pid, StartTime: st.StartTime}) {
+			err = nil // it exited before it could be moved: Wait tells how
+		}
+	}
+	if err != nil {
+		_ = syscall.Kill(-pid, syscall.SIGKILL)
+		_ = cmd.Wait()
+		cg.killAll()
+		_ = cg.removeWait()
+		return Proc{}, fmt.Errorf("start %s: %w", name, err)
+	}
+
+	p := Proc{PID: pid, StartTime: st.StartTime, Limits: warn}
+	c := &child{cmd: cmd, cg: cg, done: make(chan struct{})}
+	e.mu.Lock()
+	e.children[procKey(p)] = c
+	e.mu.Unlock()
+	go e.reap(in, c)
+
+	attrs := []any{logKeyService, in.Service, logKeyReplica, in.Replica, logKeyPID, pid, logKeyCommand, in.Command}
+	if cg != nil {
+		attrs = append(attrs, logKeyCgroup, cg.dirs())
+	}
+	e.log.Debug("started", attrs...)
+	return p, nil
+}
+
+// startIn starts a command newCmd makes, directly in cg when the node has
+// cgroup v2 and the kernel clone3 with CLONE_INTO_CGROUP (5.7 and later).
+// placed reports whether it did; if not, the caller moves the process in.
+func startIn(newCmd func() *exec.Cmd, cg *instanceCgroup) (cmd *exec.Cmd, placed bool, err error) {
+	cmd = newCmd()
+	if cg == nil || cg.mode != cgroupV2 {
+		return cmd, false, cmd.Start()
+	}
+	dir, err := os.Open(cg.dirs()[0])
+	if err != nil {
+		return cmd, false, fmt.Errorf("open cgroup: %w", err)
+	}
+	defer dir.Close()
+	cmd.SysProcAttr.UseCgroupFD = true
+	cmd.SysProcAttr.CgroupFD = int(dir.Fd())
+	err = cmd.Start()
+	if errors.Is(err, unix.ENOSYS) || errors.Is(err, unix.E2BIG) || errors.Is(err, unix.EINVAL) {
+		// No clone3 or CLONE_INTO_CGROUP in this kernel: start, then move.
+		cmd = newCmd()
+		return cmd, false, cmd.Start()
+	}
+	return cmd, err == nil, err
+}
+
+// startError says why the process did not start, and what to do.
+func startError(in Instance, err error) error {
+	if errors.Is(err, syscall.EACCES) && in.User != "" {
+		return invalidf("start %q as user %q: %w: that user needs to read and execute it and every folder above it", in.Command[0], in.User, err)
+	}
+	return fmt.Errorf("start %q: %w", in.Command[0], err)
+}
+
+// reap waits for c to exit, reaps it, reads from its cgroup whether the OOM
+// killer ended it, removes the cgroup, and publishes the status.
+func (e *Exec) reap(in Instance, c *child) {
+	err := c.cmd.Wait()
+	st := ExitStatus{Known: true}
+	if ps := c.cmd.ProcessState; ps != nil {
+		if ws, ok := ps.Sys().(syscall.WaitStatus); ok && ws.Signaled() {
+			st.Code, st.Signal = -1, ws.Signal().String()
+		} else {
+			st.Code = ps.ExitCode()
+		}
+	} else {
+		st = ExitStatus{}
+		e.log.Warn("wait for process", logKeyPID, c.cmd.Process.Pid, logKeyError, err)
+	}
+	if st.Signal == syscall.SIGKILL.String() && c.cg.oomKilled() {
+		st.OOMKilled, st.MemoryLimit = true, c.cg.memory
+	}
+	if err := c.cg.remove(); err != nil {
+		e.log.Debug("cgroup kept: processes the service started still run in it", logKeyPID, c.cmd.Process.Pid, logKeyError, err)
+	}
+	e.log.Debug("exited", logKeyService, in.Service, logKeyReplica, in.Replica, logKeyPID, c.cmd.Process.Pid, logKeyStatus, st.String())
+	c.status = st
+	close(c.done)
+}
+
+func (e *Exec) child(p Proc) *child {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	return e.children[procKey(p)]
+}
+
+func (e *Exec) forget(p Proc) {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	delete(e.children, procKey(p))
+}
+
+// Alive implements Runtime.
+func (e *Exec) Alive(p Proc) bool { return procAlive(p) }
+
+// Wait implements Runtime. After Stop returned for a child, its status is
+// gone: Wait then reports an unknown status, as for an adopted process.
+func (e *Exec) Wait(ctx context.Context, p Proc) (ExitStatus, error) {
+	if c := e.child(p); c != nil {
+		select {
+		case <-c.done:
+			e.forget(p)
+			return c.status, nil
+		case <-ctx.Done():
+			return ExitStatus{}, ctx.Err()
+		}
+	}
+	f, err := openPidfd(p)
+	switch {
+	case errors.Is(err, errGone):
+		return ExitStatus{}, nil
+	case errors.Is(err, unix.ENOSYS):
+		cg := e.cg.instanceOf(p.PID)
+		if err := waitGoneByPolling(ctx, p); err != nil {
+			return ExitStatus{}, err
+		}
+		return e.adoptedExit(cg), nil
+	case err != nil:
+		return ExitStatus{}, err
+	}
+	defer f.Close()
+	cg := e.cg.instanceOf(p.PID)
+	if err := waitPidfd(ctx, f); err != nil {
+		return ExitStatus{}, err
+	}
+	return e.adoptedExit(cg), nil
+}
+
+// adoptedExit is what can be told of an adopted process that exited: only
+// whether the OOM killer struck in its cgroup, which is then removed.
+func (e *Exec) adoptedExit(cg *instanceCgroup) ExitStatus {
+	var st ExitStatus
+	if cg.oomKilled() {
+		st.OOMKilled, st.MemoryLimit = true, cg.memory
+	}
+	if err := cg.remove(); err != nil {
+		e.log.Debug("cgroup kept: processes the service started still run in it", logKeyError, err)
+	}
+	return st
+}
+
+// Stop implements Runtime. Once the process is gone (or grace ran out),
+// every process left in its group, and in its cgroup when it has one, is
+// killed too: nothing the service started outlives Stop. When ctx ends
+// first, the group is killed at once and ctx's error returned.
+func (e *Exec) Stop(ctx context.Context, p Proc, grace time.Duration) error {
+	var gone func(context.Context) error
+	var signalLeader func(unix.Signal) error
+	var cg *instanceCgroup
+	if c := e.child(p); c != nil {
+		defer e.forget(p)
+		select {
+		case <-c.done:
+			// Exited before: its pid may be another process's by now, so
+			// only its cgroup is cleaned up.
+			c.cg.killAll()
+			if err := c.cg.removeWait(); err != nil {
+				e.log.Warn("cgroup kept after stop", logKeyPID, p.PID, logKeyError, err)
+			}
+			return nil
+		default:
+		}
+		signalLeader = func(sig unix.Signal) error { return c.cmd.Process.Signal(sig) }
+		gone = func(ctx context.Context) error {
+			select {
+			case <-c.done:
+				return nil
+			case <-ctx.Done():
+				return ctx.Err()
+			}
+		}
+		cg = c.cg
+	} else {
+		f, err := openPidfd(p)
+		switch {
+		case errors.Is(err, errGone):
+			return nil
+		case errors.Is(err, unix.ENOSYS):
+			gone = func(ctx context.Context) error { return waitGoneByPolling(ctx, p) }
+			signalLeader = func(sig unix.Signal) error {
+				if !procAlive(p) {
+					return nil
+				}
+				return unix.Kill(p.PID, sig)
+			}
+		case err != nil:
+			return fmt.Errorf("stop pid %d: %w", p.PID, err)
+		default:
+			defer f.Close()
+			gone = func(ctx context.Context) error { return waitPidfd(ctx, f) }
+			signalLeader = func(sig unix.Signal) error { return pidfdSignal(f, sig) }
+		}
+		cg = e.cg.instanceOf(p.PID)
+	}
+
+	signal(p.PID, signalLeader, unix.SIGTERM)
+	gctx, cancel := context.WithTimeout(ctx, grace)
+	err := gone(gctx)
+	cancel()
+	signal(p.PID, signalLeader, unix.SIGKILL)
+	cg.killAll()
+	if err != nil && ctx.Err() != nil {
+		return fmt.Errorf("stop pid %d: %w", p.PID, ctx.Err())
+	}
+	if err := gone(ctx); err != nil {
+		return fmt.Errorf("stop pid %d: %w", p.PID, err)
+	}
+	if err := cg.removeWait(); err != nil {
+		e.log.Warn("cgroup kept after stop", logKeyPID, p.PID, logKeyError, err)
+	}
+	e.log.Debug("stopped", logKeyPID, p.PID)
+	return nil
+}
+
+// signal sends sig to the process group pid leads (every instance is a
+// session leader, so its group id is its pid) or, when pid leads no group
+// (a process adopted that tend did not start), to the process alone.
+func signal(pid int, leader func(unix.Signal) error, sig unix.Signal) {
+	if err := unix.Kill(-pid, sig); errors.Is(err, unix.ESRCH) {
+		_ = leader(sig)
+	}
+}

@@ -1,0 +1,328 @@
+package service
+
+import (
+	"context"
+	"fmt"
+	"net"
+	"net/http"
+	"net/http/httptest"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+
+	"github.com/tend-dev/tend/manifest"
+)
+
+// closedTCPAddr returns a loopback address nothing listens on.
+func closedTCPAddr(t *testing.T) string {
+	t.Helper()
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	require.NoError(t, err)
+	addr := l.Addr().String()
+	require.NoError(t, l.Close())
+	return addr
+}
+
+// statusServer answers every request with the status code status returns.
+func statusServer(t *testing.T, status func() int) *httptest.Server {
+	t.Helper()
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		w.WriteHeader(status())
+	}))
+	t.Cleanup(srv.Close)
+	return srv
+}
+
+func TestProbeFrom(t *testing.T) {
+	require.Nil(t, ProbeFrom(nil, nil))
+
+	expand := func(s string) string { return strings.ReplaceAll(s, "${replica}", "2") }
+	p := ProbeFrom(&manifest.Health{
+		Exec:             []string{"/bin/check", "--port=808${replica}"},
+		StartupGrace:     manifest.Duration(time.Minute),
+		Interval:         manifest.Duration(2 * time.Second),
+		FailureThreshold: 5,
+	}, expand)
+	require.Equal(t, &Probe{
+		Exec:             []string{"/bin/check", "--port=8082"},
+		StartupGrace:     time.Minute,
+		Interval:         2 * time.Second,
+		FailureThreshold: 5,
+	}, p)
+
+	p = ProbeFrom(&manifest.Health{HTTP: "http://127.0.0.1:808${replica}/healthz"}, expand)
+	require.Equal(t, "http://127.0.0.1:8082/healthz", p.HTTP)
+	p = ProbeFrom(&manifest.Health{TCP: "127.0.0.1:900${replica}"}, nil)
+	require.Equal(t, "127.0.0.1:900${replica}", p.TCP, "nil expand leaves strings alone")
+}
+
+func TestProbeDefaults(t *testing.T) {
+	var p Probe
+	require.Equal(t, 30*time.Second, p.grace())
+	require.Equal(t, 10*time.Second, p.interval())
+	require.Equal(t, 5*time.Second, p.timeout())
+	require.Equal(t, 3, p.threshold())
+
+	p = Probe{Interval: 2 * time.Second}
+	require.Equal(t, 2*time.Second, p.timeout(), "timeout is never more than the interval")
+	p = Probe{Interval: 2 * time.Second, Timeout: 3 * time.Second, FailureThreshold: 1, StartupGrace: time.Second}
+	require.Equal(t, 3*time.Second, p.timeout())
+	require.Equal(t, 1, p.threshold())
+	require.Equal(t, time.Second, p.grace())
+}
+
+func TestNilProbe(t *testing.T) {
+	var p *Probe
+	require.NoError(t, p.Check(t.Context()))
+	require.NoError(t, p.WaitHealthy(t.Context(), func() bool { return false }))
+
+	ctx, cancel := context.WithTimeout(t.Context(), 20*time.Millisecond)
+	defer cancel()
+	done := make(chan struct{})
+	go func() {
+		p.Monitor(ctx, func(bool, error) { t.Error("onChange called for a nil probe") })
+		close(done)
+	}()
+	select {
+	case <-done:
+	case <-time.After(2 * time.Second):
+		t.Fatal("Monitor of a nil probe did not return when ctx ended")
+	}
+}
+
+func TestProbeCheck(t *testing.T) {
+	ok := statusServer(t, func() int { return http.StatusNoContent })
+	unavailable := statusServer(t, func() int { return http.StatusServiceUnavailable })
+	notFound := statusServer(t, func() int { return http.StatusNotFound })
+	// A redirect to a failing page: the probe must not follow it.
+	redirect := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if r.URL.Path == "/healthz" {
+			http.Redirect(w, r, "/broken", http.StatusFound)
+			return
+		}
+		w.WriteHeader(http.StatusInternalServerError)
+	}))
+	t.Cleanup(redirect.Close)
+	hang := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		<-r.Context().Done()
+	}))
+	t.Cleanup(hang.Close)
+
+	listener, err := net.Listen("tcp", "127.0.0.1:0")
+	require.NoError(t, err)
+	t.Cleanup(func() { _ = listener.Close() })
+	go func() {
+		for {
+			c, err := listener.Accept()
+			if err != nil {
+				return
+			}
+			_ = c.Close()
+		}
+	}()
+	closed := closedTCPAddr(t)
+
+	for _, tc := range []struct {
+		name  string
+		probe Probe
+		want  string // "" = healthy; else the exact error text
+	}{
+		{"http 2xx", Probe{HTTP: ok.URL + "/healthz"}, ""},
+		{"http 3xx is healthy and not followed", Probe{HTTP: redirect.URL + "/healthz"}, ""},
+		{"http 503", Probe{HTTP: unavailable.URL + "/healthz"},
+			"GET " + unavailable.URL + "/healthz: 503 Service Unavailable"},
+		{"http 404", Probe{HTTP: notFound.URL + "/"}, "GET " + notFound.URL + "/: 404 Not Found"},
+		{"http connection refused", Probe{HTTP: "http://" + closed + "/healthz"},
+			"GET http://" + closed + "/healthz: dial tcp " + closed + ": connection refused"},
+		{"http credentials are not shown", Probe{HTTP: "http://admin:secret@" + closed + "/healthz"},
+			"GET http://admin:xxxxx@" + closed + "/healthz: dial tcp " + closed + ": connection refused"},
+		{"http timeout", Probe{HTTP: hang.URL + "/healthz", Timeout: 100 * time.Millisecond},
+			"GET " + hang.URL + "/healthz: timed out after 100ms"},
+		{"tcp accepts", Probe{TCP: listener.Addr().String()}, ""},
+		{"tcp connection refused", Probe{TCP: closed}, "dial tcp " + closed + ": connection refused"},
+		{"exec exits 0", Probe{Exec: []string{"/bin/true"}}, ""},
+		{"exec exits 1", Probe{Exec: []string{"/bin/sh", "-c", "exit 1"}}, "exec [/bin/sh -c exit 1]: exit status 1"},
+		{"exec output: first line", Probe{Exec: []string{"/bin/sh", "-c", "echo; echo '  model not loaded '; echo more >&2; exit 3"}},
+			"exec [/bin/sh -c echo; echo '  model not loaded '; echo more >&2; exit 3]: exit status 3: model not loaded"},
+		{"exec stderr", Probe{Exec: []string{"/bin/sh", "-c", "echo oops >&2; exit 1"}},
+			"exec [/bin/sh -c echo oops >&2; exit 1]: exit status 1: oops"},
+		{"exec timeout kills the group", Probe{Exec: []string{"/bin/sh", "-c", "sleep 5; sleep 5"}, Timeout: 100 * time.Millisecond},
+			"exec [/bin/sh -c sleep 5; sleep 5]: timed out after 100ms"},
+		{"exec missing program", Probe{Exec: []string{"/nonexistent/check"}},
+			`exec [/nonexistent/check]: fork/exec /nonexistent/check: no such file or directory`},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			start := time.Now()
+			err := tc.probe.Check(t.Context())
+			// Quick even on timeouts: a killed exec probe's children die too.
+			require.Less(t, time.Since(start), 900*time.Millisecond)
+			if tc.want == "" {
+				require.NoError(t, err)
+				return
+			}
+			require.EqualError(t, err, tc.want)
+		})
+	}
+}
+
+func TestProbeCheckOutputCapped(t *testing.T) {
+	p := Probe{Exec: []string{"/bin/sh", "-c", "head -c 100000 /dev/zero | tr '\\0' x; exit 1"}}
+	err := p.Check(t.Context())
+	require.Error(t, err)
+	msg := err.Error()
+	require.True(t, strings.HasPrefix(msg, "exec [/bin/sh -c head -c 100000 /dev/zero | tr '\\0' x; exit 1]: exit status 1: xxx"), msg)
+	require.True(t, strings.HasSuffix(msg, "x…"), msg)
+	require.Less(t, len(msg), 400)
+}
+
+func TestProbeCheckCanceled(t *testing.T) {
+	ctx, cancel := context.WithCancel(t.Context())
+	cancel()
+	err := (&Probe{Exec: []string{"/bin/sh", "-c", "sleep 5"}}).Check(ctx)
+	require.ErrorIs(t, err, context.Canceled)
+}
+
+func TestWaitHealthy(t *testing.T) {
+	t.Run("healthy once the server answers", func(t *testing.T) {
+		start := time.Now()
+		srv := statusServer(t, func() int {
+			if time.Since(start) < 300*time.Millisecond {
+				return http.StatusServiceUnavailable
+			}
+			return http.StatusOK
+		})
+		p := &Probe{HTTP: srv.URL, Interval: 50 * time.Millisecond, StartupGrace: 3 * time.Second}
+		alive := 0
+		require.NoError(t, p.WaitHealthy(t.Context(), func() bool { alive++; return true }))
+		took := time.Since(start)
+		require.GreaterOrEqual(t, took, 300*time.Millisecond)
+		require.Less(t, took, time.Second)
+		require.Greater(t, alive, 1, "alive is called before each check")
+	})
+
+	t.Run("times out wrapping ErrUnhealthy", func(t *testing.T) {
+		var checks atomic.Int32
+		srv := statusServer(t, func() int { checks.Add(1); return http.StatusServiceUnavailable })
+		p := &Probe{HTTP: srv.URL + "/healthz", Interval: 100 * time.Millisecond, StartupGrace: 400 * time.Millisecond}
+		start := time.Now()
+		err := p.WaitHealthy(t.Context(), nil)
+		took := time.Since(start)
+		require.ErrorIs(t, err, ErrUnhealthy)
+		require.GreaterOrEqual(t, took, 400*time.Millisecond)
+		require.Less(t, took, time.Second)
+		n := checks.Load()
+		require.GreaterOrEqual(t, n, int32(4))
+		msg := err.Error()
+		require.Regexp(t, `^unhealthy: not healthy after \d+ms \(startupGrace 400ms\): `, msg)
+		require.True(t, strings.HasSuffix(msg, fmt.Sprintf("): %d checks failed, last: GET %s/healthz: 503 Service Unavailable", n, srv.URL)), msg)
+	})
+
+	t.Run("last failure is wrapped", func(t *testing.T) {
+		p := &Probe{TCP: closedTCPAddr(t), Interval: 10 * time.Millisecond, StartupGrace: 30 * time.Millisecond}
+		err := p.WaitHealthy(t.Context(), nil)
+		require.ErrorIs(t, err, ErrUnhealthy)
+		require.ErrorIs(t, err, syscall.ECONNREFUSED)
+		require.Regexp(t, `: \d+ checks failed, last: dial tcp \S+: connection refused$`, err.Error())
+	})
+
+	t.Run("process exits before the first check", func(t *testing.T) {
+		p := &Probe{Exec: []string{"/bin/true"}, StartupGrace: 10 * time.Second}
+		start := time.Now()
+		err := p.WaitHealthy(t.Context(), func() bool { return false })
+		require.Less(t, time.Since(start), 100*time.Millisecond)
+		require.ErrorIs(t, err, ErrUnhealthy)
+		require.Regexp(t, `^unhealthy: process exited during startup after \d+(\.\d+)?[µnm]?s$`, err.Error())
+	})
+
+	t.Run("process exits after failed checks", func(t *testing.T) {
+		p := &Probe{Exec: []string{"/bin/sh", "-c", "exit 1"}, Interval: 20 * time.Millisecond, StartupGrace: 10 * time.Second}
+		calls := 0
+		start := time.Now()
+		err := p.WaitHealthy(t.Context(), func() bool { calls++; return calls <= 2 })
+		require.Less(t, time.Since(start), time.Second)
+		require.ErrorIs(t, err, ErrUnhealthy)
+		require.Regexp(t, `^unhealthy: process exited during startup after \S+ \(2 checks failed, last: exec \[/bin/sh -c exit 1\]: exit status 1\)$`, err.Error())
+	})
+
+	t.Run("ctx ends", func(t *testing.T) {
+		ctx, cancel := context.WithTimeout(t.Context(), 50*time.Millisecond)
+		defer cancel()
+		p := &Probe{TCP: closedTCPAddr(t), Interval: 10 * time.Millisecond}
+		err := p.WaitHealthy(ctx, nil)
+		require.ErrorIs(t, err, context.DeadlineExceeded)
+		require.NotErrorIs(t, err, ErrUnhealthy, "shutting down is not a failed rollout")
+	})
+}
+
+func TestMonitor(t *testing.T) {
+	// Checks answer from script in order, then keep answering 200: two
+	// failures (below the threshold), a success, four failures (unhealthy at
+	// the third), a success (healthy again).
+	script := []int{200, 503, 503, 200, 503, 503, 503, 503, 200}
+	var requests atomic.Int32
+	srv := statusServer(t, func() int {
+		n := int(requests.Add(1))
+		if n <= len(script) {
+			return script[n-1]
+		}
+		return http.StatusOK
+	})
+
+	type change struct {
+		healthy bool
+		err     string
+		at      int32 // requests served when onChange was called
+	}
+	var (
+		mu      sync.Mutex
+		changes []change
+		flipped = make(chan struct{}, 2)
+	)
+	ctx, cancel := context.WithCancel(t.Context())
+	done := make(chan struct{})
+	p := &Probe{HTTP: srv.URL + "/healthz", Interval: 10 * time.Millisecond, FailureThreshold: 3}
+	go func() {
+		defer close(done)
+		p.Monitor(ctx, func(healthy bool, err error) {
+			c := change{healthy: healthy, at: requests.Load()}
+			if err != nil {
+				assert.ErrorIs(t, err, ErrUnhealthy)
+				c.err = err.Error()
+			}
+			mu.Lock()
+			changes = append(changes, c)
+			mu.Unlock()
+			flipped <- struct{}{}
+		})
+	}()
+	for range 2 {
+		select {
+		case <-flipped:
+		case <-time.After(3 * time.Second):
+			t.Fatal("Monitor did not report the change")
+		}
+	}
+	// A few more healthy checks must not report anything.
+	for requests.Load() < int32(len(script))+3 {
+		time.Sleep(5 * time.Millisecond)
+	}
+	cancel()
+	select {
+	case <-done:
+	case <-time.After(2 * time.Second):
+		t.Fatal("Monitor did not return when ctx ended")
+	}
+
+	mu.Lock()
+	defer mu.Unlock()
+	require.Equal(t, []change{
+		{healthy: false, at: 7, err: "unhealthy: 3 checks failed in a row, last: GET " + srv.URL + "/healthz: 503 Service Unavailable"},
+		{healthy: true, at: 9},
+	}, changes)
+}

@@ -1,0 +1,13 @@
+package service
+
+// Log keys of the exec runtime.
+const (
+	logKeyService = "service"
+	logKeyReplica = "replica"
+	logKeyPID     = "pid"
+	logKeyCommand = "command"
+	logKeyCgroup  = "cgroup"
+	logKeyStatus  = "status"
+	logKeyLimits  = "limits"
+	logKeyError   = "error"
+)
