@@ -31,8 +31,6 @@ const (
 	keyUnchanged = "unchanged"
 	keyDrift     = "drift"
 	keyFetched   = "fetched"
-	keyModels    = "models"
-	keyServices  = "services"
 	keySchedule  = "schedule"
 	keyJitter    = "jitter"
 	keyVersion   = "version"
@@ -54,8 +52,9 @@ type Reconciler struct {
 	// LockTimeout bounds the wait for another tend using the same stateDir;
 	// zero means DefaultLockTimeout.
 	LockTimeout time.Duration
-
-	warned string // revision whose undriven resources were last warned about
+	// Supervisor runs services; nil starts them detached without watching
+	// (a one-shot apply). The agent's loop sets a watching one.
+	Supervisor *applier.Supervisor
 }
 
 // DefaultLockTimeout is how long a reconcile waits for another tend that
@@ -151,7 +150,7 @@ func (r *Reconciler) run(ctx context.Context, apply bool) (*Result, error) {
 // its rewind check and the observer for what tend manages.
 func (r *Reconciler) open(_ context.Context, t *tick) error {
 	a, err := applier.New(applier.Config{Root: r.Config.Root, StateDir: r.Config.StateDir, AllowPaths: r.Config.AllowPaths,
-		Models: ModelOptions(r.Config), Logger: r.logger()})
+		Models: ModelOptions(r.Config), Supervisor: r.Supervisor, Logger: r.logger()})
 	if err != nil {
 		return err
 	}
@@ -178,11 +177,6 @@ func (r *Reconciler) render(_ context.Context, t *tick) error {
 		return err
 	}
 	t.res.Device = dev
-	if n := len(dev.Spec.Services); n > 0 && r.warned != t.res.Snapshot.Revision {
-		r.warned = t.res.Snapshot.Revision
-		r.logger().Warn("services are validated but not yet applied by this version of tend",
-			keyDevice, r.Config.Device, keyServices, n)
-	}
 	return nil
 }
 

@@ -8,6 +8,9 @@ import (
 	"time"
 
 	"github.com/robfig/cron/v3"
+
+	"github.com/tend-dev/tend/applier"
+	"github.com/tend-dev/tend/applier/service"
 )
 
 // Loop runs the reconciler on a schedule until ctx is done.
@@ -39,6 +42,17 @@ func (l *Loop) Run(ctx context.Context) error {
 	log.Info("agent starting", keyDevice, l.Reconciler.Config.Device, keySchedule, l.Reconciler.Config.Schedule,
 		keyJitter, l.Jitter.String(), keyVersion, l.Version)
 	defer log.Info("agent stopped", keyDevice, l.Reconciler.Config.Device)
+	if l.Reconciler.Supervisor == nil {
+		// Watch services: adopt those a previous tend started, and
+		// restart any that exits. Stopping the agent leaves them running.
+		sup := applier.NewSupervisor(l.Reconciler.Config.StateDir, service.NewExec(applier.CgroupParent, log), log)
+		if err := sup.Watch(ctx); err != nil {
+			log.Error("adopt services", keyError, err.Error())
+		}
+		defer sup.Close()
+		l.Reconciler.Supervisor = sup
+		defer func() { l.Reconciler.Supervisor = nil }()
+	}
 	next := time.Now()
 	for {
 		if l.Jitter > 0 {

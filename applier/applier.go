@@ -10,6 +10,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/tend-dev/tend/applier/service"
 	"github.com/tend-dev/tend/manifest"
 	"github.com/tend-dev/tend/planner"
 )
@@ -20,6 +21,9 @@ type Config struct {
 	StateDir   string   // where the inventory and the lock live
 	AllowPaths []string // the only paths (under Root) tend may write
 	Models     ModelOptions
+	// Supervisor runs services; nil means one that starts them detached
+	// and does not watch them (a one-shot apply).
+	Supervisor *Supervisor
 	Logger     *slog.Logger
 }
 
@@ -30,6 +34,7 @@ type Applier struct {
 	logger   *slog.Logger
 	files    *FileDriver
 	models   *ModelDriver
+	services *ServiceDriver
 	drivers  map[planner.Kind]Driver
 	now      func() time.Time
 
@@ -65,12 +70,18 @@ func New(cfg Config) (*Applier, error) {
 	if err != nil {
 		return nil, err
 	}
+	sup := cfg.Supervisor
+	if sup == nil {
+		sup = NewSupervisor(cfg.StateDir, service.NewExec(CgroupParent, logger), logger)
+	}
+	services := NewServiceDriver(cfg.StateDir, sup)
 	return &Applier{
 		stateDir: cfg.StateDir,
 		logger:   logger,
 		files:    files,
 		models:   models,
-		drivers:  map[planner.Kind]Driver{files.Kind(): files, models.Kind(): models},
+		services: services,
+		drivers:  map[planner.Kind]Driver{files.Kind(): files, models.Kind(): models, services.Kind(): services},
 		now:      time.Now,
 		specs:    map[string]any{},
 	}, nil
@@ -78,7 +89,8 @@ func New(cfg Config) (*Applier, error) {
 
 // Desired turns a device into planner resources and remembers each spec by
 // id for Apply. Models are resolved in their registries (see
-// ModelDriver.Resolve). Services are left out until they have a driver.
+// ModelDriver.Resolve); services have every ${model:…}, ${file:…} and
+// ${replica} expanded.
 func (a *Applier) Desired(ctx context.Context, dev *manifest.Device, revision string) (planner.Desired, error) {
 	if dev == nil {
 		return planner.Desired{}, errors.New("desired state: no device")
@@ -120,11 +132,40 @@ func (a *Applier) Desired(ctx context.Context, dev *manifest.Device, revision st
 		specs[r.ID] = f
 		d.Resources = append(d.Resources, r)
 	}
+	models := make(map[string]manifest.Model, len(dev.Spec.Models))
+	for _, m := range dev.Spec.Models {
+		models[m.Name] = m
+	}
+	refs := func(ref string) string {
+		kind, target, _ := strings.Cut(ref, ":")
+		switch kind {
+		case "model":
+			return a.models.StablePath(models[target])
+		case "file":
+			return a.files.nodePath(target)
+		}
+		return "${" + ref + "}"
+	}
+	for _, s := range dev.Spec.Services {
+		r, err := a.services.Resource(s, refs)
+		if err == nil && specs[r.ID] != nil {
+			err = errors.New("declared twice")
+		}
+		if err != nil {
+			return planner.Desired{}, fmt.Errorf("%s%s: %w", ServiceID(s.Name), origin(s.Origin), err)
+		}
+		specs[r.ID] = s
+		d.Resources = append(d.Resources, r)
+	}
 	a.mu.Lock()
 	a.specs = specs
 	a.mu.Unlock()
 	return d, nil
 }
+
+// CgroupParent is the cgroup under which every service instance gets its
+// own.
+const CgroupParent = "tend"
 
 // Held returns why models were held at their active version because their
 // registry could not be asked, or nil: the tick did what it could and

@@ -6,4 +6,8 @@ const (
 	logKeyAction   = "action"
 	logKeyReason   = "reason"
 	logKeyDrift    = "drift"
+	logKeyReplica  = "replica"
+	logKeyPID      = "pid"
+	logKeyError    = "error"
+	logKeyDigest   = "digest"
 )

@@ -6,6 +6,7 @@ package main
 
 import (
 	"bytes"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"io/fs"
@@ -426,5 +427,26 @@ func TestBadFlagsChangeNothing(t *testing.T) {
 			require.Contains(t, errOut, tc.want)
 			require.Equal(t, before, n.snapshot(), "nothing on the node changed")
 		})
+	}
+}
+
+// stopServices kills the process group of every service instance a test's
+// tend started: a one-shot apply leaves them running, detached.
+func stopServices(t *testing.T, stateDir string) {
+	t.Helper()
+	recs, _ := filepath.Glob(filepath.Join(stateDir, "services", "*", "[0-9]*.json"))
+	for _, r := range recs {
+		b, err := os.ReadFile(r)
+		if err != nil {
+			continue
+		}
+		var rec struct {
+			Proc struct {
+				PID int `json:"pid"`
+			} `json:"proc"`
+		}
+		if json.Unmarshal(b, &rec) == nil && rec.Proc.PID > 0 {
+			_ = syscall.Kill(-rec.Proc.PID, syscall.SIGKILL)
+		}
 	}
 }

@@ -52,12 +52,13 @@ spec:
       mode: "0600"
   services:
     - name: infer
-      command: ["/opt/infer/bin/server", "--model", "${model:detector}/model.onnx"]
+      command: ["/bin/sh", "-c", "exec sleep 600", "${model:detector}/model.onnx"]
       restartOn: [file:/etc/infer/config.yaml]
 `)
 	repo.WriteFile("devices/cam-017/extra.yml", files(entry("/etc/infer/labels.txt", "person\n", "")))
 	repo.Commit("cam-017")
 	n := newNode(t, repo.Dir(), "--allow-path", "/opt/models", "--insecure-registry", reg.Host)
+	t.Cleanup(func() { stopServices(t, n.state) })
 	dirs := map[string]string{repo.Dir(): "<repo>", n.root: "<root>", n.state: "<state>", reg.Host: "registry.local:5000"}
 
 	out, errOut, code := n.tend("render")

@@ -61,6 +61,7 @@ func newRootCommand() *cobra.Command {
 	root.AddCommand(
 		newValidateCommand(g),
 		newRenderCommand(g),
+		newLogsCommand(g),
 		newPlanCommand(g),
 		newApplyCommand(g),
 		newAgentCommand(g),

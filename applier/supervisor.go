@@ -1,0 +1,411 @@
+package applier
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io/fs"
+	"log/slog"
+	"os"
+	"path/filepath"
+	"slices"
+	"strconv"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/tend-dev/tend/applier/service"
+	"github.com/tend-dev/tend/manifest"
+)
+
+// Crash-loop backoff: the first restart after an exit comes within
+// restartFirst, each quick exit after that doubles the wait up to
+// restartCap, and an instance that ran for stablePeriod starts over.
+var (
+	restartFirst = 200 * time.Millisecond
+	restartCap   = time.Minute
+	stablePeriod = 10 * time.Second
+)
+
+// crashLoopAfter is how many quick exits in a row make a crash loop, as
+// status shows it.
+const crashLoopAfter = 3
+
+// Supervisor runs service instances through a Runtime and keeps a record of
+// each in stateDir/services/NAME/REPLICA.json, so that the next tend adopts
+// them instead of restarting them. When watching (the agent), it sees an
+// instance exit at once and restarts it as its restart policy says, with
+// crash-loop backoff; a one-shot apply starts instances detached and
+// leaves them.
+type Supervisor struct {
+	rt  service.Runtime
+	dir string // stateDir/services
+	log *slog.Logger
+	now func() time.Time
+
+	mu       sync.Mutex
+	watching bool
+	stop     chan struct{} // closed by Close: watchers end
+	wg       sync.WaitGroup
+	inst     map[instanceKey]*instance
+}
+
+type instanceKey struct {
+	service string
+	replica int
+}
+
+// instanceRecord is what is kept on disk about one running instance.
+type instanceRecord struct {
+	Instance  service.Instance `json:"instance"`
+	Proc      service.Proc     `json:"proc"`
+	SpecHash  string           `json:"specHash"`
+	Policy    string           `json:"restart"`
+	StartedAt time.Time        `json:"startedAt"`
+	Restarts  int              `json:"restarts"`
+	Crashes   int              `json:"crashes"` // quick exits in a row
+	LastExit  string           `json:"lastExit,omitempty"`
+}
+
+// instance is a record and what the supervisor does with it now.
+type instance struct {
+	rec      instanceRecord
+	stopping bool          // stopped on purpose: not restarted
+	pending  bool          // exited; a restart is scheduled
+	cancel   chan struct{} // closed to end its watcher
+}
+
+// InstanceState is what Instances reports about one replica.
+type InstanceState struct {
+	Replica   int
+	SpecHash  string
+	Alive     bool
+	Pending   bool // exited and about to be restarted by the supervisor
+	CrashLoop bool
+	Restarts  int
+	LastExit  string
+	Limits    string // a warning when resource limits could not be applied
+}
+
+// NewSupervisor returns a supervisor keeping its records in stateDir.
+func NewSupervisor(stateDir string, rt service.Runtime, log *slog.Logger) *Supervisor {
+	if log == nil {
+		log = slog.New(slog.DiscardHandler)
+	}
+	return &Supervisor{rt: rt, dir: filepath.Join(stateDir, "services"), log: log, now: time.Now,
+		inst: map[instanceKey]*instance{}, stop: make(chan struct{})}
+}
+
+// Watch adopts every recorded instance still running and from then on
+// restarts instances that exit. Close ends the watching, not the services.
+func (s *Supervisor) Watch(ctx context.Context) error {
+	recs, err := s.records()
+	s.mu.Lock()
+	s.watching = true
+	s.mu.Unlock()
+	for _, r := range recs {
+		if !s.rt.Alive(r.Proc) {
+			continue // the next reconcile starts it again, as drift
+		}
+		in := s.track(r)
+		s.log.InfoContext(ctx, "service adopted", logKeyResource, ServiceID(r.Instance.Service),
+			logKeyReplica, r.Instance.Replica, logKeyPID, r.Proc.PID)
+		s.watchInstance(in)
+	}
+	return err
+}
+
+// Close stops watching and waits for the watchers; services keep running.
+func (s *Supervisor) Close() {
+	s.mu.Lock()
+	if s.watching {
+		s.watching = false
+		close(s.stop)
+	}
+	s.mu.Unlock()
+	s.wg.Wait()
+}
+
+// Instances returns the recorded instances of a service, by replica.
+func (s *Supervisor) Instances(name string) ([]InstanceState, error) {
+	recs, err := s.serviceRecords(name)
+	if err != nil {
+		return nil, err
+	}
+	out := make([]InstanceState, 0, len(recs))
+	for _, r := range recs {
+		st := InstanceState{Replica: r.Instance.Replica, SpecHash: r.SpecHash, Restarts: r.Restarts, LastExit: r.LastExit,
+			Alive: s.rt.Alive(r.Proc), CrashLoop: r.Crashes >= crashLoopAfter, Limits: r.Proc.Limits}
+		s.mu.Lock()
+		if in := s.inst[instanceKey{name, r.Instance.Replica}]; in != nil && in.pending {
+			st.Pending = true
+		}
+		s.mu.Unlock()
+		out = append(out, st)
+	}
+	return out, nil
+}
+
+// Run starts one instance, first stopping the one running in its place.
+func (s *Supervisor) Run(ctx context.Context, in service.Instance, hash, policy string, grace time.Duration) (service.Proc, error) {
+	key := instanceKey{in.Service, in.Replica}
+	restarts := 0
+	if old, err := s.readRecord(key); err == nil && old != nil {
+		restarts = old.Restarts
+		if err := s.halt(ctx, key, old, grace); err != nil {
+			return service.Proc{}, err
+		}
+	}
+	proc, err := s.rt.Start(ctx, in)
+	if err != nil {
+		return proc, fmt.Errorf("start replica %d: %w", in.Replica, err)
+	}
+	if proc.Limits != "" {
+		s.log.WarnContext(ctx, proc.Limits, logKeyResource, ServiceID(in.Service), logKeyReplica, in.Replica)
+	}
+	rec := instanceRecord{Instance: in, Proc: proc, SpecHash: hash, Policy: policy, StartedAt: s.now(), Restarts: restarts}
+	if err := s.writeRecord(rec); err != nil {
+		_ = s.rt.Stop(ctx, proc, grace)
+		return proc, err
+	}
+	s.log.InfoContext(ctx, "service started", logKeyResource, ServiceID(in.Service), logKeyReplica, in.Replica, logKeyPID, proc.PID)
+	s.mu.Lock()
+	watching := s.watching
+	s.mu.Unlock()
+	if watching {
+		s.watchInstance(s.track(rec))
+	}
+	return proc, nil
+}
+
+// Halt stops one instance on purpose and forgets it.
+func (s *Supervisor) Halt(ctx context.Context, name string, replica int, grace time.Duration) error {
+	key := instanceKey{name, replica}
+	rec, err := s.readRecord(key)
+	if err != nil || rec == nil {
+		return err
+	}
+	return s.halt(ctx, key, rec, grace)
+}
+
+func (s *Supervisor) halt(ctx context.Context, key instanceKey, rec *instanceRecord, grace time.Duration) error {
+	s.mu.Lock()
+	if in := s.inst[key]; in != nil {
+		in.stopping = true
+		close(in.cancel)
+		delete(s.inst, key)
+	}
+	s.mu.Unlock()
+	if err := s.rt.Stop(ctx, rec.Proc, grace); err != nil {
+		return fmt.Errorf("stop %s replica %d (pid %d): %w", ServiceID(key.service), key.replica, rec.Proc.PID, err)
+	}
+	if err := os.Remove(s.recordPath(key)); err != nil && !errors.Is(err, fs.ErrNotExist) {
+		return err
+	}
+	s.log.InfoContext(ctx, "service stopped", logKeyResource, ServiceID(key.service), logKeyReplica, key.replica, logKeyPID, rec.Proc.PID)
+	return nil
+}
+
+// track makes rec the instance the supervisor knows for its key.
+func (s *Supervisor) track(rec instanceRecord) *instance {
+	in := &instance{rec: rec, cancel: make(chan struct{})}
+	s.mu.Lock()
+	key := instanceKey{rec.Instance.Service, rec.Instance.Replica}
+	if old := s.inst[key]; old != nil {
+		close(old.cancel)
+	}
+	s.inst[key] = in
+	s.mu.Unlock()
+	return in
+}
+
+// watchInstance waits for in's process to exit and restarts it as its
+// policy says, after a backoff that grows while it keeps exiting quickly.
+func (s *Supervisor) watchInstance(in *instance) {
+	s.wg.Add(1)
+	go func() {
+		defer s.wg.Done()
+		ctx, cancel := context.WithCancel(context.Background())
+		defer cancel()
+		go func() {
+			select {
+			case <-s.stop:
+			case <-in.cancel:
+			}
+			cancel()
+		}()
+		for {
+			st, err := s.rt.Wait(ctx, in.rec.Proc)
+			if ctx.Err() != nil {
+				return
+			}
+			if err != nil {
+				s.log.Error("watch service", logKeyResource, ServiceID(in.rec.Instance.Service), logKeyError, err.Error())
+				return
+			}
+			next, ok := s.exited(ctx, in, st)
+			if !ok {
+				return
+			}
+			in = next
+		}
+	}()
+}
+
+// exited handles an exit: it records it and, when the policy says so,
+// restarts the instance after the backoff, returning the new instance.
+func (s *Supervisor) exited(ctx context.Context, in *instance, st service.ExitStatus) (*instance, bool) {
+	rec := in.rec
+	id := ServiceID(rec.Instance.Service)
+	ran := s.now().Sub(rec.StartedAt)
+	rec.LastExit = st.String()
+	if ran < stablePeriod {
+		rec.Crashes++
+	} else {
+		rec.Crashes = 1
+	}
+	restart := rec.Policy == manifest.RestartAlways || rec.Policy == "" || rec.Policy == manifest.RestartOnFailure && st.Failed()
+	s.mu.Lock()
+	if in.stopping || s.inst[instanceKey{rec.Instance.Service, rec.Instance.Replica}] != in {
+		s.mu.Unlock()
+		return nil, false
+	}
+	in.pending = restart
+	s.mu.Unlock()
+	_ = s.writeRecord(rec)
+	if !restart {
+		s.log.WarnContext(ctx, "service exited", logKeyResource, id, logKeyReplica, rec.Instance.Replica, "exit", rec.LastExit, "restart", rec.Policy)
+		return nil, false
+	}
+	delay := backoff(rec.Crashes)
+	level := slog.LevelWarn
+	if rec.Crashes >= crashLoopAfter {
+		level = slog.LevelError
+	}
+	s.log.Log(ctx, level, "service exited; restarting", logKeyResource, id, logKeyReplica, rec.Instance.Replica,
+		"exit", rec.LastExit, "in", delay.String(), "crashes", rec.Crashes)
+	select {
+	case <-ctx.Done():
+		return nil, false
+	case <-time.After(delay):
+	}
+	s.mu.Lock()
+	current := !in.stopping && s.inst[instanceKey{rec.Instance.Service, rec.Instance.Replica}] == in
+	s.mu.Unlock()
+	if !current {
+		return nil, false
+	}
+	proc, err := s.rt.Start(ctx, rec.Instance)
+	if err != nil {
+		s.log.ErrorContext(ctx, "restart service", logKeyResource, id, logKeyReplica, rec.Instance.Replica, logKeyError, err.Error())
+		s.mu.Lock()
+		in.pending = false
+		s.mu.Unlock()
+		return nil, false
+	}
+	rec.Proc, rec.StartedAt = proc, s.now()
+	rec.Restarts++
+	if err := s.writeRecord(rec); err != nil {
+		s.log.ErrorContext(ctx, "record service", logKeyResource, id, logKeyError, err.Error())
+	}
+	s.mu.Lock()
+	in.rec, in.pending = rec, false
+	s.mu.Unlock()
+	return in, true
+}
+
+// backoff is the wait before the restart that follows the n-th quick exit
+// in a row.
+func backoff(n int) time.Duration {
+	d := restartFirst
+	for i := 1; i < n && d < restartCap; i++ {
+		d *= 2
+	}
+	return min(d, restartCap)
+}
+
+func (s *Supervisor) recordPath(k instanceKey) string {
+	return filepath.Join(s.dir, k.service, strconv.Itoa(k.replica)+".json")
+}
+
+func (s *Supervisor) readRecord(k instanceKey) (*instanceRecord, error) {
+	data, err := os.ReadFile(s.recordPath(k))
+	if errors.Is(err, fs.ErrNotExist) {
+		return nil, nil
+	}
+	if err != nil {
+		return nil, err
+	}
+	var r instanceRecord
+	if err := json.Unmarshal(data, &r); err != nil {
+		return nil, fmt.Errorf("%w: %s: %v; stop the process by hand and remove the file", ErrCorruptInventory, s.recordPath(k), err)
+	}
+	return &r, nil
+}
+
+func (s *Supervisor) writeRecord(r instanceRecord) error {
+	data, err := json.MarshalIndent(r, "", "  ")
+	if err != nil {
+		return err
+	}
+	dir := filepath.Join(s.dir, r.Instance.Service)
+	if err := os.MkdirAll(dir, dirMode); err != nil {
+		return err
+	}
+	root, err := os.OpenRoot(dir)
+	if err != nil {
+		return err
+	}
+	defer root.Close()
+	return writeAtomic(root, strconv.Itoa(r.Instance.Replica)+".json", append(data, '\n'), 0o644)
+}
+
+// serviceRecords reads the instance records of one service, by replica.
+func (s *Supervisor) serviceRecords(name string) ([]instanceRecord, error) {
+	entries, err := os.ReadDir(filepath.Join(s.dir, name))
+	if errors.Is(err, fs.ErrNotExist) {
+		return nil, nil
+	}
+	if err != nil {
+		return nil, err
+	}
+	var out []instanceRecord
+	for _, e := range entries {
+		n, ok := strings.CutSuffix(e.Name(), ".json")
+		replica, err := strconv.Atoi(n)
+		if !ok || err != nil {
+			continue
+		}
+		r, err := s.readRecord(instanceKey{name, replica})
+		if err != nil {
+			return nil, err
+		}
+		if r != nil {
+			out = append(out, *r)
+		}
+	}
+	slices.SortFunc(out, func(a, b instanceRecord) int { return a.Instance.Replica - b.Instance.Replica })
+	return out, nil
+}
+
+// records reads every instance record.
+func (s *Supervisor) records() ([]instanceRecord, error) {
+	entries, err := os.ReadDir(s.dir)
+	if errors.Is(err, fs.ErrNotExist) {
+		return nil, nil
+	}
+	if err != nil {
+		return nil, err
+	}
+	var out []instanceRecord
+	var errs []error
+	for _, e := range entries {
+		if e.IsDir() {
+			recs, err := s.serviceRecords(e.Name())
+			errs = append(errs, err)
+			out = append(out, recs...)
+		}
+	}
+	return out, errors.Join(errs...)
+}

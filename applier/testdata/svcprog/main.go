@@ -1,0 +1,35 @@
+// Command svcprog is a service for the applier's tests: it prints its
+// arguments and environment, serves /healthz when asked, and exits when
+// told to.
+package main
+
+import (
+	"flag"
+	"fmt"
+	"net/http"
+	"os"
+	"sort"
+	"time"
+)
+
+func main() {
+	listen := flag.String("listen", "", "serve /healthz on this address")
+	exit := flag.Int("exit", -1, "exit with this code after -after")
+	after := flag.Duration("after", 0, "when to exit")
+	flag.Parse()
+	env := os.Environ()
+	sort.Strings(env)
+	fmt.Printf("args %q\nenv %q\n", os.Args[1:], env)
+	if *exit >= 0 {
+		time.Sleep(*after)
+		os.Exit(*exit)
+	}
+	if *listen != "" {
+		http.HandleFunc("/healthz", func(w http.ResponseWriter, _ *http.Request) { fmt.Fprintln(w, "ok") })
+		if err := http.ListenAndServe(*listen, nil); err != nil {
+			fmt.Fprintln(os.Stderr, err)
+			os.Exit(2)
+		}
+	}
+	select {}
+}
