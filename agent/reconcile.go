@@ -211,6 +211,14 @@ func (r *Reconciler) applyPlan(ctx context.Context, t *tick) error {
 	res, err := t.applier.Apply(ctx, t.desired, t.res.Plan)
 	t.res.Applied = res.Applied
 	t.res.Downloaded = res.Downloaded
+	var rb *applier.RollbackError
+	if errors.As(err, &rb) && t.res.Snapshot != nil {
+		// This commit broke a service: never apply it again here.
+		q := applier.Quarantined{Revision: rb.Revision, Reason: rb.Error(), At: r.now().UTC()}
+		if qerr := applier.Quarantine(r.Config.StateDir, t.res.Snapshot.Revision, q); qerr != nil {
+			err = errors.Join(err, fmt.Errorf("record rolled-back commit: %w", qerr))
+		}
+	}
 	return err
 }
 
@@ -282,6 +290,14 @@ func fetch(ctx context.Context, c *manifest.AgentConfig, inv *applier.Inventory,
 	}
 	last := lastApplied(inv, ref)
 	src := gitsource.Source{URL: c.Source.URL, Ref: ref, Path: path, LastApplied: last, AllowRewind: c.Source.AllowRewind}
+	if q, err := applier.LoadQuarantine(c.StateDir); err != nil {
+		return nil, err
+	} else if len(q) > 0 {
+		src.Quarantined = make(map[string]string, len(q))
+		for commit, e := range q {
+			src.Quarantined[commit] = e.Reason
+		}
+	}
 	if a := c.Source.Auth; a != nil {
 		src.Auth = gitsource.Auth{TokenFile: a.TokenFile, UsernameFile: a.UsernameFile, PasswordFile: a.PasswordFile,
 			CAFile: a.CAFile, SSHKeyFile: a.SSHKeyFile, KnownHostsFile: a.KnownHostsFile, InsecureIgnoreHostKey: a.InsecureIgnoreHostKey}

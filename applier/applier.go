@@ -51,6 +51,9 @@ type Result struct {
 	// Downloaded is the bytes pulled from registries, manifests included,
 	// by this Applier (its plan and its apply).
 	Downloaded int64
+	// RolledBack lists the resources put back when the plan was rolled
+	// back (see RollbackError).
+	RolledBack []string
 }
 
 // New returns an Applier with a driver for every kind tend manages so far.

@@ -59,6 +59,7 @@ func (a *Applier) Apply(ctx context.Context, d planner.Desired, cs *planner.Chan
 	}
 	defer func() { res.Downloaded = a.models.Downloaded() }()
 	applyErr := a.prepare(ctx, cs, specs, &res)
+	var undo []undoStep
 	for _, act := range cs.Actions {
 		if applyErr != nil {
 			break
@@ -67,10 +68,23 @@ func (a *Applier) Apply(ctx context.Context, d planner.Desired, cs *planner.Chan
 			applyErr = fmt.Errorf("apply stopped before %s: %w", act.Resource, err)
 			break
 		}
+		if u, ok := a.drivers[act.Kind].(Undoer); ok {
+			if fn, err := u.Undo(ctx, act); err != nil {
+				a.logger.WarnContext(ctx, "cannot roll this action back", logKeyResource, act.Resource, logKeyError, err.Error())
+			} else if fn != nil {
+				undo = append(undo, undoStep{id: act.Resource, service: act.Kind == planner.KindService, run: fn})
+			}
+		}
 		if err := a.applyOne(ctx, act, specs); err != nil {
 			failed := act
 			res.Failed = &failed
 			applyErr = fmt.Errorf("apply %s: %w", act.Resource, err)
+			if shouldRollBack(act, err) {
+				applyErr = a.rollBack(ctx, d, act, err, undo, &res)
+				for _, a := range res.Applied {
+					pending[a.Resource] = true // undone: the inventory keeps what ran before
+				}
+			}
 			break
 		}
 		delete(pending, act.Resource)
@@ -126,6 +140,20 @@ func (a *Applier) Apply(ctx context.Context, d planner.Desired, cs *planner.Chan
 		return res, errors.Join(applyErr, err)
 	}
 	return res, applyErr
+}
+
+// rollBack undoes every action of the plan applied so far, the failed one
+// included, and returns the RollbackError that says so.
+func (a *Applier) rollBack(ctx context.Context, d planner.Desired, failed planner.Action, cause error, undo []undoStep, res *Result) error {
+	a.logger.ErrorContext(ctx, "rolling back", logKeyResource, failed.Resource, logKeyError, cause.Error())
+	// The rollback must finish even when the tick's time is up.
+	ctx = context.WithoutCancel(ctx)
+	done, err := rollback(ctx, undo)
+	res.RolledBack = done
+	for _, id := range done {
+		a.logger.WarnContext(ctx, "rolled back", logKeyResource, id)
+	}
+	return &RollbackError{Revision: d.Revision, Failed: failed.Resource, Cause: cause, RolledBack: done, Undo: err}
 }
 
 // prepare runs every driver's preparation of the plan's creates and

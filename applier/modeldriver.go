@@ -619,21 +619,16 @@ func (d *ModelDriver) activate(ctx context.Context, name string) error {
 	}
 	defer dir.Close()
 	target := filepath.Join(d.dir, name, vdir)
-	// The active version first, then the others most recent first; the
-	// kept ones beyond KeepVersions, and damaged copies of the active
-	// digest, are removed.
+	// The active version first, then the others most recent first. Those
+	// beyond KeepVersions go in Finish, once the whole plan has held: a
+	// rollback swaps back to the version active before.
 	policy := ""
 	if w.spec.Policy != nil {
 		policy = w.spec.Policy.Semver
 	}
 	versions := []modelVersion{*v}
-	var drop []string
 	for _, o := range rec.Versions {
-		switch {
-		case o.Dir == vdir:
-		case o.Digest == v.Digest || len(versions) > d.opts.KeepVersions:
-			drop = append(drop, o.Dir)
-		default:
+		if o.Dir != vdir {
 			versions = append(versions, o)
 		}
 	}
@@ -652,18 +647,6 @@ func (d *ModelDriver) activate(ctx context.Context, name string) error {
 	if rec.Path != w.spec.Path && rec.Active != "" {
 		d.unlink(name, rec.Path) // the stable path moved: the old link goes
 	}
-	for _, o := range drop {
-		if err := removeTree(filepath.Join(d.dir, name, o)); err != nil {
-			d.log.WarnContext(ctx, "remove old model version", logKeyResource, ModelID(name), logKeyError, err.Error())
-		}
-	}
-	if len(drop) > 0 {
-		// Removing links to shared blobs moved their ctime: refresh the
-		// fingerprints, or the next tick would re-hash every shared file.
-		if err := d.refresh(next); err != nil {
-			d.log.WarnContext(ctx, "refresh model fingerprints", logKeyResource, ModelID(name), logKeyError, err.Error())
-		}
-	}
 	from := "none"
 	if prev != nil {
 		from = prev.Digest
@@ -671,6 +654,41 @@ func (d *ModelDriver) activate(ctx context.Context, name string) error {
 	d.log.InfoContext(ctx, "model activated", logKeyResource, ModelID(name), "ref", w.res.Ref, "tag", w.res.Tag,
 		"digest", v.Digest, "previous", from, "path", target)
 	return nil
+}
+
+// trim drops the versions of rec beyond the active one and KeepVersions
+// others, and damaged copies of the active digest.
+func (d *ModelDriver) trim(ctx context.Context, rec *modelRecord) error {
+	act := rec.active()
+	if act == nil {
+		return nil
+	}
+	versions := []modelVersion{*act}
+	var drop []string
+	for _, o := range rec.Versions {
+		switch {
+		case o.Dir == act.Dir:
+		case o.Digest == act.Digest || len(versions) > d.opts.KeepVersions:
+			drop = append(drop, o.Dir)
+		default:
+			versions = append(versions, o)
+		}
+	}
+	if len(drop) == 0 {
+		return nil
+	}
+	rec.Versions = versions
+	if err := d.setRecord(rec); err != nil {
+		return err
+	}
+	for _, o := range drop {
+		if err := removeTree(filepath.Join(d.dir, rec.Name, o)); err != nil {
+			d.log.WarnContext(ctx, "remove old model version", logKeyResource, ModelID(rec.Name), logKeyError, err.Error())
+		}
+	}
+	// Removing links to shared blobs moved their ctime: refresh the
+	// fingerprints, or the next tick would re-hash every shared file.
+	return d.refresh(rec)
 }
 
 // refresh takes the new ctime of every file of rec's versions whose size,
@@ -852,6 +870,9 @@ func (d *ModelDriver) Finish(ctx context.Context) error {
 			continue
 		}
 		rec, err := loadRecord(d.dir, e.Name())
+		if err == nil && rec != nil {
+			err = d.trim(ctx, rec)
+		}
 		if err != nil {
 			errs = append(errs, err)
 			continue

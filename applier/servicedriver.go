@@ -211,6 +211,8 @@ func (d *ServiceDriver) Observe(ctx context.Context, id string) (planner.State, 
 	for _, in := range insts {
 		_ = service.RotateLog(LogFile(d.state, name, in.Replica), logMaxBytes, logKeep)
 		switch {
+		case in.Done:
+			running++ // exited as its restart policy allows: not drift
 		case in.Alive || in.Pending:
 			running++
 			if in.SpecHash != hash && in.Alive {
@@ -267,7 +269,7 @@ func (d *ServiceDriver) Apply(ctx context.Context, a planner.Action, _ any) erro
 	}
 	for i, in := range w.instances {
 		cur, ok := byReplica[i]
-		if a.Type != planner.Restart && ok && (cur.Alive || cur.Pending) && cur.SpecHash == w.hash {
+		if a.Type != planner.Restart && ok && (cur.Alive || cur.Pending || cur.Done) && cur.SpecHash == w.hash {
 			continue // this replica is as declared: untouched
 		}
 		proc, err := d.sup.Run(ctx, in, w.hash, w.spec.Restart, grace)

@@ -271,7 +271,7 @@ func TestServiceHealth(t *testing.T) {
 	bad.Health = &manifest.Health{TCP: addr[:strings.LastIndexByte(addr, ':')] + ":1", StartupGrace: manifest.Duration(time.Second)}
 	_, err = n.tick(svc, bad)
 	require.ErrorIs(t, err, service.ErrUnhealthy)
-	require.ErrorContains(t, err, "apply service/bad: replica 0")
+	require.ErrorContains(t, err, "service/bad did not become healthy: replica 0: unhealthy: not healthy after")
 }
 
 func TestServiceBadInput(t *testing.T) {
@@ -344,4 +344,114 @@ func eventually(t *testing.T, ok func() bool) {
 		}
 		time.Sleep(20 * time.Millisecond)
 	}
+}
+
+// A service that does not become healthy after an update rolls the whole
+// update back: the model link, the file and the service spec run as
+// before, and the inventory keeps the old revision.
+func TestServiceUnhealthyUpdateRollsBack(t *testing.T) {
+	m := newModelNode(t)
+	sn := newServiceNode(t, false)
+	sn.root, sn.stateDir = m.root, m.stateDir
+	sn.sup = NewSupervisor(m.stateDir, service.NewExec(CgroupParent, nil), nil)
+	t.Cleanup(sn.stopAll)
+	m.reg.PushFiles(t, "models/detector:v1", map[string][]byte{"model.onnx": []byte("v1")})
+	m.reg.PushFiles(t, "models/detector:v2", map[string][]byte{"model.onnx": []byte("v2")})
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	require.NoError(t, err)
+	addr := l.Addr().String()
+	require.NoError(t, l.Close())
+
+	tick := func(rev, tag, config string, svcArgs ...string) (*planner.Changeset, Result, error) {
+		a, err := New(Config{Root: m.root, StateDir: m.stateDir, AllowPaths: []string{modelAllow}, Models: m.opts, Supervisor: sn.sup})
+		require.NoError(t, err)
+		svc := sn.service("web", 1, svcArgs...)
+		svc.RestartOn = []string{"model:detector"}
+		svc.Health = &manifest.Health{HTTP: "http://" + addr + "/healthz", StartupGrace: manifest.Duration(2 * time.Second)}
+		dev := &manifest.Device{Metadata: manifest.Metadata{Name: "cam-1"}}
+		dev.Spec.Models = []manifest.Model{m.model("detector", "models/detector:"+tag)}
+		dev.Spec.Files = []manifest.File{{Path: modelAllow + "/web.conf", Content: config}}
+		dev.Spec.Services = []manifest.Service{svc}
+		d, err := a.Desired(context.Background(), dev, rev)
+		require.NoError(t, err)
+		obs, err := a.Observe(context.Background(), d)
+		require.NoError(t, err)
+		cs, err := planner.Plan(d, obs, planner.Options{})
+		require.NoError(t, err)
+		res, err := a.Apply(context.Background(), d, cs)
+		return cs, res, err
+	}
+	_, _, err = tick("rev1", "v1", "port: 1\n", "-listen", addr)
+	require.NoError(t, err)
+	link := m.target("detector")
+	pid := sn.pids("web")[0]
+
+	// rev2: a new model, a new config, and a server that exits at once.
+	_, res, err := tick("rev2", "v2", "port: 2\n", "-exit", "1")
+	var rb *RollbackError
+	require.ErrorAs(t, err, &rb)
+	require.ErrorIs(t, err, service.ErrUnhealthy)
+	require.Equal(t, "service/web", rb.Failed)
+	require.Equal(t, "rev2", rb.Revision)
+	require.ElementsMatch(t, []string{"model/detector", "file/opt/models/web.conf", "service/web"}, res.RolledBack)
+	require.NoError(t, rb.Undo)
+
+	require.Equal(t, link, m.target("detector"), "the model link was not put back")
+	require.Equal(t, "v1", m.read("detector", "model.onnx"))
+	b, err := os.ReadFile(filepath.Join(m.root, modelAllow, "web.conf"))
+	require.NoError(t, err)
+	require.Equal(t, "port: 1\n", string(b))
+	now := sn.pids("web")[0]
+	require.NotZero(t, now)
+	require.NotEqual(t, pid, now, "the service was not restarted onto the old version")
+	recs, err := sn.sup.serviceRecords("web")
+	require.NoError(t, err)
+	require.Contains(t, recs[0].Instance.Command, "-listen")
+	inv, err := LoadInventory(m.stateDir)
+	require.NoError(t, err)
+	require.Equal(t, "rev1", inv.Revision)
+
+	// The old version is what the inventory describes: rev1 is a no-op.
+	cs, _, err := tick("rev1", "v1", "port: 1\n", "-listen", addr)
+	require.NoError(t, err)
+	require.True(t, cs.Empty(), reasons(cs))
+}
+
+// A service that allocates past its memory limit is killed by the kernel,
+// and tend says so (a real cgroup: v2, or v1 as on this machine).
+func TestServiceMemoryLimit(t *testing.T) {
+	if os.Geteuid() != 0 && os.Getenv("CI") == "" {
+		t.Skip("cgroup limits need root (CI runs as root)")
+	}
+	n := newServiceNode(t, true)
+	svc := n.service("hog", 1, "-alloc", "256")
+	svc.Restart = manifest.RestartNever
+	svc.Resources = &manifest.Resources{Memory: "64Mi", CPU: "500m"}
+	n.apply(svc)
+	var last string
+	eventually(t, func() bool {
+		recs, err := n.sup.serviceRecords("hog")
+		require.NoError(t, err)
+		last = recs[0].LastExit
+		return last != ""
+	})
+	require.Contains(t, last, "out of memory: limit 64Mi")
+	recs, err := n.sup.serviceRecords("hog")
+	require.NoError(t, err)
+	require.Empty(t, recs[0].Proc.Limits, "limits were not applied")
+	// restart: never — it stays down, and that is not drift.
+	cs, err := n.tick(svc)
+	require.NoError(t, err)
+	require.True(t, cs.Empty(), reasons(cs))
+
+	// Under always, a service killed while no agent watched is drift.
+	svc.Restart = manifest.RestartAlways
+	n.sup.Close()
+	n.sup = NewSupervisor(n.stateDir, service.NewExec(CgroupParent, nil), nil)
+	n.apply(svc)
+	eventually(t, func() bool { return len(n.pids("hog")) == 0 })
+	cs, err = n.tick(svc)
+	require.NoError(t, err)
+	require.Len(t, cs.Actions, 1)
+	require.Equal(t, "drift: 1 of 1 replicas not running (replica 0 gone)", cs.Actions[0].Reason)
 }

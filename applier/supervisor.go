@@ -66,6 +66,7 @@ type instanceRecord struct {
 	Restarts  int              `json:"restarts"`
 	Crashes   int              `json:"crashes"` // quick exits in a row
 	LastExit  string           `json:"lastExit,omitempty"`
+	CleanExit bool             `json:"cleanExit,omitempty"` // the last exit was a clean exit 0
 }
 
 // instance is a record and what the supervisor does with it now.
@@ -78,10 +79,13 @@ type instance struct {
 
 // InstanceState is what Instances reports about one replica.
 type InstanceState struct {
-	Replica   int
-	SpecHash  string
-	Alive     bool
-	Pending   bool // exited and about to be restarted by the supervisor
+	Replica  int
+	SpecHash string
+	Alive    bool
+	Pending  bool // exited and about to be restarted by the supervisor
+	// Done: exited, and its restart policy says it stays down (never, or
+	// on-failure after a clean exit). It needs no restart.
+	Done      bool
 	CrashLoop bool
 	Restarts  int
 	LastExit  string
@@ -137,6 +141,7 @@ func (s *Supervisor) Instances(name string) ([]InstanceState, error) {
 	for _, r := range recs {
 		st := InstanceState{Replica: r.Instance.Replica, SpecHash: r.SpecHash, Restarts: r.Restarts, LastExit: r.LastExit,
 			Alive: s.rt.Alive(r.Proc), CrashLoop: r.Crashes >= crashLoopAfter, Limits: r.Proc.Limits}
+		st.Done = !st.Alive && (r.Policy == manifest.RestartNever || r.Policy == manifest.RestartOnFailure && r.CleanExit)
 		s.mu.Lock()
 		if in := s.inst[instanceKey{name, r.Instance.Replica}]; in != nil && in.pending {
 			st.Pending = true
@@ -259,7 +264,7 @@ func (s *Supervisor) exited(ctx context.Context, in *instance, st service.ExitSt
 	rec := in.rec
 	id := ServiceID(rec.Instance.Service)
 	ran := s.now().Sub(rec.StartedAt)
-	rec.LastExit = st.String()
+	rec.LastExit, rec.CleanExit = st.String(), !st.Failed()
 	if ran < stablePeriod {
 		rec.Crashes++
 	} else {

@@ -33,6 +33,11 @@ var (
 	// back, so it is refused until source.allowRewind is set or a descendant is
 	// pushed; retrying will not help.
 	ErrRewind = errors.New("refusing to rewind")
+
+	// ErrQuarantined means the target commit was rolled back on this node
+	// (a service did not become healthy after it was applied) and is not
+	// applied again; a newer commit is.
+	ErrQuarantined = errors.New("commit rolled back on this node")
 )
 
 // RedactURL strips the userinfo (user name and password or token) from a

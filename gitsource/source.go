@@ -27,6 +27,9 @@ type Source struct {
 	// target that does not descend from it is refused unless AllowRewind.
 	LastApplied string
 	AllowRewind bool
+	// Quarantined holds commits (full hashes) this node rolled back, with
+	// why: such a target is refused and the last applied commit held.
+	Quarantined map[string]string
 }
 
 // Auth names the files credentials are read from; never the credentials.
@@ -182,6 +185,9 @@ func (f *fetcher) read(ctx context.Context, repo *git.Repository) (*Snapshot, er
 	commit, err := repo.CommitObject(rev)
 	if err != nil {
 		return nil, fmt.Errorf("read commit %s of %s: %w", rev, f.shown, err)
+	}
+	if why, ok := f.src.Quarantined[rev.String()]; ok {
+		return nil, fmt.Errorf("%w: %s: %s; push a fix as a new commit", ErrQuarantined, rev.String()[:12], why)
 	}
 	if err := verifyCommit(commit, f.src.Keyring, f.shown); err != nil {
 		return nil, err

@@ -16,10 +16,23 @@ func main() {
 	listen := flag.String("listen", "", "serve /healthz on this address")
 	exit := flag.Int("exit", -1, "exit with this code after -after")
 	after := flag.Duration("after", 0, "when to exit")
+	alloc := flag.Int("alloc", 0, "allocate and touch this many MiB, then wait")
 	flag.Parse()
 	env := os.Environ()
 	sort.Strings(env)
 	fmt.Printf("args %q\nenv %q\n", os.Args[1:], env)
+	if *alloc > 0 {
+		time.Sleep(200 * time.Millisecond) // let tend move it into its cgroup
+		var keep [][]byte
+		for range *alloc {
+			b := make([]byte, 1<<20)
+			for i := range b {
+				b[i] = 1
+			}
+			keep = append(keep, b)
+		}
+		fmt.Println("allocated", len(keep), "MiB")
+	}
 	if *exit >= 0 {
 		time.Sleep(*after)
 		os.Exit(*exit)

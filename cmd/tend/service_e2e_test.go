@@ -1,0 +1,186 @@
+package main
+
+// Services end to end: the tend binary running real processes, rolling back
+// a commit whose service does not become healthy, and an agent killed with
+// SIGKILL whose services keep running and are adopted by the next agent.
+
+import (
+	"encoding/json"
+	"fmt"
+	"net"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"sync"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/require"
+
+	"github.com/tend-dev/tend/internal/testgit"
+)
+
+var (
+	svcProgOnce sync.Once
+	svcProgPath string
+)
+
+// svcProg builds the applier's test service program once.
+func svcProg(t testing.TB) string {
+	t.Helper()
+	svcProgOnce.Do(func() {
+		svcProgPath = filepath.Join(filepath.Dir(tendBin), "svcprog")
+		out, err := exec.Command("go", "build", "-o", svcProgPath, "../../applier/testdata/svcprog").CombinedOutput()
+		if err != nil {
+			t.Fatalf("build svcprog: %v\n%s", err, out)
+		}
+	})
+	return svcProgPath
+}
+
+func freeAddr(t testing.TB) string {
+	t.Helper()
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	require.NoError(t, err)
+	defer l.Close()
+	return l.Addr().String()
+}
+
+// serviceDevice declares one service per args entry, named svc0, svc1, …,
+// each with an HTTP health probe on addr when addr is set.
+func serviceDevice(prog, addr string, args ...[]string) string {
+	var b strings.Builder
+	b.WriteString("apiVersion: tend.dev/v1alpha1\nkind: Device\nmetadata: {name: cam-017}\nspec:\n  services:\n")
+	for i, a := range args {
+		cmd, _ := json.Marshal(append([]string{prog}, a...))
+		fmt.Fprintf(&b, "    - name: svc%d\n      command: %s\n      stopTimeout: 2s\n", i, cmd)
+		if addr != "" {
+			fmt.Fprintf(&b, "      health: {http: \"http://%s/healthz\", startupGrace: 3s}\n", addr)
+		}
+	}
+	return b.String()
+}
+
+// servicePID returns the pid recorded for replica 0 of a service, 0 if none
+// is alive.
+func servicePID(t testing.TB, stateDir, name string) int {
+	t.Helper()
+	b, err := os.ReadFile(filepath.Join(stateDir, "services", name, "0.json"))
+	if err != nil {
+		return 0
+	}
+	var rec struct {
+		Proc struct {
+			PID int `json:"pid"`
+		} `json:"proc"`
+	}
+	require.NoError(t, json.Unmarshal(b, &rec))
+	if syscall.Kill(rec.Proc.PID, 0) != nil {
+		return 0
+	}
+	if st, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", rec.Proc.PID)); err == nil {
+		if f := strings.Fields(string(st[strings.LastIndexByte(string(st), ')')+1:])); len(f) > 0 && f[0] == "Z" {
+			return 0
+		}
+	}
+	return rec.Proc.PID
+}
+
+// A commit whose service does not become healthy is rolled back and never
+// applied again on this node; a newer commit is.
+func TestServiceRollbackQuarantinesCommit(t *testing.T) {
+	prog, addr := svcProg(t), freeAddr(t)
+	repo := testgit.NewRepo(t)
+	repo.WriteFile("devices/cam-017/device.yaml", serviceDevice(prog, addr, []string{"-listen", addr}))
+	repo.Commit("web")
+	n := newNode(t, repo.Dir())
+	t.Cleanup(func() { stopServices(t, n.state) })
+	_, errOut, code := n.tend("apply")
+	require.Equal(t, 0, code, errOut)
+	good := servicePID(t, n.state, "svc0")
+	require.NotZero(t, good)
+
+	repo.WriteFile("devices/cam-017/device.yaml", serviceDevice(prog, addr, []string{"-exit", "1", "-after", "100ms"}))
+	bad := repo.Commit("broken web")
+	_, errOut, code = n.tend("apply")
+	require.Equal(t, 1, code)
+	require.Contains(t, errOut, "service/svc0 did not become healthy")
+	require.Contains(t, errOut, "rolled back service/svc0 to what ran before")
+	back := servicePID(t, n.state, "svc0")
+	require.NotZero(t, back, "nothing runs after the rollback")
+
+	out, errOut, code := n.tend("apply")
+	require.Equal(t, 1, code, "a rolled-back commit is still an error")
+	require.Contains(t, errOut, "commit rolled back on this node: "+bad[:12])
+	require.Contains(t, out, "Plan: 0 to add, 0 to change, 0 to delete, 1 unchanged.")
+	require.Equal(t, back, servicePID(t, n.state, "svc0"), "the rolled-back commit was tried again")
+
+	repo.WriteFile("devices/cam-017/device.yaml", serviceDevice(prog, addr, []string{"-listen", addr, "-exit", "-1"}))
+	repo.Commit("fixed web")
+	_, errOut, code = n.tend("apply")
+	require.Equal(t, 0, code, errOut)
+	require.NotEqual(t, back, servicePID(t, n.state, "svc0"))
+}
+
+// An agent killed with SIGKILL leaves its services running; the next agent
+// adopts all ten without restarting one, and restarts one that exits.
+func TestAgentKill9AdoptsServices(t *testing.T) {
+	prog := svcProg(t)
+	var args [][]string
+	for range 10 {
+		args = append(args, nil)
+	}
+	repo := testgit.NewRepo(t)
+	repo.WriteFile("devices/cam-017/device.yaml", serviceDevice(prog, "", args...))
+	repo.Commit("ten services")
+	n := newNode(t, repo.Dir(), "--schedule", "@every 1s", "--jitter", "0s")
+	t.Cleanup(func() { stopServices(t, n.state) })
+	logFile := filepath.Join(t.TempDir(), "agent.log")
+
+	agent := func() *exec.Cmd {
+		f, err := os.OpenFile(logFile, os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o644)
+		require.NoError(t, err)
+		defer f.Close()
+		cmd := exec.Command(tendBin, append([]string{"agent"}, n.flags...)...)
+		cmd.Stdout, cmd.Stderr = f, f
+		require.NoError(t, cmd.Start())
+		t.Cleanup(func() { _ = cmd.Process.Kill(); _ = cmd.Wait() })
+		return cmd
+	}
+	pids := func() map[string]int {
+		out := map[string]int{}
+		for i := range 10 {
+			out[fmt.Sprintf("svc%d", i)] = servicePID(t, n.state, fmt.Sprintf("svc%d", i))
+		}
+		return out
+	}
+	first := agent()
+	eventually(t, func() bool {
+		for _, p := range pids() {
+			if p == 0 {
+				return false
+			}
+		}
+		return true
+	})
+	before := pids()
+	require.NoError(t, first.Process.Signal(syscall.SIGKILL))
+	_ = first.Wait()
+	require.Equal(t, before, pids(), "services died with the agent")
+
+	agent()
+	eventually(t, func() bool {
+		b, _ := os.ReadFile(logFile)
+		return strings.Count(string(b), "msg=reconciled") >= 3
+	})
+	require.Equal(t, before, pids(), "the new agent restarted a healthy service")
+	b, _ := os.ReadFile(logFile)
+	require.Equal(t, 10, strings.Count(string(b), "msg=\"service adopted\""), string(b))
+
+	killed := time.Now()
+	require.NoError(t, syscall.Kill(before["svc3"], syscall.SIGKILL))
+	eventually(t, func() bool { p := servicePID(t, n.state, "svc3"); return p != 0 && p != before["svc3"] })
+	require.Less(t, time.Since(killed), 2*time.Second, "an adopted service was not restarted at once")
+}
