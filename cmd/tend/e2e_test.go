@@ -432,7 +432,7 @@ func TestBadFlagsChangeNothing(t *testing.T) {
 
 // stopServices kills the process group of every service instance a test's
 // tend started: a one-shot apply leaves them running, detached.
-func stopServices(t *testing.T, stateDir string) {
+func stopServices(t testing.TB, stateDir string) {
 	t.Helper()
 	recs, _ := filepath.Glob(filepath.Join(stateDir, "services", "*", "[0-9]*.json"))
 	for _, r := range recs {

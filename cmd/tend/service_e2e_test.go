@@ -184,3 +184,65 @@ func TestAgentKill9AdoptsServices(t *testing.T) {
 	eventually(t, func() bool { p := servicePID(t, n.state, "svc3"); return p != 0 && p != before["svc3"] })
 	require.Less(t, time.Since(killed), 2*time.Second, "an adopted service was not restarted at once")
 }
+
+func TestLogs(t *testing.T) {
+	prog := svcProg(t)
+	repo := testgit.NewRepo(t)
+	repo.WriteFile("devices/cam-017/device.yaml", serviceDevice(prog, "", []string{"-exit", "0", "-after", "1s"})+
+		"      replicas: 2\n      env: {INDEX: \"${replica}\"}\n      restart: on-failure\n")
+	repo.Commit("one service, two replicas")
+	n := newNode(t, repo.Dir())
+	t.Cleanup(func() { stopServices(t, n.state) })
+	_, errOut, code := n.tend("apply")
+	require.Equal(t, 0, code, errOut)
+
+	eventually(t, func() bool {
+		out, _, _ := n.tend("logs", "service/svc0")
+		return strings.Contains(out, "replica 0 | env") && strings.Contains(out, "replica 1 | env")
+	})
+	out, _, code := n.tend("logs", "service/svc0", "--replica", "1")
+	require.Equal(t, 0, code)
+	require.Contains(t, out, `"INDEX=1"`)
+	require.NotContains(t, out, "replica 1 |", "one replica needs no prefix")
+
+	_, errOut, code = n.tend("logs", "service/nope")
+	require.Equal(t, 1, code)
+	require.Contains(t, errOut, "no logs for service/nope")
+	_, errOut, code = n.tend("logs", "file/etc/x")
+	require.Equal(t, 1, code)
+	require.Contains(t, errOut, `"file/etc/x" is not a service: use service/NAME`)
+
+	// -f keeps printing what a new start appends.
+	f := exec.Command(tendBin, append([]string{"logs", "service/svc0", "-f", "--replica", "0"}, n.flags...)...)
+	var buf lockedBuffer
+	f.Stdout = &buf
+	require.NoError(t, f.Start())
+	t.Cleanup(func() { _ = f.Process.Kill(); _ = f.Wait() })
+	eventually(t, func() bool { return strings.Count(buf.String(), "args") == 1 })
+	repo.WriteFile("devices/cam-017/device.yaml", serviceDevice(prog, "", []string{"-exit", "0", "-after", "2s"})+
+		"      replicas: 2\n      env: {INDEX: \"${replica}\"}\n      restart: on-failure\n")
+	repo.Commit("restart it")
+	_, errOut, code = n.tend("apply")
+	require.Equal(t, 0, code, errOut)
+	eventually(t, func() bool { return strings.Count(buf.String(), "args") == 2 })
+	require.NoError(t, f.Process.Signal(syscall.SIGTERM))
+	require.NoError(t, f.Wait())
+}
+
+// lockedBuffer is a bytes.Buffer a child process writes while a test reads.
+type lockedBuffer struct {
+	mu  sync.Mutex
+	buf strings.Builder
+}
+
+func (b *lockedBuffer) Write(p []byte) (int, error) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.buf.Write(p)
+}
+
+func (b *lockedBuffer) String() string {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.buf.String()
+}
