@@ -311,6 +311,7 @@ func (s *Supervisor) exited(ctx context.Context, in *instance, st service.ExitSt
 	}
 	rec.Proc, rec.StartedAt = proc, s.now()
 	rec.Restarts++
+	s.log.InfoContext(ctx, "service restarted", logKeyResource, id, logKeyReplica, rec.Instance.Replica, logKeyPID, proc.PID, "restarts", rec.Restarts)
 	if err := s.writeRecord(rec); err != nil {
 		s.log.ErrorContext(ctx, "record service", logKeyResource, id, logKeyError, err.Error())
 	}

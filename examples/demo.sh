@@ -60,6 +60,20 @@ echo "  $config:"
 sed 's/^/    /' "$config"
 echo "  $model -> $(readlink "$model")"
 ls -l "$model/" | sed 's/^/    /'
+record="$sandbox/state/services/infer/0.json"
+wait_for 30 test -f "$record"
+service_pid() { sed -n 's/.*"pid": \([0-9]*\).*/\1/p' "$record"; }
+trap 'kill $agent $registry 2>/dev/null || true; kill -- -$(service_pid) 2>/dev/null || true' EXIT
+echo "  tend logs service/infer:"
+wait_for 30 bash -c '[[ -s "$1" ]]' _ "$sandbox/state/logs/infer/0.log"
+"$tend" logs service/infer "${flags[@]}" | sed 's/^/    /'
+
+say "the service is killed (SIGKILL): the agent restarts it at once"
+old_pid=$(service_pid)
+kill -KILL "$old_pid"
+wait_for 30 bash -c 'p=$(sed -n "s/.*\"pid\": \([0-9]*\).*/\1/p" "$1"); [[ -n "$p" && "$p" != "$2" ]] && kill -0 "$p"' _ "$record" "$old_pid"
+wait_for 30 grep -q 'service restarted' "$sandbox/agent.log"
+grep -E 'service (exited|started|restarted)' "$sandbox/agent.log" | tail -3 | sed 's/^/  /'
 
 say "manual changes on the device: the config edited, a model file deleted"
 want=$(cat "$config")
@@ -83,6 +97,8 @@ wait "$agent" || true
 
 say "tend plan --detailed-exitcode (converged: exit 0)"
 "$tend" plan "${flags[@]}" --detailed-exitcode
+say "the agent is stopped: services keep running; stopping the demo service by hand"
+kill -- "-$(service_pid)" 2>/dev/null || true
 kill -TERM "$registry" 2>/dev/null || true
 trap - EXIT
 echo
