@@ -68,9 +68,19 @@ type Result struct {
 	Plan     *planner.Changeset
 	Drift    []drift.Event
 	Applied  []planner.Action
+	// Failed is the action that failed, if one did.
+	Failed *planner.Action
+	// RolledBack lists the resources put back when the plan was rolled
+	// back.
+	RolledBack []string
+	// Started is when the tick began; Duration how long it took.
+	Started  time.Time
 	Duration time.Duration
 	// Downloaded is the bytes pulled from registries.
 	Downloaded int64
+	// FailedStep names the step that failed (open, fetch, render, observe,
+	// plan, apply), "" when none did.
+	FailedStep string
 }
 
 // Outcome names the result for logs and metrics.
@@ -117,7 +127,7 @@ func (r *Reconciler) run(ctx context.Context, apply bool) (*Result, error) {
 	}
 	defer unlock()
 
-	t := &tick{apply: apply}
+	t := &tick{apply: apply, res: Result{Started: start}}
 	steps := []step{
 		{"open", r.open},
 		{"fetch", r.fetch},
@@ -129,6 +139,7 @@ func (r *Reconciler) run(ctx context.Context, apply bool) (*Result, error) {
 	for _, s := range steps {
 		if err := s.run(ctx, t); err != nil {
 			t.res.Duration = r.now().Sub(start)
+			t.res.FailedStep = s.name
 			return &t.res, err
 		}
 	}
@@ -136,6 +147,7 @@ func (r *Reconciler) run(ctx context.Context, apply bool) (*Result, error) {
 	if snap := t.res.Snapshot; snap != nil && snap.Stale != nil {
 		// The node was held at its last applied commit; the tick still
 		// failed to use the target, and says why.
+		t.res.FailedStep = "fetch"
 		return &t.res, snap.Stale
 	}
 	if err := t.applier.Held(); err != nil {
@@ -209,7 +221,7 @@ func (r *Reconciler) applyPlan(ctx context.Context, t *tick) error {
 		return nil
 	}
 	res, err := t.applier.Apply(ctx, t.desired, t.res.Plan)
-	t.res.Applied = res.Applied
+	t.res.Applied, t.res.Failed, t.res.RolledBack = res.Applied, res.Failed, res.RolledBack
 	t.res.Downloaded = res.Downloaded
 	var rb *applier.RollbackError
 	if errors.As(err, &rb) && t.res.Snapshot != nil {

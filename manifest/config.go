@@ -2,6 +2,7 @@ package manifest
 
 import (
 	"fmt"
+	"net/url"
 	"os"
 	"path"
 	"path/filepath"
@@ -28,6 +29,10 @@ type AgentConfig struct {
 	Registries Registries        `json:"registries,omitempty"`
 	Models     ModelsConfig      `json:"models,omitempty"`
 	Listen     string            `json:"listen,omitempty"`
+	// Report, when set, posts the status document to a collector.
+	Report *Report `json:"report,omitempty"`
+	// Suspend stops applies; drift is still observed and reported.
+	Suspend bool `json:"suspend,omitempty"`
 
 	file    string            // where the config was read from, for error messages
 	lines   map[string]int    // field path → line in file
@@ -71,6 +76,20 @@ type Auth struct {
 type Verify struct {
 	Keyring string `json:"keyring,omitempty"`
 }
+
+// Report says where and how often the agent posts its status.
+type Report struct {
+	URL string `json:"url"`
+	// Interval is the longest time between two posts; a change of status
+	// is posted at once. Default DefaultReportInterval.
+	Interval Duration `json:"interval,omitempty"`
+	// Headers are sent with every post (e.g. Authorization); their values
+	// are never logged.
+	Headers map[string]string `json:"headers,omitempty"`
+}
+
+// DefaultReportInterval is the longest time between two status posts.
+const DefaultReportInterval = 5 * time.Minute
 
 // ModelsConfig says how model artifacts are kept and checked.
 type ModelsConfig struct {
@@ -176,6 +195,9 @@ func (c *AgentConfig) SetDefaults(hostname string) {
 	if c.Models.Parallel == 0 {
 		c.Models.Parallel = DefaultModelParallel
 	}
+	if c.Report != nil && c.Report.Interval == 0 {
+		c.Report.Interval = Duration(DefaultReportInterval)
+	}
 }
 
 // DefaultSourceTimeout bounds one fetch of the fleet repo.
@@ -228,6 +250,11 @@ func (c *AgentConfig) Validate() error {
 	for i, h := range c.Registries.Insecure {
 		if h == "" || strings.ContainsAny(h, "/ ") {
 			errs.add("", 0, fmt.Sprintf("registries.insecure[%d]", i), "%q is not a registry host: use host or host:port, e.g. registry.local:5000", h)
+		}
+	}
+	if r := c.Report; r != nil {
+		if u, err := url.Parse(r.URL); err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
+			errs.add("", 0, "report.url", "not an http(s) URL: use e.g. https://collector.example.com/v1/status")
 		}
 	}
 	if _, err := cron.ParseStandard(c.Schedule); err != nil {

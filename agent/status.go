@@ -1,0 +1,74 @@
+package agent
+
+import (
+	"crypto/sha256"
+	"encoding/hex"
+	"encoding/json"
+	"time"
+
+	"github.com/tend-dev/tend/drift"
+)
+
+// StatusFormatVersion is the version of the status document: GET /status,
+// `tend status --format json`, and what is posted to a collector.
+const StatusFormatVersion = "1"
+
+// Resource states in the status document.
+const (
+	StateOK      = "ok"      // as declared
+	StateDrifted = "drifted" // changed on the node; reverted at the next apply
+	StatePending = "pending" // to be created, updated, restarted or deleted
+	StateFailed  = "failed"  // its action failed in the last tick
+)
+
+// Status is what the agent last did, for people, scripts and collectors.
+type Status struct {
+	FormatVersion   string `json:"formatVersion"`
+	Device          string `json:"device"`
+	Version         string `json:"version,omitempty"` // of tend
+	AppliedRevision string `json:"appliedRevision"`   // ref@sha1:commit last applied in full
+	TargetRevision  string `json:"targetRevision,omitempty"`
+	LastReconcile   string `json:"lastReconcile,omitempty"` // RFC 3339
+	LastSuccess     string `json:"lastSuccess,omitempty"`   // RFC 3339
+	Result          string `json:"result,omitempty"`        // success | noop | error
+	// LastError is empty when the last tick succeeded; otherwise what failed
+	// and where (manifest file and line, resource id, URL without
+	// credentials).
+	LastError           string           `json:"lastError"`
+	ConsecutiveFailures int              `json:"consecutiveFailures,omitempty"`
+	Suspended           bool             `json:"suspended,omitempty"`
+	Resources           []ResourceStatus `json:"resources"`
+	Drift               []DriftEvent     `json:"drift"`
+}
+
+// ResourceStatus is one resource in the status document.
+type ResourceStatus struct {
+	ID      string `json:"id"`
+	State   string `json:"state"`
+	Message string `json:"message,omitempty"`
+}
+
+// DriftEvent is one drift seen on the node: what differed, when it was
+// seen, and when tend reverted it (empty until it is).
+type DriftEvent struct {
+	drift.Event
+	Reverted string `json:"reverted,omitempty"` // RFC 3339
+}
+
+// Fingerprint identifies the content of the status that matters to a
+// collector: everything but the time of the last reconcile and success,
+// which move on every tick.
+func (s Status) Fingerprint() string {
+	s.LastReconcile, s.LastSuccess = "", ""
+	b, _ := json.Marshal(s)
+	sum := sha256.Sum256(b)
+	return hex.EncodeToString(sum[:])
+}
+
+// rfc3339 formats t for the status document, "" for the zero time.
+func rfc3339(t time.Time) string {
+	if t.IsZero() {
+		return ""
+	}
+	return t.UTC().Format(time.RFC3339)
+}
