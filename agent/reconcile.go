@@ -18,22 +18,25 @@ import (
 
 // Log keys, so every line of every tick uses the same names.
 const (
-	keyDevice    = "device"
-	keyRevision  = "revision"
-	keyResult    = "result"
-	keyDuration  = "duration"
-	keyError     = "error"
-	keyResource  = "resource"
-	keyReason    = "reason"
-	keyAdd       = "add"
-	keyChange    = "change"
-	keyDelete    = "delete"
-	keyUnchanged = "unchanged"
-	keyDrift     = "drift"
-	keyFetched   = "fetched"
-	keySchedule  = "schedule"
-	keyJitter    = "jitter"
-	keyVersion   = "version"
+	keyDevice     = "device"
+	keyRevision   = "revision"
+	keyResult     = "result"
+	keyDuration   = "duration"
+	keyError      = "error"
+	keyResource   = "resource"
+	keyReason     = "reason"
+	keyAdd        = "add"
+	keyChange     = "change"
+	keyDelete     = "delete"
+	keyUnchanged  = "unchanged"
+	keyDrift      = "drift"
+	keyFetched    = "fetched"
+	keySchedule   = "schedule"
+	keyJitter     = "jitter"
+	keyVersion    = "version"
+	keyListen     = "listen"
+	keyDownloaded = "downloaded"
+	keySuspended  = "suspended"
 )
 
 // Results of a tick, as logs and metrics name them.
@@ -220,11 +223,18 @@ func (r *Reconciler) applyPlan(ctx context.Context, t *tick) error {
 	if !t.apply {
 		return nil
 	}
+	before := ""
+	if inv, ierr := t.applier.Inventory(); ierr == nil {
+		before = inv.Revision
+	}
 	res, err := t.applier.Apply(ctx, t.desired, t.res.Plan)
 	t.res.Applied, t.res.Failed, t.res.RolledBack = res.Applied, res.Failed, res.RolledBack
 	t.res.Downloaded = res.Downloaded
 	var rb *applier.RollbackError
-	if errors.As(err, &rb) && t.res.Snapshot != nil {
+	// Only a new commit is quarantined: when the commit already applied
+	// fails (a moved tag, a restart after drift), holding it would hold
+	// nothing; the loop's backoff spaces the retries instead.
+	if errors.As(err, &rb) && t.res.Snapshot != nil && !strings.HasSuffix(before, "@sha1:"+t.res.Snapshot.Revision) {
 		// This commit broke a service: never apply it again here.
 		q := applier.Quarantined{Revision: rb.Revision, Reason: rb.Error(), At: r.now().UTC()}
 		if qerr := applier.Quarantine(r.Config.StateDir, t.res.Snapshot.Revision, q); qerr != nil {

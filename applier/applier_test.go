@@ -29,7 +29,7 @@ func newNode(t testing.TB) *testNode {
 	n := &testNode{root: t.TempDir(), stateDir: filepath.Join(t.TempDir(), "state"), logs: &bytes.Buffer{}}
 	a, err := New(Config{
 		Root: n.root, StateDir: n.stateDir, AllowPaths: []string{testAllow},
-		Logger: slog.New(slog.NewJSONHandler(n.logs, nil)),
+		Logger: slog.New(slog.NewJSONHandler(n.logs, &slog.HandlerOptions{Level: slog.LevelDebug})),
 	})
 	require.NoError(t, err)
 	a.now = func() time.Time { return time.Date(2025, 3, 1, 12, 0, 0, 0, time.UTC) }

@@ -59,16 +59,23 @@ func (a *Applier) Apply(ctx context.Context, d planner.Desired, cs *planner.Chan
 	}
 	defer func() { res.Downloaded = a.models.Downloaded() }()
 	applyErr := a.prepare(ctx, cs, specs, &res)
+	if applyErr == nil {
+		if err := ctx.Err(); err != nil {
+			applyErr = fmt.Errorf("apply stopped before its first action: %w", err)
+		}
+	}
+	// Once the first action runs, the plan runs to its end: a shutdown
+	// (SIGTERM) waits for it, so the node holds the old revision or the
+	// new one, never part of each. Pulls, the long part, are done.
+	ctx = context.WithoutCancel(ctx)
 	var undo []undoStep
 	for _, act := range cs.Actions {
 		if applyErr != nil {
 			break
 		}
-		if err := ctx.Err(); err != nil {
-			applyErr = fmt.Errorf("apply stopped before %s: %w", act.Resource, err)
-			break
-		}
-		if u, ok := a.drivers[act.Kind].(Undoer); ok {
+		// Drift reverts are not undone: that would put back a change made
+		// by hand.
+		if u, ok := a.drivers[act.Kind].(Undoer); ok && !act.Drift {
 			if fn, err := u.Undo(ctx, act); err != nil {
 				a.logger.WarnContext(ctx, "cannot roll this action back", logKeyResource, act.Resource, logKeyError, err.Error())
 			} else if fn != nil {
@@ -98,7 +105,7 @@ func (a *Applier) Apply(ctx context.Context, d planner.Desired, cs *planner.Chan
 		if act.Drift {
 			attrs = append(attrs, slog.Bool(logKeyDrift, true))
 		}
-		a.logger.LogAttrs(ctx, slog.LevelInfo, "applied", attrs...)
+		a.logger.LogAttrs(ctx, slog.LevelDebug, "applied", attrs...)
 	}
 
 	declared := make(map[string]bool, len(d.Resources))
@@ -146,8 +153,10 @@ func (a *Applier) Apply(ctx context.Context, d planner.Desired, cs *planner.Chan
 // included, and returns the RollbackError that says so.
 func (a *Applier) rollBack(ctx context.Context, d planner.Desired, failed planner.Action, cause error, undo []undoStep, res *Result) error {
 	a.logger.ErrorContext(ctx, "rolling back", logKeyResource, failed.Resource, logKeyError, cause.Error())
-	// The rollback must finish even when the tick's time is up.
-	ctx = context.WithoutCancel(ctx)
+	// The rollback must finish even when the tick's time is up, within
+	// bounds.
+	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), rollbackTimeout)
+	defer cancel()
 	done, err := rollback(ctx, undo)
 	res.RolledBack = done
 	for _, id := range done {

@@ -24,10 +24,26 @@ const lockPoll = 100 * time.Millisecond
 // done and then returns a *LockedError naming the holder's pid. The lock
 // dies with the process, so a crash never leaves it stale.
 func Lock(ctx context.Context, stateDir string) (unlock func() error, err error) {
+	return lock(ctx, stateDir, LockFile, false)
+}
+
+// AgentLockFile is the lock an agent holds on stateDir while it runs.
+const AgentLockFile = "agent.lock"
+
+// LockAgent takes the agent lock on stateDir for the life of the process:
+// one agent per stateDir. It does not wait: a second agent fails at once
+// with a *LockedError naming the first one's pid.
+func LockAgent(stateDir string) (unlock func() error, err error) {
+	ctx, cancel := context.WithCancel(context.Background())
+	cancel()
+	return lock(ctx, stateDir, AgentLockFile, true)
+}
+
+func lock(ctx context.Context, stateDir, file string, agent bool) (unlock func() error, err error) {
 	if err := os.MkdirAll(stateDir, 0o700); err != nil {
 		return nil, fmt.Errorf("lock state directory: %w", err)
 	}
-	name := filepath.Join(stateDir, LockFile)
+	name := filepath.Join(stateDir, file)
 	f, err := os.OpenFile(name, os.O_RDWR|os.O_CREATE, 0o600)
 	if err != nil {
 		return nil, fmt.Errorf("lock state directory: %w", err)
@@ -46,7 +62,7 @@ func Lock(ctx context.Context, stateDir string) (unlock func() error, err error)
 		select {
 		case <-ctx.Done():
 			_ = f.Close()
-			return nil, &LockedError{PID: readPID(name), StateDir: stateDir, LockFile: name}
+			return nil, &LockedError{PID: readPID(name), StateDir: stateDir, LockFile: name, Agent: agent}
 		case <-t.C:
 		}
 	}

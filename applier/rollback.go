@@ -8,8 +8,8 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
+	"time"
 
-	"github.com/tend-dev/tend/applier/service"
 	"github.com/tend-dev/tend/planner"
 )
 
@@ -81,10 +81,15 @@ func rollback(ctx context.Context, steps []undoStep) ([]string, error) {
 }
 
 // shouldRollBack reports whether a failed action calls for a rollback: a
-// service that did not become healthy.
+// service that did not start or did not become healthy. Other failures
+// (a file that cannot be written) stop the plan where it is, as before.
 func shouldRollBack(act planner.Action, err error) bool {
-	return act.Kind == planner.KindService && errors.Is(err, service.ErrUnhealthy)
+	return act.Kind == planner.KindService && act.Type != planner.Delete && err != nil
 }
+
+// rollbackTimeout bounds a rollback, which ignores the tick's cancellation:
+// a process stuck in the kernel must not hold the lock for ever.
+const rollbackTimeout = 5 * time.Minute
 
 // Undo reads the file as it is: the undo writes it back, or removes the
 // file the action creates. Anything but a regular file is left alone.
@@ -191,17 +196,23 @@ func (d *ServiceDriver) Undo(ctx context.Context, a planner.Action) (func(contex
 		return nil, err
 	}
 	return func(ctx context.Context) error {
-		was := map[int]bool{}
-		for _, o := range old {
-			was[o.Instance.Replica] = true
-			grace := DefaultStopTimeout
-			if _, err := d.sup.Run(ctx, o.Instance, o.SpecHash, o.Policy, grace); err != nil {
-				return err
-			}
-		}
 		now, err := d.sup.serviceRecords(name)
 		if err != nil {
 			return err
+		}
+		current := map[int]instanceRecord{}
+		for _, n := range now {
+			current[n.Instance.Replica] = n
+		}
+		was := map[int]bool{}
+		for _, o := range old {
+			was[o.Instance.Replica] = true
+			if n, ok := current[o.Instance.Replica]; ok && n.Proc == o.Proc && n.SpecHash == o.SpecHash {
+				continue // never touched by the plan: still on the old inputs
+			}
+			if _, err := d.sup.Run(ctx, o.Instance, o.SpecHash, o.Policy, DefaultStopTimeout); err != nil {
+				return err
+			}
 		}
 		for _, n := range now {
 			if !was[n.Instance.Replica] {

@@ -267,16 +267,22 @@ func (d *ServiceDriver) Apply(ctx context.Context, a planner.Action, _ any) erro
 	for _, in := range insts {
 		byReplica[in.Replica] = in
 	}
+	// Replicas are updated one at a time, each checked before the next, so
+	// a bad update stops at its first replica.
 	for i, in := range w.instances {
 		cur, ok := byReplica[i]
-		if a.Type != planner.Restart && ok && (cur.Alive || cur.Pending || cur.Done) && cur.SpecHash == w.hash {
+		if a.Type != planner.Restart && !a.Restart && ok && (cur.Alive || cur.Pending || cur.Done) && cur.SpecHash == w.hash {
 			continue // this replica is as declared: untouched
 		}
 		proc, err := d.sup.Run(ctx, in, w.hash, w.spec.Restart, grace)
 		if err != nil {
 			return err
 		}
-		if err := w.probes[i].WaitHealthy(ctx, func() bool { return d.sup.rt.Alive(proc) }); err != nil {
+		err = d.settle(ctx, w.spec.Restart, proc)
+		if w.probes[i] != nil {
+			err = w.probes[i].WaitHealthy(ctx, func() bool { return d.sup.rt.Alive(proc) })
+		}
+		if err != nil {
 			return fmt.Errorf("replica %d: %w", i, err)
 		}
 	}
@@ -288,6 +294,29 @@ func (d *ServiceDriver) Apply(ctx context.Context, a planner.Action, _ any) erro
 		}
 	}
 	return d.saveRecord(name, serviceRecord{SpecHash: w.hash, Replicas: len(w.instances)})
+}
+
+// startSettle is how long a service without a health probe must keep
+// running after a start to count as healthy.
+var startSettle = 300 * time.Millisecond
+
+// settle checks that an instance is still running after startSettle (a
+// health probe then checks the rest): one that exits at once fails the update (and
+// rolls it back), as an unhealthy one does. A service whose restart policy
+// lets it finish (never, on-failure) may exit.
+func (d *ServiceDriver) settle(ctx context.Context, policy string, p service.Proc) error {
+	if policy == manifest.RestartNever || policy == manifest.RestartOnFailure {
+		return nil
+	}
+	select {
+	case <-ctx.Done():
+		return ctx.Err()
+	case <-time.After(startSettle):
+	}
+	if !d.sup.rt.Alive(p) {
+		return fmt.Errorf("%w: pid %d exited within %s of its start; see tend logs", service.ErrUnhealthy, p.PID, startSettle)
+	}
+	return nil
 }
 
 // remove stops every instance of a service and forgets it; its logs stay.

@@ -194,13 +194,13 @@ func TestServiceSupervisorRestartsAtOnce(t *testing.T) {
 
 func TestServiceCrashLoopBacksOff(t *testing.T) {
 	n := newServiceNode(t, true)
-	svc := n.service("crash", 1, "-exit", "3")
+	svc := n.service("crash", 1, "-exit", "3", "-after", "400ms")
 	n.apply(svc)
-	time.Sleep(2 * time.Second)
+	time.Sleep(3 * time.Second)
 	recs, err := n.sup.serviceRecords("crash")
 	require.NoError(t, err)
-	// 0.2 + 0.4 + 0.8 s of backoff fit in 2 s: a busy loop would make
-	// hundreds of restarts.
+	// Runs of 0.4 s with 0.2, 0.4 and 0.8 s of backoff between them fit
+	// three restarts in 3 s: a busy loop would make hundreds.
 	require.GreaterOrEqual(t, recs[0].Restarts, 2)
 	require.LessOrEqual(t, recs[0].Restarts, 4)
 	require.Equal(t, "exit code 3", recs[0].LastExit)
@@ -454,4 +454,22 @@ func TestServiceMemoryLimit(t *testing.T) {
 	require.NoError(t, err)
 	require.Len(t, cs.Actions, 1)
 	require.Equal(t, "drift: 1 of 1 replicas not running (replica 0 gone)", cs.Actions[0].Reason)
+}
+
+// A service that exits at once, with no health probe, fails its start:
+// the update is rolled back, not left crash-looping.
+func TestServiceExitingAtOnceRollsBack(t *testing.T) {
+	n := newServiceNode(t, false)
+	good := n.service("web", 2)
+	n.apply(good)
+	pids := n.pids("web")
+	bad := n.service("web", 2, "-exit", "1")
+	_, err := n.tick(bad)
+	var rb *RollbackError
+	require.ErrorAs(t, err, &rb)
+	require.ErrorContains(t, err, "exited within 300ms of its start")
+	now := n.pids("web")
+	require.Len(t, now, 2)
+	require.NotEqual(t, pids[0], now[0], "replica 0 runs the old spec again")
+	require.Equal(t, pids[1], now[1], "replica 1, never reached by the update, was restarted by the rollback")
 }

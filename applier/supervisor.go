@@ -49,6 +49,7 @@ type Supervisor struct {
 	stop     chan struct{} // closed by Close: watchers end
 	wg       sync.WaitGroup
 	inst     map[instanceKey]*instance
+	keys     map[instanceKey]*sync.Mutex // one per replica: Run, Halt and a restart never overlap
 }
 
 type instanceKey struct {
@@ -67,6 +68,9 @@ type instanceRecord struct {
 	Crashes   int              `json:"crashes"` // quick exits in a row
 	LastExit  string           `json:"lastExit,omitempty"`
 	CleanExit bool             `json:"cleanExit,omitempty"` // the last exit was a clean exit 0
+	// BootID is the kernel's boot id when the process started: after a
+	// reboot, a pid and start time can match another process.
+	BootID string `json:"bootID,omitempty"`
 }
 
 // instance is a record and what the supervisor does with it now.
@@ -98,7 +102,20 @@ func NewSupervisor(stateDir string, rt service.Runtime, log *slog.Logger) *Super
 		log = slog.New(slog.DiscardHandler)
 	}
 	return &Supervisor{rt: rt, dir: filepath.Join(stateDir, "services"), log: log, now: time.Now,
-		inst: map[instanceKey]*instance{}, stop: make(chan struct{})}
+		inst: map[instanceKey]*instance{}, keys: map[instanceKey]*sync.Mutex{}, stop: make(chan struct{})}
+}
+
+// lockKey serialises everything that starts or stops one replica.
+func (s *Supervisor) lockKey(k instanceKey) func() {
+	s.mu.Lock()
+	m := s.keys[k]
+	if m == nil {
+		m = &sync.Mutex{}
+		s.keys[k] = m
+	}
+	s.mu.Unlock()
+	m.Lock()
+	return m.Unlock
 }
 
 // Watch adopts every recorded instance still running and from then on
@@ -109,7 +126,7 @@ func (s *Supervisor) Watch(ctx context.Context) error {
 	s.watching = true
 	s.mu.Unlock()
 	for _, r := range recs {
-		if !s.rt.Alive(r.Proc) {
+		if !s.alive(r) {
 			continue // the next reconcile starts it again, as drift
 		}
 		in := s.track(r)
@@ -140,8 +157,11 @@ func (s *Supervisor) Instances(name string) ([]InstanceState, error) {
 	out := make([]InstanceState, 0, len(recs))
 	for _, r := range recs {
 		st := InstanceState{Replica: r.Instance.Replica, SpecHash: r.SpecHash, Restarts: r.Restarts, LastExit: r.LastExit,
-			Alive: s.rt.Alive(r.Proc), CrashLoop: r.Crashes >= crashLoopAfter, Limits: r.Proc.Limits}
-		st.Done = !st.Alive && (r.Policy == manifest.RestartNever || r.Policy == manifest.RestartOnFailure && r.CleanExit)
+			Alive: s.alive(r), CrashLoop: r.Crashes >= crashLoopAfter, Limits: r.Proc.Limits}
+		// Done only for an exit seen: after a reboot nothing was seen, and
+		// the service starts again.
+		st.Done = !st.Alive && r.LastExit != "" && r.BootID == bootID() &&
+			(r.Policy == manifest.RestartNever || r.Policy == manifest.RestartOnFailure && r.CleanExit)
 		s.mu.Lock()
 		if in := s.inst[instanceKey{name, r.Instance.Replica}]; in != nil && in.pending {
 			st.Pending = true
@@ -155,6 +175,7 @@ func (s *Supervisor) Instances(name string) ([]InstanceState, error) {
 // Run starts one instance, first stopping the one running in its place.
 func (s *Supervisor) Run(ctx context.Context, in service.Instance, hash, policy string, grace time.Duration) (service.Proc, error) {
 	key := instanceKey{in.Service, in.Replica}
+	defer s.lockKey(key)()
 	restarts := 0
 	if old, err := s.readRecord(key); err == nil && old != nil {
 		restarts = old.Restarts
@@ -169,7 +190,7 @@ func (s *Supervisor) Run(ctx context.Context, in service.Instance, hash, policy 
 	if proc.Limits != "" {
 		s.log.WarnContext(ctx, proc.Limits, logKeyResource, ServiceID(in.Service), logKeyReplica, in.Replica)
 	}
-	rec := instanceRecord{Instance: in, Proc: proc, SpecHash: hash, Policy: policy, StartedAt: s.now(), Restarts: restarts}
+	rec := instanceRecord{Instance: in, Proc: proc, SpecHash: hash, Policy: policy, StartedAt: s.now(), Restarts: restarts, BootID: bootID()}
 	if err := s.writeRecord(rec); err != nil {
 		_ = s.rt.Stop(ctx, proc, grace)
 		return proc, err
@@ -187,6 +208,7 @@ func (s *Supervisor) Run(ctx context.Context, in service.Instance, hash, policy 
 // Halt stops one instance on purpose and forgets it.
 func (s *Supervisor) Halt(ctx context.Context, name string, replica int, grace time.Duration) error {
 	key := instanceKey{name, replica}
+	defer s.lockKey(key)()
 	rec, err := s.readRecord(key)
 	if err != nil || rec == nil {
 		return err
@@ -233,10 +255,11 @@ func (s *Supervisor) watchInstance(in *instance) {
 		defer s.wg.Done()
 		ctx, cancel := context.WithCancel(context.Background())
 		defer cancel()
+		stopped := in.cancel // exited returns the same instance: one channel for its life
 		go func() {
 			select {
 			case <-s.stop:
-			case <-in.cancel:
+			case <-stopped:
 			}
 			cancel()
 		}()
@@ -259,10 +282,16 @@ func (s *Supervisor) watchInstance(in *instance) {
 }
 
 // exited handles an exit: it records it and, when the policy says so,
-// restarts the instance after the backoff, returning the new instance.
+// restarts the instance after the backoff, returning it with its new
+// process. Each step holds the replica's lock and first checks that the
+// instance is still the one this supervisor runs and that the record on
+// disk still names the process that exited: a tick that replaced or
+// stopped the replica meanwhile (here, or a `tend apply` in another
+// process) wins, and nothing is restarted behind its back.
 func (s *Supervisor) exited(ctx context.Context, in *instance, st service.ExitStatus) (*instance, bool) {
+	key := instanceKey{in.rec.Instance.Service, in.rec.Instance.Replica}
 	rec := in.rec
-	id := ServiceID(rec.Instance.Service)
+	id := ServiceID(key.service)
 	ran := s.now().Sub(rec.StartedAt)
 	rec.LastExit, rec.CleanExit = st.String(), !st.Failed()
 	if ran < stablePeriod {
@@ -271,16 +300,18 @@ func (s *Supervisor) exited(ctx context.Context, in *instance, st service.ExitSt
 		rec.Crashes = 1
 	}
 	restart := rec.Policy == manifest.RestartAlways || rec.Policy == "" || rec.Policy == manifest.RestartOnFailure && st.Failed()
-	s.mu.Lock()
-	if in.stopping || s.inst[instanceKey{rec.Instance.Service, rec.Instance.Replica}] != in {
-		s.mu.Unlock()
+	unlock := s.lockKey(key)
+	if !s.owns(key, in) {
+		unlock()
 		return nil, false
 	}
+	s.mu.Lock()
 	in.pending = restart
 	s.mu.Unlock()
 	_ = s.writeRecord(rec)
+	unlock()
 	if !restart {
-		s.log.WarnContext(ctx, "service exited", logKeyResource, id, logKeyReplica, rec.Instance.Replica, "exit", rec.LastExit, "restart", rec.Policy)
+		s.log.WarnContext(ctx, "service exited", logKeyResource, id, logKeyReplica, key.replica, "exit", rec.LastExit, "restart", rec.Policy)
 		return nil, false
 	}
 	delay := backoff(rec.Crashes)
@@ -288,22 +319,20 @@ func (s *Supervisor) exited(ctx context.Context, in *instance, st service.ExitSt
 	if rec.Crashes >= crashLoopAfter {
 		level = slog.LevelError
 	}
-	s.log.Log(ctx, level, "service exited; restarting", logKeyResource, id, logKeyReplica, rec.Instance.Replica,
+	s.log.Log(ctx, level, "service exited; restarting", logKeyResource, id, logKeyReplica, key.replica,
 		"exit", rec.LastExit, "in", delay.String(), "crashes", rec.Crashes)
 	select {
 	case <-ctx.Done():
 		return nil, false
 	case <-time.After(delay):
 	}
-	s.mu.Lock()
-	current := !in.stopping && s.inst[instanceKey{rec.Instance.Service, rec.Instance.Replica}] == in
-	s.mu.Unlock()
-	if !current {
+	defer s.lockKey(key)()
+	if !s.owns(key, in) {
 		return nil, false
 	}
 	proc, err := s.rt.Start(ctx, rec.Instance)
 	if err != nil {
-		s.log.ErrorContext(ctx, "restart service", logKeyResource, id, logKeyReplica, rec.Instance.Replica, logKeyError, err.Error())
+		s.log.ErrorContext(ctx, "restart service", logKeyResource, id, logKeyReplica, key.replica, logKeyError, err.Error())
 		s.mu.Lock()
 		in.pending = false
 		s.mu.Unlock()
@@ -311,7 +340,7 @@ func (s *Supervisor) exited(ctx context.Context, in *instance, st service.ExitSt
 	}
 	rec.Proc, rec.StartedAt = proc, s.now()
 	rec.Restarts++
-	s.log.InfoContext(ctx, "service restarted", logKeyResource, id, logKeyReplica, rec.Instance.Replica, logKeyPID, proc.PID, "restarts", rec.Restarts)
+	s.log.InfoContext(ctx, "service restarted", logKeyResource, id, logKeyReplica, key.replica, logKeyPID, proc.PID, "restarts", rec.Restarts)
 	if err := s.writeRecord(rec); err != nil {
 		s.log.ErrorContext(ctx, "record service", logKeyResource, id, logKeyError, err.Error())
 	}
@@ -320,6 +349,32 @@ func (s *Supervisor) exited(ctx context.Context, in *instance, st service.ExitSt
 	s.mu.Unlock()
 	return in, true
 }
+
+// owns reports whether in is still the instance of key that this
+// supervisor runs, and the record on disk still names its process.
+// The caller holds the key's lock.
+func (s *Supervisor) owns(key instanceKey, in *instance) bool {
+	s.mu.Lock()
+	current := !in.stopping && s.inst[key] == in
+	proc := in.rec.Proc
+	s.mu.Unlock()
+	if !current {
+		return false
+	}
+	disk, err := s.readRecord(key)
+	return err == nil && disk != nil && disk.Proc.PID == proc.PID && disk.Proc.StartTime == proc.StartTime
+}
+
+// alive reports whether the process of r runs, in this boot.
+func (s *Supervisor) alive(r instanceRecord) bool {
+	return (r.BootID == "" || r.BootID == bootID()) && s.rt.Alive(r.Proc)
+}
+
+// bootID is the kernel's id of this boot.
+var bootID = sync.OnceValue(func() string {
+	b, _ := os.ReadFile("/proc/sys/kernel/random/boot_id")
+	return strings.TrimSpace(string(b))
+})
 
 // backoff is the wait before the restart that follows the n-th quick exit
 // in a row.
@@ -355,8 +410,10 @@ func (s *Supervisor) writeRecord(r instanceRecord) error {
 	if err != nil {
 		return err
 	}
+	// A record holds the service's environment, which may hold secrets:
+	// readable by tend alone.
 	dir := filepath.Join(s.dir, r.Instance.Service)
-	if err := os.MkdirAll(dir, dirMode); err != nil {
+	if err := os.MkdirAll(dir, 0o700); err != nil {
 		return err
 	}
 	root, err := os.OpenRoot(dir)
@@ -364,7 +421,7 @@ func (s *Supervisor) writeRecord(r instanceRecord) error {
 		return err
 	}
 	defer root.Close()
-	return writeAtomic(root, strconv.Itoa(r.Instance.Replica)+".json", append(data, '\n'), 0o644)
+	return writeAtomic(root, strconv.Itoa(r.Instance.Replica)+".json", append(data, '\n'), 0o600)
 }
 
 // serviceRecords reads the instance records of one service, by replica.

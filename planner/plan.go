@@ -50,6 +50,25 @@ func Plan(desired Desired, observed Observed, opts Options) (*Changeset, error) 
 		for i := range apply {
 			changed[apply[i].Resource] = &apply[i]
 		}
+		// An update of a resource whose inputs also change restarts it
+		// whole: its spec alone would leave parts of it (replicas whose
+		// spec is unchanged) on the old inputs.
+		deps := make(map[string]Resource, len(apply))
+		for _, r := range desired.Resources {
+			if len(r.Deps) > 0 {
+				deps[r.ID] = r
+			}
+		}
+		for i := range apply {
+			r, ok := deps[apply[i].Resource]
+			if !ok || apply[i].Type != Update {
+				continue
+			}
+			if why, ok := restart(r, changed); ok {
+				apply[i].Restart = true
+				apply[i].Reason += "; " + why.Reason
+			}
+		}
 	}
 	for _, i := range unchanged {
 		if a, ok := restart(desired.Resources[i], changed); ok {

@@ -69,6 +69,12 @@ func TestPlan(t *testing.T) {
 			want:     []string{"~ model/detector (update: x)", "~ service/infer (restart: model/detector sha256:abababababab… → sha256:cdcdcdcdcdcd…)"},
 		},
 		{
+			name:     "an update whose inputs change too restarts whole",
+			desired:  []Resource{model("sha256:cd", "x"), {ID: "service/infer", Kind: KindService, Fields: []Field{{"spec", "s1"}, {"replicas", "2"}}, Deps: []string{"model/detector"}}},
+			observed: Observed{Resources: map[string]State{"model/detector": present(model("sha256:ab", "")), "service/infer": {Exists: true, Fields: []Field{{"spec", "s1"}, {"replicas", "1"}}}}, Applied: map[string][]Field{"model/detector": model("sha256:ab", "").Fields, "service/infer": {{"spec", "s1"}, {"replicas", "1"}}}},
+			want:     []string{"~ model/detector (update: x)", "~ service/infer (update: replicas changed in Git; restart: model/detector sha256:ab → sha256:cd)"},
+		},
+		{
 			name:    "and names a create",
 			desired: []Resource{model("sha256:cd", "r:v8 → sha256:cd")},
 			want:    []string{"+ model/detector (declared: r:v8 → sha256:cd)"},

@@ -135,6 +135,9 @@ type Action struct {
 	// the declaration did not change: someone changed the node.
 	Drift   bool     `json:"drift,omitempty"`
 	Changes []Change `json:"changes,omitempty"`
+	// Restart is set on an update whose inputs change in the same plan:
+	// all of it restarts, not only the parts whose own spec changed.
+	Restart bool `json:"restart,omitempty"`
 }
 
 func (a Action) String() string {
