@@ -66,3 +66,11 @@ allowPaths: [/etc/infer]
 		require.Equal(t, filepath.Join(dir, "fleet"), c.Source.URL)
 	})
 }
+
+// The example config documents every field: it must stay valid.
+func TestExampleConfigIsValid(t *testing.T) {
+	c, err := LoadConfig("../examples/agent.yaml", Overrides{})
+	require.NoError(t, err)
+	require.Equal(t, "demo-01", c.Device)
+	require.Equal(t, 2, *c.Models.KeepVersions)
+}

@@ -4,13 +4,16 @@ import (
 	"bytes"
 	"context"
 	"errors"
+	"fmt"
 	"log/slog"
 	"os"
 	"path/filepath"
+	"sync"
 	"testing"
 	"time"
 
 	"github.com/stretchr/testify/require"
+	"github.com/tend-dev/tend/applier"
 	"github.com/tend-dev/tend/internal/testgit"
 	"github.com/tend-dev/tend/manifest"
 )
@@ -62,6 +65,7 @@ func TestLoopKeepsGoingAfterAFailedTick(t *testing.T) {
 	loop := &Loop{
 		Reconciler: &Reconciler{Config: c, Logger: slog.New(slog.NewTextHandler(&logs, nil))},
 		Schedule:   everyTick(time.Millisecond),
+		Backoff:    func(int) time.Duration { return 0 },
 		OnTick: func(_ *Result, err error) {
 			errs = append(errs, err)
 			if len(errs) == 2 {
@@ -81,6 +85,101 @@ func TestTickTimeout(t *testing.T) {
 	loop := &Loop{Reconciler: &Reconciler{Config: c}, Schedule: everyTick(time.Hour), TickTimeout: time.Nanosecond}
 	var got error
 	loop.OnTick = func(_ *Result, err error) { got = err }
-	loop.tick(context.Background(), slog.New(slog.DiscardHandler))
+	loop.tick(context.Background(), slog.New(slog.DiscardHandler), false)
 	require.True(t, errors.Is(got, context.DeadlineExceeded), "got %v", got)
+}
+
+const oneFile = "apiVersion: tend.dev/v1alpha1\nkind: Device\nmetadata: {name: cam-017}\nspec:\n  files:\n    - {path: /etc/infer/a, content: %s}\n"
+
+// After a failure, scheduled ticks inside the backoff only look at the
+// target: the same broken commit is not rendered again, a new commit is
+// tried at once, and a manual trigger always runs.
+func TestLoopBacksOffButTriesNewCommits(t *testing.T) {
+	repo := testgit.NewRepo(t)
+	repo.WriteFile("devices/cam-017/d.yaml", "apiVersion: tend.dev/v1alpha1\nkind: Device\nmetadata: {name: cam-017}\nspec: {files: [{path: relative}]}\n")
+	repo.Commit("broken")
+	c := newConfig(t, repo.Dir())
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	var mu sync.Mutex
+	var outcomes []string
+	loop := &Loop{
+		Reconciler: &Reconciler{Config: c},
+		Schedule:   everyTick(5 * time.Millisecond),
+		Backoff:    func(int) time.Duration { return time.Hour },
+		OnTick: func(r *Result, err error) {
+			mu.Lock()
+			outcomes = append(outcomes, r.Outcome(err))
+			mu.Unlock()
+		},
+	}
+	got := func() []string { mu.Lock(); defer mu.Unlock(); return append([]string(nil), outcomes...) }
+	done := make(chan error, 1)
+	go func() { done <- loop.Run(ctx) }()
+	require.Eventually(t, func() bool { return len(got()) == 1 }, 10*time.Second, 5*time.Millisecond)
+	time.Sleep(200 * time.Millisecond)
+	require.Equal(t, []string{ResultError}, got(), "ticks in the backoff ran in full")
+
+	require.True(t, loop.Trigger())
+	require.Eventually(t, func() bool { return len(got()) == 2 }, 10*time.Second, 5*time.Millisecond)
+
+	repo.WriteFile("devices/cam-017/d.yaml", fmt.Sprintf(oneFile, "fixed"))
+	repo.Commit("fixed")
+	require.Eventually(t, func() bool { g := got(); return len(g) == 3 && g[2] == ResultSuccess }, 10*time.Second, 5*time.Millisecond)
+	cancel()
+	require.NoError(t, <-done)
+}
+
+func TestTriggerCoalesces(t *testing.T) {
+	l := &Loop{}
+	require.True(t, l.Trigger())
+	require.False(t, l.Trigger(), "a second trigger while one is queued is coalesced")
+}
+
+func TestSuspendPlansButAppliesNothing(t *testing.T) {
+	repo := testgit.NewRepo(t)
+	repo.WriteFile("devices/cam-017/d.yaml", fmt.Sprintf(oneFile, "a"))
+	repo.Commit("one")
+	c := newConfig(t, repo.Dir())
+	require.NoError(t, Suspend(c.StateDir, "maintenance"))
+	ok, why := Suspended(c)
+	require.True(t, ok)
+	require.Contains(t, why, "maintenance")
+	var logs bytes.Buffer
+	var res *Result
+	loop := &Loop{Reconciler: &Reconciler{Config: c, Logger: slog.New(slog.NewTextHandler(&logs, nil))}, Schedule: everyTick(time.Hour)}
+	loop.OnTick = func(r *Result, err error) { require.NoError(t, err); res = r }
+	loop.tick(context.Background(), loop.Reconciler.logger(), false)
+	require.Equal(t, 1, res.Plan.Summary().Add)
+	require.Empty(t, res.Applied)
+	require.NoFileExists(t, filepath.Join(c.Root, "etc/infer/a"))
+	require.Contains(t, logs.String(), "suspended: changes are planned and reported, not applied")
+	require.Contains(t, logs.String(), "suspended=true")
+
+	was, err := Resume(c.StateDir)
+	require.NoError(t, err)
+	require.True(t, was)
+	loop.tick(context.Background(), loop.Reconciler.logger(), false)
+	require.FileExists(t, filepath.Join(c.Root, "etc/infer/a"))
+}
+
+func TestOneAgentPerStateDir(t *testing.T) {
+	repo := testgit.NewRepo(t)
+	repo.WriteFile("devices/cam-017/d.yaml", fmt.Sprintf(oneFile, "a"))
+	repo.Commit("one")
+	c := newConfig(t, repo.Dir())
+	ctx, cancel := context.WithCancel(context.Background())
+	ticked := make(chan struct{}, 1)
+	first := &Loop{Reconciler: &Reconciler{Config: c}, Schedule: everyTick(time.Hour),
+		OnTick: func(*Result, error) { ticked <- struct{}{} }}
+	done := make(chan error, 1)
+	go func() { done <- first.Run(ctx) }()
+	<-ticked
+	second := &Loop{Reconciler: &Reconciler{Config: c}, Schedule: everyTick(time.Hour)}
+	err := second.Run(context.Background())
+	var locked *applier.LockedError
+	require.ErrorAs(t, err, &locked)
+	require.ErrorContains(t, err, "another tend agent (pid")
+	cancel()
+	require.NoError(t, <-done)
 }

@@ -1,0 +1,170 @@
+package agent
+
+import (
+	"net/http"
+	"sync"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/collectors"
+	"github.com/prometheus/client_golang/prometheus/promhttp"
+
+	"github.com/tend-dev/tend/planner"
+)
+
+// Results of a source fetch, as tend_source_fetch_total names them.
+const (
+	fetchChanged   = "changed"
+	fetchUnchanged = "unchanged"
+	fetchError     = "error"
+)
+
+// Metrics are the agent's Prometheus metrics, as DESIGN.md names them, in a
+// registry of their own (plus Go runtime and process metrics). Every
+// labelled series exists at zero from the start, so a dashboard or an alert
+// sees a rate of 0, not "no data".
+type Metrics struct {
+	reg *prometheus.Registry
+
+	reconciles  *prometheus.CounterVec
+	duration    prometheus.Histogram
+	drifts      *prometheus.CounterVec
+	revision    *prometheus.GaugeVec
+	lastSuccess prometheus.Gauge
+	fetches     *prometheus.CounterVec
+	downloaded  prometheus.Counter
+	convergence prometheus.Histogram
+
+	mu       sync.Mutex
+	applied  string    // the revision tend_applied_revision_info names
+	diverged time.Time // start of the first tick since convergence that had work or failed
+	open     openDrift
+}
+
+// NewMetrics registers the agent's metrics in a new registry.
+func NewMetrics() *Metrics {
+	m := &Metrics{
+		reg: prometheus.NewRegistry(),
+		reconciles: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "tend_reconcile_total",
+			Help: "Reconciles by result: success (actions applied), noop (nothing to do) or error.",
+		}, []string{"result"}),
+		duration: prometheus.NewHistogram(prometheus.HistogramOpts{
+			Name:    "tend_reconcile_duration_seconds",
+			Help:    "How long one reconcile took, fetch to apply.",
+			Buckets: []float64{0.01, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30, 60, 120, 300, 600},
+		}),
+		drifts: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "tend_drift_total",
+			Help: "Drift seen on the node (a change made outside tend), by resource kind; drift seen again on later ticks counts once.",
+		}, []string{"kind"}),
+		revision: prometheus.NewGaugeVec(prometheus.GaugeOpts{
+			Name: "tend_applied_revision_info",
+			Help: "The revision last applied in full (ref@sha1:commit), as the label of a series set to 1.",
+		}, []string{"revision"}),
+		lastSuccess: prometheus.NewGauge(prometheus.GaugeOpts{
+			Name: "tend_last_success_timestamp_seconds",
+			Help: "Unix time at which the last reconcile without error ended; 0 before the first.",
+		}),
+		fetches: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "tend_source_fetch_total",
+			Help: "Fetches of the fleet repo by result: changed (a new commit was fetched), unchanged or error.",
+		}, []string{"result"}),
+		downloaded: prometheus.NewCounter(prometheus.CounterOpts{
+			Name: "tend_model_bytes_downloaded_total",
+			Help: "Bytes of model artifacts pulled from registries.",
+		}),
+		convergence: prometheus.NewHistogram(prometheus.HistogramOpts{
+			Name: "tend_convergence_seconds",
+			Help: "Time from the start of the first tick that saw something to do (a new revision, drift) or failed, " +
+				"to the end of the first tick after it that ended with no error and nothing left to do.",
+			Buckets: []float64{1, 5, 15, 30, 60, 120, 300, 600, 1800, 3600, 2 * 3600, 6 * 3600, 12 * 3600, 24 * 3600},
+		}),
+		open: openDrift{},
+	}
+	for _, r := range []string{ResultSuccess, ResultError, ResultNoop} {
+		m.reconciles.WithLabelValues(r)
+	}
+	for _, k := range []planner.Kind{planner.KindFile, planner.KindModel, planner.KindService} {
+		m.drifts.WithLabelValues(k.String())
+	}
+	for _, r := range []string{fetchChanged, fetchUnchanged, fetchError} {
+		m.fetches.WithLabelValues(r)
+	}
+	m.reg.MustRegister(
+		collectors.NewGoCollector(),
+		collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}),
+		m.reconciles, m.duration, m.drifts, m.revision, m.lastSuccess, m.fetches, m.downloaded, m.convergence,
+	)
+	return m
+}
+
+// Handler serves the metrics in the Prometheus exposition formats.
+func (m *Metrics) Handler() http.Handler {
+	return promhttp.HandlerFor(m.reg, promhttp.HandlerOpts{Registry: m.reg})
+}
+
+// SetApplied seeds tend_applied_revision_info with the revision read from
+// the inventory when the agent starts.
+func (m *Metrics) SetApplied(rev string) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	m.setApplied(rev)
+}
+
+// Observe counts one tick.
+func (m *Metrics) Observe(res *Result, err error) {
+	if res == nil {
+		res = &Result{}
+	}
+	end := tickEnd(res)
+	m.reconciles.WithLabelValues(res.Outcome(err)).Inc()
+	m.duration.Observe(res.Duration.Seconds())
+	switch {
+	case res.FailedStep == "fetch":
+		m.fetches.WithLabelValues(fetchError).Inc()
+	case res.Snapshot != nil && res.Snapshot.Fetched:
+		m.fetches.WithLabelValues(fetchChanged).Inc()
+	case res.Snapshot != nil:
+		m.fetches.WithLabelValues(fetchUnchanged).Inc()
+	}
+	if res.Downloaded > 0 {
+		m.downloaded.Add(float64(res.Downloaded))
+	}
+	if err == nil {
+		m.lastSuccess.Set(float64(end.UnixNano()) / 1e9)
+	}
+
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	fresh, _ := m.open.next(res)
+	for _, e := range fresh {
+		m.drifts.WithLabelValues(e.Kind).Inc()
+	}
+	done := settled(res, err)
+	if done && res.Snapshot != nil {
+		m.setApplied(Revision(res.Snapshot))
+	}
+	if m.diverged.IsZero() && (err != nil || (res.Plan != nil && !res.Plan.Empty())) {
+		m.diverged = res.Started
+		if m.diverged.IsZero() {
+			m.diverged = end
+		}
+	}
+	if done && !m.diverged.IsZero() {
+		m.convergence.Observe(end.Sub(m.diverged).Seconds())
+		m.diverged = time.Time{}
+	}
+}
+
+// setApplied moves tend_applied_revision_info to rev; the caller holds mu.
+func (m *Metrics) setApplied(rev string) {
+	if rev == m.applied || rev == "" {
+		return
+	}
+	if m.applied != "" {
+		m.revision.DeleteLabelValues(m.applied)
+	}
+	m.applied = rev
+	m.revision.WithLabelValues(rev).Set(1)
+}

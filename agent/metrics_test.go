@@ -1,0 +1,202 @@
+package agent
+
+import (
+	"errors"
+	"io"
+	"net/http"
+	"net/http/httptest"
+	"strconv"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/require"
+	"github.com/tend-dev/tend/planner"
+)
+
+// scrape reads the metrics over HTTP and returns every sample by its name
+// and labels as the text format prints them, e.g.
+// `tend_reconcile_total{result="noop"}`.
+func scrape(t *testing.T, m *Metrics) map[string]float64 {
+	t.Helper()
+	srv := httptest.NewServer(m.Handler())
+	defer srv.Close()
+	resp, err := http.Get(srv.URL)
+	require.NoError(t, err)
+	defer resp.Body.Close()
+	require.Equal(t, http.StatusOK, resp.StatusCode)
+	b, err := io.ReadAll(resp.Body)
+	require.NoError(t, err)
+	samples := map[string]float64{}
+	for _, line := range strings.Split(string(b), "\n") {
+		if line == "" || strings.HasPrefix(line, "#") {
+			continue
+		}
+		i := strings.LastIndexByte(line, ' ')
+		v, err := strconv.ParseFloat(line[i+1:], 64)
+		require.NoError(t, err, line)
+		samples[line[:i]] = v
+	}
+	return samples
+}
+
+// TestMetricsContract is the contract of DESIGN.md: every metric name, and
+// every labelled series it lists, exists at zero from the agent's start.
+func TestMetricsContract(t *testing.T) {
+	got := scrape(t, NewMetrics())
+	for _, series := range []string{
+		`tend_reconcile_total{result="success"}`,
+		`tend_reconcile_total{result="error"}`,
+		`tend_reconcile_total{result="noop"}`,
+		`tend_reconcile_duration_seconds_count`,
+		`tend_reconcile_duration_seconds_sum`,
+		`tend_drift_total{kind="file"}`,
+		`tend_drift_total{kind="model"}`,
+		`tend_drift_total{kind="service"}`,
+		`tend_last_success_timestamp_seconds`,
+		`tend_source_fetch_total{result="changed"}`,
+		`tend_source_fetch_total{result="unchanged"}`,
+		`tend_source_fetch_total{result="error"}`,
+		`tend_model_bytes_downloaded_total`,
+		`tend_convergence_seconds_count`,
+		`tend_convergence_seconds_sum`,
+	} {
+		v, ok := got[series]
+		require.True(t, ok, "%s missing", series)
+		require.Zero(t, v, series)
+	}
+	for _, name := range []string{"go_goroutines", "go_memstats_alloc_bytes", "process_cpu_seconds_total", "process_resident_memory_bytes"} {
+		require.Contains(t, got, name, "Go and process collectors")
+	}
+	for series := range got {
+		require.NotContains(t, series, "tend_applied_revision_info", "no revision is known before one is applied or seeded")
+	}
+	m := NewMetrics()
+	m.SetApplied("main@sha1:aaa")
+	require.Equal(t, 1.0, scrape(t, m)[`tend_applied_revision_info{revision="main@sha1:aaa"}`])
+}
+
+func TestMetricsCountTicks(t *testing.T) {
+	m := NewMetrics()
+	drifted := []planner.Action{
+		action(planner.Update, "file/etc/infer/a", "drift: content changed on node"),
+		action(planner.Create, "service/infer", "drift: process gone"),
+		action(planner.Update, "model/detector", "update: sha256:ab → sha256:cd"),
+	}
+	ticks := []struct {
+		tick fakeTick
+		err  error
+	}{
+		{fakeTick{took: 2 * time.Second, commit: "aaa", fetched: true, actions: drifted, downloaded: 1000,
+			applied: []string{"file/etc/infer/a", "service/infer", "model/detector"}}, nil},
+		{fakeTick{at: time.Minute, failedStep: "fetch"}, errors.New("fetch fleet repo: connection refused")},
+		{fakeTick{at: 2 * time.Minute, failedStep: "open"}, errors.New("open state dir: permission denied")},
+		{fakeTick{at: 3 * time.Minute, took: 500 * time.Millisecond, commit: "aaa", unchanged: 3}, nil},
+	}
+	for _, tk := range ticks {
+		m.Observe(tk.tick.result(), tk.err)
+	}
+	got := scrape(t, m)
+	for series, want := range map[string]float64{
+		`tend_reconcile_total{result="success"}`:               1,
+		`tend_reconcile_total{result="error"}`:                 2,
+		`tend_reconcile_total{result="noop"}`:                  1,
+		`tend_reconcile_duration_seconds_count`:                4,
+		`tend_reconcile_duration_seconds_sum`:                  2 + 1 + 1 + 0.5,
+		`tend_drift_total{kind="file"}`:                        1,
+		`tend_drift_total{kind="service"}`:                     1,
+		`tend_drift_total{kind="model"}`:                       0,
+		`tend_source_fetch_total{result="changed"}`:            1,
+		`tend_source_fetch_total{result="unchanged"}`:          1,
+		`tend_source_fetch_total{result="error"}`:              1, // not the tick that failed to open
+		`tend_model_bytes_downloaded_total`:                    1000,
+		`tend_last_success_timestamp_seconds`:                  float64(tickT0.Add(3*time.Minute+500*time.Millisecond).UnixNano()) / 1e9,
+		`tend_applied_revision_info{revision="main@sha1:aaa"}`: 1,
+	} {
+		require.Equal(t, want, got[series], series)
+	}
+}
+
+func TestMetricsCountDriftOnce(t *testing.T) {
+	m := NewMetrics()
+	drifted := fakeTick{commit: "aaa", actions: []planner.Action{action(planner.Delete, "file/etc/infer/extra", "drift: created on node")}}
+	for i := range 3 { // suspended: seen, not reverted
+		drifted.at = time.Duration(i) * time.Minute
+		m.Observe(drifted.result(), nil)
+	}
+	require.Equal(t, 1.0, scrape(t, m)[`tend_drift_total{kind="file"}`])
+	drifted.at, drifted.applied = 3*time.Minute, []string{"file/etc/infer/extra"}
+	m.Observe(drifted.result(), nil)
+	drifted.at, drifted.applied = 4*time.Minute, nil
+	m.Observe(drifted.result(), nil)
+	require.Equal(t, 2.0, scrape(t, m)[`tend_drift_total{kind="file"}`], "drift again after it was reverted")
+}
+
+func TestMetricsConvergence(t *testing.T) {
+	newRev := []planner.Action{action(planner.Update, "file/etc/infer/a", "update: content changed in Git")}
+	cases := []struct {
+		name      string
+		ticks     []fakeTick
+		errs      []error
+		wantCount float64
+		wantSum   float64
+	}{{
+		name:  "no-op ticks never diverge",
+		ticks: []fakeTick{{commit: "aaa"}, {at: time.Minute, commit: "aaa"}},
+		errs:  []error{nil, nil},
+	}, {
+		name:      "a tick that applies everything converges",
+		ticks:     []fakeTick{{took: 3 * time.Second, commit: "bbb", actions: newRev, applied: []string{"file/etc/infer/a"}}},
+		errs:      []error{nil},
+		wantCount: 1, wantSum: 3,
+	}, {
+		name: "error then success: once, from the start of the error to the end of the success",
+		ticks: []fakeTick{
+			{commit: "bbb", actions: newRev, failed: "file/etc/infer/a", failedStep: "apply"},
+			{at: time.Minute, took: 2 * time.Second, commit: "bbb", actions: newRev, applied: []string{"file/etc/infer/a"}},
+			{at: 2 * time.Minute, commit: "bbb"},
+		},
+		errs:      []error{errors.New("apply file/etc/infer/a: read-only file system"), nil, nil},
+		wantCount: 1, wantSum: 62,
+	}, {
+		name: "suspended: planned but not applied has not converged",
+		ticks: []fakeTick{
+			{commit: "bbb", actions: newRev},
+			{at: time.Minute, commit: "bbb", actions: newRev},
+			{at: 10 * time.Minute, commit: "bbb", actions: newRev, applied: []string{"file/etc/infer/a"}},
+		},
+		errs:      []error{nil, nil, nil},
+		wantCount: 1, wantSum: 601,
+	}, {
+		name:      "a failed fetch diverges too",
+		ticks:     []fakeTick{{failedStep: "fetch"}, {at: 30 * time.Second, commit: "aaa"}},
+		errs:      []error{errors.New("fetch fleet repo: connection refused"), nil},
+		wantCount: 1, wantSum: 31,
+	}}
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			m := NewMetrics()
+			for i, tk := range c.ticks {
+				m.Observe(tk.result(), c.errs[i])
+			}
+			got := scrape(t, m)
+			require.Equal(t, c.wantCount, got["tend_convergence_seconds_count"])
+			require.Equal(t, c.wantSum, got["tend_convergence_seconds_sum"])
+		})
+	}
+}
+
+func TestMetricsAppliedRevisionSwitchesSeries(t *testing.T) {
+	m := NewMetrics()
+	m.SetApplied("main@sha1:aaa")
+	m.Observe(fakeTick{commit: "bbb", fetched: true, actions: []planner.Action{action(planner.Update, "file/etc/infer/a", "update: content changed in Git")}, failed: "file/etc/infer/a", failedStep: "apply"}.result(),
+		errors.New("apply file/etc/infer/a: no space left on device"))
+	got := scrape(t, m)
+	require.Equal(t, 1.0, got[`tend_applied_revision_info{revision="main@sha1:aaa"}`], "a failed tick keeps the applied revision")
+	require.NotContains(t, got, `tend_applied_revision_info{revision="main@sha1:bbb"}`)
+
+	m.Observe(fakeTick{at: time.Minute, commit: "bbb", actions: []planner.Action{action(planner.Update, "file/etc/infer/a", "update: content changed in Git")}, applied: []string{"file/etc/infer/a"}}.result(), nil)
+	got = scrape(t, m)
+	require.Equal(t, 1.0, got[`tend_applied_revision_info{revision="main@sha1:bbb"}`])
+	require.NotContains(t, got, `tend_applied_revision_info{revision="main@sha1:aaa"}`, "only the current revision's series")
+}

@@ -1,0 +1,451 @@
+package agent
+
+import (
+	"bytes"
+	"context"
+	"encoding/base64"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"io/fs"
+	"log/slog"
+	"math/rand/v2"
+	"net/http"
+	"net/url"
+	"os"
+	"path/filepath"
+	"strings"
+	"sync/atomic"
+	"time"
+
+	"github.com/hashicorp/go-retryablehttp"
+
+	"github.com/tend-dev/tend/manifest"
+)
+
+// ReportFile is the cache of the last report a collector accepted, in
+// stateDir: its status fingerprint and when it was accepted, so a restart
+// does not resend an unchanged status before the interval has passed.
+const ReportFile = "report.json"
+
+// Report transport settings.
+const (
+	reportRetryMax     = 4
+	reportRetryWaitMin = time.Second
+	reportRetryWaitMax = 30 * time.Second
+	reportAttemptLimit = 30 * time.Second // one HTTP attempt
+	reportMaxJitter    = 30 * time.Second
+	reportFailureWait  = 10 * time.Second // after a failed post; doubles, capped at the interval
+	reportBodySnippet  = 200              // bytes of a rejection's body that are logged
+)
+
+// Log keys of the reporter.
+const (
+	keyReportURL      = "collector"
+	keyReportStatus   = "httpStatus"
+	keyReportBody     = "body"
+	keyReportFailures = "failures"
+)
+
+// Reporter posts the status document to a collector: when its content
+// changes, and at least every interval even when it does not. Each post
+// waits a random jitter first, so a fleet does not post at once after a
+// fleet-wide commit or a power cut.
+type Reporter struct {
+	url      string        // without userinfo, which goes in an Authorization header
+	user     *url.Userinfo // nil when the URL has none
+	display  string        // for logs and errors: no credentials
+	headers  map[string]string
+	secrets  []string // header values and userinfo, redacted from anything logged
+	interval time.Duration
+	stateDir string
+	log      *slog.Logger
+	client   *retryablehttp.Client
+
+	// Seams for tests.
+	now         func() time.Time
+	jitter      func(max time.Duration) time.Duration
+	failureWait time.Duration
+
+	sent atomic.Int64
+
+	// Run's own state.
+	last     reportCache // the last accepted report
+	failures int         // consecutive failed posts
+	warned   string      // what the last warning was about; "" after a success
+}
+
+// reportCache is ReportFile's content.
+type reportCache struct {
+	Fingerprint string    `json:"fingerprint"`
+	AcceptedAt  time.Time `json:"acceptedAt"`
+}
+
+// NewReporter returns a Reporter for cfg that keeps its cache in stateDir.
+// A nil log logs nothing.
+func NewReporter(cfg manifest.Report, stateDir string, log *slog.Logger) (*Reporter, error) {
+	if log == nil {
+		log = slog.New(slog.DiscardHandler)
+	}
+	interval := cfg.Interval.D()
+	switch {
+	case interval == 0:
+		interval = manifest.DefaultReportInterval
+	case interval < 0:
+		return nil, fmt.Errorf("report.interval %s is negative: use e.g. 5m", interval)
+	}
+	u, err := url.Parse(cfg.URL)
+	if err != nil {
+		var ue *url.Error
+		if errors.As(err, &ue) {
+			err = ue.Err // without the URL, which may hold credentials
+		}
+		return nil, fmt.Errorf("report.url is not a valid URL (%v): use e.g. https://collector.example.com/v1/status", err)
+	}
+	r := &Reporter{
+		user:        u.User,
+		headers:     cfg.Headers,
+		interval:    interval,
+		stateDir:    stateDir,
+		now:         time.Now,
+		jitter:      reportJitter,
+		failureWait: reportFailureWait,
+	}
+	u.User = nil
+	r.url = u.String()
+	r.display = r.url
+	if (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
+		return nil, fmt.Errorf("report.url %s is not an http(s) URL: use e.g. https://collector.example.com/v1/status", r.display)
+	}
+	if r.user != nil {
+		pw, _ := r.user.Password()
+		basic := base64.StdEncoding.EncodeToString([]byte(r.user.Username() + ":" + pw))
+		r.secrets = append(r.secrets, r.user.String(), r.user.Username(), pw, basic)
+	}
+	for k, v := range cfg.Headers {
+		if !validHeaderName(k) {
+			return nil, fmt.Errorf("report.headers: %q is not a valid header name", k)
+		}
+		if !validHeaderValue(v) {
+			return nil, fmt.Errorf("report.headers: the value of %s has characters a header cannot carry (a newline?)", k)
+		}
+		r.secrets = append(r.secrets, v)
+		if f := strings.Fields(v); len(f) > 1 {
+			r.secrets = append(r.secrets, f[len(f)-1]) // the token of "Bearer <token>"
+		}
+	}
+	r.log = log.With(keyReportURL, r.display)
+
+	c := retryablehttp.NewClient()
+	c.HTTPClient.Timeout = reportAttemptLimit
+	c.Logger = reportRetryLogger{r.log, r.redact}
+	c.RetryMax, c.RetryWaitMin, c.RetryWaitMax = reportRetryMax, reportRetryWaitMin, reportRetryWaitMax
+	c.CheckRetry = retryReport
+	c.Backoff = r.backoff
+	c.ErrorHandler = keepLastResponse
+	r.client = c
+
+	if r.last, err = readReportCache(stateDir); err != nil {
+		// Only costs one post that may not have been needed.
+		r.log.Warn("ignoring the report cache; the status will be posted at once", keyError, err.Error())
+	}
+	return r, nil
+}
+
+// Sent is how many posts the collector accepted.
+func (r *Reporter) Sent() int { return int(r.sent.Load()) }
+
+// Run posts status() when changed fires with a status whose fingerprint
+// differs from the last accepted one, and at least every interval, until
+// ctx is done. A failed post is tried again after a wait that doubles with
+// each further failure, up to the interval.
+func (r *Reporter) Run(ctx context.Context, status func() Status, changed <-chan struct{}) {
+	var retryAt time.Time // after a failed post, none before this
+	for {
+		if wait := r.wait(status(), retryAt); wait > 0 {
+			timer := time.NewTimer(wait)
+			select {
+			case <-ctx.Done():
+				timer.Stop()
+				return
+			case <-changed:
+				timer.Stop()
+				continue
+			case <-timer.C:
+				continue
+			}
+		}
+		if !reportSleep(ctx, r.jitter(min(r.interval/10, reportMaxJitter))) {
+			return
+		}
+		s := status() // the latest, after the jitter
+		if r.wait(s, retryAt) > 0 {
+			continue // back to what was last accepted
+		}
+		err := r.post(ctx, s)
+		if ctx.Err() != nil {
+			return
+		}
+		if err != nil {
+			r.failures++
+			retryAt = r.now().Add(min(r.failureWait<<min(r.failures-1, 16), r.interval))
+			r.failed(err)
+			continue
+		}
+		if r.failures > 0 {
+			r.log.Info("collector accepts status reports again", keyReportFailures, r.failures)
+		}
+		r.failures, r.warned, retryAt = 0, "", time.Time{}
+	}
+}
+
+// wait is how long until s must be posted.
+func (r *Reporter) wait(s Status, retryAt time.Time) time.Duration {
+	now := r.now()
+	if d := retryAt.Sub(now); d > 0 {
+		return d
+	}
+	if s.Fingerprint() != r.last.Fingerprint {
+		return 0
+	}
+	return r.last.AcceptedAt.Add(r.interval).Sub(now)
+}
+
+// post sends s once, with retries, and records it if it is accepted.
+func (r *Reporter) post(ctx context.Context, s Status) error {
+	body, err := json.Marshal(s)
+	if err != nil {
+		return fmt.Errorf("encode status: %w", err)
+	}
+	req, err := retryablehttp.NewRequestWithContext(ctx, http.MethodPost, r.url, body)
+	if err != nil {
+		return fmt.Errorf("post status to %s: %w", r.display, err)
+	}
+	version := s.Version
+	if version == "" {
+		version = "dev"
+	}
+	req.Header.Set("Content-Type", "application/json")
+	req.Header.Set("User-Agent", "tend/"+version)
+	if r.user != nil {
+		// As net/http would from the URL, unless headers set Authorization.
+		pw, _ := r.user.Password()
+		req.SetBasicAuth(r.user.Username(), pw)
+	}
+	for k, v := range r.headers {
+		req.Header.Set(k, v)
+	}
+	resp, err := r.client.Do(req)
+	if err != nil {
+		return fmt.Errorf("post status to %s: %w", r.display, err)
+	}
+	defer resp.Body.Close()
+	snippet, _ := io.ReadAll(io.LimitReader(resp.Body, reportBodySnippet))
+	_, _ = io.Copy(io.Discard, io.LimitReader(resp.Body, 64<<10)) // so the connection is reused
+	if resp.StatusCode < 200 || resp.StatusCode > 299 {
+		return &collectorError{Status: resp.StatusCode, Body: string(bytes.ToValidUTF8(snippet, nil))}
+	}
+	r.last = reportCache{Fingerprint: s.Fingerprint(), AcceptedAt: r.now()}
+	r.sent.Add(1)
+	r.log.Debug("status report accepted", keyReportStatus, resp.StatusCode)
+	if err := writeReportCache(r.stateDir, r.last); err != nil {
+		r.log.Warn("cannot cache the accepted report; a restart will post the status again", keyError, err.Error())
+	}
+	return nil
+}
+
+// failed logs a failed post: at warn the first time it fails this way,
+// at debug while it goes on failing the same way.
+func (r *Reporter) failed(err error) {
+	what, args := "error", []any{keyError, r.redact(err.Error()), keyReportFailures, r.failures}
+	var ce *collectorError
+	if errors.As(err, &ce) {
+		what = fmt.Sprint(ce.Status)
+		args = []any{keyReportStatus, ce.Status, keyReportBody, r.redact(ce.Body), keyReportFailures, r.failures}
+	}
+	msg := "status report failed; will try again"
+	if ce != nil && ce.Status >= 400 && ce.Status < 500 && ce.Status != http.StatusRequestTimeout && ce.Status != http.StatusTooManyRequests {
+		msg = "collector rejected the status report; check report.url and report.headers"
+	}
+	level := slog.LevelWarn
+	if what == r.warned {
+		level = slog.LevelDebug
+	}
+	r.warned = what
+	r.log.Log(context.Background(), level, msg, args...)
+}
+
+// redact removes header values and URL credentials from s.
+func (r *Reporter) redact(s string) string {
+	for _, secret := range r.secrets {
+		if len(secret) >= 4 { // shorter ones would garble the rest
+			s = strings.ReplaceAll(s, secret, "[redacted]")
+		}
+	}
+	return s
+}
+
+// backoff is retryablehttp's exponential backoff, which honours a 429's or
+// 503's Retry-After, capped at the interval: a collector asking for more
+// gets the next scheduled post instead.
+func (r *Reporter) backoff(minWait, maxWait time.Duration, attempt int, resp *http.Response) time.Duration {
+	return min(retryablehttp.DefaultBackoff(minWait, maxWait, attempt, resp), r.interval)
+}
+
+// collectorError is a post the collector answered with a status other than
+// 2xx, after any retries.
+type collectorError struct {
+	Status int
+	Body   string // its first bytes
+}
+
+func (e *collectorError) Error() string {
+	return fmt.Sprintf("collector answered %d %s", e.Status, http.StatusText(e.Status))
+}
+
+// retryReport is retryablehttp's default policy (connection errors, 429,
+// 5xx but 501), and 408 too.
+func retryReport(ctx context.Context, resp *http.Response, err error) (bool, error) {
+	if ctx.Err() == nil && err == nil && resp.StatusCode == http.StatusRequestTimeout {
+		return true, nil
+	}
+	return retryablehttp.DefaultRetryPolicy(ctx, resp, err)
+}
+
+// keepLastResponse returns the last response when retries are exhausted, so
+// that its status and body can be logged, and the error otherwise.
+func keepLastResponse(resp *http.Response, err error, attempts int) (*http.Response, error) {
+	if resp != nil {
+		return resp, nil
+	}
+	return nil, fmt.Errorf("giving up after %d attempt(s): %w", attempts, err)
+}
+
+func readReportCache(stateDir string) (reportCache, error) {
+	var c reportCache
+	b, err := os.ReadFile(filepath.Join(stateDir, ReportFile))
+	if errors.Is(err, fs.ErrNotExist) {
+		return c, nil
+	}
+	if err != nil {
+		return c, err
+	}
+	if err := json.Unmarshal(b, &c); err != nil {
+		return reportCache{}, fmt.Errorf("%s: %w", filepath.Join(stateDir, ReportFile), err)
+	}
+	return c, nil
+}
+
+// writeReportCache publishes c atomically: temp file, fsync, rename.
+func writeReportCache(stateDir string, c reportCache) (err error) {
+	b, err := json.Marshal(c)
+	if err != nil {
+		return err
+	}
+	if err := os.MkdirAll(stateDir, 0o755); err != nil {
+		return err
+	}
+	path := filepath.Join(stateDir, ReportFile)
+	tmp := path + ".tmp" // one agent per stateDir
+	f, err := os.OpenFile(tmp, os.O_WRONLY|os.O_CREATE|os.O_TRUNC, 0o644)
+	if err != nil {
+		return err
+	}
+	defer func() {
+		if err != nil {
+			_ = os.Remove(tmp)
+		}
+	}()
+	if _, err = f.Write(b); err == nil {
+		err = f.Sync()
+	}
+	if cerr := f.Close(); err == nil {
+		err = cerr
+	}
+	if err != nil {
+		return err
+	}
+	if err := os.Rename(tmp, path); err != nil {
+		return err
+	}
+	if dir, err := os.Open(stateDir); err == nil {
+		_ = dir.Sync()
+		_ = dir.Close()
+	}
+	return nil
+}
+
+// validHeaderName reports whether k is an RFC 9110 token.
+func validHeaderName(k string) bool {
+	if k == "" {
+		return false
+	}
+	for _, c := range []byte(k) {
+		if !(c >= 'a' && c <= 'z' || c >= 'A' && c <= 'Z' || c >= '0' && c <= '9' || strings.IndexByte("!#$%&'*+-.^_`|~", c) >= 0) {
+			return false
+		}
+	}
+	return true
+}
+
+// validHeaderValue reports whether v has no control characters but tab.
+func validHeaderValue(v string) bool {
+	for _, c := range []byte(v) {
+		if c < ' ' && c != '\t' || c == 0x7f {
+			return false
+		}
+	}
+	return true
+}
+
+func reportJitter(max time.Duration) time.Duration {
+	if max <= 0 {
+		return 0
+	}
+	return rand.N(max)
+}
+
+// reportSleep waits d, reporting false if ctx ends first.
+func reportSleep(ctx context.Context, d time.Duration) bool {
+	if d <= 0 {
+		return ctx.Err() == nil
+	}
+	timer := time.NewTimer(d)
+	defer timer.Stop()
+	select {
+	case <-ctx.Done():
+		return false
+	case <-timer.C:
+		return true
+	}
+}
+
+// reportRetryLogger hands retryablehttp's logs to slog at debug, redacted: the
+// reporter logs what matters itself.
+type reportRetryLogger struct {
+	log    *slog.Logger
+	redact func(string) string
+}
+
+var _ retryablehttp.LeveledLogger = reportRetryLogger{}
+
+func (l reportRetryLogger) Error(msg string, kv ...any) { l.log.Debug(msg, l.args(kv)...) }
+func (l reportRetryLogger) Warn(msg string, kv ...any)  { l.log.Debug(msg, l.args(kv)...) }
+func (l reportRetryLogger) Info(msg string, kv ...any)  { l.log.Debug(msg, l.args(kv)...) }
+func (l reportRetryLogger) Debug(msg string, kv ...any) { l.log.Debug(msg, l.args(kv)...) }
+
+func (l reportRetryLogger) args(kv []any) []any {
+	out := make([]any, len(kv))
+	for i, v := range kv {
+		switch v := v.(type) {
+		case error:
+			out[i] = l.redact(v.Error())
+		case string:
+			out[i] = l.redact(v)
+		default:
+			out[i] = v
+		}
+	}
+	return out
+}

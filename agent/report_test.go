@@ -1,0 +1,421 @@
+package agent
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"io"
+	"log/slog"
+	"net/http"
+	"net/http/httptest"
+	"os"
+	"path/filepath"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+
+	"github.com/tend-dev/tend/manifest"
+)
+
+// reportCollector is a collector over real HTTP. Its answer to the nth post
+// (from 0) is answer(n, w); nil accepts every post.
+type reportCollector struct {
+	*httptest.Server
+	answer func(n int, w http.ResponseWriter)
+
+	mu    sync.Mutex
+	posts []reportPost
+}
+
+type reportPost struct {
+	at     time.Time
+	header http.Header
+	body   []byte
+}
+
+func newReportCollector(t *testing.T, answer func(n int, w http.ResponseWriter)) *reportCollector {
+	c := &reportCollector{answer: answer}
+	c.Server = httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, req *http.Request) {
+		body, _ := io.ReadAll(req.Body)
+		c.mu.Lock()
+		n := len(c.posts)
+		c.posts = append(c.posts, reportPost{at: time.Now(), header: req.Header.Clone(), body: body})
+		c.mu.Unlock()
+		if req.Method != http.MethodPost {
+			w.WriteHeader(http.StatusMethodNotAllowed)
+			return
+		}
+		if c.answer != nil {
+			c.answer(n, w)
+		}
+	}))
+	t.Cleanup(c.Close)
+	return c
+}
+
+func (c *reportCollector) received() []reportPost {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return append([]reportPost(nil), c.posts...)
+}
+
+// dropReportConnection closes the connection without answering.
+func dropReportConnection(w http.ResponseWriter) {
+	conn, _, err := http.NewResponseController(w).Hijack()
+	if err == nil {
+		conn.Close()
+	}
+}
+
+// reportLog captures what the reporter logs, at debug.
+type reportLog struct {
+	mu  sync.Mutex
+	buf bytes.Buffer
+}
+
+func (l *reportLog) Write(p []byte) (int, error) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.buf.Write(p)
+}
+
+func (l *reportLog) String() string {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.buf.String()
+}
+
+// newTestReporter returns a Reporter without jitter and with short retry
+// waits, logging at debug to the returned reportLog.
+func newTestReporter(t *testing.T, cfg manifest.Report, stateDir string) (*Reporter, *reportLog) {
+	t.Helper()
+	logs := &reportLog{}
+	r, err := NewReporter(cfg, stateDir, slog.New(slog.NewTextHandler(logs, &slog.HandlerOptions{Level: slog.LevelDebug})))
+	require.NoError(t, err)
+	r.jitter = func(time.Duration) time.Duration { return 0 }
+	r.client.RetryWaitMin, r.client.RetryWaitMax = 10*time.Millisecond, 50*time.Millisecond
+	return r, logs
+}
+
+// reportStatus is a status a test can change while the reporter runs.
+type reportStatus struct {
+	mu sync.Mutex
+	s  Status
+}
+
+func newReportStatus(revision string) *reportStatus {
+	return &reportStatus{s: Status{
+		FormatVersion: StatusFormatVersion, Device: "cam-017", Version: "1.2.3",
+		AppliedRevision: revision, LastReconcile: time.Now().UTC().Format(time.RFC3339),
+		Result: ResultNoop, Resources: []ResourceStatus{{ID: "file:/etc/infer/a", State: StateOK}}, Drift: []DriftEvent{},
+	}}
+}
+
+func (s *reportStatus) get() Status {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.s
+}
+
+func (s *reportStatus) set(revision string) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.s.AppliedRevision = revision
+	s.s.LastReconcile = time.Now().UTC().Format(time.RFC3339Nano) // not part of the fingerprint
+}
+
+// runReporter runs r until the test ends; the returned channel signals a
+// change of status.
+func runReporter(t *testing.T, r *Reporter, status *reportStatus) chan<- struct{} {
+	changed := make(chan struct{}, 1)
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		r.Run(ctx, status.get, changed)
+	}()
+	t.Cleanup(func() {
+		cancel()
+		<-done
+	})
+	return changed
+}
+
+func notifyReporter(c chan<- struct{}) {
+	select {
+	case c <- struct{}{}:
+	default:
+	}
+}
+
+func decodeReported(t *testing.T, b []byte) Status {
+	t.Helper()
+	var s Status
+	require.NoError(t, json.Unmarshal(b, &s), "%s", b)
+	return s
+}
+
+func TestReporterRetriesUntilAccepted(t *testing.T) {
+	t.Parallel()
+	c := newReportCollector(t, func(n int, w http.ResponseWriter) {
+		switch n {
+		case 0:
+			w.WriteHeader(http.StatusServiceUnavailable)
+		case 1:
+			dropReportConnection(w)
+		case 2:
+			w.WriteHeader(http.StatusInternalServerError)
+		default:
+			w.WriteHeader(http.StatusAccepted)
+		}
+	})
+	u := strings.Replace(c.URL, "http://", "http://reporter:url-pass-9f2@", 1)
+	r, logs := newTestReporter(t, manifest.Report{URL: u, Interval: manifest.Duration(time.Hour), Headers: map[string]string{
+		"X-Api-Key": "hdr-secret-7c1", "X-Fleet": "lab-west",
+	}}, t.TempDir())
+	status := newReportStatus("main@sha1:aaaa")
+	runReporter(t, r, status)
+
+	require.Eventually(t, func() bool { return r.Sent() == 1 }, 3*time.Second, 5*time.Millisecond)
+	time.Sleep(100 * time.Millisecond) // nothing more is posted
+	posts := c.received()
+	require.Len(t, posts, 4, "three failures, then one accepted post")
+	assert.Equal(t, 1, r.Sent())
+
+	got := posts[3]
+	assert.Equal(t, status.get(), decodeReported(t, got.body))
+	assert.Equal(t, "application/json", got.header.Get("Content-Type"))
+	assert.Equal(t, "tend/1.2.3", got.header.Get("User-Agent"))
+	assert.Equal(t, "hdr-secret-7c1", got.header.Get("X-Api-Key"))
+	assert.Equal(t, "lab-west", got.header.Get("X-Fleet"))
+	user, pass, ok := (&http.Request{Header: got.header}).BasicAuth()
+	assert.True(t, ok && user == "reporter" && pass == "url-pass-9f2", "URL credentials are sent as basic auth")
+	for _, p := range posts {
+		assert.Equal(t, posts[3].body, p.body, "every attempt posts the same document")
+	}
+
+	out := logs.String()
+	assert.Contains(t, out, "retrying request", "retryablehttp logs through slog at debug")
+	for _, secret := range []string{"hdr-secret-7c1", "lab-west", "url-pass-9f2", "reporter:"} {
+		assert.NotContains(t, out, secret)
+	}
+}
+
+func TestReporterHonoursRetryAfter(t *testing.T) {
+	t.Parallel()
+	c := newReportCollector(t, func(n int, w http.ResponseWriter) {
+		if n == 0 {
+			w.Header().Set("Retry-After", "1")
+			w.WriteHeader(http.StatusTooManyRequests)
+		}
+	})
+	r, _ := newTestReporter(t, manifest.Report{URL: c.URL}, t.TempDir())
+	runReporter(t, r, newReportStatus("main@sha1:aaaa"))
+
+	require.Eventually(t, func() bool { return r.Sent() == 1 }, 3*time.Second, 5*time.Millisecond)
+	posts := c.received()
+	require.Len(t, posts, 2)
+	assert.GreaterOrEqual(t, posts[1].at.Sub(posts[0].at), time.Second, "the retry waits Retry-After, not RetryWaitMin (10ms)")
+}
+
+func TestReporterSkipsUnchangedStatus(t *testing.T) {
+	t.Parallel()
+	c := newReportCollector(t, nil)
+	r, _ := newTestReporter(t, manifest.Report{URL: c.URL, Interval: manifest.Duration(time.Hour)}, t.TempDir())
+	status := newReportStatus("main@sha1:aaaa")
+	changed := runReporter(t, r, status)
+	require.Eventually(t, func() bool { return r.Sent() == 1 }, time.Second, 5*time.Millisecond)
+
+	for range 3 {
+		status.set("main@sha1:aaaa") // a new tick, the same content
+		notifyReporter(changed)
+		time.Sleep(50 * time.Millisecond)
+	}
+	assert.Len(t, c.received(), 1, "an unchanged status is not resent before the interval")
+}
+
+func TestReporterSendsChangedStatusAtOnce(t *testing.T) {
+	t.Parallel()
+	c := newReportCollector(t, nil)
+	r, _ := newTestReporter(t, manifest.Report{URL: c.URL, Interval: manifest.Duration(time.Hour)}, t.TempDir())
+	status := newReportStatus("main@sha1:aaaa")
+	changed := runReporter(t, r, status)
+	require.Eventually(t, func() bool { return r.Sent() == 1 }, time.Second, 5*time.Millisecond)
+
+	status.set("main@sha1:bbbb")
+	notifyReporter(changed)
+	require.Eventually(t, func() bool { return r.Sent() == 2 }, time.Second, 5*time.Millisecond)
+	posts := c.received()
+	require.Len(t, posts, 2)
+	assert.Equal(t, "main@sha1:bbbb", decodeReported(t, posts[1].body).AppliedRevision)
+}
+
+func TestReporterResendsEveryInterval(t *testing.T) {
+	t.Parallel()
+	const interval = 300 * time.Millisecond
+	c := newReportCollector(t, nil)
+	r, _ := newTestReporter(t, manifest.Report{URL: c.URL, Interval: manifest.Duration(interval)}, t.TempDir())
+	runReporter(t, r, newReportStatus("main@sha1:aaaa"))
+
+	require.Eventually(t, func() bool { return r.Sent() >= 3 }, 3*time.Second, 5*time.Millisecond)
+	posts := c.received()
+	for i := 1; i < len(posts); i++ {
+		assert.GreaterOrEqual(t, posts[i].at.Sub(posts[i-1].at), interval-10*time.Millisecond, "post %d", i)
+		assert.Equal(t, posts[0].body, posts[i].body)
+	}
+}
+
+func TestReporterCacheSurvivesRestart(t *testing.T) {
+	t.Parallel()
+	c := newReportCollector(t, nil)
+	dir := t.TempDir()
+	cfg := manifest.Report{URL: c.URL, Interval: manifest.Duration(time.Hour)}
+	status := newReportStatus("main@sha1:aaaa")
+
+	// run starts a reporter on dir with the clock offset by skew and stops
+	// it after d or, if want > 0, once it has posted want times.
+	run := func(t *testing.T, skew, d time.Duration, want int) int {
+		r, _ := newTestReporter(t, cfg, dir)
+		r.now = func() time.Time { return time.Now().Add(skew) }
+		ctx, cancel := context.WithCancel(context.Background())
+		done := make(chan struct{})
+		go func() {
+			defer close(done)
+			r.Run(ctx, status.get, nil)
+		}()
+		if want > 0 {
+			assert.Eventually(t, func() bool { return r.Sent() == want }, time.Second, 5*time.Millisecond)
+		} else {
+			time.Sleep(d)
+		}
+		cancel()
+		<-done
+		return r.Sent()
+	}
+
+	require.Equal(t, 1, run(t, 0, 0, 1))
+	b, err := os.ReadFile(filepath.Join(dir, ReportFile))
+	require.NoError(t, err)
+	var cache struct {
+		Fingerprint string    `json:"fingerprint"`
+		AcceptedAt  time.Time `json:"acceptedAt"`
+	}
+	require.NoError(t, json.Unmarshal(b, &cache))
+	assert.Equal(t, status.get().Fingerprint(), cache.Fingerprint)
+	assert.WithinDuration(t, time.Now(), cache.AcceptedAt, 5*time.Second)
+	_, err = os.Stat(filepath.Join(dir, ReportFile+".tmp"))
+	assert.ErrorIs(t, err, os.ErrNotExist, "no temp file left")
+
+	t.Run("unchanged status is not resent after a restart", func(t *testing.T) {
+		assert.Equal(t, 0, run(t, 0, 150*time.Millisecond, 0))
+		assert.Len(t, c.received(), 1)
+	})
+	t.Run("unchanged status is resent once the interval has passed since acceptedAt", func(t *testing.T) {
+		assert.Equal(t, 1, run(t, 2*time.Hour, 0, 1))
+		assert.Len(t, c.received(), 2)
+	})
+	t.Run("changed status is sent after a restart", func(t *testing.T) {
+		status.set("main@sha1:bbbb")
+		assert.Equal(t, 1, run(t, 0, 0, 1))
+		posts := c.received()
+		require.Len(t, posts, 3)
+		assert.Equal(t, "main@sha1:bbbb", decodeReported(t, posts[2].body).AppliedRevision)
+	})
+}
+
+func TestReporterDoesNotRetryClientErrors(t *testing.T) {
+	t.Parallel()
+	for _, code := range []int{http.StatusBadRequest, http.StatusUnauthorized, http.StatusNotFound} {
+		t.Run(http.StatusText(code), func(t *testing.T) {
+			t.Parallel()
+			c := newReportCollector(t, func(_ int, w http.ResponseWriter) {
+				http.Error(w, "bad document: "+strings.Repeat("x", 300), code)
+			})
+			r, _ := newTestReporter(t, manifest.Report{URL: c.URL}, t.TempDir())
+			err := r.post(context.Background(), newReportStatus("main@sha1:aaaa").get())
+			var ce *collectorError
+			require.ErrorAs(t, err, &ce)
+			assert.Equal(t, code, ce.Status)
+			assert.Len(t, ce.Body, reportBodySnippet)
+			assert.Len(t, c.received(), 1, "not retried")
+			assert.Equal(t, 0, r.Sent())
+		})
+	}
+	t.Run("408 and 429 are retried", func(t *testing.T) {
+		t.Parallel()
+		c := newReportCollector(t, func(n int, w http.ResponseWriter) {
+			switch n {
+			case 0:
+				w.WriteHeader(http.StatusRequestTimeout)
+			case 1:
+				w.WriteHeader(http.StatusTooManyRequests)
+			}
+		})
+		r, _ := newTestReporter(t, manifest.Report{URL: c.URL}, t.TempDir())
+		require.NoError(t, r.post(context.Background(), newReportStatus("main@sha1:aaaa").get()))
+		assert.Len(t, c.received(), 3)
+		assert.Equal(t, 1, r.Sent())
+	})
+}
+
+func TestReporterWarnsOncePerStatus(t *testing.T) {
+	t.Parallel()
+	c := newReportCollector(t, func(n int, w http.ResponseWriter) {
+		switch {
+		case n < 3:
+			http.Error(w, "unknown key hdr-secret-7c1", http.StatusUnauthorized)
+		case n < 5:
+			http.Error(w, "bad document", http.StatusBadRequest)
+		}
+	})
+	r, logs := newTestReporter(t, manifest.Report{URL: c.URL, Interval: manifest.Duration(time.Hour), Headers: map[string]string{
+		"Authorization": "Bearer hdr-secret-7c1",
+	}}, t.TempDir())
+	r.failureWait = 5 * time.Millisecond
+	runReporter(t, r, newReportStatus("main@sha1:aaaa"))
+
+	require.Eventually(t, func() bool { return strings.Contains(logs.String(), "collector accepts status reports again") },
+		2*time.Second, 5*time.Millisecond)
+	assert.Equal(t, 1, r.Sent())
+	assert.Len(t, c.received(), 6, "each failed post tried once, then again after a wait")
+
+	var warns []string
+	for _, line := range strings.Split(logs.String(), "\n") {
+		if strings.Contains(line, "level=WARN") {
+			warns = append(warns, line)
+		}
+	}
+	require.Len(t, warns, 2, "one warning per distinct status:\n%s", logs)
+	assert.Contains(t, warns[0], "httpStatus=401")
+	assert.Contains(t, warns[0], "[redacted]", "a header value echoed in the body is redacted")
+	assert.Contains(t, warns[1], "httpStatus=400")
+	assert.Contains(t, warns[1], "bad document")
+	assert.NotContains(t, logs.String(), "hdr-secret-7c1")
+}
+
+func TestNewReporterRejectsBadConfig(t *testing.T) {
+	t.Parallel()
+	for _, tc := range []struct {
+		name string
+		cfg  manifest.Report
+		want string
+	}{
+		{"not http", manifest.Report{URL: "ftp://user:pw-secret@collector/x"}, "not an http(s) URL"},
+		{"no host", manifest.Report{URL: "https:///status"}, "not an http(s) URL"},
+		{"unparsable", manifest.Report{URL: "https://user:pw-secret@collector\x7f/x"}, "not a valid URL"},
+		{"negative interval", manifest.Report{URL: "https://c/x", Interval: manifest.Duration(-time.Second)}, "negative"},
+		{"bad header name", manifest.Report{URL: "https://c/x", Headers: map[string]string{"X Key": "pw-secret"}}, `"X Key" is not a valid header name`},
+		{"bad header value", manifest.Report{URL: "https://c/x", Headers: map[string]string{"X-Key": "pw-secret\nX-Evil: 1"}}, "value of X-Key"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			_, err := NewReporter(tc.cfg, t.TempDir(), nil)
+			require.Error(t, err)
+			assert.Contains(t, err.Error(), tc.want)
+			assert.NotContains(t, err.Error(), "pw-secret")
+		})
+	}
+}

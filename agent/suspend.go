@@ -1,0 +1,78 @@
+package agent
+
+import (
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io/fs"
+	"os"
+	"path/filepath"
+	"time"
+
+	"github.com/tend-dev/tend/manifest"
+)
+
+// SuspendFile in stateDir marks the node suspended by `tend suspend`.
+const SuspendFile = "suspended"
+
+type suspension struct {
+	At     time.Time `json:"at"`
+	Reason string    `json:"reason,omitempty"`
+}
+
+// Suspended reports whether applies are suspended on this node, by the
+// config (suspend: true) or by `tend suspend`, and why.
+func Suspended(c *manifest.AgentConfig) (bool, string) {
+	if c.Suspend {
+		return true, "suspend: true in the agent config"
+	}
+	data, err := os.ReadFile(filepath.Join(c.StateDir, SuspendFile))
+	if err != nil {
+		return false, ""
+	}
+	var s suspension
+	_ = json.Unmarshal(data, &s)
+	why := "tend suspend"
+	if !s.At.IsZero() {
+		why += " at " + s.At.UTC().Format(time.RFC3339)
+	}
+	if s.Reason != "" {
+		why += ": " + s.Reason
+	}
+	return true, why
+}
+
+// Suspend stops applies on the node until Resume: drift is still observed
+// and reported.
+func Suspend(stateDir, reason string) error {
+	if err := os.MkdirAll(stateDir, 0o700); err != nil {
+		return err
+	}
+	data, _ := json.Marshal(suspension{At: time.Now().UTC(), Reason: reason})
+	tmp := filepath.Join(stateDir, "."+SuspendFile+".tmp")
+	f, err := os.OpenFile(tmp, os.O_WRONLY|os.O_CREATE|os.O_TRUNC, 0o644)
+	if err != nil {
+		return fmt.Errorf("suspend: %w", err)
+	}
+	_, err = f.Write(data)
+	if err == nil {
+		err = f.Sync()
+	}
+	if cerr := f.Close(); err == nil {
+		err = cerr
+	}
+	if err != nil {
+		return fmt.Errorf("suspend: %w", err)
+	}
+	return os.Rename(tmp, filepath.Join(stateDir, SuspendFile))
+}
+
+// Resume lets applies run again. It reports whether the node was
+// suspended by `tend suspend`.
+func Resume(stateDir string) (bool, error) {
+	err := os.Remove(filepath.Join(stateDir, SuspendFile))
+	if errors.Is(err, fs.ErrNotExist) {
+		return false, nil
+	}
+	return err == nil, err
+}

@@ -1,0 +1,364 @@
+package agent
+
+import (
+	"fmt"
+	"io"
+	"slices"
+	"strings"
+	"sync"
+	"text/tabwriter"
+	"time"
+
+	"github.com/tend-dev/tend/drift"
+	"github.com/tend-dev/tend/planner"
+)
+
+// DriftHistory is how many drift events the status document keeps.
+const DriftHistory = 50
+
+// Tracker keeps the status document up to date from the result of every
+// tick. It is safe for concurrent use: the loop observes, the server and the
+// reporter read.
+type Tracker struct {
+	mu        sync.Mutex
+	status    Status                    // Resources unused: see resources
+	resources map[string]ResourceStatus // by id: every resource a plan has named
+	open      openDrift
+	last      string // fingerprint of the status after the last change
+	changed   chan struct{}
+}
+
+// NewTracker returns the tracker of a device's agent, before its first tick.
+func NewTracker(device, version string) *Tracker {
+	t := &Tracker{
+		status:    Status{FormatVersion: StatusFormatVersion, Device: device, Version: version},
+		resources: map[string]ResourceStatus{},
+		open:      openDrift{},
+		changed:   make(chan struct{}, 1),
+	}
+	t.last = t.snapshot().Fingerprint()
+	return t
+}
+
+// Changed receives when the status's fingerprint changed: a collector has
+// something new to hear. It has room for one, so changes made while nobody
+// reads coalesce.
+func (t *Tracker) Changed() <-chan struct{} { return t.changed }
+
+// SetApplied seeds the applied revision, read from the inventory when the
+// agent starts, before a tick has applied anything.
+func (t *Tracker) SetApplied(rev string) {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	t.status.AppliedRevision = rev
+	t.notify()
+}
+
+// Status returns a copy of the status document.
+func (t *Tracker) Status() Status {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	return t.snapshot()
+}
+
+// Observe records what one tick saw and did. Suspended says the tick only
+// planned: its actions stay pending or drifted.
+func (t *Tracker) Observe(res *Result, err error, suspended bool) {
+	if res == nil {
+		res = &Result{}
+	}
+	end := tickEnd(res)
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	s := &t.status
+	s.LastReconcile = rfc3339(end)
+	s.Result = res.Outcome(err)
+	s.Suspended = suspended
+	if res.Snapshot != nil && res.FailedStep != "fetch" {
+		// A failed fetch holds the node at a snapshot of its last
+		// applied commit, which is not the target.
+		s.TargetRevision = Revision(res.Snapshot)
+	}
+	if err != nil {
+		s.LastError = err.Error()
+		s.ConsecutiveFailures++
+	} else {
+		s.LastError = ""
+		s.ConsecutiveFailures = 0
+		s.LastSuccess = rfc3339(end)
+	}
+	if settled(res, err) && res.Snapshot != nil {
+		s.AppliedRevision = Revision(res.Snapshot)
+	}
+	t.observeResources(res, err)
+	fresh, closed := t.open.next(res)
+	for _, e := range fresh {
+		s.Drift = append(s.Drift, DriftEvent{Event: e})
+	}
+	for i := range s.Drift {
+		if d := &s.Drift[i]; d.Reverted == "" && closed[d.Resource] {
+			// To the nanosecond, as the event's time: a revert
+			// never reads as earlier than the drift.
+			d.Reverted = end.UTC().Format(time.RFC3339Nano)
+		}
+	}
+	if over := len(s.Drift) - DriftHistory; over > 0 {
+		s.Drift = slices.Clone(s.Drift[over:])
+	}
+	t.notify()
+}
+
+// observeResources sets the state of every resource the plan acts on, and
+// marks ok those it no longer acts on. A tick that stopped before its plan
+// knows nothing new of them.
+func (t *Tracker) observeResources(res *Result, err error) {
+	if res.Plan == nil {
+		return
+	}
+	applied := appliedIDs(res)
+	rolledBack := make(map[string]bool, len(res.RolledBack))
+	for _, id := range res.RolledBack {
+		rolledBack[id] = true
+	}
+	acted := make(map[string]bool, len(res.Plan.Actions))
+	for _, a := range res.Plan.Actions {
+		acted[a.Resource] = true
+		rs := ResourceStatus{ID: a.Resource, State: StatePending, Message: a.Reason}
+		switch {
+		case res.Failed != nil && res.Failed.Resource == a.Resource:
+			rs.State = StateFailed
+			if err != nil {
+				rs.Message = err.Error()
+			}
+		case rolledBack[a.Resource] && res.Failed != nil:
+			rs.Message = fmt.Sprintf("rolled back: %s failed (%s)", res.Failed.Resource, a.Reason)
+		case applied[a.Resource] && a.Type == planner.Delete:
+			delete(t.resources, a.Resource) // no longer tend's
+			continue
+		case applied[a.Resource] && a.Drift:
+			rs.State, rs.Message = StateOK, a.Reason+" (reverted)"
+		case applied[a.Resource]:
+			rs.State = StateOK
+		case a.Drift:
+			rs.State = StateDrifted
+		}
+		t.resources[a.Resource] = rs
+	}
+	for id, rs := range t.resources {
+		if !acted[id] && rs.State != StateOK {
+			t.resources[id] = ResourceStatus{ID: id, State: StateOK}
+		}
+	}
+}
+
+// notify signals a change of fingerprint; the caller holds mu.
+func (t *Tracker) notify() {
+	fp := t.snapshot().Fingerprint()
+	if fp == t.last {
+		return
+	}
+	t.last = fp
+	select {
+	case t.changed <- struct{}{}:
+	default: // one is already waiting
+	}
+}
+
+// snapshot copies the status; the caller holds mu.
+func (t *Tracker) snapshot() Status {
+	s := t.status
+	s.Resources = make([]ResourceStatus, 0, len(t.resources))
+	for _, r := range t.resources {
+		s.Resources = append(s.Resources, r)
+	}
+	slices.SortFunc(s.Resources, func(a, b ResourceStatus) int { return strings.Compare(a.ID, b.ID) })
+	s.Drift = append(make([]DriftEvent, 0, len(t.status.Drift)), t.status.Drift...)
+	return s
+}
+
+// tickEnd is when a tick ended; now for a result that does not say (the
+// lock could not be taken).
+func tickEnd(res *Result) time.Time {
+	if res.Started.IsZero() {
+		return time.Now()
+	}
+	return res.Started.Add(res.Duration)
+}
+
+// settled reports whether a tick ended with nothing left to do: no error,
+// and every action of its plan applied.
+func settled(res *Result, err error) bool {
+	return err == nil && (res.Plan == nil || len(res.Applied) >= len(res.Plan.Actions))
+}
+
+// appliedIDs returns the resources whose action succeeded and stayed: not
+// undone by a rollback.
+func appliedIDs(res *Result) map[string]bool {
+	ids := make(map[string]bool, len(res.Applied))
+	for _, a := range res.Applied {
+		ids[a.Resource] = true
+	}
+	for _, id := range res.RolledBack {
+		delete(ids, id)
+	}
+	return ids
+}
+
+// openDrift holds the drift seen and not yet gone, as resource → reason, so
+// that drift seen tick after tick (while suspended, or while reverting it
+// fails) is one event and counts once.
+type openDrift map[string]string
+
+// next moves the open drift on by one tick. It returns the events of res
+// not seen before, and the resources whose drift is gone: reverted by this
+// tick, or no longer seen. A tick that stopped before its plan changes
+// nothing.
+func (o openDrift) next(res *Result) (fresh []drift.Event, closed map[string]bool) {
+	if res.Plan == nil {
+		return nil, nil
+	}
+	applied := appliedIDs(res)
+	seen := make(map[string]string, len(res.Drift))
+	for _, e := range res.Drift {
+		if reason, ok := o[e.Resource]; !ok || reason != e.Reason {
+			fresh = append(fresh, e)
+		}
+		seen[e.Resource] = e.Reason
+	}
+	closed = map[string]bool{}
+	for id := range o {
+		if _, still := seen[id]; !still {
+			closed[id] = true
+			delete(o, id)
+		}
+	}
+	for id, reason := range seen {
+		if applied[id] {
+			closed[id] = true
+			delete(o, id)
+		} else {
+			o[id] = reason
+		}
+	}
+	return fresh, closed
+}
+
+// maxDriftLines is how many drift events the text status prints.
+const maxDriftLines = 10
+
+// WriteText prints the status for people, as `tend status` does: the
+// device and its last tick, every resource that is not ok, the recent
+// drift, and a count of the rest. Now is the clock "how long ago" reads.
+func (s Status) WriteText(w io.Writer, now time.Time) error {
+	var b strings.Builder
+	line := func(label, value string) {
+		value = strings.ReplaceAll(value, "\n", "\n"+strings.Repeat(" ", 18))
+		fmt.Fprintf(&b, "%-18s%s\n", label+":", value)
+	}
+	line("Device", s.Device)
+	line("Applied revision", orNone(s.AppliedRevision))
+	if s.TargetRevision != "" && s.TargetRevision != s.AppliedRevision {
+		line("Target revision", s.TargetRevision)
+	}
+	line("Last reconcile", ago(s.LastReconcile, now))
+	if s.LastReconcile != "" {
+		result := s.Result
+		if s.ConsecutiveFailures > 1 {
+			result += fmt.Sprintf(" (%d in a row)", s.ConsecutiveFailures)
+		}
+		line("Result", result)
+		if s.LastSuccess != s.LastReconcile {
+			line("Last success", ago(s.LastSuccess, now))
+		}
+	}
+	if s.LastError != "" {
+		line("Last error", s.LastError)
+	}
+	line("Suspended", map[bool]string{true: "yes: no applies, drift is still observed", false: "no"}[s.Suspended])
+
+	ok := 0
+	var notOK []ResourceStatus
+	for _, r := range s.Resources {
+		if r.State == StateOK {
+			ok++
+		} else {
+			notOK = append(notOK, r)
+		}
+	}
+	if len(notOK) > 0 {
+		b.WriteString("\nResources not ok:\n")
+		tw := tabwriter.NewWriter(&b, 0, 0, 2, ' ', 0)
+		for _, r := range notOK {
+			// A message of several lines (a joined error) stays on one.
+			msg := strings.Join(strings.Fields(r.Message), " ")
+			fmt.Fprintf(tw, "  %s\t%s\t%s\n", r.State, r.ID, msg)
+		}
+		tw.Flush()
+	}
+	if len(s.Drift) > 0 {
+		events := s.Drift
+		fmt.Fprintf(&b, "\nRecent drift (%d):\n", len(events))
+		if len(events) > maxDriftLines {
+			fmt.Fprintf(&b, "  … %d earlier (--format json lists them)\n", len(events)-maxDriftLines)
+			events = events[len(events)-maxDriftLines:]
+		}
+		tw := tabwriter.NewWriter(&b, 0, 0, 2, ' ', 0)
+		for _, d := range events {
+			reverted := "not reverted"
+			if d.Reverted != "" {
+				reverted = "reverted " + d.Reverted
+				if t, err := time.Parse(time.RFC3339Nano, d.Reverted); err == nil {
+					reverted = "reverted " + rfc3339(t)
+				}
+			}
+			fmt.Fprintf(tw, "  %s\t%s\t%s\t%s\n", rfc3339(d.Time), d.Resource, d.Reason, reverted)
+		}
+		tw.Flush()
+	}
+	noun := "resources"
+	if ok == 1 {
+		noun = "resource"
+	}
+	fmt.Fprintf(&b, "\n%d %s ok, %d not ok.\n", ok, noun, len(notOK))
+	_, err := io.WriteString(w, b.String())
+	return err
+}
+
+func orNone(s string) string {
+	if s == "" {
+		return "none yet"
+	}
+	return s
+}
+
+// ago prints an RFC 3339 time and how long before now it was.
+func ago(ts string, now time.Time) string {
+	if ts == "" {
+		return "never"
+	}
+	t, err := time.Parse(time.RFC3339, ts)
+	if err != nil {
+		return ts
+	}
+	return fmt.Sprintf("%s (%s ago)", ts, shortDuration(now.Sub(t)))
+}
+
+// shortDuration prints d to the second, shorter than Duration.String
+// does: 42s, 4m42s, 1m, 3h5m, 2d4h.
+func shortDuration(d time.Duration) string {
+	d = max(d.Round(time.Second), 0)
+	if d >= 48*time.Hour {
+		return fmt.Sprintf("%dd%dh", d/(24*time.Hour), d%(24*time.Hour)/time.Hour)
+	}
+	if d >= time.Hour {
+		d = d.Round(time.Minute)
+	}
+	s := d.String()
+	if strings.HasSuffix(s, "m0s") {
+		s = strings.TrimSuffix(s, "0s")
+	}
+	if strings.HasSuffix(s, "h0m") {
+		s = strings.TrimSuffix(s, "0m")
+	}
+	return s
+}
