@@ -1,6 +1,10 @@
 package main
 
 import (
+	"os"
+	"os/signal"
+	"syscall"
+
 	"github.com/spf13/cobra"
 	"github.com/tend-dev/tend/agent"
 )
@@ -11,7 +15,7 @@ func newAgentCommand(g *globals) *cobra.Command {
 		Short: "Run the daemon: reconcile on the schedule, forever",
 		Long: "agent reconciles at start and then on every tick of the schedule (plus a random jitter),\n" +
 			"logging one summary line per tick. SIGINT or SIGTERM stops it after the current step;\n" +
-			"services it started keep running.",
+			"services it started keep running. SIGHUP or POST /reconcile runs a tick now.",
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			c, log, err := g.setup(cmd)
@@ -22,7 +26,16 @@ func newAgentCommand(g *globals) *cobra.Command {
 			if err != nil {
 				return err
 			}
-			loop := &agent.Loop{Reconciler: g.reconciler(c, log), Schedule: sched, Jitter: c.Jitter.D(), Version: version}
+			loop := &agent.Loop{Reconciler: g.reconciler(c, log), Schedule: sched, Jitter: c.Jitter.D(), Version: version, Listen: c.Listen}
+			// SIGHUP asks for a reconcile now, as POST /reconcile does.
+			hup := make(chan os.Signal, 1)
+			signal.Notify(hup, syscall.SIGHUP)
+			defer signal.Stop(hup)
+			go func() {
+				for range hup {
+					loop.Trigger()
+				}
+			}()
 			return loop.Run(cmd.Context())
 		},
 	}

@@ -1,0 +1,68 @@
+package main
+
+import (
+	"fmt"
+	"net/http"
+	"time"
+
+	"github.com/spf13/cobra"
+
+	"github.com/tend-dev/tend/agent"
+)
+
+func newSuspendCommand(g *globals) *cobra.Command {
+	var reason string
+	cmd := &cobra.Command{
+		Use:   "suspend",
+		Short: "Stop applying changes on this node; drift is still observed and reported",
+		Args:  cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			c, _, err := g.setup(cmd)
+			if err != nil {
+				return err
+			}
+			if err := agent.Suspend(c.StateDir, reason); err != nil {
+				return err
+			}
+			fmt.Fprintf(cmd.OutOrStdout(), "Suspended: the agent plans and reports but applies nothing until `tend resume`.\n")
+			return nil
+		},
+	}
+	cmd.Flags().StringVar(&reason, "reason", "", "why, shown in status and logs")
+	return cmd
+}
+
+func newResumeCommand(g *globals) *cobra.Command {
+	return &cobra.Command{
+		Use:   "resume",
+		Short: "Apply changes again after tend suspend, starting with a reconcile now",
+		Args:  cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			c, _, err := g.setup(cmd)
+			if err != nil {
+				return err
+			}
+			was, err := agent.Resume(c.StateDir)
+			if err != nil {
+				return err
+			}
+			out := cmd.OutOrStdout()
+			switch {
+			case c.Suspend:
+				fmt.Fprintln(out, "Still suspended: the agent config says suspend: true.")
+				return nil
+			case !was:
+				fmt.Fprintln(out, "Not suspended.")
+				return nil
+			}
+			fmt.Fprintln(out, "Resumed.")
+			// Best effort: a running agent reconciles now, not at its next tick.
+			client := http.Client{Timeout: 2 * time.Second}
+			if resp, err := client.Post("http://"+c.Listen+"/reconcile", "", nil); err == nil {
+				resp.Body.Close()
+				fmt.Fprintln(out, "The agent reconciles now.")
+			}
+			return nil
+		},
+	}
+}
