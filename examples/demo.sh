@@ -38,7 +38,7 @@ git -C "$sandbox/fleet" -c user.name=demo -c user.email=demo@example.com -c comm
 find "$sandbox/fleet/devices" -type f | sed "s|$sandbox/fleet/|  |" | sort
 
 flags=(--config "$here/agent.yaml" --repo "$sandbox/fleet" --root "$sandbox/root"
-	--state-dir "$sandbox/state" --schedule "@every 2s" --jitter 0s --log-format text
+	--state-dir "$sandbox/state" --schedule "@every 2s" --jitter 0s --log-format text --listen 127.0.0.1:0
 	--insecure-registry "$host")
 
 say "tend validate examples/fleet"
@@ -48,7 +48,7 @@ say "tend plan (device demo-01, nothing applied yet)"
 "$tend" plan "${flags[@]}"
 
 say "tend agent (schedule @every 2s), log in $sandbox/agent.log"
-"$tend" agent "${flags[@]}" >"$sandbox/agent.log" 2>&1 &
+"$tend" agent "${flags[@]}" --log-level debug >"$sandbox/agent.log" 2>&1 &
 agent=$!
 trap 'kill $agent $registry 2>/dev/null || true' EXIT
 config="$sandbox/root/etc/infer/config.yaml"
