@@ -1,0 +1,207 @@
+package main
+
+// The agent in production, end to end: the tend binary serving its
+// endpoints while Git breaks and recovers, a broken commit, suspend, and a
+// shutdown in the middle of an apply.
+
+import (
+	"encoding/json"
+	"fmt"
+	"io"
+	"net/http"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/require"
+
+	"github.com/tend-dev/tend/internal/testgit"
+)
+
+// runningAgent is a `tend agent` with its status server on a free port.
+type runningAgent struct {
+	t    *testing.T
+	cmd  *exec.Cmd
+	addr string
+	log  string
+}
+
+func startAgent(t *testing.T, n *node, extra ...string) *runningAgent {
+	t.Helper()
+	a := &runningAgent{t: t, addr: freeAddr(t), log: filepath.Join(t.TempDir(), "agent.log")}
+	f, err := os.Create(a.log)
+	require.NoError(t, err)
+	defer f.Close()
+	args := append(append([]string{"agent"}, n.flags...), append([]string{"--listen", a.addr, "--jitter", "0s"}, extra...)...)
+	a.cmd = exec.Command(tendBin, args...)
+	a.cmd.Stdout, a.cmd.Stderr = f, f
+	require.NoError(t, a.cmd.Start())
+	t.Cleanup(func() { _ = a.cmd.Process.Kill(); _ = a.cmd.Wait() })
+	eventually(t, func() bool { _, code := a.get("/healthz"); return code == http.StatusOK })
+	return a
+}
+
+func (a *runningAgent) get(path string) (string, int) {
+	resp, err := http.Get("http://" + a.addr + path)
+	if err != nil {
+		return err.Error(), 0
+	}
+	defer resp.Body.Close()
+	b, _ := io.ReadAll(resp.Body)
+	return string(b), resp.StatusCode
+}
+
+func (a *runningAgent) status() map[string]any {
+	a.t.Helper()
+	body, code := a.get("/status")
+	require.Equal(a.t, http.StatusOK, code, body)
+	var s map[string]any
+	require.NoError(a.t, json.Unmarshal([]byte(body), &s))
+	return s
+}
+
+func (a *runningAgent) logs() string {
+	b, _ := os.ReadFile(a.log)
+	return string(b)
+}
+
+func (a *runningAgent) stop() {
+	a.t.Helper()
+	require.NoError(a.t, a.cmd.Process.Signal(syscall.SIGTERM))
+	done := make(chan error, 1)
+	go func() { done <- a.cmd.Wait() }()
+	select {
+	case err := <-done:
+		require.NoError(a.t, err, a.logs())
+	case <-time.After(30 * time.Second):
+		a.t.Fatalf("agent did not stop on SIGTERM:\n%s", a.logs())
+	}
+}
+
+// Git goes down and a broken commit is pushed: the node keeps its last good
+// state, lastError says what and where, the loop and the endpoints stay up,
+// and the next good commit converges.
+func TestAgentEndpointsThroughFailures(t *testing.T) {
+	repo := testgit.NewRepo(t)
+	repo.WriteFile("devices/cam-017/device.yaml", files(entry("/etc/infer/config.yaml", "threshold: 0.4\n", "")))
+	good := repo.Commit("good")
+	srv := testgit.StartHTTP(t, filepath.Dir(repo.Dir()))
+	n := newNode(t, repo.URL(srv.URL), "--schedule", "@every 1s")
+	a := startAgent(t, n)
+	eventually(t, func() bool { return a.status()["appliedRevision"] == "HEAD@sha1:"+good })
+
+	metrics, code := a.get("/metrics")
+	require.Equal(t, http.StatusOK, code)
+	for _, m := range []string{
+		`tend_reconcile_total{result="success"}`, `tend_reconcile_total{result="error"}`, `tend_reconcile_total{result="noop"}`,
+		"tend_reconcile_duration_seconds_bucket", `tend_drift_total{kind="file"}`, `tend_drift_total{kind="model"}`,
+		`tend_drift_total{kind="service"}`, `tend_applied_revision_info{revision="HEAD@sha1:` + good + `"} 1`,
+		"tend_last_success_timestamp_seconds", `tend_source_fetch_total{result="changed"}`,
+		`tend_source_fetch_total{result="unchanged"}`, `tend_source_fetch_total{result="error"}`,
+		"tend_model_bytes_downloaded_total", "tend_convergence_seconds_bucket", "go_goroutines", "process_resident_memory_bytes",
+	} {
+		require.Contains(t, metrics, m)
+	}
+
+	// A broken commit: lastError names the file and line.
+	repo.WriteFile("devices/cam-017/device.yaml", files(entry("/etc/infer/config.yaml", "threshold: 0.9\n", "0x1")))
+	repo.Commit("bad mode")
+	eventually(t, func() bool { e, _ := a.status()["lastError"].(string); return strings.Contains(e, "device.yaml:") })
+	require.Contains(t, a.status()["lastError"], `mode`)
+	require.Equal(t, "HEAD@sha1:"+good, a.status()["appliedRevision"])
+	require.Equal(t, "threshold: 0.4\n", n.read("etc/infer/config.yaml"))
+
+	// Git down: the loop and the endpoints stay up, lastError names the
+	// URL, without credentials.
+	srv.Close()
+	eventually(t, func() bool { e, _ := a.status()["lastError"].(string); return strings.Contains(e, "unreachable") })
+	_, code = a.get("/healthz")
+	require.Equal(t, http.StatusOK, code)
+	metrics, _ = a.get("/metrics")
+	require.Regexp(t, `tend_reconcile_total\{result="error"\} [1-9]`, metrics)
+
+	// A manual reconcile is accepted while it is down.
+	resp, err := http.Post("http://"+a.addr+"/reconcile", "", nil)
+	require.NoError(t, err)
+	resp.Body.Close()
+	require.Equal(t, http.StatusAccepted, resp.StatusCode)
+
+	// Back up with a fixed commit: it converges and lastError clears.
+	srv2 := testgit.StartHTTP(t, filepath.Dir(repo.Dir()))
+	a.stop()
+	repo.WriteFile("devices/cam-017/device.yaml", files(entry("/etc/infer/config.yaml", "threshold: 0.9\n", "")))
+	fixed := repo.Commit("fixed")
+	n.flags = append(n.flags, "--repo", repo.URL(srv2.URL))
+	a = startAgent(t, n)
+	eventually(t, func() bool { s := a.status(); return s["appliedRevision"] == "HEAD@sha1:"+fixed && s["lastError"] == "" })
+	require.Equal(t, "threshold: 0.9\n", n.read("etc/infer/config.yaml"))
+
+	out, _, code := n.tend("status", "--listen", a.addr)
+	require.Equal(t, 0, code)
+	require.Contains(t, out, "HEAD@sha1:"+fixed)
+	a.stop()
+}
+
+// Suspended, the agent reverts nothing but reports the drift; resumed, it
+// reverts at once.
+func TestAgentSuspendAndResume(t *testing.T) {
+	repo := testgit.NewRepo(t)
+	repo.WriteFile("devices/cam-017/device.yaml", files(entry("/etc/infer/config.yaml", "threshold: 0.4\n", "")))
+	repo.Commit("one file")
+	n := newNode(t, repo.Dir(), "--schedule", "@every 1s")
+	a := startAgent(t, n)
+	eventually(t, func() bool { b, err := os.ReadFile(filepath.Join(n.root, "etc/infer/config.yaml")); return err == nil && len(b) > 0 })
+
+	out, errOut, code := n.tend("suspend", "--reason", "field test")
+	require.Equal(t, 0, code, errOut)
+	require.Contains(t, out, "Suspended")
+	n.write("etc/infer/config.yaml", "threshold: 0.99\n")
+	eventually(t, func() bool {
+		s := a.status()
+		drift, _ := s["drift"].([]any)
+		return s["suspended"] == true && len(drift) == 1
+	})
+	time.Sleep(1500 * time.Millisecond)
+	require.Equal(t, "threshold: 0.99\n", n.read("etc/infer/config.yaml"), "a suspended agent applied a change")
+	require.Contains(t, a.logs(), "field test")
+
+	n.flags = append(n.flags, "--listen", a.addr)
+	out, _, code = n.tend("resume")
+	require.Equal(t, 0, code)
+	require.Contains(t, out, "Resumed.")
+	eventually(t, func() bool { return n.read("etc/infer/config.yaml") == "threshold: 0.4\n" })
+	a.stop()
+}
+
+// SIGTERM in the middle of an apply of 200 files: the agent finishes the
+// plan first, so the node holds the old revision or the new one, never
+// part of each.
+func TestAgentSIGTERMMidApply(t *testing.T) {
+	repo := testgit.NewRepo(t)
+	write := func(v string) string {
+		var entries []string
+		for i := range 200 {
+			entries = append(entries, entry(fmt.Sprintf("/etc/infer/f%03d", i), v, ""))
+		}
+		repo.WriteFile("devices/cam-017/device.yaml", files(entries...))
+		return repo.Commit(v)
+	}
+	write("old")
+	n := newNode(t, repo.Dir(), "--schedule", "@every 1s")
+	_, errOut, code := n.tend("apply")
+	require.Equal(t, 0, code, errOut)
+	write("new")
+
+	a := startAgent(t, n, "--log-level", "debug")
+	eventually(t, func() bool { return strings.Contains(a.logs(), "msg=applied") })
+	a.stop()
+	seen := map[string]int{}
+	for i := range 200 {
+		seen[n.read(fmt.Sprintf("etc/infer/f%03d", i))]++
+	}
+	require.Len(t, seen, 1, "a mix of old and new files after SIGTERM: %v", seen)
+}
