@@ -40,6 +40,10 @@ type ModelOptions struct {
 	// Platform picks a manifest from an image index; the zero value means
 	// this node's platform.
 	Platform v1.Platform
+	// Unresolved plans without registries (tend diff without --resolve):
+	// a model's field is its ref (and policy) as declared, so a model
+	// changes only when its declaration does.
+	Unresolved bool
 }
 
 // ModelDriver pulls model artifacts into the blob store, materialises each
@@ -157,6 +161,16 @@ func (d *ModelDriver) Resolve(ctx context.Context, m manifest.Model) (planner.Re
 		policy = m.Policy.Semver
 	}
 	w := &wantedModel{spec: m}
+	if d.opts.Unresolved {
+		value := m.Ref
+		if policy != "" {
+			value += " (semver " + policy + ")"
+		}
+		d.mu.Lock()
+		d.wanted[m.Name] = w
+		d.mu.Unlock()
+		return planner.Resource{ID: id, Kind: planner.KindModel, Fields: []planner.Field{{Name: FieldDigest, Value: value}}}, nil
+	}
 	w.res, err = d.resolve(ctx, m.Ref, policy)
 	if err != nil {
 		act := rec.active()
