@@ -26,7 +26,11 @@ func newAgentCommand(g *globals) *cobra.Command {
 			if err != nil {
 				return err
 			}
-			loop := &agent.Loop{Reconciler: g.reconciler(c, log), Schedule: sched, Jitter: c.Jitter.D(), Version: version, Listen: c.Listen}
+			listen := c.Listen
+			if listen == "off" {
+				listen = "" // no status server
+			}
+			loop := &agent.Loop{Reconciler: g.reconciler(c, log), Schedule: sched, Jitter: c.Jitter.D(), Version: version, Listen: listen}
 			// SIGHUP asks for a reconcile now, as POST /reconcile does.
 			hup := make(chan os.Signal, 1)
 			signal.Notify(hup, syscall.SIGHUP)

@@ -12,9 +12,31 @@ import (
 	"github.com/tend-dev/tend/internal/testgit"
 )
 
-// benchAgent runs `tend agent` for a device with ten services until the
-// benchmark ends, and returns the node and a function that lists the pid
-// of each service.
+// agentBenchNode is a device for benchmarks reading its manifests from repoURL.
+func agentBenchNode(b *testing.B, repoURL string) *node {
+	dir := b.TempDir()
+	n := &node{root: filepath.Join(dir, "root"), state: filepath.Join(dir, "state")}
+	mustRun(b, "mkdir", "-p", n.root)
+	mustRun(b, "sh", "-c", "printf 'apiVersion: tend.dev/v1alpha1\\nkind: AgentConfig\\n' > "+filepath.Join(dir, "none.yaml"))
+	n.flags = []string{"--repo", repoURL, "--device", "cam-017", "--path", "devices/{device}", "--root", n.root,
+		"--state-dir", n.state, "--allow-path", "/etc/infer", "--log-format", "json", "--config", filepath.Join(dir, "none.yaml"),
+		"--jitter", "0s", "--listen", "off"}
+	b.Cleanup(func() { stopServices(b, n.state) })
+	return n
+}
+
+// startBenchAgent starts `tend agent` for n until the benchmark ends.
+func startBenchAgent(b *testing.B, n *node, extra ...string) *exec.Cmd {
+	cmd := exec.Command(tendBin, append(append([]string{"agent"}, n.flags...), extra...)...)
+	if err := cmd.Start(); err != nil {
+		b.Fatal(err)
+	}
+	b.Cleanup(func() { _ = cmd.Process.Kill(); _ = cmd.Wait() })
+	return cmd
+}
+
+// benchAgent makes a device with ten services and returns it, a function
+// that lists the pid of each service, and one that starts its agent.
 func benchAgent(b *testing.B) (*node, func() []int, func() *exec.Cmd) {
 	prog := svcProg(b)
 	var args [][]string
@@ -24,14 +46,7 @@ func benchAgent(b *testing.B) (*node, func() []int, func() *exec.Cmd) {
 	repo := testgit.NewRepo(b)
 	repo.WriteFile("devices/cam-017/device.yaml", serviceDevice(prog, "", args...))
 	repo.Commit("ten services")
-	dir := b.TempDir()
-	n := &node{root: filepath.Join(dir, "root"), state: filepath.Join(dir, "state")}
-	mustRun(b, "mkdir", "-p", n.root)
-	mustRun(b, "sh", "-c", "printf 'apiVersion: tend.dev/v1alpha1\\nkind: AgentConfig\\n' > "+filepath.Join(dir, "none.yaml"))
-	n.flags = []string{"--repo", repo.Dir(), "--device", "cam-017", "--path", "devices/{device}", "--root", n.root,
-		"--state-dir", n.state, "--allow-path", "/etc/infer", "--log-format", "json", "--config", filepath.Join(dir, "none.yaml"),
-		"--schedule", "@every 1s", "--jitter", "0s"}
-	b.Cleanup(func() { stopServices(b, n.state) })
+	n := agentBenchNode(b, repo.Dir())
 	pids := func() []int {
 		var out []int
 		for i := range 10 {
@@ -39,15 +54,7 @@ func benchAgent(b *testing.B) (*node, func() []int, func() *exec.Cmd) {
 		}
 		return out
 	}
-	start := func() *exec.Cmd {
-		cmd := exec.Command(tendBin, append([]string{"agent"}, n.flags...)...)
-		if err := cmd.Start(); err != nil {
-			b.Fatal(err)
-		}
-		b.Cleanup(func() { _ = cmd.Process.Kill(); _ = cmd.Wait() })
-		return cmd
-	}
-	return n, pids, start
+	return n, pids, func() *exec.Cmd { return startBenchAgent(b, n, "--schedule", "@every 1s") }
 }
 
 func waitFor(b *testing.B, ok func() bool) {
