@@ -77,7 +77,7 @@ func newNode(t *testing.T, repoURL string, extra ...string) *node {
 	n := &node{t: t, root: filepath.Join(dir, "root"), state: filepath.Join(dir, "state")}
 	require.NoError(t, os.MkdirAll(n.root, 0o755))
 	n.flags = append([]string{"--repo", repoURL, "--device", "cam-017", "--path", "devices/{device}",
-		"--root", n.root, "--state-dir", n.state, "--allow-path", "/etc/infer", "--log-format", "text",
+		"--root", n.root, "--state-dir", n.state, "--allow-path", "/etc/infer", "--log-format", "text", "--listen", "off",
 		"--config", filepath.Join(dir, "none.yaml")}, extra...)
 	// --config names a file that must exist; write an empty-source config.
 	require.NoError(t, os.WriteFile(filepath.Join(dir, "none.yaml"), []byte("apiVersion: tend.dev/v1alpha1\nkind: AgentConfig\n"), 0o644))
