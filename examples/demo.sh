@@ -92,6 +92,10 @@ sed 's/^/    /' "$config"
 echo "  $model -> $(readlink "$model")"
 ls -l "$model/" | sed 's/^/    /'
 
+say "tend status (the agent's /status, for people)"
+addr=$(sed -n 's/.*msg="status server listening" listen=\([^ ]*\).*/\1/p' "$sandbox/agent.log" | head -1)
+"$tend" status --listen "$addr" | sed 's/^/  /'
+
 kill -TERM "$agent"
 wait "$agent" || true
 
