@@ -137,7 +137,10 @@ func TestAgentEndpointsThroughFailures(t *testing.T) {
 	fixed := repo.Commit("fixed")
 	n.flags = append(n.flags, "--repo", repo.URL(srv2.URL))
 	a = startAgent(t, n)
-	eventually(t, func() bool { s := a.status(); return s["appliedRevision"] == "HEAD@sha1:"+fixed && s["lastError"] == "" })
+	eventually(t, func() bool {
+		s := a.status()
+		return s["appliedRevision"] == "HEAD@sha1:"+fixed && s["lastError"] == ""
+	})
 	require.Equal(t, "threshold: 0.9\n", n.read("etc/infer/config.yaml"))
 
 	out, _, code := n.tend("status", "--listen", a.addr)
@@ -154,7 +157,10 @@ func TestAgentSuspendAndResume(t *testing.T) {
 	repo.Commit("one file")
 	n := newNode(t, repo.Dir(), "--schedule", "@every 1s")
 	a := startAgent(t, n)
-	eventually(t, func() bool { b, err := os.ReadFile(filepath.Join(n.root, "etc/infer/config.yaml")); return err == nil && len(b) > 0 })
+	eventually(t, func() bool {
+		b, err := os.ReadFile(filepath.Join(n.root, "etc/infer/config.yaml"))
+		return err == nil && len(b) > 0
+	})
 
 	out, errOut, code := n.tend("suspend", "--reason", "field test")
 	require.Equal(t, 0, code, errOut)
