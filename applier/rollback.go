@@ -210,7 +210,7 @@ func (d *ServiceDriver) Undo(ctx context.Context, a planner.Action) (func(contex
 			if n, ok := current[o.Instance.Replica]; ok && n.Proc == o.Proc && n.SpecHash == o.SpecHash {
 				continue // never touched by the plan: still on the old inputs
 			}
-			if _, err := d.sup.Run(ctx, o.Instance, o.SpecHash, o.Policy, DefaultStopTimeout); err != nil {
+			if _, err := d.sup.Run(ctx, o.Instance, o.SpecHash, o.Policy, DefaultStopTimeout, o.Probe); err != nil {
 				return err
 			}
 		}

@@ -274,7 +274,7 @@ func (d *ServiceDriver) Apply(ctx context.Context, a planner.Action, _ any) erro
 		if a.Type != planner.Restart && !a.Restart && ok && (cur.Alive || cur.Pending || cur.Done) && cur.SpecHash == w.hash {
 			continue // this replica is as declared: untouched
 		}
-		proc, err := d.sup.Run(ctx, in, w.hash, w.spec.Restart, grace)
+		proc, err := d.sup.Run(ctx, in, w.hash, w.spec.Restart, grace, w.probes[i])
 		if err != nil {
 			return err
 		}

@@ -259,17 +259,14 @@ func TestServiceRemovedIsStopped(t *testing.T) {
 
 func TestServiceHealth(t *testing.T) {
 	n := newServiceNode(t, false)
-	l, err := net.Listen("tcp", "127.0.0.1:0")
-	require.NoError(t, err)
-	addr := l.Addr().String()
-	require.NoError(t, l.Close())
+	addr := freePort(t)
 	svc := n.service("web", 1, "-listen", addr)
 	svc.Health = &manifest.Health{HTTP: "http://" + addr + "/healthz", StartupGrace: manifest.Duration(5 * time.Second)}
 	n.apply(svc)
 
 	bad := n.service("bad", 1)
 	bad.Health = &manifest.Health{TCP: addr[:strings.LastIndexByte(addr, ':')] + ":1", StartupGrace: manifest.Duration(time.Second)}
-	_, err = n.tick(svc, bad)
+	_, err := n.tick(svc, bad)
 	require.ErrorIs(t, err, service.ErrUnhealthy)
 	require.ErrorContains(t, err, "service/bad did not become healthy: replica 0: unhealthy: not healthy after")
 }
@@ -357,10 +354,7 @@ func TestServiceUnhealthyUpdateRollsBack(t *testing.T) {
 	t.Cleanup(sn.stopAll)
 	m.reg.PushFiles(t, "models/detector:v1", map[string][]byte{"model.onnx": []byte("v1")})
 	m.reg.PushFiles(t, "models/detector:v2", map[string][]byte{"model.onnx": []byte("v2")})
-	l, err := net.Listen("tcp", "127.0.0.1:0")
-	require.NoError(t, err)
-	addr := l.Addr().String()
-	require.NoError(t, l.Close())
+	addr := freePort(t)
 
 	tick := func(rev, tag, config string, svcArgs ...string) (*planner.Changeset, Result, error) {
 		a, err := New(Config{Root: m.root, StateDir: m.stateDir, AllowPaths: []string{modelAllow}, Models: m.opts, Supervisor: sn.sup})
@@ -381,7 +375,7 @@ func TestServiceUnhealthyUpdateRollsBack(t *testing.T) {
 		res, err := a.Apply(context.Background(), d, cs)
 		return cs, res, err
 	}
-	_, _, err = tick("rev1", "v1", "port: 1\n", "-listen", addr)
+	_, _, err := tick("rev1", "v1", "port: 1\n", "-listen", addr)
 	require.NoError(t, err)
 	link := m.target("detector")
 	pid := sn.pids("web")[0]
@@ -472,4 +466,28 @@ func TestServiceExitingAtOnceRollsBack(t *testing.T) {
 	require.Len(t, now, 2)
 	require.NotEqual(t, pids[0], now[0], "replica 0 runs the old spec again")
 	require.Equal(t, pids[1], now[1], "replica 1, never reached by the update, was restarted by the rollback")
+}
+
+// While the agent watches, a service that turns unhealthy after its start
+// (failureThreshold failures in a row) is restarted.
+func TestServiceUnhealthyAtRunTimeIsRestarted(t *testing.T) {
+	n := newServiceNode(t, true)
+	addr := freePort(t)
+	svc := n.service("web", 1, "-listen", addr, "-unhealthy-after", "700ms")
+	svc.Health = &manifest.Health{HTTP: "http://" + addr + "/healthz", Interval: manifest.Duration(200 * time.Millisecond),
+		FailureThreshold: 2, StartupGrace: manifest.Duration(5 * time.Second)}
+	n.apply(svc)
+	pid := n.pids("web")[0]
+	eventually(t, func() bool { p := n.pids("web")[0]; return p != 0 && p != pid })
+	recs, err := n.sup.serviceRecords("web")
+	require.NoError(t, err)
+	require.GreaterOrEqual(t, recs[0].Restarts, 1)
+}
+
+func freePort(t *testing.T) string {
+	t.Helper()
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	require.NoError(t, err)
+	defer l.Close()
+	return l.Addr().String()
 }

@@ -71,6 +71,9 @@ type instanceRecord struct {
 	// BootID is the kernel's boot id when the process started: after a
 	// reboot, a pid and start time can match another process.
 	BootID string `json:"bootID,omitempty"`
+	// Probe, when the service has one, is checked every interval while
+	// the agent watches: failureThreshold failures in a row restart it.
+	Probe *service.Probe `json:"probe,omitempty"`
 }
 
 // instance is a record and what the supervisor does with it now.
@@ -173,7 +176,7 @@ func (s *Supervisor) Instances(name string) ([]InstanceState, error) {
 }
 
 // Run starts one instance, first stopping the one running in its place.
-func (s *Supervisor) Run(ctx context.Context, in service.Instance, hash, policy string, grace time.Duration) (service.Proc, error) {
+func (s *Supervisor) Run(ctx context.Context, in service.Instance, hash, policy string, grace time.Duration, probe *service.Probe) (service.Proc, error) {
 	key := instanceKey{in.Service, in.Replica}
 	defer s.lockKey(key)()
 	restarts := 0
@@ -190,7 +193,7 @@ func (s *Supervisor) Run(ctx context.Context, in service.Instance, hash, policy 
 	if proc.Limits != "" {
 		s.log.WarnContext(ctx, proc.Limits, logKeyResource, ServiceID(in.Service), logKeyReplica, in.Replica)
 	}
-	rec := instanceRecord{Instance: in, Proc: proc, SpecHash: hash, Policy: policy, StartedAt: s.now(), Restarts: restarts, BootID: bootID()}
+	rec := instanceRecord{Instance: in, Proc: proc, SpecHash: hash, Policy: policy, StartedAt: s.now(), Restarts: restarts, BootID: bootID(), Probe: probe}
 	if err := s.writeRecord(rec); err != nil {
 		_ = s.rt.Stop(ctx, proc, grace)
 		return proc, err
@@ -264,7 +267,10 @@ func (s *Supervisor) watchInstance(in *instance) {
 			cancel()
 		}()
 		for {
+			mctx, stopMonitor := context.WithCancel(ctx)
+			go s.monitor(mctx, in.rec)
 			st, err := s.rt.Wait(ctx, in.rec.Proc)
+			stopMonitor()
 			if ctx.Err() != nil {
 				return
 			}
@@ -279,6 +285,23 @@ func (s *Supervisor) watchInstance(in *instance) {
 			in = next
 		}
 	}()
+}
+
+// monitor checks a running instance's health probe until ctx ends; an
+// instance that turns unhealthy is stopped, and its watcher restarts it as
+// its policy says.
+func (s *Supervisor) monitor(ctx context.Context, rec instanceRecord) {
+	if rec.Probe == nil {
+		return
+	}
+	rec.Probe.Monitor(ctx, func(healthy bool, err error) {
+		if healthy {
+			return
+		}
+		s.log.ErrorContext(ctx, "service unhealthy; restarting it", logKeyResource, ServiceID(rec.Instance.Service),
+			logKeyReplica, rec.Instance.Replica, logKeyPID, rec.Proc.PID, logKeyError, err.Error())
+		_ = s.rt.Stop(ctx, rec.Proc, DefaultStopTimeout)
+	})
 }
 
 // exited handles an exit: it records it and, when the policy says so,

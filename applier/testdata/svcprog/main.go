@@ -17,6 +17,7 @@ func main() {
 	exit := flag.Int("exit", -1, "exit with this code after -after")
 	after := flag.Duration("after", 0, "when to exit")
 	alloc := flag.Int("alloc", 0, "allocate and touch this many MiB, then wait")
+	sick := flag.Duration("unhealthy-after", 0, "answer /healthz with 503 after this long")
 	flag.Parse()
 	env := os.Environ()
 	sort.Strings(env)
@@ -38,7 +39,14 @@ func main() {
 		os.Exit(*exit)
 	}
 	if *listen != "" {
-		http.HandleFunc("/healthz", func(w http.ResponseWriter, _ *http.Request) { fmt.Fprintln(w, "ok") })
+		born := time.Now()
+		http.HandleFunc("/healthz", func(w http.ResponseWriter, _ *http.Request) {
+			if *sick > 0 && time.Since(born) > *sick {
+				http.Error(w, "sick", http.StatusServiceUnavailable)
+				return
+			}
+			fmt.Fprintln(w, "ok")
+		})
 		if err := http.ListenAndServe(*listen, nil); err != nil {
 			fmt.Fprintln(os.Stderr, err)
 			os.Exit(2)
