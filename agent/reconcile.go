@@ -84,6 +84,11 @@ type Result struct {
 	// FailedStep names the step that failed (open, fetch, render, observe,
 	// plan, apply), "" when none did.
 	FailedStep string
+	// Declared lists the ids of the desired resources, once rendered.
+	Declared []string
+	// Notes holds what observers said of resources the plan leaves alone:
+	// a service in a crash loop.
+	Notes map[string]string
 }
 
 // Outcome names the result for logs and metrics.
@@ -216,6 +221,19 @@ func (r *Reconciler) plan(_ context.Context, t *tick) error {
 	}
 	t.res.Plan = cs
 	t.res.Drift = drift.Detect(cs, r.now())
+	acted := make(map[string]bool, len(cs.Actions))
+	for _, a := range cs.Actions {
+		acted[a.Resource] = true
+	}
+	for _, d := range t.desired.Resources {
+		t.res.Declared = append(t.res.Declared, d.ID)
+		if st := t.observed.Resources[d.ID]; st.Note != "" && !acted[d.ID] {
+			if t.res.Notes == nil {
+				t.res.Notes = map[string]string{}
+			}
+			t.res.Notes[d.ID] = st.Note
+		}
+	}
 	return nil
 }
 

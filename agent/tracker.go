@@ -149,6 +149,29 @@ func (t *Tracker) observeResources(res *Result, err error) {
 			t.resources[id] = ResourceStatus{ID: id, State: StateOK}
 		}
 	}
+	if res.Declared == nil {
+		return
+	}
+	// Every declared resource is listed, those with nothing to do as ok
+	// (or failed, when its observer says so: a crash loop); one no longer
+	// declared and not deleted is no longer listed.
+	declared := make(map[string]bool, len(res.Declared))
+	for _, id := range res.Declared {
+		declared[id] = true
+		if acted[id] {
+			continue
+		}
+		rs := ResourceStatus{ID: id, State: StateOK}
+		if note := res.Notes[id]; note != "" {
+			rs.State, rs.Message = StateFailed, note
+		}
+		t.resources[id] = rs
+	}
+	for id := range t.resources {
+		if !declared[id] && !acted[id] {
+			delete(t.resources, id)
+		}
+	}
 }
 
 // notify signals a change of fingerprint; the caller holds mu.

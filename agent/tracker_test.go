@@ -363,3 +363,22 @@ func TestShortDuration(t *testing.T) {
 		require.Equal(t, want, shortDuration(d), d.String())
 	}
 }
+
+// Every declared resource is listed, a service in a crash loop as failed,
+// and a resource no longer declared drops out.
+func TestTrackerListsDeclaredAndNotes(t *testing.T) {
+	tr := NewTracker("cam-017", "")
+	res := fakeTick{commit: "aaa"}.result()
+	res.Declared = []string{"file/etc/infer/a", "service/infer"}
+	res.Notes = map[string]string{"service/infer": "replica 0 crash-looping (exit code 3)"}
+	tr.Observe(res, nil, false)
+	require.Equal(t, []string{
+		"file/etc/infer/a ok: ",
+		"service/infer failed: replica 0 crash-looping (exit code 3)",
+	}, resourceLines(tr.Status().Resources))
+
+	res = fakeTick{commit: "bbb"}.result()
+	res.Declared = []string{"service/infer"}
+	tr.Observe(res, nil, false)
+	require.Equal(t, []string{"service/infer ok: "}, resourceLines(tr.Status().Resources))
+}
