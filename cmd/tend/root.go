@@ -67,6 +67,7 @@ func newRootCommand() *cobra.Command {
 		newResumeCommand(g),
 		newPlanCommand(g),
 		newApplyCommand(g),
+		newDiffCommand(g),
 		newAgentCommand(g),
 		newVersionCommand(),
 	)

@@ -3,21 +3,37 @@ package main
 import (
 	"fmt"
 	"sort"
+	"strings"
 
 	"github.com/spf13/cobra"
 	"github.com/tend-dev/tend/agent"
+	"github.com/tend-dev/tend/diff"
 	"github.com/tend-dev/tend/manifest"
 )
 
 func newValidateCommand(g *globals) *cobra.Command {
-	return &cobra.Command{
+	var all, resolve bool
+	var rev string
+	cmd := &cobra.Command{
 		Use:   "validate [FILE|DIR...]",
 		Short: "Check manifests: this device's from the fleet repo, or the given files for every device they declare",
 		Long: "Without arguments, validate fetches this device's manifests from the fleet repo and checks them.\n" +
 			"With files or folders, it checks every Device document in them, grouped by metadata.name,\n" +
-			"without fetching anything (useful before a commit).",
+			"without fetching anything (useful before a commit).\n" +
+			"With --all, it checks every device of the fleet repo (--repo, default .) at --rev, found as tend diff\n" +
+			"finds them (--path with {device}, or --ref with {device} for a branch per device), and reports every\n" +
+			"invalid device at once; --resolve also resolves every model ref in its registry.",
 		RunE: func(cmd *cobra.Command, args []string) error {
 			out := cmd.OutOrStdout()
+			if all {
+				if len(args) > 0 {
+					return fmt.Errorf("--all checks the fleet repo; give no files with it")
+				}
+				return g.validateAll(cmd, rev, resolve)
+			}
+			if resolve || g.flags.Changed("rev") {
+				return fmt.Errorf("--resolve and --rev go with --all")
+			}
 			if len(args) > 0 {
 				opts := manifest.ValidateOptions{AllowPaths: g.allowPaths, CheckAllowPaths: len(g.allowPaths) > 0}
 				// A config is optional here (CI has none), but one that was
@@ -55,4 +71,47 @@ func newValidateCommand(g *globals) *cobra.Command {
 			return nil
 		},
 	}
+	f := cmd.Flags()
+	f.BoolVar(&all, "all", false, "check every device of the fleet repo, as tend diff finds them")
+	f.StringVar(&rev, "rev", "HEAD", "with --all: the revision to check (with --ref containing {device}: default each device's branch)")
+	f.BoolVar(&resolve, "resolve", false, "with --all: resolve every model ref in its registry; a missing tag or repository is an error")
+	return cmd
+}
+
+// validateAll checks every device of the fleet repo at rev and reports
+// every invalid one, with file and field, before failing.
+func (g *globals) validateAll(cmd *cobra.Command, rev string, resolve bool) error {
+	c, log, err := g.ciSetup(cmd)
+	if err != nil {
+		return err
+	}
+	if !g.flags.Changed("rev") && strings.Contains(c.Source.Ref, "{device}") {
+		rev = c.Source.Ref // each device's own branch
+	}
+	repo, done, err := openFleet(cmd.Context(), c, log)
+	if err != nil {
+		return err
+	}
+	defer done()
+	checked, err := diff.Validate(cmd.Context(), repo, rev, diffOptions(c, resolve, log))
+	if err != nil {
+		return err
+	}
+	out := cmd.OutOrStdout()
+	var invalid []string
+	for _, d := range checked {
+		if d.Err != nil {
+			invalid = append(invalid, d.Name)
+			fmt.Fprintf(out, "invalid: device %s at %s:\n  %s\n", d.Name, d.Revision, strings.ReplaceAll(d.Err.Error(), "\n", "\n  "))
+			continue
+		}
+		fmt.Fprintf(out, "valid: device %s at %s: %s\n", d.Name, d.Revision, agent.Count(d.Device))
+	}
+	if len(checked) == 0 {
+		return fmt.Errorf("no devices at %s matching --path %q or --ref %q", rev, c.Source.Path, c.Source.Ref)
+	}
+	if len(invalid) > 0 {
+		return fmt.Errorf("%d of %s invalid: %s", len(invalid), devices(len(checked)), strings.Join(invalid, ", "))
+	}
+	return nil
 }

@@ -1,0 +1,176 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"os"
+
+	git "github.com/go-git/go-git/v5"
+	"github.com/spf13/cobra"
+
+	"github.com/tend-dev/tend/diff"
+	"github.com/tend-dev/tend/gitsource"
+	"github.com/tend-dev/tend/manifest"
+	"github.com/tend-dev/tend/oci"
+)
+
+func newDiffCommand(g *globals) *cobra.Command {
+	var base, head, format string
+	var resolve bool
+	cmd := &cobra.Command{
+		Use:   "diff --base REV --head REV",
+		Short: "CI: show what merging head does to every device, from Git alone",
+		Long: "diff finds every device of the fleet repo at base and at head, renders each device whose folder changed,\n" +
+			"and plans head against base as if base were applied: what merging head does to every device. No device,\n" +
+			"node or state is needed. Devices are the folders matching --path with {device} as a wildcard\n" +
+			"(e.g. --path 'devices/{device}'), or the branches matching --ref when it contains {device}; then\n" +
+			"--base or --head may contain {device} too (e.g. --base 'origin/devices/{device}' --head 'devices/{device}').\n" +
+			"REV is a branch, tag or commit, origin/main, HEAD~1. --repo is a local checkout (default .) or a URL.\n" +
+			"Exit codes: 0 no changes, 2 changes, 1 error (a device cannot be planned; the others are still shown).",
+		Args: cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			if err := oneOf("--format", format, "text", "json", "markdown"); err != nil {
+				return err
+			}
+			c, log, err := g.ciSetup(cmd)
+			if err != nil {
+				return err
+			}
+			repo, done, err := openFleet(cmd.Context(), c, log)
+			if err != nil {
+				return err
+			}
+			defer done()
+			res, err := diff.Run(cmd.Context(), repo, base, head, diffOptions(c, resolve, log))
+			if err != nil {
+				return err
+			}
+			out := cmd.OutOrStdout()
+			switch format {
+			case "text":
+				err = diff.WriteText(out, res)
+			case "json":
+				err = diff.WriteJSON(out, res)
+			case "markdown":
+				err = diff.WriteMarkdown(out, res, diff.MarkdownOptions{})
+			}
+			if err != nil {
+				return err
+			}
+			if failed := res.Errors(); len(failed) > 0 {
+				errs := make([]error, len(failed))
+				for i, d := range failed {
+					errs[i] = d.Err
+				}
+				return fmt.Errorf("%s cannot be planned:\n%w", devices(len(failed)), errors.Join(errs...))
+			}
+			if res.Changes() {
+				return exitError{code: 2}
+			}
+			return nil
+		},
+	}
+	f := cmd.Flags()
+	f.StringVar(&base, "base", "", "revision the change is merged into, e.g. origin/main (required)")
+	f.StringVar(&head, "head", "", "revision with the change, e.g. HEAD (required)")
+	f.StringVar(&format, "format", "text", "output format: text, json or markdown (a pull-request comment)")
+	f.BoolVar(&resolve, "resolve", false, "resolve model refs in their registries: tags to digests and download sizes; a missing tag is an error")
+	_ = cmd.MarkFlagRequired("base")
+	_ = cmd.MarkFlagRequired("head")
+	return cmd
+}
+
+// devices counts devices in words: "1 device", "2 devices".
+func devices(n int) string {
+	if n == 1 {
+		return "1 device"
+	}
+	return fmt.Sprintf("%d devices", n)
+}
+
+// ciSetup reads what diff and validate --all take from the agent config:
+// the source and the registries. Nothing is checked that belongs to one
+// node (device name, stateDir, labels): CI has none. --repo defaults to
+// the current folder.
+func (g *globals) ciSetup(cmd *cobra.Command) (*manifest.AgentConfig, *slog.Logger, error) {
+	log, err := g.logger(cmd.ErrOrStderr())
+	if err != nil {
+		return nil, nil, err
+	}
+	c := &manifest.AgentConfig{}
+	file := g.config
+	if file == "" {
+		if _, err := os.Stat(manifest.DefaultConfig); err == nil {
+			file = manifest.DefaultConfig
+		}
+	}
+	if file != "" {
+		if c, err = manifest.LoadConfig(file); err != nil {
+			return nil, nil, err
+		}
+	}
+	changed := func(name string) bool { return g.flags != nil && g.flags.Changed(name) }
+	if changed("repo") {
+		c.Source.URL = g.repo
+	}
+	if changed("path") {
+		c.Source.Path = g.path
+	}
+	if changed("ref") {
+		c.Source.Ref = g.ref
+	}
+	if changed("allow-path") {
+		c.AllowPaths = g.allowPaths
+	}
+	if changed("insecure-registry") {
+		c.Registries.Insecure = g.insecure
+	}
+	if changed("allow-empty") {
+		c.AllowEmpty = g.allowEmpty
+	}
+	if c.Source.URL == "" {
+		c.Source.URL = "."
+	}
+	return c, log, nil
+}
+
+// openFleet opens the fleet repo: a local checkout in place, a URL
+// mirrored into a temp folder that done removes.
+func openFleet(ctx context.Context, c *manifest.AgentConfig, log *slog.Logger) (*git.Repository, func(), error) {
+	dir, err := os.MkdirTemp("", "tend-fleet-")
+	if err != nil {
+		return nil, nil, err
+	}
+	done := func() { _ = os.RemoveAll(dir) }
+	src := gitsource.Source{URL: c.Source.URL}
+	if a := c.Source.Auth; a != nil {
+		src.Auth = gitsource.Auth{TokenFile: a.TokenFile, UsernameFile: a.UsernameFile, PasswordFile: a.PasswordFile, CAFile: a.CAFile,
+			SSHKeyFile: a.SSHKeyFile, KnownHostsFile: a.KnownHostsFile, InsecureIgnoreHostKey: a.InsecureIgnoreHostKey}
+	}
+	if t := c.Source.Timeout.D(); t > 0 && !manifest.IsLocalPath(c.Source.URL) {
+		var cancel context.CancelFunc
+		ctx, cancel = context.WithTimeout(ctx, t)
+		defer cancel()
+	}
+	repo, err := diff.Open(ctx, src, dir, log)
+	if err != nil {
+		done()
+		return nil, nil, err
+	}
+	return repo, done, nil
+}
+
+// diffOptions are the diff package's options from the config and flags.
+func diffOptions(c *manifest.AgentConfig, resolve bool, log *slog.Logger) diff.Options {
+	return diff.Options{
+		Path:       c.Source.Path,
+		Ref:        c.Source.Ref,
+		Resolve:    resolve,
+		Registry:   oci.Options{Insecure: c.Registries.Insecure, Keychain: oci.Keychain(c.Registries.DockerConfig)},
+		AllowEmpty: c.AllowEmpty,
+		AllowPaths: c.AllowPaths,
+		Logger:     log,
+	}
+}

@@ -1,0 +1,265 @@
+package diff
+
+import (
+	"context"
+	"fmt"
+	"log/slog"
+	"strings"
+
+	git "github.com/go-git/go-git/v5"
+
+	"github.com/tend-dev/tend/manifest"
+	"github.com/tend-dev/tend/oci"
+	"github.com/tend-dev/tend/planner"
+)
+
+// Options say where the devices are in the repo and how to render them.
+type Options struct {
+	// Path is the folder of a device's manifests, as source.path: with
+	// path targeting a pattern in which {device} stands for the device's
+	// name (one path segment) and {label:KEY} for any one segment; with
+	// branch targeting the folder in each device's branch ("" for its
+	// root).
+	Path string
+	// Ref is source.ref. When it contains {device} it is the pattern of
+	// the device branches (branch targeting); otherwise it is not used.
+	Ref string
+	// Resolve resolves every model ref in its registry (tags to digests,
+	// sizes from the manifests); otherwise models are compared by their
+	// declaration and no registry is asked.
+	Resolve  bool
+	Registry oci.Options
+	// AllowEmpty is the agents' allowEmpty: without it, a device whose
+	// head declares nothing while its base declared something is an
+	// error, as the agent refuses such a commit.
+	AllowEmpty bool
+	// AllowPaths, when set, are checked as the agents check them.
+	AllowPaths []string
+	Logger     *slog.Logger
+}
+
+// Status says what a change does to a device.
+type Status string
+
+// Statuses of a device in a diff.
+const (
+	Added   Status = "added"   // not at base, at head
+	Removed Status = "removed" // at base, not at head: everything is deleted
+	Changed Status = "changed" // at both, with actions
+	Failed  Status = "error"   // cannot be planned: invalid at head, a model not found, …
+)
+
+// Revision is a revision as the user named it and the commit it is.
+// Commit is empty with branch targeting, where every device has its own.
+type Revision struct {
+	Name   string `json:"name"`
+	Commit string `json:"commit,omitempty"`
+}
+
+// Device is what the change does to one device.
+type Device struct {
+	Name   string
+	Status Status
+	Path   string             // folder at head, or at base for a removed device
+	Plan   *planner.Changeset // nil when Status is Failed
+	Err    error              // set when Status is Failed
+	// Note says why the plan may not be what the device will do: its
+	// manifests did not render at base, so the plan is against an empty
+	// device.
+	Note string
+}
+
+// Result is a diff of the whole fleet.
+type Result struct {
+	Base, Head Revision
+	// Devices are the devices that change or cannot be planned, by name.
+	Devices []Device
+	// Unchanged counts the devices the change leaves alone.
+	Unchanged int
+	// Rendered counts the devices whose manifests were read and rendered:
+	// those whose folder's tree differs between base and head. It is the
+	// cost of the diff, linear in what changed.
+	Rendered int
+	// Resolved is set when model refs were resolved in their registries.
+	Resolved bool
+}
+
+// Changes reports whether the change does anything to any device.
+func (r *Result) Changes() bool {
+	for _, d := range r.Devices {
+		if d.Status != Failed {
+			return true
+		}
+	}
+	return false
+}
+
+// Errors returns the devices that cannot be planned.
+func (r *Result) Errors() []Device {
+	var out []Device
+	for _, d := range r.Devices {
+		if d.Status == Failed {
+			out = append(out, d)
+		}
+	}
+	return out
+}
+
+// Log keys.
+const (
+	logKeyDevice   = "device"
+	logKeyStatus   = "status"
+	logKeyDevices  = "devices"
+	logKeyChanged  = "changed"
+	logKeyRendered = "rendered"
+)
+
+// Run computes what merging head into base does to every device of repo.
+// Devices whose folder has the same tree at both revisions are counted as
+// unchanged without reading their files. Errors about one device (invalid
+// at head, a model ref not found) are in its Device; Run fails only for
+// what stops the whole diff (a revision or pattern that cannot be used).
+func Run(ctx context.Context, repo *git.Repository, base, head string, opts Options) (*Result, error) {
+	log := opts.Logger
+	if log == nil {
+		log = slog.New(slog.DiscardHandler)
+	}
+	targets, res, err := discover(repo, base, head, opts, false)
+	if err != nil {
+		return nil, err
+	}
+	res.Resolved = opts.Resolve
+	r, err := newRenderer(opts)
+	if err != nil {
+		return nil, err
+	}
+	defer r.Close()
+	for _, t := range targets {
+		if err := ctx.Err(); err != nil {
+			return nil, err
+		}
+		if t.err != nil {
+			res.Devices = append(res.Devices, Device{Name: t.name, Status: Failed, Err: t.err, Path: t.path()})
+			continue
+		}
+		if t.base != nil && t.head != nil && t.base.Tree == t.head.Tree {
+			res.Unchanged++
+			continue
+		}
+		res.Rendered++
+		d, listed, err := r.device(ctx, repo, t, opts)
+		if err != nil {
+			return nil, err
+		}
+		log.DebugContext(ctx, "device rendered", logKeyDevice, t.name, logKeyStatus, string(d.Status))
+		if listed {
+			res.Devices = append(res.Devices, d)
+		} else if d.Name != "" {
+			res.Unchanged++
+		}
+	}
+	log.DebugContext(ctx, "diff", logKeyDevices, len(res.Devices)+res.Unchanged, logKeyChanged, len(res.Devices), logKeyRendered, res.Rendered)
+	return res, nil
+}
+
+// device renders one device at base and head and plans the change. listed
+// is false when the change does nothing to the device; a zero Device then
+// means the folder holds no manifests at either revision (not a device).
+// err is only for a cancelled context.
+func (r *renderer) device(ctx context.Context, repo *git.Repository, t target, opts Options) (d Device, listed bool, err error) {
+	d = Device{Name: t.name, Path: t.path()}
+	fail := func(err error) (Device, bool, error) {
+		if ctx.Err() != nil {
+			return Device{}, false, ctx.Err()
+		}
+		d.Status, d.Err, d.Plan = Failed, err, nil
+		return d, true, nil
+	}
+	read := func(loc *location) ([]manifest.Input, error) {
+		if loc == nil {
+			return nil, nil
+		}
+		return readInputs(repo, loc)
+	}
+	baseIn, err := read(t.base)
+	if err != nil {
+		return fail(err)
+	}
+	headIn, err := read(t.head)
+	if err != nil {
+		return fail(err)
+	}
+	switch {
+	case len(baseIn) == 0 && len(headIn) == 0:
+		return Device{}, false, nil
+	case len(baseIn) == 0:
+		d.Status = Added
+	case len(headIn) == 0:
+		d.Status, d.Path = Removed, t.base.Path
+	default:
+		d.Status = Changed
+	}
+
+	observed := planner.Observed{}
+	if len(baseIn) > 0 {
+		rev := revisionString(t.baseRev)
+		dev, err := load(t.name, baseIn, opts.AllowPaths)
+		var desired planner.Desired
+		if err == nil {
+			desired, err = r.desired(ctx, dev, rev)
+		}
+		if ctx.Err() != nil {
+			return Device{}, false, ctx.Err()
+		}
+		if err != nil {
+			d.Note = fmt.Sprintf("does not render at base %s, so this plan is against an empty device: %v", rev, oneLine(err))
+		}
+		observed = observedFrom(desired)
+	}
+
+	rev := revisionString(t.headRev)
+	desired := planner.Desired{Device: t.name, Revision: rev}
+	allowEmpty := true // a removed device: everything goes
+	if len(headIn) > 0 {
+		dev, err := load(t.name, headIn, opts.AllowPaths)
+		if err != nil {
+			return fail(fmt.Errorf("invalid manifests for device %s at %s:\n%w", t.name, rev, err))
+		}
+		if desired, err = r.desired(ctx, dev, rev); err != nil {
+			return fail(fmt.Errorf("device %s at %s: %w", t.name, rev, err))
+		}
+		allowEmpty = opts.AllowEmpty
+	}
+	cs, err := planner.Plan(desired, observed, planner.Options{AllowEmpty: allowEmpty})
+	if err != nil {
+		return fail(err)
+	}
+	if !opts.Resolve {
+		nameRefs(cs)
+	}
+	d.Plan = cs
+	return d, d.Status != Changed || !cs.Empty() || d.Note != "", nil
+}
+
+// nameRefs says what changes about an unresolved model: its ref (the
+// field the planner calls digest holds the ref as declared).
+func nameRefs(cs *planner.Changeset) {
+	for i, a := range cs.Actions {
+		if a.Kind == planner.KindModel && a.Type == planner.Update && len(a.Changes) == 1 && !a.Drift {
+			cs.Actions[i].Reason = "update: ref " + a.Changes[0].From + " → " + a.Changes[0].To
+		}
+	}
+}
+
+// revisionString names a revision as plans print it: name@sha1:commit.
+func revisionString(r Revision) string {
+	if r.Commit == "" {
+		return r.Name
+	}
+	return r.Name + "@sha1:" + r.Commit
+}
+
+// oneLine joins the lines of an error's message.
+func oneLine(err error) string {
+	return strings.ReplaceAll(err.Error(), "\n", "; ")
+}

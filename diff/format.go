@@ -1,0 +1,201 @@
+package diff
+
+import (
+	"encoding/json"
+	"fmt"
+	"io"
+	"regexp"
+	"strconv"
+	"strings"
+
+	"github.com/tend-dev/tend/planner"
+)
+
+// FormatVersion is the version of the JSON diff format.
+const FormatVersion = "1"
+
+// Totals count the devices of a diff by status and their actions by kind.
+type Totals struct {
+	Devices   int `json:"devices"`
+	Changed   int `json:"changed"`
+	Unchanged int `json:"unchanged"`
+	Added     int `json:"added"`
+	Removed   int `json:"removed"`
+	Errors    int `json:"errors"`
+	Add       int `json:"add"`
+	Change    int `json:"change"`
+	Delete    int `json:"delete"`
+}
+
+// Totals counts the result.
+func (r *Result) Totals() Totals {
+	t := Totals{Devices: len(r.Devices) + r.Unchanged, Unchanged: r.Unchanged}
+	for _, d := range r.Devices {
+		switch d.Status {
+		case Added:
+			t.Added++
+		case Removed:
+			t.Removed++
+		case Changed:
+			t.Changed++
+		case Failed:
+			t.Errors++
+		}
+		if d.Plan != nil {
+			s := d.Plan.Summary()
+			t.Add, t.Change, t.Delete = t.Add+s.Add, t.Change+s.Change, t.Delete+s.Delete
+		}
+	}
+	return t
+}
+
+// String is the last line of a text diff.
+func (t Totals) String() string {
+	changing := t.Added + t.Removed + t.Changed
+	var b strings.Builder
+	if changing == 0 && t.Errors == 0 {
+		fmt.Fprintf(&b, "No changes: %d devices, none changes.", t.Devices)
+		return b.String()
+	}
+	fmt.Fprintf(&b, "%d of %d devices change (%d added, %d removed, %d changed)", changing, t.Devices, t.Added, t.Removed, t.Changed)
+	if t.Errors > 0 {
+		fmt.Fprintf(&b, ", %d with errors", t.Errors)
+	}
+	fmt.Fprintf(&b, ", %d unchanged. Plan: %d to add, %d to change, %d to delete.", t.Unchanged, t.Add, t.Change, t.Delete)
+	return b.String()
+}
+
+// WriteText writes the diff for people: for every device that changes,
+// its status and the planner's text plan; for every device that cannot be
+// planned, why; and the totals.
+func WriteText(w io.Writer, r *Result) error {
+	var b strings.Builder
+	fmt.Fprintf(&b, "Diff of %s → %s\n", describe(r.Base), describe(r.Head))
+	for _, d := range r.Devices {
+		fmt.Fprintf(&b, "\n=== %s: %s", d.Name, d.Status)
+		if d.Path != "" {
+			fmt.Fprintf(&b, " (%s)", d.Path)
+		}
+		b.WriteString("\n")
+		if d.Note != "" {
+			fmt.Fprintf(&b, "Note: %s\n", d.Note)
+		}
+		if d.Err != nil {
+			fmt.Fprintf(&b, "Error: %s\n", indent(d.Err.Error(), "  "))
+			continue
+		}
+		if err := planner.WriteText(&b, d.Plan); err != nil {
+			return err
+		}
+	}
+	fmt.Fprintf(&b, "\n%s\n", r.Totals())
+	_, err := io.WriteString(w, b.String())
+	return err
+}
+
+// describe names a revision in a header: "main (1a2b3c4d5e6f)".
+func describe(r Revision) string {
+	if r.Commit == "" {
+		return r.Name
+	}
+	return fmt.Sprintf("%s (%s)", r.Name, short(r.Commit))
+}
+
+func short(commit string) string {
+	if len(commit) > 12 {
+		return commit[:12]
+	}
+	return commit
+}
+
+// indent indents every line but the first.
+func indent(s, prefix string) string {
+	return strings.ReplaceAll(s, "\n", "\n"+prefix)
+}
+
+// JSONDiff is the machine-readable form of a diff.
+type JSONDiff struct {
+	FormatVersion string       `json:"formatVersion"`
+	Base          Revision     `json:"base"`
+	Head          Revision     `json:"head"`
+	Resolved      bool         `json:"resolved"`
+	Devices       []JSONDevice `json:"devices"`
+	Totals        Totals       `json:"totals"`
+}
+
+// JSONDevice is one device of a JSONDiff.
+type JSONDevice struct {
+	Device string            `json:"device"`
+	Status Status            `json:"status"`
+	Path   string            `json:"path,omitempty"`
+	Plan   *planner.JSONPlan `json:"plan,omitempty"`
+	Error  string            `json:"error,omitempty"`
+	Note   string            `json:"note,omitempty"`
+}
+
+// JSON returns the machine-readable form of the diff.
+func (r *Result) JSON() JSONDiff {
+	out := JSONDiff{FormatVersion: FormatVersion, Base: r.Base, Head: r.Head, Resolved: r.Resolved, Devices: []JSONDevice{}, Totals: r.Totals()}
+	for _, d := range r.Devices {
+		jd := JSONDevice{Device: d.Name, Status: d.Status, Path: d.Path, Note: d.Note}
+		if d.Plan != nil {
+			p := d.Plan.JSON()
+			jd.Plan = &p
+		}
+		if d.Err != nil {
+			jd.Error = d.Err.Error()
+		}
+		out.Devices = append(out.Devices, jd)
+	}
+	return out
+}
+
+// WriteJSON writes the diff for machines, indented, with a final newline.
+func WriteJSON(w io.Writer, r *Result) error {
+	enc := json.NewEncoder(w)
+	enc.SetIndent("", "  ")
+	return enc.Encode(r.JSON())
+}
+
+// restarts counts the actions of a plan that restart a service: restarts,
+// and updates that restart it whole.
+func restarts(cs *planner.Changeset) int {
+	n := 0
+	for _, a := range cs.Actions {
+		if a.Type == planner.Restart || a.Restart {
+			n++
+		}
+	}
+	return n
+}
+
+// downloadRE finds what a resolved model's action says it downloads, in
+// the form of oci.HumanBytes: "…, 1.2 MB to download".
+var downloadRE = regexp.MustCompile(`([0-9]+(?:\.[0-9]+)?) ([kMGTPE]?)B to download`)
+
+// download adds up what a plan's model actions download, from their
+// reasons (rounded as they print it). ok is false when none downloads.
+func download(cs *planner.Changeset) (bytes int64, ok bool) {
+	for _, a := range cs.Actions {
+		if a.Kind != planner.KindModel || a.Type == planner.Delete {
+			continue
+		}
+		m := downloadRE.FindStringSubmatch(a.Reason)
+		if m == nil {
+			continue
+		}
+		v, err := strconv.ParseFloat(m[1], 64)
+		if err != nil {
+			continue
+		}
+		mult := 1.0
+		if m[2] != "" {
+			for range strings.Index("kMGTPE", m[2]) + 1 {
+				mult *= 1000
+			}
+		}
+		bytes += int64(v * mult)
+		ok = true
+	}
+	return bytes, ok
+}

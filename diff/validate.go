@@ -1,0 +1,99 @@
+package diff
+
+import (
+	"context"
+	"fmt"
+
+	git "github.com/go-git/go-git/v5"
+
+	"github.com/tend-dev/tend/manifest"
+	"github.com/tend-dev/tend/oci"
+)
+
+// Checked is one device as Validate found it.
+type Checked struct {
+	Name     string
+	Path     string
+	Revision string           // name@sha1:commit
+	Device   *manifest.Device // nil when Err is set
+	Err      error
+}
+
+// Validate checks the manifests of every device found at rev, with the
+// discovery of Run (with branch targeting rev may contain {device}, and is
+// then each device's branch). With opts.Resolve every model ref is
+// resolved in its registry, each distinct ref once. A device's problems
+// are in its Checked, every one of them with file and field; Validate
+// fails only for what stops the whole check.
+func Validate(ctx context.Context, repo *git.Repository, rev string, opts Options) ([]Checked, error) {
+	targets, _, err := discover(repo, rev, rev, opts, true)
+	if err != nil {
+		return nil, err
+	}
+	var out []Checked
+	for _, t := range targets {
+		if err := ctx.Err(); err != nil {
+			return nil, err
+		}
+		c := Checked{Name: t.name, Path: t.path(), Revision: revisionString(t.headRev), Err: t.err}
+		if t.err == nil && t.head == nil {
+			continue
+		}
+		if t.err == nil {
+			inputs, err := readInputs(repo, t.head)
+			if err == nil && len(inputs) == 0 {
+				continue // a folder without manifests is not a device
+			}
+			if err == nil {
+				c.Device, err = load(t.name, inputs, opts.AllowPaths)
+			}
+			if err != nil {
+				c.Device, c.Err = nil, err
+			}
+		}
+		out = append(out, c)
+	}
+	if opts.Resolve {
+		if err := resolveAll(ctx, out, opts.Registry); err != nil {
+			return nil, err
+		}
+	}
+	return out, nil
+}
+
+// resolveAll resolves every distinct model ref of the valid devices once,
+// and marks the devices whose refs are not found invalid, naming the file,
+// the field and the ref.
+func resolveAll(ctx context.Context, devices []Checked, reg oci.Options) error {
+	type key struct{ ref, policy string }
+	results := map[key]error{}
+	for i := range devices {
+		d := &devices[i]
+		if d.Device == nil {
+			continue
+		}
+		var errs manifest.Errors
+		for _, m := range d.Device.Spec.Models {
+			k := key{ref: m.Ref}
+			if m.Policy != nil {
+				k.policy = m.Policy.Semver
+			}
+			err, done := results[k]
+			if !done {
+				_, err = oci.Resolve(ctx, k.ref, k.policy, reg)
+				if ctx.Err() != nil {
+					return ctx.Err()
+				}
+				results[k] = err
+			}
+			if err != nil {
+				errs = append(errs, &manifest.Error{File: m.Origin.File, Line: m.Origin.Line(".ref"), Field: m.Origin.Field + ".ref",
+					Msg: fmt.Sprintf("model %s: %v", m.Name, err)})
+			}
+		}
+		if len(errs) > 0 {
+			d.Device, d.Err = nil, errs
+		}
+	}
+	return nil
+}
