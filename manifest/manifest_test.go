@@ -104,6 +104,7 @@ func TestBadInput(t *testing.T) {
 		{"missing command", header + "  services:\n    - {name: s}\n", `spec.services[0].command: missing`},
 		{"bad name", header + "  services:\n    - {name: Bad_Name!, command: [x]}\n", `spec.services[0].name: invalid name "Bad_Name!"`},
 		{"replicas not an integer", header + "  services:\n    - {name: s, command: [x], replicas: two}\n", `spec.services[0].replicas: must be an integer, got "two"`},
+		{"negative replicas", header + "  services:\n    - {name: s, command: [x], replicas: -1}\n", `spec.services[0].replicas: must be 0 or more, got -1`},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
