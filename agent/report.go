@@ -114,7 +114,21 @@ func NewReporter(cfg manifest.Report, stateDir string, log *slog.Logger) (*Repor
 	}
 	u.User = nil
 	r.url = u.String()
-	r.display = r.url
+	// The query may carry a key (?api_key=…): logs and errors show its
+	// names only, and its values are redacted wherever they appear.
+	shown := *u
+	if q := u.Query(); len(q) > 0 {
+		for k, vs := range q {
+			for _, v := range vs {
+				if v != "" {
+					r.secrets = append(r.secrets, v, url.QueryEscape(v))
+				}
+			}
+			q[k] = []string{"redacted"}
+		}
+		shown.RawQuery = q.Encode()
+	}
+	r.display = shown.String()
 	if (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
 		return nil, fmt.Errorf("report.url %s is not an http(s) URL: use e.g. https://collector.example.com/v1/status", r.display)
 	}

@@ -40,12 +40,15 @@ type Loop struct {
 	tickStarted atomic.Int64 // unix nanoseconds; 0 between ticks
 
 	// Status and metrics, made by Run.
-	tracker *Tracker
-	metrics *Metrics
+	tracker   *Tracker
+	metrics   *Metrics
+	observed  chan struct{} // closed once the first tick is in the tracker
+	firstOnce sync.Once
 
 	failures   int       // consecutive failed ticks
 	failedAt   time.Time // end of the last failed tick
 	failedRev  string    // its target commit, "" when it had none
+	failedGit  bool      // it failed to reach the fleet repo
 	suspendLog bool      // suspension was logged
 }
 
@@ -143,6 +146,7 @@ func (l *Loop) serve(ctx context.Context, log *slog.Logger) func() {
 	c := l.Reconciler.Config
 	l.tracker = NewTracker(c.Device, l.Version)
 	l.metrics = NewMetrics()
+	l.observed = make(chan struct{})
 	if inv, err := applier.LoadInventory(c.StateDir); err == nil && inv.Revision != "" {
 		l.tracker.SetApplied(inv.Revision)
 		l.metrics.SetApplied(inv.Revision)
@@ -168,7 +172,17 @@ func (l *Loop) serve(ctx context.Context, log *slog.Logger) func() {
 		} else {
 			rctx, cancel := context.WithCancel(ctx)
 			done := make(chan struct{})
-			go func() { defer close(done); rep.Run(rctx, l.tracker.Status, l.tracker.Changed()) }()
+			go func() {
+				defer close(done)
+				// Nothing is reported before the first tick: the
+				// collector would get an empty document.
+				select {
+				case <-rctx.Done():
+					return
+				case <-l.observed:
+				}
+				rep.Run(rctx, l.tracker.Status, l.tracker.Changed())
+			}()
 			stops = append(stops, func() { cancel(); <-done })
 		}
 	}
@@ -220,7 +234,7 @@ func (l *Loop) tick(parent context.Context, log *slog.Logger, manual bool) {
 	if err != nil {
 		l.failures++
 		l.failedAt = time.Now()
-		l.failedRev = ""
+		l.failedRev, l.failedGit = "", res.FailedStep == "fetch"
 		if res.Snapshot != nil {
 			l.failedRev = res.Snapshot.Revision
 		}
@@ -231,6 +245,7 @@ func (l *Loop) tick(parent context.Context, log *slog.Logger, manual bool) {
 	if l.tracker != nil {
 		l.tracker.Observe(res, err, suspended)
 		l.metrics.Observe(res, err)
+		l.firstOnce.Do(func() { close(l.observed) })
 	}
 	if l.OnTick != nil {
 		l.OnTick(res, err)
@@ -249,8 +264,8 @@ func (l *Loop) holdOff(ctx context.Context, log *slog.Logger) bool {
 		return false
 	}
 	snap, err := l.Reconciler.Snapshot(ctx)
-	if err == nil && snap.Revision != l.failedRev {
-		return false // a new commit: try it now
+	if err == nil && (snap.Revision != l.failedRev || l.failedGit) {
+		return false // a new commit, or the repo is back: try now
 	}
 	log.Debug("backing off after failures", keyDevice, l.Reconciler.Config.Device, "failures", l.failures,
 		"until", until.Format(time.RFC3339))

@@ -28,9 +28,9 @@ type Status struct {
 	Version         string `json:"version,omitempty"` // of tend
 	AppliedRevision string `json:"appliedRevision"`   // ref@sha1:commit last applied in full
 	TargetRevision  string `json:"targetRevision,omitempty"`
-	LastReconcile   string `json:"lastReconcile,omitempty"` // RFC 3339
-	LastSuccess     string `json:"lastSuccess,omitempty"`   // RFC 3339
-	Result          string `json:"result,omitempty"`        // success | noop | error
+	LastReconcile   string `json:"lastReconcile"`         // RFC 3339; "" before the first tick
+	LastSuccess     string `json:"lastSuccess,omitempty"` // RFC 3339
+	Result          string `json:"result,omitempty"`      // success | noop | error
 	// LastError is empty when the last tick succeeded; otherwise what failed
 	// and where (manifest file and line, resource id, URL without
 	// credentials).
@@ -45,7 +45,7 @@ type Status struct {
 type ResourceStatus struct {
 	ID      string `json:"id"`
 	State   string `json:"state"`
-	Message string `json:"message,omitempty"`
+	Message string `json:"message"`
 }
 
 // DriftEvent is one drift seen on the node: what differed, when it was

@@ -87,7 +87,7 @@ func (t *Tracker) Observe(res *Result, err error, suspended bool) {
 		s.ConsecutiveFailures = 0
 		s.LastSuccess = rfc3339(end)
 	}
-	if settled(res, err) && res.Snapshot != nil {
+	if settled(res, err) && res.Snapshot != nil && !suspended {
 		s.AppliedRevision = Revision(res.Snapshot)
 	}
 	t.observeResources(res, err)

@@ -8,6 +8,7 @@ import (
 	"log/slog"
 	"maps"
 	"slices"
+	"time"
 
 	"github.com/tend-dev/tend/planner"
 )
@@ -65,9 +66,27 @@ func (a *Applier) Apply(ctx context.Context, d planner.Desired, cs *planner.Chan
 		}
 	}
 	// Once the first action runs, the plan runs to its end: a shutdown
-	// (SIGTERM) waits for it, so the node holds the old revision or the
-	// new one, never part of each. Pulls, the long part, are done.
-	ctx = context.WithoutCancel(ctx)
+	// (SIGTERM) or the tick's timeout gives it ShutdownGrace more, so the
+	// node holds the old revision or the new one, never part of each.
+	// Pulls, the long part, are done. Past the grace the action in flight
+	// fails, and a service's failure rolls the plan back.
+	actx, cancel := context.WithCancel(context.WithoutCancel(ctx))
+	defer cancel()
+	finished := make(chan struct{})
+	defer close(finished)
+	go func(tick context.Context) {
+		select {
+		case <-finished:
+			return
+		case <-tick.Done():
+		}
+		select {
+		case <-finished:
+		case <-time.After(ShutdownGrace):
+			cancel()
+		}
+	}(ctx)
+	ctx = actx
 	var undo []undoStep
 	for _, act := range cs.Actions {
 		if applyErr != nil {
@@ -148,6 +167,10 @@ func (a *Applier) Apply(ctx context.Context, d planner.Desired, cs *planner.Chan
 	}
 	return res, applyErr
 }
+
+// ShutdownGrace is how long a plan that has started applying may run on
+// after its tick is cancelled (SIGTERM) or times out.
+var ShutdownGrace = 45 * time.Second
 
 // rollBack undoes every action of the plan applied so far, the failed one
 // included, and returns the RollbackError that says so.

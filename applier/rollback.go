@@ -89,7 +89,7 @@ func shouldRollBack(act planner.Action, err error) bool {
 
 // rollbackTimeout bounds a rollback, which ignores the tick's cancellation:
 // a process stuck in the kernel must not hold the lock for ever.
-const rollbackTimeout = 5 * time.Minute
+const rollbackTimeout = 2 * time.Minute
 
 // Undo reads the file as it is: the undo writes it back, or removes the
 // file the action creates. Anything but a regular file is left alone.

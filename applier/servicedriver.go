@@ -279,7 +279,7 @@ func (d *ServiceDriver) Apply(ctx context.Context, a planner.Action, _ any) erro
 			return err
 		}
 		err = d.settle(ctx, w.spec.Restart, proc)
-		if w.probes[i] != nil {
+		if err == nil && w.probes[i] != nil {
 			err = w.probes[i].WaitHealthy(ctx, func() bool { return d.sup.rt.Alive(proc) })
 		}
 		if err != nil {

@@ -218,18 +218,23 @@ func (r *renderer) device(ctx context.Context, repo *git.Repository, t target, o
 	}
 
 	rev := revisionString(t.headRev)
-	desired := planner.Desired{Device: t.name, Revision: rev}
-	allowEmpty := true // a removed device: everything goes
-	if len(headIn) > 0 {
-		dev, err := load(t.name, headIn, opts.AllowPaths)
-		if err != nil {
-			return fail(fmt.Errorf("invalid manifests for device %s at %s:\n%w", t.name, rev, err))
-		}
-		if desired, err = r.desired(ctx, dev, rev); err != nil {
-			return fail(fmt.Errorf("device %s at %s: %w", t.name, rev, err))
-		}
-		allowEmpty = opts.AllowEmpty
+	if len(headIn) == 0 {
+		// The agent of a device with no manifests fails ("no manifests for
+		// device") and keeps its last applied state: nothing is deleted.
+		d.Plan = &planner.Changeset{Device: t.name, Revision: rev}
+		d.Note = "no manifests at head: this device's agent will fail each tick with \"no manifests for device\" and keep " +
+			"its last applied state; nothing on it is deleted. To clear it first, commit it declaring nothing with allowEmpty."
+		return d, true, nil
 	}
+	dev, err := load(t.name, headIn, opts.AllowPaths)
+	if err != nil {
+		return fail(fmt.Errorf("invalid manifests for device %s at %s:\n%w", t.name, rev, err))
+	}
+	desired, err := r.desired(ctx, dev, rev)
+	if err != nil {
+		return fail(fmt.Errorf("device %s at %s: %w", t.name, rev, err))
+	}
+	allowEmpty := opts.AllowEmpty
 	cs, err := planner.Plan(desired, observed, planner.Options{AllowEmpty: allowEmpty})
 	if err != nil {
 		return fail(err)

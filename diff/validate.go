@@ -3,6 +3,7 @@ package diff
 import (
 	"context"
 	"fmt"
+	"strings"
 
 	git "github.com/go-git/go-git/v5"
 
@@ -36,13 +37,28 @@ func Validate(ctx context.Context, repo *git.Repository, rev string, opts Option
 			return nil, err
 		}
 		c := Checked{Name: t.name, Path: t.path(), Revision: revisionString(t.headRev), Err: t.err}
+		// With a branch per device the branch names the device: one
+		// without manifests fails on the device ("no manifests for
+		// device"), so it is invalid here too. With a path per device, a
+		// folder without manifests is not a device.
+		perBranch := strings.Contains(opts.Ref, "{device}")
+		missing := fmt.Errorf("no manifests for device %s at %s in %s: the agent would fail; add them or delete the branch",
+			t.name, opts.Path, revisionString(t.headRev))
 		if t.err == nil && t.head == nil {
+			if !perBranch {
+				continue
+			}
+			c.Err = missing
+			out = append(out, c)
 			continue
 		}
 		if t.err == nil {
 			inputs, err := readInputs(repo, t.head)
 			if err == nil && len(inputs) == 0 {
-				continue // a folder without manifests is not a device
+				if !perBranch {
+					continue // a folder without manifests is not a device
+				}
+				err = missing
 			}
 			if err == nil {
 				c.Device, err = load(t.name, inputs, opts.AllowPaths)

@@ -162,6 +162,15 @@ func TestDiffBranchPerDevice(t *testing.T) {
 	require.Equal(t, 0, code, errOut)
 	require.Contains(t, out, "valid: device cam-1 at devices/cam-1@sha1:")
 	require.Contains(t, out, "valid: device cam-2 at devices/cam-2@sha1:")
+
+	// A device branch without manifests fails on its device: invalid.
+	r.Git("checkout", "--quiet", "-b", "devices/cam-3", "main")
+	r.Git("rm", "--quiet", "device.yaml")
+	r.Commit("cam-3 empty")
+	r.Checkout("main")
+	out, _, code = tend(t, append([]string{"validate", "--all"}, flags...)...)
+	require.Equal(t, 1, code)
+	require.Contains(t, out, "no manifests for device cam-3")
 }
 
 func TestDiffOverHTTP(t *testing.T) {

@@ -25,6 +25,7 @@ func newSuspendCommand(g *globals) *cobra.Command {
 				return err
 			}
 			fmt.Fprintf(cmd.OutOrStdout(), "Suspended: the agent plans and reports but applies nothing until `tend resume`.\n")
+			poke(c.Listen) // so status says so now
 			return nil
 		},
 	}
@@ -56,13 +57,25 @@ func newResumeCommand(g *globals) *cobra.Command {
 				return nil
 			}
 			fmt.Fprintln(out, "Resumed.")
-			// Best effort: a running agent reconciles now, not at its next tick.
-			client := http.Client{Timeout: 2 * time.Second}
-			if resp, err := client.Post("http://"+c.Listen+"/reconcile", "", nil); err == nil {
-				resp.Body.Close()
+			if poke(c.Listen) {
 				fmt.Fprintln(out, "The agent reconciles now.")
 			}
 			return nil
 		},
 	}
+}
+
+// poke asks a running agent on listen for a reconcile now (best effort;
+// never through a proxy) and reports whether it accepted.
+func poke(listen string) bool {
+	if listen == "" || listen == "off" {
+		return false
+	}
+	client := http.Client{Timeout: 2 * time.Second, Transport: &http.Transport{Proxy: nil}}
+	resp, err := client.Post("http://"+listen+"/reconcile", "", nil)
+	if err != nil {
+		return false
+	}
+	resp.Body.Close()
+	return resp.StatusCode == http.StatusAccepted
 }
