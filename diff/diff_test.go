@@ -84,7 +84,10 @@ func TestRunPathTargeting(t *testing.T) {
 		"~ file/etc/infer/config.yaml (update: content changed in Git)",
 		"~ service/infer (restart: file/etc/infer/config.yaml changed)",
 	}, got)
-	require.Equal(t, 1, res.Devices[1].Plan.Summary().Delete, "a removed device deletes everything")
+	// A removed device's agent fails and keeps its state: nothing deleted.
+	require.Equal(t, diff.Removed, res.Devices[1].Status)
+	require.Zero(t, res.Devices[1].Plan.Summary().Delete)
+	require.Contains(t, res.Devices[1].Note, "nothing on it is deleted")
 	require.Equal(t, 1, res.Devices[2].Plan.Summary().Add)
 
 	t.Run("same revision changes nothing and reads nothing", func(t *testing.T) {
