@@ -89,6 +89,9 @@ type Result struct {
 	// Notes holds what observers said of resources the plan leaves alone:
 	// a service in a crash loop.
 	Notes map[string]string
+	// Info describes declared resources for status: a model's ref and the
+	// digest it resolved to.
+	Info map[string]string
 }
 
 // Outcome names the result for logs and metrics.
@@ -225,8 +228,20 @@ func (r *Reconciler) plan(_ context.Context, t *tick) error {
 	for _, a := range cs.Actions {
 		acted[a.Resource] = true
 	}
+	refs := map[string]string{}
+	if dev := t.res.Device; dev != nil {
+		for _, m := range dev.Spec.Models {
+			refs[applier.ModelID(m.Name)] = m.Ref
+		}
+	}
 	for _, d := range t.desired.Resources {
 		t.res.Declared = append(t.res.Declared, d.ID)
+		if ref, ok := refs[d.ID]; ok && len(d.Fields) > 0 {
+			if t.res.Info == nil {
+				t.res.Info = map[string]string{}
+			}
+			t.res.Info[d.ID] = ref + " → " + d.Fields[0].Value
+		}
 		if st := t.observed.Resources[d.ID]; st.Note != "" && !acted[d.ID] {
 			if t.res.Notes == nil {
 				t.res.Notes = map[string]string{}

@@ -161,7 +161,7 @@ func (t *Tracker) observeResources(res *Result, err error) {
 		if acted[id] {
 			continue
 		}
-		rs := ResourceStatus{ID: id, State: StateOK}
+		rs := ResourceStatus{ID: id, State: StateOK, Message: res.Info[id]}
 		if note := res.Notes[id]; note != "" {
 			rs.State, rs.Message = StateFailed, note
 		}
@@ -300,12 +300,21 @@ func (s Status) WriteText(w io.Writer, now time.Time) error {
 	line("Suspended", map[bool]string{true: "yes: no applies, drift is still observed", false: "no"}[s.Suspended])
 
 	ok := 0
-	var notOK []ResourceStatus
+	var notOK, models []ResourceStatus
 	for _, r := range s.Resources {
 		if r.State == StateOK {
 			ok++
+			if strings.HasPrefix(r.ID, "model/") && r.Message != "" {
+				models = append(models, r)
+			}
 		} else {
 			notOK = append(notOK, r)
+		}
+	}
+	if len(models) > 0 {
+		b.WriteString("\nModels:\n")
+		for _, r := range models {
+			fmt.Fprintf(&b, "  %s: %s\n", strings.TrimPrefix(r.ID, "model/"), r.Message)
 		}
 	}
 	if len(notOK) > 0 {

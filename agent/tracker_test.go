@@ -369,11 +369,13 @@ func TestShortDuration(t *testing.T) {
 func TestTrackerListsDeclaredAndNotes(t *testing.T) {
 	tr := NewTracker("cam-017", "")
 	res := fakeTick{commit: "aaa"}.result()
-	res.Declared = []string{"file/etc/infer/a", "service/infer"}
+	res.Declared = []string{"file/etc/infer/a", "model/detector", "service/infer"}
 	res.Notes = map[string]string{"service/infer": "replica 0 crash-looping (exit code 3)"}
+	res.Info = map[string]string{"model/detector": "registry.local:5000/models/detector:v8 → sha256:ab"}
 	tr.Observe(res, nil, false)
 	require.Equal(t, []string{
 		"file/etc/infer/a ok: ",
+		"model/detector ok: registry.local:5000/models/detector:v8 → sha256:ab",
 		"service/infer failed: replica 0 crash-looping (exit code 3)",
 	}, resourceLines(tr.Status().Resources))
 

@@ -93,6 +93,7 @@ echo "  $model -> $(readlink "$model")"
 ls -l "$model/" | sed 's/^/    /'
 
 say "tend status (the agent's /status, for people)"
+sleep 2.5 # one more tick: nothing left to do
 addr=$(sed -n 's/.*msg="status server listening" listen=\([^ ]*\).*/\1/p' "$sandbox/agent.log" | head -1)
 "$tend" status --listen "$addr" | sed 's/^/  /'
 
