@@ -56,7 +56,7 @@ func WriteLogs(ctx context.Context, w io.Writer, stateDir, name string, replica 
 	}
 	for {
 		for _, t := range tails {
-			if err := t.copy(w); err != nil {
+			if err := t.copy(w, !follow); err != nil {
 				return err
 			}
 		}
@@ -77,7 +77,9 @@ type tail struct {
 	offset       int64
 }
 
-func (t *tail) copy(w io.Writer) error {
+// copy writes the whole lines added since the last call; with partial,
+// a last line without its newline too (the end of a one-shot read).
+func (t *tail) copy(w io.Writer, partial bool) error {
 	f, err := os.Open(t.path)
 	if errors.Is(err, fs.ErrNotExist) {
 		return nil
@@ -100,6 +102,10 @@ func (t *tail) copy(w io.Writer) error {
 	for {
 		line, err := r.ReadString('\n')
 		if !strings.HasSuffix(line, "\n") {
+			if partial && line != "" {
+				_, werr := io.WriteString(w, t.prefix+line+"\n")
+				return werr
+			}
 			return nil // a partial line waits for its end
 		}
 		t.offset += int64(len(line))
