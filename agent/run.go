@@ -49,6 +49,7 @@ type Loop struct {
 	failedAt   time.Time // end of the last failed tick
 	failedRev  string    // its target commit, "" when it had none
 	failedGit  bool      // it failed to reach the fleet repo
+	peeked     bool      // a backoff peek fetched the commit the next tick uses
 	suspendLog bool      // suspension was logged
 }
 
@@ -231,6 +232,10 @@ func (l *Loop) tick(parent context.Context, log *slog.Logger, manual bool) {
 		log.Info("tick interrupted by shutdown; the node keeps what was applied", keyDevice, l.Reconciler.Config.Device)
 		return
 	}
+	if l.peeked && res.Snapshot != nil {
+		res.Snapshot.Fetched = true // the peek fetched it: this tick's metrics say so
+	}
+	l.peeked = false
 	if err != nil {
 		l.failures++
 		l.failedAt = time.Now()
@@ -265,6 +270,7 @@ func (l *Loop) holdOff(ctx context.Context, log *slog.Logger) bool {
 	}
 	snap, err := l.Reconciler.Snapshot(ctx)
 	if err == nil && (snap.Revision != l.failedRev || l.failedGit) {
+		l.peeked = snap.Fetched
 		return false // a new commit, or the repo is back: try now
 	}
 	log.Debug("backing off after failures", keyDevice, l.Reconciler.Config.Device, "failures", l.failures,
