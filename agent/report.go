@@ -21,6 +21,7 @@ import (
 
 	"github.com/hashicorp/go-retryablehttp"
 
+	"github.com/tend-dev/tend/applier"
 	"github.com/tend-dev/tend/manifest"
 )
 
@@ -352,42 +353,12 @@ func readReportCache(stateDir string) (reportCache, error) {
 }
 
 // writeReportCache publishes c atomically: temp file, fsync, rename.
-func writeReportCache(stateDir string, c reportCache) (err error) {
+func writeReportCache(stateDir string, c reportCache) error {
 	b, err := json.Marshal(c)
 	if err != nil {
 		return err
 	}
-	if err := os.MkdirAll(stateDir, 0o755); err != nil {
-		return err
-	}
-	path := filepath.Join(stateDir, ReportFile)
-	tmp := path + ".tmp" // one agent per stateDir
-	f, err := os.OpenFile(tmp, os.O_WRONLY|os.O_CREATE|os.O_TRUNC, 0o644)
-	if err != nil {
-		return err
-	}
-	defer func() {
-		if err != nil {
-			_ = os.Remove(tmp)
-		}
-	}()
-	if _, err = f.Write(b); err == nil {
-		err = f.Sync()
-	}
-	if cerr := f.Close(); err == nil {
-		err = cerr
-	}
-	if err != nil {
-		return err
-	}
-	if err := os.Rename(tmp, path); err != nil {
-		return err
-	}
-	if dir, err := os.Open(stateDir); err == nil {
-		_ = dir.Sync()
-		_ = dir.Close()
-	}
-	return nil
+	return applier.WriteFileAtomic(stateDir, ReportFile, b, 0o644)
 }
 
 // validHeaderName reports whether k is an RFC 9110 token.

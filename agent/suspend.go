@@ -9,6 +9,7 @@ import (
 	"path/filepath"
 	"time"
 
+	"github.com/tend-dev/tend/applier"
 	"github.com/tend-dev/tend/manifest"
 )
 
@@ -49,22 +50,10 @@ func Suspend(stateDir, reason string) error {
 		return err
 	}
 	data, _ := json.Marshal(suspension{At: time.Now().UTC(), Reason: reason})
-	tmp := filepath.Join(stateDir, "."+SuspendFile+".tmp")
-	f, err := os.OpenFile(tmp, os.O_WRONLY|os.O_CREATE|os.O_TRUNC, 0o644)
-	if err != nil {
+	if err := applier.WriteFileAtomic(stateDir, SuspendFile, data, 0o644); err != nil {
 		return fmt.Errorf("suspend: %w", err)
 	}
-	_, err = f.Write(data)
-	if err == nil {
-		err = f.Sync()
-	}
-	if cerr := f.Close(); err == nil {
-		err = cerr
-	}
-	if err != nil {
-		return fmt.Errorf("suspend: %w", err)
-	}
-	return os.Rename(tmp, filepath.Join(stateDir, SuspendFile))
+	return nil
 }
 
 // Resume lets applies run again. It reports whether the node was

@@ -1,11 +1,8 @@
 package applier
 
 import (
-	"encoding/json"
 	"errors"
 	"fmt"
-	"io/fs"
-	"os"
 	"path/filepath"
 	"strings"
 	"time"
@@ -93,35 +90,18 @@ func (r *modelRecord) active() *modelVersion {
 // has none (nil, nil).
 func loadRecord(models, name string) (*modelRecord, error) {
 	file := filepath.Join(models, name, recordFile)
-	data, err := os.ReadFile(file)
-	if errors.Is(err, fs.ErrNotExist) {
-		return nil, nil
-	}
-	if err != nil {
-		return nil, err
-	}
 	var r modelRecord
-	if err := json.Unmarshal(data, &r); err != nil {
-		return nil, fmt.Errorf("%w: %s: %v; remove the folder %s and tend pulls the model again",
-			ErrCorruptInventory, file, err, filepath.Dir(file))
+	found, err := readJSON(file, &r)
+	if errors.Is(err, ErrCorruptInventory) {
+		return nil, fmt.Errorf("%w; remove the folder %s and tend pulls the model again", err, filepath.Dir(file))
+	}
+	if err != nil || !found {
+		return nil, err
 	}
 	return &r, nil
 }
 
 // save writes the record atomically.
 func (r *modelRecord) save(models string) error {
-	data, err := json.MarshalIndent(r, "", "  ")
-	if err != nil {
-		return err
-	}
-	dir := filepath.Join(models, r.Name)
-	if err := os.MkdirAll(dir, dirMode); err != nil {
-		return err
-	}
-	root, err := os.OpenRoot(dir)
-	if err != nil {
-		return err
-	}
-	defer root.Close()
-	return writeAtomic(root, recordFile, append(data, '\n'), 0o644)
+	return writeJSON(filepath.Join(models, r.Name), recordFile, r, 0o644)
 }

@@ -1,11 +1,9 @@
 package applier
 
 import (
-	"encoding/json"
 	"errors"
 	"fmt"
-	"io/fs"
-	"os"
+	"path/filepath"
 	"time"
 )
 
@@ -22,16 +20,12 @@ type Quarantined struct {
 
 // LoadQuarantine reads the rolled-back commits, by commit hash.
 func LoadQuarantine(stateDir string) (map[string]Quarantined, error) {
-	data, err := os.ReadFile(stateDir + "/" + QuarantineFile)
-	if errors.Is(err, fs.ErrNotExist) {
-		return map[string]Quarantined{}, nil
-	}
-	if err != nil {
-		return nil, err
-	}
 	q := map[string]Quarantined{}
-	if err := json.Unmarshal(data, &q); err != nil {
-		return nil, fmt.Errorf("%w: %s/%s: %v; remove it to try every commit again", ErrCorruptInventory, stateDir, QuarantineFile, err)
+	if _, err := readJSON(filepath.Join(stateDir, QuarantineFile), &q); err != nil {
+		if errors.Is(err, ErrCorruptInventory) {
+			err = fmt.Errorf("%w; remove it to try every commit again", err)
+		}
+		return nil, err
 	}
 	return q, nil
 }
@@ -43,14 +37,5 @@ func Quarantine(stateDir, commit string, q Quarantined) error {
 		all = map[string]Quarantined{}
 	}
 	all[commit] = q
-	data, err := json.MarshalIndent(all, "", "  ")
-	if err != nil {
-		return err
-	}
-	root, err := os.OpenRoot(stateDir)
-	if err != nil {
-		return err
-	}
-	defer root.Close()
-	return writeAtomic(root, QuarantineFile, append(data, '\n'), 0o644)
+	return writeJSON(stateDir, QuarantineFile, all, 0o644)
 }

@@ -7,7 +7,6 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"io/fs"
 	"os"
 	"path/filepath"
 	"strconv"
@@ -338,30 +337,14 @@ func (d *ServiceDriver) recordPath(name string) string {
 }
 
 func (d *ServiceDriver) record(name string) (*serviceRecord, error) {
-	data, err := os.ReadFile(d.recordPath(name))
-	if errors.Is(err, fs.ErrNotExist) {
-		return nil, nil
-	}
-	if err != nil {
-		return nil, err
-	}
 	var r serviceRecord
-	if err := json.Unmarshal(data, &r); err != nil {
-		return nil, fmt.Errorf("%w: %s: %v", ErrCorruptInventory, d.recordPath(name), err)
+	found, err := readJSON(d.recordPath(name), &r)
+	if err != nil || !found {
+		return nil, err
 	}
 	return &r, nil
 }
 
 func (d *ServiceDriver) saveRecord(name string, r serviceRecord) error {
-	data, _ := json.Marshal(r)
-	dir := filepath.Dir(d.recordPath(name))
-	if err := os.MkdirAll(dir, dirMode); err != nil {
-		return err
-	}
-	root, err := os.OpenRoot(dir)
-	if err != nil {
-		return err
-	}
-	defer root.Close()
-	return writeAtomic(root, "service.json", append(data, '\n'), 0o644)
+	return writeJSON(filepath.Join(d.sup.dir, name), "service.json", r, 0o644)
 }

@@ -2,7 +2,6 @@ package applier
 
 import (
 	"context"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"io/fs"
@@ -414,37 +413,25 @@ func (s *Supervisor) recordPath(k instanceKey) string {
 }
 
 func (s *Supervisor) readRecord(k instanceKey) (*instanceRecord, error) {
-	data, err := os.ReadFile(s.recordPath(k))
-	if errors.Is(err, fs.ErrNotExist) {
-		return nil, nil
-	}
-	if err != nil {
-		return nil, err
-	}
 	var r instanceRecord
-	if err := json.Unmarshal(data, &r); err != nil {
-		return nil, fmt.Errorf("%w: %s: %v; stop the process by hand and remove the file", ErrCorruptInventory, s.recordPath(k), err)
+	found, err := readJSON(s.recordPath(k), &r)
+	if errors.Is(err, ErrCorruptInventory) {
+		return nil, fmt.Errorf("%w; stop the process by hand and remove the file", err)
+	}
+	if err != nil || !found {
+		return nil, err
 	}
 	return &r, nil
 }
 
 func (s *Supervisor) writeRecord(r instanceRecord) error {
-	data, err := json.MarshalIndent(r, "", "  ")
-	if err != nil {
-		return err
-	}
 	// A record holds the service's environment, which may hold secrets:
 	// readable by tend alone.
 	dir := filepath.Join(s.dir, r.Instance.Service)
 	if err := os.MkdirAll(dir, 0o700); err != nil {
 		return err
 	}
-	root, err := os.OpenRoot(dir)
-	if err != nil {
-		return err
-	}
-	defer root.Close()
-	return writeAtomic(root, strconv.Itoa(r.Instance.Replica)+".json", append(data, '\n'), 0o600)
+	return writeJSON(dir, strconv.Itoa(r.Instance.Replica)+".json", r, 0o600)
 }
 
 // serviceRecords reads the instance records of one service, by replica.
