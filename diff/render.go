@@ -3,18 +3,16 @@ package diff
 import (
 	"context"
 	"fmt"
-	"io"
 	"log/slog"
 	"os"
-	"path"
 	"path/filepath"
 
 	git "github.com/go-git/go-git/v5"
-	"github.com/go-git/go-git/v5/plumbing/filemode"
 	"github.com/go-git/go-git/v5/plumbing/object"
 
 	"github.com/tend-dev/tend/applier"
 	"github.com/tend-dev/tend/applier/service"
+	"github.com/tend-dev/tend/gitsource"
 	"github.com/tend-dev/tend/manifest"
 	"github.com/tend-dev/tend/planner"
 )
@@ -27,25 +25,13 @@ func readInputs(repo *git.Repository, loc *location) ([]manifest.Input, error) {
 	if err != nil {
 		return nil, fmt.Errorf("read tree of %s at %s: %w", displayPath(loc.Path), loc.Rev, err)
 	}
-	var inputs []manifest.Input
-	err = tree.Files().ForEach(func(f *object.File) error {
-		if !manifest.IsManifest(f.Name) || (f.Mode != filemode.Regular && f.Mode != filemode.Executable) {
-			return nil
-		}
-		r, err := f.Reader()
-		if err != nil {
-			return err
-		}
-		data, err := io.ReadAll(r)
-		r.Close()
-		if err != nil {
-			return err
-		}
-		inputs = append(inputs, manifest.Input{Name: path.Join(loc.Path, f.Name), Data: data})
-		return nil
-	})
+	files, err := gitsource.TreeFiles(tree, loc.Path)
 	if err != nil {
 		return nil, fmt.Errorf("read files under %s at %s: %w", displayPath(loc.Path), loc.Rev, err)
+	}
+	inputs := make([]manifest.Input, len(files))
+	for i, f := range files {
+		inputs[i] = manifest.Input{Name: f.Path, Data: f.Data}
 	}
 	return inputs, nil
 }

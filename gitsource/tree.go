@@ -56,8 +56,22 @@ func readFiles(commit *object.Commit, dir, shown string) ([]File, error) {
 		}
 	}
 
+	files, err := TreeFiles(tree, dir)
+	if err != nil {
+		return nil, fmt.Errorf("read files under %q in %s at %s: %w", dir, shown, rev, err)
+	}
+	if len(files) == 0 {
+		return nil, notFound(ErrPathNotFound, "no *.yaml or *.yml files under %q in %s at %s", displayDir(dir), shown, rev)
+	}
+	return files, nil
+}
+
+// TreeFiles returns every regular *.yaml/*.yml file under tree,
+// recursively, named dir/<path in tree> and sorted by that name. Symlinks
+// and submodules are skipped: their targets are not in this tree.
+func TreeFiles(tree *object.Tree, dir string) ([]File, error) {
 	var files []File
-	err = tree.Files().ForEach(func(f *object.File) error {
+	err := tree.Files().ForEach(func(f *object.File) error {
 		if !manifest.IsManifest(f.Name) || (f.Mode != filemode.Regular && f.Mode != filemode.Executable) {
 			return nil
 		}
@@ -73,14 +87,8 @@ func readFiles(commit *object.Commit, dir, shown string) ([]File, error) {
 		files = append(files, File{Path: path.Join(dir, f.Name), Data: data})
 		return nil
 	})
-	if err != nil {
-		return nil, fmt.Errorf("read files under %q in %s at %s: %w", dir, shown, rev, err)
-	}
-	if len(files) == 0 {
-		return nil, notFound(ErrPathNotFound, "no *.yaml or *.yml files under %q in %s at %s", displayDir(dir), shown, rev)
-	}
 	sort.Slice(files, func(i, j int) bool { return files[i].Path < files[j].Path })
-	return files, nil
+	return files, err
 }
 
 func displayDir(dir string) string {
