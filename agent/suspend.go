@@ -46,9 +46,6 @@ func Suspended(c *manifest.AgentConfig) (bool, string) {
 // Suspend stops applies on the node until Resume: drift is still observed
 // and reported.
 func Suspend(stateDir, reason string) error {
-	if err := os.MkdirAll(stateDir, 0o700); err != nil {
-		return err
-	}
 	data, _ := json.Marshal(suspension{At: time.Now().UTC(), Reason: reason})
 	if err := applier.WriteFileAtomic(stateDir, SuspendFile, data, 0o644); err != nil {
 		return fmt.Errorf("suspend: %w", err)

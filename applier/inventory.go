@@ -89,7 +89,7 @@ func corrupt(name string, err error) error {
 }
 
 // Save writes the inventory to stateDir atomically (temporary file, fsync,
-// rename, fsync of stateDir), creating stateDir with mode 0700 if needed.
+// rename, fsync of stateDir), creating stateDir (StateDirMode) if needed.
 func (inv *Inventory) Save(stateDir string) error {
 	raw := inventoryJSON{
 		FormatVersion: inventoryFormat,
@@ -108,7 +108,7 @@ func (inv *Inventory) Save(stateDir string) error {
 	if err != nil {
 		return fmt.Errorf("encode inventory: %w", err)
 	}
-	if err := os.MkdirAll(stateDir, 0o700); err != nil {
+	if err := os.MkdirAll(stateDir, StateDirMode); err != nil {
 		return fmt.Errorf("save inventory: %w", err)
 	}
 	r, err := os.OpenRoot(stateDir)

@@ -19,7 +19,7 @@ const LockFile = "lock"
 const lockPoll = 100 * time.Millisecond
 
 // Lock takes the exclusive lock on stateDir (an flock on stateDir/lock,
-// which then holds our pid), creating stateDir with mode 0700 if needed.
+// which then holds our pid), creating stateDir (StateDirMode) if needed.
 // While another process holds it, Lock retries every 100ms until ctx is
 // done and then returns a *LockedError naming the holder's pid. The lock
 // dies with the process, so a crash never leaves it stale.
@@ -40,7 +40,7 @@ func LockAgent(stateDir string) (unlock func() error, err error) {
 }
 
 func lock(ctx context.Context, stateDir, file string, agent bool) (unlock func() error, err error) {
-	if err := os.MkdirAll(stateDir, 0o700); err != nil {
+	if err := os.MkdirAll(stateDir, StateDirMode); err != nil {
 		return nil, fmt.Errorf("lock state directory: %w", err)
 	}
 	name := filepath.Join(stateDir, file)

@@ -19,7 +19,7 @@ func TestLock(t *testing.T) {
 
 	unlock, err := Lock(t.Context(), stateDir)
 	require.NoError(t, err)
-	require.Equal(t, os.FileMode(0o700), perm(t, stateDir))
+	require.Equal(t, StateDirMode, perm(t, stateDir))
 	pid, err := os.ReadFile(lockFile)
 	require.NoError(t, err)
 	require.Equal(t, fmt.Sprint(os.Getpid()), strings.TrimSpace(string(pid)))

@@ -633,6 +633,9 @@ func (d *ModelDriver) activate(ctx context.Context, name string) error {
 	}
 	defer dir.Close()
 	target := filepath.Join(d.dir, name, vdir)
+	if err := traversable(d.state); err != nil {
+		return err
+	}
 	// The active version first, then the others most recent first. Those
 	// beyond KeepVersions go in Finish, once the whole plan has held: a
 	// rollback swaps back to the version active before.
@@ -728,6 +731,17 @@ func (d *ModelDriver) refresh(rec *modelRecord) error {
 		}
 	}
 	return d.setRecord(rec)
+}
+
+// traversable lets others pass through stateDir (a stateDir made 0700 by
+// an older tend), so a service running as another user reaches the model
+// versions its ${model:…} path leads to.
+func traversable(stateDir string) error {
+	fi, err := os.Stat(stateDir)
+	if err != nil || fi.Mode().Perm()&0o011 == 0o011 {
+		return err
+	}
+	return os.Chmod(stateDir, fi.Mode().Perm()|0o011)
 }
 
 // remove deletes model name: its stable path, when that is still a symlink

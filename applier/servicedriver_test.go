@@ -491,3 +491,42 @@ func freePort(t *testing.T) string {
 	defer l.Close()
 	return l.Addr().String()
 }
+
+// A service that runs as another user reads its model through
+// ${model:NAME}: the stateDir lets it pass.
+func TestServiceAsAnotherUserReadsItsModel(t *testing.T) {
+	if os.Geteuid() != 0 && os.Getenv("CI") == "" {
+		t.Skip("switching users needs root (CI runs as root)")
+	}
+	m := newModelNode(t)
+	sn := newServiceNode(t, false)
+	// As tend would make them: the state and root folders, in a temp
+	// folder others may pass through.
+	base := filepath.Dir(m.stateDir)
+	for _, d := range []string{filepath.Dir(base), base, m.root} {
+		require.NoError(t, os.Chmod(d, 0o755))
+	}
+	require.NoError(t, os.Chmod(m.stateDir, 0o700)) // an older tend made it so
+	sn.root, sn.stateDir = m.root, m.stateDir
+	sn.sup = NewSupervisor(m.stateDir, service.NewExec(CgroupParent, nil), nil)
+	t.Cleanup(sn.stopAll)
+	m.reg.PushFiles(t, "models/detector:v8", v1Files)
+	svc := manifest.Service{Name: "reader", User: "nobody", Restart: manifest.RestartNever,
+		Command: []string{"/bin/cat", "${model:detector}/labels.txt"}}
+	a, err := New(Config{Root: m.root, StateDir: m.stateDir, AllowPaths: []string{modelAllow}, Models: m.opts, Supervisor: sn.sup})
+	require.NoError(t, err)
+	dev := &manifest.Device{Metadata: manifest.Metadata{Name: "cam-1"}}
+	dev.Spec.Models, dev.Spec.Services = []manifest.Model{m.model("detector", "models/detector:v8")}, []manifest.Service{svc}
+	d, err := a.Desired(context.Background(), dev, "rev")
+	require.NoError(t, err)
+	obs, err := a.Observe(context.Background(), d)
+	require.NoError(t, err)
+	cs, err := planner.Plan(d, obs, planner.Options{})
+	require.NoError(t, err)
+	_, err = a.Apply(context.Background(), d, cs)
+	require.NoError(t, err)
+	eventually(t, func() bool {
+		b, _ := os.ReadFile(LogFile(m.stateDir, "reader", 0))
+		return strings.Contains(string(b), string(v1Files["labels.txt"]))
+	})
+}

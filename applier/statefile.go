@@ -8,6 +8,13 @@ import (
 	"os"
 )
 
+// StateDirMode is the mode of a stateDir tend creates: others may pass
+// through it, to the model versions services read (a service may run as
+// another user), but not list it. What is private in it is so by its own
+// mode: the clone of the fleet repo and service records (0700 folders), the
+// inventory and the lock (0600).
+const StateDirMode fs.FileMode = 0o711
+
 // WriteFileAtomic replaces dir/name with data and mode the way every state
 // file of tend is written: a temp file in dir, fsync, rename, fsync of dir.
 // dir is created (mode 0755) when missing; the file mode guards the data.

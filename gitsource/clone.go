@@ -158,7 +158,8 @@ func openClone(dir, remoteURL string) (*git.Repository, error) {
 	}
 	repo, err := git.PlainOpen(dir)
 	if errors.Is(err, git.ErrRepositoryNotExists) {
-		if err := os.MkdirAll(dir, 0o755); err != nil {
+		// The fleet repo may hold what only tend should read.
+		if err := os.MkdirAll(dir, 0o700); err != nil {
 			return nil, fmt.Errorf("create clone folder: %w", err)
 		}
 		repo, err = git.PlainInit(dir, true)
