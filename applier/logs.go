@@ -26,6 +26,9 @@ func WriteLogs(ctx context.Context, w io.Writer, stateDir, name string, replica 
 	dir := filepath.Join(stateDir, "logs", name)
 	var replicas []int
 	if replica >= 0 {
+		if _, err := os.Stat(LogFile(stateDir, name, replica)); errors.Is(err, fs.ErrNotExist) {
+			return fmt.Errorf("no logs for %s replica %d in %s: it has not run on this node", ServiceID(name), replica, dir)
+		}
 		replicas = []int{replica}
 	} else {
 		entries, err := os.ReadDir(dir)

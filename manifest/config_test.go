@@ -43,6 +43,7 @@ func TestConfigErrors(t *testing.T) {
 		{"relative key ring", "apiVersion: tend.dev/v1alpha1\nkind: AgentConfig\nsource: {url: x, verify: {keyring: trusted.asc}}\n", `agent.yaml:3: source.verify.keyring: "trusted.asc" must be the absolute path`},
 		{"relative docker config", "apiVersion: tend.dev/v1alpha1\nkind: AgentConfig\nsource: {url: x}\nregistries: {dockerConfig: config.json}\n", `agent.yaml:4: registries.dockerConfig: "config.json" must be the absolute path`},
 		{"insecure registry with a path", "apiVersion: tend.dev/v1alpha1\nkind: AgentConfig\nsource: {url: x}\nregistries:\n  insecure: [registry.local:5000/models]\n", `registries.insecure[0]: "registry.local:5000/models" is not a registry host`},
+		{"report url not http", "apiVersion: tend.dev/v1alpha1\nkind: AgentConfig\nsource: {url: x}\nreport: {url: \"ftp://user:secret@collector\"}\n", `report.url: not an http(s) URL`},
 		{"negative keepVersions", "apiVersion: tend.dev/v1alpha1\nkind: AgentConfig\nsource: {url: x}\nmodels: {keepVersions: -1}\n", `agent.yaml:4: models.keepVersions: -1 is negative`},
 		{"bad verifyInterval", "apiVersion: tend.dev/v1alpha1\nkind: AgentConfig\nsource: {url: x}\nmodels: {verifyInterval: daily}\n", `invalid duration "daily"`},
 		{"relative token file", "apiVersion: tend.dev/v1alpha1\nkind: AgentConfig\nsource:\n  url: x\n  auth: {tokenFile: token}\n", `agent.yaml:5: source.auth.tokenFile: "token" must be an absolute path`},

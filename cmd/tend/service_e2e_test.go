@@ -205,6 +205,9 @@ func TestLogs(t *testing.T) {
 	require.Contains(t, out, `"INDEX=1"`)
 	require.NotContains(t, out, "replica 1 |", "one replica needs no prefix")
 
+	_, errOut, code = n.tend("logs", "service/svc0", "--replica", "7")
+	require.Equal(t, 1, code)
+	require.Contains(t, errOut, "no logs for service/svc0 replica 7")
 	_, errOut, code = n.tend("logs", "service/nope")
 	require.Equal(t, 1, code)
 	require.Contains(t, errOut, "no logs for service/nope")
