@@ -30,7 +30,7 @@ func TestInventoryRoundTrip(t *testing.T) {
 
 	name := filepath.Join(stateDir, InventoryFile)
 	require.Equal(t, os.FileMode(0o600), perm(t, name))
-	require.Equal(t, os.FileMode(0o700), perm(t, stateDir))
+	require.Equal(t, StateDirMode, perm(t, stateDir))
 	require.Equal(t, []string{InventoryFile}, tree(t, stateDir), "no temporary file is left")
 
 	var raw map[string]any
