@@ -1,6 +1,8 @@
-// Command svcprog is a service for the applier's tests: it prints its
-// arguments and environment, serves /healthz when asked, and exits when
-// told to.
+// Command svcprog is a service for the service driver's tests (and tend's
+// end-to-end tests): it prints its arguments and environment, serves
+// /healthz when asked, and exits when told to. A test that must not race
+// the clock tells it through a file: -exit-when and -unhealthy-when act
+// once the file exists, not after a delay.
 package main
 
 import (
@@ -18,6 +20,8 @@ func main() {
 	after := flag.Duration("after", 0, "when to exit")
 	alloc := flag.Int("alloc", 0, "allocate and touch this many MiB, then wait")
 	sick := flag.Duration("unhealthy-after", 0, "answer /healthz with 503 after this long")
+	exitWhen := flag.String("exit-when", "", "with -exit: exit once this file exists (instead of after -after)")
+	sickWhen := flag.String("unhealthy-when", "", "answer /healthz with 503 once this file exists")
 	flag.Parse()
 	env := os.Environ()
 	sort.Strings(env)
@@ -35,13 +39,19 @@ func main() {
 		fmt.Println("allocated", len(keep), "MiB")
 	}
 	if *exit >= 0 {
-		time.Sleep(*after)
+		if *exitWhen != "" {
+			for !exists(*exitWhen) {
+				time.Sleep(10 * time.Millisecond)
+			}
+		} else {
+			time.Sleep(*after)
+		}
 		os.Exit(*exit)
 	}
 	if *listen != "" {
 		born := time.Now()
 		http.HandleFunc("/healthz", func(w http.ResponseWriter, _ *http.Request) {
-			if *sick > 0 && time.Since(born) > *sick {
+			if *sick > 0 && time.Since(born) > *sick || *sickWhen != "" && exists(*sickWhen) {
 				http.Error(w, "sick", http.StatusServiceUnavailable)
 				return
 			}
@@ -53,4 +63,9 @@ func main() {
 		}
 	}
 	select {}
+}
+
+func exists(path string) bool {
+	_, err := os.Stat(path)
+	return err == nil
 }

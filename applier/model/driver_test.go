@@ -1,4 +1,4 @@
-package applier
+package model_test
 
 import (
 	"context"
@@ -13,10 +13,15 @@ import (
 
 	"github.com/stretchr/testify/require"
 
+	"github.com/tend-dev/tend/applier"
+	"github.com/tend-dev/tend/applier/model"
+	"github.com/tend-dev/tend/internal/confine"
+	"github.com/tend-dev/tend/internal/testnode"
 	"github.com/tend-dev/tend/internal/testoci"
 	"github.com/tend-dev/tend/manifest"
 	"github.com/tend-dev/tend/oci"
 	"github.com/tend-dev/tend/planner"
+	"github.com/tend-dev/tend/render"
 )
 
 // modelAllow is the allowed path models are placed under in these tests.
@@ -25,49 +30,42 @@ const modelAllow = "/opt/models"
 // modelNode is a node (root and stateDir under temp folders) pulling from
 // an in-process registry.
 type modelNode struct {
-	t        *testing.T
-	reg      *testoci.Registry
-	root     string
-	stateDir string
-	opts     ModelOptions
+	*testnode.Node
+	t   *testing.T
+	reg *testoci.Registry
 }
 
 func newModelNode(t *testing.T) *modelNode {
 	t.Helper()
-	n := &modelNode{t: t, reg: testoci.Start(t), root: t.TempDir(), stateDir: t.TempDir()}
-	n.opts = ModelOptions{Registry: oci.Options{Insecure: []string{n.reg.Host}}, KeepVersions: 2}
+	n := &modelNode{Node: testnode.New(t, modelAllow), t: t, reg: testoci.Start(t)}
+	n.Models = model.Options{Registry: oci.Options{Insecure: []string{n.reg.Host}}, KeepVersions: 2}
+	n.AllowEmpty = true
 	return n
 }
 
-// tick plans the models against the node and, with apply, applies the plan.
-func (n *modelNode) tick(apply bool, models ...manifest.Model) (*planner.Changeset, Result, *Applier, error) {
+func (n *modelNode) declare(models ...manifest.Model) *manifest.Device {
+	return n.Declare(manifest.DeviceSpec{Models: models})
+}
+
+// tick renders and plans the models against the node and, with apply,
+// applies the plan. It returns the render (nil when it failed) for Held.
+func (n *modelNode) tick(apply bool, models ...manifest.Model) (*planner.Changeset, applier.Result, *render.Desired, error) {
 	n.t.Helper()
-	a, err := New(Config{Root: n.root, StateDir: n.stateDir, AllowPaths: []string{modelAllow}, Models: n.opts})
-	require.NoError(n.t, err)
-	dev := &manifest.Device{Metadata: manifest.Metadata{Name: "cam-1"}}
-	dev.Spec.Models = models
-	ctx := context.Background()
-	d, err := a.Desired(ctx, dev, "rev")
+	tk, err := n.Plan(n.declare(models...), "rev")
 	if err != nil {
-		return nil, Result{}, a, err
+		return nil, applier.Result{}, nil, err
 	}
-	obs, err := a.Observe(ctx, d)
-	require.NoError(n.t, err)
-	cs, err := planner.Plan(d, obs, planner.Options{AllowEmpty: true})
-	require.NoError(n.t, err)
 	if !apply {
-		return cs, Result{}, a, nil
+		return tk.Plan, applier.Result{}, tk.Desired, nil
 	}
-	res, err := a.Apply(ctx, d, cs)
-	return cs, res, a, err
+	res, err := tk.Apply(context.Background())
+	return tk.Plan, res, tk.Desired, err
 }
 
 // apply runs one tick that must succeed and returns its plan.
-func (n *modelNode) apply(models ...manifest.Model) (*planner.Changeset, Result) {
+func (n *modelNode) apply(models ...manifest.Model) (*planner.Changeset, applier.Result) {
 	n.t.Helper()
-	cs, res, _, err := n.tick(true, models...)
-	require.NoError(n.t, err)
-	return cs, res
+	return n.Reconcile(n.declare(models...), "rev")
 }
 
 func (n *modelNode) model(name, repoTag string) manifest.Model {
@@ -77,14 +75,14 @@ func (n *modelNode) model(name, repoTag string) manifest.Model {
 // read returns the content of a file through the model's stable path.
 func (n *modelNode) read(name, file string) string {
 	n.t.Helper()
-	b, err := os.ReadFile(filepath.Join(n.root, modelAllow, name, file))
+	b, err := os.ReadFile(filepath.Join(n.Path(modelAllow), name, file))
 	require.NoError(n.t, err)
 	return string(b)
 }
 
 func (n *modelNode) target(name string) string {
 	n.t.Helper()
-	p, err := os.Readlink(filepath.Join(n.root, modelAllow, name))
+	p, err := os.Readlink(filepath.Join(n.Path(modelAllow), name))
 	require.NoError(n.t, err)
 	return p
 }
@@ -122,11 +120,11 @@ func TestModelPullActivateIdempotent(t *testing.T) {
 		require.Equal(t, string(want), n.read("detector", f))
 	}
 	target := n.target("detector")
-	require.True(t, strings.HasPrefix(target, filepath.Join(n.stateDir, "models", "detector")+"/"), target)
+	require.True(t, strings.HasPrefix(target, filepath.Join(n.StateDir, "models", "detector")+"/"), target)
 	// Files are hard links to their blobs, read-only.
 	fi, err := os.Stat(filepath.Join(target, "model.onnx"))
 	require.NoError(t, err)
-	blob, err := os.Stat(filepath.Join(n.stateDir, "blobs", "sha256", testoci.Digest(v1Files["model.onnx"])[7:]))
+	blob, err := os.Stat(filepath.Join(n.StateDir, "blobs", "sha256", testoci.Digest(v1Files["model.onnx"])[7:]))
 	require.NoError(t, err)
 	require.True(t, os.SameFile(fi, blob), "model file is not a hard link to its blob")
 	require.Equal(t, os.FileMode(0o444), fi.Mode().Perm())
@@ -156,7 +154,8 @@ func TestModelUpgradeDownloadsOnlyChangedBlob(t *testing.T) {
 	cs, res := n.apply(m)
 	require.Len(t, cs.Actions, 1)
 	require.Equal(t, planner.Update, cs.Actions[0].Type)
-	require.Contains(t, cs.Actions[0].Reason, "update: "+short(d1)+" → "+short(d2)+" (tag v8 moved), 17 B to download")
+	require.Contains(t, cs.Actions[0].Reason,
+		"update: "+render.ShortDigest(d1)+" → "+render.ShortDigest(d2)+" (tag v8 moved), 17 B to download")
 	// The new manifest and the one changed file; nothing else.
 	manifestSize := res.Downloaded - 17
 	require.Less(t, manifestSize, int64(1024))
@@ -177,7 +176,7 @@ func TestModelUpgradeDownloadsOnlyChangedBlob(t *testing.T) {
 
 func TestModelKeepsVersionsAndCollectsGarbage(t *testing.T) {
 	n := newModelNode(t)
-	n.opts.KeepVersions = 1
+	n.Models.KeepVersions = 1
 	m := n.model("detector", "models/detector:v8")
 	var dirs []string
 	for i := range 3 {
@@ -192,7 +191,7 @@ func TestModelKeepsVersionsAndCollectsGarbage(t *testing.T) {
 		_, err := os.Stat(d)
 		require.NoError(t, err)
 	}
-	blobs, err := os.ReadDir(filepath.Join(n.stateDir, "blobs", "sha256"))
+	blobs, err := os.ReadDir(filepath.Join(n.StateDir, "blobs", "sha256"))
 	require.NoError(t, err)
 	// Two versions: a manifest and a file each, plus the shared config.
 	require.Len(t, blobs, 5)
@@ -200,11 +199,11 @@ func TestModelKeepsVersionsAndCollectsGarbage(t *testing.T) {
 	// Undeclared: the symlink, every version and every blob go.
 	cs, _ := n.apply()
 	require.Equal(t, "- model/detector (no longer declared)", cs.Actions[0].String())
-	_, err = os.Lstat(filepath.Join(n.root, modelAllow, "detector"))
+	_, err = os.Lstat(filepath.Join(n.Path(modelAllow), "detector"))
 	require.ErrorIs(t, err, os.ErrNotExist)
-	_, err = os.Stat(filepath.Join(n.stateDir, "models", "detector"))
+	_, err = os.Stat(filepath.Join(n.StateDir, "models", "detector"))
 	require.ErrorIs(t, err, os.ErrNotExist)
-	blobs, err = os.ReadDir(filepath.Join(n.stateDir, "blobs", "sha256"))
+	blobs, err = os.ReadDir(filepath.Join(n.StateDir, "blobs", "sha256"))
 	require.NoError(t, err)
 	require.Empty(t, blobs)
 }
@@ -235,12 +234,12 @@ func TestModelDrift(t *testing.T) {
 			require.NoError(t, os.Rename(p+".new", p))
 		}, "drift: model folder changed on node: labels.txt edited", 0},
 		{"symlink repointed", func(t *testing.T, n *modelNode, dir string) {
-			link := filepath.Join(n.root, modelAllow, "detector")
+			link := filepath.Join(n.Path(modelAllow), "detector")
 			require.NoError(t, os.Remove(link))
 			require.NoError(t, os.Symlink("/tmp", link))
 		}, "drift: symlink points to /tmp, not to a version tend keeps", 0},
 		{"symlink deleted", func(t *testing.T, n *modelNode, dir string) {
-			require.NoError(t, os.Remove(filepath.Join(n.root, modelAllow, "detector")))
+			require.NoError(t, os.Remove(filepath.Join(n.Path(modelAllow), "detector")))
 		}, "drift: deleted on node", 0},
 	}
 	for _, tt := range tests {
@@ -254,7 +253,7 @@ func TestModelDrift(t *testing.T) {
 
 			cs, _ := n.apply(m)
 			require.Len(t, cs.Actions, 1, reasons(cs))
-			require.True(t, cs.Actions[0].Drift)
+			require.True(t, cs.Actions[0].IsDrift())
 			require.Equal(t, tt.reason, strings.SplitN(cs.Actions[0].Reason, " and ", 2)[0])
 			require.Equal(t, tt.blobBytes, n.reg.BlobBytes.Load(), "bytes downloaded to restore")
 			for f, want := range v1Files {
@@ -290,7 +289,7 @@ func TestModelSemverPolicy(t *testing.T) {
 	require.Contains(t, cs.Actions[0].Reason, m.Ref+":v8.0.0 → sha256:")
 
 	// Without a path, the stable path is in stateDir.
-	link := filepath.Join(n.stateDir, "models", "classifier", "current")
+	link := filepath.Join(n.StateDir, "models", "classifier", "current")
 	b, err := os.ReadFile(filepath.Join(link, "m.bin"))
 	require.NoError(t, err)
 	require.Equal(t, "eight", string(b))
@@ -350,25 +349,25 @@ func TestModelBadInput(t *testing.T) {
 			return true
 		})
 		t.Cleanup(func() { n.reg.Use(nil) })
-		cs, _, a, err := n.tick(true, m)
+		cs, _, d, err := n.tick(true, m)
 		require.NoError(t, err)
 		require.True(t, cs.Empty(), reasons(cs))
-		require.ErrorContains(t, a.Held(), "model/detector held at sha256:")
+		require.ErrorContains(t, d.Held, "model/detector held at sha256:")
 		require.Equal(t, active, n.target("detector"))
 	})
 	t.Run("path not allowed", func(t *testing.T) {
 		bad := m
 		bad.Path = "/etc/detector"
 		_, _, _, err := n.tick(false, bad)
-		require.ErrorIs(t, err, ErrNotAllowed)
+		require.ErrorIs(t, err, confine.ErrNotAllowed)
 		require.ErrorContains(t, err, "model/detector (devices/cam-1/models.yaml)")
 	})
 	t.Run("a directory at the path", func(t *testing.T) {
 		other := n.model("other", "models/detector:v8")
-		require.NoError(t, os.MkdirAll(filepath.Join(n.root, modelAllow, "other", "keep"), 0o755))
+		require.NoError(t, os.MkdirAll(filepath.Join(n.Path(modelAllow), "other", "keep"), 0o755))
 		_, _, _, err := n.tick(true, m, other)
-		require.ErrorIs(t, err, ErrNotRegular)
-		require.DirExists(t, filepath.Join(n.root, modelAllow, "other", "keep"))
+		require.ErrorIs(t, err, confine.ErrNotRegular)
+		require.DirExists(t, filepath.Join(n.Path(modelAllow), "other", "keep"))
 	})
 }
 
@@ -388,7 +387,7 @@ func TestModelCredentials(t *testing.T) {
 		auth := base64.StdEncoding.EncodeToString([]byte(user + ":" + pass))
 		require.NoError(t, os.WriteFile(config, []byte(`{"auths":{"`+n.reg.Host+`":{"auth":"`+auth+`"}}}`), 0o600))
 	}
-	n.opts.Registry.Keychain = oci.Keychain(config)
+	n.Models.Registry.Keychain = oci.Keychain(config)
 	m := n.model("detector", "models/detector:v8")
 
 	writeAuth("edge", "wrong")
@@ -398,7 +397,7 @@ func TestModelCredentials(t *testing.T) {
 	require.ErrorIs(t, err, oci.ErrUnauthorized)
 	require.ErrorContains(t, err, "check registries.dockerConfig")
 	require.NotContains(t, err.Error(), "wrong", "an error must not print a credential")
-	_, err = os.Lstat(filepath.Join(n.root, modelAllow, "detector"))
+	_, err = os.Lstat(filepath.Join(n.Path(modelAllow), "detector"))
 	require.ErrorIs(t, err, os.ErrNotExist)
 
 	// The file is read at every tick: a fixed credential works at once.
@@ -412,7 +411,7 @@ func TestModelCredentials(t *testing.T) {
 // what the fingerprint missed, as bit rot would be.
 func TestModelDeepVerify(t *testing.T) {
 	n := newModelNode(t)
-	n.opts.VerifyInterval = time.Hour
+	n.Models.VerifyInterval = time.Hour
 	n.reg.PushFiles(t, "models/detector:v8", v1Files)
 	m := n.model("detector", "models/detector:v8")
 	n.apply(m)
@@ -424,21 +423,25 @@ func TestModelDeepVerify(t *testing.T) {
 	require.NoError(t, os.WriteFile(p, []byte("person\ncaR\n"), 0o444))
 	fi, err := os.Lstat(p)
 	require.NoError(t, err)
-	rec, err := loadRecord(modelsDir(n.stateDir), "detector")
+	rec, err := model.LoadRecord(n.StateDir, "detector")
 	require.NoError(t, err)
+	require.NotNil(t, rec)
+	forged := false
 	for i, e := range rec.Versions[0].Entries {
 		if e.Path == "labels.txt" {
-			rec.Versions[0].Entries[i].Ino, rec.Versions[0].Entries[i].Mtime, rec.Versions[0].Entries[i].Ctime = statIDs(fi)
+			rec.Versions[0].Entries[i].Ino, rec.Versions[0].Entries[i].Mtime, rec.Versions[0].Entries[i].Ctime = model.StatIDs(fi)
+			forged = true
 		}
 	}
-	require.NoError(t, rec.save(modelsDir(n.stateDir)))
+	require.True(t, forged, "the record has no entry for labels.txt")
+	require.NoError(t, rec.Save(n.StateDir))
 
 	cs, _, _, err := n.tick(false, m)
 	require.NoError(t, err)
 	require.True(t, cs.Empty(), "a fingerprint match re-hashed the file: %s", reasons(cs))
 
 	rec.Versions[0].VerifiedAt = time.Now().Add(-2 * time.Hour)
-	require.NoError(t, rec.save(modelsDir(n.stateDir)))
+	require.NoError(t, rec.Save(n.StateDir))
 	cs, _ = n.apply(m)
 	require.Len(t, cs.Actions, 1)
 	require.Equal(t, "drift: model folder changed on node: labels.txt edited", cs.Actions[0].Reason)
@@ -468,7 +471,7 @@ func TestModelPartialSurvivesHeldTick(t *testing.T) {
 	})
 	_, _, _, err := n.tick(true, m)
 	require.Error(t, err)
-	partial := filepath.Join(n.stateDir, "blobs", "partial", "sha256-"+testoci.Digest(big)[7:])
+	partial := filepath.Join(n.StateDir, "blobs", "partial", "sha256-"+testoci.Digest(big)[7:])
 	fi, err := os.Stat(partial)
 	require.NoError(t, err)
 	require.Positive(t, fi.Size())
@@ -482,10 +485,10 @@ func TestModelPartialSurvivesHeldTick(t *testing.T) {
 		return false
 	})
 	n.reg.PushFiles(t, "models/other:v1", map[string][]byte{"x": []byte("x")})
-	_, res, a, err := n.tick(true, m, n.model("other", "models/other:v1"))
+	_, res, d, err := n.tick(true, m, n.model("other", "models/other:v1"))
 	require.NoError(t, err)
 	require.Len(t, res.Applied, 1)
-	require.Error(t, a.Held())
+	require.Error(t, d.Held)
 	_, err = os.Stat(partial)
 	require.NoError(t, err, "the partial download of a held model was collected")
 
@@ -505,11 +508,11 @@ func TestModelUndeclaredWithoutLinkIsCollected(t *testing.T) {
 	n.reg.PushFiles(t, "models/other:v1", map[string][]byte{"x": []byte("x")})
 	m, other := n.model("detector", "models/detector:v8"), n.model("other", "models/other:v1")
 	n.apply(m, other)
-	require.NoError(t, os.Remove(filepath.Join(n.root, modelAllow, "detector")))
+	require.NoError(t, os.Remove(filepath.Join(n.Path(modelAllow), "detector")))
 	n.apply(other)
-	_, err := os.Stat(filepath.Join(n.stateDir, "models", "detector"))
+	_, err := os.Stat(filepath.Join(n.StateDir, "models", "detector"))
 	require.ErrorIs(t, err, os.ErrNotExist)
-	blobs, err := os.ReadDir(filepath.Join(n.stateDir, "blobs", "sha256"))
+	blobs, err := os.ReadDir(filepath.Join(n.StateDir, "blobs", "sha256"))
 	require.NoError(t, err)
 	require.Len(t, blobs, 3, "only other's manifest, config and file are left")
 }

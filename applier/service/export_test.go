@@ -1,0 +1,56 @@
+package service
+
+import (
+	"testing"
+	"time"
+
+	"github.com/tend-dev/tend/internal/backoff"
+)
+
+// Record is what the external tests read of an instance's record.
+type Record struct {
+	Replica  int
+	PID      int
+	Alive    bool // the runtime sees its process running
+	Command  []string
+	Restarts int
+	Crashes  int
+	LastExit string
+	Limits   string
+}
+
+// Records returns the instance records of the service called name, by
+// replica.
+func (s *Supervisor) Records(name string) ([]Record, error) {
+	recs, err := s.serviceRecords(name)
+	out := make([]Record, 0, len(recs))
+	for _, r := range recs {
+		out = append(out, Record{Replica: r.Instance.Replica, PID: r.Proc.PID, Alive: s.rt.Alive(r.Proc),
+			Command: r.Instance.Command, Restarts: r.Restarts, Crashes: r.Crashes, LastExit: r.LastExit, Limits: r.Proc.Limits})
+	}
+	return out, err
+}
+
+// RecordedPIDs returns the pid of every recorded instance, of every
+// service.
+func (s *Supervisor) RecordedPIDs() ([]int, error) {
+	recs, err := s.records()
+	pids := make([]int, 0, len(recs))
+	for _, r := range recs {
+		pids = append(pids, r.Proc.PID)
+	}
+	return pids, err
+}
+
+// RestartDelay is the wait before the restart that follows the n-th quick
+// exit in a row.
+func RestartDelay(n int) time.Duration { return restartBackoff.Delay(n) }
+
+// SetRestartBackoff makes b the restart backoff until the test ends. Call
+// it before making the test's supervisors, so that it is put back after
+// their watchers ended.
+func SetRestartBackoff(t testing.TB, b backoff.Exponential) {
+	old := restartBackoff
+	restartBackoff = b
+	t.Cleanup(func() { restartBackoff = old })
+}
