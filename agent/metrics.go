@@ -9,6 +9,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus/collectors"
 	"github.com/prometheus/client_golang/prometheus/promhttp"
 
+	"github.com/tend-dev/tend/drift"
 	"github.com/tend-dev/tend/planner"
 )
 
@@ -38,7 +39,6 @@ type Metrics struct {
 	mu       sync.Mutex
 	applied  string    // the revision tend_applied_revision_info names
 	diverged time.Time // start of the first tick since convergence that had work or failed
-	open     openDrift
 }
 
 // NewMetrics registers the agent's metrics in a new registry.
@@ -80,7 +80,6 @@ func NewMetrics() *Metrics {
 				"to the end of the first tick after it that ended with no error and nothing left to do.",
 			Buckets: []float64{1, 5, 15, 30, 60, 120, 300, 600, 1800, 3600, 2 * 3600, 6 * 3600, 12 * 3600, 24 * 3600},
 		}),
-		open: openDrift{},
 	}
 	for _, r := range []string{ResultSuccess, ResultError, ResultNoop} {
 		m.reconciles.WithLabelValues(r)
@@ -112,8 +111,9 @@ func (m *Metrics) SetApplied(rev string) {
 	m.setApplied(rev)
 }
 
-// Observe counts one tick.
-func (m *Metrics) Observe(res *Result, err error) {
+// Observe counts one tick, and the drift events new in it (see
+// Tracker.Observe).
+func (m *Metrics) Observe(res *Result, err error, fresh []drift.Event) {
 	if res == nil {
 		res = &Result{}
 	}
@@ -121,7 +121,7 @@ func (m *Metrics) Observe(res *Result, err error) {
 	m.reconciles.WithLabelValues(res.Outcome(err)).Inc()
 	m.duration.Observe(res.Duration.Seconds())
 	switch {
-	case res.FailedStep == "fetch":
+	case res.FailedStep == StepFetch:
 		m.fetches.WithLabelValues(fetchError).Inc()
 	case res.Snapshot != nil && res.Snapshot.Fetched:
 		m.fetches.WithLabelValues(fetchChanged).Inc()
@@ -137,7 +137,6 @@ func (m *Metrics) Observe(res *Result, err error) {
 
 	m.mu.Lock()
 	defer m.mu.Unlock()
-	fresh, _ := m.open.next(res)
 	for _, e := range fresh {
 		m.drifts.WithLabelValues(e.Kind).Inc()
 	}

@@ -71,13 +71,13 @@ func TestMetricsContract(t *testing.T) {
 	for series := range got {
 		require.NotContains(t, series, "tend_applied_revision_info", "no revision is known before one is applied or seeded")
 	}
-	m := NewMetrics()
+	m := newMeter()
 	m.SetApplied("main@sha1:aaa")
-	require.Equal(t, 1.0, scrape(t, m)[`tend_applied_revision_info{revision="main@sha1:aaa"}`])
+	require.Equal(t, 1.0, scrape(t, m.Metrics)[`tend_applied_revision_info{revision="main@sha1:aaa"}`])
 }
 
 func TestMetricsCountTicks(t *testing.T) {
-	m := NewMetrics()
+	m := newMeter()
 	drifted := []planner.Action{
 		action(planner.Update, "file/etc/infer/a", "drift: content changed on node"),
 		action(planner.Create, "service/infer", "drift: process gone"),
@@ -96,7 +96,7 @@ func TestMetricsCountTicks(t *testing.T) {
 	for _, tk := range ticks {
 		m.Observe(tk.tick.result(), tk.err)
 	}
-	got := scrape(t, m)
+	got := scrape(t, m.Metrics)
 	for series, want := range map[string]float64{
 		`tend_reconcile_total{result="success"}`:               1,
 		`tend_reconcile_total{result="error"}`:                 2,
@@ -118,18 +118,18 @@ func TestMetricsCountTicks(t *testing.T) {
 }
 
 func TestMetricsCountDriftOnce(t *testing.T) {
-	m := NewMetrics()
+	m := newMeter()
 	drifted := fakeTick{commit: "aaa", actions: []planner.Action{action(planner.Delete, "file/etc/infer/extra", "drift: created on node")}}
 	for i := range 3 { // suspended: seen, not reverted
 		drifted.at = time.Duration(i) * time.Minute
 		m.Observe(drifted.result(), nil)
 	}
-	require.Equal(t, 1.0, scrape(t, m)[`tend_drift_total{kind="file"}`])
+	require.Equal(t, 1.0, scrape(t, m.Metrics)[`tend_drift_total{kind="file"}`])
 	drifted.at, drifted.applied = 3*time.Minute, []string{"file/etc/infer/extra"}
 	m.Observe(drifted.result(), nil)
 	drifted.at, drifted.applied = 4*time.Minute, nil
 	m.Observe(drifted.result(), nil)
-	require.Equal(t, 2.0, scrape(t, m)[`tend_drift_total{kind="file"}`], "drift again after it was reverted")
+	require.Equal(t, 2.0, scrape(t, m.Metrics)[`tend_drift_total{kind="file"}`], "drift again after it was reverted")
 }
 
 func TestMetricsConvergence(t *testing.T) {
@@ -175,11 +175,11 @@ func TestMetricsConvergence(t *testing.T) {
 	}}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
-			m := NewMetrics()
+			m := newMeter()
 			for i, tk := range c.ticks {
 				m.Observe(tk.result(), c.errs[i])
 			}
-			got := scrape(t, m)
+			got := scrape(t, m.Metrics)
 			require.Equal(t, c.wantCount, got["tend_convergence_seconds_count"])
 			require.Equal(t, c.wantSum, got["tend_convergence_seconds_sum"])
 		})
@@ -187,16 +187,29 @@ func TestMetricsConvergence(t *testing.T) {
 }
 
 func TestMetricsAppliedRevisionSwitchesSeries(t *testing.T) {
-	m := NewMetrics()
+	m := newMeter()
 	m.SetApplied("main@sha1:aaa")
 	m.Observe(fakeTick{commit: "bbb", fetched: true, actions: []planner.Action{action(planner.Update, "file/etc/infer/a", "update: content changed in Git")}, failed: "file/etc/infer/a", failedStep: "apply"}.result(),
 		errors.New("apply file/etc/infer/a: no space left on device"))
-	got := scrape(t, m)
+	got := scrape(t, m.Metrics)
 	require.Equal(t, 1.0, got[`tend_applied_revision_info{revision="main@sha1:aaa"}`], "a failed tick keeps the applied revision")
 	require.NotContains(t, got, `tend_applied_revision_info{revision="main@sha1:bbb"}`)
 
 	m.Observe(fakeTick{at: time.Minute, commit: "bbb", actions: []planner.Action{action(planner.Update, "file/etc/infer/a", "update: content changed in Git")}, applied: []string{"file/etc/infer/a"}}.result(), nil)
-	got = scrape(t, m)
+	got = scrape(t, m.Metrics)
 	require.Equal(t, 1.0, got[`tend_applied_revision_info{revision="main@sha1:bbb"}`])
 	require.NotContains(t, got, `tend_applied_revision_info{revision="main@sha1:aaa"}`, "only the current revision's series")
+}
+
+// meter counts ticks as the loop does: the status tracker's drift tracker
+// says which drift events are new.
+type meter struct {
+	*Metrics
+	tracker *Tracker
+}
+
+func newMeter() meter { return meter{Metrics: NewMetrics(), tracker: NewTracker("cam-017", "")} }
+
+func (m meter) Observe(res *Result, err error) {
+	m.Metrics.Observe(res, err, m.tracker.Observe(res, err, false))
 }

@@ -9,11 +9,12 @@ import (
 	"time"
 
 	"github.com/tend-dev/tend/applier"
+	"github.com/tend-dev/tend/applier/service"
 	"github.com/tend-dev/tend/drift"
 	"github.com/tend-dev/tend/gitsource"
 	"github.com/tend-dev/tend/manifest"
-	"github.com/tend-dev/tend/oci"
 	"github.com/tend-dev/tend/planner"
+	"github.com/tend-dev/tend/render"
 )
 
 // Log keys, so every line of every tick uses the same names.
@@ -46,6 +47,16 @@ const (
 	ResultError   = "error"
 )
 
+// Steps of a tick, as Result.FailedStep names them.
+const (
+	StepOpen    = "open"
+	StepFetch   = "fetch"
+	StepRender  = "render"
+	StepObserve = "observe"
+	StepPlan    = "plan"
+	StepApply   = "apply"
+)
+
 // Reconciler runs one reconcile for the device its config names.
 type Reconciler struct {
 	Config *manifest.AgentConfig
@@ -57,7 +68,7 @@ type Reconciler struct {
 	LockTimeout time.Duration
 	// Supervisor runs services; nil starts them detached without watching
 	// (a one-shot apply). The agent's loop sets a watching one.
-	Supervisor *applier.Supervisor
+	Supervisor *service.Supervisor
 }
 
 // DefaultLockTimeout is how long a reconcile waits for another tend that
@@ -67,10 +78,11 @@ const DefaultLockTimeout = time.Minute
 // Result is what one reconcile saw and did.
 type Result struct {
 	Snapshot *gitsource.Snapshot
-	Device   *manifest.Device
-	Plan     *planner.Changeset
-	Drift    []drift.Event
-	Applied  []planner.Action
+	// Desired is the device's rendered desired state, once rendered.
+	Desired *render.Desired
+	Plan    *planner.Changeset
+	Drift   []drift.Event
+	Applied []planner.Action
 	// Failed is the action that failed, if one did.
 	Failed *planner.Action
 	// RolledBack lists the resources put back when the plan was rolled
@@ -81,8 +93,8 @@ type Result struct {
 	Duration time.Duration
 	// Downloaded is the bytes pulled from registries.
 	Downloaded int64
-	// FailedStep names the step that failed (open, fetch, render, observe,
-	// plan, apply), "" when none did.
+	// FailedStep names the step that failed (StepOpen … StepApply), ""
+	// when none did.
 	FailedStep string
 	// Declared lists the ids of the desired resources, once rendered.
 	Declared []string
@@ -109,8 +121,7 @@ func (r *Result) Outcome(err error) string {
 // tick carries the state of one reconcile from step to step.
 type tick struct {
 	res      Result
-	applier  *applier.Applier
-	desired  planner.Desired
+	node     *node
 	observed planner.Observed
 	apply    bool
 }
@@ -140,12 +151,12 @@ func (r *Reconciler) run(ctx context.Context, apply bool) (*Result, error) {
 
 	t := &tick{apply: apply, res: Result{Started: start}}
 	steps := []step{
-		{"open", r.open},
-		{"fetch", r.fetch},
-		{"render", r.render},
-		{"observe", r.observe},
-		{"plan", r.plan},
-		{"apply", r.applyPlan},
+		{StepOpen, r.open},
+		{StepFetch, r.fetch},
+		{StepRender, r.render},
+		{StepObserve, r.observe},
+		{StepPlan, r.plan},
+		{StepApply, r.applyPlan},
 	}
 	for _, s := range steps {
 		if err := s.run(ctx, t); err != nil {
@@ -158,10 +169,10 @@ func (r *Reconciler) run(ctx context.Context, apply bool) (*Result, error) {
 	if snap := t.res.Snapshot; snap != nil && snap.Stale != nil {
 		// The node was held at its last applied commit; the tick still
 		// failed to use the target, and says why.
-		t.res.FailedStep = "fetch"
+		t.res.FailedStep = StepFetch
 		return &t.res, snap.Stale
 	}
-	if err := t.applier.Held(); err != nil {
+	if err := t.res.Desired.Held; err != nil {
 		// Models whose registry could not be asked were held at their
 		// active version; the rest converged.
 		return &t.res, err
@@ -169,20 +180,19 @@ func (r *Reconciler) run(ctx context.Context, apply bool) (*Result, error) {
 	return &t.res, nil
 }
 
-// open makes the applier, whose inventory (read once) the source needs for
-// its rewind check and the observer for what tend manages.
+// open makes the drivers and the applier of this tick; the applier's
+// inventory (read once) serves the source's rewind check and the observer.
 func (r *Reconciler) open(_ context.Context, t *tick) error {
-	a, err := applier.New(applier.Config{Root: r.Config.Root, StateDir: r.Config.StateDir, AllowPaths: r.Config.AllowPaths,
-		Models: ModelOptions(r.Config), Supervisor: r.Supervisor, Logger: r.logger()})
+	n, err := openNode(r.Config, r.Supervisor, r.logger())
 	if err != nil {
 		return err
 	}
-	t.applier = a
+	t.node = n
 	return nil
 }
 
 func (r *Reconciler) fetch(ctx context.Context, t *tick) error {
-	inv, err := t.applier.Inventory()
+	inv, err := t.node.applier.Inventory()
 	if err != nil {
 		return err
 	}
@@ -194,31 +204,29 @@ func (r *Reconciler) fetch(ctx context.Context, t *tick) error {
 	return nil
 }
 
-func (r *Reconciler) render(_ context.Context, t *tick) error {
-	dev, err := Render(r.Config, t.res.Snapshot, true)
+// render loads and validates the device's manifests and renders them,
+// pinning every model through the model driver.
+func (r *Reconciler) render(ctx context.Context, t *tick) error {
+	d, err := Render(ctx, r.Config, t.res.Snapshot, t.node.models)
 	if err != nil {
 		return err
 	}
-	t.res.Device = dev
+	t.res.Desired = d
 	return nil
 }
 
 func (r *Reconciler) observe(ctx context.Context, t *tick) error {
-	a := t.applier
-	var err error
-	t.desired, err = a.Desired(ctx, t.res.Device, Revision(t.res.Snapshot))
-	if err != nil {
-		return err
-	}
-	t.observed, err = a.Observe(ctx, t.desired)
+	obs, err := t.node.applier.Observe(ctx, t.res.Desired)
 	if err != nil {
 		return fmt.Errorf("observe node: %w", err)
 	}
+	t.observed = obs
 	return nil
 }
 
 func (r *Reconciler) plan(_ context.Context, t *tick) error {
-	cs, err := planner.Plan(t.desired, t.observed, planner.Options{AllowEmpty: r.Config.AllowEmpty})
+	d := t.res.Desired
+	cs, err := planner.Plan(d.Desired, t.observed, planner.Options{AllowEmpty: r.Config.AllowEmpty})
 	if err != nil {
 		return err
 	}
@@ -228,25 +236,19 @@ func (r *Reconciler) plan(_ context.Context, t *tick) error {
 	for _, a := range cs.Actions {
 		acted[a.Resource] = true
 	}
-	refs := map[string]string{}
-	if dev := t.res.Device; dev != nil {
-		for _, m := range dev.Spec.Models {
-			refs[applier.ModelID(m.Name)] = m.Ref
-		}
-	}
-	for _, d := range t.desired.Resources {
-		t.res.Declared = append(t.res.Declared, d.ID)
-		if ref, ok := refs[d.ID]; ok && len(d.Fields) > 0 {
+	for _, res := range d.Resources {
+		t.res.Declared = append(t.res.Declared, res.ID)
+		if m, ok := d.Specs[res.ID].(render.Model); ok {
 			if t.res.Info == nil {
 				t.res.Info = map[string]string{}
 			}
-			t.res.Info[d.ID] = ref + " → " + d.Fields[0].Value
+			t.res.Info[res.ID] = m.Ref + " → " + m.Digest
 		}
-		if st := t.observed.Resources[d.ID]; st.Note != "" && !acted[d.ID] {
+		if st := t.observed.Resources[res.ID]; st.Note != "" && !acted[res.ID] {
 			if t.res.Notes == nil {
 				t.res.Notes = map[string]string{}
 			}
-			t.res.Notes[d.ID] = st.Note
+			t.res.Notes[res.ID] = st.Note
 		}
 	}
 	return nil
@@ -257,10 +259,10 @@ func (r *Reconciler) applyPlan(ctx context.Context, t *tick) error {
 		return nil
 	}
 	before := ""
-	if inv, ierr := t.applier.Inventory(); ierr == nil {
+	if inv, ierr := t.node.applier.Inventory(); ierr == nil {
 		before = inv.Revision
 	}
-	res, err := t.applier.Apply(ctx, t.desired, t.res.Plan)
+	res, err := t.node.applier.Apply(ctx, t.res.Desired, t.res.Plan)
 	t.res.Applied, t.res.Failed, t.res.RolledBack = res.Applied, res.Failed, res.RolledBack
 	t.res.Downloaded = res.Downloaded
 	var rb *applier.RollbackError
@@ -289,166 +291,4 @@ func (r *Reconciler) logger() *slog.Logger {
 		return r.Logger
 	}
 	return slog.New(slog.DiscardHandler)
-}
-
-// Snapshot fetches this device's manifests from the fleet repo, holding the
-// stateDir lock while it updates the clone there, and changes nothing else.
-func (r *Reconciler) Snapshot(ctx context.Context) (*gitsource.Snapshot, error) {
-	unlock, err := r.lock(ctx)
-	if err != nil {
-		return nil, err
-	}
-	defer unlock()
-	inv, err := applier.LoadInventory(r.Config.StateDir)
-	if err != nil {
-		return nil, err
-	}
-	snap, err := fetch(ctx, r.Config, inv, r.logger())
-	if err == nil && snap.Stale != nil {
-		return nil, snap.Stale // validate and render speak of the target, not of what the node holds
-	}
-	return snap, err
-}
-
-// Desired fetches and renders this device's desired state without looking
-// at the node. With confine, files and models must lie under allowPaths.
-func (r *Reconciler) Desired(ctx context.Context, confine bool) (*gitsource.Snapshot, *manifest.Device, error) {
-	snap, err := r.Snapshot(ctx)
-	if err != nil {
-		return nil, nil, err
-	}
-	dev, err := Render(r.Config, snap, confine)
-	return snap, dev, err
-}
-
-// lock takes the stateDir lock, waiting at most LockTimeout.
-func (r *Reconciler) lock(ctx context.Context) (func() error, error) {
-	timeout := r.LockTimeout
-	if timeout <= 0 {
-		timeout = DefaultLockTimeout
-	}
-	lockCtx, cancel := context.WithTimeout(ctx, timeout)
-	defer cancel()
-	unlock, err := applier.Lock(lockCtx, r.Config.StateDir)
-	if err != nil && ctx.Err() != nil {
-		return nil, ctx.Err() // shutting down, not a second tend
-	}
-	return unlock, err
-}
-
-// fetch reads this device's manifests from the fleet repo into the clone in
-// stateDir; the caller holds the lock.
-func fetch(ctx context.Context, c *manifest.AgentConfig, inv *applier.Inventory, log *slog.Logger) (*gitsource.Snapshot, error) {
-	ref, path, err := c.ExpandSource()
-	if err != nil {
-		return nil, err
-	}
-	last := lastApplied(inv, ref)
-	src := gitsource.Source{URL: c.Source.URL, Ref: ref, Path: path, LastApplied: last, AllowRewind: c.Source.AllowRewind}
-	if q, err := applier.LoadQuarantine(c.StateDir); err != nil {
-		return nil, err
-	} else if len(q) > 0 {
-		src.Quarantined = make(map[string]string, len(q))
-		for commit, e := range q {
-			src.Quarantined[commit] = e.Reason
-		}
-	}
-	if a := c.Source.Auth; a != nil {
-		src.Auth = gitsource.Auth{TokenFile: a.TokenFile, UsernameFile: a.UsernameFile, PasswordFile: a.PasswordFile,
-			CAFile: a.CAFile, SSHKeyFile: a.SSHKeyFile, KnownHostsFile: a.KnownHostsFile, InsecureIgnoreHostKey: a.InsecureIgnoreHostKey}
-	}
-	if v := c.Source.Verify; v != nil {
-		src.Keyring = v.Keyring
-	}
-	ctx, cancel := context.WithTimeout(ctx, c.Source.Timeout.D())
-	defer cancel()
-	snap, err := gitsource.Fetch(ctx, src, gitsource.Options{Dir: GitDir(c.StateDir), Logger: log})
-	explain := func(err error) error {
-		if errors.Is(err, gitsource.ErrPathNotFound) {
-			return fmt.Errorf("no manifests for device %s at %s in %s@%s: %w", c.Device, displayPath(path), gitsource.RedactURL(c.Source.URL), displayRef(ref), err)
-		}
-		return fmt.Errorf("fetch fleet repo: %w", err)
-	}
-	if err != nil {
-		return nil, explain(err)
-	}
-	if snap.Stale != nil {
-		snap.Stale = explain(snap.Stale)
-	}
-	return snap, nil
-}
-
-// lastApplied returns the commit of the last revision applied in full from
-// ref, "" before the first. A device moved to another ref by its own config
-// (say from main to devices/cam-017) starts its rewind check over: the new
-// ref need not descend from the old one, and the move was made on the node,
-// not pushed to the repo.
-func lastApplied(inv *applier.Inventory, ref string) string {
-	from, commit, _ := strings.Cut(inv.Revision, "@sha1:")
-	if shortRef(from) != shortRef(displayRef(ref)) {
-		return ""
-	}
-	return commit
-}
-
-// shortRef names refs/heads/main and main alike.
-func shortRef(ref string) string {
-	for _, p := range []string{"refs/heads/", "refs/tags/"} {
-		ref = strings.TrimPrefix(ref, p)
-	}
-	return ref
-}
-
-// Render turns a snapshot into this device's validated desired state. With
-// confine, files and models must lie under allowPaths.
-func Render(c *manifest.AgentConfig, snap *gitsource.Snapshot, confine bool) (*manifest.Device, error) {
-	inputs := make([]manifest.Input, len(snap.Files))
-	for i, f := range snap.Files {
-		inputs[i] = manifest.Input{Name: f.Path, Data: f.Data}
-	}
-	dev, err := manifest.Load(c.Device, inputs)
-	if err == nil {
-		err = dev.Validate(manifest.ValidateOptions{AllowPaths: c.AllowPaths, CheckAllowPaths: confine || len(c.AllowPaths) > 0})
-	}
-	if err != nil {
-		return nil, fmt.Errorf("invalid manifests for device %s at %s:\n%w", c.Device, Revision(snap), err)
-	}
-	return dev, nil
-}
-
-// Revision names a snapshot as plans and status print it: ref@sha1:commit.
-func Revision(s *gitsource.Snapshot) string {
-	return displayRef(s.Ref) + "@sha1:" + s.Revision
-}
-
-// displayRef names an empty ref (the remote's default branch) as HEAD.
-func displayRef(ref string) string {
-	if ref == "" {
-		return "HEAD"
-	}
-	return ref
-}
-
-// ModelOptions are the applier's model options from the agent config.
-func ModelOptions(c *manifest.AgentConfig) applier.ModelOptions {
-	o := applier.ModelOptions{
-		Registry:       oci.Options{Insecure: c.Registries.Insecure, Keychain: oci.Keychain(c.Registries.DockerConfig)},
-		VerifyInterval: c.Models.VerifyInterval.D(),
-		Parallel:       c.Models.Parallel,
-		KeepVersions:   manifest.DefaultKeepVersions,
-	}
-	if c.Models.KeepVersions != nil {
-		o.KeepVersions = *c.Models.KeepVersions
-	}
-	return o
-}
-
-// GitDir is where the persistent clone of the fleet repo lives.
-func GitDir(stateDir string) string { return stateDir + "/git" }
-
-func displayPath(p string) string {
-	if p == "" || p == "." {
-		return "the repo root"
-	}
-	return p
 }

@@ -21,7 +21,8 @@ import (
 
 	"github.com/hashicorp/go-retryablehttp"
 
-	"github.com/tend-dev/tend/applier"
+	"github.com/tend-dev/tend/internal/atomicfile"
+	"github.com/tend-dev/tend/internal/backoff"
 	"github.com/tend-dev/tend/manifest"
 )
 
@@ -68,8 +69,13 @@ type Reporter struct {
 	now         func() time.Time
 	jitter      func(max time.Duration) time.Duration
 	failureWait time.Duration
+	onWait      func(time.Duration) // Run settles into a wait with nothing to post now
 
 	sent atomic.Int64
+
+	// Start and Stop.
+	cancel context.CancelFunc
+	done   chan struct{}
 
 	// Run's own state.
 	last     reportCache // the last accepted report
@@ -171,6 +177,31 @@ func NewReporter(cfg manifest.Report, stateDir string, log *slog.Logger) (*Repor
 // Sent is how many posts the collector accepted.
 func (r *Reporter) Sent() int { return int(r.sent.Load()) }
 
+// Start runs the reporter in the background until Stop: once ready is
+// closed (the first tick is in the status), see Run.
+func (r *Reporter) Start(ctx context.Context, ready <-chan struct{}, status func() Status, changed <-chan struct{}) {
+	ctx, r.cancel = context.WithCancel(ctx)
+	r.done = make(chan struct{})
+	go func() {
+		defer close(r.done)
+		select {
+		case <-ctx.Done():
+			return
+		case <-ready:
+		}
+		r.Run(ctx, status, changed)
+	}()
+}
+
+// Stop ends the reporter and waits for it; a post in flight is cancelled.
+func (r *Reporter) Stop() {
+	if r.cancel == nil {
+		return
+	}
+	r.cancel()
+	<-r.done
+}
+
 // Run posts status() when changed fires with a status whose fingerprint
 // differs from the last accepted one, and at least every interval, until
 // ctx is done. A failed post is tried again after a wait that doubles with
@@ -179,6 +210,9 @@ func (r *Reporter) Run(ctx context.Context, status func() Status, changed <-chan
 	var retryAt time.Time // after a failed post, none before this
 	for {
 		if wait := r.wait(status(), retryAt); wait > 0 {
+			if r.onWait != nil {
+				r.onWait(wait)
+			}
 			timer := time.NewTimer(wait)
 			select {
 			case <-ctx.Done():
@@ -204,7 +238,7 @@ func (r *Reporter) Run(ctx context.Context, status func() Status, changed <-chan
 		}
 		if err != nil {
 			r.failures++
-			retryAt = r.now().Add(min(r.failureWait<<min(r.failures-1, 16), r.interval))
+			retryAt = r.now().Add(backoff.Exponential{Initial: r.failureWait, Max: r.interval}.Delay(r.failures))
 			r.failed(err)
 			continue
 		}
@@ -358,7 +392,7 @@ func writeReportCache(stateDir string, c reportCache) error {
 	if err != nil {
 		return err
 	}
-	return applier.WriteFileAtomic(stateDir, ReportFile, b, 0o644)
+	return atomicfile.Write(stateDir, ReportFile, b, 0o644)
 }
 
 // validHeaderName reports whether k is an RFC 9110 token.
@@ -393,17 +427,7 @@ func reportJitter(max time.Duration) time.Duration {
 
 // reportSleep waits d, reporting false if ctx ends first.
 func reportSleep(ctx context.Context, d time.Duration) bool {
-	if d <= 0 {
-		return ctx.Err() == nil
-	}
-	timer := time.NewTimer(d)
-	defer timer.Stop()
-	select {
-	case <-ctx.Done():
-		return false
-	case <-timer.C:
-		return true
-	}
+	return backoff.Sleep(ctx, d) == nil
 }
 
 // reportRetryLogger hands retryablehttp's logs to slog at debug, redacted: the

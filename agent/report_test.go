@@ -12,12 +12,14 @@ import (
 	"path/filepath"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
+	"github.com/tend-dev/tend/drift"
 	"github.com/tend-dev/tend/manifest"
 )
 
@@ -111,7 +113,7 @@ func newReportStatus(revision string) *reportStatus {
 	return &reportStatus{s: Status{
 		FormatVersion: StatusFormatVersion, Device: "cam-017", Version: "1.2.3",
 		AppliedRevision: revision, LastReconcile: time.Now().UTC().Format(time.RFC3339),
-		Result: ResultNoop, Resources: []ResourceStatus{{ID: "file:/etc/infer/a", State: StateOK}}, Drift: []DriftEvent{},
+		Result: ResultNoop, Resources: []ResourceStatus{{ID: "file:/etc/infer/a", State: StateOK}}, Drift: []drift.Record{},
 	}}
 }
 
@@ -178,10 +180,11 @@ func TestReporterRetriesUntilAccepted(t *testing.T) {
 		"X-Api-Key": "hdr-secret-7c1", "X-Fleet": "lab-west",
 	}}, t.TempDir())
 	status := newReportStatus("main@sha1:aaaa")
+	idle := waits(r)
 	runReporter(t, r, status)
 
 	require.Eventually(t, func() bool { return r.Sent() == 1 }, 3*time.Second, 5*time.Millisecond)
-	time.Sleep(100 * time.Millisecond) // nothing more is posted
+	require.Eventually(t, func() bool { return idle() >= 1 }, 3*time.Second, 5*time.Millisecond, "the reporter waits: nothing more is posted")
 	posts := c.received()
 	require.Len(t, posts, 4, "three failures, then one accepted post")
 	assert.Equal(t, 1, r.Sent())
@@ -227,13 +230,17 @@ func TestReporterSkipsUnchangedStatus(t *testing.T) {
 	c := newReportCollector(t, nil)
 	r, _ := newTestReporter(t, manifest.Report{URL: c.URL, Interval: manifest.Duration(time.Hour)}, t.TempDir())
 	status := newReportStatus("main@sha1:aaaa")
+	idle := waits(r)
 	changed := runReporter(t, r, status)
 	require.Eventually(t, func() bool { return r.Sent() == 1 }, time.Second, 5*time.Millisecond)
+	require.Eventually(t, func() bool { return idle() >= 1 }, time.Second, 5*time.Millisecond)
 
 	for range 3 {
+		before := idle()
 		status.set("main@sha1:aaaa") // a new tick, the same content
 		notifyReporter(changed)
-		time.Sleep(50 * time.Millisecond)
+		// The reporter wakes, finds the same content, and waits again.
+		require.Eventually(t, func() bool { return idle() > before }, time.Second, 5*time.Millisecond)
 	}
 	assert.Len(t, c.received(), 1, "an unchanged status is not resent before the interval")
 }
@@ -277,27 +284,24 @@ func TestReporterCacheSurvivesRestart(t *testing.T) {
 	status := newReportStatus("main@sha1:aaaa")
 
 	// run starts a reporter on dir with the clock offset by skew and stops
-	// it after d or, if want > 0, once it has posted want times.
-	run := func(t *testing.T, skew, d time.Duration, want int) int {
+	// it once it has posted want times and settled into a wait.
+	run := func(t *testing.T, skew time.Duration, want int) int {
 		r, _ := newTestReporter(t, cfg, dir)
 		r.now = func() time.Time { return time.Now().Add(skew) }
+		idle := waits(r)
 		ctx, cancel := context.WithCancel(context.Background())
 		done := make(chan struct{})
 		go func() {
 			defer close(done)
 			r.Run(ctx, status.get, nil)
 		}()
-		if want > 0 {
-			assert.Eventually(t, func() bool { return r.Sent() == want }, time.Second, 5*time.Millisecond)
-		} else {
-			time.Sleep(d)
-		}
+		assert.Eventually(t, func() bool { return r.Sent() == want && idle() >= 1 }, time.Second, 5*time.Millisecond)
 		cancel()
 		<-done
 		return r.Sent()
 	}
 
-	require.Equal(t, 1, run(t, 0, 0, 1))
+	require.Equal(t, 1, run(t, 0, 1))
 	b, err := os.ReadFile(filepath.Join(dir, ReportFile))
 	require.NoError(t, err)
 	var cache struct {
@@ -311,16 +315,16 @@ func TestReporterCacheSurvivesRestart(t *testing.T) {
 	assert.ErrorIs(t, err, os.ErrNotExist, "no temp file left")
 
 	t.Run("unchanged status is not resent after a restart", func(t *testing.T) {
-		assert.Equal(t, 0, run(t, 0, 150*time.Millisecond, 0))
+		assert.Equal(t, 0, run(t, 0, 0))
 		assert.Len(t, c.received(), 1)
 	})
 	t.Run("unchanged status is resent once the interval has passed since acceptedAt", func(t *testing.T) {
-		assert.Equal(t, 1, run(t, 2*time.Hour, 0, 1))
+		assert.Equal(t, 1, run(t, 2*time.Hour, 1))
 		assert.Len(t, c.received(), 2)
 	})
 	t.Run("changed status is sent after a restart", func(t *testing.T) {
 		status.set("main@sha1:bbbb")
-		assert.Equal(t, 1, run(t, 0, 0, 1))
+		assert.Equal(t, 1, run(t, 0, 1))
 		posts := c.received()
 		require.Len(t, posts, 3)
 		assert.Equal(t, "main@sha1:bbbb", decodeReported(t, posts[2].body).AppliedRevision)
@@ -418,4 +422,12 @@ func TestNewReporterRejectsBadConfig(t *testing.T) {
 			assert.NotContains(t, err.Error(), "pw-secret")
 		})
 	}
+}
+
+// waits counts the times r settles into a wait with nothing to post now;
+// call it before r runs.
+func waits(r *Reporter) func() int64 {
+	var n atomic.Int64
+	r.onWait = func(time.Duration) { n.Add(1) }
+	return n.Load
 }

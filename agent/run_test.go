@@ -9,6 +9,7 @@ import (
 	"os"
 	"path/filepath"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -40,17 +41,16 @@ func TestLoopTicksUntilCancelled(t *testing.T) {
 	var logs bytes.Buffer
 	ctx, cancel := context.WithCancel(context.Background())
 	var results []string
-	loop := &Loop{
-		Reconciler: &Reconciler{Config: c, Logger: slog.New(slog.NewTextHandler(&logs, nil))},
-		Schedule:   everyTick(10 * time.Millisecond),
-		Jitter:     5 * time.Millisecond,
+	loop := NewLoop(&Reconciler{Config: c, Logger: slog.New(slog.NewTextHandler(&logs, nil))}, LoopOptions{
+		Schedule: everyTick(10 * time.Millisecond),
+		Jitter:   5 * time.Millisecond,
 		OnTick: func(r *Result, err error) {
 			results = append(results, r.Outcome(err))
 			if len(results) == 3 {
 				cancel()
 			}
 		},
-	}
+	})
 	require.NoError(t, loop.Run(ctx))
 	require.Equal(t, []string{ResultSuccess, ResultNoop, ResultNoop}, results)
 	require.Contains(t, logs.String(), "msg=reconciled device=cam-017 result=success")
@@ -62,17 +62,16 @@ func TestLoopKeepsGoingAfterAFailedTick(t *testing.T) {
 	var logs bytes.Buffer
 	ctx, cancel := context.WithCancel(context.Background())
 	var errs []error
-	loop := &Loop{
-		Reconciler: &Reconciler{Config: c, Logger: slog.New(slog.NewTextHandler(&logs, nil))},
-		Schedule:   everyTick(time.Millisecond),
-		Backoff:    func(int) time.Duration { return 0 },
+	loop := NewLoop(&Reconciler{Config: c, Logger: slog.New(slog.NewTextHandler(&logs, nil))}, LoopOptions{
+		Schedule: everyTick(time.Millisecond),
+		Backoff:  func(int) time.Duration { return 0 },
 		OnTick: func(_ *Result, err error) {
 			errs = append(errs, err)
 			if len(errs) == 2 {
 				cancel()
 			}
 		},
-	}
+	})
 	require.NoError(t, loop.Run(ctx))
 	require.Len(t, errs, 2)
 	require.Error(t, errs[1])
@@ -82,9 +81,9 @@ func TestLoopKeepsGoingAfterAFailedTick(t *testing.T) {
 
 func TestTickTimeout(t *testing.T) {
 	c := newConfig(t, "/nonexistent")
-	loop := &Loop{Reconciler: &Reconciler{Config: c}, Schedule: everyTick(time.Hour), TickTimeout: time.Nanosecond}
 	var got error
-	loop.OnTick = func(_ *Result, err error) { got = err }
+	loop := NewLoop(&Reconciler{Config: c}, LoopOptions{Schedule: everyTick(time.Hour), TickTimeout: time.Nanosecond,
+		OnTick: func(_ *Result, err error) { got = err }})
 	loop.tick(context.Background(), slog.New(slog.DiscardHandler), false)
 	require.True(t, errors.Is(got, context.DeadlineExceeded), "got %v", got)
 }
@@ -103,21 +102,23 @@ func TestLoopBacksOffButTriesNewCommits(t *testing.T) {
 	defer cancel()
 	var mu sync.Mutex
 	var outcomes []string
-	loop := &Loop{
-		Reconciler: &Reconciler{Config: c},
-		Schedule:   everyTick(5 * time.Millisecond),
-		Backoff:    func(int) time.Duration { return time.Hour },
+	var heldOff atomic.Int64
+	loop := NewLoop(&Reconciler{Config: c}, LoopOptions{
+		Schedule:  everyTick(5 * time.Millisecond),
+		Backoff:   func(int) time.Duration { return time.Hour },
+		OnHeldOff: func() { heldOff.Add(1) },
 		OnTick: func(r *Result, err error) {
 			mu.Lock()
 			outcomes = append(outcomes, r.Outcome(err))
 			mu.Unlock()
 		},
-	}
+	})
 	got := func() []string { mu.Lock(); defer mu.Unlock(); return append([]string(nil), outcomes...) }
 	done := make(chan error, 1)
 	go func() { done <- loop.Run(ctx) }()
 	require.Eventually(t, func() bool { return len(got()) == 1 }, 10*time.Second, 5*time.Millisecond)
-	time.Sleep(200 * time.Millisecond)
+	// Three scheduled ticks come and are held off: none of them runs.
+	require.Eventually(t, func() bool { return heldOff.Load() >= 3 }, 10*time.Second, 5*time.Millisecond)
 	require.Equal(t, []string{ResultError}, got(), "ticks in the backoff ran in full")
 
 	require.True(t, loop.Trigger())
@@ -131,7 +132,7 @@ func TestLoopBacksOffButTriesNewCommits(t *testing.T) {
 }
 
 func TestTriggerCoalesces(t *testing.T) {
-	l := &Loop{}
+	l := NewLoop(nil, LoopOptions{})
 	require.True(t, l.Trigger())
 	require.False(t, l.Trigger(), "a second trigger while one is queued is coalesced")
 }
@@ -147,9 +148,9 @@ func TestSuspendPlansButAppliesNothing(t *testing.T) {
 	require.Contains(t, why, "maintenance")
 	var logs bytes.Buffer
 	var res *Result
-	loop := &Loop{Reconciler: &Reconciler{Config: c, Logger: slog.New(slog.NewTextHandler(&logs, nil))}, Schedule: everyTick(time.Hour)}
-	loop.OnTick = func(r *Result, err error) { require.NoError(t, err); res = r }
-	loop.tick(context.Background(), loop.Reconciler.logger(), false)
+	loop := NewLoop(&Reconciler{Config: c, Logger: slog.New(slog.NewTextHandler(&logs, nil))}, LoopOptions{Schedule: everyTick(time.Hour),
+		OnTick: func(r *Result, err error) { require.NoError(t, err); res = r }})
+	loop.tick(context.Background(), loop.r.logger(), false)
 	require.Equal(t, 1, res.Plan.Summary().Add)
 	require.Empty(t, res.Applied)
 	require.NoFileExists(t, filepath.Join(c.Root, "etc/infer/a"))
@@ -159,7 +160,7 @@ func TestSuspendPlansButAppliesNothing(t *testing.T) {
 	was, err := Resume(c.StateDir)
 	require.NoError(t, err)
 	require.True(t, was)
-	loop.tick(context.Background(), loop.Reconciler.logger(), false)
+	loop.tick(context.Background(), loop.r.logger(), false)
 	require.FileExists(t, filepath.Join(c.Root, "etc/infer/a"))
 }
 
@@ -170,12 +171,12 @@ func TestOneAgentPerStateDir(t *testing.T) {
 	c := newConfig(t, repo.Dir())
 	ctx, cancel := context.WithCancel(context.Background())
 	ticked := make(chan struct{}, 1)
-	first := &Loop{Reconciler: &Reconciler{Config: c}, Schedule: everyTick(time.Hour),
-		OnTick: func(*Result, error) { ticked <- struct{}{} }}
+	first := NewLoop(&Reconciler{Config: c}, LoopOptions{Schedule: everyTick(time.Hour),
+		OnTick: func(*Result, error) { ticked <- struct{}{} }})
 	done := make(chan error, 1)
 	go func() { done <- first.Run(ctx) }()
 	<-ticked
-	second := &Loop{Reconciler: &Reconciler{Config: c}, Schedule: everyTick(time.Hour)}
+	second := NewLoop(&Reconciler{Config: c}, LoopOptions{Schedule: everyTick(time.Hour)})
 	err := second.Run(context.Background())
 	var locked *applier.LockedError
 	require.ErrorAs(t, err, &locked)

@@ -67,9 +67,11 @@ func NewServer(addr string, t *Tracker, m *Metrics, trigger func() bool, alive f
 	return s
 }
 
-// Start listens and serves in the background. It returns the address it
-// listens on, which names the port when addr asked for any (":0").
-func (s *Server) Start() (net.Addr, error) {
+// Start listens and serves in the background until Stop. It returns the
+// address it listens on, which names the port when addr asked for any
+// (":0"). Requests carry ctx.
+func (s *Server) Start(ctx context.Context) (net.Addr, error) {
+	s.srv.BaseContext = func(net.Listener) context.Context { return ctx }
 	ln, err := net.Listen("tcp", s.addr)
 	if err != nil {
 		return nil, fmt.Errorf("listen on %s for /healthz, /status and /metrics (set listen in agent.yaml or --listen): %w", s.addr, err)
@@ -82,12 +84,18 @@ func (s *Server) Start() (net.Addr, error) {
 	return ln.Addr(), nil
 }
 
-// Shutdown stops the server, letting requests in flight finish until ctx
-// is done.
-func (s *Server) Shutdown(ctx context.Context) error {
-	err := s.srv.Shutdown(ctx)
+// serverStopGrace is how long Stop lets requests in flight finish.
+const serverStopGrace = 5 * time.Second
+
+// Stop stops the server, letting requests in flight finish for a few
+// seconds.
+func (s *Server) Stop() {
+	ctx, cancel := context.WithTimeout(context.Background(), serverStopGrace)
+	defer cancel()
+	if err := s.srv.Shutdown(ctx); err != nil {
+		s.log.Warn("status server stopped with requests in flight", keyError, err.Error())
+	}
 	s.wg.Wait()
-	return err
 }
 
 func (s *Server) healthz(w http.ResponseWriter, _ *http.Request) {

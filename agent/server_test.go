@@ -1,14 +1,12 @@
 package agent
 
 import (
-	"context"
 	"encoding/json"
 	"io"
 	"net/http"
 	"strings"
 	"sync/atomic"
 	"testing"
-	"time"
 
 	"github.com/stretchr/testify/require"
 	"github.com/tend-dev/tend/planner"
@@ -32,13 +30,9 @@ func testServer(t *testing.T) (base string, alive *atomic.Bool, queue chan struc
 		}
 	}
 	s := NewServer("127.0.0.1:0", tr, NewMetrics(), trigger, alive.Load, nil)
-	addr, err := s.Start()
+	addr, err := s.Start(t.Context())
 	require.NoError(t, err)
-	t.Cleanup(func() {
-		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
-		defer cancel()
-		require.NoError(t, s.Shutdown(ctx))
-	})
+	t.Cleanup(s.Stop)
 	return "http://" + addr.String(), alive, queue
 }
 
@@ -122,18 +116,18 @@ func TestServerReconcileQueuesOne(t *testing.T) {
 func TestServerStartFailsOnABusyAddress(t *testing.T) {
 	base, _, _ := testServer(t)
 	s := NewServer(strings.TrimPrefix(base, "http://"), NewTracker("cam-017", ""), NewMetrics(), nil, nil, nil)
-	_, err := s.Start()
+	_, err := s.Start(t.Context())
 	require.ErrorContains(t, err, "listen on 127.0.0.1:")
 	require.ErrorContains(t, err, "address already in use")
 }
 
 func TestServerShutdownStopsServing(t *testing.T) {
 	s := NewServer("127.0.0.1:0", NewTracker("cam-017", ""), NewMetrics(), nil, nil, nil)
-	addr, err := s.Start()
+	addr, err := s.Start(t.Context())
 	require.NoError(t, err)
 	resp, _ := request(t, "GET", "http://"+addr.String()+"/healthz")
 	require.Equal(t, http.StatusOK, resp.StatusCode)
-	require.NoError(t, s.Shutdown(context.Background()))
+	s.Stop()
 	_, err = http.Get("http://" + addr.String() + "/healthz")
 	require.Error(t, err)
 }

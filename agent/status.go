@@ -38,7 +38,7 @@ type Status struct {
 	ConsecutiveFailures int              `json:"consecutiveFailures,omitempty"`
 	Suspended           bool             `json:"suspended,omitempty"`
 	Resources           []ResourceStatus `json:"resources"`
-	Drift               []DriftEvent     `json:"drift"`
+	Drift               []drift.Record   `json:"drift"`
 }
 
 // ResourceStatus is one resource in the status document.
@@ -46,13 +46,6 @@ type ResourceStatus struct {
 	ID      string `json:"id"`
 	State   string `json:"state"`
 	Message string `json:"message"`
-}
-
-// DriftEvent is one drift seen on the node: what differed, when it was
-// seen, and when tend reverted it (empty until it is).
-type DriftEvent struct {
-	drift.Event
-	Reverted string `json:"reverted,omitempty"` // RFC 3339
 }
 
 // Fingerprint identifies the content of the status that matters to a

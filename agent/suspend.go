@@ -9,7 +9,7 @@ import (
 	"path/filepath"
 	"time"
 
-	"github.com/tend-dev/tend/applier"
+	"github.com/tend-dev/tend/internal/atomicfile"
 	"github.com/tend-dev/tend/manifest"
 )
 
@@ -47,7 +47,7 @@ func Suspended(c *manifest.AgentConfig) (bool, string) {
 // and reported.
 func Suspend(stateDir, reason string) error {
 	data, _ := json.Marshal(suspension{At: time.Now().UTC(), Reason: reason})
-	if err := applier.WriteFileAtomic(stateDir, SuspendFile, data, 0o644); err != nil {
+	if err := atomicfile.Write(stateDir, SuspendFile, data, 0o644); err != nil {
 		return fmt.Errorf("suspend: %w", err)
 	}
 	return nil

@@ -21,9 +21,9 @@ const DriftHistory = 50
 // reporter read.
 type Tracker struct {
 	mu        sync.Mutex
-	status    Status                    // Resources unused: see resources
+	status    Status                    // Resources and Drift unused: see resources and drift
 	resources map[string]ResourceStatus // by id: every resource a plan has named
-	open      openDrift
+	drift     *drift.Tracker
 	last      string // fingerprint of the status after the last change
 	changed   chan struct{}
 }
@@ -33,7 +33,7 @@ func NewTracker(device, version string) *Tracker {
 	t := &Tracker{
 		status:    Status{FormatVersion: StatusFormatVersion, Device: device, Version: version},
 		resources: map[string]ResourceStatus{},
-		open:      openDrift{},
+		drift:     drift.NewTracker(DriftHistory),
 		changed:   make(chan struct{}, 1),
 	}
 	t.last = t.snapshot().Fingerprint()
@@ -61,9 +61,10 @@ func (t *Tracker) Status() Status {
 	return t.snapshot()
 }
 
-// Observe records what one tick saw and did. Suspended says the tick only
-// planned: its actions stay pending or drifted.
-func (t *Tracker) Observe(res *Result, err error, suspended bool) {
+// Observe records what one tick saw and did, and returns the drift events
+// new in it (see drift.Tracker). Suspended says the tick only planned: its
+// actions stay pending or drifted.
+func (t *Tracker) Observe(res *Result, err error, suspended bool) []drift.Event {
 	if res == nil {
 		res = &Result{}
 	}
@@ -74,7 +75,7 @@ func (t *Tracker) Observe(res *Result, err error, suspended bool) {
 	s.LastReconcile = rfc3339(end)
 	s.Result = res.Outcome(err)
 	s.Suspended = suspended
-	if res.Snapshot != nil && res.FailedStep != "fetch" {
+	if res.Snapshot != nil && res.FailedStep != StepFetch {
 		// A failed fetch holds the node at a snapshot of its last
 		// applied commit, which is not the target.
 		s.TargetRevision = Revision(res.Snapshot)
@@ -91,21 +92,14 @@ func (t *Tracker) Observe(res *Result, err error, suspended bool) {
 		s.AppliedRevision = Revision(res.Snapshot)
 	}
 	t.observeResources(res, err)
-	fresh, closed := t.open.next(res)
-	for _, e := range fresh {
-		s.Drift = append(s.Drift, DriftEvent{Event: e})
-	}
-	for i := range s.Drift {
-		if d := &s.Drift[i]; d.Reverted == "" && closed[d.Resource] {
-			// To the nanosecond, as the event's time: a revert
-			// never reads as earlier than the drift.
-			d.Reverted = end.UTC().Format(time.RFC3339Nano)
-		}
-	}
-	if over := len(s.Drift) - DriftHistory; over > 0 {
-		s.Drift = slices.Clone(s.Drift[over:])
+	var fresh []drift.Event
+	if res.Plan != nil {
+		// A tick that stopped before its plan knows nothing new of drift.
+		applied := appliedIDs(res)
+		fresh = t.drift.Observe(res.Drift, func(id string) bool { return applied[id] }, end)
 	}
 	t.notify()
+	return fresh
 }
 
 // observeResources sets the state of every resource the plan acts on, and
@@ -135,11 +129,11 @@ func (t *Tracker) observeResources(res *Result, err error) {
 		case applied[a.Resource] && a.Type == planner.Delete:
 			delete(t.resources, a.Resource) // no longer tend's
 			continue
-		case applied[a.Resource] && a.Drift:
+		case applied[a.Resource] && a.IsDrift():
 			rs.State, rs.Message = StateOK, a.Reason+" (reverted)"
 		case applied[a.Resource]:
 			rs.State = StateOK
-		case a.Drift:
+		case a.IsDrift():
 			rs.State = StateDrifted
 		}
 		t.resources[a.Resource] = rs
@@ -195,7 +189,7 @@ func (t *Tracker) snapshot() Status {
 		s.Resources = append(s.Resources, r)
 	}
 	slices.SortFunc(s.Resources, func(a, b ResourceStatus) int { return strings.Compare(a.ID, b.ID) })
-	s.Drift = append(make([]DriftEvent, 0, len(t.status.Drift)), t.status.Drift...)
+	s.Drift = t.drift.Recent()
 	return s
 }
 
@@ -225,45 +219,6 @@ func appliedIDs(res *Result) map[string]bool {
 		delete(ids, id)
 	}
 	return ids
-}
-
-// openDrift holds the drift seen and not yet gone, as resource → reason, so
-// that drift seen tick after tick (while suspended, or while reverting it
-// fails) is one event and counts once.
-type openDrift map[string]string
-
-// next moves the open drift on by one tick. It returns the events of res
-// not seen before, and the resources whose drift is gone: reverted by this
-// tick, or no longer seen. A tick that stopped before its plan changes
-// nothing.
-func (o openDrift) next(res *Result) (fresh []drift.Event, closed map[string]bool) {
-	if res.Plan == nil {
-		return nil, nil
-	}
-	applied := appliedIDs(res)
-	seen := make(map[string]string, len(res.Drift))
-	for _, e := range res.Drift {
-		if reason, ok := o[e.Resource]; !ok || reason != e.Reason {
-			fresh = append(fresh, e)
-		}
-		seen[e.Resource] = e.Reason
-	}
-	closed = map[string]bool{}
-	for id := range o {
-		if _, still := seen[id]; !still {
-			closed[id] = true
-			delete(o, id)
-		}
-	}
-	for id, reason := range seen {
-		if applied[id] {
-			closed[id] = true
-			delete(o, id)
-		} else {
-			o[id] = reason
-		}
-	}
-	return fresh, closed
 }
 
 // maxDriftLines is how many drift events the text status prints.

@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -70,7 +71,12 @@ func action(typ planner.ActionType, id, reason string) planner.Action {
 	if err != nil {
 		panic(err)
 	}
-	return planner.Action{Type: typ, Resource: id, Kind: k, Reason: reason, Drift: strings.HasPrefix(reason, "drift: ")}
+	what, _ := strings.CutPrefix(reason, "drift: ")
+	a := planner.Action{Type: typ, Resource: id, Kind: k, Reason: reason}
+	if strings.HasPrefix(reason, "drift: ") {
+		a.Drift = planner.Drift(what)
+	}
+	return a
 }
 
 // resourceLines prints resources as "id state: message", for short
@@ -83,7 +89,7 @@ func resourceLines(rs []ResourceStatus) []string {
 	return out
 }
 
-func driftLines(ds []DriftEvent) []string {
+func driftLines(ds []drift.Record) []string {
 	out := []string{}
 	for _, d := range ds {
 		out = append(out, fmt.Sprintf("%s %s %s seen %s reverted %q", d.Kind, d.Resource, d.Reason, rfc3339(d.Time), d.Reverted))
@@ -298,14 +304,19 @@ func TestTrackerStatusIsACopy(t *testing.T) {
 	require.Equal(t, []ResourceStatus{}, NewTracker("x", "").Status().Resources, "[] in JSON, not null")
 }
 
+// The loop observes while the status server and the reporter read: under
+// -race this finds unguarded state, and every drift event a tick reported
+// as new is in the status exactly once.
 func TestTrackerConcurrentUse(t *testing.T) {
 	tr := NewTracker("cam-017", "")
 	var wg sync.WaitGroup
+	var fresh atomic.Int64
 	for i := range 4 {
 		wg.Go(func() {
-			for j := range 50 {
-				tr.Observe(fakeTick{at: time.Duration(j) * time.Second, commit: "aaa",
+			for j := range 10 {
+				events := tr.Observe(fakeTick{at: time.Duration(j) * time.Second, commit: "aaa",
 					actions: []planner.Action{action(planner.Update, fmt.Sprintf("file/etc/infer/%d", i), "drift: content changed on node")}}.result(), nil, j%2 == 0)
+				fresh.Add(int64(len(events)))
 				_ = tr.Status().Fingerprint()
 			}
 		})
@@ -316,9 +327,19 @@ func TestTrackerConcurrentUse(t *testing.T) {
 			case <-tr.Changed():
 			default:
 			}
+			_ = tr.Status()
 		}
 	})
 	wg.Wait()
+	s := tr.Status()
+	require.GreaterOrEqual(t, fresh.Load(), int64(4), "each resource's first drift is new")
+	require.Equal(t, int(fresh.Load()), len(s.Drift), "every new event is recorded once")
+	seen := map[string]bool{}
+	for _, d := range s.Drift {
+		seen[d.Resource] = true
+	}
+	require.Len(t, seen, 4)
+	require.Equal(t, ResultNoop, s.Result)
 }
 
 func TestStatusText(t *testing.T) {
@@ -335,7 +356,7 @@ func TestStatusText(t *testing.T) {
 			{ID: "service/infer", State: StatePending, Message: "restart: model/detector changed"},
 			{ID: "service/web", State: StateOK, Message: "declared"},
 		},
-		Drift: []DriftEvent{
+		Drift: []drift.Record{
 			{Event: drift.Event{Time: tickT0, Resource: "file/etc/infer/labels.txt", Kind: "file", Reason: "mode changed on node"}, Reverted: "2026-03-01T12:00:01.25Z"},
 			{Event: drift.Event{Time: tickT0.Add(4 * time.Minute), Resource: "file/etc/infer/config.yaml", Kind: "file", Reason: "content changed on node"}},
 		},

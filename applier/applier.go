@@ -5,43 +5,38 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
-	"strconv"
-	"strings"
+	"maps"
+	"path/filepath"
+	"slices"
 	"sync"
 	"time"
 
-	"github.com/tend-dev/tend/applier/service"
-	"github.com/tend-dev/tend/manifest"
 	"github.com/tend-dev/tend/planner"
+	"github.com/tend-dev/tend/render"
 )
 
 // Config configures an Applier.
 type Config struct {
-	Root       string   // prefix under which every managed path is placed
-	StateDir   string   // where the inventory and the lock live
-	AllowPaths []string // the only paths (under Root) tend may write
-	Models     ModelOptions
-	// Supervisor runs services; nil means one that starts them detached
-	// and does not watch them (a one-shot apply).
-	Supervisor *Supervisor
-	Logger     *slog.Logger
+	Root     string // absolute prefix under which every managed path is placed; the inventory is bound to it
+	StateDir string // where the inventory and the lock live
+	Logger   *slog.Logger
+	// Now is the clock of the inventory's appliedAt; nil means time.Now.
+	Now func() time.Time
 }
 
-// Applier observes the node and applies plans to it, keeping the inventory
-// in StateDir. Callers hold Lock on StateDir around Observe and Apply.
+// Applier observes the node and applies plans to it through its drivers,
+// keeping the inventory in StateDir. Callers hold Lock on StateDir around
+// Observe and Apply. An Applier serves one tick: it reads the inventory
+// once.
 type Applier struct {
+	root     string
 	stateDir string
 	logger   *slog.Logger
-	files    *FileDriver
-	models   *ModelDriver
-	services *ServiceDriver
 	drivers  map[planner.Kind]Driver
 	now      func() time.Time
 
-	mu    sync.Mutex
-	specs map[string]any // manifest item by resource id, from Desired
-
-	loaded *Inventory // read once per tick (an Applier is made per tick), until Apply
+	mu     sync.Mutex
+	loaded *Inventory // read once, until Apply
 }
 
 // Result says what an Apply did.
@@ -49,156 +44,43 @@ type Result struct {
 	Applied []planner.Action // the actions that succeeded, in order
 	Failed  *planner.Action  // the action that failed; nil if none did
 	// Downloaded is the bytes pulled from registries, manifests included,
-	// by this Applier (its plan and its apply).
+	// by the drivers in this tick (its render, plan and apply).
 	Downloaded int64
 	// RolledBack lists the resources put back when the plan was rolled
 	// back (see RollbackError).
 	RolledBack []string
 }
 
-// New returns an Applier with a driver for every kind tend manages so far.
-func New(cfg Config) (*Applier, error) {
+// New returns an Applier that works through drivers, one per kind.
+func New(cfg Config, drivers ...Driver) (*Applier, error) {
 	if cfg.StateDir == "" {
 		return nil, errors.New("applier: stateDir is empty")
 	}
-	files, err := NewFileDriver(cfg.Root, cfg.AllowPaths)
-	if err != nil {
-		return nil, err
+	root, err := filepath.Abs(cfg.Root)
+	if err != nil || cfg.Root == "" {
+		return nil, fmt.Errorf("applier: root %q must be an absolute path", cfg.Root)
 	}
-	logger := cfg.Logger
-	if logger == nil {
-		logger = slog.New(slog.DiscardHandler)
+	a := &Applier{root: root, stateDir: cfg.StateDir, logger: cfg.Logger, now: cfg.Now, drivers: map[planner.Kind]Driver{}}
+	if a.logger == nil {
+		a.logger = slog.New(slog.DiscardHandler)
 	}
-	models, err := NewModelDriver(cfg.StateDir, files, cfg.Models, logger)
-	if err != nil {
-		return nil, err
+	if a.now == nil {
+		a.now = time.Now
 	}
-	sup := cfg.Supervisor
-	if sup == nil {
-		sup = NewSupervisor(cfg.StateDir, service.NewExec(CgroupParent, logger), logger)
-	}
-	services := NewServiceDriver(cfg.StateDir, sup)
-	return &Applier{
-		stateDir: cfg.StateDir,
-		logger:   logger,
-		files:    files,
-		models:   models,
-		services: services,
-		drivers:  map[planner.Kind]Driver{files.Kind(): files, models.Kind(): models, services.Kind(): services},
-		now:      time.Now,
-		specs:    map[string]any{},
-	}, nil
-}
-
-// Desired turns a device into planner resources and remembers each spec by
-// id for Apply. Models are resolved in their registries (see
-// ModelDriver.Resolve); services have every ${model:…}, ${file:…} and
-// ${replica} expanded.
-func (a *Applier) Desired(ctx context.Context, dev *manifest.Device, revision string) (planner.Desired, error) {
-	if dev == nil {
-		return planner.Desired{}, errors.New("desired state: no device")
-	}
-	d := planner.Desired{Device: dev.Metadata.Name, Revision: revision}
-	specs := make(map[string]any, len(dev.Spec.Files)+len(dev.Spec.Models))
-	for _, m := range dev.Spec.Models {
-		r, err := a.models.Resolve(ctx, m)
-		if err == nil && m.Path != "" {
-			if perr := checkPath(m.Path); perr != nil {
-				err = perr
-			} else {
-				_, _, err = a.files.locate(FileID(m.Path))
-			}
+	for _, d := range drivers {
+		if _, dup := a.drivers[d.Kind()]; dup {
+			return nil, fmt.Errorf("applier: two drivers for %s resources", d.Kind())
 		}
-		if err != nil {
-			return planner.Desired{}, fmt.Errorf("%s%s: %w", ModelID(m.Name), origin(m.Origin), err)
-		}
-		specs[r.ID] = m
-		d.Resources = append(d.Resources, r)
+		a.drivers[d.Kind()] = d
 	}
-	for _, f := range dev.Spec.Files {
-		r, err := fileResource(f)
-		if perr := checkPath(f.Path); perr != nil {
-			err = perr
-		} else if err == nil {
-			_, _, err = a.files.locate(r.ID)
-		}
-		if err == nil && specs[r.ID] != nil {
-			err = errors.New("declared twice")
-		}
-		if err != nil {
-			name := r.ID
-			if !strings.HasPrefix(f.Path, "/") {
-				name = "file " + strconv.Quote(f.Path)
-			}
-			return planner.Desired{}, fmt.Errorf("%s%s: %w", name, origin(f.Origin), err)
-		}
-		specs[r.ID] = f
-		d.Resources = append(d.Resources, r)
-	}
-	models := make(map[string]manifest.Model, len(dev.Spec.Models))
-	for _, m := range dev.Spec.Models {
-		models[m.Name] = m
-	}
-	refs := func(ref string) string {
-		kind, target, _ := strings.Cut(ref, ":")
-		switch kind {
-		case "model":
-			return a.models.StablePath(models[target])
-		case "file":
-			return a.files.nodePath(target)
-		}
-		return "${" + ref + "}"
-	}
-	for _, s := range dev.Spec.Services {
-		r, err := a.services.Resource(s, refs)
-		if err == nil && specs[r.ID] != nil {
-			err = errors.New("declared twice")
-		}
-		if err != nil {
-			return planner.Desired{}, fmt.Errorf("%s%s: %w", ServiceID(s.Name), origin(s.Origin), err)
-		}
-		specs[r.ID] = s
-		d.Resources = append(d.Resources, r)
-	}
-	a.mu.Lock()
-	a.specs = specs
-	a.mu.Unlock()
-	return d, nil
-}
-
-// CgroupParent is the cgroup under which every service instance gets its
-// own.
-const CgroupParent = "tend"
-
-// Held returns why models were held at their active version because their
-// registry could not be asked, or nil: the tick did what it could and
-// still failed to reach its target.
-func (a *Applier) Held() error { return a.models.Held() }
-
-// ModelPath returns the node path of a model's stable path, the symlink to
-// its active version, as ${model:NAME} expands.
-func (a *Applier) ModelPath(m manifest.Model) string { return a.models.StablePath(m) }
-
-// origin formats where a resource was declared, for messages.
-func origin(o manifest.Origin) string {
-	if o.File == "" {
-		return ""
-	}
-	s := " (" + o.File
-	if l := o.Line(""); l > 0 {
-		s += fmt.Sprintf(":%d", l)
-	}
-	if o.Field != "" {
-		s += " " + o.Field
-	}
-	return s + ")"
+	return a, nil
 }
 
 // Observe loads the inventory and asks the drivers about every desired or
 // managed id. An inventory written for another root, or for a device other
 // than d's, is an error wrapping ErrInventoryMismatch: its resources are not
 // this node's to prune.
-func (a *Applier) Observe(ctx context.Context, d planner.Desired) (planner.Observed, error) {
+func (a *Applier) Observe(ctx context.Context, d *render.Desired) (planner.Observed, error) {
 	inv, err := a.loadInventory(d.Device)
 	if err != nil {
 		return planner.Observed{}, err
@@ -216,7 +98,7 @@ func (a *Applier) Observe(ctx context.Context, d planner.Desired) (planner.Obser
 		if !ok {
 			return fmt.Errorf("observe %s: this tend has no driver for %s resources", id, kind)
 		}
-		st, err := drv.Observe(ctx, id)
+		st, err := drv.Observe(ctx, id, d.Specs[id])
 		if err != nil {
 			return fmt.Errorf("observe %s: %w", id, err)
 		}
@@ -229,7 +111,7 @@ func (a *Applier) Observe(ctx context.Context, d planner.Desired) (planner.Obser
 		}
 	}
 	for _, id := range sortedKeys(inv.Resources) {
-		kind, err := planner.ParseKind(id[:strings.IndexByte(id+"/", '/')])
+		kind, err := planner.KindOf(id)
 		if err != nil {
 			return planner.Observed{}, fmt.Errorf("observe %s: inventory %s: %w", id, InventoryFile, err)
 		}
@@ -263,8 +145,28 @@ func (a *Applier) loadInventory(device string) (*Inventory, error) {
 	if err != nil {
 		return nil, err
 	}
-	if err := inv.check(a.stateDir, a.files.root, device); err != nil {
+	if err := inv.check(a.stateDir, a.root, device); err != nil {
 		return nil, err
 	}
 	return inv, nil
+}
+
+// downloaded adds up what the drivers pulled.
+func (a *Applier) downloaded() int64 {
+	var n int64
+	for _, d := range a.drivers {
+		if dl, ok := d.(Downloader); ok {
+			n += dl.Downloaded()
+		}
+	}
+	return n
+}
+
+// sortedKinds returns the kinds of the drivers, in plan order.
+func (a *Applier) sortedKinds() []planner.Kind {
+	return slices.Sorted(maps.Keys(a.drivers))
+}
+
+func sortedKeys[V any](m map[string]V) []string {
+	return slices.Sorted(maps.Keys(m))
 }

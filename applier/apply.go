@@ -6,15 +6,15 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
-	"maps"
 	"slices"
 	"time"
 
 	"github.com/tend-dev/tend/planner"
+	"github.com/tend-dev/tend/render"
 )
 
-// Apply executes the plan's actions in order (Create and Update with the
-// spec Desired remembered, Delete with nil), stopping at the first error.
+// Apply executes the plan's actions in order, each with its resource's
+// spec in d (Delete with nil), stopping at the first error.
 //
 // The inventory is then updated for every action that succeeded: a created
 // or updated resource is recorded with its desired fields, a deleted one is
@@ -33,7 +33,7 @@ import (
 // refused as Observe refuses it. Only when every action succeeded do its
 // Revision and AppliedAt move to d. It is saved atomically in every case,
 // except that a tick that changes nothing writes nothing.
-func (a *Applier) Apply(ctx context.Context, d planner.Desired, cs *planner.Changeset) (res Result, err error) {
+func (a *Applier) Apply(ctx context.Context, d *render.Desired, cs *planner.Changeset) (res Result, err error) {
 	if cs == nil {
 		return Result{}, errors.New("apply: no plan")
 	}
@@ -47,112 +47,29 @@ func (a *Applier) Apply(ctx context.Context, d planner.Desired, cs *planner.Chan
 		a.mu.Unlock()
 	}()
 	before := fingerprint(inv)
-	a.mu.Lock()
-	specs := a.specs
-	a.mu.Unlock()
-
-	// pending holds the ids whose action has not succeeded (yet), created
-	// those whose action put them where nothing was.
-	pending := make(map[string]bool, len(cs.Actions))
-	created := map[string]bool{}
-	for _, act := range cs.Actions {
-		pending[act.Resource] = true
-	}
-	defer func() { res.Downloaded = a.models.Downloaded() }()
-	applyErr := a.prepare(ctx, cs, specs, &res)
+	defer func() { res.Downloaded = a.downloaded() }()
+	applyErr := a.prepare(ctx, cs, d.Specs, &res)
 	if applyErr == nil {
 		if err := ctx.Err(); err != nil {
 			applyErr = fmt.Errorf("apply stopped before its first action: %w", err)
 		}
 	}
-	// Once the first action runs, the plan runs to its end: a shutdown
-	// (SIGTERM) or the tick's timeout gives it ShutdownGrace more, so the
-	// node holds the old revision or the new one, never part of each.
-	// Pulls, the long part, are done. Past the grace the action in flight
-	// fails, and a service's failure rolls the plan back.
-	actx, cancel := context.WithCancel(context.WithoutCancel(ctx))
-	defer cancel()
-	finished := make(chan struct{})
-	defer close(finished)
-	go func(tick context.Context) {
-		select {
-		case <-finished:
-			return
-		case <-tick.Done():
-		}
-		select {
-		case <-finished:
-		case <-time.After(ShutdownGrace):
-			cancel()
-		}
-	}(ctx)
-	ctx = actx
-	var undo []undoStep
-	for _, act := range cs.Actions {
-		if applyErr != nil {
-			break
-		}
-		// Drift reverts are not undone: that would put back a change made
-		// by hand.
-		if u, ok := a.drivers[act.Kind].(Undoer); ok && !act.Drift {
-			if fn, err := u.Undo(ctx, act); err != nil {
-				a.logger.WarnContext(ctx, "cannot roll this action back", logKeyResource, act.Resource, logKeyError, err.Error())
-			} else if fn != nil {
-				undo = append(undo, undoStep{id: act.Resource, service: act.Kind == planner.KindService, run: fn})
-			}
-		}
-		if err := a.applyOne(ctx, act, specs); err != nil {
-			failed := act
-			res.Failed = &failed
-			applyErr = fmt.Errorf("apply %s: %w", act.Resource, err)
-			if shouldRollBack(act, err) {
-				applyErr = a.rollBack(ctx, d, act, err, undo, &res)
-				for _, a := range res.Applied {
-					pending[a.Resource] = true // undone: the inventory keeps what ran before
-				}
-			}
-			break
-		}
-		delete(pending, act.Resource)
-		created[act.Resource] = createdBy(act)
-		res.Applied = append(res.Applied, act)
-		attrs := []slog.Attr{
-			slog.String(logKeyResource, act.Resource),
-			slog.String(logKeyAction, act.Type.String()),
-			slog.String(logKeyReason, act.Reason),
-		}
-		if act.Drift {
-			attrs = append(attrs, slog.Bool(logKeyDrift, true))
-		}
-		a.logger.LogAttrs(ctx, slog.LevelDebug, "applied", attrs...)
-	}
-
-	declared := make(map[string]bool, len(d.Resources))
-	for _, r := range d.Resources {
-		declared[r.ID] = true
-		if pending[r.ID] {
-			continue
-		}
-		e := InventoryEntry{Fields: slices.Clone(r.Fields), Created: created[r.ID]}
-		if prev, managed := inv.Resources[r.ID]; managed {
-			e.Created = prev.Created
-		}
-		inv.Resources[r.ID] = e
-	}
-	for _, id := range sortedKeys(inv.Resources) {
-		if !declared[id] && !pending[id] {
-			// Deleted, gone from the node, or not tend's to delete.
-			delete(inv.Resources, id)
-		}
-	}
-	inv.Root, inv.Device = a.files.root, d.Device
+	var o outcome
 	if applyErr == nil {
-		inv.Revision = d.Revision
+		actx, stop := graced(ctx)
+		o, applyErr = a.run(actx, d, cs, &res)
+		stop()
+	} else {
+		o = outcome{pending: map[string]bool{}}
+		for _, act := range cs.Actions {
+			o.pending[act.Resource] = true
+		}
 	}
+	a.record(inv, d, o, applyErr == nil)
 	changed := len(res.Applied) > 0 || fingerprint(inv) != before
 	if applyErr == nil && changed {
 		// Something changed, or left the inventory: there may be garbage.
-		a.finish(ctx)
+		a.finish(ctx, d)
 	}
 	if !changed && applyErr == nil {
 		// A no-op tick writes nothing: flash storage on a device polled
@@ -168,13 +85,120 @@ func (a *Applier) Apply(ctx context.Context, d planner.Desired, cs *planner.Chan
 	return res, applyErr
 }
 
+// outcome is what running a plan's actions did, for the inventory.
+type outcome struct {
+	pending map[string]bool // ids whose action has not succeeded, or was undone
+	created map[string]bool // ids whose action put them where nothing was
+}
+
+// graced returns a context for the actions of a plan: once the first runs,
+// the plan runs to its end. A shutdown (SIGTERM) or the tick's timeout
+// gives it ShutdownGrace more, so the node holds the old revision or the
+// new one, never part of each. Pulls, the long part, are done by then.
+// Past the grace the action in flight fails, and a service's failure rolls
+// the plan back. stop releases it.
+func graced(tick context.Context) (ctx context.Context, stop func()) {
+	ctx, cancel := context.WithCancel(context.WithoutCancel(tick))
+	finished := make(chan struct{})
+	go func() {
+		select {
+		case <-finished:
+			return
+		case <-tick.Done():
+		}
+		select {
+		case <-finished:
+		case <-time.After(ShutdownGrace):
+			cancel()
+		}
+	}()
+	return ctx, func() { close(finished); cancel() }
+}
+
+// run applies the plan's actions in order, stopping at the first error; a
+// failed action of a Runner rolls back every action applied before it.
+func (a *Applier) run(ctx context.Context, d *render.Desired, cs *planner.Changeset, res *Result) (outcome, error) {
+	o := outcome{pending: make(map[string]bool, len(cs.Actions)), created: map[string]bool{}}
+	for _, act := range cs.Actions {
+		o.pending[act.Resource] = true
+	}
+	var undo []undoStep
+	for _, act := range cs.Actions {
+		// Drift reverts are not undone: that would put back a change made
+		// by hand.
+		if u, ok := a.drivers[act.Kind].(Undoer); ok && !act.IsDrift() {
+			if fn, err := u.Undo(ctx, act, d.Specs[act.Resource]); err != nil {
+				a.logger.WarnContext(ctx, "cannot roll this action back", logKeyResource, act.Resource, logKeyError, err.Error())
+			} else if fn != nil {
+				undo = append(undo, undoStep{id: act.Resource, runs: a.runs(act.Kind), run: fn})
+			}
+		}
+		if err := a.applyOne(ctx, act, d.Specs); err != nil {
+			failed := act
+			res.Failed = &failed
+			if !a.runs(act.Kind) || act.Type == planner.Delete {
+				return o, fmt.Errorf("apply %s: %w", act.Resource, err)
+			}
+			for _, done := range res.Applied {
+				o.pending[done.Resource] = true // undone: the inventory keeps what ran before
+			}
+			return o, a.rollBack(ctx, d, act, err, undo, res)
+		}
+		delete(o.pending, act.Resource)
+		o.created[act.Resource] = createdBy(act)
+		res.Applied = append(res.Applied, act)
+		a.logApplied(ctx, act)
+	}
+	return o, nil
+}
+
+// logApplied logs one applied action, at debug.
+func (a *Applier) logApplied(ctx context.Context, act planner.Action) {
+	attrs := []slog.Attr{
+		slog.String(logKeyResource, act.Resource),
+		slog.String(logKeyAction, act.Type.String()),
+		slog.String(logKeyReason, act.Reason),
+	}
+	if act.IsDrift() {
+		attrs = append(attrs, slog.Bool(logKeyDrift, true))
+	}
+	a.logger.LogAttrs(ctx, slog.LevelDebug, "applied", attrs...)
+}
+
+// record updates the inventory for what the plan did (see Apply); with
+// done, the whole plan succeeded and the revision moves to d's.
+func (a *Applier) record(inv *Inventory, d *render.Desired, o outcome, done bool) {
+	declared := make(map[string]bool, len(d.Resources))
+	for _, r := range d.Resources {
+		declared[r.ID] = true
+		if o.pending[r.ID] {
+			continue
+		}
+		e := InventoryEntry{Fields: slices.Clone(r.Fields), Created: o.created[r.ID]}
+		if prev, managed := inv.Resources[r.ID]; managed {
+			e.Created = prev.Created
+		}
+		inv.Resources[r.ID] = e
+	}
+	for _, id := range sortedKeys(inv.Resources) {
+		if !declared[id] && !o.pending[id] {
+			// Deleted, gone from the node, or not tend's to delete.
+			delete(inv.Resources, id)
+		}
+	}
+	inv.Root, inv.Device = a.root, d.Device
+	if done {
+		inv.Revision = d.Revision
+	}
+}
+
 // ShutdownGrace is how long a plan that has started applying may run on
 // after its tick is cancelled (SIGTERM) or times out.
 var ShutdownGrace = 45 * time.Second
 
 // rollBack undoes every action of the plan applied so far, the failed one
 // included, and returns the RollbackError that says so.
-func (a *Applier) rollBack(ctx context.Context, d planner.Desired, failed planner.Action, cause error, undo []undoStep, res *Result) error {
+func (a *Applier) rollBack(ctx context.Context, d *render.Desired, failed planner.Action, cause error, undo []undoStep, res *Result) error {
 	a.logger.ErrorContext(ctx, "rolling back", logKeyResource, failed.Resource, logKeyError, cause.Error())
 	// The rollback must finish even when the tick's time is up, within
 	// bounds.
@@ -206,15 +230,30 @@ func (a *Applier) prepare(ctx context.Context, cs *planner.Changeset, specs map[
 	return nil
 }
 
-// finish lets drivers clean up after a plan applied in full.
-func (a *Applier) finish(ctx context.Context) {
-	for _, kind := range slices.Sorted(maps.Keys(a.drivers)) {
-		if f, ok := a.drivers[kind].(Finisher); ok {
-			if err := f.Finish(ctx); err != nil {
-				a.logger.WarnContext(ctx, "clean up after apply", "kind", kind.String(), "error", err.Error())
+// finish lets drivers clean up after a plan applied in full, each with the
+// specs of its kind's declared resources.
+func (a *Applier) finish(ctx context.Context, d *render.Desired) {
+	for _, kind := range a.sortedKinds() {
+		f, ok := a.drivers[kind].(Finisher)
+		if !ok {
+			continue
+		}
+		declared := map[string]any{}
+		for _, r := range d.Resources {
+			if r.Kind == kind {
+				declared[r.ID] = d.Specs[r.ID]
 			}
 		}
+		if err := f.Finish(ctx, declared); err != nil {
+			a.logger.WarnContext(ctx, "clean up after apply", "kind", kind.String(), "error", err.Error())
+		}
 	}
+}
+
+// runs reports whether kind's driver is a Runner.
+func (a *Applier) runs(kind planner.Kind) bool {
+	r, ok := a.drivers[kind].(Runner)
+	return ok && r.Runs()
 }
 
 func (a *Applier) applyOne(ctx context.Context, act planner.Action, specs map[string]any) error {
@@ -225,24 +264,24 @@ func (a *Applier) applyOne(ctx context.Context, act planner.Action, specs map[st
 	var spec any
 	if act.Type != planner.Delete {
 		if spec = specs[act.Resource]; spec == nil && act.Type != planner.Restart {
-			return errors.New("no declaration for it: call Desired before Apply with the same device")
+			return errors.New("no spec for it in the desired state the plan was made from")
 		}
 	}
 	return drv.Apply(ctx, act, spec)
 }
 
 // createdBy reports whether act, which succeeded, put its resource where
-// nothing was: a Create, or an Update of a file over a directory. tend never
-// replaces a directory, so that write succeeded only because the directory
-// was gone: pruned once a delete earlier in the plan emptied it (a folder
-// x/… replaced by a file x).
+// nothing was: a Create, or an Update over a directory. tend never replaces
+// a directory, so that write succeeded only because the directory was
+// gone: pruned once a delete earlier in the plan emptied it (a folder x/…
+// replaced by a file x).
 func createdBy(act planner.Action) bool {
 	switch act.Type {
 	case planner.Create:
 		return true
 	case planner.Update:
 		for _, c := range act.Changes {
-			if act.Kind == planner.KindFile && c.Field == FieldContent && c.From == contentDirectory {
+			if c.From == planner.ValueDirectory {
 				return true
 			}
 		}
@@ -257,8 +296,4 @@ func fingerprint(inv *Inventory) string {
 		Resources              map[string]InventoryEntry
 	}{inv.Device, inv.Root, inv.Revision, inv.Resources})
 	return string(b)
-}
-
-func sortedKeys[V any](m map[string]V) []string {
-	return slices.Sorted(maps.Keys(m))
 }

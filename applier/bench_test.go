@@ -1,11 +1,9 @@
-package applier
+package applier_test
 
 import (
 	"context"
 	"fmt"
 	"testing"
-
-	"github.com/stretchr/testify/require"
 
 	"github.com/tend-dev/tend/manifest"
 	"github.com/tend-dev/tend/planner"
@@ -21,17 +19,17 @@ func BenchmarkObserveFiles(b *testing.B) {
 	}
 	dev := device(files...)
 	n.reconcile(b, dev, "rev1")
-	d, err := n.a.Desired(context.Background(), dev, "rev1")
-	require.NoError(b, err)
+	tick, _ := n.plan(b, dev, "rev1")
+	d := tick.Desired
 	ctx := context.Background()
 
 	b.ResetTimer()
 	for b.Loop() {
-		obs, err := n.a.Observe(ctx, d)
+		obs, err := tick.Applier.Observe(ctx, d)
 		if err != nil {
 			b.Fatal(err)
 		}
-		if cs, _ := planner.Plan(d, obs, planner.Options{}); !cs.Empty() {
+		if cs, _ := planner.Plan(d.Desired, obs, planner.Options{}); !cs.Empty() {
 			b.Fatal("plan not empty")
 		}
 	}

@@ -1,12 +1,16 @@
-// Package applier observes the node and executes a plan on it.
+// Package applier observes the node and executes a plan on it, through the
+// drivers it is handed, one per resource kind.
 //
-// In the flow of tend (gitsource → manifest → planner ← observe → applier)
-// the applier is both ends of the planner: its drivers, one per resource
-// kind, report what is really on the node, and after planning it executes
-// the Changeset's actions in order, stopping at the first error. It keeps
-// the inventory of what tend applied in stateDir, so only resources tend
-// created are ever pruned, and a lock so two tends never apply at once.
-// Files have a driver here; models and services get theirs in later work.
-// Every managed path is confined to the configured allowPaths under root,
-// with no way out through ".." or a symlink.
+// In the flow of DESIGN.md the applier is both ends of the planner: before
+// planning, Observe asks each driver what is on the node for every desired
+// or managed resource; after planning, Apply runs the Changeset's actions in
+// order, stopping at the first error, and rolls the plan back when a
+// running resource (a service) does not come up. It never reaches into a
+// driver: optional work is asked for through small interfaces (Preparer,
+// Finisher, Undoer, Downloader, Runner). The drivers live in packages of
+// their own: applier/file, applier/model and applier/service.
+//
+// The applier keeps the inventory of what tend applied in stateDir, so only
+// resources tend created are ever pruned, the lock so two tends never apply
+// at once, and the quarantine of commits rolled back on this node.
 package applier

@@ -10,8 +10,16 @@ import (
 	"slices"
 	"time"
 
+	"github.com/tend-dev/tend/internal/atomicfile"
 	"github.com/tend-dev/tend/planner"
 )
+
+// StateDirMode is the mode of a stateDir tend creates: others may pass
+// through it, to the model versions services read (a service may run as
+// another user), but not list it. What is private in it is so by its own
+// mode: the clone of the fleet repo and service records (0700 folders), the
+// inventory and the lock (0600).
+const StateDirMode fs.FileMode = 0o711
 
 // InventoryFile is the name of the inventory inside stateDir.
 const InventoryFile = "inventory.json"
@@ -116,7 +124,7 @@ func (inv *Inventory) Save(stateDir string) error {
 		return fmt.Errorf("save inventory: %w", err)
 	}
 	defer r.Close()
-	if err := writeAtomic(r, InventoryFile, append(data, '\n'), 0o600); err != nil {
+	if err := atomicfile.WriteIn(r, InventoryFile, append(data, '\n'), 0o600); err != nil {
 		return fmt.Errorf("save inventory %s: %w", filepath.Join(stateDir, InventoryFile), err)
 	}
 	return nil

@@ -1,7 +1,6 @@
 package applier
 
 import (
-	"context"
 	"encoding/json"
 	"os"
 	"path/filepath"
@@ -101,14 +100,4 @@ func TestLoadInventory(t *testing.T) {
 			require.ErrorContains(t, err, "restore the file from a backup, or move it aside")
 		})
 	}
-}
-
-func TestObserveRejectsCorruptInventory(t *testing.T) {
-	n := newNode(t)
-	require.NoError(t, os.MkdirAll(n.stateDir, 0o700))
-	require.NoError(t, os.WriteFile(filepath.Join(n.stateDir, InventoryFile), []byte("{"), 0o600))
-	d, err := n.a.Desired(context.Background(), device(config), "rev1")
-	require.NoError(t, err)
-	_, err = n.a.Observe(t.Context(), d)
-	require.ErrorIs(t, err, ErrCorruptInventory)
 }

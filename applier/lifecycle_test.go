@@ -1,4 +1,4 @@
-package applier
+package applier_test
 
 import (
 	"context"
@@ -8,8 +8,11 @@ import (
 
 	"github.com/stretchr/testify/require"
 
+	"github.com/tend-dev/tend/applier"
+	"github.com/tend-dev/tend/internal/testnode"
 	"github.com/tend-dev/tend/manifest"
 	"github.com/tend-dev/tend/planner"
+	"github.com/tend-dev/tend/render"
 )
 
 func TestPruneOnlyWhatTendCreated(t *testing.T) {
@@ -41,15 +44,15 @@ func TestPruneOnlyWhatTendCreated(t *testing.T) {
 			cs := n.reconcile(t, device(config, x), "rev1")
 			require.Equal(t, append([]string{"+ file/etc/infer/config.yaml"}, tt.wantFirst...), summary(cs))
 			inv := n.inventory(t)
-			require.True(t, inv.Resources[FileID(config.Path)].Created)
-			require.Equal(t, tt.wantCreated, inv.Resources[FileID(x.Path)].Created)
+			require.True(t, inv.Resources[planner.FileID(config.Path)].Created)
+			require.Equal(t, tt.wantCreated, inv.Resources[planner.FileID(x.Path)].Created)
 
 			if tt.deletedOnNode {
 				require.NoError(t, os.Remove(n.node(x.Path)))
 				cs = n.reconcile(t, device(config, x), "rev1")
 				require.Equal(t, []string{"+ file/etc/infer/x"}, summary(cs))
 				require.Equal(t, "drift: deleted on node", cs.Actions[0].Reason)
-				require.Equal(t, tt.wantCreated, n.inventory(t).Resources[FileID(x.Path)].Created, "the mark is kept")
+				require.Equal(t, tt.wantCreated, n.inventory(t).Resources[planner.FileID(x.Path)].Created, "the mark is kept")
 			}
 
 			cs = n.reconcile(t, device(config), "rev2")
@@ -62,7 +65,7 @@ func TestPruneOnlyWhatTendCreated(t *testing.T) {
 				require.NoError(t, err)
 				require.Equal(t, x.Content, string(got))
 			}
-			require.Equal(t, []string{FileID(config.Path)}, sortedKeys(n.inventory(t).Resources))
+			require.Equal(t, []string{planner.FileID(config.Path)}, sortedKeys(n.inventory(t).Resources))
 
 			_, cs = n.plan(t, device(config), "rev2")
 			require.True(t, cs.Empty(), "plan: %v", summary(cs))
@@ -83,7 +86,7 @@ func TestInventoryBoundToRootAndDevice(t *testing.T) {
 			device: "cam-017",
 			wantMsg: func(n *testNode, root string) string {
 				return "stateDir " + n.stateDir + " holds the inventory of root " + n.root + ", but root is now " + root +
-					": use one stateDir per root, or move " + filepath.Join(n.stateDir, InventoryFile) +
+					": use one stateDir per root, or move " + filepath.Join(n.stateDir, applier.InventoryFile) +
 					" aside to start over (tend then forgets, and never deletes, what it created before)"
 			},
 		},
@@ -93,7 +96,7 @@ func TestInventoryBoundToRootAndDevice(t *testing.T) {
 			device: "cam-018",
 			wantMsg: func(n *testNode, _ string) string {
 				return "stateDir " + n.stateDir + " holds the inventory of device cam-017, but this is cam-018" +
-					": use one stateDir per device, or move " + filepath.Join(n.stateDir, InventoryFile) + " aside"
+					": use one stateDir per device, or move " + filepath.Join(n.stateDir, applier.InventoryFile) + " aside"
 			},
 		},
 	}
@@ -106,20 +109,20 @@ func TestInventoryBoundToRootAndDevice(t *testing.T) {
 			require.Equal(t, "cam-017", inv.Device)
 
 			root := tt.root(n)
-			a, err := New(Config{Root: root, StateDir: n.stateDir, AllowPaths: []string{testAllow}})
-			require.NoError(t, err)
-			dev := device(labels)
-			dev.Metadata.Name = tt.device
-			d, err := a.Desired(context.Background(), dev, "rev2")
+			other := testnode.New(t, testAllow)
+			other.Root, other.StateDir, other.Device = root, n.stateDir, tt.device
+			a, _ := other.Open()
+			d, err := render.Render(context.Background(), other.Declare(manifest.DeviceSpec{Files: []manifest.File{labels}}), "rev2",
+				render.Options{Root: root, StateDir: n.stateDir})
 			require.NoError(t, err)
 
 			_, err = a.Observe(context.Background(), d)
-			require.ErrorIs(t, err, ErrInventoryMismatch)
+			require.ErrorIs(t, err, applier.ErrInventoryMismatch)
 			require.ErrorContains(t, err, tt.wantMsg(n, root))
 
-			cs := &planner.Changeset{Actions: []planner.Action{createAction(labels.Path)}}
+			cs := &planner.Changeset{Actions: []planner.Action{{Type: planner.Create, Resource: planner.FileID(labels.Path), Kind: planner.KindFile, Reason: "declared"}}}
 			_, err = a.Apply(context.Background(), d, cs)
-			require.ErrorIs(t, err, ErrInventoryMismatch, "Apply refuses it too")
+			require.ErrorIs(t, err, applier.ErrInventoryMismatch, "Apply refuses it too")
 			require.NoFileExists(t, filepath.Join(root, labels.Path))
 			require.Equal(t, inv, n.inventory(t), "the inventory is untouched")
 		})
@@ -172,12 +175,12 @@ func TestPathConflictConvergesInOneApply(t *testing.T) {
 
 			inv := n.inventory(t)
 			require.Equal(t, "rev2", inv.Revision)
-			require.Equal(t, []string{FileID(config.Path), FileID(to.Path)}, sortedKeys(inv.Resources))
-			require.True(t, inv.Resources[FileID(to.Path)].Created,
+			require.Equal(t, []string{planner.FileID(config.Path), planner.FileID(to.Path)}, sortedKeys(inv.Resources))
+			require.True(t, inv.Resources[planner.FileID(to.Path)].Created,
 				"nothing of the node's was at %s: tend created it, and prunes it", to.Path)
 
 			cs = n.reconcile(t, device(config), "rev3")
-			require.Equal(t, []string{"- " + FileID(to.Path)}, summary(cs))
+			require.Equal(t, []string{"- " + planner.FileID(to.Path)}, summary(cs))
 			require.Equal(t, []string{"etc", "etc/infer", "etc/infer/config.yaml"}, tree(t, n.root))
 		})
 	}

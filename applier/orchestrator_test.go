@@ -1,86 +1,19 @@
-package applier
+package applier_test
 
 import (
 	"bytes"
 	"context"
 	"encoding/json"
-	"log/slog"
 	"os"
-	"path/filepath"
 	"strings"
 	"testing"
-	"time"
 
 	"github.com/stretchr/testify/require"
 
+	"github.com/tend-dev/tend/internal/confine"
 	"github.com/tend-dev/tend/manifest"
 	"github.com/tend-dev/tend/planner"
 )
-
-type testNode struct {
-	a        *Applier
-	root     string
-	stateDir string
-	logs     *bytes.Buffer
-}
-
-func newNode(t testing.TB) *testNode {
-	t.Helper()
-	n := &testNode{root: t.TempDir(), stateDir: filepath.Join(t.TempDir(), "state"), logs: &bytes.Buffer{}}
-	a, err := New(Config{
-		Root: n.root, StateDir: n.stateDir, AllowPaths: []string{testAllow},
-		Logger: slog.New(slog.NewJSONHandler(n.logs, &slog.HandlerOptions{Level: slog.LevelDebug})),
-	})
-	require.NoError(t, err)
-	a.now = func() time.Time { return time.Date(2025, 3, 1, 12, 0, 0, 0, time.UTC) }
-	n.a = a
-	return n
-}
-
-func device(files ...manifest.File) *manifest.Device {
-	return &manifest.Device{Metadata: manifest.Metadata{Name: "cam-017"}, Spec: manifest.DeviceSpec{Files: files}}
-}
-
-// plan renders dev at rev, observes the node and plans.
-func (n *testNode) plan(t testing.TB, dev *manifest.Device, rev string) (planner.Desired, *planner.Changeset) {
-	t.Helper()
-	ctx := context.Background()
-	d, err := n.a.Desired(context.Background(), dev, rev)
-	require.NoError(t, err)
-	obs, err := n.a.Observe(ctx, d)
-	require.NoError(t, err)
-	cs, err := planner.Plan(d, obs, planner.Options{})
-	require.NoError(t, err)
-	return d, cs
-}
-
-// reconcile plans and applies, and returns the plan.
-func (n *testNode) reconcile(t testing.TB, dev *manifest.Device, rev string) *planner.Changeset {
-	t.Helper()
-	d, cs := n.plan(t, dev, rev)
-	res, err := n.a.Apply(context.Background(), d, cs)
-	require.NoError(t, err)
-	require.Nil(t, res.Failed)
-	require.Equal(t, cs.Actions, res.Applied)
-	return cs
-}
-
-func (n *testNode) node(p string) string { return filepath.Join(n.root, p) }
-
-func (n *testNode) inventory(t testing.TB) *Inventory {
-	t.Helper()
-	inv, err := LoadInventory(n.stateDir)
-	require.NoError(t, err)
-	return inv
-}
-
-func summary(cs *planner.Changeset) []string {
-	var out []string
-	for _, a := range cs.Actions {
-		out = append(out, a.Type.Symbol()+" "+a.Resource)
-	}
-	return out
-}
 
 var (
 	config = manifest.File{Path: "/etc/infer/config.yaml", Content: "threshold: 0.4\n"}
@@ -117,7 +50,7 @@ func TestRoundTrip(t *testing.T) {
 		a := cs.Actions[0]
 		require.Equal(t, planner.Update, a.Type)
 		require.Equal(t, "file/etc/infer/config.yaml", a.Resource)
-		require.True(t, a.Drift)
+		require.True(t, a.IsDrift())
 		require.True(t, strings.HasPrefix(a.Reason, "drift:"), a.Reason)
 		got, err := os.ReadFile(n.node(config.Path))
 		require.NoError(t, err)
@@ -159,7 +92,7 @@ func TestRoundTrip(t *testing.T) {
 		changed.Content = "threshold: 0.5\n"
 		cs := n.reconcile(t, device(changed), "rev3")
 		require.Len(t, cs.Actions, 1)
-		require.False(t, cs.Actions[0].Drift)
+		require.False(t, cs.Actions[0].IsDrift())
 		require.Equal(t, "update: content changed in Git", cs.Actions[0].Reason)
 	})
 
@@ -180,7 +113,7 @@ func TestApplyLogs(t *testing.T) {
 	n := newNode(t)
 	n.reconcile(t, device(config), "rev1")
 	var entry map[string]any
-	require.NoError(t, json.Unmarshal(bytes.TrimSpace(n.logs.Bytes()), &entry))
+	require.NoError(t, json.Unmarshal(bytes.TrimSpace(n.Logs.Bytes()), &entry))
 	require.Equal(t, "applied", entry["msg"])
 	require.Equal(t, "file/etc/infer/config.yaml", entry["resource"])
 	require.Equal(t, "create", entry["action"])
@@ -196,11 +129,11 @@ func TestPartialFailure(t *testing.T) {
 	// b's path holds a directory, which tend never replaces.
 	require.NoError(t, os.MkdirAll(n.node("/etc/infer/b/keep"), 0o755))
 
-	d, cs := n.plan(t, device(a, b, c), "rev2")
+	tick, cs := n.plan(t, device(a, b, c), "rev2")
 	require.Equal(t, []string{"+ file/etc/infer/a", "~ file/etc/infer/b", "+ file/etc/infer/c",
 		"- file/etc/infer/config.yaml"}, summary(cs))
-	res, err := n.a.Apply(context.Background(), d, cs)
-	require.ErrorIs(t, err, ErrNotRegular)
+	res, err := tick.Apply(context.Background())
+	require.ErrorIs(t, err, confine.ErrNotRegular)
 	require.ErrorContains(t, err, "apply file/etc/infer/b: ")
 	require.Equal(t, []planner.Action{cs.Actions[0]}, res.Applied)
 	require.NotNil(t, res.Failed)
@@ -212,7 +145,7 @@ func TestPartialFailure(t *testing.T) {
 	inv := n.inventory(t)
 	require.Equal(t, "rev1", inv.Revision, "the revision does not advance")
 	require.Equal(t, []string{"file/etc/infer/a", "file/etc/infer/config.yaml"}, sortedKeys(inv.Resources))
-	require.Equal(t, FileResource(a).Fields, inv.Resources["file/etc/infer/a"].Fields)
+	require.Equal(t, fields(t, a), inv.Resources["file/etc/infer/a"].Fields)
 
 	// Once the node is fixed the next apply finishes the job.
 	require.NoError(t, os.RemoveAll(n.node("/etc/infer/b")))
@@ -225,41 +158,12 @@ func TestPartialFailure(t *testing.T) {
 
 func TestApplyCanceled(t *testing.T) {
 	n := newNode(t)
-	d, cs := n.plan(t, device(config), "rev1")
+	tick, _ := n.plan(t, device(config), "rev1")
 	ctx, cancel := context.WithCancel(context.Background())
 	cancel()
-	res, err := n.a.Apply(ctx, d, cs)
+	res, err := tick.Apply(ctx)
 	require.ErrorIs(t, err, context.Canceled)
 	require.Empty(t, res.Applied)
 	require.NoFileExists(t, n.node(config.Path))
 	require.Empty(t, n.inventory(t).Revision)
-}
-
-func TestDesired(t *testing.T) {
-	tests := []struct {
-		name    string
-		files   []manifest.File
-		wantErr string
-	}{
-		{"ok", []manifest.File{config, labels}, ""},
-		{"relative path", []manifest.File{{Path: "etc/infer/x"}}, `file "etc/infer/x": invalid path: "etc/infer/x" is not absolute`},
-		{"not allowed", []manifest.File{{Path: "/etc/passwd", Origin: manifest.Origin{File: "devices/cam-017/files.yaml", Field: "spec.files[0]"}}},
-			"file/etc/passwd (devices/cam-017/files.yaml spec.files[0]): path not allowed: /etc/passwd is not under any allowed path (/etc/infer); add an allowPaths entry"},
-		{"bad mode", []manifest.File{{Path: "/etc/infer/x", Mode: "rwx"}}, `file/etc/infer/x: invalid file mode "rwx"`},
-		{"declared twice", []manifest.File{config, config}, "file/etc/infer/config.yaml: declared twice"},
-	}
-	for _, tt := range tests {
-		t.Run(tt.name, func(t *testing.T) {
-			n := newNode(t)
-			d, err := n.a.Desired(context.Background(), device(tt.files...), "rev1")
-			if tt.wantErr != "" {
-				require.ErrorContains(t, err, tt.wantErr)
-				return
-			}
-			require.NoError(t, err)
-			require.Equal(t, "cam-017", d.Device)
-			require.Equal(t, "rev1", d.Revision)
-			require.Equal(t, []planner.Resource{FileResource(config), FileResource(labels)}, d.Resources)
-		})
-	}
 }

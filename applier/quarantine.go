@@ -5,6 +5,8 @@ import (
 	"fmt"
 	"path/filepath"
 	"time"
+
+	"github.com/tend-dev/tend/internal/atomicfile"
 )
 
 // QuarantineFile holds, in stateDir, the commits this node rolled back:
@@ -21,8 +23,8 @@ type Quarantined struct {
 // LoadQuarantine reads the rolled-back commits, by commit hash.
 func LoadQuarantine(stateDir string) (map[string]Quarantined, error) {
 	q := map[string]Quarantined{}
-	if _, err := readJSON(filepath.Join(stateDir, QuarantineFile), &q); err != nil {
-		if errors.Is(err, ErrCorruptInventory) {
+	if _, err := atomicfile.ReadJSON(filepath.Join(stateDir, QuarantineFile), &q); err != nil {
+		if errors.Is(err, atomicfile.ErrCorrupt) {
 			err = fmt.Errorf("%w; remove it to try every commit again", err)
 		}
 		return nil, err
@@ -37,5 +39,5 @@ func Quarantine(stateDir, commit string, q Quarantined) error {
 		all = map[string]Quarantined{}
 	}
 	all[commit] = q
-	return writeJSON(stateDir, QuarantineFile, all, 0o644)
+	return atomicfile.WriteJSON(stateDir, QuarantineFile, all, 0o644)
 }

@@ -11,6 +11,7 @@ import (
 	"github.com/tend-dev/tend/manifest"
 	"github.com/tend-dev/tend/oci"
 	"github.com/tend-dev/tend/planner"
+	"github.com/tend-dev/tend/render"
 )
 
 // Options say where the devices are in the repo and how to render them.
@@ -129,11 +130,7 @@ func Run(ctx context.Context, repo *git.Repository, base, head string, opts Opti
 		return nil, err
 	}
 	res.Resolved = opts.Resolve
-	r, err := newRenderer(opts)
-	if err != nil {
-		return nil, err
-	}
-	defer r.Close()
+	r := newRenderer(opts)
 	for _, t := range targets {
 		if err := ctx.Err(); err != nil {
 			return nil, err
@@ -204,7 +201,7 @@ func (r *renderer) device(ctx context.Context, repo *git.Repository, t target, o
 	if len(baseIn) > 0 {
 		rev := revisionString(t.baseRev)
 		dev, err := load(t.name, baseIn, opts.AllowPaths)
-		var desired planner.Desired
+		var desired *render.Desired
 		if err == nil {
 			desired, err = r.desired(ctx, dev, rev)
 		}
@@ -235,7 +232,7 @@ func (r *renderer) device(ctx context.Context, repo *git.Repository, t target, o
 		return fail(fmt.Errorf("device %s at %s: %w", t.name, rev, err))
 	}
 	allowEmpty := opts.AllowEmpty
-	cs, err := planner.Plan(desired, observed, planner.Options{AllowEmpty: allowEmpty})
+	cs, err := planner.Plan(desired.Desired, observed, planner.Options{AllowEmpty: allowEmpty})
 	if err != nil {
 		return fail(err)
 	}
@@ -250,7 +247,7 @@ func (r *renderer) device(ctx context.Context, repo *git.Repository, t target, o
 // field the planner calls digest holds the ref as declared).
 func nameRefs(cs *planner.Changeset) {
 	for i, a := range cs.Actions {
-		if a.Kind == planner.KindModel && a.Type == planner.Update && len(a.Changes) == 1 && !a.Drift {
+		if a.Kind == planner.KindModel && a.Type == planner.Update && len(a.Changes) == 1 && !a.IsDrift() {
 			cs.Actions[i].Reason = "update: ref " + a.Changes[0].From + " → " + a.Changes[0].To
 		}
 	}

@@ -3,18 +3,14 @@ package diff
 import (
 	"context"
 	"fmt"
-	"log/slog"
-	"os"
-	"path/filepath"
 
 	git "github.com/go-git/go-git/v5"
 	"github.com/go-git/go-git/v5/plumbing/object"
 
-	"github.com/tend-dev/tend/applier"
-	"github.com/tend-dev/tend/applier/service"
 	"github.com/tend-dev/tend/gitsource"
 	"github.com/tend-dev/tend/manifest"
 	"github.com/tend-dev/tend/planner"
+	"github.com/tend-dev/tend/render"
 )
 
 // readInputs returns the manifest files of a device's folder at one
@@ -46,68 +42,40 @@ func displayPath(p string) string {
 // load parses and validates a device's manifests. Paths are not checked
 // against allowPaths: CI has no node and so no allowPaths, unless given.
 func load(device string, inputs []manifest.Input, allow []string) (*manifest.Device, error) {
-	dev, err := manifest.Load(device, inputs)
-	if err == nil {
-		err = dev.Validate(manifest.ValidateOptions{AllowPaths: allow, CheckAllowPaths: len(allow) > 0})
-	}
-	return dev, err
+	return manifest.LoadDevice(device, inputs, manifest.ValidateOptions{AllowPaths: allow, CheckAllowPaths: len(allow) > 0})
 }
 
-// renderer turns devices into planner resources with an Applier that has
-// no node: its root and state dir are a temp folder, every path is
-// allowed, and models are planned by their declaration, or resolved in
-// their registries (tags to digests, sizes from the manifests; no layer is
-// downloaded). One temp folder serves every render of a diff, so a
-// service's spec (which holds the paths of the models it uses) is the same
-// at base and head when its declaration is.
+// renderer renders devices without a node: under root "/" with the
+// default stateDir (so a service's spec, which holds the paths of the
+// models it uses, is the same at base and head when its declaration is),
+// every path allowed unless AllowPaths are given, and models planned by
+// their declaration, or resolved in their registries (tags to digests,
+// sizes from the manifests; no layer is downloaded).
 type renderer struct {
-	cfg     applier.Config
-	dir     string
-	renders int
+	opts render.Options
 }
 
-func newRenderer(opts Options) (*renderer, error) {
-	dir, err := os.MkdirTemp("", "tend-diff-")
-	if err != nil {
-		return nil, err
+func newRenderer(opts Options) *renderer {
+	var resolver render.Resolver = render.Declared{}
+	if opts.Resolve {
+		resolver = &render.Registry{Options: opts.Registry, Sizes: true}
 	}
-	root, state := filepath.Join(dir, "root"), filepath.Join(dir, "state")
-	if err := os.MkdirAll(root, 0o755); err != nil {
-		os.RemoveAll(dir)
-		return nil, err
-	}
-	log := opts.Logger
-	if log == nil {
-		log = slog.New(slog.DiscardHandler)
-	}
-	return &renderer{dir: dir, cfg: applier.Config{
-		Root:       root,
-		StateDir:   state,
-		AllowPaths: []string{"/"},
-		Models:     applier.ModelOptions{Registry: opts.Registry, Unresolved: !opts.Resolve},
-		// Never started: Desired only expands service specs.
-		Supervisor: applier.NewSupervisor(state, service.NewExec(applier.CgroupParent, log), log),
-		Logger:     log,
-	}}, nil
+	return &renderer{opts: render.Options{AllowPaths: opts.AllowPaths, CheckAllowPaths: len(opts.AllowPaths) > 0, Resolver: resolver}}
 }
-
-func (r *renderer) Close() error { return os.RemoveAll(r.dir) }
 
 // desired returns what dev declares at revision, as the planner compares
 // it.
-func (r *renderer) desired(ctx context.Context, dev *manifest.Device, revision string) (planner.Desired, error) {
-	r.renders++
-	a, err := applier.New(r.cfg)
-	if err != nil {
-		return planner.Desired{}, err
-	}
-	return a.Desired(ctx, dev, revision)
+func (r *renderer) desired(ctx context.Context, dev *manifest.Device, revision string) (*render.Desired, error) {
+	return render.Render(ctx, dev, revision, r.opts)
 }
 
 // observedFrom makes base the node's state: every base resource exists as
 // declared, was applied so and created by tend, so what changes in Git is
 // an update and what is no longer declared is deleted.
-func observedFrom(base planner.Desired) planner.Observed {
+func observedFrom(base *render.Desired) planner.Observed {
+	if base == nil {
+		return planner.Observed{}
+	}
 	obs := planner.Observed{
 		Resources: make(map[string]planner.State, len(base.Resources)),
 		Applied:   make(map[string][]planner.Field, len(base.Resources)),

@@ -126,8 +126,6 @@ func discoverPaths(repo *git.Repository, base, head string, p pattern, all bool)
 // (main, to be merged into every device branch).
 func discoverBranches(repo *git.Repository, base, head string, pathPat, refPat pattern) ([]target, *Result, error) {
 	res := &Result{Base: Revision{Name: base}, Head: Revision{Name: head}}
-	perDevice := func(rev string) bool { return strings.Contains(rev, devicePlaceholder) }
-	fixed := map[string]*Revision{}
 	commits := map[string]plumbing.Hash{}
 	for _, rev := range []string{base, head} {
 		if perDevice(rev) {
@@ -138,79 +136,98 @@ func discoverBranches(repo *git.Repository, base, head string, pathPat, refPat p
 			return nil, nil, err
 		}
 		commits[rev] = c.Hash
-		fixed[rev] = &Revision{rev, c.Hash.String()}
 	}
-	if r := fixed[base]; r != nil {
-		res.Base = *r
+	if h, ok := commits[base]; ok {
+		res.Base.Commit = h.String()
 	}
-	if r := fixed[head]; r != nil {
-		res.Head = *r
+	if h, ok := commits[head]; ok {
+		res.Head.Commit = h.String()
 	}
-
-	var names []string
-	baseDev, baseIsDev := branchDevice(refPat, base)
-	headDev, headIsDev := branchDevice(refPat, head)
-	switch {
-	case !perDevice(base) && !perDevice(head) && baseIsDev:
-		names = []string{baseDev}
-	case !perDevice(base) && !perDevice(head) && headIsDev:
-		names = []string{headDev}
-	case !perDevice(base) && !perDevice(head):
-		return nil, nil, fmt.Errorf("%w: with a branch per device (--ref %q), --base or --head must contain {device}, "+
-			"e.g. --base 'origin/%s', or name a device branch", ErrNoDevicePlaceholder, refPat.raw, refPat.raw)
-	default:
-		all, err := deviceBranches(repo, refPat)
-		if err != nil {
-			return nil, nil, err
-		}
-		names = sortedNames(all)
+	names, err := branchNames(repo, base, head, refPat)
+	if err != nil {
+		return nil, nil, err
 	}
-
-	walkers := map[string]*walker{}
-	locate := func(name, rev string) (*location, Revision, error) {
-		r := Revision{Name: strings.ReplaceAll(rev, devicePlaceholder, name)}
-		h, ok := commits[rev]
-		if !ok {
-			c, err := resolve(repo, r.Name)
-			if errors.Is(err, ErrUnknownRevision) {
-				return nil, r, nil // no branch for this device: absent
-			}
-			if err != nil {
-				return nil, r, err
-			}
-			h = c.Hash
-		}
-		r.Commit = h.String()
-		c, err := repo.CommitObject(h)
-		if err != nil {
-			return nil, r, err
-		}
-		dir := pathPat.expand(name)
-		w, ok := walkers[dir]
-		if !ok {
-			p, err := parsePattern("--path", dir, true)
-			if err != nil {
-				return nil, r, err
-			}
-			w = newWalker(repo, p)
-			walkers[dir] = w
-		}
-		f, ok, err := w.locate(c)
-		if err != nil || !ok {
-			return nil, r, err
-		}
-		return &location{Commit: h, Rev: r.Name, Path: f.rel, Tree: f.tree}, r, nil
-	}
+	b := branchLocator{repo: repo, pathPat: pathPat, commits: commits, walkers: map[string]*walker{}}
 	var targets []target
 	for _, name := range names {
 		t := target{name: name}
 		var berr, herr error
-		t.base, t.baseRev, berr = locate(name, base)
-		t.head, t.headRev, herr = locate(name, head)
+		t.base, t.baseRev, berr = b.locate(name, base)
+		t.head, t.headRev, herr = b.locate(name, head)
 		if err := errors.Join(herr, berr); err != nil {
 			t.err = fmt.Errorf("device %s: %w", name, err)
 		}
 		targets = append(targets, t)
 	}
 	return targets, res, nil
+}
+
+// perDevice reports whether a revision names each device's own branch.
+func perDevice(rev string) bool { return strings.Contains(rev, devicePlaceholder) }
+
+// branchNames returns the devices a diff of base and head covers: the one
+// device branch they name, or every device branch.
+func branchNames(repo *git.Repository, base, head string, refPat pattern) ([]string, error) {
+	baseDev, baseIsDev := branchDevice(refPat, base)
+	headDev, headIsDev := branchDevice(refPat, head)
+	switch {
+	case !perDevice(base) && !perDevice(head) && baseIsDev:
+		return []string{baseDev}, nil
+	case !perDevice(base) && !perDevice(head) && headIsDev:
+		return []string{headDev}, nil
+	case !perDevice(base) && !perDevice(head):
+		return nil, fmt.Errorf("%w: with a branch per device (--ref %q), --base or --head must contain {device}, "+
+			"e.g. --base 'origin/%s', or name a device branch", ErrNoDevicePlaceholder, refPat.raw, refPat.raw)
+	}
+	all, err := deviceBranches(repo, refPat)
+	if err != nil {
+		return nil, err
+	}
+	return sortedNames(all), nil
+}
+
+// branchLocator finds a device's folder at a revision, with a branch per
+// device.
+type branchLocator struct {
+	repo    *git.Repository
+	pathPat pattern
+	commits map[string]plumbing.Hash // revisions without {device}, resolved once
+	walkers map[string]*walker       // by folder
+}
+
+// locate finds the folder of device name at rev ({device} expanded); a
+// device without a branch there is absent (nil, no error).
+func (b branchLocator) locate(name, rev string) (*location, Revision, error) {
+	r := Revision{Name: strings.ReplaceAll(rev, devicePlaceholder, name)}
+	h, ok := b.commits[rev]
+	if !ok {
+		c, err := resolve(b.repo, r.Name)
+		if errors.Is(err, ErrUnknownRevision) {
+			return nil, r, nil // no branch for this device: absent
+		}
+		if err != nil {
+			return nil, r, err
+		}
+		h = c.Hash
+	}
+	r.Commit = h.String()
+	c, err := b.repo.CommitObject(h)
+	if err != nil {
+		return nil, r, err
+	}
+	dir := b.pathPat.expand(name)
+	w, ok := b.walkers[dir]
+	if !ok {
+		p, err := parsePattern("--path", dir, true)
+		if err != nil {
+			return nil, r, err
+		}
+		w = newWalker(b.repo, p)
+		b.walkers[dir] = w
+	}
+	f, ok, err := w.locate(c)
+	if err != nil || !ok {
+		return nil, r, err
+	}
+	return &location{Commit: h, Rev: r.Name, Path: f.rel, Tree: f.tree}, r, nil
 }

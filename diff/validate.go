@@ -9,6 +9,7 @@ import (
 
 	"github.com/tend-dev/tend/manifest"
 	"github.com/tend-dev/tend/oci"
+	"github.com/tend-dev/tend/render"
 )
 
 // Checked is one device as Validate found it.
@@ -81,8 +82,7 @@ func Validate(ctx context.Context, repo *git.Repository, rev string, opts Option
 // and marks the devices whose refs are not found invalid, naming the file,
 // the field and the ref.
 func resolveAll(ctx context.Context, devices []Checked, reg oci.Options) error {
-	type key struct{ ref, policy string }
-	results := map[key]error{}
+	resolver := &render.Registry{Options: reg}
 	for i := range devices {
 		d := &devices[i]
 		if d.Device == nil {
@@ -90,17 +90,9 @@ func resolveAll(ctx context.Context, devices []Checked, reg oci.Options) error {
 		}
 		var errs manifest.Errors
 		for _, m := range d.Device.Spec.Models {
-			k := key{ref: m.Ref}
-			if m.Policy != nil {
-				k.policy = m.Policy.Semver
-			}
-			err, done := results[k]
-			if !done {
-				_, err = oci.Resolve(ctx, k.ref, k.policy, reg)
-				if ctx.Err() != nil {
-					return ctx.Err()
-				}
-				results[k] = err
+			_, err := resolver.Resolve(ctx, m)
+			if ctx.Err() != nil {
+				return ctx.Err()
 			}
 			if err != nil {
 				errs = append(errs, &manifest.Error{File: m.Origin.File, Line: m.Origin.Line(".ref"), Field: m.Origin.Field + ".ref",

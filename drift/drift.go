@@ -1,8 +1,6 @@
 package drift
 
 import (
-	"strings"
-	"sync"
 	"time"
 
 	"github.com/tend-dev/tend/planner"
@@ -25,37 +23,9 @@ func Detect(cs *planner.Changeset, now time.Time) []Event {
 			Time:     now,
 			Resource: a.Resource,
 			Kind:     a.Kind.String(),
-			Reason:   strings.TrimPrefix(a.Reason, "drift: "),
+			Reason:   string(a.Drift),
 			Revision: cs.Revision,
 		})
 	}
 	return out
-}
-
-// Log keeps the most recent events, oldest first. It is safe for concurrent
-// use.
-type Log struct {
-	mu     sync.Mutex
-	size   int
-	events []Event
-}
-
-// NewLog returns a log that keeps the last size events.
-func NewLog(size int) *Log { return &Log{size: size} }
-
-// Add records events, dropping the oldest past the log's size.
-func (l *Log) Add(events ...Event) {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	l.events = append(l.events, events...)
-	if over := len(l.events) - l.size; over > 0 {
-		l.events = append([]Event(nil), l.events[over:]...)
-	}
-}
-
-// Recent returns a copy of the recorded events, oldest first.
-func (l *Log) Recent() []Event {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return append([]Event(nil), l.events...)
 }

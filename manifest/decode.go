@@ -136,29 +136,11 @@ func (w walker) walk(n *yaml3.Node, t reflect.Type, path string) any {
 			w.errs.add(w.file, n.Line, path, "invalid duration %q: use Go syntax like \"30s\" or \"5m\"", n.Value)
 		}
 		return n.Value
-	case t.Kind() == reflect.String:
-		if n.Kind != yaml3.ScalarNode || null {
-			return w.wrong(n, path, "a string")
-		}
-		return n.Value
-	case t.Kind() == reflect.Int:
-		if n.Kind != yaml3.ScalarNode || n.Tag != "!!int" {
-			return w.wrong(n, path, "an integer")
-		}
-		v, err := strconv.ParseInt(n.Value, 0, 64)
-		if err != nil {
-			return w.wrong(n, path, "an integer")
-		}
-		return v
-	case t.Kind() == reflect.Bool:
-		if n.Kind != yaml3.ScalarNode || n.Tag != "!!bool" {
-			return w.wrong(n, path, "true or false")
-		}
-		return n.Value == "true"
+	case t.Kind() == reflect.String, t.Kind() == reflect.Int, t.Kind() == reflect.Bool:
+		return w.scalar(n, t, path, null)
+	case null && (t.Kind() == reflect.Slice || t.Kind() == reflect.Map || t.Kind() == reflect.Struct):
+		return nil
 	case t.Kind() == reflect.Slice:
-		if null {
-			return nil
-		}
 		if n.Kind != yaml3.SequenceNode {
 			return w.wrong(n, path, "a list")
 		}
@@ -168,9 +150,6 @@ func (w walker) walk(n *yaml3.Node, t reflect.Type, path string) any {
 		}
 		return out
 	case t.Kind() == reflect.Map:
-		if null {
-			return nil
-		}
 		if n.Kind != yaml3.MappingNode {
 			return w.wrong(n, path, "a mapping")
 		}
@@ -185,15 +164,37 @@ func (w walker) walk(n *yaml3.Node, t reflect.Type, path string) any {
 		}
 		return out
 	case t.Kind() == reflect.Struct:
-		if null {
-			return nil
-		}
 		if n.Kind != yaml3.MappingNode {
 			return w.wrong(n, path, "a mapping")
 		}
 		return w.walkStruct(n, t, path)
 	}
 	return w.wrong(n, path, t.String())
+}
+
+// scalar reads a string, an integer or a boolean.
+func (w walker) scalar(n *yaml3.Node, t reflect.Type, path string, null bool) any {
+	switch t.Kind() {
+	case reflect.String:
+		if n.Kind != yaml3.ScalarNode || null {
+			return w.wrong(n, path, "a string")
+		}
+		return n.Value
+	case reflect.Int:
+		if n.Kind != yaml3.ScalarNode || n.Tag != "!!int" {
+			return w.wrong(n, path, "an integer")
+		}
+		v, err := strconv.ParseInt(n.Value, 0, 64)
+		if err != nil {
+			return w.wrong(n, path, "an integer")
+		}
+		return v
+	default:
+		if n.Kind != yaml3.ScalarNode || n.Tag != "!!bool" {
+			return w.wrong(n, path, "true or false")
+		}
+		return n.Value == "true"
+	}
 }
 
 func (w walker) walkStruct(n *yaml3.Node, t reflect.Type, path string) any {

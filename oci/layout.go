@@ -9,17 +9,14 @@ import (
 	"errors"
 	"fmt"
 	"os"
-	"path"
 	"path/filepath"
-	"runtime"
-	"runtime/debug"
-	"slices"
-	"strings"
 
 	"github.com/google/go-containerregistry/pkg/name"
 	v1 "github.com/google/go-containerregistry/pkg/v1"
 	"github.com/google/go-containerregistry/pkg/v1/remote"
 	"github.com/google/go-containerregistry/pkg/v1/types"
+
+	"github.com/tend-dev/tend/internal/atomicfile"
 )
 
 // ErrNotStored means a manifest or blob a model version needs is not in
@@ -118,8 +115,8 @@ func (a *Artifact) Size() int64 {
 }
 
 // Put stores data under digest d after checking that it hashes to d. The
-// blob is written to a temporary file, synced and renamed into place, so
-// it is whole or absent. Manifests come this way; layers come with Fetch.
+// blob is written atomically (see atomicfile), so it is whole or absent.
+// Manifests come this way; layers come with Fetch.
 func (s *Store) Put(d v1.Hash, data []byte) error {
 	if d.Algorithm != "sha256" {
 		return fmt.Errorf("blob %s: only sha256 digests are supported", d)
@@ -131,29 +128,10 @@ func (s *Store) Put(d v1.Hash, data []byte) error {
 	if s.Has(d) {
 		return nil
 	}
-	f, err := os.CreateTemp(filepath.Join(s.dir, "partial"), "put-"+d.Hex+"-*")
-	if err != nil {
+	if err := atomicfile.Write(filepath.Dir(s.Path(d)), d.Hex, data, 0o444); err != nil {
 		return fmt.Errorf("store %s: %w", d, err)
 	}
-	tmp := f.Name()
-	_, err = f.Write(data)
-	if err == nil {
-		err = f.Chmod(0o444)
-	}
-	if err == nil {
-		err = f.Sync()
-	}
-	if cerr := f.Close(); err == nil {
-		err = cerr
-	}
-	if err == nil {
-		err = os.Rename(tmp, s.Path(d))
-	}
-	if err != nil {
-		_ = os.Remove(tmp)
-		return fmt.Errorf("store %s: %w", d, err)
-	}
-	return syncDir(filepath.Dir(s.Path(d)))
+	return nil
 }
 
 // read returns the stored blob d, or an error wrapping ErrNotStored.
@@ -196,19 +174,45 @@ func isIndex(b []byte) (bool, error) {
 // manifest for platform. It returns an error wrapping ErrNotStored when
 // the manifest, or the index's chosen manifest, is not in the store.
 func (s *Store) LoadArtifact(d v1.Hash, platform v1.Platform) (*Artifact, error) {
+	return loadArtifact(s.read, d, platform)
+}
+
+// Inspect reads the artifact repo@d from its registry as FetchArtifact
+// does (for an index, the index and the manifest for platform), each
+// checked against its digest, without storing anything: what downloading
+// it costs is known where there is no store (CI).
+func Inspect(ctx context.Context, repo name.Repository, d v1.Hash, platform v1.Platform, opts Options) (*Artifact, error) {
+	read := func(h v1.Hash, what string) ([]byte, error) {
+		ref := repo.Digest(h.String())
+		desc, err := remote.Get(ref, opts.remoteOptions(ctx)...)
+		if err != nil {
+			return nil, classify(ref.String(), err)
+		}
+		if sum := sha256.Sum256(desc.Manifest); hex.EncodeToString(sum[:]) != h.Hex {
+			return nil, fmt.Errorf("%s %s: %w", what, ref, ErrDigestMismatch)
+		}
+		return desc.Manifest, nil
+	}
+	return loadArtifact(read, d, platform)
+}
+
+// blobReader returns the bytes of manifest d; what names it in errors.
+type blobReader func(d v1.Hash, what string) ([]byte, error)
+
+func loadArtifact(read blobReader, d v1.Hash, platform v1.Platform) (*Artifact, error) {
 	a := &Artifact{Digest: d, descs: map[v1.Hash]v1.Descriptor{}}
-	m, err := s.readIndex(a, platform)
+	m, err := readIndex(read, a, platform)
 	if err != nil {
 		return nil, err
 	}
-	return s.readManifest(a, m)
+	return readManifest(read, a, m)
 }
 
 // readIndex reads a.Digest and, when it is an index, records it in a and
 // returns the digest of the manifest chosen for platform; otherwise it
 // returns a.Digest.
-func (s *Store) readIndex(a *Artifact, platform v1.Platform) (v1.Hash, error) {
-	b, err := s.read(a.Digest, "model manifest")
+func readIndex(read blobReader, a *Artifact, platform v1.Platform) (v1.Hash, error) {
+	b, err := read(a.Digest, "model manifest")
 	if err != nil {
 		return v1.Hash{}, err
 	}
@@ -238,8 +242,8 @@ func (s *Store) readIndex(a *Artifact, platform v1.Platform) (v1.Hash, error) {
 
 // readManifest reads manifest m of a from the store and lays out its
 // entries.
-func (s *Store) readManifest(a *Artifact, m v1.Hash) (*Artifact, error) {
-	b, err := s.read(m, "model manifest")
+func readManifest(read blobReader, a *Artifact, m v1.Hash) (*Artifact, error) {
+	b, err := read(m, "model manifest")
 	if err != nil {
 		return nil, err
 	}
@@ -272,209 +276,6 @@ func (s *Store) readManifest(a *Artifact, m v1.Hash) (*Artifact, error) {
 	return a, nil
 }
 
-// pickManifest chooses the manifest of index d for platform: the best
-// match of os and architecture (a variant must be equal when both have
-// one, and an equal variant beats none); failing that, the only manifest,
-// or the only one without a platform.
-func pickManifest(d v1.Hash, im *v1.IndexManifest, platform v1.Platform) (v1.Descriptor, error) {
-	best, bestRank := -1, 0
-	var bare []int
-	var offered []string
-	for i, m := range im.Manifests {
-		p := m.Platform
-		if p == nil || p.OS == "" && p.Architecture == "" {
-			bare = append(bare, i)
-			continue
-		}
-		if p.OS != "unknown" { // not buildx's attestations
-			offered = append(offered, p.String())
-		}
-		if p.OS != platform.OS || p.Architecture != platform.Architecture {
-			continue
-		}
-		rank := 1
-		switch {
-		case platform.Variant == "" || p.Variant == "":
-		case p.Variant == platform.Variant:
-			rank = 2
-		default:
-			continue
-		}
-		if rank > bestRank {
-			best, bestRank = i, rank
-		}
-	}
-	switch {
-	case best >= 0:
-		return im.Manifests[best], nil
-	case len(im.Manifests) == 1:
-		return im.Manifests[0], nil
-	case len(bare) == 1:
-		return im.Manifests[bare[0]], nil
-	case len(im.Manifests) == 0:
-		return v1.Descriptor{}, fmt.Errorf("%w: model index %s lists no manifests", ErrUnknownLayout, d)
-	}
-	slices.Sort(offered)
-	return v1.Descriptor{}, fmt.Errorf("model index %s: %w %s; it offers %s",
-		d, ErrNoPlatform, platform, strings.Join(slices.Compact(offered), ", "))
-}
-
-// layout reads a manifest's layers as entries of a version folder: by
-// media type for KitOps and ModelPack, by title for ORAS, and plain tar
-// layers into the version folder itself.
-func layout(d v1.Hash, m *v1.Manifest) (string, []Entry, error) {
-	if len(m.Layers) == 0 {
-		return "", nil, fmt.Errorf("%w: model artifact %s has no layers", ErrUnknownLayout, d)
-	}
-	format := ""
-	switch string(m.Config.MediaType) {
-	case mediaTypeKitOpsConfig:
-		format = FormatKitOps
-	case mediaTypeModelPackConfig:
-		format = FormatModelPack
-	}
-	var entries []Entry
-	var found, unknown []string
-	for _, l := range m.Layers {
-		mt := string(l.MediaType)
-		if !slices.Contains(found, mt) {
-			found = append(found, mt)
-		}
-		e, kind, err := layerEntry(l)
-		if errors.Is(err, errUnknownLayer) {
-			if !slices.Contains(unknown, mt) {
-				unknown = append(unknown, mt)
-			}
-			continue
-		}
-		if err != nil {
-			return "", nil, fmt.Errorf("%w in %s: layer %s (%s): %w", ErrUnknownLayout, d, l.Digest, mt, err)
-		}
-		if format == "" || format == FormatTar && kind == FormatORAS {
-			format = kind
-		}
-		entries = append(entries, e)
-	}
-	if len(unknown) > 0 {
-		return "", nil, fmt.Errorf("%w in %s: layer media types [%s] (not understood: %s), config %s; "+
-			"tend reads ORAS artifacts (layers with %s), tar layers (%s, +gzip, +zstd), KitOps ModelKits (%s*) and CNCF ModelPack (%s*)",
-			ErrUnknownLayout, d, strings.Join(found, ", "), strings.Join(unknown, ", "), orNone(string(m.Config.MediaType)),
-			annotationTitle, types.OCIUncompressedLayer, prefixKitOps, prefixModelPack)
-	}
-	slices.SortFunc(entries, func(a, b Entry) int {
-		if c := strings.Compare(a.Path, b.Path); c != 0 {
-			return c
-		}
-		return strings.Compare(a.Digest.String(), b.Digest.String())
-	})
-	// The same tar layer twice unpacks to the same files: once is enough.
-	entries = slices.CompactFunc(entries, func(a, b Entry) bool { return a == b && a.Unpack })
-	return format, entries, nil
-}
-
-func orNone(s string) string {
-	if s == "" {
-		return "(none)"
-	}
-	return s
-}
-
-// errUnknownLayer is a layer whose media type no layout explains.
-var errUnknownLayer = errors.New("unknown layer media type")
-
-// layerEntry reads one layer as an entry; kind is the format the layer
-// belongs to.
-func layerEntry(l v1.Descriptor) (e Entry, kind string, err error) {
-	mt := string(l.MediaType)
-	e = Entry{Digest: l.Digest, Size: l.Size, MediaType: mt}
-	title := l.Annotations[annotationTitle]
-	var rest string
-	switch {
-	case strings.HasPrefix(mt, prefixKitOps):
-		kind, rest = FormatKitOps, strings.TrimPrefix(mt, prefixKitOps)
-	case strings.HasPrefix(mt, prefixModelPack):
-		kind, rest = FormatModelPack, strings.TrimPrefix(mt, prefixModelPack)
-	case title != "":
-		e.Path = title
-		if l.Annotations[annotationORASUnpack] == "true" {
-			// ORAS tars and gzips a folder whatever media type it is given.
-			e.Unpack, e.Compression = true, Gzip
-		}
-		return e, FormatORAS, nil
-	default:
-		c, ok := plainTar[l.MediaType]
-		if !ok {
-			return e, "", errUnknownLayer
-		}
-		e.Unpack, e.Compression = true, c
-		return e, FormatTar, nil
-	}
-	// KitOps and ModelPack: <what>.v1.tar[+gzip|+zstd] or <what>.v1.raw,
-	// what being model, weight, dataset, code, docs…
-	_, format, _ := strings.Cut(rest, ".v1.")
-	switch format {
-	case "tar":
-		e.Unpack, e.Compression = true, Uncompressed
-	case "tar+gzip":
-		e.Unpack, e.Compression = true, Gzip
-	case "tar+zstd":
-		e.Unpack, e.Compression = true, Zstd
-	case "raw":
-		e.Path = l.Annotations[annotationFilepath]
-		if e.Path == "" {
-			e.Path = title
-		}
-		if e.Path == "" {
-			return e, kind, fmt.Errorf("a raw layer needs its file name in annotation %s", annotationFilepath)
-		}
-	default:
-		return e, kind, errUnknownLayer
-	}
-	return e, kind, nil
-}
-
-// plainTar maps the media types of image layers to their compression.
-var plainTar = map[types.MediaType]string{
-	types.OCIUncompressedLayer:    Uncompressed,
-	types.OCILayer:                Gzip,
-	types.OCILayerZStd:            Zstd,
-	types.DockerUncompressedLayer: Uncompressed,
-	types.DockerLayer:             Gzip,
-}
-
-// checkEntries refuses an entry path that is absolute, climbs out with
-// "..", is not clean, or collides with another entry's path.
-func checkEntries(a *Artifact) error {
-	bad := func(e Entry, why string) error {
-		return fmt.Errorf("%w: model %s: layer %s: path %q %s", ErrUnsafeArchive, a.Digest, e.Digest, e.Path, why)
-	}
-	for i, e := range a.Entries {
-		p := e.Path
-		switch {
-		case p == "" && !e.Unpack:
-			return bad(e, "is empty: a file needs a name")
-		case p == "":
-			continue
-		case path.IsAbs(p) || strings.HasPrefix(p, `\`):
-			return bad(e, "is absolute")
-		case p == ".." || strings.HasPrefix(p, "../") || strings.Contains(p, "/../") || strings.HasSuffix(p, "/.."):
-			return bad(e, `climbs out of the version folder with ".."`)
-		case path.Clean(p) != p || p == "." || strings.ContainsRune(p, 0):
-			return bad(e, "is not a clean path")
-		}
-		for j, o := range a.Entries {
-			switch {
-			case i == j || o.Path == "":
-			case o.Path == p:
-				return bad(e, fmt.Sprintf("collides with layer %s", o.Digest))
-			case !e.Unpack && strings.HasPrefix(o.Path, p+"/"):
-				return bad(e, fmt.Sprintf("is a file, and layer %s needs it as a folder for %q", o.Digest, o.Path))
-			}
-		}
-	}
-	return nil
-}
-
 // FetchArtifact brings the manifest of repo@d into the store when it is
 // not already there (for an index, the index and the manifest for
 // platform), then the config blob, each checked against its digest, and
@@ -485,7 +286,7 @@ func (s *Store) FetchArtifact(ctx context.Context, repo name.Repository, d v1.Ha
 	if err != nil {
 		return nil, total, err
 	}
-	m, err := s.readIndex(&Artifact{Digest: d, descs: map[v1.Hash]v1.Descriptor{}}, platform)
+	m, err := readIndex(s.read, &Artifact{Digest: d, descs: map[v1.Hash]v1.Descriptor{}}, platform)
 	if err != nil {
 		return nil, total, err
 	}
@@ -522,47 +323,4 @@ func (s *Store) fetchManifest(ctx context.Context, repo name.Repository, d v1.Ha
 		return int64(len(desc.Manifest)), fmt.Errorf("manifest %s: %w", ref, err)
 	}
 	return int64(len(desc.Manifest)), nil
-}
-
-// NodePlatform returns this machine's platform, as index manifests name
-// them: the OS, the architecture and, for arm, the variant when known.
-func NodePlatform() v1.Platform {
-	p := v1.Platform{OS: runtime.GOOS, Architecture: runtime.GOARCH}
-	switch runtime.GOARCH {
-	case "arm64":
-		p.Variant = "v8"
-	case "arm":
-		cpuinfo, _ := os.ReadFile("/proc/cpuinfo")
-		goarm := ""
-		if bi, ok := debug.ReadBuildInfo(); ok {
-			for _, s := range bi.Settings {
-				if s.Key == "GOARM" {
-					goarm = s.Value
-				}
-			}
-		}
-		p.Variant = armVariant(string(cpuinfo), goarm)
-	}
-	return p
-}
-
-// armVariant reads the 32-bit arm variant from /proc/cpuinfo ("CPU
-// architecture: 7"), or else from the GOARM the binary was built for.
-func armVariant(cpuinfo, goarm string) string {
-	for line := range strings.Lines(cpuinfo) {
-		k, v, ok := strings.Cut(line, ":")
-		if !ok || !strings.EqualFold(strings.TrimSpace(k), "CPU architecture") {
-			continue
-		}
-		switch v = strings.TrimSpace(v); {
-		case v == "8" || strings.EqualFold(v, "AArch64"):
-			return "v7" // a 32-bit userland on a 64-bit core runs v7 code
-		case strings.HasPrefix(v, "7"), strings.HasPrefix(v, "6"), strings.HasPrefix(v, "5"):
-			return "v" + v[:1]
-		}
-	}
-	if goarm != "" {
-		return "v" + goarm[:1]
-	}
-	return ""
 }

@@ -14,6 +14,8 @@ import (
 	"strings"
 
 	"github.com/klauspost/compress/zstd"
+
+	"github.com/tend-dev/tend/internal/atomicfile"
 )
 
 // link hard-links a blob into a version folder; tests swap it to force
@@ -81,7 +83,7 @@ func (s *Store) Materialise(ctx context.Context, a *Artifact, dir string) (err e
 	if err := seal(root); err != nil {
 		return fmt.Errorf("materialise model %s: %w", a.Digest, err)
 	}
-	return syncDir(filepath.Dir(dir))
+	return atomicfile.Sync(filepath.Dir(dir))
 }
 
 // place puts a file entry in the version folder: a hard link to its blob,
@@ -277,17 +279,4 @@ func seal(root *os.Root) error {
 		}
 		return err
 	})
-}
-
-// syncDir makes the names in folder dir durable.
-func syncDir(dir string) error {
-	f, err := os.Open(dir)
-	if err != nil {
-		return err
-	}
-	defer f.Close()
-	if err := f.Sync(); err != nil && !errors.Is(err, fs.ErrInvalid) {
-		return fmt.Errorf("sync %s: %w", dir, err)
-	}
-	return nil
 }

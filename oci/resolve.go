@@ -50,7 +50,7 @@ func (r Resolved) String() string { return r.Ref + " → " + r.Digest }
 // tag matching the range is chosen from the repository's tag list.
 func Resolve(ctx context.Context, ref, semverRange string, opts Options) (Resolved, error) {
 	res := Resolved{Ref: ref}
-	nameOpts := opts.nameOptions(ref)
+	nameOpts := opts.NameOptions(ref)
 	if semverRange != "" {
 		repo, err := name.NewRepository(ref, nameOpts...)
 		if err != nil {
@@ -117,7 +117,9 @@ func highest(ctx context.Context, repo name.Repository, semverRange string, opts
 	return matches[0].tag, nil
 }
 
-func (o Options) nameOptions(ref string) []name.Option {
+// NameOptions are the options to parse ref with: plain HTTP for a
+// registry listed as insecure.
+func (o Options) NameOptions(ref string) []name.Option {
 	for _, h := range o.Insecure {
 		if strings.HasPrefix(ref, h+"/") {
 			return []name.Option{name.Insecure}

@@ -6,7 +6,6 @@ import (
 	"errors"
 	"fmt"
 	"io"
-	"io/fs"
 	"log/slog"
 	"net/http"
 	"os"
@@ -17,6 +16,9 @@ import (
 	"github.com/google/go-containerregistry/pkg/name"
 	v1 "github.com/google/go-containerregistry/pkg/v1"
 	"github.com/google/go-containerregistry/pkg/v1/remote/transport"
+
+	"github.com/tend-dev/tend/internal/atomicfile"
+	"github.com/tend-dev/tend/internal/backoff"
 )
 
 // ErrDigestMismatch means the bytes a registry sent do not hash to the
@@ -76,8 +78,12 @@ func (s *Store) Has(d v1.Hash) bool {
 }
 
 // fetchAttempts bounds how often one Fetch resumes after a dropped
-// connection before it gives up until the next tick.
-var fetchAttempts = 5
+// connection before it gives up until the next tick; resumeBackoff spaces
+// the attempts.
+var (
+	fetchAttempts = 5
+	resumeBackoff = backoff.Exponential{Initial: 200 * time.Millisecond, Max: 2 * time.Second}
+)
 
 // Fetch brings blob d (of the given size) of repo into the store. A blob
 // already there is not downloaded again. A partial download, from a dropped
@@ -105,10 +111,8 @@ func (s *Store) Fetch(ctx context.Context, repo name.Repository, d v1.Hash, size
 			return total, fmt.Errorf("download %s@%s: %w", repo, d, err)
 		}
 		s.log.WarnContext(ctx, "download interrupted; resuming", logKeyDigest, d.String(), logKeyError, err.Error())
-		select {
-		case <-ctx.Done():
-			return total, ctx.Err()
-		case <-time.After(time.Duration(attempt) * 200 * time.Millisecond):
+		if err := backoff.Sleep(ctx, resumeBackoff.Delay(attempt)); err != nil {
+			return total, err
 		}
 	}
 }
@@ -190,16 +194,8 @@ func (s *Store) discard(d v1.Hash, err error) error {
 // publish renames a complete, verified partial file into the store and
 // syncs the folder, so the blob survives a power cut once Fetch returns.
 func (s *Store) publish(d v1.Hash) error {
-	if err := os.Rename(s.partial(d), s.Path(d)); err != nil {
+	if err := atomicfile.Rename(s.partial(d), s.Path(d)); err != nil {
 		return fmt.Errorf("store blob %s: %w", d, err)
-	}
-	dir, err := os.Open(filepath.Dir(s.Path(d)))
-	if err != nil {
-		return err
-	}
-	defer dir.Close()
-	if err := dir.Sync(); err != nil && !errors.Is(err, fs.ErrInvalid) {
-		return err
 	}
 	return nil
 }

@@ -29,47 +29,18 @@ func Plan(desired Desired, observed Observed, opts Options) (*Changeset, error) 
 	if len(desired.Resources) == 0 && len(observed.Applied) > 0 && !opts.AllowEmpty {
 		return nil, &EmptyError{Device: desired.Device, Revision: desired.Revision, Managed: len(observed.Applied)}
 	}
-
 	declared := make(map[string]bool, len(desired.Resources))
-	var changed map[string]*Action // only needed when something has deps
 	var apply []Action
 	var unchanged []int // indexes into desired.Resources
-	hasDeps := false
 	for i, r := range desired.Resources {
 		declared[r.ID] = true
-		hasDeps = hasDeps || len(r.Deps) > 0
-		a, ok := compare(r, observed)
-		if !ok {
+		if a, ok := compare(r, observed); ok {
+			apply = append(apply, a)
+		} else {
 			unchanged = append(unchanged, i)
-			continue
-		}
-		apply = append(apply, a)
-	}
-	if hasDeps {
-		changed = make(map[string]*Action, len(apply))
-		for i := range apply {
-			changed[apply[i].Resource] = &apply[i]
-		}
-		// An update of a resource whose inputs also change restarts it
-		// whole: its spec alone would leave parts of it (replicas whose
-		// spec is unchanged) on the old inputs.
-		deps := make(map[string]Resource, len(apply))
-		for _, r := range desired.Resources {
-			if len(r.Deps) > 0 {
-				deps[r.ID] = r
-			}
-		}
-		for i := range apply {
-			r, ok := deps[apply[i].Resource]
-			if !ok || apply[i].Type != Update {
-				continue
-			}
-			if why, ok := restart(r, changed); ok {
-				apply[i].Restart = true
-				apply[i].Reason += "; " + why.Reason
-			}
 		}
 	}
+	changed := restarts(desired.Resources, apply)
 	for _, i := range unchanged {
 		if a, ok := restart(desired.Resources[i], changed); ok {
 			apply = append(apply, a)
@@ -77,30 +48,74 @@ func Plan(desired Desired, observed Observed, opts Options) (*Changeset, error) 
 		}
 		cs.Unchanged++
 	}
-
-	var deletes []Action
-	for id := range observed.Applied {
-		if declared[id] || !observed.Resources[id].Exists || !observed.Created[id] {
-			continue
-		}
-		kind, _ := ParseKind(id[:strings.IndexByte(id+"/", '/')])
-		deletes = append(deletes, Action{Type: Delete, Resource: id, Kind: kind, Reason: "no longer declared"})
-	}
-
 	sort.Slice(apply, func(i, j int) bool {
 		if apply[i].Kind != apply[j].Kind {
 			return apply[i].Kind < apply[j].Kind
 		}
 		return apply[i].Resource < apply[j].Resource
 	})
-	// Deletes run last and in reverse kind order: services stop before the
-	// files and models they use disappear.
-	sort.Slice(deletes, func(i, j int) bool {
-		if deletes[i].Kind != deletes[j].Kind {
-			return deletes[i].Kind > deletes[j].Kind
+	cs.Actions = order(apply, deletes(declared, observed))
+	return cs, nil
+}
+
+// restarts marks the updates of resources whose inputs change in the same
+// plan as restarting whole, and returns the actions by id, for the
+// resources left unchanged to look up; nil when nothing has inputs.
+func restarts(resources []Resource, apply []Action) map[string]*Action {
+	deps := map[string]Resource{}
+	for _, r := range resources {
+		if len(r.Deps) > 0 {
+			deps[r.ID] = r
 		}
-		return deletes[i].Resource < deletes[j].Resource
+	}
+	if len(deps) == 0 {
+		return nil
+	}
+	changed := make(map[string]*Action, len(apply))
+	for i := range apply {
+		changed[apply[i].Resource] = &apply[i]
+	}
+	// An update of a resource whose inputs also change restarts it whole:
+	// its spec alone would leave parts of it (replicas whose spec is
+	// unchanged) on the old inputs.
+	for i := range apply {
+		r, ok := deps[apply[i].Resource]
+		if !ok || apply[i].Type != Update {
+			continue
+		}
+		if why, ok := restart(r, changed); ok {
+			apply[i].Restart = true
+			apply[i].Reason += "; " + why.Reason
+		}
+	}
+	return changed
+}
+
+// deletes returns a delete of every resource tend created, manages, finds
+// on the node and no longer declares, in reverse kind order: services stop
+// before the files and models they use disappear.
+func deletes(declared map[string]bool, observed Observed) []Action {
+	var out []Action
+	for id := range observed.Applied {
+		if declared[id] || !observed.Resources[id].Exists || !observed.Created[id] {
+			continue
+		}
+		kind, _ := KindOf(id)
+		out = append(out, Action{Type: Delete, Resource: id, Kind: kind, Reason: "no longer declared"})
+	}
+	sort.Slice(out, func(i, j int) bool {
+		if out[i].Kind != out[j].Kind {
+			return out[i].Kind > out[j].Kind
+		}
+		return out[i].Resource < out[j].Resource
 	})
+	return out
+}
+
+// order runs deletes last, except a delete that frees a path one of the
+// sorted apply actions needs (a file replaced by a folder of the same
+// name, or the reverse), which runs first.
+func order(apply, deletes []Action) []Action {
 	var first, last []Action
 	var ids []string
 	if len(deletes) > 0 {
@@ -117,8 +132,7 @@ func Plan(desired Desired, observed Observed, opts Options) (*Changeset, error) 
 			last = append(last, d)
 		}
 	}
-	cs.Actions = append(append(first, apply...), last...)
-	return cs, nil
+	return append(append(first, apply...), last...)
 }
 
 // conflicts reports whether deleting id frees a path that one of the
@@ -153,7 +167,7 @@ func compare(r Resource, observed Observed) (Action, bool) {
 		a.Changes = diff(nil, r.Fields)
 		switch {
 		case unchangedInGit:
-			a.Reason, a.Drift = "drift: deleted on node", true
+			a.setDrift("deleted on node")
 		case r.Reason != "":
 			a.Reason = "declared: " + r.Reason
 		default:
@@ -171,7 +185,7 @@ func compare(r Resource, observed Observed) (Action, bool) {
 	if other := replacedBy(changes); other != "" {
 		// Not a different value but a different thing: say so plainly.
 		if unchangedInGit {
-			a.Reason, a.Drift = "drift: replaced by "+other+" on node", true
+			a.setDrift("replaced by " + other + " on node")
 		} else {
 			a.Reason = "declared: " + other + " is in the way on node"
 		}
@@ -179,9 +193,9 @@ func compare(r Resource, observed Observed) (Action, bool) {
 	}
 	switch {
 	case unchangedInGit && st.Note != "":
-		a.Reason, a.Drift = "drift: "+st.Note, true
+		a.setDrift(st.Note)
 	case unchangedInGit:
-		a.Reason, a.Drift = "drift: "+what+" changed on node", true
+		a.setDrift(what + " changed on node")
 	case r.Reason != "":
 		a.Reason = "update: " + r.Reason
 	case managed:
@@ -190,6 +204,11 @@ func compare(r Resource, observed Observed) (Action, bool) {
 		a.Reason = "declared: replaces " + what + " found on node"
 	}
 	return a, true
+}
+
+// setDrift marks a as reverting drift and says so in its reason.
+func (a *Action) setDrift(what string) {
+	a.Drift, a.Reason = Drift(what), "drift: "+what
 }
 
 // restart returns a restart of r when something it depends on changes in

@@ -1,6 +1,9 @@
 package planner
 
-import "fmt"
+import (
+	"fmt"
+	"strconv"
+)
 
 // Kind is the kind of a resource.
 type Kind int
@@ -118,6 +121,17 @@ func (t ActionType) Symbol() string {
 // MarshalText writes the action's name.
 func (t ActionType) MarshalText() ([]byte, error) { return []byte(t.String()), nil }
 
+// UnmarshalText reads an action's name.
+func (t *ActionType) UnmarshalText(b []byte) error {
+	for i, n := range actionNames {
+		if n == string(b) {
+			*t = ActionType(i)
+			return nil
+		}
+	}
+	return fmt.Errorf("unknown action %q", b)
+}
+
 // Change is one field that differs between node and declaration.
 type Change struct {
 	Field string `json:"field"`
@@ -131,14 +145,39 @@ type Action struct {
 	Resource string     `json:"resource"`
 	Kind     Kind       `json:"-"`
 	Reason   string     `json:"reason"`
-	// Drift is true when the node differs from what tend last applied while
-	// the declaration did not change: someone changed the node.
-	Drift   bool     `json:"drift,omitempty"`
+	// Drift, when set, says how the node differs from what tend last
+	// applied while the declaration did not change: someone changed the
+	// node. Reason then reads "drift: " followed by it.
+	Drift   Drift    `json:"drift,omitempty"`
 	Changes []Change `json:"changes,omitempty"`
 	// Restart is set on an update whose inputs change in the same plan:
 	// all of it restarts, not only the parts whose own spec changed.
 	Restart bool `json:"restart,omitempty"`
 }
+
+// Drift says in words what was changed on the node ("content changed on
+// node", "deleted on node"); the empty Drift is none. JSON writes it as
+// true (or leaves it out): the words are in the action's reason.
+type Drift string
+
+// MarshalJSON writes true.
+func (d Drift) MarshalJSON() ([]byte, error) { return []byte(strconv.FormatBool(d != "")), nil }
+
+// UnmarshalJSON reads a boolean: true is drift whose words are not known.
+func (d *Drift) UnmarshalJSON(b []byte) error {
+	v, err := strconv.ParseBool(string(b))
+	if err != nil {
+		return fmt.Errorf("drift: want true or false, got %s", b)
+	}
+	*d = ""
+	if v {
+		*d = "changed on node"
+	}
+	return nil
+}
+
+// IsDrift reports whether the action reverts drift.
+func (a Action) IsDrift() bool { return a.Drift != "" }
 
 func (a Action) String() string {
 	return fmt.Sprintf("%s %s (%s)", a.Type.Symbol(), a.Resource, a.Reason)
@@ -184,7 +223,7 @@ func (c *Changeset) Empty() bool { return len(c.Actions) == 0 }
 func (c *Changeset) Drifted() []Action {
 	var out []Action
 	for _, a := range c.Actions {
-		if a.Drift {
+		if a.IsDrift() {
 			out = append(out, a)
 		}
 	}

@@ -1,4 +1,4 @@
-package applier
+package file
 
 import (
 	"context"
@@ -7,6 +7,8 @@ import (
 	"testing"
 
 	"github.com/stretchr/testify/require"
+	"github.com/tend-dev/tend/internal/confine"
+	"github.com/tend-dev/tend/planner"
 )
 
 func TestConfinementPaths(t *testing.T) {
@@ -16,15 +18,15 @@ func TestConfinementPaths(t *testing.T) {
 		wantIs  error
 		wantMsg string
 	}{
-		{"dot dot", "/etc/infer/../../x", ErrInvalidPath, `write it as "/x"`},
-		{"leading dot dot", "/../etc/infer/x", ErrInvalidPath, "not clean"},
-		{"relative", "etc/infer/x", ErrInvalidPath, "not a file resource id"},
-		{"trailing slash", "/etc/infer/x/", ErrInvalidPath, "not clean"},
-		{"double slash", "/etc/infer//x", ErrInvalidPath, "not clean"},
-		{"outside allowPaths", "/etc/passwd", ErrNotAllowed,
+		{"dot dot", "/etc/infer/../../x", confine.ErrInvalidPath, `write it as "/x"`},
+		{"leading dot dot", "/../etc/infer/x", confine.ErrInvalidPath, "not clean"},
+		{"relative", "etc/infer/x", confine.ErrInvalidPath, "not a file resource id"},
+		{"trailing slash", "/etc/infer/x/", confine.ErrInvalidPath, "not clean"},
+		{"double slash", "/etc/infer//x", confine.ErrInvalidPath, "not clean"},
+		{"outside allowPaths", "/etc/passwd", confine.ErrNotAllowed,
 			"/etc/passwd is not under any allowed path (/etc/infer); add an allowPaths entry for it to the agent config"},
-		{"sibling with shared prefix", "/etc/inferX/config.yaml", ErrNotAllowed, "/etc/inferX/config.yaml is not under"},
-		{"the allowed directory itself", "/etc/infer", ErrNotAllowed, "not under any allowed path"},
+		{"sibling with shared prefix", "/etc/inferX/config.yaml", confine.ErrNotAllowed, "/etc/inferX/config.yaml is not under"},
+		{"the allowed directory itself", "/etc/infer", confine.ErrNotAllowed, "not under any allowed path"},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -32,7 +34,7 @@ func TestConfinementPaths(t *testing.T) {
 			err := writeFile(t, d, tt.path, "x", "")
 			require.ErrorIs(t, err, tt.wantIs)
 			require.ErrorContains(t, err, tt.wantMsg)
-			_, err = d.Observe(context.Background(), FileID(tt.path))
+			_, err = d.Observe(context.Background(), planner.FileID(tt.path), nil)
 			require.ErrorIs(t, err, tt.wantIs)
 			require.Empty(t, tree(t, root), "nothing may be written")
 		})
@@ -55,7 +57,7 @@ func TestConfinementSymlinks(t *testing.T) {
 				require.NoError(t, os.MkdirAll(filepath.Join(d.root, "etc"), 0o755))
 				require.NoError(t, os.Symlink(d.outside, filepath.Join(d.root, "etc/infer")))
 			},
-			path: "/etc/infer/config.yaml", wantIs: ErrSymlinkEscape,
+			path: "/etc/infer/config.yaml", wantIs: confine.ErrSymlinkEscape,
 			untouched: func(d dirs) []string { return []string{d.outside} },
 		},
 		{
@@ -64,7 +66,7 @@ func TestConfinementSymlinks(t *testing.T) {
 				require.NoError(t, os.MkdirAll(filepath.Join(d.root, "etc/other"), 0o755))
 				require.NoError(t, os.Symlink("other", filepath.Join(d.root, "etc/infer")))
 			},
-			path: "/etc/infer/config.yaml", wantIs: ErrSymlinkEscape,
+			path: "/etc/infer/config.yaml", wantIs: confine.ErrSymlinkEscape,
 			untouched: func(d dirs) []string { return []string{filepath.Join(d.root, "etc/other")} },
 		},
 		{
@@ -73,7 +75,7 @@ func TestConfinementSymlinks(t *testing.T) {
 				require.NoError(t, os.MkdirAll(filepath.Join(d.root, "etc"), 0o755))
 				require.NoError(t, os.Symlink(filepath.Join(d.root, "etc"), filepath.Join(d.root, "etc/infer")))
 			},
-			path: "/etc/infer/passwd", wantIs: ErrSymlinkEscape,
+			path: "/etc/infer/passwd", wantIs: confine.ErrSymlinkEscape,
 			untouched: func(d dirs) []string { return nil },
 		},
 		{
@@ -82,7 +84,7 @@ func TestConfinementSymlinks(t *testing.T) {
 				require.NoError(t, os.Mkdir(filepath.Join(d.outside, "infer"), 0o755))
 				require.NoError(t, os.Symlink(d.outside, filepath.Join(d.root, "etc")))
 			},
-			path: "/etc/infer/config.yaml", wantIs: ErrSymlinkEscape,
+			path: "/etc/infer/config.yaml", wantIs: confine.ErrSymlinkEscape,
 			untouched: func(d dirs) []string { return []string{filepath.Join(d.outside, "infer")} },
 		},
 		{
@@ -91,7 +93,7 @@ func TestConfinementSymlinks(t *testing.T) {
 				require.NoError(t, os.MkdirAll(filepath.Join(d.root, "etc/infer"), 0o755))
 				require.NoError(t, os.Symlink(d.outside, filepath.Join(d.root, "etc/infer/sub")))
 			},
-			path: "/etc/infer/sub/config.yaml", wantIs: ErrSymlinkEscape,
+			path: "/etc/infer/sub/config.yaml", wantIs: confine.ErrSymlinkEscape,
 			untouched: func(d dirs) []string { return []string{d.outside} },
 		},
 		{
@@ -101,7 +103,7 @@ func TestConfinementSymlinks(t *testing.T) {
 				require.NoError(t, os.MkdirAll(filepath.Join(d.root, "etc/other"), 0o755))
 				require.NoError(t, os.Symlink("../other", filepath.Join(d.root, "etc/infer/sub")))
 			},
-			path: "/etc/infer/sub/config.yaml", wantIs: ErrSymlinkEscape,
+			path: "/etc/infer/sub/config.yaml", wantIs: confine.ErrSymlinkEscape,
 			untouched: func(d dirs) []string { return []string{filepath.Join(d.root, "etc/other")} },
 		},
 	}
@@ -114,7 +116,7 @@ func TestConfinementSymlinks(t *testing.T) {
 
 			err := writeFile(t, drv, tt.path, "pwned", "")
 			require.ErrorIs(t, err, tt.wantIs)
-			_, err = drv.Observe(context.Background(), FileID(tt.path))
+			_, err = drv.Observe(context.Background(), planner.FileID(tt.path), nil)
 			require.ErrorIs(t, err, tt.wantIs)
 			err = drv.Apply(context.Background(), deleteAction(tt.path), nil)
 			require.ErrorIs(t, err, tt.wantIs)
@@ -142,7 +144,7 @@ func TestSymlinkAtFilePathIsReplaced(t *testing.T) {
 	link := filepath.Join(dir, "config.yaml")
 	require.NoError(t, os.Symlink(target, link))
 
-	st, err := drv.Observe(context.Background(), "file/etc/infer/config.yaml")
+	st, err := drv.Observe(context.Background(), "file/etc/infer/config.yaml", nil)
 	require.NoError(t, err)
 	require.Equal(t, "<symlink>", st.Fields[0].Value)
 
@@ -166,7 +168,7 @@ func TestDirectoryAtFilePath(t *testing.T) {
 	require.NoError(t, os.MkdirAll(filepath.Join(node, "keep"), 0o755))
 
 	err := writeFile(t, drv, "/etc/infer/config.yaml", "x", "")
-	require.ErrorIs(t, err, ErrNotRegular)
+	require.ErrorIs(t, err, confine.ErrNotRegular)
 	require.ErrorContains(t, err, node+" is a directory")
 	require.DirExists(t, filepath.Join(node, "keep"))
 	require.Empty(t, tempFiles(t, root))
@@ -180,7 +182,7 @@ func TestSymlinkInsideAllowedDirIsFollowed(t *testing.T) {
 
 	require.NoError(t, writeFile(t, drv, "/etc/infer/current/config.yaml", "x", ""))
 	require.FileExists(t, filepath.Join(dir, "v2/config.yaml"))
-	st, err := drv.Observe(context.Background(), "file/etc/infer/current/config.yaml")
+	st, err := drv.Observe(context.Background(), "file/etc/infer/current/config.yaml", nil)
 	require.NoError(t, err)
 	require.True(t, st.Exists)
 	require.Equal(t, "0644", st.Fields[1].Value)
@@ -188,9 +190,8 @@ func TestSymlinkInsideAllowedDirIsFollowed(t *testing.T) {
 
 func TestAllowedRoot(t *testing.T) {
 	root := t.TempDir()
-	drv, err := NewFileDriver(root, []string{"/"})
-	require.NoError(t, err)
+	drv := newDriverAt(t, root, []string{"/"})
 	require.NoError(t, writeFile(t, drv, "/etc/x.conf", "x", ""))
 	require.FileExists(t, filepath.Join(root, "etc/x.conf"))
-	require.ErrorIs(t, writeFile(t, drv, "/../x", "x", ""), ErrInvalidPath)
+	require.ErrorIs(t, writeFile(t, drv, "/../x", "x", ""), confine.ErrInvalidPath)
 }

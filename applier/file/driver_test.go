@@ -1,4 +1,4 @@
-package applier
+package file
 
 import (
 	"context"
@@ -9,8 +9,8 @@ import (
 
 	"github.com/stretchr/testify/require"
 
-	"github.com/tend-dev/tend/manifest"
 	"github.com/tend-dev/tend/planner"
+	"github.com/tend-dev/tend/render"
 )
 
 func TestFileDriverWrite(t *testing.T) {
@@ -50,11 +50,14 @@ func TestFileDriverWrite(t *testing.T) {
 			}
 			require.Empty(t, tempFiles(t, root), "temporary files left behind")
 
-			st, err := d.Observe(ctx, FileID(tt.path))
+			st, err := d.Observe(ctx, planner.FileID(tt.path), nil)
 			require.NoError(t, err)
-			require.Equal(t, planner.State{Exists: true, Fields: FileResource(manifest.File{
-				Path: tt.path, Content: tt.content, Mode: tt.mode,
-			}).Fields}, st)
+			mode, err := render.ParseMode(tt.mode)
+			require.NoError(t, err)
+			require.Equal(t, planner.State{Exists: true, Fields: []planner.Field{
+				{Name: planner.FieldContent, Value: render.ContentDigest([]byte(tt.content))},
+				{Name: planner.FieldMode, Value: render.FormatMode(mode)},
+			}}, st)
 		})
 	}
 }
@@ -136,14 +139,14 @@ func TestFileDriverObserve(t *testing.T) {
 				require.NoError(t, os.MkdirAll(filepath.Dir(node), 0o755))
 			}
 			tt.setup(t, node)
-			st, err := d.Observe(context.Background(), "file/etc/infer/sub/config.yaml")
+			st, err := d.Observe(context.Background(), "file/etc/infer/sub/config.yaml", nil)
 			require.NoError(t, err)
 			require.Equal(t, tt.want, st)
 		})
 	}
 	t.Run("creates nothing", func(t *testing.T) {
 		d, root := newDriver(t)
-		st, err := d.Observe(context.Background(), "file/etc/infer/a/b")
+		st, err := d.Observe(context.Background(), "file/etc/infer/a/b", nil)
 		require.NoError(t, err)
 		require.False(t, st.Exists)
 		require.Empty(t, tree(t, root))
@@ -154,42 +157,15 @@ func TestFileDriverApplyErrors(t *testing.T) {
 	d, _ := newDriver(t)
 	ctx := context.Background()
 	a := createAction("/etc/infer/a")
-	require.ErrorContains(t, d.Apply(ctx, a, "not a file"), "want a manifest.File")
-	require.ErrorContains(t, d.Apply(ctx, a, manifest.File{Path: "/etc/infer/b"}), "spec declares file/etc/infer/b")
-	require.ErrorContains(t, d.Apply(ctx, a, manifest.File{Path: "/etc/infer/a", Mode: "999"}), "invalid file mode")
+	require.ErrorContains(t, d.Apply(ctx, a, "not a file"), "want a render.File")
+	require.ErrorContains(t, d.Apply(ctx, a, render.File{Path: "/etc/infer/b"}), "spec declares file/etc/infer/b")
 	a.Type = planner.Restart
 	require.ErrorContains(t, d.Apply(ctx, a, nil), "a file cannot restart")
-	require.NoError(t, d.Apply(ctx, createAction("/etc/infer/p"), &manifest.File{Path: "/etc/infer/p"}))
+	require.NoError(t, d.Apply(ctx, createAction("/etc/infer/p"), render.File{Path: "/etc/infer/p", Mode: 0o644}))
 
 	cctx, cancel := context.WithCancel(ctx)
 	cancel()
-	require.ErrorIs(t, d.Apply(cctx, createAction("/etc/infer/q"), manifest.File{Path: "/etc/infer/q"}), context.Canceled)
-}
-
-func TestNewFileDriver(t *testing.T) {
-	root := t.TempDir()
-	tests := []struct {
-		name    string
-		root    string
-		allow   []string
-		wantErr string
-	}{
-		{"ok", root, []string{"/etc/infer", "/opt/models"}, ""},
-		{"empty root", "", nil, "root is empty"},
-		{"missing root", filepath.Join(root, "missing"), nil, "no such file or directory"},
-		{"relative allow path", root, []string{"etc/infer"}, `allowPaths entry "etc/infer": invalid path`},
-		{"unclean allow path", root, []string{"/etc/infer/../x"}, `allowPaths entry "/etc/infer/../x": invalid path`},
-	}
-	for _, tt := range tests {
-		t.Run(tt.name, func(t *testing.T) {
-			_, err := NewFileDriver(tt.root, tt.allow)
-			if tt.wantErr == "" {
-				require.NoError(t, err)
-				return
-			}
-			require.ErrorContains(t, err, tt.wantErr)
-		})
-	}
+	require.ErrorIs(t, d.Apply(cctx, createAction("/etc/infer/q"), render.File{Path: "/etc/infer/q"}), context.Canceled)
 }
 
 func TestFileDriverDeletePrunesEmptyFolders(t *testing.T) {
@@ -229,8 +205,7 @@ func TestFileDriverDeletePrunesEmptyFolders(t *testing.T) {
 			if allow == nil {
 				allow = []string{testAllow}
 			}
-			d, err := NewFileDriver(root, allow)
-			require.NoError(t, err)
+			d := newDriverAt(t, root, allow)
 			for _, f := range tt.files {
 				require.NoError(t, os.MkdirAll(filepath.Dir(filepath.Join(root, f)), 0o755))
 				require.NoError(t, os.WriteFile(filepath.Join(root, f), []byte("x"), 0o644))

@@ -1,9 +1,14 @@
-// Package service runs and stops service processes: the exec runtime that
-// the applier's service driver and supervisor call to start each replica of
-// a service detached in its own session, identify it across agent restarts
-// by (pid, start time), wait for it (as a child, or through a pidfd once
-// adopted), stop its whole process group, confine it to memory and CPU limits
-// through cgroups (v2, or v1 where that is what the node mounts), rotate the
-// log files it appends to, and probe its health. Runtime is the seam a
-// container runtime can implement instead.
+// Package service is the applier's driver for services: it starts each
+// replica of a service through a Runtime, updates only the replicas whose
+// spec changed, scales by the difference, checks that a started replica
+// stays up and becomes healthy (or fails the action, which rolls the plan
+// back), and stops what is no longer declared.
+//
+// The Supervisor keeps a record of every instance in stateDir, so that the
+// next agent adopts what runs instead of restarting it; while the agent
+// runs it restarts an instance that exits as its restart policy says, with
+// crash-loop backoff, and restarts one whose health probe fails. The
+// Runtime is the seam: the exec runtime in service/process runs processes,
+// a container runtime can implement the same interface. Health probes and
+// service log files live here, for every runtime.
 package service

@@ -50,7 +50,7 @@ type ExitStatus struct {
 func (e ExitStatus) String() string {
 	oom := "out of memory"
 	if e.MemoryLimit > 0 {
-		oom += ": limit " + formatBytes(e.MemoryLimit)
+		oom += ": limit " + FormatBytes(e.MemoryLimit)
 	}
 	switch {
 	case !e.Known && e.OOMKilled:
@@ -71,9 +71,9 @@ func (e ExitStatus) Failed() bool {
 	return !e.Known || e.Signal != "" || e.Code != 0 || e.OOMKilled
 }
 
-// formatBytes prints n in the largest binary unit that divides it: "64Mi",
+// FormatBytes prints n in the largest binary unit that divides it: "64Mi",
 // "1536Ki", "1000".
-func formatBytes(n int64) string {
+func FormatBytes(n int64) string {
 	for _, u := range []struct {
 		suffix string
 		size   int64
@@ -122,7 +122,8 @@ func (e *invalidError) Error() string        { return e.err.Error() }
 func (e *invalidError) Unwrap() error        { return e.err }
 func (e *invalidError) Is(target error) bool { return target == ErrInvalidInstance }
 
-// invalidf formats an error wrapping ErrInvalidInstance.
-func invalidf(format string, args ...any) error {
+// Invalidf formats an error that matches ErrInvalidInstance, for a
+// Runtime that refuses an instance before anything runs.
+func Invalidf(format string, args ...any) error {
 	return &invalidError{fmt.Errorf(format, args...)}
 }

@@ -8,7 +8,7 @@ import (
 
 	"github.com/spf13/cobra"
 
-	"github.com/tend-dev/tend/applier"
+	"github.com/tend-dev/tend/applier/service"
 )
 
 func newLogsCommand(g *globals) *cobra.Command {
@@ -31,7 +31,7 @@ func newLogsCommand(g *globals) *cobra.Command {
 			}
 			ctx, stop := signal.NotifyContext(cmd.Context(), syscall.SIGINT, syscall.SIGTERM)
 			defer stop()
-			return applier.WriteLogs(ctx, cmd.OutOrStdout(), c.StateDir, name, replica, follow)
+			return service.WriteLogs(ctx, cmd.OutOrStdout(), c.StateDir, name, replica, follow)
 		},
 	}
 	cmd.Flags().BoolVarP(&follow, "follow", "f", false, "keep printing what the service writes")

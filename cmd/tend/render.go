@@ -5,16 +5,20 @@ import (
 	"fmt"
 
 	"github.com/spf13/cobra"
-	"github.com/tend-dev/tend/agent"
 	"sigs.k8s.io/yaml"
+
+	"github.com/tend-dev/tend/agent"
+	"github.com/tend-dev/tend/render"
 )
 
 func newRenderCommand(g *globals) *cobra.Command {
 	var format string
 	cmd := &cobra.Command{
 		Use:   "render",
-		Short: "Print the desired state of this device, merged from all its manifests",
-		Args:  cobra.NoArgs,
+		Short: "Print the desired state of this device, merged from all its manifests, models resolved",
+		Long: "render fetches this device's manifests, merges them and resolves every model ref in its registry\n" +
+			"(a tag or semver policy to the digest this device would pull), without looking at the node.",
+		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			if err := oneOf("--format", format, "yaml", "json"); err != nil {
 				return err
@@ -23,25 +27,23 @@ func newRenderCommand(g *globals) *cobra.Command {
 			if err != nil {
 				return err
 			}
-			snap, dev, err := g.reconciler(c, log).Desired(cmd.Context(), false)
+			resolver := &render.Registry{Options: agent.RegistryOptions(c)}
+			snap, d, err := g.reconciler(c, log).Render(cmd.Context(), resolver)
 			if err != nil {
 				return err
 			}
+			doc := d.Document()
 			out := cmd.OutOrStdout()
-			switch format {
-			case "yaml":
-				b, err := yaml.Marshal(dev)
-				if err != nil {
-					return err
-				}
-				fmt.Fprintf(out, "# device %s at %s\n%s", c.Device, agent.Revision(snap), b)
-			case "json":
+			if format == "json" {
 				enc := json.NewEncoder(out)
 				enc.SetIndent("", "  ")
-				return enc.Encode(dev)
-			default:
-				return fmt.Errorf("--format %q: use yaml or json", format)
+				return enc.Encode(doc)
 			}
+			b, err := yaml.Marshal(doc)
+			if err != nil {
+				return err
+			}
+			fmt.Fprintf(out, "# device %s at %s\n%s", c.Device, agent.Revision(snap), b)
 			return nil
 		},
 	}

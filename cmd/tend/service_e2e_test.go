@@ -32,7 +32,7 @@ func svcProg(t testing.TB) string {
 	t.Helper()
 	svcProgOnce.Do(func() {
 		svcProgPath = filepath.Join(filepath.Dir(tendBin), "svcprog")
-		out, err := exec.Command("go", "build", "-o", svcProgPath, "../../applier/testdata/svcprog").CombinedOutput()
+		out, err := exec.Command("go", "build", "-o", svcProgPath, "../../applier/service/testdata/svcprog").CombinedOutput()
 		if err != nil {
 			t.Fatalf("build svcprog: %v\n%s", err, out)
 		}

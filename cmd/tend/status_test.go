@@ -1,7 +1,6 @@
 package main
 
 import (
-	"context"
 	"encoding/json"
 	"net"
 	"os"
@@ -24,18 +23,14 @@ func statusAgent(t *testing.T) (string, *agent.Tracker) {
 	tr.SetApplied("main@sha1:aaa")
 	started := time.Now().Add(-time.Minute)
 	plan := &planner.Changeset{Device: "cam-017", Revision: "main@sha1:aaa", Unchanged: 2, Actions: []planner.Action{
-		{Type: planner.Update, Resource: "file/etc/infer/config.yaml", Kind: planner.KindFile, Reason: "drift: content changed on node", Drift: true},
+		{Type: planner.Update, Resource: "file/etc/infer/config.yaml", Kind: planner.KindFile, Reason: "drift: content changed on node", Drift: "content changed on node"},
 	}}
 	tr.Observe(&agent.Result{Snapshot: &gitsource.Snapshot{Ref: "main", Revision: "aaa"}, Plan: plan,
 		Drift: drift.Detect(plan, started), Started: started, Duration: time.Second}, nil, true)
 	s := agent.NewServer("127.0.0.1:0", tr, agent.NewMetrics(), func() bool { return true }, func() bool { return true }, nil)
-	addr, err := s.Start()
+	addr, err := s.Start(t.Context())
 	require.NoError(t, err)
-	t.Cleanup(func() {
-		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
-		defer cancel()
-		require.NoError(t, s.Shutdown(ctx))
-	})
+	t.Cleanup(s.Stop)
 	return addr.String(), tr
 }
 

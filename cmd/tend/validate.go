@@ -63,7 +63,7 @@ func newValidateCommand(g *globals) *cobra.Command {
 			if err != nil {
 				return err
 			}
-			snap, dev, err := g.reconciler(c, log).Desired(cmd.Context(), true)
+			snap, dev, err := g.reconciler(c, log).Manifests(cmd.Context())
 			if err != nil {
 				return err
 			}

@@ -1,6 +1,8 @@
-package service
+package process
 
 import (
+	"github.com/tend-dev/tend/applier/service"
+
 	"bufio"
 	"bytes"
 	"errors"
@@ -28,7 +30,7 @@ const (
 	cpuPeriodUS = 100000
 )
 
-// noCgroupWarning is Proc.Limits when no limit could be applied.
+// noCgroupWarning is service.Proc.Limits when no limit could be applied.
 const noCgroupWarning = "not applied: no writable cgroup (v2 /sys/fs/cgroup or v1 memory/cpu); run tend as root with cgroups mounted"
 
 type cgroupMode int
@@ -93,10 +95,10 @@ func (c *instanceCgroup) dirs() []string {
 // checkLimits refuses limits no process can run under.
 func checkLimits(memory, cpuMilli int64) error {
 	if memory < 0 || (memory > 0 && memory < MinMemory) {
-		return invalidf("memory limit %s is below the %s a process needs to start: raise services[].resources.memory", formatBytes(memory), formatBytes(MinMemory))
+		return service.Invalidf("memory limit %s is below the %s a process needs to start: raise services[].resources.memory", service.FormatBytes(memory), service.FormatBytes(MinMemory))
 	}
 	if cpuMilli < 0 || (cpuMilli > 0 && cpuMilli < MinCPUMilli) {
-		return invalidf("cpu limit %dm is below the kernel's smallest quota (%dm): raise services[].resources.cpu", cpuMilli, MinCPUMilli)
+		return service.Invalidf("cpu limit %dm is below the kernel's smallest quota (%dm): raise services[].resources.cpu", cpuMilli, MinCPUMilli)
 	}
 	return nil
 }
@@ -284,7 +286,7 @@ func writeLimit(dir, file, value string) error {
 	p := filepath.Join(dir, file)
 	if err := writeFile(p, value); err != nil {
 		if errors.Is(err, syscall.EINVAL) || errors.Is(err, syscall.EBUSY) || errors.Is(err, syscall.ERANGE) {
-			return invalidf("the kernel refuses %s = %s: %w; change services[].resources", p, value, err)
+			return service.Invalidf("the kernel refuses %s = %s: %w; change services[].resources", p, value, err)
 		}
 		return fmt.Errorf("set %s = %s: %w", p, value, err)
 	}

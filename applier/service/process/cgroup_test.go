@@ -1,6 +1,8 @@
-package service
+package process
 
 import (
+	"github.com/tend-dev/tend/applier/service"
+
 	"context"
 	"os"
 	"path/filepath"
@@ -15,10 +17,10 @@ import (
 
 // requireCgroups: the tests below use the node's real cgroups (v1 memory
 // and cpu here, as root).
-func requireCgroups(t *testing.T) *Exec {
+func requireCgroups(t *testing.T) *Runtime {
 	t.Helper()
 	requireRoot(t, "writing cgroups")
-	e := newTestExec(t)
+	e := newTestRuntime(t)
 	require.NotEqual(t, cgroupNone, e.cg.mode, "no cgroup hierarchy under %s", cgroupMount)
 	return e
 }
@@ -31,7 +33,7 @@ func readTrim(t *testing.T, p string) string {
 }
 
 // instanceDirs are where the cgroup of instance name is, memory and cpu.
-func instanceDirs(e *Exec, name string) (mem, cpu string) {
+func instanceDirs(e *Runtime, name string) (mem, cpu string) {
 	if e.cg.mode == cgroupV2 {
 		d := filepath.Join(e.cg.root, e.cg.parent, name)
 		return d, d
@@ -43,7 +45,7 @@ func TestMemoryLimitOOMKilled(t *testing.T) {
 	e := requireCgroups(t)
 	t.Parallel()
 	mem, _ := instanceDirs(e, "oom-0")
-	p := start(t, e, Instance{
+	p := start(t, e, service.Instance{
 		Service: "oom",
 		// -wait-cgroup: allocate only once inside the limit (on v1 the
 		// process is moved in just after it started).
@@ -54,7 +56,7 @@ func TestMemoryLimitOOMKilled(t *testing.T) {
 	require.Empty(t, p.Limits)
 	st, err := e.Wait(waitCtx(t), p)
 	require.NoError(t, err)
-	assert.Equal(t, ExitStatus{Known: true, Code: -1, Signal: "killed", OOMKilled: true, MemoryLimit: 64 << 20}, st)
+	assert.Equal(t, service.ExitStatus{Known: true, Code: -1, Signal: "killed", OOMKilled: true, MemoryLimit: 64 << 20}, st)
 	assert.Equal(t, "killed by signal killed (out of memory: limit 64Mi)", st.String())
 	assert.NoDirExists(t, mem, "the instance's cgroup is removed once its process is gone")
 }
@@ -63,7 +65,7 @@ func TestLimitsWrittenAndRemoved(t *testing.T) {
 	e := requireCgroups(t)
 	t.Parallel()
 	mem, cpu := instanceDirs(e, "limits-1")
-	p := start(t, e, Instance{Service: "limits", Replica: 1, Command: []string{svcBin, "-sleep", "1h"}, Memory: 128 << 20, CPUMilli: 1500})
+	p := start(t, e, service.Instance{Service: "limits", Replica: 1, Command: []string{svcBin, "-sleep", "1h"}, Memory: 128 << 20, CPUMilli: 1500})
 	require.Empty(t, p.Limits)
 
 	if e.cg.mode == cgroupV1 {
@@ -79,7 +81,7 @@ func TestLimitsWrittenAndRemoved(t *testing.T) {
 	}
 
 	// After a restart of tend: found from /proc/PID/cgroup, removed by Stop.
-	after := newTestExec(t)
+	after := newTestRuntime(t)
 	cg := after.cg.instanceOf(p.PID)
 	require.NotNil(t, cg)
 	assert.Equal(t, mem, cg.memDir)
@@ -98,7 +100,7 @@ func TestLimitRefusedByKernel(t *testing.T) {
 	}
 	// Below checkLimits' floor, straight to the kernel: a 100µs quota.
 	_, _, err := e.cg.create("refused-0", 0, 1)
-	require.ErrorIs(t, err, ErrInvalidInstance)
+	require.ErrorIs(t, err, service.ErrInvalidInstance)
 	assert.Contains(t, err.Error(), "the kernel refuses")
 	assert.Contains(t, err.Error(), "invalid argument")
 	_, cpu := instanceDirs(e, "refused-0")
@@ -107,13 +109,13 @@ func TestLimitRefusedByKernel(t *testing.T) {
 
 func TestNoWritableCgroup(t *testing.T) {
 	t.Parallel()
-	e := newTestExec(t)
+	e := newTestRuntime(t)
 	e.cg = detectCgroups(t.TempDir(), testCgroupParent) // nothing mounted there
-	p := start(t, e, Instance{Service: "nocg", Command: []string{svcBin, "-sleep", "1h"}, Memory: 64 << 20, CPUMilli: 500})
+	p := start(t, e, service.Instance{Service: "nocg", Command: []string{svcBin, "-sleep", "1h"}, Memory: 64 << 20, CPUMilli: 500})
 	assert.Equal(t, "resource limits not applied: no writable cgroup (v2 /sys/fs/cgroup or v1 memory/cpu); run tend as root with cgroups mounted", p.Limits)
 	assert.True(t, e.Alive(p), "it starts anyway")
 
-	p = start(t, e, Instance{Service: "nolimits", Command: []string{svcBin, "-sleep", "1h"}})
+	p = start(t, e, service.Instance{Service: "nolimits", Command: []string{svcBin, "-sleep", "1h"}})
 	assert.Empty(t, p.Limits, "no warning when no limit was asked for")
 }
 

@@ -1,6 +1,8 @@
-package service
+package process
 
 import (
+	"github.com/tend-dev/tend/applier/service"
+
 	"errors"
 	"io/fs"
 	"os"
@@ -13,33 +15,33 @@ import (
 )
 
 // instanceEnv is the environment of in: exactly in.Env, plus PATH
-// (DefaultPath) when in.Env sets none. Sorted, so it reads the same every
+// (service.DefaultPath) when in.Env sets none. Sorted, so it reads the same every
 // time.
-func instanceEnv(in Instance) []string {
+func instanceEnv(in service.Instance) []string {
 	env := make([]string, 0, len(in.Env)+1)
 	for k, v := range in.Env {
 		env = append(env, k+"="+v)
 	}
 	if _, ok := in.Env["PATH"]; !ok {
-		env = append(env, "PATH="+DefaultPath)
+		env = append(env, "PATH="+service.DefaultPath)
 	}
 	slices.Sort(env)
 	return env
 }
 
 // instancePath is the PATH in runs with.
-func instancePath(in Instance) string {
+func instancePath(in service.Instance) string {
 	if p, ok := in.Env["PATH"]; ok {
 		return p
 	}
-	return DefaultPath
+	return service.DefaultPath
 }
 
 // lookCommand resolves name as exec.LookPath would, but against path (the
 // instance's PATH, not tend's) and, for a relative name with a slash, dir.
 func lookCommand(name, path, dir string) (string, error) {
 	if name == "" {
-		return "", invalidf("command is empty: set services[].command")
+		return "", service.Invalidf("command is empty: set services[].command")
 	}
 	if strings.Contains(name, "/") {
 		p := name
@@ -48,9 +50,9 @@ func lookCommand(name, path, dir string) (string, error) {
 		}
 		switch err := checkExecutable(p); {
 		case errors.Is(err, fs.ErrNotExist):
-			return "", invalidf("command %q not found: no such file on this node; install it or fix services[].command", name)
+			return "", service.Invalidf("command %q not found: no such file on this node; install it or fix services[].command", name)
 		case err != nil:
-			return "", invalidf("command %q: %w; fix its mode or services[].command", name, err)
+			return "", service.Invalidf("command %q: %w; fix its mode or services[].command", name, err)
 		}
 		return p, nil
 	}
@@ -63,7 +65,7 @@ func lookCommand(name, path, dir string) (string, error) {
 			return p, nil
 		}
 	}
-	return "", invalidf("command %q not found in PATH %q: install it, give an absolute path in services[].command or set PATH in services[].env", name, path)
+	return "", service.Invalidf("command %q not found in PATH %q: install it, give an absolute path in services[].command or set PATH in services[].env", name, path)
 }
 
 // checkExecutable: p is a regular file with an execute bit.
@@ -83,7 +85,7 @@ func checkExecutable(p string) error {
 
 // credential is who an instance runs as: nil when it runs as tend itself.
 // Only root may switch to another user or group.
-func credential(in Instance) (*syscall.Credential, error) {
+func credential(in service.Instance) (*syscall.Credential, error) {
 	if in.User == "" && in.Group == "" {
 		return nil, nil
 	}
@@ -112,7 +114,7 @@ func credential(in Instance) (*syscall.Credential, error) {
 		if in.User == "" {
 			who = "group " + strconv.Quote(in.Group)
 		}
-		return nil, invalidf("services[] %s: switching users needs tend to run as root (it runs as uid %d)", who, euid)
+		return nil, service.Invalidf("services[] %s: switching users needs tend to run as root (it runs as uid %d)", who, euid)
 	}
 	return &syscall.Credential{Uid: uint32(uid), Gid: uint32(gid), Groups: groups}, nil
 }
@@ -129,11 +131,11 @@ func lookupUser(name string) (userIDs, error) {
 	if err != nil {
 		var unknown user.UnknownUserError
 		if !errors.As(err, &unknown) {
-			return userIDs{}, invalidf("look up user %q: %w", name, err)
+			return userIDs{}, service.Invalidf("look up user %q: %w", name, err)
 		}
 		n, nerr := strconv.Atoi(name)
 		if nerr != nil || n < 0 {
-			return userIDs{}, invalidf("user %q does not exist on this node: create it or fix services[].user", name)
+			return userIDs{}, service.Invalidf("user %q does not exist on this node: create it or fix services[].user", name)
 		}
 		if u, err = user.LookupId(name); err != nil {
 			return userIDs{uid: n, gid: n}, nil
@@ -141,14 +143,14 @@ func lookupUser(name string) (userIDs, error) {
 	}
 	ids := userIDs{}
 	if ids.uid, err = strconv.Atoi(u.Uid); err != nil {
-		return userIDs{}, invalidf("user %q: uid %q is not numeric", name, u.Uid)
+		return userIDs{}, service.Invalidf("user %q: uid %q is not numeric", name, u.Uid)
 	}
 	if ids.gid, err = strconv.Atoi(u.Gid); err != nil {
-		return userIDs{}, invalidf("user %q: gid %q is not numeric", name, u.Gid)
+		return userIDs{}, service.Invalidf("user %q: gid %q is not numeric", name, u.Gid)
 	}
 	gids, err := u.GroupIds()
 	if err != nil {
-		return userIDs{}, invalidf("groups of user %q: %w", name, err)
+		return userIDs{}, service.Invalidf("groups of user %q: %w", name, err)
 	}
 	for _, g := range gids {
 		if n, err := strconv.ParseUint(g, 10, 32); err == nil {
@@ -165,16 +167,16 @@ func lookupGroup(name string) (int, error) {
 	if err != nil {
 		var unknown user.UnknownGroupError
 		if !errors.As(err, &unknown) {
-			return 0, invalidf("look up group %q: %w", name, err)
+			return 0, service.Invalidf("look up group %q: %w", name, err)
 		}
 		if n, nerr := strconv.Atoi(name); nerr == nil && n >= 0 {
 			return n, nil
 		}
-		return 0, invalidf("group %q does not exist on this node: create it or fix services[].group", name)
+		return 0, service.Invalidf("group %q does not exist on this node: create it or fix services[].group", name)
 	}
 	n, err := strconv.Atoi(g.Gid)
 	if err != nil {
-		return 0, invalidf("group %q: gid %q is not numeric", name, g.Gid)
+		return 0, service.Invalidf("group %q: gid %q is not numeric", name, g.Gid)
 	}
 	return n, nil
 }
@@ -184,11 +186,11 @@ func checkWorkingDir(dir string) error {
 	fi, err := os.Stat(dir)
 	switch {
 	case errors.Is(err, fs.ErrNotExist):
-		return invalidf("working directory %q does not exist on this node: create it or fix services[].workingDir", dir)
+		return service.Invalidf("working directory %q does not exist on this node: create it or fix services[].workingDir", dir)
 	case err != nil:
-		return invalidf("working directory %q: %w", dir, err)
+		return service.Invalidf("working directory %q: %w", dir, err)
 	case !fi.IsDir():
-		return invalidf("working directory %q is not a directory: fix services[].workingDir", dir)
+		return service.Invalidf("working directory %q is not a directory: fix services[].workingDir", dir)
 	}
 	return nil
 }

@@ -1,6 +1,8 @@
-package service
+package process
 
 import (
+	"github.com/tend-dev/tend/applier/service"
+
 	"context"
 	"errors"
 	"fmt"
@@ -17,88 +19,88 @@ import (
 	"golang.org/x/sys/unix"
 )
 
-// Exec is the exec runtime: each instance is a process tend forks and
+// Runtime is the exec runtime: each instance is a process tend forks and
 // execs, in its own session, with its cgroup when it has limits. On cgroup
 // v2 the process starts inside its cgroup (clone3 CLONE_INTO_CGROUP); on v1
 // it is moved in right after exec, so for those few microseconds it runs
 // unconfined, and a process it forks in that window stays outside.
-type Exec struct {
+type Runtime struct {
 	log *slog.Logger
 	cg  cgroupFS
 
 	mu       sync.Mutex
-	children map[Proc]*child // by PID and StartTime; Limits is always ""
+	children map[service.Proc]*child // by PID and StartTime; Limits is always ""
 }
 
-var _ Runtime = (*Exec)(nil)
+var _ service.Runtime = (*Runtime)(nil)
 
-// child is a process this Exec started. A goroutine reaps it as soon as it
+// child is a process this Runtime started. A goroutine reaps it as soon as it
 // exits, so it never lingers as a zombie, and keeps its status for Wait.
 type child struct {
 	cmd  *exec.Cmd
 	cg   *instanceCgroup
 	done chan struct{} // closed once reaped and status is set
 	// status is how it ended, set before done is closed.
-	status ExitStatus
+	status service.ExitStatus
 }
 
 // NewExec returns the exec runtime. cgroupParent is the name of tend's
 // cgroup subtree ("tend"); each instance with limits gets its own cgroup
 // "<service>-<replica>" below it. A nil log discards.
-func NewExec(cgroupParent string, log *slog.Logger) *Exec {
+func New(cgroupParent string, log *slog.Logger) *Runtime {
 	if log == nil {
 		log = slog.New(slog.DiscardHandler)
 	}
-	return &Exec{
+	return &Runtime{
 		log:      log,
 		cg:       detectCgroups(cgroupMount, cgroupParent),
-		children: map[Proc]*child{},
+		children: map[service.Proc]*child{},
 	}
 }
 
-func procKey(p Proc) Proc { return Proc{PID: p.PID, StartTime: p.StartTime} }
+func procKey(p service.Proc) service.Proc { return service.Proc{PID: p.PID, StartTime: p.StartTime} }
 
-// Start implements Runtime. Everything that can be checked before the
+// Start implements service.Runtime. Everything that can be checked before the
 // process runs is: the command (looked up in the instance's PATH), the
 // working directory, the user and group, the limits. A limit that cannot be
-// applied for want of a writable cgroup does not stop the start: Proc.Limits
+// applied for want of a writable cgroup does not stop the start: service.Proc.Limits
 // says so, and it is logged at Warn.
-func (e *Exec) Start(ctx context.Context, in Instance) (Proc, error) {
+func (e *Runtime) Start(ctx context.Context, in service.Instance) (service.Proc, error) {
 	if err := ctx.Err(); err != nil {
-		return Proc{}, err
+		return service.Proc{}, err
 	}
 	if in.Service == "" || strings.ContainsRune(in.Service, '/') || in.Service == "." || in.Service == ".." || in.Replica < 0 {
-		return Proc{}, invalidf("invalid instance %q replica %d: a service needs a name without '/' and a replica index from 0", in.Service, in.Replica)
+		return service.Proc{}, service.Invalidf("invalid instance %q replica %d: a service needs a name without '/' and a replica index from 0", in.Service, in.Replica)
 	}
 	if len(in.Command) == 0 {
-		return Proc{}, invalidf("command is empty: set services[].command")
+		return service.Proc{}, service.Invalidf("command is empty: set services[].command")
 	}
 	dir := in.WorkingDir
 	if dir == "" {
 		dir = "/"
 	}
 	if err := checkWorkingDir(dir); err != nil {
-		return Proc{}, err
+		return service.Proc{}, err
 	}
 	path, err := lookCommand(in.Command[0], instancePath(in), dir)
 	if err != nil {
-		return Proc{}, err
+		return service.Proc{}, err
 	}
 	cred, err := credential(in)
 	if err != nil {
-		return Proc{}, err
+		return service.Proc{}, err
 	}
 	if err := checkLimits(in.Memory, in.CPUMilli); err != nil {
-		return Proc{}, err
+		return service.Proc{}, err
 	}
 
 	var out *os.File
 	if in.LogFile != "" {
 		if err := os.MkdirAll(filepath.Dir(in.LogFile), 0o750); err != nil {
-			return Proc{}, fmt.Errorf("create log folder: %w", err)
+			return service.Proc{}, fmt.Errorf("create log folder: %w", err)
 		}
 		if out, err = os.OpenFile(in.LogFile, os.O_WRONLY|os.O_CREATE|os.O_APPEND, 0o640); err != nil {
-			return Proc{}, fmt.Errorf("open log file: %w", err)
+			return service.Proc{}, fmt.Errorf("open log file: %w", err)
 		}
 		defer out.Close() // the process has its own copy
 	}
@@ -106,7 +108,7 @@ func (e *Exec) Start(ctx context.Context, in Instance) (Proc, error) {
 	name := in.Service + "-" + strconv.Itoa(in.Replica)
 	cg, warn, err := e.cg.create(name, in.Memory, in.CPUMilli)
 	if err != nil {
-		return Proc{}, err
+		return service.Proc{}, err
 	}
 	if warn != "" {
 		e.log.Warn("resource limits not applied", logKeyService, in.Service, logKeyReplica, in.Replica, logKeyLimits, warn)
@@ -128,13 +130,13 @@ func (e *Exec) Start(ctx context.Context, in Instance) (Proc, error) {
 	cmd, placed, err := startIn(newCmd, cg)
 	if err != nil {
 		_ = cg.remove()
-		return Proc{}, startError(in, err)
+		return service.Proc{}, startError(in, err)
 	}
 	pid := cmd.Process.Pid
 	// Not reaped yet, so /proc/PID is this process even if it already exited.
 	st, err := readProcStat(pid)
 	if err == nil && cg != nil && !placed {
-		if err = cg.place(pid); err != nil && !procAlive(Proc{PID: pid, StartTime: st.StartTime}) {
+		if err = cg.place(pid); err != nil && !procAlive(service.Proc{PID: pid, StartTime: st.StartTime}) {
 			err = nil // it exited before it could be moved: Wait tells how
 		}
 	}
@@ -143,10 +145,10 @@ func (e *Exec) Start(ctx context.Context, in Instance) (Proc, error) {
 		_ = cmd.Wait()
 		cg.killAll()
 		_ = cg.removeWait()
-		return Proc{}, fmt.Errorf("start %s: %w", name, err)
+		return service.Proc{}, fmt.Errorf("start %s: %w", name, err)
 	}
 
-	p := Proc{PID: pid, StartTime: st.StartTime, Limits: warn}
+	p := service.Proc{PID: pid, StartTime: st.StartTime, Limits: warn}
 	c := &child{cmd: cmd, cg: cg, done: make(chan struct{})}
 	e.mu.Lock()
 	e.children[procKey(p)] = c
@@ -186,18 +188,18 @@ func startIn(newCmd func() *exec.Cmd, cg *instanceCgroup) (cmd *exec.Cmd, placed
 }
 
 // startError says why the process did not start, and what to do.
-func startError(in Instance, err error) error {
+func startError(in service.Instance, err error) error {
 	if errors.Is(err, syscall.EACCES) && in.User != "" {
-		return invalidf("start %q as user %q: %w: that user needs to read and execute it and every folder above it", in.Command[0], in.User, err)
+		return service.Invalidf("start %q as user %q: %w: that user needs to read and execute it and every folder above it", in.Command[0], in.User, err)
 	}
 	return fmt.Errorf("start %q: %w", in.Command[0], err)
 }
 
 // reap waits for c to exit, reaps it, reads from its cgroup whether the OOM
 // killer ended it, removes the cgroup, and publishes the status.
-func (e *Exec) reap(in Instance, c *child) {
+func (e *Runtime) reap(in service.Instance, c *child) {
 	err := c.cmd.Wait()
-	st := ExitStatus{Known: true}
+	st := service.ExitStatus{Known: true}
 	if ps := c.cmd.ProcessState; ps != nil {
 		if ws, ok := ps.Sys().(syscall.WaitStatus); ok && ws.Signaled() {
 			st.Code, st.Signal = -1, ws.Signal().String()
@@ -205,7 +207,7 @@ func (e *Exec) reap(in Instance, c *child) {
 			st.Code = ps.ExitCode()
 		}
 	} else {
-		st = ExitStatus{}
+		st = service.ExitStatus{}
 		e.log.Warn("wait for process", logKeyPID, c.cmd.Process.Pid, logKeyError, err)
 	}
 	if st.Signal == syscall.SIGKILL.String() && c.cg.oomKilled() {
@@ -219,58 +221,58 @@ func (e *Exec) reap(in Instance, c *child) {
 	close(c.done)
 }
 
-func (e *Exec) child(p Proc) *child {
+func (e *Runtime) child(p service.Proc) *child {
 	e.mu.Lock()
 	defer e.mu.Unlock()
 	return e.children[procKey(p)]
 }
 
-func (e *Exec) forget(p Proc) {
+func (e *Runtime) forget(p service.Proc) {
 	e.mu.Lock()
 	defer e.mu.Unlock()
 	delete(e.children, procKey(p))
 }
 
-// Alive implements Runtime.
-func (e *Exec) Alive(p Proc) bool { return procAlive(p) }
+// Alive implements service.Runtime.
+func (e *Runtime) Alive(p service.Proc) bool { return procAlive(p) }
 
-// Wait implements Runtime. After Stop returned for a child, its status is
+// Wait implements service.Runtime. After Stop returned for a child, its status is
 // gone: Wait then reports an unknown status, as for an adopted process.
-func (e *Exec) Wait(ctx context.Context, p Proc) (ExitStatus, error) {
+func (e *Runtime) Wait(ctx context.Context, p service.Proc) (service.ExitStatus, error) {
 	if c := e.child(p); c != nil {
 		select {
 		case <-c.done:
 			e.forget(p)
 			return c.status, nil
 		case <-ctx.Done():
-			return ExitStatus{}, ctx.Err()
+			return service.ExitStatus{}, ctx.Err()
 		}
 	}
 	f, err := openPidfd(p)
 	switch {
 	case errors.Is(err, errGone):
-		return ExitStatus{}, nil
+		return service.ExitStatus{}, nil
 	case errors.Is(err, unix.ENOSYS):
 		cg := e.cg.instanceOf(p.PID)
 		if err := waitGoneByPolling(ctx, p); err != nil {
-			return ExitStatus{}, err
+			return service.ExitStatus{}, err
 		}
 		return e.adoptedExit(cg), nil
 	case err != nil:
-		return ExitStatus{}, err
+		return service.ExitStatus{}, err
 	}
 	defer f.Close()
 	cg := e.cg.instanceOf(p.PID)
 	if err := waitPidfd(ctx, f); err != nil {
-		return ExitStatus{}, err
+		return service.ExitStatus{}, err
 	}
 	return e.adoptedExit(cg), nil
 }
 
 // adoptedExit is what can be told of an adopted process that exited: only
 // whether the OOM killer struck in its cgroup, which is then removed.
-func (e *Exec) adoptedExit(cg *instanceCgroup) ExitStatus {
-	var st ExitStatus
+func (e *Runtime) adoptedExit(cg *instanceCgroup) service.ExitStatus {
+	var st service.ExitStatus
 	if cg.oomKilled() {
 		st.OOMKilled, st.MemoryLimit = true, cg.memory
 	}
@@ -280,11 +282,11 @@ func (e *Exec) adoptedExit(cg *instanceCgroup) ExitStatus {
 	return st
 }
 
-// Stop implements Runtime. Once the process is gone (or grace ran out),
+// Stop implements service.Runtime. Once the process is gone (or grace ran out),
 // every process left in its group, and in its cgroup when it has one, is
 // killed too: nothing the service started outlives Stop. When ctx ends
 // first, the group is killed at once and ctx's error returned.
-func (e *Exec) Stop(ctx context.Context, p Proc, grace time.Duration) error {
+func (e *Runtime) Stop(ctx context.Context, p service.Proc, grace time.Duration) error {
 	var gone func(context.Context) error
 	var signalLeader func(unix.Signal) error
 	var cg *instanceCgroup

@@ -1,9 +1,10 @@
-package service
+package process
 
 import (
+	"github.com/tend-dev/tend/applier/service"
+
 	"context"
 	"encoding/json"
-	"errors"
 	"os"
 	"os/exec"
 	"os/user"
@@ -20,19 +21,19 @@ import (
 
 func TestStartIdentitySurvivesRestart(t *testing.T) {
 	t.Parallel()
-	e := newTestExec(t)
-	p := start(t, e, Instance{Command: []string{svcBin, "-sleep", "1h"}})
+	e := newTestRuntime(t)
+	p := start(t, e, service.Instance{Command: []string{svcBin, "-sleep", "1h"}})
 	require.True(t, e.Alive(p))
 	require.Empty(t, p.Limits)
 
 	b, err := json.Marshal(p)
 	require.NoError(t, err)
-	var q Proc
+	var q service.Proc
 	require.NoError(t, json.Unmarshal(b, &q))
 	require.Equal(t, p, q)
 
-	// Another Exec, as after a restart of tend, knows it by its record.
-	after := newTestExec(t)
+	// Another Runtime, as after a restart of tend, knows it by its record.
+	after := newTestRuntime(t)
 	require.True(t, after.Alive(q))
 
 	t.Run("own session and group", func(t *testing.T) {
@@ -44,7 +45,7 @@ func TestStartIdentitySurvivesRestart(t *testing.T) {
 		assert.Equal(t, p.PID, pgid)
 	})
 	t.Run("another start time is another process", func(t *testing.T) {
-		other := Proc{PID: p.PID, StartTime: p.StartTime + 1}
+		other := service.Proc{PID: p.PID, StartTime: p.StartTime + 1}
 		assert.False(t, after.Alive(other))
 		require.NoError(t, after.Stop(context.Background(), other, time.Second))
 		st, err := after.Wait(context.Background(), other)
@@ -52,9 +53,9 @@ func TestStartIdentitySurvivesRestart(t *testing.T) {
 		assert.False(t, st.Known)
 		assert.True(t, e.Alive(p), "stopping a stale record must not touch the process that now has its pid")
 	})
-	t.Run("stopped by the new Exec, status seen by the old", func(t *testing.T) {
+	t.Run("stopped by the new Runtime, status seen by the old", func(t *testing.T) {
 		type result struct {
-			st  ExitStatus
+			st  service.ExitStatus
 			err error
 		}
 		child, adopted := make(chan result, 1), make(chan result, 1)
@@ -64,30 +65,30 @@ func TestStartIdentitySurvivesRestart(t *testing.T) {
 		assert.False(t, e.Alive(p))
 		r := <-child
 		require.NoError(t, r.err)
-		assert.Equal(t, ExitStatus{Known: true, Code: -1, Signal: "terminated"}, r.st)
+		assert.Equal(t, service.ExitStatus{Known: true, Code: -1, Signal: "terminated"}, r.st)
 		r = <-adopted
 		require.NoError(t, r.err)
-		assert.Equal(t, ExitStatus{}, r.st)
+		assert.Equal(t, service.ExitStatus{}, r.st)
 		assert.Equal(t, "exited (status unknown: adopted process)", r.st.String())
 	})
 }
 
 func TestEnvArgsWorkingDir(t *testing.T) {
 	t.Parallel()
-	e := newTestExec(t)
+	e := newTestRuntime(t)
 
 	t.Run("env is exactly what was declared, plus PATH", func(t *testing.T) {
-		info := runPrint(t, e, Instance{
+		info := runPrint(t, e, service.Instance{
 			Command: []string{svcBin, "-print", "two words", "${not-expanded}"},
 			Env:     map[string]string{"LOG_LEVEL": "info", "EMPTY": "", "SPACES": "a b"},
 		})
-		assert.Equal(t, []string{"EMPTY=", "LOG_LEVEL=info", "PATH=" + DefaultPath, "SPACES=a b"}, info.Env)
+		assert.Equal(t, []string{"EMPTY=", "LOG_LEVEL=info", "PATH=" + service.DefaultPath, "SPACES=a b"}, info.Env)
 		assert.Equal(t, []string{svcBin, "-print", "two words", "${not-expanded}"}, info.Args)
 		assert.Equal(t, "/", info.Cwd)
 	})
 	t.Run("command looked up in the declared PATH", func(t *testing.T) {
 		path := "/nonexistent:" + filepath.Dir(svcBin)
-		info := runPrint(t, e, Instance{
+		info := runPrint(t, e, service.Instance{
 			Command:    []string{"svc", "-print"},
 			Env:        map[string]string{"PATH": path},
 			WorkingDir: t.TempDir(),
@@ -97,7 +98,7 @@ func TestEnvArgsWorkingDir(t *testing.T) {
 	})
 	t.Run("working dir", func(t *testing.T) {
 		dir := t.TempDir()
-		info := runPrint(t, e, Instance{WorkingDir: dir})
+		info := runPrint(t, e, service.Instance{WorkingDir: dir})
 		assert.Equal(t, dir, info.Cwd)
 	})
 }
@@ -112,7 +113,7 @@ func TestUserGroup(t *testing.T) {
 	uid, _ := strconv.Atoi(nobody.Uid)
 	gid, _ := strconv.Atoi(nobody.Gid)
 	ngid, _ := strconv.Atoi(nogroup.Gid)
-	e := newTestExec(t)
+	e := newTestRuntime(t)
 
 	for _, tc := range []struct {
 		name, user, group string
@@ -125,7 +126,7 @@ func TestUserGroup(t *testing.T) {
 		{"numeric ids unknown to the node", "4242", "4343", 4242, 4343},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			info := runPrint(t, e, Instance{User: tc.user, Group: tc.group})
+			info := runPrint(t, e, service.Instance{User: tc.user, Group: tc.group})
 			assert.Equal(t, tc.uid, info.UID)
 			assert.Equal(t, tc.gid, info.GID)
 			if tc.user == "" {
@@ -137,33 +138,33 @@ func TestUserGroup(t *testing.T) {
 
 func TestStartErrorsBeforeAnythingRuns(t *testing.T) {
 	t.Parallel()
-	e := newTestExec(t)
+	e := newTestRuntime(t)
 	notExec := filepath.Join(t.TempDir(), "script")
 	require.NoError(t, os.WriteFile(notExec, []byte("#!/bin/sh\n"), 0o644))
 	for _, tc := range []struct {
 		name string
-		in   Instance
+		in   service.Instance
 		want string
 	}{
-		{"missing user", Instance{User: "nobdy"},
+		{"missing user", service.Instance{User: "nobdy"},
 			`user "nobdy" does not exist on this node: create it or fix services[].user`},
-		{"missing group", Instance{Group: "nogrp"},
+		{"missing group", service.Instance{Group: "nogrp"},
 			`group "nogrp" does not exist on this node: create it or fix services[].group`},
-		{"missing command", Instance{Command: []string{"/opt/infer/bin/server", "--model", "x"}},
+		{"missing command", service.Instance{Command: []string{"/opt/infer/bin/server", "--model", "x"}},
 			`command "/opt/infer/bin/server" not found: no such file on this node; install it or fix services[].command`},
-		{"command not in PATH", Instance{Command: []string{"infer-server"}},
-			`command "infer-server" not found in PATH "` + DefaultPath + `": install it, give an absolute path in services[].command or set PATH in services[].env`},
-		{"command not executable", Instance{Command: []string{notExec}},
+		{"command not in PATH", service.Instance{Command: []string{"infer-server"}},
+			`command "infer-server" not found in PATH "` + service.DefaultPath + `": install it, give an absolute path in services[].command or set PATH in services[].env`},
+		{"command not executable", service.Instance{Command: []string{notExec}},
 			`command "` + notExec + `": is not executable (mode -rw-r--r--); fix its mode or services[].command`},
-		{"service name with a slash", Instance{Service: "a/b"},
+		{"service name with a slash", service.Instance{Service: "a/b"},
 			`invalid instance "a/b" replica 0: a service needs a name without '/' and a replica index from 0`},
-		{"empty command", Instance{Command: []string{}},
+		{"empty command", service.Instance{Command: []string{}},
 			`command is empty: set services[].command`},
-		{"missing working dir", Instance{WorkingDir: "/nonexistent/dir"},
+		{"missing working dir", service.Instance{WorkingDir: "/nonexistent/dir"},
 			`working directory "/nonexistent/dir" does not exist on this node: create it or fix services[].workingDir`},
-		{"memory limit below what a process needs", Instance{Memory: 4 << 10},
+		{"memory limit below what a process needs", service.Instance{Memory: 4 << 10},
 			`memory limit 4Ki is below the 6Mi a process needs to start: raise services[].resources.memory`},
-		{"cpu limit below the kernel's smallest quota", Instance{CPUMilli: 1},
+		{"cpu limit below the kernel's smallest quota", service.Instance{CPUMilli: 1},
 			`cpu limit 1m is below the kernel's smallest quota (10m): raise services[].resources.cpu`},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
@@ -179,7 +180,7 @@ func TestStartErrorsBeforeAnythingRuns(t *testing.T) {
 			_, err := e.Start(context.Background(), in)
 			require.Error(t, err)
 			assert.Equal(t, tc.want, err.Error())
-			assert.ErrorIs(t, err, ErrInvalidInstance)
+			assert.ErrorIs(t, err, service.ErrInvalidInstance)
 			assert.NoDirExists(t, filepath.Dir(in.LogFile), "nothing was prepared")
 			assert.NoDirExists(t, filepath.Join(cgroupMount, "memory", testCgroupParent, "bad-0"))
 		})
@@ -188,32 +189,32 @@ func TestStartErrorsBeforeAnythingRuns(t *testing.T) {
 
 func TestWaitExit(t *testing.T) {
 	t.Parallel()
-	e := newTestExec(t)
+	e := newTestRuntime(t)
 	for _, tc := range []struct {
 		code   int
 		failed bool
 	}{{0, false}, {3, true}} {
 		t.Run("exit code "+strconv.Itoa(tc.code), func(t *testing.T) {
-			p := start(t, e, Instance{Command: []string{svcBin, "-exit", strconv.Itoa(tc.code)}})
+			p := start(t, e, service.Instance{Command: []string{svcBin, "-exit", strconv.Itoa(tc.code)}})
 			st, err := e.Wait(waitCtx(t), p)
 			require.NoError(t, err)
-			assert.Equal(t, ExitStatus{Known: true, Code: tc.code}, st)
+			assert.Equal(t, service.ExitStatus{Known: true, Code: tc.code}, st)
 			assert.Equal(t, tc.failed, st.Failed())
 			assert.Equal(t, "exit code "+strconv.Itoa(tc.code), st.String())
 			assert.False(t, e.Alive(p))
 		})
 	}
 	t.Run("killed by a signal", func(t *testing.T) {
-		p := start(t, e, Instance{Command: []string{svcBin, "-sleep", "1h"}})
+		p := start(t, e, service.Instance{Command: []string{svcBin, "-sleep", "1h"}})
 		require.NoError(t, syscall.Kill(p.PID, syscall.SIGKILL))
 		st, err := e.Wait(waitCtx(t), p)
 		require.NoError(t, err)
-		assert.Equal(t, ExitStatus{Known: true, Code: -1, Signal: "killed"}, st)
+		assert.Equal(t, service.ExitStatus{Known: true, Code: -1, Signal: "killed"}, st)
 		assert.Equal(t, "killed by signal killed", st.String())
 		assert.True(t, st.Failed())
 	})
 	t.Run("ctx ends first, a later wait still gets the status", func(t *testing.T) {
-		p := start(t, e, Instance{Command: []string{svcBin, "-sleep", "300ms", "-exit", "7"}})
+		p := start(t, e, service.Instance{Command: []string{svcBin, "-sleep", "300ms", "-exit", "7"}})
 		ctx, cancel := context.WithTimeout(context.Background(), 20*time.Millisecond)
 		defer cancel()
 		_, err := e.Wait(ctx, p)
@@ -226,13 +227,13 @@ func TestWaitExit(t *testing.T) {
 
 func TestStop(t *testing.T) {
 	t.Parallel()
-	e := newTestExec(t)
+	e := newTestRuntime(t)
 
 	t.Run("SIGTERM ignored: killed after grace, grandchild too", func(t *testing.T) {
 		t.Parallel()
 		dir := t.TempDir()
 		ready, gcFile := filepath.Join(dir, "ready"), filepath.Join(dir, "grandchild")
-		p := start(t, e, Instance{Command: []string{svcBin, "-ignore-term", "-grandchild", gcFile, "-ready", ready, "-sleep", "1h"}})
+		p := start(t, e, service.Instance{Command: []string{svcBin, "-ignore-term", "-grandchild", gcFile, "-ready", ready, "-sleep", "1h"}})
 		waitFile(t, ready)
 		b, err := os.ReadFile(gcFile)
 		require.NoError(t, err)
@@ -240,7 +241,7 @@ func TestStop(t *testing.T) {
 		require.NoError(t, err)
 		require.False(t, gone(gpid))
 
-		waited := make(chan ExitStatus, 1)
+		waited := make(chan service.ExitStatus, 1)
 		go func() { st, _ := e.Wait(waitCtx(t), p); waited <- st }()
 		const grace = 300 * time.Millisecond
 		began := time.Now()
@@ -251,11 +252,11 @@ func TestStop(t *testing.T) {
 		assert.False(t, e.Alive(p))
 		assert.Eventually(t, func() bool { return gone(gpid) }, 2*time.Second, 10*time.Millisecond, "grandchild %d outlived Stop", gpid)
 		st := <-waited
-		assert.Equal(t, ExitStatus{Known: true, Code: -1, Signal: "killed"}, st, "Stop must not steal Wait's status")
+		assert.Equal(t, service.ExitStatus{Known: true, Code: -1, Signal: "killed"}, st, "Stop must not steal Wait's status")
 	})
 	t.Run("SIGTERM honoured: gone before grace", func(t *testing.T) {
 		t.Parallel()
-		p := start(t, e, Instance{Command: []string{svcBin, "-sleep", "1h"}})
+		p := start(t, e, service.Instance{Command: []string{svcBin, "-sleep", "1h"}})
 		began := time.Now()
 		require.NoError(t, e.Stop(context.Background(), p, 10*time.Second))
 		assert.Less(t, time.Since(began), 5*time.Second)
@@ -263,18 +264,18 @@ func TestStop(t *testing.T) {
 	})
 	t.Run("already gone", func(t *testing.T) {
 		t.Parallel()
-		p := start(t, e, Instance{Command: []string{svcBin}})
+		p := start(t, e, service.Instance{Command: []string{svcBin}})
 		st, err := e.Wait(waitCtx(t), p)
 		require.NoError(t, err)
 		require.False(t, st.Failed())
 		require.NoError(t, e.Stop(context.Background(), p, time.Second))
-		require.NoError(t, e.Stop(context.Background(), Proc{PID: 1 << 30, StartTime: 1}, time.Second))
+		require.NoError(t, e.Stop(context.Background(), service.Proc{PID: 1 << 30, StartTime: 1}, time.Second))
 	})
 	t.Run("ctx ends during grace: killed at once", func(t *testing.T) {
 		t.Parallel()
 		dir := t.TempDir()
 		ready := filepath.Join(dir, "ready")
-		p := start(t, e, Instance{Command: []string{svcBin, "-ignore-term", "-ready", ready, "-sleep", "1h"}})
+		p := start(t, e, service.Instance{Command: []string{svcBin, "-ignore-term", "-ready", ready, "-sleep", "1h"}})
 		waitFile(t, ready)
 		ctx, cancel := context.WithTimeout(context.Background(), 100*time.Millisecond)
 		defer cancel()
@@ -288,7 +289,7 @@ func TestStop(t *testing.T) {
 // through a pidfd: its status belongs to its parent.
 func TestAdopted(t *testing.T) {
 	t.Parallel()
-	e := newTestExec(t)
+	e := newTestRuntime(t)
 
 	t.Run("wait", func(t *testing.T) {
 		t.Parallel()
@@ -296,14 +297,14 @@ func TestAdopted(t *testing.T) {
 		require.NoError(t, cmd.Start())
 		s, err := readProcStat(cmd.Process.Pid)
 		require.NoError(t, err)
-		p := Proc{PID: cmd.Process.Pid, StartTime: s.StartTime}
+		p := service.Proc{PID: cmd.Process.Pid, StartTime: s.StartTime}
 		require.True(t, e.Alive(p))
 
 		began := time.Now()
 		st, err := e.Wait(waitCtx(t), p)
 		require.NoError(t, err)
 		assert.GreaterOrEqual(t, time.Since(began), 200*time.Millisecond)
-		assert.Equal(t, ExitStatus{}, st)
+		assert.Equal(t, service.ExitStatus{}, st)
 		assert.True(t, st.Failed())
 		assert.False(t, e.Alive(p), "a zombie is not alive")
 		require.Error(t, cmd.Wait(), "its parent still gets the real status")
@@ -318,7 +319,7 @@ func TestAdopted(t *testing.T) {
 		require.NoError(t, err)
 		ctx, cancel := context.WithTimeout(context.Background(), 50*time.Millisecond)
 		defer cancel()
-		_, err = e.Wait(ctx, Proc{PID: cmd.Process.Pid, StartTime: s.StartTime})
+		_, err = e.Wait(ctx, service.Proc{PID: cmd.Process.Pid, StartTime: s.StartTime})
 		require.ErrorIs(t, err, context.DeadlineExceeded)
 	})
 	t.Run("stop a process that leads no group", func(t *testing.T) {
@@ -330,7 +331,7 @@ func TestAdopted(t *testing.T) {
 		waitFile(t, ready)
 		s, err := readProcStat(cmd.Process.Pid)
 		require.NoError(t, err)
-		require.NoError(t, e.Stop(context.Background(), Proc{PID: cmd.Process.Pid, StartTime: s.StartTime}, 100*time.Millisecond))
+		require.NoError(t, e.Stop(context.Background(), service.Proc{PID: cmd.Process.Pid, StartTime: s.StartTime}, 100*time.Millisecond))
 		_ = cmd.Wait()
 		ws := cmd.ProcessState.Sys().(syscall.WaitStatus)
 		assert.Equal(t, syscall.SIGKILL, ws.Signal())
@@ -350,8 +351,8 @@ func TestProcStat(t *testing.T) {
 		b, err := os.ReadFile(svcBin)
 		require.NoError(t, err)
 		require.NoError(t, os.WriteFile(bin, b, 0o755))
-		e := newTestExec(t)
-		p := start(t, e, Instance{Command: []string{bin, "-sleep", "1h"}})
+		e := newTestRuntime(t)
+		p := start(t, e, service.Instance{Command: []string{bin, "-sleep", "1h"}})
 		comm, err := os.ReadFile("/proc/" + strconv.Itoa(p.PID) + "/comm")
 		require.NoError(t, err)
 		require.Equal(t, "s) (v c\n", string(comm))
@@ -362,33 +363,4 @@ func TestProcStat(t *testing.T) {
 		_, err := parseProcStat(1, []byte("1 (init S 0"))
 		require.Error(t, err)
 	})
-}
-
-func TestExitStatusString(t *testing.T) {
-	t.Parallel()
-	for _, tc := range []struct {
-		st     ExitStatus
-		want   string
-		failed bool
-	}{
-		{ExitStatus{Known: true}, "exit code 0", false},
-		{ExitStatus{Known: true, Code: 3}, "exit code 3", true},
-		{ExitStatus{Known: true, Code: -1, Signal: "terminated"}, "killed by signal terminated", true},
-		{ExitStatus{Known: true, Code: -1, Signal: "killed", OOMKilled: true, MemoryLimit: 64 << 20}, "killed by signal killed (out of memory: limit 64Mi)", true},
-		{ExitStatus{Known: true, Code: -1, Signal: "killed", OOMKilled: true}, "killed by signal killed (out of memory)", true},
-		{ExitStatus{}, "exited (status unknown: adopted process)", true},
-		{ExitStatus{OOMKilled: true, MemoryLimit: 1536 << 10}, "killed (out of memory: limit 1536Ki; status otherwise unknown: adopted process)", true},
-	} {
-		t.Run(tc.want, func(t *testing.T) {
-			assert.Equal(t, tc.want, tc.st.String())
-			assert.Equal(t, tc.failed, tc.st.Failed())
-		})
-	}
-}
-
-func TestInvalidErrorIs(t *testing.T) {
-	err := invalidf("x: %w", os.ErrNotExist)
-	assert.True(t, errors.Is(err, ErrInvalidInstance))
-	assert.True(t, errors.Is(err, os.ErrNotExist))
-	assert.Equal(t, "x: file does not exist", err.Error())
 }

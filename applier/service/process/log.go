@@ -1,4 +1,4 @@
-package service
+package process
 
 // Log keys of the exec runtime.
 const (

@@ -1,6 +1,8 @@
-package service
+package process
 
 import (
+	"github.com/tend-dev/tend/applier/service"
+
 	"fmt"
 	"os"
 	"path/filepath"
@@ -56,9 +58,9 @@ func lineNumbers(t *testing.T, path string, copied bool) []int {
 
 func TestRotateLogWhileAppending(t *testing.T) {
 	t.Parallel()
-	e := newTestExec(t)
+	e := newTestRuntime(t)
 	log := filepath.Join(t.TempDir(), "logs", "spam.log")
-	p := start(t, e, Instance{Service: "spam", Command: []string{svcBin, "-spam", "1s"}, LogFile: log})
+	p := start(t, e, service.Instance{Service: "spam", Command: []string{svcBin, "-spam", "1s"}, LogFile: log})
 
 	const max, keep = 32 << 10, 3
 	done := make(chan struct{})
@@ -71,7 +73,7 @@ func TestRotateLogWhileAppending(t *testing.T) {
 		case <-time.After(5 * time.Millisecond):
 		}
 		before, _ := os.Stat(log)
-		require.NoError(t, RotateLog(log, max, keep))
+		require.NoError(t, service.RotateLog(log, max, keep))
 		if after, _ := os.Stat(log); before != nil && before.Size() > max && after.Size() < before.Size() {
 			rotations++
 		}
@@ -107,18 +109,18 @@ func TestRotateLog(t *testing.T) {
 	t.Run("under the cap: untouched", func(t *testing.T) {
 		p := filepath.Join(t.TempDir(), "a.log")
 		write(t, p, "12345")
-		require.NoError(t, RotateLog(p, 5, 2))
+		require.NoError(t, service.RotateLog(p, 5, 2))
 		assert.Equal(t, "12345", readTrim(t, p))
 		assert.NoFileExists(t, p+".1")
 	})
 	t.Run("missing file", func(t *testing.T) {
-		require.NoError(t, RotateLog(filepath.Join(t.TempDir(), "none.log"), 5, 2))
+		require.NoError(t, service.RotateLog(filepath.Join(t.TempDir(), "none.log"), 5, 2))
 	})
 	t.Run("shifts and drops the oldest", func(t *testing.T) {
 		p := filepath.Join(t.TempDir(), "a.log")
 		for _, s := range []string{"first-", "second", "third-"} {
 			write(t, p, s)
-			require.NoError(t, RotateLog(p, 5, 2))
+			require.NoError(t, service.RotateLog(p, 5, 2))
 			fi, err := os.Stat(p)
 			require.NoError(t, err)
 			assert.Zero(t, fi.Size())
@@ -133,12 +135,12 @@ func TestRotateLog(t *testing.T) {
 	t.Run("keep 0 truncates only", func(t *testing.T) {
 		p := filepath.Join(t.TempDir(), "a.log")
 		write(t, p, "123456")
-		require.NoError(t, RotateLog(p, 5, 0))
+		require.NoError(t, service.RotateLog(p, 5, 0))
 		assert.Empty(t, readTrim(t, p))
 		assert.NoFileExists(t, p+".1")
 	})
 	t.Run("bad arguments", func(t *testing.T) {
-		require.Error(t, RotateLog("x", 0, 1))
-		require.Error(t, RotateLog("x", 1, -1))
+		require.Error(t, service.RotateLog("x", 0, 1))
+		require.Error(t, service.RotateLog("x", 1, -1))
 	})
 }

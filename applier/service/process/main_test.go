@@ -1,6 +1,8 @@
-package service
+package process
 
 import (
+	"github.com/tend-dev/tend/applier/service"
+
 	"bytes"
 	"context"
 	"encoding/json"
@@ -69,10 +71,10 @@ func removeTestCgroups() {
 	}
 }
 
-// newTestExec is an Exec logging to the test, under this run's cgroup parent.
-func newTestExec(t *testing.T) *Exec {
+// newTestRuntime is an Runtime logging to the test, under this run's cgroup parent.
+func newTestRuntime(t *testing.T) *Runtime {
 	t.Helper()
-	return NewExec(testCgroupParent, slog.New(slog.NewTextHandler(testWriter{t}, &slog.HandlerOptions{Level: slog.LevelDebug})))
+	return New(testCgroupParent, slog.New(slog.NewTextHandler(testWriter{t}, &slog.HandlerOptions{Level: slog.LevelDebug})))
 }
 
 type testWriter struct{ t *testing.T }
@@ -83,7 +85,7 @@ func (w testWriter) Write(b []byte) (int, error) {
 }
 
 // start starts in and stops it (SIGKILL at once) when the test ends.
-func start(t *testing.T, e *Exec, in Instance) Proc {
+func start(t *testing.T, e *Runtime, in service.Instance) service.Proc {
 	t.Helper()
 	if in.Service == "" {
 		in.Service = strings.ReplaceAll(strings.ToLower(t.Name()), "/", "-")
@@ -119,7 +121,7 @@ type svcInfo struct {
 }
 
 // runPrint starts svc -print with in, waits for it and decodes its output.
-func runPrint(t *testing.T, e *Exec, in Instance) svcInfo {
+func runPrint(t *testing.T, e *Runtime, in service.Instance) svcInfo {
 	t.Helper()
 	in.LogFile = filepath.Join(t.TempDir(), "logs", "svc.log")
 	if in.Command == nil {

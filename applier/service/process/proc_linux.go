@@ -1,6 +1,8 @@
-package service
+package process
 
 import (
+	"github.com/tend-dev/tend/applier/service"
+
 	"bytes"
 	"context"
 	"errors"
@@ -13,7 +15,7 @@ import (
 	"golang.org/x/sys/unix"
 )
 
-// errGone: the process a Proc names is no longer running (it exited, or its
+// errGone: the process a service.Proc names is no longer running (it exited, or its
 // pid now belongs to another process).
 var errGone = errors.New("process gone")
 
@@ -51,7 +53,7 @@ func parseProcStat(pid int, b []byte) (procStat, error) {
 
 // procAlive reports whether p's pid runs, is not a zombie, and started
 // when p says.
-func procAlive(p Proc) bool {
+func procAlive(p service.Proc) bool {
 	if p.PID <= 0 {
 		return false
 	}
@@ -64,7 +66,7 @@ func procAlive(p Proc) bool {
 // checked after the pidfd is open: a pid reused before the open is caught,
 // and after the open the pidfd keeps referring to p whatever the pid
 // becomes. It returns unix.ENOSYS on kernels before 5.3.
-func openPidfd(p Proc) (*os.File, error) {
+func openPidfd(p service.Proc) (*os.File, error) {
 	if p.PID <= 0 {
 		return nil, errGone
 	}
@@ -142,7 +144,7 @@ func pidfdSignal(f *os.File, sig unix.Signal) error {
 
 // waitGoneByPolling waits for p to stop being alive, reading /proc: the
 // fallback for kernels without pidfd_open.
-func waitGoneByPolling(ctx context.Context, p Proc) error {
+func waitGoneByPolling(ctx context.Context, p service.Proc) error {
 	t := time.NewTicker(100 * time.Millisecond)
 	defer t.Stop()
 	for procAlive(p) {

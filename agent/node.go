@@ -1,0 +1,72 @@
+package agent
+
+import (
+	"log/slog"
+
+	"github.com/tend-dev/tend/applier"
+	"github.com/tend-dev/tend/applier/file"
+	"github.com/tend-dev/tend/applier/model"
+	"github.com/tend-dev/tend/applier/service"
+	"github.com/tend-dev/tend/applier/service/process"
+	"github.com/tend-dev/tend/internal/confine"
+	"github.com/tend-dev/tend/manifest"
+	"github.com/tend-dev/tend/oci"
+)
+
+// CgroupParent is the cgroup under which every service instance gets its
+// own.
+const CgroupParent = "tend"
+
+// node is the applier of one tick and the drivers it works through.
+type node struct {
+	applier *applier.Applier
+	models  *model.Driver // also render's resolver
+}
+
+// openNode makes the drivers for c's node (services run through sup, or a
+// supervisor that starts them detached when sup is nil) and the applier
+// that is handed them.
+func openNode(c *manifest.AgentConfig, sup *service.Supervisor, log *slog.Logger) (*node, error) {
+	tree, err := confine.New(c.Root, c.AllowPaths)
+	if err != nil {
+		return nil, err
+	}
+	models, err := model.New(c.StateDir, tree, ModelOptions(c), log)
+	if err != nil {
+		return nil, err
+	}
+	if sup == nil {
+		sup = NewSupervisor(c, log)
+	}
+	a, err := applier.New(applier.Config{Root: tree.Root(), StateDir: c.StateDir, Logger: log},
+		file.New(tree), models, service.NewDriver(c.StateDir, sup))
+	if err != nil {
+		return nil, err
+	}
+	return &node{applier: a, models: models}, nil
+}
+
+// NewSupervisor returns the supervisor of c's services, running them as
+// processes. It watches nothing until started.
+func NewSupervisor(c *manifest.AgentConfig, log *slog.Logger) *service.Supervisor {
+	return service.NewSupervisor(c.StateDir, process.New(CgroupParent, log), log)
+}
+
+// RegistryOptions say how to reach registries, from the agent config.
+func RegistryOptions(c *manifest.AgentConfig) oci.Options {
+	return oci.Options{Insecure: c.Registries.Insecure, Keychain: oci.Keychain(c.Registries.DockerConfig)}
+}
+
+// ModelOptions are the model driver's options from the agent config.
+func ModelOptions(c *manifest.AgentConfig) model.Options {
+	o := model.Options{
+		Registry:       RegistryOptions(c),
+		VerifyInterval: c.Models.VerifyInterval.D(),
+		Parallel:       c.Models.Parallel,
+		KeepVersions:   manifest.DefaultKeepVersions,
+	}
+	if c.Models.KeepVersions != nil {
+		o.KeepVersions = *c.Models.KeepVersions
+	}
+	return o
+}

@@ -1,0 +1,140 @@
+package agent
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"strings"
+
+	"github.com/tend-dev/tend/applier"
+	"github.com/tend-dev/tend/gitsource"
+	"github.com/tend-dev/tend/manifest"
+)
+
+// Snapshot fetches this device's manifests from the fleet repo, holding the
+// stateDir lock while it updates the clone there, and changes nothing else.
+func (r *Reconciler) Snapshot(ctx context.Context) (*gitsource.Snapshot, error) {
+	unlock, err := r.lock(ctx)
+	if err != nil {
+		return nil, err
+	}
+	defer unlock()
+	inv, err := applier.LoadInventory(r.Config.StateDir)
+	if err != nil {
+		return nil, err
+	}
+	snap, err := fetch(ctx, r.Config, inv, r.logger())
+	if err == nil && snap.Stale != nil {
+		return nil, snap.Stale // validate and render speak of the target, not of what the node holds
+	}
+	return snap, err
+}
+
+// lock takes the stateDir lock, waiting at most LockTimeout.
+func (r *Reconciler) lock(ctx context.Context) (func() error, error) {
+	timeout := r.LockTimeout
+	if timeout <= 0 {
+		timeout = DefaultLockTimeout
+	}
+	lockCtx, cancel := context.WithTimeout(ctx, timeout)
+	defer cancel()
+	unlock, err := applier.Lock(lockCtx, r.Config.StateDir)
+	if err != nil && ctx.Err() != nil {
+		return nil, ctx.Err() // shutting down, not a second tend
+	}
+	return unlock, err
+}
+
+// fetch reads this device's manifests from the fleet repo into the clone in
+// stateDir; the caller holds the lock.
+func fetch(ctx context.Context, c *manifest.AgentConfig, inv *applier.Inventory, log *slog.Logger) (*gitsource.Snapshot, error) {
+	ref, path, err := c.ExpandSource()
+	if err != nil {
+		return nil, err
+	}
+	last := lastApplied(inv, ref)
+	src := gitsource.Source{URL: c.Source.URL, Ref: ref, Path: path, LastApplied: last, AllowRewind: c.Source.AllowRewind}
+	if q, err := applier.LoadQuarantine(c.StateDir); err != nil {
+		return nil, err
+	} else if len(q) > 0 {
+		src.Quarantined = make(map[string]string, len(q))
+		for commit, e := range q {
+			src.Quarantined[commit] = e.Reason
+		}
+	}
+	src.Auth = GitAuth(c)
+	if v := c.Source.Verify; v != nil {
+		src.Keyring = v.Keyring
+	}
+	ctx, cancel := context.WithTimeout(ctx, c.Source.Timeout.D())
+	defer cancel()
+	snap, err := gitsource.Fetch(ctx, src, gitsource.Options{Dir: GitDir(c.StateDir), Logger: log})
+	explain := func(err error) error {
+		if errors.Is(err, gitsource.ErrPathNotFound) {
+			return fmt.Errorf("no manifests for device %s at %s in %s@%s: %w", c.Device, displayPath(path), gitsource.RedactURL(c.Source.URL), displayRef(ref), err)
+		}
+		return fmt.Errorf("fetch fleet repo: %w", err)
+	}
+	if err != nil {
+		return nil, explain(err)
+	}
+	if snap.Stale != nil {
+		snap.Stale = explain(snap.Stale)
+	}
+	return snap, nil
+}
+
+// lastApplied returns the commit of the last revision applied in full from
+// ref, "" before the first. A device moved to another ref by its own config
+// (say from main to devices/cam-017) starts its rewind check over: the new
+// ref need not descend from the old one, and the move was made on the node,
+// not pushed to the repo.
+func lastApplied(inv *applier.Inventory, ref string) string {
+	from, commit, _ := strings.Cut(inv.Revision, "@sha1:")
+	if shortRef(from) != shortRef(displayRef(ref)) {
+		return ""
+	}
+	return commit
+}
+
+// shortRef names refs/heads/main and main alike.
+func shortRef(ref string) string {
+	for _, p := range []string{"refs/heads/", "refs/tags/"} {
+		ref = strings.TrimPrefix(ref, p)
+	}
+	return ref
+}
+
+// Revision names a snapshot as plans and status print it: ref@sha1:commit.
+func Revision(s *gitsource.Snapshot) string {
+	return displayRef(s.Ref) + "@sha1:" + s.Revision
+}
+
+// displayRef names an empty ref (the remote's default branch) as HEAD.
+func displayRef(ref string) string {
+	if ref == "" {
+		return "HEAD"
+	}
+	return ref
+}
+
+// GitDir is where the persistent clone of the fleet repo lives.
+func GitDir(stateDir string) string { return stateDir + "/git" }
+
+func displayPath(p string) string {
+	if p == "" || p == "." {
+		return "the repo root"
+	}
+	return p
+}
+
+// GitAuth is the credentials of the fleet repo, from the agent config.
+func GitAuth(c *manifest.AgentConfig) gitsource.Auth {
+	a := c.Source.Auth
+	if a == nil {
+		return gitsource.Auth{}
+	}
+	return gitsource.Auth{TokenFile: a.TokenFile, UsernameFile: a.UsernameFile, PasswordFile: a.PasswordFile,
+		CAFile: a.CAFile, SSHKeyFile: a.SSHKeyFile, KnownHostsFile: a.KnownHostsFile, InsecureIgnoreHostKey: a.InsecureIgnoreHostKey}
+}

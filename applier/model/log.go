@@ -1,0 +1,8 @@
+package model
+
+// Log keys.
+const (
+	logKeyResource = "resource"
+	logKeyDigest   = "digest"
+	logKeyError    = "error"
+)

@@ -1,0 +1,193 @@
+package model
+
+import (
+	"context"
+	"crypto/rand"
+	"encoding/hex"
+	"fmt"
+	"maps"
+	"os"
+	"path/filepath"
+	"slices"
+	"time"
+
+	v1 "github.com/google/go-containerregistry/pkg/v1"
+
+	"github.com/tend-dev/tend/internal/atomicfile"
+	"github.com/tend-dev/tend/oci"
+	"github.com/tend-dev/tend/planner"
+	"github.com/tend-dev/tend/render"
+)
+
+// Prepare pulls the version a.Resource needs and materialises it, changing
+// nothing in use: the blobs it lacks are downloaded (after a check that
+// they fit on the disk) and the version's folder is built beside the
+// active one. A version kept from before and intact is used as it is.
+func (d *Driver) Prepare(ctx context.Context, a planner.Action, s any) error {
+	if a.Type != planner.Create && a.Type != planner.Update {
+		return nil
+	}
+	m, err := spec(a.Resource, s)
+	if err != nil {
+		return err
+	}
+	d.mu.Lock()
+	done := d.prepared[m.Name] != ""
+	d.mu.Unlock()
+	if done {
+		return nil
+	}
+	rec, err := d.record(m.Name)
+	if err != nil {
+		return err
+	}
+	if rec == nil {
+		rec = &record{Name: m.Name}
+	}
+	// A kept version of that digest, intact, is activated as it is: a
+	// rollback, or a symlink to repair.
+	damaged := false
+	for i := range rec.Versions {
+		v := &rec.Versions[i]
+		if v.Digest != m.Digest {
+			continue
+		}
+		changes, err := d.check(rec, v, false)
+		if err != nil {
+			return err
+		}
+		if len(changes) == 0 {
+			d.setPrepared(m.Name, v.Dir)
+			return nil
+		}
+		damaged = true
+	}
+	art, err := d.artifact(ctx, m)
+	if err != nil {
+		return err
+	}
+	if damaged {
+		// Files are hard links to blobs, so an edit in place may have
+		// changed the blob too: drop any blob that no longer matches.
+		for _, e := range art.Entries {
+			if err := d.store.Verify(e.Digest); err != nil {
+				d.log.WarnContext(ctx, "blob damaged; downloading it again", logKeyResource, a.Resource, logKeyDigest, e.Digest.String())
+			}
+		}
+	}
+	if err := d.fetch(ctx, m, art); err != nil {
+		return err
+	}
+	v, err := d.materialise(ctx, rec, m, art)
+	if err != nil {
+		return err
+	}
+	rec.Versions = append(rec.Versions, v)
+	if err := d.setRecord(rec); err != nil {
+		return err
+	}
+	d.setPrepared(m.Name, v.Dir)
+	return nil
+}
+
+func (d *Driver) setPrepared(name, dir string) {
+	d.mu.Lock()
+	d.prepared[name] = dir
+	d.mu.Unlock()
+}
+
+// fetch downloads the blobs of art not in the store, after checking that
+// they and the room to unpack them fit on the disk.
+func (d *Driver) fetch(ctx context.Context, m render.Model, art *oci.Artifact) error {
+	var missing []v1.Descriptor
+	var need int64
+	for _, desc := range art.Blobs() {
+		if !d.store.Has(desc.Digest) {
+			missing = append(missing, desc)
+			need += desc.Size - d.store.Partial(desc.Digest) // a resumed download needs only the rest
+		}
+	}
+	for _, e := range art.Entries {
+		if e.Unpack {
+			// Unpacked content lands in new files: allow for a
+			// compression ratio of 2 on compressed layers.
+			need += e.Size
+			if e.Compression != oci.Uncompressed {
+				need += e.Size
+			}
+		}
+	}
+	if need > 0 {
+		if err := oci.CheckSpace(d.state, "model "+m.Name, need); err != nil {
+			return fmt.Errorf("%w; free space there, or keep fewer versions (models.keepVersions)", err)
+		}
+	}
+	if len(missing) == 0 {
+		return nil
+	}
+	repo, err := d.repository(m.Ref)
+	if err != nil {
+		return err
+	}
+	start := d.now()
+	n, err := d.store.FetchAll(ctx, repo, missing, d.opts.Parallel, d.opts.Registry)
+	d.loaded.Add(n)
+	if err != nil {
+		return fmt.Errorf("pull %s: %w", m.Ref, err)
+	}
+	d.log.InfoContext(ctx, "model downloaded", logKeyResource, planner.ModelID(m.Name), "bytes", n, "blobs", len(missing),
+		"duration", d.now().Sub(start).Round(time.Millisecond).String())
+	return nil
+}
+
+// materialise builds a new version folder for art and fingerprints it.
+func (d *Driver) materialise(ctx context.Context, rec *record, m render.Model, art *oci.Artifact) (version, error) {
+	var suffix [4]byte
+	_, _ = rand.Read(suffix[:])
+	v := version{
+		Dir:    art.Digest.Hex[:16] + "-" + hex.EncodeToString(suffix[:]),
+		Digest: m.Digest,
+		Tag:    m.Tag,
+	}
+	if v.Digest != art.Digest.String() {
+		return v, fmt.Errorf("%s: manifest %s read for digest %s", planner.ModelID(rec.Name), art.Digest, v.Digest)
+	}
+	for _, b := range art.Blobs() {
+		v.Blobs = append(v.Blobs, b.Digest.String())
+	}
+	slices.Sort(v.Blobs)
+	v.Blobs = slices.Compact(v.Blobs)
+	if err := os.MkdirAll(filepath.Join(d.dir, rec.Name), atomicfile.DirMode); err != nil {
+		return v, err
+	}
+	root := filepath.Join(d.dir, rec.Name, v.Dir)
+	if err := d.store.Materialise(ctx, art, root); err != nil {
+		_ = removeTree(root)
+		return v, fmt.Errorf("%s: %w", planner.ModelID(rec.Name), err)
+	}
+	found, err := walkVersion(root)
+	if err != nil {
+		return v, err
+	}
+	// A file linked to its blob has the blob's digest; anything else, from
+	// an unpacked layer, is hashed.
+	linked := map[string]string{}
+	for _, e := range art.Entries {
+		if !e.Unpack {
+			linked[e.Path] = e.Digest.String()
+		}
+	}
+	for _, p := range slices.Sorted(maps.Keys(found)) {
+		st := found[p]
+		if st.Type == "" {
+			if dg, ok := linked[p]; ok {
+				st.Digest = dg
+			} else if st.Digest, err = hashFile(filepath.Join(root, filepath.FromSlash(p))); err != nil {
+				return v, err
+			}
+		}
+		v.Entries = append(v.Entries, st)
+	}
+	v.VerifiedAt = d.now()
+	return v, nil
+}

@@ -1,0 +1,299 @@
+package service
+
+import (
+	"context"
+	"fmt"
+	"os"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/tend-dev/tend/applier"
+	"github.com/tend-dev/tend/internal/atomicfile"
+	"github.com/tend-dev/tend/manifest"
+	"github.com/tend-dev/tend/planner"
+	"github.com/tend-dev/tend/render"
+)
+
+// DefaultStopTimeout is how long a stopping service has between SIGTERM
+// and SIGKILL when its spec gives no stopTimeout.
+const DefaultStopTimeout = 10 * time.Second
+
+// Log files of services: capped, with this many rotated copies.
+const (
+	logMaxBytes = 10 << 20
+	logKeep     = 3
+)
+
+// Driver starts, updates and stops the instances of services through a
+// Supervisor. An update touches only the replicas whose spec differs or
+// that are not running, and scaling starts or stops only the difference.
+type Driver struct {
+	sup   *Supervisor
+	state string // stateDir
+}
+
+// record is what tend keeps about a service as a whole, beside the records
+// of its instances: the spec and replica count last applied.
+type record struct {
+	SpecHash string `json:"specHash"`
+	Replicas int    `json:"replicas"`
+}
+
+var (
+	_ applier.Runner = (*Driver)(nil)
+	_ applier.Undoer = (*Driver)(nil)
+)
+
+// NewDriver returns a driver running services through sup.
+func NewDriver(stateDir string, sup *Supervisor) *Driver {
+	return &Driver{sup: sup, state: stateDir}
+}
+
+// Kind returns planner.KindService.
+func (d *Driver) Kind() planner.Kind { return planner.KindService }
+
+// Runs reports that services run: a failed start rolls the plan back.
+func (d *Driver) Runs() bool { return true }
+
+// LogFile is where the output of one replica of a service goes.
+func LogFile(stateDir, name string, replica int) string {
+	return filepath.Join(stateDir, "logs", name, strconv.Itoa(replica)+".log")
+}
+
+// instances returns the instances and probes of s, one per replica.
+func (d *Driver) instances(s render.Service) ([]Instance, []*Probe) {
+	ins := make([]Instance, len(s.Replicas))
+	probes := make([]*Probe, len(s.Replicas))
+	for i, r := range s.Replicas {
+		ins[i] = Instance{
+			Service: s.Name, Replica: i, Command: r.Command, Env: r.Env, WorkingDir: r.WorkingDir,
+			User: r.User, Group: r.Group, Memory: r.Memory, CPUMilli: r.CPUMilli, LogFile: LogFile(d.state, s.Name, i),
+		}
+		probes[i] = ProbeFrom(r.Health, func(s string) string { return s })
+	}
+	return ins, probes
+}
+
+// Observe reports a service's spec hash (the one last applied, or that of
+// a running instance started from another) and how many replicas run. An
+// instance the supervisor is about to restart counts as running: the plan
+// does not race its backoff.
+func (d *Driver) Observe(ctx context.Context, id string, _ any) (planner.State, error) {
+	if err := ctx.Err(); err != nil {
+		return planner.State{}, err
+	}
+	name := planner.ServiceName(id)
+	rec, err := d.record(name)
+	if err != nil {
+		return planner.State{}, err
+	}
+	insts, err := d.sup.Instances(name)
+	if err != nil {
+		return planner.State{}, err
+	}
+	if rec == nil && len(insts) == 0 {
+		return planner.State{}, nil
+	}
+	hash := ""
+	if rec != nil {
+		hash = rec.SpecHash
+	}
+	running := 0
+	var down, loops []string
+	for _, in := range insts {
+		_ = RotateLog(LogFile(d.state, name, in.Replica), logMaxBytes, logKeep)
+		switch {
+		case in.Done:
+			running++ // exited as its restart policy allows: not drift
+		case in.Alive || in.Pending:
+			running++
+			if in.SpecHash != hash && in.Alive {
+				hash = in.SpecHash
+			}
+			if in.CrashLoop {
+				loops = append(loops, fmt.Sprintf("replica %d crash-looping (%s)", in.Replica, in.LastExit))
+			}
+		default:
+			what := "gone"
+			if in.LastExit != "" {
+				what = in.LastExit
+			}
+			down = append(down, fmt.Sprintf("replica %d %s", in.Replica, what))
+		}
+	}
+	st := planner.State{Exists: true, Fields: []planner.Field{{Name: planner.FieldSpec, Value: hash}, {Name: planner.FieldReplicas, Value: strconv.Itoa(running)}}}
+	if rec != nil && running < rec.Replicas {
+		st.Note = fmt.Sprintf("%d of %d replicas not running", rec.Replicas-running, rec.Replicas)
+		if len(down) > 0 {
+			st.Note += " (" + summarise(down) + ")"
+		}
+	} else if len(loops) > 0 {
+		st.Note = summarise(loops)
+	}
+	return st, nil
+}
+
+// Apply starts, updates, restarts or stops a service's instances; spec is
+// its render.Service. After a start, an instance with a health probe must
+// become healthy within its startup grace, or the action fails.
+func (d *Driver) Apply(ctx context.Context, a planner.Action, spec any) error {
+	name := planner.ServiceName(a.Resource)
+	if a.Type == planner.Delete {
+		return d.remove(ctx, name)
+	}
+	s, ok := spec.(render.Service)
+	if !ok {
+		return fmt.Errorf("%s %s: want a render.Service, got %T", a.Type, a.Resource, spec)
+	}
+	insts, err := d.sup.Instances(name)
+	if err != nil {
+		return err
+	}
+	grace := s.StopTimeout
+	if grace <= 0 {
+		grace = DefaultStopTimeout
+	}
+	byReplica := map[int]InstanceState{}
+	for _, in := range insts {
+		byReplica[in.Replica] = in
+	}
+	wanted, probes := d.instances(s)
+	// Replicas are updated one at a time, each checked before the next, so
+	// a bad update stops at its first replica.
+	for i, in := range wanted {
+		cur, ok := byReplica[i]
+		if a.Type != planner.Restart && !a.Restart && ok && (cur.Alive || cur.Pending || cur.Done) && cur.SpecHash == s.Hash {
+			continue // this replica is as declared: untouched
+		}
+		proc, err := d.sup.Run(ctx, in, s.Hash, s.Restart, grace, probes[i])
+		if err != nil {
+			return err
+		}
+		err = d.settle(ctx, s.Restart, proc)
+		if err == nil && probes[i] != nil {
+			err = probes[i].WaitHealthy(ctx, func() bool { return d.sup.rt.Alive(proc) })
+		}
+		if err != nil {
+			return fmt.Errorf("replica %d: %w", i, err)
+		}
+	}
+	for _, cur := range insts {
+		if cur.Replica >= len(wanted) {
+			if err := d.sup.Halt(ctx, name, cur.Replica, grace); err != nil {
+				return err
+			}
+		}
+	}
+	return d.saveRecord(name, record{SpecHash: s.Hash, Replicas: len(wanted)})
+}
+
+// startSettle is how long a service without a health probe must keep
+// running after a start to count as healthy.
+var startSettle = 300 * time.Millisecond
+
+// settle checks that an instance is still running after startSettle (a
+// health probe then checks the rest): one that exits at once fails the
+// update (and rolls it back), as an unhealthy one does. A service whose
+// restart policy lets it finish (never, on-failure) may exit.
+func (d *Driver) settle(ctx context.Context, policy string, p Proc) error {
+	if policy == manifest.RestartNever || policy == manifest.RestartOnFailure {
+		return nil
+	}
+	select {
+	case <-ctx.Done():
+		return ctx.Err()
+	case <-time.After(startSettle):
+	}
+	if !d.sup.rt.Alive(p) {
+		return fmt.Errorf("%w: pid %d exited within %s of its start; see tend logs", ErrUnhealthy, p.PID, startSettle)
+	}
+	return nil
+}
+
+// remove stops every instance of a service and forgets it; its logs stay.
+func (d *Driver) remove(ctx context.Context, name string) error {
+	insts, err := d.sup.Instances(name)
+	if err != nil {
+		return err
+	}
+	for _, in := range insts {
+		if err := d.sup.Halt(ctx, name, in.Replica, DefaultStopTimeout); err != nil {
+			return err
+		}
+	}
+	return os.RemoveAll(filepath.Join(d.sup.dir, name))
+}
+
+func (d *Driver) recordPath(name string) string {
+	return filepath.Join(d.sup.dir, name, "service.json")
+}
+
+func (d *Driver) record(name string) (*record, error) {
+	var r record
+	found, err := atomicfile.ReadJSON(d.recordPath(name), &r)
+	if err != nil || !found {
+		return nil, err
+	}
+	return &r, nil
+}
+
+func (d *Driver) saveRecord(name string, r record) error {
+	return atomicfile.WriteJSON(filepath.Join(d.sup.dir, name), "service.json", r, 0o644)
+}
+
+// Undo notes the instances running now: the undo starts each again from
+// its old spec (onto the models and files put back before it) and stops
+// the replicas the action added.
+func (d *Driver) Undo(_ context.Context, a planner.Action, _ any) (func(context.Context) error, error) {
+	name := planner.ServiceName(a.Resource)
+	old, err := d.sup.serviceRecords(name)
+	if err != nil {
+		return nil, err
+	}
+	rec, err := d.record(name)
+	if err != nil {
+		return nil, err
+	}
+	return func(ctx context.Context) error {
+		now, err := d.sup.serviceRecords(name)
+		if err != nil {
+			return err
+		}
+		current := map[int]instanceRecord{}
+		for _, n := range now {
+			current[n.Instance.Replica] = n
+		}
+		was := map[int]bool{}
+		for _, o := range old {
+			was[o.Instance.Replica] = true
+			if n, ok := current[o.Instance.Replica]; ok && n.Proc == o.Proc && n.SpecHash == o.SpecHash {
+				continue // never touched by the plan: still on the old inputs
+			}
+			if _, err := d.sup.Run(ctx, o.Instance, o.SpecHash, o.Policy, DefaultStopTimeout, o.Probe); err != nil {
+				return err
+			}
+		}
+		for _, n := range now {
+			if !was[n.Instance.Replica] {
+				if err := d.sup.Halt(ctx, name, n.Instance.Replica, DefaultStopTimeout); err != nil {
+					return err
+				}
+			}
+		}
+		if rec == nil {
+			return os.RemoveAll(filepath.Join(d.sup.dir, name))
+		}
+		return d.saveRecord(name, *rec)
+	}, nil
+}
+
+// summarise lists the first few items and counts the rest.
+func summarise(items []string) string {
+	const show = 5
+	if len(items) <= show {
+		return strings.Join(items, ", ")
+	}
+	return fmt.Sprintf("%s and %d more", strings.Join(items[:show], ", "), len(items)-show)
+}

@@ -1,0 +1,479 @@
+package service
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io/fs"
+	"log/slog"
+	"os"
+	"path/filepath"
+	"slices"
+	"strconv"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/tend-dev/tend/internal/atomicfile"
+	"github.com/tend-dev/tend/internal/backoff"
+	"github.com/tend-dev/tend/manifest"
+	"github.com/tend-dev/tend/planner"
+)
+
+// Crash-loop backoff: the first restart after an exit comes within 200ms,
+// each quick exit after that doubles the wait up to a minute, and an
+// instance that ran for stablePeriod starts over.
+var (
+	restartBackoff = backoff.Exponential{Initial: 200 * time.Millisecond, Max: time.Minute}
+	stablePeriod   = 10 * time.Second
+)
+
+// crashLoopAfter is how many quick exits in a row make a crash loop, as
+// status shows it.
+const crashLoopAfter = 3
+
+// Supervisor runs service instances through a Runtime and keeps a record of
+// each in stateDir/services/NAME/REPLICA.json, so that the next tend adopts
+// them instead of restarting them. When watching (the agent), it sees an
+// instance exit at once and restarts it as its restart policy says, with
+// crash-loop backoff; a one-shot apply starts instances detached and
+// leaves them.
+type Supervisor struct {
+	rt  Runtime
+	dir string // stateDir/services
+	log *slog.Logger
+	now func() time.Time
+
+	mu       sync.Mutex
+	watching bool
+	stop     chan struct{} // closed by Stop: watchers end
+	wg       sync.WaitGroup
+	inst     map[instanceKey]*instance
+	keys     map[instanceKey]*sync.Mutex // one per replica: Run, Halt and a restart never overlap
+}
+
+type instanceKey struct {
+	service string
+	replica int
+}
+
+// instanceRecord is what is kept on disk about one running instance.
+type instanceRecord struct {
+	Instance  Instance  `json:"instance"`
+	Proc      Proc      `json:"proc"`
+	SpecHash  string    `json:"specHash"`
+	Policy    string    `json:"restart"`
+	StartedAt time.Time `json:"startedAt"`
+	Restarts  int       `json:"restarts"`
+	Crashes   int       `json:"crashes"` // quick exits in a row
+	LastExit  string    `json:"lastExit,omitempty"`
+	CleanExit bool      `json:"cleanExit,omitempty"` // the last exit was a clean exit 0
+	// BootID is the kernel's boot id when the process started: after a
+	// reboot, a pid and start time can match another process.
+	BootID string `json:"bootID,omitempty"`
+	// Probe, when the service has one, is checked every interval while
+	// the agent watches: failureThreshold failures in a row restart it.
+	Probe *Probe `json:"probe,omitempty"`
+}
+
+// instance is a record and what the supervisor does with it now.
+type instance struct {
+	rec      instanceRecord
+	stopping bool          // stopped on purpose: not restarted
+	pending  bool          // exited; a restart is scheduled
+	cancel   chan struct{} // closed to end its watcher
+}
+
+// InstanceState is what Instances reports about one replica.
+type InstanceState struct {
+	Replica  int
+	SpecHash string
+	Alive    bool
+	Pending  bool // exited and about to be restarted by the supervisor
+	// Done: exited, and its restart policy says it stays down (never, or
+	// on-failure after a clean exit). It needs no restart.
+	Done      bool
+	CrashLoop bool
+	Restarts  int
+	LastExit  string
+	Limits    string // a warning when resource limits could not be applied
+}
+
+// NewSupervisor returns a supervisor keeping its records in stateDir.
+func NewSupervisor(stateDir string, rt Runtime, log *slog.Logger) *Supervisor {
+	if log == nil {
+		log = slog.New(slog.DiscardHandler)
+	}
+	return &Supervisor{rt: rt, dir: filepath.Join(stateDir, "services"), log: log, now: time.Now,
+		inst: map[instanceKey]*instance{}, keys: map[instanceKey]*sync.Mutex{}, stop: make(chan struct{})}
+}
+
+// lockKey serialises everything that starts or stops one replica.
+func (s *Supervisor) lockKey(k instanceKey) func() {
+	s.mu.Lock()
+	m := s.keys[k]
+	if m == nil {
+		m = &sync.Mutex{}
+		s.keys[k] = m
+	}
+	s.mu.Unlock()
+	m.Lock()
+	return m.Unlock
+}
+
+// Start adopts every recorded instance still running and from then on
+// watches them: an instance that exits is restarted as its policy says, and
+// one whose health probe fails is stopped and restarted. Stop ends the
+// watching, not the services. A supervisor that is never started runs
+// instances detached and leaves them (a one-shot apply).
+func (s *Supervisor) Start(ctx context.Context) error {
+	recs, err := s.records()
+	s.mu.Lock()
+	s.watching = true
+	s.mu.Unlock()
+	for _, r := range recs {
+		if !s.alive(r) {
+			continue // the next reconcile starts it again, as drift
+		}
+		in := s.track(r)
+		s.log.InfoContext(ctx, "service adopted", logKeyResource, planner.ServiceID(r.Instance.Service),
+			logKeyReplica, r.Instance.Replica, logKeyPID, r.Proc.PID)
+		s.watchInstance(in)
+	}
+	return err
+}
+
+// Stop ends the watching and waits for the watchers; services keep
+// running.
+func (s *Supervisor) Stop() {
+	s.mu.Lock()
+	if s.watching {
+		s.watching = false
+		close(s.stop)
+	}
+	s.mu.Unlock()
+	s.wg.Wait()
+}
+
+// Instances returns the recorded instances of a service, by replica.
+func (s *Supervisor) Instances(name string) ([]InstanceState, error) {
+	recs, err := s.serviceRecords(name)
+	if err != nil {
+		return nil, err
+	}
+	out := make([]InstanceState, 0, len(recs))
+	for _, r := range recs {
+		st := InstanceState{Replica: r.Instance.Replica, SpecHash: r.SpecHash, Restarts: r.Restarts, LastExit: r.LastExit,
+			Alive: s.alive(r), CrashLoop: r.Crashes >= crashLoopAfter, Limits: r.Proc.Limits}
+		// Done only for an exit seen: after a reboot nothing was seen, and
+		// the service starts again.
+		st.Done = !st.Alive && r.LastExit != "" && r.BootID == bootID() &&
+			(r.Policy == manifest.RestartNever || r.Policy == manifest.RestartOnFailure && r.CleanExit)
+		s.mu.Lock()
+		if in := s.inst[instanceKey{name, r.Instance.Replica}]; in != nil && in.pending {
+			st.Pending = true
+		}
+		s.mu.Unlock()
+		out = append(out, st)
+	}
+	return out, nil
+}
+
+// Run starts one instance, first stopping the one running in its place.
+func (s *Supervisor) Run(ctx context.Context, in Instance, hash, policy string, grace time.Duration, probe *Probe) (Proc, error) {
+	key := instanceKey{in.Service, in.Replica}
+	defer s.lockKey(key)()
+	restarts := 0
+	if old, err := s.readRecord(key); err == nil && old != nil {
+		restarts = old.Restarts
+		if err := s.halt(ctx, key, old, grace); err != nil {
+			return Proc{}, err
+		}
+	}
+	proc, err := s.rt.Start(ctx, in)
+	if err != nil {
+		return proc, fmt.Errorf("start replica %d: %w", in.Replica, err)
+	}
+	if proc.Limits != "" {
+		s.log.WarnContext(ctx, proc.Limits, logKeyResource, planner.ServiceID(in.Service), logKeyReplica, in.Replica)
+	}
+	rec := instanceRecord{Instance: in, Proc: proc, SpecHash: hash, Policy: policy, StartedAt: s.now(), Restarts: restarts, BootID: bootID(), Probe: probe}
+	if err := s.writeRecord(rec); err != nil {
+		_ = s.rt.Stop(ctx, proc, grace)
+		return proc, err
+	}
+	s.log.InfoContext(ctx, "service started", logKeyResource, planner.ServiceID(in.Service), logKeyReplica, in.Replica, logKeyPID, proc.PID)
+	s.mu.Lock()
+	watching := s.watching
+	s.mu.Unlock()
+	if watching {
+		s.watchInstance(s.track(rec))
+	}
+	return proc, nil
+}
+
+// Halt stops one instance on purpose and forgets it.
+func (s *Supervisor) Halt(ctx context.Context, name string, replica int, grace time.Duration) error {
+	key := instanceKey{name, replica}
+	defer s.lockKey(key)()
+	rec, err := s.readRecord(key)
+	if err != nil || rec == nil {
+		return err
+	}
+	return s.halt(ctx, key, rec, grace)
+}
+
+func (s *Supervisor) halt(ctx context.Context, key instanceKey, rec *instanceRecord, grace time.Duration) error {
+	s.mu.Lock()
+	if in := s.inst[key]; in != nil {
+		in.stopping = true
+		close(in.cancel)
+		delete(s.inst, key)
+	}
+	s.mu.Unlock()
+	if err := s.rt.Stop(ctx, rec.Proc, grace); err != nil {
+		return fmt.Errorf("stop %s replica %d (pid %d): %w", planner.ServiceID(key.service), key.replica, rec.Proc.PID, err)
+	}
+	if err := os.Remove(s.recordPath(key)); err != nil && !errors.Is(err, fs.ErrNotExist) {
+		return err
+	}
+	s.log.InfoContext(ctx, "service stopped", logKeyResource, planner.ServiceID(key.service), logKeyReplica, key.replica, logKeyPID, rec.Proc.PID)
+	return nil
+}
+
+// track makes rec the instance the supervisor knows for its key.
+func (s *Supervisor) track(rec instanceRecord) *instance {
+	in := &instance{rec: rec, cancel: make(chan struct{})}
+	s.mu.Lock()
+	key := instanceKey{rec.Instance.Service, rec.Instance.Replica}
+	if old := s.inst[key]; old != nil {
+		close(old.cancel)
+	}
+	s.inst[key] = in
+	s.mu.Unlock()
+	return in
+}
+
+// watchInstance waits for in's process to exit and restarts it as its
+// policy says, after a backoff that grows while it keeps exiting quickly.
+func (s *Supervisor) watchInstance(in *instance) {
+	s.wg.Add(1)
+	go func() {
+		defer s.wg.Done()
+		ctx, cancel := context.WithCancel(context.Background())
+		defer cancel()
+		stopped := in.cancel // exited returns the same instance: one channel for its life
+		go func() {
+			select {
+			case <-s.stop:
+			case <-stopped:
+			}
+			cancel()
+		}()
+		for {
+			mctx, stopMonitor := context.WithCancel(ctx)
+			go s.monitor(mctx, in.rec)
+			st, err := s.rt.Wait(ctx, in.rec.Proc)
+			stopMonitor()
+			if ctx.Err() != nil {
+				return
+			}
+			if err != nil {
+				s.log.Error("watch service", logKeyResource, planner.ServiceID(in.rec.Instance.Service), logKeyError, err.Error())
+				return
+			}
+			next, ok := s.exited(ctx, in, st)
+			if !ok {
+				return
+			}
+			in = next
+		}
+	}()
+}
+
+// monitor checks a running instance's health probe until ctx ends; an
+// instance that turns unhealthy is stopped, and its watcher restarts it as
+// its policy says.
+func (s *Supervisor) monitor(ctx context.Context, rec instanceRecord) {
+	if rec.Probe == nil {
+		return
+	}
+	rec.Probe.Monitor(ctx, func(healthy bool, err error) {
+		if healthy {
+			return
+		}
+		s.log.ErrorContext(ctx, "service unhealthy; restarting it", logKeyResource, planner.ServiceID(rec.Instance.Service),
+			logKeyReplica, rec.Instance.Replica, logKeyPID, rec.Proc.PID, logKeyError, err.Error())
+		_ = s.rt.Stop(ctx, rec.Proc, DefaultStopTimeout)
+	})
+}
+
+// exited handles an exit: it records it and, when the policy says so,
+// restarts the instance after the backoff, returning it with its new
+// process. Each step holds the replica's lock and first checks that the
+// instance is still the one this supervisor runs and that the record on
+// disk still names the process that exited: a tick that replaced or
+// stopped the replica meanwhile (here, or a `tend apply` in another
+// process) wins, and nothing is restarted behind its back.
+func (s *Supervisor) exited(ctx context.Context, in *instance, st ExitStatus) (*instance, bool) {
+	key := instanceKey{in.rec.Instance.Service, in.rec.Instance.Replica}
+	rec := in.rec
+	id := planner.ServiceID(key.service)
+	ran := s.now().Sub(rec.StartedAt)
+	rec.LastExit, rec.CleanExit = st.String(), !st.Failed()
+	if ran < stablePeriod {
+		rec.Crashes++
+	} else {
+		rec.Crashes = 1
+	}
+	restart := rec.Policy == manifest.RestartAlways || rec.Policy == "" || rec.Policy == manifest.RestartOnFailure && st.Failed()
+	unlock := s.lockKey(key)
+	if !s.owns(key, in) {
+		unlock()
+		return nil, false
+	}
+	s.mu.Lock()
+	in.pending = restart
+	s.mu.Unlock()
+	_ = s.writeRecord(rec)
+	unlock()
+	if !restart {
+		s.log.WarnContext(ctx, "service exited", logKeyResource, id, logKeyReplica, key.replica, "exit", rec.LastExit, "restart", rec.Policy)
+		return nil, false
+	}
+	delay := restartBackoff.Delay(rec.Crashes)
+	level := slog.LevelWarn
+	if rec.Crashes >= crashLoopAfter {
+		level = slog.LevelError
+	}
+	s.log.Log(ctx, level, "service exited; restarting", logKeyResource, id, logKeyReplica, key.replica,
+		"exit", rec.LastExit, "in", delay.String(), "crashes", rec.Crashes)
+	select {
+	case <-ctx.Done():
+		return nil, false
+	case <-time.After(delay):
+	}
+	defer s.lockKey(key)()
+	if !s.owns(key, in) {
+		return nil, false
+	}
+	proc, err := s.rt.Start(ctx, rec.Instance)
+	if err != nil {
+		s.log.ErrorContext(ctx, "restart service", logKeyResource, id, logKeyReplica, key.replica, logKeyError, err.Error())
+		s.mu.Lock()
+		in.pending = false
+		s.mu.Unlock()
+		return nil, false
+	}
+	rec.Proc, rec.StartedAt = proc, s.now()
+	rec.Restarts++
+	s.log.InfoContext(ctx, "service restarted", logKeyResource, id, logKeyReplica, key.replica, logKeyPID, proc.PID, "restarts", rec.Restarts)
+	if err := s.writeRecord(rec); err != nil {
+		s.log.ErrorContext(ctx, "record service", logKeyResource, id, logKeyError, err.Error())
+	}
+	s.mu.Lock()
+	in.rec, in.pending = rec, false
+	s.mu.Unlock()
+	return in, true
+}
+
+// owns reports whether in is still the instance of key that this
+// supervisor runs, and the record on disk still names its process.
+// The caller holds the key's lock.
+func (s *Supervisor) owns(key instanceKey, in *instance) bool {
+	s.mu.Lock()
+	current := !in.stopping && s.inst[key] == in
+	proc := in.rec.Proc
+	s.mu.Unlock()
+	if !current {
+		return false
+	}
+	disk, err := s.readRecord(key)
+	return err == nil && disk != nil && disk.Proc.PID == proc.PID && disk.Proc.StartTime == proc.StartTime
+}
+
+// alive reports whether the process of r runs, in this boot.
+func (s *Supervisor) alive(r instanceRecord) bool {
+	return (r.BootID == "" || r.BootID == bootID()) && s.rt.Alive(r.Proc)
+}
+
+// bootID is the kernel's id of this boot.
+var bootID = sync.OnceValue(func() string {
+	b, _ := os.ReadFile("/proc/sys/kernel/random/boot_id")
+	return strings.TrimSpace(string(b))
+})
+
+func (s *Supervisor) recordPath(k instanceKey) string {
+	return filepath.Join(s.dir, k.service, strconv.Itoa(k.replica)+".json")
+}
+
+func (s *Supervisor) readRecord(k instanceKey) (*instanceRecord, error) {
+	var r instanceRecord
+	found, err := atomicfile.ReadJSON(s.recordPath(k), &r)
+	if errors.Is(err, atomicfile.ErrCorrupt) {
+		return nil, fmt.Errorf("%w; stop the process by hand and remove the file", err)
+	}
+	if err != nil || !found {
+		return nil, err
+	}
+	return &r, nil
+}
+
+func (s *Supervisor) writeRecord(r instanceRecord) error {
+	// A record holds the service's environment, which may hold secrets:
+	// readable by tend alone.
+	dir := filepath.Join(s.dir, r.Instance.Service)
+	if err := os.MkdirAll(dir, 0o700); err != nil {
+		return err
+	}
+	return atomicfile.WriteJSON(dir, strconv.Itoa(r.Instance.Replica)+".json", r, 0o600)
+}
+
+// serviceRecords reads the instance records of one service, by replica.
+func (s *Supervisor) serviceRecords(name string) ([]instanceRecord, error) {
+	entries, err := os.ReadDir(filepath.Join(s.dir, name))
+	if errors.Is(err, fs.ErrNotExist) {
+		return nil, nil
+	}
+	if err != nil {
+		return nil, err
+	}
+	var out []instanceRecord
+	for _, e := range entries {
+		n, ok := strings.CutSuffix(e.Name(), ".json")
+		replica, err := strconv.Atoi(n)
+		if !ok || err != nil {
+			continue
+		}
+		r, err := s.readRecord(instanceKey{name, replica})
+		if err != nil {
+			return nil, err
+		}
+		if r != nil {
+			out = append(out, *r)
+		}
+	}
+	slices.SortFunc(out, func(a, b instanceRecord) int { return a.Instance.Replica - b.Instance.Replica })
+	return out, nil
+}
+
+// records reads every instance record.
+func (s *Supervisor) records() ([]instanceRecord, error) {
+	entries, err := os.ReadDir(s.dir)
+	if errors.Is(err, fs.ErrNotExist) {
+		return nil, nil
+	}
+	if err != nil {
+		return nil, err
+	}
+	var out []instanceRecord
+	var errs []error
+	for _, e := range entries {
+		if e.IsDir() {
+			recs, err := s.serviceRecords(e.Name())
+			errs = append(errs, err)
+			out = append(out, recs...)
+		}
+	}
+	return out, errors.Join(errs...)
+}

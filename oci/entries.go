@@ -1,0 +1,168 @@
+package oci
+
+import (
+	"errors"
+	"fmt"
+	"path"
+	"slices"
+	"strings"
+
+	v1 "github.com/google/go-containerregistry/pkg/v1"
+	"github.com/google/go-containerregistry/pkg/v1/types"
+)
+
+// layout reads a manifest's layers as entries of a version folder: by
+// media type for KitOps and ModelPack, by title for ORAS, and plain tar
+// layers into the version folder itself.
+func layout(d v1.Hash, m *v1.Manifest) (string, []Entry, error) {
+	if len(m.Layers) == 0 {
+		return "", nil, fmt.Errorf("%w: model artifact %s has no layers", ErrUnknownLayout, d)
+	}
+	format := ""
+	switch string(m.Config.MediaType) {
+	case mediaTypeKitOpsConfig:
+		format = FormatKitOps
+	case mediaTypeModelPackConfig:
+		format = FormatModelPack
+	}
+	var entries []Entry
+	var found, unknown []string
+	for _, l := range m.Layers {
+		mt := string(l.MediaType)
+		if !slices.Contains(found, mt) {
+			found = append(found, mt)
+		}
+		e, kind, err := layerEntry(l)
+		if errors.Is(err, errUnknownLayer) {
+			if !slices.Contains(unknown, mt) {
+				unknown = append(unknown, mt)
+			}
+			continue
+		}
+		if err != nil {
+			return "", nil, fmt.Errorf("%w in %s: layer %s (%s): %w", ErrUnknownLayout, d, l.Digest, mt, err)
+		}
+		if format == "" || format == FormatTar && kind == FormatORAS {
+			format = kind
+		}
+		entries = append(entries, e)
+	}
+	if len(unknown) > 0 {
+		return "", nil, fmt.Errorf("%w in %s: layer media types [%s] (not understood: %s), config %s; "+
+			"tend reads ORAS artifacts (layers with %s), tar layers (%s, +gzip, +zstd), KitOps ModelKits (%s*) and CNCF ModelPack (%s*)",
+			ErrUnknownLayout, d, strings.Join(found, ", "), strings.Join(unknown, ", "), orNone(string(m.Config.MediaType)),
+			annotationTitle, types.OCIUncompressedLayer, prefixKitOps, prefixModelPack)
+	}
+	slices.SortFunc(entries, func(a, b Entry) int {
+		if c := strings.Compare(a.Path, b.Path); c != 0 {
+			return c
+		}
+		return strings.Compare(a.Digest.String(), b.Digest.String())
+	})
+	// The same tar layer twice unpacks to the same files: once is enough.
+	entries = slices.CompactFunc(entries, func(a, b Entry) bool { return a == b && a.Unpack })
+	return format, entries, nil
+}
+
+func orNone(s string) string {
+	if s == "" {
+		return "(none)"
+	}
+	return s
+}
+
+// errUnknownLayer is a layer whose media type no layout explains.
+var errUnknownLayer = errors.New("unknown layer media type")
+
+// layerEntry reads one layer as an entry; kind is the format the layer
+// belongs to.
+func layerEntry(l v1.Descriptor) (e Entry, kind string, err error) {
+	mt := string(l.MediaType)
+	e = Entry{Digest: l.Digest, Size: l.Size, MediaType: mt}
+	title := l.Annotations[annotationTitle]
+	var rest string
+	switch {
+	case strings.HasPrefix(mt, prefixKitOps):
+		kind, rest = FormatKitOps, strings.TrimPrefix(mt, prefixKitOps)
+	case strings.HasPrefix(mt, prefixModelPack):
+		kind, rest = FormatModelPack, strings.TrimPrefix(mt, prefixModelPack)
+	case title != "":
+		e.Path = title
+		if l.Annotations[annotationORASUnpack] == "true" {
+			// ORAS tars and gzips a folder whatever media type it is given.
+			e.Unpack, e.Compression = true, Gzip
+		}
+		return e, FormatORAS, nil
+	default:
+		c, ok := plainTar[l.MediaType]
+		if !ok {
+			return e, "", errUnknownLayer
+		}
+		e.Unpack, e.Compression = true, c
+		return e, FormatTar, nil
+	}
+	// KitOps and ModelPack: <what>.v1.tar[+gzip|+zstd] or <what>.v1.raw,
+	// what being model, weight, dataset, code, docs…
+	_, format, _ := strings.Cut(rest, ".v1.")
+	switch format {
+	case "tar":
+		e.Unpack, e.Compression = true, Uncompressed
+	case "tar+gzip":
+		e.Unpack, e.Compression = true, Gzip
+	case "tar+zstd":
+		e.Unpack, e.Compression = true, Zstd
+	case "raw":
+		e.Path = l.Annotations[annotationFilepath]
+		if e.Path == "" {
+			e.Path = title
+		}
+		if e.Path == "" {
+			return e, kind, fmt.Errorf("a raw layer needs its file name in annotation %s", annotationFilepath)
+		}
+	default:
+		return e, kind, errUnknownLayer
+	}
+	return e, kind, nil
+}
+
+// plainTar maps the media types of image layers to their compression.
+var plainTar = map[types.MediaType]string{
+	types.OCIUncompressedLayer:    Uncompressed,
+	types.OCILayer:                Gzip,
+	types.OCILayerZStd:            Zstd,
+	types.DockerUncompressedLayer: Uncompressed,
+	types.DockerLayer:             Gzip,
+}
+
+// checkEntries refuses an entry path that is absolute, climbs out with
+// "..", is not clean, or collides with another entry's path.
+func checkEntries(a *Artifact) error {
+	bad := func(e Entry, why string) error {
+		return fmt.Errorf("%w: model %s: layer %s: path %q %s", ErrUnsafeArchive, a.Digest, e.Digest, e.Path, why)
+	}
+	for i, e := range a.Entries {
+		p := e.Path
+		switch {
+		case p == "" && !e.Unpack:
+			return bad(e, "is empty: a file needs a name")
+		case p == "":
+			continue
+		case path.IsAbs(p) || strings.HasPrefix(p, `\`):
+			return bad(e, "is absolute")
+		case p == ".." || strings.HasPrefix(p, "../") || strings.Contains(p, "/../") || strings.HasSuffix(p, "/.."):
+			return bad(e, `climbs out of the version folder with ".."`)
+		case path.Clean(p) != p || p == "." || strings.ContainsRune(p, 0):
+			return bad(e, "is not a clean path")
+		}
+		for j, o := range a.Entries {
+			switch {
+			case i == j || o.Path == "":
+			case o.Path == p:
+				return bad(e, fmt.Sprintf("collides with layer %s", o.Digest))
+			case !e.Unpack && strings.HasPrefix(o.Path, p+"/"):
+				return bad(e, fmt.Sprintf("is a file, and layer %s needs it as a folder for %q", o.Digest, o.Path))
+			}
+		}
+	}
+	return nil
+}

@@ -1,0 +1,57 @@
+package render
+
+import (
+	v1 "github.com/google/go-containerregistry/pkg/v1"
+
+	"github.com/tend-dev/tend/manifest"
+)
+
+// Document is a desired state as `tend render` prints it: the device's
+// declaration, with every model's ref pinned to the digest it resolved to.
+type Document struct {
+	APIVersion string            `json:"apiVersion"`
+	Kind       string            `json:"kind"`
+	Metadata   manifest.Metadata `json:"metadata"`
+	Spec       DocumentSpec      `json:"spec"`
+}
+
+// DocumentSpec lists the resources of a Document.
+type DocumentSpec struct {
+	Models   []DocumentModel    `json:"models,omitempty"`
+	Files    []manifest.File    `json:"files,omitempty"`
+	Services []manifest.Service `json:"services,omitempty"`
+}
+
+// DocumentModel is a declared model and what it resolved to.
+type DocumentModel struct {
+	manifest.Model
+	Digest string `json:"digest,omitempty"` // sha256:…, when resolved
+	Tag    string `json:"tag,omitempty"`    // the tag a semver policy chose
+	Held   string `json:"held,omitempty"`   // why it is held at the active version
+}
+
+// Document returns d as `tend render` prints it.
+func (d *Desired) Document() Document {
+	dev := d.Manifest
+	if dev == nil {
+		dev = &manifest.Device{}
+	}
+	doc := Document{APIVersion: manifest.APIVersion, Kind: manifest.KindDevice, Metadata: dev.Metadata,
+		Spec: DocumentSpec{Files: dev.Spec.Files, Services: dev.Spec.Services}}
+	for _, m := range dev.Spec.Models {
+		dm := DocumentModel{Model: m}
+		if spec, ok := d.Model(m.Name); ok {
+			if _, err := v1.NewHash(spec.Digest); err == nil {
+				dm.Digest = spec.Digest
+			}
+			if spec.Policy != "" {
+				dm.Tag = spec.Tag
+			}
+			if spec.Held != nil {
+				dm.Held = spec.Held.Error()
+			}
+		}
+		doc.Spec.Models = append(doc.Spec.Models, dm)
+	}
+	return doc
+}

@@ -1,0 +1,48 @@
+package render_test
+
+import (
+	"context"
+	"net/http"
+	"strings"
+	"sync/atomic"
+	"testing"
+
+	"github.com/stretchr/testify/require"
+
+	"github.com/tend-dev/tend/internal/testoci"
+	"github.com/tend-dev/tend/manifest"
+	"github.com/tend-dev/tend/oci"
+	"github.com/tend-dev/tend/render"
+)
+
+func TestRegistryResolver(t *testing.T) {
+	reg := testoci.Start(t)
+	weights := []byte(strings.Repeat("w", 2500))
+	digest := reg.PushFiles(t, "models/detector:v9", map[string][]byte{"model.onnx": weights, "labels.txt": []byte("person\n")})
+	var manifests atomic.Int64
+	reg.Use(func(_ http.ResponseWriter, r *http.Request) bool {
+		if strings.Contains(r.URL.Path, "/manifests/") {
+			manifests.Add(1)
+		}
+		return false
+	})
+	r := &render.Registry{Options: oci.Options{Insecure: []string{reg.Host}}, Sizes: true}
+	m := manifest.Model{Name: "detector", Ref: reg.Ref("models/detector:v9")}
+
+	res, err := r.Resolve(context.Background(), m)
+	require.NoError(t, err)
+	require.Equal(t, digest, res.Digest)
+	require.Equal(t, "v9", res.Tag)
+	size := oci.HumanBytes(int64(len(weights) + len("person\n")))
+	require.Equal(t, reg.Ref("models/detector:v9")+" → "+digest+", "+size+" to download", res.Reason)
+	asked := manifests.Load()
+	require.Positive(t, asked)
+
+	again, err := r.Resolve(context.Background(), m)
+	require.NoError(t, err)
+	require.Equal(t, res, again)
+	require.Equal(t, asked, manifests.Load(), "a ref is asked once")
+
+	_, err = r.Resolve(context.Background(), manifest.Model{Name: "x", Ref: reg.Ref("models/detector:v10")})
+	require.ErrorIs(t, err, oci.ErrNotFound)
+}

@@ -1,0 +1,201 @@
+package render
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"path/filepath"
+	"strconv"
+	"strings"
+
+	"github.com/tend-dev/tend/internal/confine"
+	"github.com/tend-dev/tend/manifest"
+	"github.com/tend-dev/tend/planner"
+)
+
+// Options say where a device's resources land and how its models are
+// pinned.
+type Options struct {
+	// Root is the prefix under which every managed path is placed
+	// ("/" when empty); ${file:PATH} expands to PATH under it.
+	Root string
+	// StateDir holds model versions: ${model:NAME} of a model without a
+	// path expands to its link there (manifest.DefaultStateDir when empty).
+	StateDir string
+	// AllowPaths are the only paths under which files and model paths may
+	// be placed, when CheckAllowPaths is set (CI without a node checks
+	// them only when it is given some).
+	AllowPaths      []string
+	CheckAllowPaths bool
+	// Resolver pins model refs; nil means Declared.
+	Resolver Resolver
+}
+
+// Desired is a device's rendered desired state: what the planner compares,
+// and the spec each resource's driver applies.
+type Desired struct {
+	planner.Desired
+	// Manifest is the declaration it was rendered from.
+	Manifest *manifest.Device
+	// Specs holds, by resource id, a File, Model or Service.
+	Specs map[string]any
+	// Held says why models were held at the version active on the node
+	// (their registry could not be asked), or is nil.
+	Held error
+}
+
+// Model returns the spec of the declared model called name.
+func (d *Desired) Model(name string) (Model, bool) {
+	m, ok := d.Specs[planner.ModelID(name)].(Model)
+	return m, ok
+}
+
+// Render turns dev, a validated device at revision, into its desired
+// state. Every model is pinned through opts.Resolver; the first resource
+// that cannot be rendered fails the whole render, naming it and where it
+// was declared.
+func Render(ctx context.Context, dev *manifest.Device, revision string, opts Options) (*Desired, error) {
+	if dev == nil {
+		return nil, errors.New("render: no device")
+	}
+	root, err := filepath.Abs(orDefault(opts.Root, manifest.DefaultRoot))
+	if err != nil {
+		return nil, fmt.Errorf("render: root: %w", err)
+	}
+	state := orDefault(opts.StateDir, manifest.DefaultStateDir)
+	resolver := opts.Resolver
+	if resolver == nil {
+		resolver = Declared{}
+	}
+	d := &Desired{
+		Desired:  planner.Desired{Device: dev.Metadata.Name, Revision: revision},
+		Manifest: dev,
+		Specs:    make(map[string]any, len(dev.Spec.Models)+len(dev.Spec.Files)+len(dev.Spec.Services)),
+	}
+	var held []error
+	for _, m := range dev.Spec.Models {
+		spec, r, err := model(ctx, m, opts.confine(), resolver)
+		if err != nil {
+			return nil, fmt.Errorf("%s%s: %w", planner.ModelID(m.Name), origin(m.Origin), err)
+		}
+		if spec.Held != nil {
+			held = append(held, spec.Held)
+		}
+		d.add(r, spec)
+	}
+	for _, f := range dev.Spec.Files {
+		spec, r, err := file(f, opts.confine())
+		if err == nil && d.Specs[r.ID] != nil {
+			err = errors.New("declared twice")
+		}
+		if err != nil {
+			name := r.ID
+			if !strings.HasPrefix(f.Path, "/") {
+				name = "file " + strconv.Quote(f.Path)
+			}
+			return nil, fmt.Errorf("%s%s: %w", name, origin(f.Origin), err)
+		}
+		d.add(r, spec)
+	}
+	models := make(map[string]manifest.Model, len(dev.Spec.Models))
+	for _, m := range dev.Spec.Models {
+		models[m.Name] = m
+	}
+	refs := func(ref string) string {
+		kind, target, _ := strings.Cut(ref, ":")
+		switch kind {
+		case "model":
+			return ModelLink(root, state, target, models[target].Path)
+		case "file":
+			return filepath.Join(root, target)
+		}
+		return "${" + ref + "}"
+	}
+	for _, s := range dev.Spec.Services {
+		spec, r, err := service(s, refs)
+		if err == nil && d.Specs[r.ID] != nil {
+			err = errors.New("declared twice")
+		}
+		if err != nil {
+			return nil, fmt.Errorf("%s%s: %w", planner.ServiceID(s.Name), origin(s.Origin), err)
+		}
+		d.add(r, spec)
+	}
+	d.Held = errors.Join(held...)
+	return d, nil
+}
+
+func (d *Desired) add(r planner.Resource, spec any) {
+	d.Resources = append(d.Resources, r)
+	d.Specs[r.ID] = spec
+}
+
+// confine returns the allowed paths to check, or ["/"] when none are.
+func (o Options) confine() []string {
+	if !o.CheckAllowPaths {
+		return []string{"/"}
+	}
+	return o.AllowPaths
+}
+
+func model(ctx context.Context, m manifest.Model, allow []string, resolver Resolver) (Model, planner.Resource, error) {
+	if m.Path != "" {
+		if _, _, err := confine.Locate(m.Path, allow); err != nil {
+			return Model{}, planner.Resource{}, err
+		}
+	}
+	res, err := resolver.Resolve(ctx, m)
+	if err != nil {
+		return Model{}, planner.Resource{}, err
+	}
+	spec := Model{Name: m.Name, Ref: m.Ref, Policy: policy(m), Path: m.Path, Digest: res.Digest, Tag: res.Tag, Held: res.Held}
+	return spec, planner.Resource{
+		ID: planner.ModelID(m.Name), Kind: planner.KindModel, Reason: res.Reason,
+		Fields: []planner.Field{{Name: planner.FieldDigest, Value: res.Digest}},
+	}, nil
+}
+
+// file returns f's spec and resource: its content digest and its mode as
+// four octal digits (manifest.DefaultFileMode when f declares none). The
+// resource has its id even when f is refused.
+func file(f manifest.File, allow []string) (File, planner.Resource, error) {
+	r := planner.Resource{ID: planner.FileID(f.Path), Kind: planner.KindFile}
+	if err := confine.CheckPath(f.Path); err != nil {
+		return File{}, r, err
+	}
+	mode, err := ParseMode(f.Mode)
+	if err != nil {
+		return File{}, r, err
+	}
+	if _, _, err := confine.Locate(f.Path, allow); err != nil {
+		return File{}, r, err
+	}
+	r.Fields = []planner.Field{
+		{Name: planner.FieldContent, Value: ContentDigest([]byte(f.Content))},
+		{Name: planner.FieldMode, Value: FormatMode(mode)},
+	}
+	return File{Path: f.Path, Content: []byte(f.Content), Mode: mode}, r, nil
+}
+
+// origin formats where a resource was declared, for messages:
+// " (devices/cam-017/device.yaml:12 spec.files[0])".
+func origin(o manifest.Origin) string {
+	if o.File == "" {
+		return ""
+	}
+	s := " (" + o.File
+	if l := o.Line(""); l > 0 {
+		s += fmt.Sprintf(":%d", l)
+	}
+	if o.Field != "" {
+		s += " " + o.Field
+	}
+	return s + ")"
+}
+
+func orDefault(v, def string) string {
+	if v == "" {
+		return def
+	}
+	return v
+}

@@ -1,0 +1,184 @@
+package render
+
+import (
+	"context"
+	"fmt"
+	"strings"
+	"sync"
+
+	"github.com/google/go-containerregistry/pkg/name"
+	v1 "github.com/google/go-containerregistry/pkg/v1"
+
+	"github.com/tend-dev/tend/manifest"
+	"github.com/tend-dev/tend/oci"
+)
+
+// Resolver pins a declared model to what the planner compares for it. On
+// a device the model driver resolves against its registry and the version
+// active on the node; in CI a Registry or the Declared refs serve.
+type Resolver interface {
+	Resolve(ctx context.Context, m manifest.Model) (Resolution, error)
+}
+
+// Resolution is a model ref pinned for one render.
+type Resolution struct {
+	Digest string // sha256:… of the manifest or index (the ref itself when unresolved)
+	Tag    string // the tag it resolved through; "" for a digest ref
+	// Reason says why the digest is not the active one, as plans print it
+	// (see ModelReason); "" when it is, or when nothing is active to
+	// compare with and the resolver does not say.
+	Reason string
+	// Held, when set, says why the registry could not be asked: the model
+	// stays at the digest active on the node, which Digest names.
+	Held error
+}
+
+// Declared plans models by their declaration, without registries: a
+// model's digest field is its ref (and policy) as written, so it changes
+// only when the declaration does. CI uses it when not told to resolve.
+type Declared struct{}
+
+// Resolve returns m's ref as declared.
+func (Declared) Resolve(_ context.Context, m manifest.Model) (Resolution, error) {
+	v := m.Ref
+	if p := policy(m); p != "" {
+		v += " (semver " + p + ")"
+	}
+	return Resolution{Digest: v}, nil
+}
+
+// Registry resolves models in their registries with no node: each tag or
+// semver policy to a digest (one HEAD, or a tag list), and, with Sizes,
+// what pulling the version costs from its manifest (no layer is read).
+// Each distinct ref is asked once. It is safe for concurrent use.
+type Registry struct {
+	Options  oci.Options
+	Platform v1.Platform // zero: this machine's
+	Sizes    bool
+
+	mu   sync.Mutex
+	done map[[2]string]registryResult
+}
+
+type registryResult struct {
+	res Resolution
+	err error
+}
+
+// Resolve pins m in its registry.
+func (r *Registry) Resolve(ctx context.Context, m manifest.Model) (Resolution, error) {
+	key := [2]string{m.Ref, policy(m)}
+	r.mu.Lock()
+	got, ok := r.done[key]
+	r.mu.Unlock()
+	if ok {
+		return got.res, got.err
+	}
+	res, err := r.resolve(ctx, m)
+	if ctx.Err() != nil {
+		return res, err // not worth keeping
+	}
+	r.mu.Lock()
+	if r.done == nil {
+		r.done = map[[2]string]registryResult{}
+	}
+	r.done[key] = registryResult{res, err}
+	r.mu.Unlock()
+	return res, err
+}
+
+func (r *Registry) resolve(ctx context.Context, m manifest.Model) (Resolution, error) {
+	pinned, err := oci.Resolve(ctx, m.Ref, policy(m), r.Options)
+	if err != nil {
+		return Resolution{}, err
+	}
+	res := Resolution{Digest: pinned.Digest, Tag: pinned.Tag}
+	if !r.Sizes {
+		return res, nil
+	}
+	repo, err := name.NewRepository(Repository(m.Ref), r.Options.NameOptions(m.Ref)...)
+	if err != nil {
+		return Resolution{}, fmt.Errorf("model ref %q: %w", m.Ref, err)
+	}
+	h, err := v1.NewHash(pinned.Digest)
+	if err != nil {
+		return Resolution{}, err
+	}
+	platform := r.Platform
+	if platform.Architecture == "" {
+		platform = oci.NodePlatform()
+	}
+	art, err := oci.Inspect(ctx, repo, h, platform, r.Options)
+	if err != nil {
+		return Resolution{}, err
+	}
+	res.Reason = ModelReason(Model{Ref: m.Ref, Policy: policy(m), Digest: pinned.Digest, Tag: pinned.Tag}, nil, art.Size())
+	return res, nil
+}
+
+// Active is the version of a model active on a node, as its driver
+// recorded it.
+type Active struct {
+	Ref, Policy string // the declaration it was pulled for
+	Digest, Tag string
+}
+
+// ModelReason says why a model's digest is m.Digest, as plans print it:
+// "sha256:ab… → sha256:cd… (new tag v8.4 matches >=8.0.0 <9), 1.0 kB to
+// download", or with nothing active "REF:TAG → sha256:cd…, …". download is
+// the bytes pulling it still costs; a negative one (a held model) is not
+// printed.
+func ModelReason(m Model, active *Active, download int64) string {
+	var b strings.Builder
+	tagged := m.Ref
+	if m.Policy != "" {
+		tagged += ":" + m.Tag
+	}
+	if active == nil {
+		b.WriteString(tagged + " → " + m.Digest)
+	} else {
+		b.WriteString(ShortDigest(active.Digest) + " → " + ShortDigest(m.Digest))
+		switch {
+		case active.Ref != m.Ref || active.Policy != m.Policy:
+			fmt.Fprintf(&b, " (ref %s)", tagged)
+		case m.Policy != "" && active.Tag != m.Tag:
+			fmt.Fprintf(&b, " (new tag %s matches %s)", m.Tag, m.Policy)
+		case m.Tag != "":
+			fmt.Fprintf(&b, " (tag %s moved)", m.Tag)
+		}
+	}
+	switch {
+	case download < 0:
+	case download == 0:
+		b.WriteString(", nothing to download")
+	default:
+		fmt.Fprintf(&b, ", %s to download", oci.HumanBytes(download))
+	}
+	return b.String()
+}
+
+// ShortDigest abbreviates a digest for plan lines: sha256:0123456789ab.
+func ShortDigest(digest string) string {
+	if i := strings.IndexByte(digest, ':'); i >= 0 && len(digest) > i+13 {
+		return digest[:i+13]
+	}
+	return digest
+}
+
+// Repository strips the tag or digest from a model ref.
+func Repository(ref string) string {
+	if i := strings.IndexByte(ref, '@'); i >= 0 {
+		ref = ref[:i]
+	}
+	if i := strings.LastIndexByte(ref, ':'); i > strings.LastIndexByte(ref, '/') {
+		ref = ref[:i]
+	}
+	return ref
+}
+
+func policy(m manifest.Model) string {
+	if m.Policy == nil {
+		return ""
+	}
+	return m.Policy.Semver
+}

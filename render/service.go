@@ -1,0 +1,107 @@
+package render
+
+import (
+	"crypto/sha256"
+	"encoding/hex"
+	"encoding/json"
+	"fmt"
+	"strconv"
+
+	"github.com/tend-dev/tend/manifest"
+	"github.com/tend-dev/tend/planner"
+)
+
+// service expands s (refs gives the value of ${model:…} and ${file:…}) and
+// returns its spec and its planner resource. The hash covers the spec with
+// ${replica} still in it, so adding a replica does not change it.
+func service(s manifest.Service, refs func(ref string) string) (Service, planner.Resource, error) {
+	replicas := 1
+	if s.Replicas != nil {
+		replicas = *s.Replicas
+	}
+	if replicas < 0 {
+		return Service{}, planner.Resource{}, fmt.Errorf("replicas must be 0 or more, got %d", replicas)
+	}
+	tmpl := expandService(s, func(ref string) string {
+		if ref == "replica" {
+			return "${replica}"
+		}
+		return refs(ref)
+	})
+	spec := Service{Name: s.Name, Hash: specHash(tmpl), Restart: s.Restart, StopTimeout: s.StopTimeout.D()}
+	var memory, cpu int64
+	if r := s.Resources; r != nil {
+		var err error
+		if r.Memory != "" {
+			if memory, err = manifest.ParseMemory(r.Memory); err != nil {
+				return Service{}, planner.Resource{}, err
+			}
+		}
+		if r.CPU != "" {
+			if cpu, err = manifest.ParseCPU(r.CPU); err != nil {
+				return Service{}, planner.Resource{}, err
+			}
+		}
+	}
+	for i := range replicas {
+		n := strconv.Itoa(i)
+		e := expandService(tmpl, func(ref string) string {
+			if ref == "replica" {
+				return n
+			}
+			return "${" + ref + "}"
+		})
+		spec.Replicas = append(spec.Replicas, Replica{
+			Command: e.Command, Env: e.Env, WorkingDir: e.WorkingDir, User: e.User, Group: e.Group,
+			Memory: memory, CPUMilli: cpu, Health: e.Health,
+		})
+	}
+	return spec, planner.Resource{
+		ID: planner.ServiceID(s.Name), Kind: planner.KindService, Deps: s.Deps(),
+		Fields: []planner.Field{{Name: planner.FieldSpec, Value: spec.Hash}, {Name: planner.FieldReplicas, Value: strconv.Itoa(replicas)}},
+	}, nil
+}
+
+// specHash is the hash of what a service's instances run with. Its input
+// is fixed: a change here restarts every service of every node once.
+func specHash(tmpl manifest.Service) string {
+	b, _ := json.Marshal(struct {
+		Command     []string
+		Env         map[string]string
+		WorkingDir  string
+		User, Group string
+		Restart     string
+		Resources   *manifest.Resources
+		Health      *manifest.Health
+		StopTimeout manifest.Duration
+	}{tmpl.Command, tmpl.Env, tmpl.WorkingDir, tmpl.User, tmpl.Group, tmpl.Restart, tmpl.Resources, tmpl.Health, tmpl.StopTimeout})
+	sum := sha256.Sum256(b)
+	return "sha256:" + hex.EncodeToString(sum[:])
+}
+
+// expandService returns s with every ${…} in its command, env, working
+// directory and health probe replaced through value.
+func expandService(s manifest.Service, value func(string) string) manifest.Service {
+	out := s
+	out.Command = make([]string, len(s.Command))
+	for i, c := range s.Command {
+		out.Command[i] = manifest.Expand(c, value)
+	}
+	if s.Env != nil {
+		out.Env = make(map[string]string, len(s.Env))
+		for k, v := range s.Env {
+			out.Env[k] = manifest.Expand(v, value)
+		}
+	}
+	out.WorkingDir = manifest.Expand(s.WorkingDir, value)
+	if h := s.Health; h != nil {
+		hc := *h
+		hc.HTTP, hc.TCP = manifest.Expand(h.HTTP, value), manifest.Expand(h.TCP, value)
+		hc.Exec = make([]string, len(h.Exec))
+		for i, c := range h.Exec {
+			hc.Exec[i] = manifest.Expand(c, value)
+		}
+		out.Health = &hc
+	}
+	return out
+}

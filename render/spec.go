@@ -1,0 +1,50 @@
+package render
+
+import (
+	"io/fs"
+	"time"
+
+	"github.com/tend-dev/tend/manifest"
+)
+
+// File is a file as its driver writes it.
+type File struct {
+	Path    string // absolute and clean, under an allowed path
+	Content []byte
+	Mode    fs.FileMode // permission, setuid, setgid and sticky bits
+}
+
+// Model is a model pinned to the version its driver activates.
+type Model struct {
+	Name   string
+	Ref    string // as declared
+	Policy string // the semver range of policy.semver; "" for none
+	Path   string // the declared stable path; "" for stateDir/models/NAME/current
+	Digest string // what the ref resolved to (the ref itself when unresolved)
+	Tag    string // the tag it resolved through; "" for a digest ref
+	// Held, when set, says why the model's registry could not be asked:
+	// it stays at the version active on the node, which Digest names.
+	Held error
+}
+
+// Service is a service with every reference expanded, one Replica per
+// instance to run.
+type Service struct {
+	Name        string
+	Hash        string // of the expanded spec: the field plans compare
+	Restart     string // always (""), on-failure or never
+	StopTimeout time.Duration
+	Replicas    []Replica
+}
+
+// Replica is one instance of a service, ${replica} expanded to its index.
+type Replica struct {
+	Command    []string
+	Env        map[string]string
+	WorkingDir string
+	User       string
+	Group      string
+	Memory     int64 // bytes; 0 = no limit
+	CPUMilli   int64 // millicores; 0 = no limit
+	Health     *manifest.Health
+}
