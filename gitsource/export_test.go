@@ -1,6 +1,10 @@
 package gitsource
 
-import "time"
+import (
+	"time"
+
+	"github.com/tend-dev/tend/internal/backoff"
+)
 
 // Tests need no real back-off between retries.
-func init() { retryDelays = []time.Duration{10 * time.Millisecond, 10 * time.Millisecond} }
+func init() { retryBackoff = backoff.Exponential{Initial: 10 * time.Millisecond, Factor: 1} }

@@ -19,28 +19,29 @@ import (
 	"github.com/go-git/go-git/v5/plumbing"
 	"github.com/go-git/go-git/v5/plumbing/storer"
 	githttp "github.com/go-git/go-git/v5/plumbing/transport/http"
+
+	"github.com/tend-dev/tend/internal/backoff"
 )
 
 // Retries of a transient failure within one fetch: a flaky link gets a
-// second and third chance before the tick gives up.
-var retryDelays = []time.Duration{500 * time.Millisecond, 2 * time.Second}
+// second and third chance (after 0.5 s, then 2 s) before the tick gives up.
+var (
+	retryAttempts = 3
+	retryBackoff  = backoff.Exponential{Initial: 500 * time.Millisecond, Factor: 4}
+)
 
 // retry runs op until it succeeds, fails for good, or the retries run out.
 // Only network trouble is retried; a wrong password or a missing ref fails
 // at once (retrying those only hammers the server).
 func retry(ctx context.Context, log *slog.Logger, shown string, op func() error) error {
 	err := op()
-	for i, d := range retryDelays {
+	for attempt := 1; attempt < retryAttempts; attempt++ {
 		if err == nil || !transient(err) || ctx.Err() != nil {
 			return err
 		}
-		log.DebugContext(ctx, "retrying", logKeyURL, shown, logKeyAttempt, i+2, logKeyError, redactAny(err))
-		t := time.NewTimer(d)
-		select {
-		case <-ctx.Done():
-			t.Stop()
+		log.DebugContext(ctx, "retrying", logKeyURL, shown, logKeyAttempt, attempt+1, logKeyError, redactAny(err))
+		if backoff.Sleep(ctx, retryBackoff.Delay(attempt)) != nil {
 			return err
-		case <-t.C:
 		}
 		err = op()
 	}
