@@ -8,6 +8,7 @@ import (
 
 	"github.com/google/go-containerregistry/pkg/name"
 	v1 "github.com/google/go-containerregistry/pkg/v1"
+	"golang.org/x/sync/errgroup"
 )
 
 // DefaultParallel bounds the blobs of one model downloaded at once.
@@ -15,33 +16,25 @@ const DefaultParallel = 3
 
 // FetchAll brings every blob in descs into the store, at most parallel at
 // once, and returns the bytes downloaded. It stops starting new downloads
-// after the first error and returns every error.
+// after the first error and returns every error but those of the
+// downloads the first one cancelled.
 func (s *Store) FetchAll(ctx context.Context, repo name.Repository, descs []v1.Descriptor, parallel int, opts Options) (int64, error) {
 	if parallel <= 0 {
 		parallel = DefaultParallel
 	}
-	ctx, cancel := context.WithCancel(ctx)
-	defer cancel()
+	g, gctx := errgroup.WithContext(ctx)
+	g.SetLimit(parallel)
 	var (
-		wg    sync.WaitGroup
+		total atomic.Int64
 		mu    sync.Mutex
 		errs  []error
-		total atomic.Int64
-		slots = make(chan struct{}, parallel)
 	)
 	for _, d := range descs {
-		select {
-		case slots <- struct{}{}:
-		case <-ctx.Done():
-		}
-		if ctx.Err() != nil {
+		if gctx.Err() != nil {
 			break
 		}
-		wg.Add(1)
-		go func(d v1.Descriptor) {
-			defer wg.Done()
-			defer func() { <-slots }()
-			n, err := s.Fetch(ctx, repo, d.Digest, d.Size, opts)
+		g.Go(func() error {
+			n, err := s.Fetch(gctx, repo, d.Digest, d.Size, opts)
 			total.Add(n)
 			if err != nil {
 				mu.Lock()
@@ -51,10 +44,13 @@ func (s *Store) FetchAll(ctx context.Context, repo name.Repository, descs []v1.D
 					errs = append(errs, err)
 				}
 				mu.Unlock()
-				cancel()
 			}
-		}(d)
+			return err
+		})
 	}
-	wg.Wait()
+	_ = g.Wait() // every error is in errs
+	if len(errs) == 0 && ctx.Err() != nil {
+		errs = append(errs, ctx.Err())
+	}
 	return total.Load(), errors.Join(errs...)
 }
