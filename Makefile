@@ -10,9 +10,10 @@ STATICCHECK ?= $(GO) run honnef.co/go/tools/cmd/staticcheck@v0.8.2
 build:
 	$(GO) build -trimpath -ldflags "$(LDFLAGS)" -o bin/tend ./cmd/tend
 
-# Every test, end-to-end suites included.
+# Every test, end-to-end suites included, under the race detector
+# (go test -short ./... skips the end-to-end suites for a fast loop).
 test:
-	$(GO) test -count=1 -timeout 15m $(PKGS)
+	$(GO) test -race -count=1 -timeout 15m $(PKGS)
 
 lint: vet
 	@out=$$(gofmt -l $$(git ls-files '*.go')); if [ -n "$$out" ]; then echo "gofmt needed:"; echo "$$out"; exit 1; fi

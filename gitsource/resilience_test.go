@@ -177,6 +177,9 @@ func TestNewCloneStillReachesLastApplied(t *testing.T) {
 // a rewind: the shallow clone is deepened until the walk reaches the last
 // applied commit.
 func TestFarBehindIsNotARewind(t *testing.T) {
+	if testing.Short() {
+		t.Skip("slow: builds long histories; make test runs it, -short skips it")
+	}
 	f := newFleet(t)
 	src := gitsource.Source{URL: f.repo.Dir(), Ref: "main", Path: "devices/cam-017"}
 	dir := filepath.Join(t.TempDir(), "clone")

@@ -71,6 +71,9 @@ func (h *history) change(t *testing.T, how string) {
 }
 
 func TestFetchRewind(t *testing.T) {
+	if testing.Short() {
+		t.Skip("slow: builds long histories; make test runs it, -short skips it")
+	}
 	const unknown = "0123456789abcdef0123456789abcdef01234567"
 	cases := []struct {
 		name     string

@@ -8,6 +8,7 @@ import (
 	"bytes"
 	"encoding/json"
 	"errors"
+	"flag"
 	"fmt"
 	"io/fs"
 	"os"
@@ -24,7 +25,14 @@ import (
 
 var tendBin string
 
+// TestMain builds the tend binary the end-to-end suite runs. With -short
+// the suite is skipped: make test runs it.
 func TestMain(m *testing.M) {
+	flag.Parse()
+	if testing.Short() {
+		fmt.Println("skipping the end-to-end suite of tend (-short)")
+		os.Exit(0)
+	}
 	dir, err := os.MkdirTemp("", "tend-e2e-")
 	if err != nil {
 		panic(err)

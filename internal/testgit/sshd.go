@@ -65,9 +65,12 @@ func (s *SSHD) Close() {
 // host key, user key and authorized_keys made in a temp folder, on a free
 // loopback port, and waits until it accepts connections. sshd must be
 // installed (Debian: openssh-server); without it the test is skipped, or
-// fails when $CI is set. Run as root, it needs /run/sshd and makes it.
+// fails when $CI is set (.ci/run sets it). With -short it is skipped. Run as root, it needs /run/sshd and makes it.
 func StartSSHD(t testing.TB, repoParent string) *SSHD {
 	t.Helper()
+	if testing.Short() {
+		t.Skip("end-to-end: a real sshd; make test runs it, -short skips it")
+	}
 	sshd := "/usr/sbin/sshd"
 	if _, err := os.Stat(sshd); err != nil {
 		if sshd, err = exec.LookPath("sshd"); err != nil {

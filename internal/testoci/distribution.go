@@ -16,9 +16,12 @@ import (
 // separate server on a free loopback port, with storage in a temp folder,
 // until the test ends, and returns its host:port. Without the binary the
 // test is skipped, except in CI (CI set in the environment), where .ci/run
-// installs it and its absence is a failure.
+// installs it and its absence is a failure. With -short it is skipped.
 func StartDistribution(t testing.TB) string {
 	t.Helper()
+	if testing.Short() {
+		t.Skip("end-to-end: a separate docker-registry server; make test runs it, -short skips it")
+	}
 	bin, err := exec.LookPath("docker-registry")
 	if err != nil {
 		if os.Getenv("CI") != "" {
