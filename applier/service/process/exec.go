@@ -69,31 +69,10 @@ func (e *Runtime) Start(ctx context.Context, in service.Instance) (service.Proc,
 	if err := ctx.Err(); err != nil {
 		return service.Proc{}, err
 	}
-	if in.Service == "" || strings.ContainsRune(in.Service, '/') || in.Service == "." || in.Service == ".." || in.Replica < 0 {
-		return service.Proc{}, service.Invalidf("invalid instance %q replica %d: a service needs a name without '/' and a replica index from 0", in.Service, in.Replica)
-	}
-	if len(in.Command) == 0 {
-		return service.Proc{}, service.Invalidf("command is empty: set services[].command")
-	}
-	dir := in.WorkingDir
-	if dir == "" {
-		dir = "/"
-	}
-	if err := checkWorkingDir(dir); err != nil {
-		return service.Proc{}, err
-	}
-	path, err := lookCommand(in.Command[0], instancePath(in), dir)
+	pre, err := prepare(in)
 	if err != nil {
 		return service.Proc{}, err
 	}
-	cred, err := credential(in)
-	if err != nil {
-		return service.Proc{}, err
-	}
-	if err := checkLimits(in.Memory, in.CPUMilli); err != nil {
-		return service.Proc{}, err
-	}
-
 	var out *os.File
 	if in.LogFile != "" {
 		if err := os.MkdirAll(filepath.Dir(in.LogFile), 0o750); err != nil {
@@ -113,21 +92,7 @@ func (e *Runtime) Start(ctx context.Context, in service.Instance) (service.Proc,
 	if warn != "" {
 		e.log.Warn("resource limits not applied", logKeyService, in.Service, logKeyReplica, in.Replica, logKeyLimits, warn)
 	}
-
-	newCmd := func() *exec.Cmd {
-		cmd := &exec.Cmd{
-			Path:        path,
-			Args:        in.Command,
-			Env:         instanceEnv(in),
-			Dir:         dir,
-			SysProcAttr: &syscall.SysProcAttr{Setsid: true, Credential: cred},
-		}
-		if out != nil {
-			cmd.Stdout, cmd.Stderr = out, out
-		}
-		return cmd
-	}
-	cmd, placed, err := startIn(newCmd, cg)
+	cmd, placed, err := startIn(func() *exec.Cmd { return pre.command(in, out) }, cg)
 	if err != nil {
 		_ = cg.remove()
 		return service.Proc{}, startError(in, err)
@@ -161,6 +126,54 @@ func (e *Runtime) Start(ctx context.Context, in service.Instance) (service.Proc,
 	}
 	e.log.Debug("started", attrs...)
 	return p, nil
+}
+
+// checked is what prepare found out about an instance before it runs.
+type checked struct {
+	path, dir string
+	cred      *syscall.Credential
+}
+
+// prepare checks everything that can be checked before the process runs:
+// the instance's name, the command (looked up in its PATH), the working
+// directory, the user and group, the limits.
+func prepare(in service.Instance) (checked, error) {
+	if in.Service == "" || strings.ContainsRune(in.Service, '/') || in.Service == "." || in.Service == ".." || in.Replica < 0 {
+		return checked{}, service.Invalidf("invalid instance %q replica %d: a service needs a name without '/' and a replica index from 0", in.Service, in.Replica)
+	}
+	if len(in.Command) == 0 {
+		return checked{}, service.Invalidf("command is empty: set services[].command")
+	}
+	c := checked{dir: in.WorkingDir}
+	if c.dir == "" {
+		c.dir = "/"
+	}
+	if err := checkWorkingDir(c.dir); err != nil {
+		return checked{}, err
+	}
+	var err error
+	if c.path, err = lookCommand(in.Command[0], instancePath(in), c.dir); err != nil {
+		return checked{}, err
+	}
+	if c.cred, err = credential(in); err != nil {
+		return checked{}, err
+	}
+	return c, checkLimits(in.Memory, in.CPUMilli)
+}
+
+// command is the process of in, in its own session, writing to out.
+func (c checked) command(in service.Instance, out *os.File) *exec.Cmd {
+	cmd := &exec.Cmd{
+		Path:        c.path,
+		Args:        in.Command,
+		Env:         instanceEnv(in),
+		Dir:         c.dir,
+		SysProcAttr: &syscall.SysProcAttr{Setsid: true, Credential: c.cred},
+	}
+	if out != nil {
+		cmd.Stdout, cmd.Stderr = out, out
+	}
+	return cmd
 }
 
 // startIn starts a command newCmd makes, directly in cg when the node has

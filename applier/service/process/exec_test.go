@@ -1,6 +1,7 @@
 package process
 
 import (
+	"github.com/prometheus/procfs"
 	"github.com/tend-dev/tend/applier/service"
 
 	"context"
@@ -340,9 +341,20 @@ func TestAdopted(t *testing.T) {
 
 func TestProcStat(t *testing.T) {
 	t.Parallel()
+	// fakeProc is a /proc holding one stat line, for pid 4242.
+	fakeProc := func(t *testing.T, line string) procfs.FS {
+		dir := t.TempDir()
+		require.NoError(t, os.Mkdir(filepath.Join(dir, "4242"), 0o755))
+		require.NoError(t, os.WriteFile(filepath.Join(dir, "4242", "stat"), []byte(line), 0o644))
+		fs, err := procfs.NewFS(dir)
+		require.NoError(t, err)
+		return fs
+	}
 	t.Run("comm with spaces and parentheses", func(t *testing.T) {
-		line := "4242 (a) b (c) d) S 1 4242 4242 0 -1 4194560 100 0 0 0 1 2 0 0 20 0 1 0 987654 1000 100\n"
-		s, err := parseProcStat(4242, []byte(line))
+		// A full line as Linux 6 writes it: 52 fields, field 22 the start time.
+		line := "4242 (a) b (c) d) S 1 4242 4242 0 -1 4194560 100 0 0 0 1 2 0 0 20 0 1 0 987654 41082880 2423 " +
+			"18446744073709551615 1 1 0 0 0 0 0 4096 1256 0 0 0 17 1 0 0 0 0 0 0 0 0 0 0 0 0 0\n"
+		s, err := statOf(fakeProc(t, line), 4242)
 		require.NoError(t, err)
 		assert.Equal(t, procStat{State: 'S', StartTime: 987654}, s)
 	})
@@ -360,7 +372,11 @@ func TestProcStat(t *testing.T) {
 		assert.NotZero(t, p.StartTime)
 	})
 	t.Run("truncated", func(t *testing.T) {
-		_, err := parseProcStat(1, []byte("1 (init S 0"))
+		_, err := statOf(fakeProc(t, "4242 (init S 0"), 4242)
 		require.Error(t, err)
+	})
+	t.Run("gone", func(t *testing.T) {
+		_, err := statOf(fakeProc(t, ""), 4243)
+		require.ErrorIs(t, err, os.ErrNotExist)
 	})
 }

@@ -1,15 +1,16 @@
 package process
 
 import (
+	"sync"
+
+	"github.com/prometheus/procfs"
 	"github.com/tend-dev/tend/applier/service"
 
-	"bytes"
 	"context"
 	"errors"
 	"fmt"
 	"os"
 	"strconv"
-	"strings"
 	"time"
 
 	"golang.org/x/sys/unix"
@@ -25,30 +26,32 @@ type procStat struct {
 	StartTime uint64 // field 22: clock ticks since boot
 }
 
+// procFS is /proc, read through prometheus/procfs, whose parser handles a
+// comm holding spaces and parentheses.
+var procFS = sync.OnceValues(procfs.NewDefaultFS)
+
 func readProcStat(pid int) (procStat, error) {
-	b, err := os.ReadFile("/proc/" + strconv.Itoa(pid) + "/stat")
+	fs, err := procFS()
 	if err != nil {
 		return procStat{}, err
 	}
-	return parseProcStat(pid, b)
+	return statOf(fs, pid)
 }
 
-func parseProcStat(pid int, b []byte) (procStat, error) {
-	// Field 2 (comm) is in parentheses and may itself hold spaces and
-	// parentheses: the other fields start after the last ')'.
-	i := bytes.LastIndexByte(b, ')')
-	if i < 0 {
-		return procStat{}, fmt.Errorf("parse /proc/%d/stat: no ')' after comm", pid)
-	}
-	f := strings.Fields(string(b[i+1:]))
-	if len(f) < 20 {
-		return procStat{}, fmt.Errorf("parse /proc/%d/stat: %d fields after comm, want at least 20", pid, len(f))
-	}
-	st, err := strconv.ParseUint(f[19], 10, 64) // f[0] is field 3, f[19] field 22
+// statOf reads the stat of pid in fs.
+func statOf(fs procfs.FS, pid int) (procStat, error) {
+	p, err := fs.Proc(pid)
 	if err != nil {
-		return procStat{}, fmt.Errorf("parse /proc/%d/stat: start time: %w", pid, err)
+		return procStat{}, err
 	}
-	return procStat{State: f[0][0], StartTime: st}, nil
+	st, err := p.Stat()
+	if err != nil {
+		return procStat{}, fmt.Errorf("read /proc/%d/stat: %w", pid, err)
+	}
+	if st.State == "" {
+		return procStat{}, fmt.Errorf("read /proc/%d/stat: no state", pid)
+	}
+	return procStat{State: st.State[0], StartTime: st.Starttime}, nil
 }
 
 // procAlive reports whether p's pid runs, is not a zombie, and started
