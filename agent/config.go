@@ -23,6 +23,40 @@ type Overrides struct {
 // is empty and that file exists), applies the overrides and the defaults,
 // and validates the result.
 func LoadConfig(path string, o Overrides) (*manifest.AgentConfig, error) {
+	c, err := readConfig(path, o)
+	if err != nil {
+		return nil, err
+	}
+	host, err := os.Hostname()
+	if err != nil && c.Device == "" {
+		return nil, fmt.Errorf("no device name: set device in agent.yaml or --device (hostname: %w)", err)
+	}
+	c.SetDefaults(host)
+	if err := c.Validate(); err != nil {
+		return nil, err
+	}
+	return c, nil
+}
+
+// LoadCIConfig reads what CI (diff, validate --all) takes from the agent
+// config, as LoadConfig finds it, with the overrides: the source and the
+// registries. Nothing that belongs to one node (device name, stateDir,
+// labels) is defaulted or checked: CI has none. The source defaults to the
+// current folder.
+func LoadCIConfig(path string, o Overrides) (*manifest.AgentConfig, error) {
+	c, err := readConfig(path, o)
+	if err != nil {
+		return nil, err
+	}
+	if c.Source.URL == "" {
+		c.Source.URL = "."
+	}
+	return c, nil
+}
+
+// readConfig reads the config file (path, or DefaultConfig when it exists)
+// and applies the overrides.
+func readConfig(path string, o Overrides) (*manifest.AgentConfig, error) {
 	c := &manifest.AgentConfig{}
 	explicit := path != ""
 	if !explicit {
@@ -38,14 +72,6 @@ func LoadConfig(path string, o Overrides) (*manifest.AgentConfig, error) {
 		return nil, err
 	}
 	o.apply(c)
-	host, err := os.Hostname()
-	if err != nil && c.Device == "" {
-		return nil, fmt.Errorf("no device name: set device in agent.yaml or --device (hostname: %w)", err)
-	}
-	c.SetDefaults(host)
-	if err := c.Validate(); err != nil {
-		return nil, err
-	}
 	return c, nil
 }
 

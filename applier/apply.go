@@ -56,7 +56,7 @@ func (a *Applier) Apply(ctx context.Context, d *render.Desired, cs *planner.Chan
 	}
 	var o outcome
 	if applyErr == nil {
-		actx, stop := graced(ctx)
+		actx, stop := a.graced(ctx)
 		o, applyErr = a.run(actx, d, cs, &res)
 		stop()
 	} else {
@@ -97,7 +97,7 @@ type outcome struct {
 // new one, never part of each. Pulls, the long part, are done by then.
 // Past the grace the action in flight fails, and a service's failure rolls
 // the plan back. stop releases it.
-func graced(tick context.Context) (ctx context.Context, stop func()) {
+func (a *Applier) graced(tick context.Context) (ctx context.Context, stop func()) {
 	ctx, cancel := context.WithCancel(context.WithoutCancel(tick))
 	finished := make(chan struct{})
 	go func() {
@@ -106,6 +106,8 @@ func graced(tick context.Context) (ctx context.Context, stop func()) {
 			return
 		case <-tick.Done():
 		}
+		a.logger.Info("tick ended during an apply; the plan in progress runs to its end",
+			"grace", ShutdownGrace.String(), "cause", context.Cause(tick).Error())
 		select {
 		case <-finished:
 		case <-time.After(ShutdownGrace):

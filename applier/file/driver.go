@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"io/fs"
+	"os"
 	"path"
 	"strings"
 
@@ -44,22 +45,17 @@ func (d *Driver) Observe(ctx context.Context, id string, _ any) (planner.State, 
 	if err != nil {
 		return planner.State{}, err
 	}
-	dir, err := d.tree.Open(allow, false)
-	if errors.Is(err, fs.ErrNotExist) {
-		return planner.State{}, nil
-	}
+	dir, _, fi, err := confine.Lookup(func() (*os.Root, string, error) {
+		r, err := d.tree.Open(allow, false)
+		return r, rel, err
+	})
 	if err != nil {
-		return planner.State{}, err
+		return planner.State{}, confine.Escaped(allow, err)
+	}
+	if fi == nil {
+		return planner.State{}, nil
 	}
 	defer dir.Close()
-
-	fi, err := dir.Lstat(rel)
-	if confine.Missing(err) {
-		return planner.State{}, nil
-	}
-	if err != nil {
-		return planner.State{}, confine.Escaped(allow, fmt.Errorf("stat %s: %w", d.tree.NodePath(planner.FilePath(id)), atomicfile.Cause(err)))
-	}
 	content := planner.ValueNotRegular
 	switch {
 	case fi.Mode().IsRegular():

@@ -3,15 +3,13 @@ package file
 import (
 	"context"
 	"io/fs"
-	"os"
-	"path/filepath"
-	"strings"
 	"syscall"
 	"testing"
 
+	"github.com/tend-dev/tend/internal/testfs"
+
 	"github.com/stretchr/testify/require"
 
-	"github.com/tend-dev/tend/internal/atomicfile"
 	"github.com/tend-dev/tend/internal/confine"
 	"github.com/tend-dev/tend/planner"
 	"github.com/tend-dev/tend/render"
@@ -57,45 +55,6 @@ func withUmask(t *testing.T, mask int) {
 	t.Cleanup(func() { syscall.Umask(old) })
 }
 
-// tempFiles lists the temporary files left anywhere under dir.
-func tempFiles(t testing.TB, dir string) []string {
-	t.Helper()
-	var out []string
-	err := filepath.WalkDir(dir, func(p string, e fs.DirEntry, err error) error {
-		if err != nil {
-			return err
-		}
-		if strings.HasPrefix(e.Name(), atomicfile.TempPrefix) {
-			out = append(out, p)
-		}
-		return nil
-	})
-	require.NoError(t, err)
-	return out
-}
-
-// tree lists every path under dir, relative to it, without following
-// symlinks.
-func tree(t testing.TB, dir string) []string {
-	t.Helper()
-	var out []string
-	err := filepath.WalkDir(dir, func(p string, e fs.DirEntry, err error) error {
-		if err != nil {
-			return err
-		}
-		if p != dir {
-			rel, _ := filepath.Rel(dir, p)
-			out = append(out, rel)
-		}
-		return nil
-	})
-	require.NoError(t, err)
-	return out
-}
-
-func perm(t testing.TB, p string) fs.FileMode {
-	t.Helper()
-	fi, err := os.Lstat(p)
-	require.NoError(t, err)
-	return fi.Mode() & (fs.ModePerm | fs.ModeSetuid | fs.ModeSetgid | fs.ModeSticky)
-}
+func tempFiles(t testing.TB, dir string) []string { return testfs.TempFiles(t, dir) }
+func tree(t testing.TB, dir string) []string      { return testfs.Tree(t, dir) }
+func perm(t testing.TB, p string) fs.FileMode     { return testfs.Perm(t, p) }

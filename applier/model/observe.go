@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"io/fs"
 	"maps"
+	"os"
 	"path/filepath"
 	"slices"
 	"strings"
@@ -42,21 +43,11 @@ func (d *Driver) Observe(ctx context.Context, id string, s any) (planner.State, 
 	default:
 		return planner.State{}, nil
 	}
-	dir, rel, err := d.linkDir(name, linkPath, false)
-	if errors.Is(err, fs.ErrNotExist) {
-		return planner.State{}, nil
-	}
-	if err != nil {
+	dir, rel, fi, err := confine.Lookup(func() (*os.Root, string, error) { return d.linkDir(name, linkPath, false) })
+	if err != nil || fi == nil {
 		return planner.State{}, err
 	}
 	defer dir.Close()
-	fi, err := dir.Lstat(rel)
-	if confine.Missing(err) {
-		return planner.State{}, nil
-	}
-	if err != nil {
-		return planner.State{}, err
-	}
 	if fi.Mode()&fs.ModeSymlink == 0 {
 		what := planner.ValueNotRegular
 		if fi.IsDir() {

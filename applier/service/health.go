@@ -51,6 +51,29 @@ type Probe struct {
 	Interval         time.Duration // between checks; 0 = DefaultInterval (10s)
 	Timeout          time.Duration // of one check; 0 = min(Interval, 5s)
 	FailureThreshold int           // consecutive failures that make a healthy instance unhealthy; 0 = 3
+
+	// clock paces WaitHealthy and Monitor; nil is the real one. A check's
+	// own Timeout is real time always.
+	clock clock
+}
+
+// clock is what a probe waits with.
+type clock interface {
+	Now() time.Time
+	After(d time.Duration) <-chan time.Time
+}
+
+// realClock is time itself.
+type realClock struct{}
+
+func (realClock) Now() time.Time                         { return time.Now() }
+func (realClock) After(d time.Duration) <-chan time.Time { return time.After(d) }
+
+func (p *Probe) clk() clock {
+	if p.clock == nil {
+		return realClock{}
+	}
+	return p.clock
 }
 
 // ProbeFrom returns the probe h declares, with expand applied to the URL,
@@ -290,7 +313,9 @@ func (p *Probe) WaitHealthy(ctx context.Context, alive func() bool) error {
 	if p == nil {
 		return nil
 	}
-	start := time.Now()
+	clk := p.clk()
+	start := clk.Now()
+	since := func() time.Duration { return clk.Now().Sub(start).Round(time.Millisecond) }
 	deadline := start.Add(p.grace())
 	poll := min(p.interval(), startupPoll)
 	failed := 0
@@ -299,9 +324,9 @@ func (p *Probe) WaitHealthy(ctx context.Context, alive func() bool) error {
 		if alive != nil && !alive() {
 			if last != nil {
 				return fmt.Errorf("%w: process exited during startup after %s (%d checks failed, last: %w)",
-					ErrUnhealthy, since(start), failed, last)
+					ErrUnhealthy, since(), failed, last)
 			}
-			return fmt.Errorf("%w: process exited during startup after %s", ErrUnhealthy, since(start))
+			return fmt.Errorf("%w: process exited during startup after %s", ErrUnhealthy, since())
 		}
 		err := p.Check(ctx)
 		if err == nil {
@@ -312,24 +337,17 @@ func (p *Probe) WaitHealthy(ctx context.Context, alive func() bool) error {
 		}
 		failed++
 		last = err
-		left := time.Until(deadline)
+		left := deadline.Sub(clk.Now())
 		if left <= 0 {
 			return fmt.Errorf("%w: not healthy after %s (startupGrace %s): %d checks failed, last: %w",
-				ErrUnhealthy, since(start), p.grace(), failed, last)
+				ErrUnhealthy, since(), p.grace(), failed, last)
 		}
-		t := time.NewTimer(min(poll, left))
 		select {
 		case <-ctx.Done():
-			t.Stop()
 			return fmt.Errorf("wait for health: %w", ctx.Err())
-		case <-t.C:
+		case <-clk.After(min(poll, left)):
 		}
 	}
-}
-
-// since is the time since start, rounded for a message.
-func since(start time.Time) time.Duration {
-	return time.Since(start).Round(time.Millisecond)
 }
 
 // Monitor checks every Interval until ctx ends and calls onChange(healthy,
@@ -343,14 +361,13 @@ func (p *Probe) Monitor(ctx context.Context, onChange func(healthy bool, err err
 		<-ctx.Done()
 		return
 	}
-	tick := time.NewTicker(p.interval())
-	defer tick.Stop()
+	clk := p.clk()
 	healthy, failed := true, 0
 	for {
 		select {
 		case <-ctx.Done():
 			return
-		case <-tick.C:
+		case <-clk.After(p.interval()):
 		}
 		err := p.Check(ctx)
 		if ctx.Err() != nil {

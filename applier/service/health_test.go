@@ -6,6 +6,9 @@ import (
 	"net"
 	"net/http"
 	"net/http/httptest"
+	"os"
+	"path/filepath"
+	"strconv"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -158,10 +161,7 @@ func TestProbeCheck(t *testing.T) {
 			`exec [/nonexistent/check]: fork/exec /nonexistent/check: no such file or directory`},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			start := time.Now()
 			err := tc.probe.Check(t.Context())
-			// Quick even on timeouts: a killed exec probe's children die too.
-			require.Less(t, time.Since(start), 900*time.Millisecond)
 			if tc.want == "" {
 				require.NoError(t, err)
 				return
@@ -169,6 +169,23 @@ func TestProbeCheck(t *testing.T) {
 			require.EqualError(t, err, tc.want)
 		})
 	}
+}
+
+// An exec probe that times out is killed with every process it started:
+// its children do not outlive the check.
+func TestProbeCheckTimeoutKillsTheGroup(t *testing.T) {
+	pidFile := filepath.Join(t.TempDir(), "pid")
+	p := Probe{Exec: []string{"/bin/sh", "-c", "sleep 30 & echo $! > " + pidFile + "; wait"}, Timeout: 200 * time.Millisecond}
+	err := p.Check(t.Context())
+	require.EqualError(t, err, "exec [/bin/sh -c sleep 30 & echo $! > "+pidFile+"; wait]: timed out after 200ms")
+	b, err := os.ReadFile(pidFile)
+	require.NoError(t, err)
+	pid, err := strconv.Atoi(strings.TrimSpace(string(b)))
+	require.NoError(t, err)
+	require.Eventually(t, func() bool {
+		st, err := os.ReadFile("/proc/" + strconv.Itoa(pid) + "/stat")
+		return err != nil || strings.Contains(string(st), ") Z ")
+	}, 10*time.Second, 10*time.Millisecond, "the probe's child %d still runs", pid)
 }
 
 func TestProbeCheckOutputCapped(t *testing.T) {
@@ -188,66 +205,100 @@ func TestProbeCheckCanceled(t *testing.T) {
 	require.ErrorIs(t, err, context.Canceled)
 }
 
+// fakeClock moves only when a probe waits: After(d) advances it by d and
+// fires at once. It records the waits.
+type fakeClock struct {
+	mu    sync.Mutex
+	now   time.Time
+	waits []time.Duration
+}
+
+func (c *fakeClock) Now() time.Time {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.now
+}
+
+func (c *fakeClock) After(d time.Duration) <-chan time.Time {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	c.now = c.now.Add(d)
+	c.waits = append(c.waits, d)
+	ch := make(chan time.Time, 1)
+	ch <- c.now
+	return ch
+}
+
+func (c *fakeClock) Waits() []time.Duration {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return append([]time.Duration(nil), c.waits...)
+}
+
+func newFakeClock() *fakeClock { return &fakeClock{now: time.Date(2026, 12, 2, 12, 0, 0, 0, time.UTC)} }
+
 func TestWaitHealthy(t *testing.T) {
 	t.Run("healthy once the server answers", func(t *testing.T) {
-		start := time.Now()
+		var requests atomic.Int32
 		srv := statusServer(t, func() int {
-			if time.Since(start) < 300*time.Millisecond {
+			if requests.Add(1) <= 3 {
 				return http.StatusServiceUnavailable
 			}
 			return http.StatusOK
 		})
-		p := &Probe{HTTP: srv.URL, Interval: 50 * time.Millisecond, StartupGrace: 3 * time.Second}
+		clk := newFakeClock()
+		p := &Probe{HTTP: srv.URL, Interval: 50 * time.Millisecond, StartupGrace: 3 * time.Second, clock: clk}
 		alive := 0
 		require.NoError(t, p.WaitHealthy(t.Context(), func() bool { alive++; return true }))
-		took := time.Since(start)
-		require.GreaterOrEqual(t, took, 300*time.Millisecond)
-		require.Less(t, took, time.Second)
-		require.Greater(t, alive, 1, "alive is called before each check")
+		require.Equal(t, int32(4), requests.Load(), "checked until the first success, and no more")
+		require.Equal(t, 4, alive, "alive is called before each check")
+		require.Equal(t, []time.Duration{50 * time.Millisecond, 50 * time.Millisecond, 50 * time.Millisecond}, clk.Waits())
 	})
 
 	t.Run("times out wrapping ErrUnhealthy", func(t *testing.T) {
 		var checks atomic.Int32
 		srv := statusServer(t, func() int { checks.Add(1); return http.StatusServiceUnavailable })
-		p := &Probe{HTTP: srv.URL + "/healthz", Interval: 100 * time.Millisecond, StartupGrace: 400 * time.Millisecond}
-		start := time.Now()
+		p := &Probe{HTTP: srv.URL + "/healthz", Interval: 100 * time.Millisecond, StartupGrace: 400 * time.Millisecond, clock: newFakeClock()}
 		err := p.WaitHealthy(t.Context(), nil)
-		took := time.Since(start)
 		require.ErrorIs(t, err, ErrUnhealthy)
-		require.GreaterOrEqual(t, took, 400*time.Millisecond)
-		require.Less(t, took, time.Second)
-		n := checks.Load()
-		require.GreaterOrEqual(t, n, int32(4))
-		msg := err.Error()
-		require.Regexp(t, `^unhealthy: not healthy after \d+ms \(startupGrace 400ms\): `, msg)
-		require.True(t, strings.HasSuffix(msg, fmt.Sprintf("): %d checks failed, last: GET %s/healthz: 503 Service Unavailable", n, srv.URL)), msg)
+		require.Equal(t, int32(5), checks.Load(), "checks at 0, 100, 200, 300 and 400ms of a 400ms grace")
+		require.EqualError(t, err, fmt.Sprintf("unhealthy: not healthy after 400ms (startupGrace 400ms): 5 checks failed, last: GET %s/healthz: 503 Service Unavailable", srv.URL))
+	})
+
+	t.Run("the wait is capped by the startup poll", func(t *testing.T) {
+		clk := newFakeClock()
+		p := &Probe{TCP: closedTCPAddr(t), Interval: time.Minute, StartupGrace: 2 * time.Second, clock: clk}
+		require.ErrorIs(t, p.WaitHealthy(t.Context(), nil), ErrUnhealthy)
+		require.Equal(t, []time.Duration{startupPoll, startupPoll, startupPoll, startupPoll}, clk.Waits(),
+			"a 1 minute interval does not hold back a service that comes up in 1s")
 	})
 
 	t.Run("last failure is wrapped", func(t *testing.T) {
-		p := &Probe{TCP: closedTCPAddr(t), Interval: 10 * time.Millisecond, StartupGrace: 30 * time.Millisecond}
+		p := &Probe{TCP: closedTCPAddr(t), Interval: 10 * time.Millisecond, StartupGrace: 30 * time.Millisecond, clock: newFakeClock()}
 		err := p.WaitHealthy(t.Context(), nil)
 		require.ErrorIs(t, err, ErrUnhealthy)
 		require.ErrorIs(t, err, syscall.ECONNREFUSED)
-		require.Regexp(t, `: \d+ checks failed, last: dial tcp \S+: connection refused$`, err.Error())
+		require.Regexp(t, `: 4 checks failed, last: dial tcp \S+: connection refused$`, err.Error())
 	})
 
 	t.Run("process exits before the first check", func(t *testing.T) {
-		p := &Probe{Exec: []string{"/bin/true"}, StartupGrace: 10 * time.Second}
-		start := time.Now()
+		clk := newFakeClock()
+		p := &Probe{Exec: []string{"/bin/true"}, StartupGrace: 10 * time.Second, clock: clk}
 		err := p.WaitHealthy(t.Context(), func() bool { return false })
-		require.Less(t, time.Since(start), 100*time.Millisecond)
+		require.Empty(t, clk.Waits(), "it returns without waiting for the grace")
 		require.ErrorIs(t, err, ErrUnhealthy)
-		require.Regexp(t, `^unhealthy: process exited during startup after \d+(\.\d+)?[µnm]?s$`, err.Error())
+		require.EqualError(t, err, "unhealthy: process exited during startup after 0s")
 	})
 
 	t.Run("process exits after failed checks", func(t *testing.T) {
-		p := &Probe{Exec: []string{"/bin/sh", "-c", "exit 1"}, Interval: 20 * time.Millisecond, StartupGrace: 10 * time.Second}
+		clk := newFakeClock()
+		p := &Probe{Exec: []string{"/bin/sh", "-c", "exit 1"}, Interval: 20 * time.Millisecond, Timeout: 10 * time.Second,
+			StartupGrace: 10 * time.Second, clock: clk}
 		calls := 0
-		start := time.Now()
 		err := p.WaitHealthy(t.Context(), func() bool { calls++; return calls <= 2 })
-		require.Less(t, time.Since(start), time.Second)
 		require.ErrorIs(t, err, ErrUnhealthy)
-		require.Regexp(t, `^unhealthy: process exited during startup after \S+ \(2 checks failed, last: exec \[/bin/sh -c exit 1\]: exit status 1\)$`, err.Error())
+		require.Len(t, clk.Waits(), 2)
+		require.EqualError(t, err, "unhealthy: process exited during startup after 40ms (2 checks failed, last: exec [/bin/sh -c exit 1]: exit status 1)")
 	})
 
 	t.Run("ctx ends", func(t *testing.T) {
@@ -266,8 +317,13 @@ func TestMonitor(t *testing.T) {
 	// the third), a success (healthy again).
 	script := []int{200, 503, 503, 200, 503, 503, 503, 503, 200}
 	var requests atomic.Int32
+	more := make(chan struct{}) // closed once three checks past the script were made
+	var once sync.Once
 	srv := statusServer(t, func() int {
 		n := int(requests.Add(1))
+		if n == len(script)+3 {
+			once.Do(func() { close(more) })
+		}
 		if n <= len(script) {
 			return script[n-1]
 		}
@@ -282,11 +338,11 @@ func TestMonitor(t *testing.T) {
 	var (
 		mu      sync.Mutex
 		changes []change
-		flipped = make(chan struct{}, 2)
 	)
 	ctx, cancel := context.WithCancel(t.Context())
 	done := make(chan struct{})
-	p := &Probe{HTTP: srv.URL + "/healthz", Interval: 10 * time.Millisecond, FailureThreshold: 3}
+	clk := newFakeClock()
+	p := &Probe{HTTP: srv.URL + "/healthz", Interval: 10 * time.Millisecond, FailureThreshold: 3, clock: clk}
 	go func() {
 		defer close(done)
 		p.Monitor(ctx, func(healthy bool, err error) {
@@ -298,26 +354,12 @@ func TestMonitor(t *testing.T) {
 			mu.Lock()
 			changes = append(changes, c)
 			mu.Unlock()
-			flipped <- struct{}{}
 		})
 	}()
-	for range 2 {
-		select {
-		case <-flipped:
-		case <-time.After(3 * time.Second):
-			t.Fatal("Monitor did not report the change")
-		}
-	}
-	// A few more healthy checks must not report anything.
-	for requests.Load() < int32(len(script))+3 {
-		time.Sleep(5 * time.Millisecond)
-	}
+	// More healthy checks after the script must not report anything.
+	<-more
 	cancel()
-	select {
-	case <-done:
-	case <-time.After(2 * time.Second):
-		t.Fatal("Monitor did not return when ctx ended")
-	}
+	<-done
 
 	mu.Lock()
 	defer mu.Unlock()
@@ -325,4 +367,7 @@ func TestMonitor(t *testing.T) {
 		{healthy: false, at: 7, err: "unhealthy: 3 checks failed in a row, last: GET " + srv.URL + "/healthz: 503 Service Unavailable"},
 		{healthy: true, at: 9},
 	}, changes)
+	for _, w := range clk.Waits() {
+		require.Equal(t, 10*time.Millisecond, w, "one check every interval")
+	}
 }

@@ -171,7 +171,9 @@ func TestAgentSuspendAndResume(t *testing.T) {
 		drift, _ := s["drift"].([]any)
 		return s["suspended"] == true && len(drift) == 1
 	})
-	time.Sleep(1500 * time.Millisecond)
+	// Two more suspended ticks see the drift and leave it.
+	ticks := strings.Count(a.logs(), "suspended=true")
+	eventually(t, func() bool { return strings.Count(a.logs(), "suspended=true") >= ticks+2 })
 	require.Equal(t, "threshold: 0.99\n", n.read("etc/infer/config.yaml"), "a suspended agent applied a change")
 	require.Contains(t, a.logs(), "field test")
 
@@ -183,31 +185,48 @@ func TestAgentSuspendAndResume(t *testing.T) {
 	a.stop()
 }
 
-// SIGTERM in the middle of an apply of 200 files: the agent finishes the
-// plan first, so the node holds the old revision or the new one, never
-// part of each.
+// SIGTERM in the middle of an apply of 200 files and a service: the agent
+// finishes the plan first, so the node holds the old revision or the new
+// one, never part of each. The service's health check holds the plan open
+// until the test has seen the signal land mid-plan.
 func TestAgentSIGTERMMidApply(t *testing.T) {
+	prog := svcProg(t)
+	marker := filepath.Join(t.TempDir(), "healthy")
 	repo := testgit.NewRepo(t)
-	write := func(v string) string {
+	write := func(v, service string) string {
 		var entries []string
 		for i := range 200 {
 			entries = append(entries, entry(fmt.Sprintf("/etc/infer/f%03d", i), v, ""))
 		}
-		repo.WriteFile("devices/cam-017/device.yaml", files(entries...))
+		repo.WriteFile("devices/cam-017/device.yaml", files(entries...)+service)
 		return repo.Commit(v)
 	}
-	write("old")
+	write("old", "")
 	n := newNode(t, repo.Dir(), "--schedule", "@every 1s")
+	t.Cleanup(func() { stopServices(t, n.state) })
 	_, errOut, code := n.tend("apply")
 	require.Equal(t, 0, code, errOut)
-	write("new")
+	write("new", fmt.Sprintf(`  services:
+    - name: infer
+      command: [%q]
+      stopTimeout: 2s
+      health: {exec: ["/bin/sh", "-c", "test -e %s"], interval: 100ms, startupGrace: 2m}
+`, prog, marker))
 
 	a := startAgent(t, n, "--log-level", "debug")
-	eventually(t, func() bool { return strings.Contains(a.logs(), "msg=applied") })
+	eventually(t, func() bool { return strings.Contains(a.logs(), `msg=applied resource=file/etc/infer/f199`) })
+	require.NoError(t, a.cmd.Process.Signal(syscall.SIGTERM))
+	eventually(t, func() bool {
+		return strings.Contains(a.logs(), `msg="tick ended during an apply; the plan in progress runs to its end"`)
+	})
+	require.False(t, strings.Contains(a.logs(), "msg=applied resource=service/infer"), "the signal landed after the plan's end")
+	require.NoError(t, os.WriteFile(marker, nil, 0o644)) // the service becomes healthy
 	a.stop()
+	require.True(t, strings.Contains(a.logs(), "msg=applied resource=service/infer"), "the plan did not run to its end")
 	seen := map[string]int{}
 	for i := range 200 {
 		seen[n.read(fmt.Sprintf("etc/infer/f%03d", i))]++
 	}
-	require.Len(t, seen, 1, "a mix of old and new files after SIGTERM: %v", seen)
+	require.Equal(t, map[string]int{"new": 200}, seen, "a mix of old and new files after SIGTERM")
+	require.NotZero(t, servicePID(t, n.state, "infer"))
 }

@@ -10,10 +10,10 @@ import (
 	git "github.com/go-git/go-git/v5"
 	"github.com/spf13/cobra"
 
+	"github.com/tend-dev/tend/agent"
 	"github.com/tend-dev/tend/diff"
 	"github.com/tend-dev/tend/gitsource"
 	"github.com/tend-dev/tend/manifest"
-	"github.com/tend-dev/tend/oci"
 )
 
 func newDiffCommand(g *globals) *cobra.Command {
@@ -90,48 +90,20 @@ func devices(n int) string {
 	return fmt.Sprintf("%d devices", n)
 }
 
-// ciSetup reads what diff and validate --all take from the agent config:
-// the source and the registries. Nothing is checked that belongs to one
-// node (device name, stateDir, labels): CI has none. --repo defaults to
-// the current folder.
+// ciSetup reads what diff and validate --all take from the agent config
+// and the flags (see agent.LoadCIConfig).
 func (g *globals) ciSetup(cmd *cobra.Command) (*manifest.AgentConfig, *slog.Logger, error) {
 	log, err := g.logger(cmd.ErrOrStderr())
 	if err != nil {
 		return nil, nil, err
 	}
-	c := &manifest.AgentConfig{}
-	file := g.config
-	if file == "" {
-		if _, err := os.Stat(manifest.DefaultConfig); err == nil {
-			file = manifest.DefaultConfig
-		}
+	o, err := g.overrides()
+	if err != nil {
+		return nil, nil, err
 	}
-	if file != "" {
-		if c, err = manifest.LoadConfig(file); err != nil {
-			return nil, nil, err
-		}
-	}
-	changed := func(name string) bool { return g.flags != nil && g.flags.Changed(name) }
-	if changed("repo") {
-		c.Source.URL = g.repo
-	}
-	if changed("path") {
-		c.Source.Path = g.path
-	}
-	if changed("ref") {
-		c.Source.Ref = g.ref
-	}
-	if changed("allow-path") {
-		c.AllowPaths = g.allowPaths
-	}
-	if changed("insecure-registry") {
-		c.Registries.Insecure = g.insecure
-	}
-	if changed("allow-empty") {
-		c.AllowEmpty = g.allowEmpty
-	}
-	if c.Source.URL == "" {
-		c.Source.URL = "."
+	c, err := agent.LoadCIConfig(g.config, o)
+	if err != nil {
+		return nil, nil, err
 	}
 	return c, log, nil
 }
@@ -144,11 +116,7 @@ func openFleet(ctx context.Context, c *manifest.AgentConfig, log *slog.Logger) (
 		return nil, nil, err
 	}
 	done := func() { _ = os.RemoveAll(dir) }
-	src := gitsource.Source{URL: c.Source.URL}
-	if a := c.Source.Auth; a != nil {
-		src.Auth = gitsource.Auth{TokenFile: a.TokenFile, UsernameFile: a.UsernameFile, PasswordFile: a.PasswordFile, CAFile: a.CAFile,
-			SSHKeyFile: a.SSHKeyFile, KnownHostsFile: a.KnownHostsFile, InsecureIgnoreHostKey: a.InsecureIgnoreHostKey}
-	}
+	src := gitsource.Source{URL: c.Source.URL, Auth: agent.GitAuth(c)}
 	if t := c.Source.Timeout.D(); t > 0 && !manifest.IsLocalPath(c.Source.URL) {
 		var cancel context.CancelFunc
 		ctx, cancel = context.WithTimeout(ctx, t)
@@ -168,7 +136,7 @@ func diffOptions(c *manifest.AgentConfig, resolve bool, log *slog.Logger) diff.O
 		Path:       c.Source.Path,
 		Ref:        c.Source.Ref,
 		Resolve:    resolve,
-		Registry:   oci.Options{Insecure: c.Registries.Insecure, Keychain: oci.Keychain(c.Registries.DockerConfig)},
+		Registry:   agent.RegistryOptions(c),
 		AllowEmpty: c.AllowEmpty,
 		AllowPaths: c.AllowPaths,
 		Logger:     log,

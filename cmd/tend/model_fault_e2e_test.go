@@ -13,9 +13,9 @@ import (
 	"os/exec"
 	"path/filepath"
 	"strings"
+	"sync"
 	"syscall"
 	"testing"
-	"time"
 
 	"github.com/stretchr/testify/require"
 
@@ -84,25 +84,27 @@ func TestModelDownloadResumesAfterKill9(t *testing.T) {
 	n.declare("models/detector:v1")
 	bigPath := "/blobs/" + testoci.Digest(big)
 
-	// Serve the big blob slowly so the kill lands in the middle of it.
+	// The first request for the big blob gets its first 2 MiB and then
+	// nothing more, so the kill lands in the middle of it.
+	var mu sync.Mutex
 	var ranges []string
+	requests := func() []string { mu.Lock(); defer mu.Unlock(); return append([]string(nil), ranges...) }
 	n.reg.Use(func(w http.ResponseWriter, r *http.Request) bool {
 		if r.Method != http.MethodGet || !strings.HasSuffix(r.URL.Path, bigPath) {
 			return false
 		}
+		mu.Lock()
 		ranges = append(ranges, r.Header.Get("Range"))
+		mu.Unlock()
 		if r.Header.Get("Range") != "" {
-			return false // the resumed request is served at full speed
+			return false // the resumed request is served whole
 		}
 		w.Header().Set("Content-Length", fmt.Sprint(len(big)))
 		w.WriteHeader(http.StatusOK)
-		for off := 0; off < len(big); off += 64 << 10 {
-			if _, err := w.Write(big[off : off+64<<10]); err != nil {
-				return true
-			}
+		if _, err := w.Write(big[:2<<20]); err == nil {
 			w.(http.Flusher).Flush()
-			time.Sleep(20 * time.Millisecond)
 		}
+		<-r.Context().Done() // the client is killed
 		return true
 	})
 
@@ -127,10 +129,11 @@ func TestModelDownloadResumesAfterKill9(t *testing.T) {
 
 	stdout, errOut, code := n.tend("apply")
 	require.Equal(t, 0, code, "%s\n%s", stdout, errOut)
-	require.Len(t, ranges, 2, "requests for the big blob: %q", ranges)
-	require.Regexp(t, `^bytes=\d+-`+fmt.Sprint(len(big)-1)+`$`, ranges[1])
+	asked := requests()
+	require.Len(t, asked, 2, "requests for the big blob: %q", asked)
+	require.Regexp(t, `^bytes=\d+-`+fmt.Sprint(len(big)-1)+`$`, asked[1])
 	var from int64
-	_, err = fmt.Sscanf(ranges[1], "bytes=%d-", &from)
+	_, err = fmt.Sscanf(asked[1], "bytes=%d-", &from)
 	require.NoError(t, err)
 	require.GreaterOrEqual(t, from, got, "the resume started before what the killed run had written")
 	require.Equal(t, string(big), n.read("opt/models/detector/model.onnx"))

@@ -105,6 +105,15 @@ func envDefaults(fs, global *pflag.FlagSet) error {
 
 // loadConfig reads the agent config with the flags that were set.
 func (g *globals) loadConfig() (*manifest.AgentConfig, error) {
+	o, err := g.overrides()
+	if err != nil {
+		return nil, err
+	}
+	return agent.LoadConfig(g.config, o)
+}
+
+// overrides are the config fields set by flags (or TEND_* variables).
+func (g *globals) overrides() (agent.Overrides, error) {
 	var o agent.Overrides
 	str := func(name string, v *string) *string {
 		if g.flags != nil && g.flags.Changed(name) {
@@ -123,14 +132,14 @@ func (g *globals) loadConfig() (*manifest.AgentConfig, error) {
 	if g.flags.Changed("jitter") {
 		var d manifest.Duration
 		if err := d.UnmarshalJSON([]byte(fmt.Sprintf("%q", g.jitter))); err != nil {
-			return nil, fmt.Errorf("--jitter (or TEND_JITTER): %w", err)
+			return o, fmt.Errorf("--jitter (or TEND_JITTER): %w", err)
 		}
 		o.Jitter = &d
 	}
 	if g.flags.Changed("allow-empty") {
 		o.AllowEmpty = &g.allowEmpty
 	}
-	return agent.LoadConfig(g.config, o)
+	return o, nil
 }
 
 // setup loads the config and makes the logger every command needs.

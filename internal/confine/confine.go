@@ -279,3 +279,27 @@ func makeDir(r *os.Root, name string) error {
 func Missing(err error) bool {
 	return errors.Is(err, fs.ErrNotExist) || errors.Is(err, syscall.ENOTDIR)
 }
+
+// Lookup opens a folder with open, which returns it and a path inside it,
+// and lstats that path. Nothing there (the folder missing, the path
+// missing, or one of its parents not a folder) is a nil FileInfo and no
+// error, with no folder to close; otherwise the caller closes the folder.
+// A final symlink is not followed.
+func Lookup(open func() (*os.Root, string, error)) (*os.Root, string, fs.FileInfo, error) {
+	dir, rel, err := open()
+	if errors.Is(err, fs.ErrNotExist) {
+		return nil, rel, nil, nil
+	}
+	if err != nil {
+		return nil, rel, nil, err
+	}
+	fi, err := dir.Lstat(rel)
+	if err != nil {
+		_ = dir.Close()
+		if Missing(err) {
+			return nil, rel, nil, nil
+		}
+		return nil, rel, nil, fmt.Errorf("stat %s: %w", path.Join(dir.Name(), rel), atomicfile.Cause(err))
+	}
+	return dir, rel, fi, nil
+}
