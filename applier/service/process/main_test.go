@@ -2,6 +2,7 @@ package process
 
 import (
 	"github.com/tend-dev/tend/applier/service"
+	"sync"
 
 	"bytes"
 	"context"
@@ -71,17 +72,36 @@ func removeTestCgroups() {
 	}
 }
 
-// newTestRuntime is an Runtime logging to the test, under this run's cgroup parent.
+// newTestRuntime is a Runtime logging to the test, under this run's cgroup
+// parent.
 func newTestRuntime(t *testing.T) *Runtime {
 	t.Helper()
-	return New(testCgroupParent, slog.New(slog.NewTextHandler(testWriter{t}, &slog.HandlerOptions{Level: slog.LevelDebug})))
+	w := &testWriter{t: t}
+	t.Cleanup(w.close)
+	return New(testCgroupParent, slog.New(slog.NewTextHandler(w, &slog.HandlerOptions{Level: slog.LevelDebug})))
 }
 
-type testWriter struct{ t *testing.T }
+// testWriter logs to the test until it ends: the runtime's reapers may
+// log after that, and testing forbids it.
+type testWriter struct {
+	mu   sync.Mutex
+	t    *testing.T
+	done bool
+}
 
-func (w testWriter) Write(b []byte) (int, error) {
-	w.t.Log(strings.TrimSpace(string(b)))
+func (w *testWriter) Write(b []byte) (int, error) {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	if !w.done {
+		w.t.Log(strings.TrimSpace(string(b)))
+	}
 	return len(b), nil
+}
+
+func (w *testWriter) close() {
+	w.mu.Lock()
+	w.done = true
+	w.mu.Unlock()
 }
 
 // start starts in and stops it (SIGKILL at once) when the test ends.
