@@ -167,7 +167,7 @@ func compare(r Resource, observed Observed) (Action, bool) {
 		a.Changes = diff(nil, r.Fields)
 		switch {
 		case unchangedInGit:
-			a.setDrift("deleted on node")
+			a.setDrift("drift: deleted on node")
 		case r.Reason != "":
 			a.Reason = "declared: " + r.Reason
 		default:
@@ -185,7 +185,7 @@ func compare(r Resource, observed Observed) (Action, bool) {
 	if other := replacedBy(changes); other != "" {
 		// Not a different value but a different thing: say so plainly.
 		if unchangedInGit {
-			a.setDrift("replaced by " + other + " on node")
+			a.setDrift("drift: replaced by " + other + " on node")
 		} else {
 			a.Reason = "declared: " + other + " is in the way on node"
 		}
@@ -193,9 +193,9 @@ func compare(r Resource, observed Observed) (Action, bool) {
 	}
 	switch {
 	case unchangedInGit && st.Note != "":
-		a.setDrift(st.Note)
+		a.setDrift("drift: " + st.Note)
 	case unchangedInGit:
-		a.setDrift(what + " changed on node")
+		a.setDrift("drift: " + what + " changed on node")
 	case r.Reason != "":
 		a.Reason = "update: " + r.Reason
 	case managed:
@@ -206,9 +206,13 @@ func compare(r Resource, observed Observed) (Action, bool) {
 	return a, true
 }
 
-// setDrift marks a as reverting drift and says so in its reason.
-func (a *Action) setDrift(what string) {
-	a.Drift, a.Reason = Drift(what), "drift: "+what
+// driftPrefix starts the reason of an action that reverts drift.
+const driftPrefix = "drift: "
+
+// setDrift marks a as reverting drift, with reason (which starts with
+// driftPrefix) as its reason: one string for both.
+func (a *Action) setDrift(reason string) {
+	a.Reason, a.Drift = reason, Drift(strings.TrimPrefix(reason, driftPrefix))
 }
 
 // restart returns a restart of r when something it depends on changes in
