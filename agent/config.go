@@ -44,7 +44,9 @@ func LoadConfig(path string, o Overrides) (*manifest.AgentConfig, error) {
 // labels) is defaulted or checked: CI has none. The source defaults to the
 // current folder.
 func LoadCIConfig(path string, o Overrides) (*manifest.AgentConfig, error) {
-	c, err := readConfig(path, o)
+	ci := Overrides{Repo: o.Repo, Ref: o.Ref, Path: o.Path, AllowPaths: o.AllowPaths,
+		InsecureRegistries: o.InsecureRegistries, AllowEmpty: o.AllowEmpty}
+	c, err := readConfig(path, ci)
 	if err != nil {
 		return nil, err
 	}

@@ -123,7 +123,7 @@ type tick struct {
 	res      Result
 	node     *node
 	observed planner.Observed
-	apply    bool
+	upTo     string // the last step to run
 }
 
 type step struct {
@@ -131,17 +131,26 @@ type step struct {
 	run  func(ctx context.Context, t *tick) error
 }
 
+// Render fetches and renders, as a tick does, and looks at nothing else on
+// the node: models are resolved by the model driver (held at the version
+// active here when their registry cannot be asked). Paths are checked
+// against allowPaths only when the config has some: render also serves to
+// look at a device's state from a machine that is not the device.
+func (r *Reconciler) Render(ctx context.Context) (*Result, error) {
+	return r.run(ctx, StepRender)
+}
+
 // Plan fetches, renders, observes and plans, and changes nothing on the node.
 func (r *Reconciler) Plan(ctx context.Context) (*Result, error) {
-	return r.run(ctx, false)
+	return r.run(ctx, StepPlan)
 }
 
 // Apply reconciles once: it plans and then applies the plan.
 func (r *Reconciler) Apply(ctx context.Context) (*Result, error) {
-	return r.run(ctx, true)
+	return r.run(ctx, StepApply)
 }
 
-func (r *Reconciler) run(ctx context.Context, apply bool) (*Result, error) {
+func (r *Reconciler) run(ctx context.Context, upTo string) (*Result, error) {
 	start := r.now()
 	unlock, err := r.lock(ctx)
 	if err != nil {
@@ -149,7 +158,7 @@ func (r *Reconciler) run(ctx context.Context, apply bool) (*Result, error) {
 	}
 	defer unlock()
 
-	t := &tick{apply: apply, res: Result{Started: start}}
+	t := &tick{upTo: upTo, res: Result{Started: start}}
 	steps := []step{
 		{StepOpen, r.open},
 		{StepFetch, r.fetch},
@@ -163,6 +172,9 @@ func (r *Reconciler) run(ctx context.Context, apply bool) (*Result, error) {
 			t.res.Duration = r.now().Sub(start)
 			t.res.FailedStep = s.name
 			return &t.res, err
+		}
+		if s.name == upTo {
+			break
 		}
 	}
 	t.res.Duration = r.now().Sub(start)
@@ -200,6 +212,9 @@ func (r *Reconciler) fetch(ctx context.Context, t *tick) error {
 	if err != nil {
 		return err
 	}
+	if snap.Stale != nil && t.upTo == StepRender {
+		return snap.Stale // render speaks of the target, not of what the node holds
+	}
 	t.res.Snapshot = snap
 	return nil
 }
@@ -207,12 +222,15 @@ func (r *Reconciler) fetch(ctx context.Context, t *tick) error {
 // render loads and validates the device's manifests and renders them,
 // pinning every model through the model driver.
 func (r *Reconciler) render(ctx context.Context, t *tick) error {
-	d, err := Render(ctx, r.Config, t.res.Snapshot, t.node.models)
+	confine := t.upTo != StepRender || len(r.Config.AllowPaths) > 0
+	dev, err := LoadDevice(r.Config, t.res.Snapshot, confine)
 	if err != nil {
 		return err
 	}
-	t.res.Desired = d
-	return nil
+	opts := RenderOptions(r.Config, t.node.models)
+	opts.CheckAllowPaths = confine
+	t.res.Desired, err = render.Render(ctx, dev, Revision(t.res.Snapshot), opts)
+	return err
 }
 
 func (r *Reconciler) observe(ctx context.Context, t *tick) error {
@@ -255,9 +273,6 @@ func (r *Reconciler) plan(_ context.Context, t *tick) error {
 }
 
 func (r *Reconciler) applyPlan(ctx context.Context, t *tick) error {
-	if !t.apply {
-		return nil
-	}
 	before := ""
 	if inv, ierr := t.node.applier.Inventory(); ierr == nil {
 		before = inv.Revision

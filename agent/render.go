@@ -20,26 +20,6 @@ func (r *Reconciler) Manifests(ctx context.Context) (*gitsource.Snapshot, *manif
 	return snap, dev, err
 }
 
-// Render fetches this device's manifests and renders its desired state
-// with resolver, without looking at the node. Paths are checked against
-// allowPaths only when the config has some: render also serves to look at
-// a device's state from a machine that is not the device.
-func (r *Reconciler) Render(ctx context.Context, resolver render.Resolver) (*gitsource.Snapshot, *render.Desired, error) {
-	snap, err := r.Snapshot(ctx)
-	if err != nil {
-		return nil, nil, err
-	}
-	confine := len(r.Config.AllowPaths) > 0
-	dev, err := LoadDevice(r.Config, snap, confine)
-	if err != nil {
-		return nil, nil, err
-	}
-	opts := RenderOptions(r.Config, resolver)
-	opts.CheckAllowPaths = confine
-	d, err := render.Render(ctx, dev, Revision(snap), opts)
-	return snap, d, err
-}
-
 // LoadDevice loads and validates this device's manifests from a snapshot.
 // With confine, files and models must lie under allowPaths.
 func LoadDevice(c *manifest.AgentConfig, snap *gitsource.Snapshot, confine bool) (*manifest.Device, error) {
@@ -52,16 +32,6 @@ func LoadDevice(c *manifest.AgentConfig, snap *gitsource.Snapshot, confine bool)
 		return nil, fmt.Errorf("invalid manifests for device %s at %s:\n%w", c.Device, Revision(snap), err)
 	}
 	return dev, nil
-}
-
-// Render loads this device's manifests from a snapshot and renders its
-// desired state, pinning models through resolver.
-func Render(ctx context.Context, c *manifest.AgentConfig, snap *gitsource.Snapshot, resolver render.Resolver) (*render.Desired, error) {
-	dev, err := LoadDevice(c, snap, true)
-	if err != nil {
-		return nil, err
-	}
-	return render.Render(ctx, dev, Revision(snap), RenderOptions(c, resolver))
 }
 
 // RenderOptions are render's options from the agent config.

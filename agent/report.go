@@ -15,6 +15,7 @@ import (
 	"net/url"
 	"os"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"sync/atomic"
 	"time"
@@ -335,11 +336,32 @@ func (r *Reporter) redact(s string) string {
 	return s
 }
 
-// backoff is retryablehttp's exponential backoff, which honours a 429's or
-// 503's Retry-After, capped at the interval: a collector asking for more
-// gets the next scheduled post instead.
+// backoff is the wait before retry attempt+1 of one post: exponential from
+// minWait to maxWait (retryablehttp's bounds), or what a 429's or 503's
+// Retry-After asks, never more than the interval: a collector asking for
+// more gets the next scheduled post instead.
 func (r *Reporter) backoff(minWait, maxWait time.Duration, attempt int, resp *http.Response) time.Duration {
-	return min(retryablehttp.DefaultBackoff(minWait, maxWait, attempt, resp), r.interval)
+	d := backoff.Exponential{Initial: minWait, Max: maxWait}.Delay(attempt + 1)
+	if resp != nil && (resp.StatusCode == http.StatusTooManyRequests || resp.StatusCode == http.StatusServiceUnavailable) {
+		if after, ok := retryAfter(resp.Header.Get("Retry-After"), r.now()); ok {
+			d = after
+		}
+	}
+	return min(d, r.interval)
+}
+
+// retryAfter reads a Retry-After header: seconds, or an HTTP date.
+func retryAfter(v string, now time.Time) (time.Duration, bool) {
+	if v == "" {
+		return 0, false
+	}
+	if s, err := strconv.Atoi(v); err == nil && s >= 0 {
+		return time.Duration(s) * time.Second, true
+	}
+	if t, err := http.ParseTime(v); err == nil {
+		return max(t.Sub(now), 0), true
+	}
+	return 0, false
 }
 
 // collectorError is a post the collector answered with a status other than

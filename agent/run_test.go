@@ -14,6 +14,7 @@ import (
 	"time"
 
 	"github.com/stretchr/testify/require"
+
 	"github.com/tend-dev/tend/applier"
 	"github.com/tend-dev/tend/internal/testgit"
 	"github.com/tend-dev/tend/manifest"

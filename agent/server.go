@@ -69,9 +69,10 @@ func NewServer(addr string, t *Tracker, m *Metrics, trigger func() bool, alive f
 
 // Start listens and serves in the background until Stop. It returns the
 // address it listens on, which names the port when addr asked for any
-// (":0"). Requests carry ctx.
+// (":0"). Requests carry ctx's values, not its end: Stop lets those in
+// flight finish.
 func (s *Server) Start(ctx context.Context) (net.Addr, error) {
-	s.srv.BaseContext = func(net.Listener) context.Context { return ctx }
+	s.srv.BaseContext = func(net.Listener) context.Context { return context.WithoutCancel(ctx) }
 	ln, err := net.Listen("tcp", s.addr)
 	if err != nil {
 		return nil, fmt.Errorf("listen on %s for /healthz, /status and /metrics (set listen in agent.yaml or --listen): %w", s.addr, err)

@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"github.com/stretchr/testify/require"
+
 	"github.com/tend-dev/tend/drift"
 	"github.com/tend-dev/tend/gitsource"
 	"github.com/tend-dev/tend/internal/golden"

@@ -69,7 +69,9 @@ func (a *Applier) Apply(ctx context.Context, d *render.Desired, cs *planner.Chan
 	changed := len(res.Applied) > 0 || fingerprint(inv) != before
 	if applyErr == nil && changed {
 		// Something changed, or left the inventory: there may be garbage.
-		a.finish(ctx, d)
+		// The plan applied in full, so its cleanup runs even if the tick
+		// ended meanwhile.
+		a.finish(context.WithoutCancel(ctx), d)
 	}
 	if !changed && applyErr == nil {
 		// A no-op tick writes nothing: flash storage on a device polled

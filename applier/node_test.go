@@ -8,11 +8,10 @@ import (
 	"testing"
 	"time"
 
-	"github.com/tend-dev/tend/internal/testfs"
-
 	"github.com/stretchr/testify/require"
 
 	"github.com/tend-dev/tend/applier"
+	"github.com/tend-dev/tend/internal/testfs"
 	"github.com/tend-dev/tend/internal/testnode"
 	"github.com/tend-dev/tend/manifest"
 	"github.com/tend-dev/tend/planner"

@@ -106,8 +106,8 @@ func TestSSHDeadlineDialer(t *testing.T) {
 			select {
 			case err := <-done:
 				require.Error(t, err)
-				require.Less(t, time.Since(start), 5*time.Second)
-			case <-time.After(10 * time.Second):
+				require.GreaterOrEqual(t, time.Since(start), 500*time.Millisecond, "failed before the deadline: %v", err)
+			case <-time.After(time.Minute):
 				t.Fatal("ssh list of a silent server hangs despite the deadline")
 			}
 		})
@@ -152,11 +152,11 @@ func TestFetchSSHServerSilent(t *testing.T) {
 			}()
 			select {
 			case err := <-done:
-				require.Error(t, err)
-				require.Less(t, time.Since(start), 5*time.Second)
+				require.ErrorContains(t, err, "timed out: raise source.timeout or check the link", "ended by its deadline")
+				require.GreaterOrEqual(t, time.Since(start), time.Second)
 				require.False(t, IsPermanent(err), "a timeout is not permanent: %v", err)
 				require.NotContains(t, err.Error(), "pw-secret")
-			case <-time.After(5 * time.Second):
+			case <-time.After(time.Minute):
 				t.Fatal("Fetch from a silent ssh server ignores its context")
 			}
 		})

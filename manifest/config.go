@@ -212,6 +212,9 @@ func (c *AgentConfig) Validate() error {
 	if c.Source.URL == "" {
 		errs.add("", 0, "source.url", "missing: the fleet repo (https, ssh, scp-like or a local path); set source.url or --repo")
 	}
+	if strings.HasPrefix(c.Source.URL, "oci://") {
+		errs.add("", 0, "source.url", "%q: a fleet published as an OCI artifact is not supported by this tend yet; use the Git URL of the fleet repo", c.Source.URL)
+	}
 	if _, _, err := c.ExpandSource(); err != nil {
 		errs = append(errs, err.(*Error))
 	}

@@ -48,6 +48,8 @@ func TestConfigErrors(t *testing.T) {
 		{"bad verifyInterval", "apiVersion: tend.dev/v1alpha1\nkind: AgentConfig\nsource: {url: x}\nmodels: {verifyInterval: daily}\n", `invalid duration "daily"`},
 		{"relative token file", "apiVersion: tend.dev/v1alpha1\nkind: AgentConfig\nsource:\n  url: x\n  auth: {tokenFile: token}\n", `agent.yaml:5: source.auth.tokenFile: "token" must be an absolute path`},
 		{"wrong kind", "apiVersion: tend.dev/v1alpha1\nkind: Device\n", `expected apiVersion: tend.dev/v1alpha1 and kind: AgentConfig`},
+		{"oci source", "apiVersion: tend.dev/v1alpha1\nkind: AgentConfig\nsource: {url: \"oci://registry.local:5000/fleet:main\"}\n",
+			`agent.yaml:3: source.url: "oci://registry.local:5000/fleet:main": a fleet published as an OCI artifact is not supported by this tend yet`},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {

@@ -3,6 +3,7 @@ package oci
 import (
 	"context"
 	"errors"
+	"fmt"
 	"sync"
 	"sync/atomic"
 
@@ -29,10 +30,12 @@ func (s *Store) FetchAll(ctx context.Context, repo name.Repository, descs []v1.D
 		mu    sync.Mutex
 		errs  []error
 	)
+	started := 0
 	for _, d := range descs {
 		if gctx.Err() != nil {
 			break
 		}
+		started++
 		g.Go(func() error {
 			n, err := s.Fetch(gctx, repo, d.Digest, d.Size, opts)
 			total.Add(n)
@@ -49,8 +52,8 @@ func (s *Store) FetchAll(ctx context.Context, repo name.Repository, descs []v1.D
 		})
 	}
 	_ = g.Wait() // every error is in errs
-	if len(errs) == 0 && ctx.Err() != nil {
-		errs = append(errs, ctx.Err())
+	if len(errs) == 0 && started < len(descs) {
+		errs = append(errs, fmt.Errorf("download stopped after %d of %d blobs: %w", started, len(descs), ctx.Err()))
 	}
 	return total.Load(), errors.Join(errs...)
 }

@@ -163,7 +163,8 @@ type Drift string
 // MarshalJSON writes true.
 func (d Drift) MarshalJSON() ([]byte, error) { return []byte(strconv.FormatBool(d != "")), nil }
 
-// UnmarshalJSON reads a boolean: true is drift whose words are not known.
+// UnmarshalJSON reads a boolean. The words are not in the JSON (they are in
+// the reason): true reads as "changed on node".
 func (d *Drift) UnmarshalJSON(b []byte) error {
 	v, err := strconv.ParseBool(string(b))
 	if err != nil {

@@ -250,3 +250,24 @@ func ids(d *Desired) []string {
 	}
 	return out
 }
+
+// The spec hash is what tells a service's running instances from its
+// declaration: a change to what it covers restarts every service on every
+// node once. This pins it to the value earlier releases computed for the
+// same declaration.
+func TestServiceSpecHashIsStable(t *testing.T) {
+	two := 2
+	dev := device(manifest.DeviceSpec{
+		Models: []manifest.Model{{Name: "detector", Ref: "registry.local:5000/models/detector:v8", Path: "/opt/models/detector"},
+			{Name: "classifier", Ref: "registry.local:5000/models/classifier:v1"}},
+		Files: []manifest.File{{Path: "/etc/infer/config.yaml", Content: "x"}},
+		Services: []manifest.Service{{Name: "infer", Replicas: &two, Restart: "always",
+			Command:   []string{"/bin/server", "--model", "${model:detector}/m.onnx", "--labels", "${model:classifier}/l.txt", "--port", "80${replica}"},
+			Env:       map[string]string{"CONFIG": "${file:/etc/infer/config.yaml}", "LOG": "info"},
+			Health:    &manifest.Health{HTTP: "http://127.0.0.1:80${replica}/healthz", StartupGrace: manifest.Duration(10e9)},
+			Resources: &manifest.Resources{Memory: "64Mi", CPU: "500m"}, StopTimeout: manifest.Duration(5e9), User: "nobody"}},
+	})
+	d, err := Render(context.Background(), dev, "rev", Options{Root: "/srv/node", StateDir: "/var/lib/tend"})
+	require.NoError(t, err)
+	require.Equal(t, "sha256:a4ad9ec30b001bf523b8a25f9b1a0f17b95b6d0d449376d86436d6303521fab8", d.Specs["service/infer"].(Service).Hash)
+}

@@ -7,6 +7,7 @@ import (
 	"testing"
 
 	"github.com/stretchr/testify/require"
+
 	"github.com/tend-dev/tend/internal/confine"
 	"github.com/tend-dev/tend/planner"
 )

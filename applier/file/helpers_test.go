@@ -6,11 +6,10 @@ import (
 	"syscall"
 	"testing"
 
-	"github.com/tend-dev/tend/internal/testfs"
-
 	"github.com/stretchr/testify/require"
 
 	"github.com/tend-dev/tend/internal/confine"
+	"github.com/tend-dev/tend/internal/testfs"
 	"github.com/tend-dev/tend/planner"
 	"github.com/tend-dev/tend/render"
 )

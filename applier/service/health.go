@@ -363,11 +363,19 @@ func (p *Probe) Monitor(ctx context.Context, onChange func(healthy bool, err err
 	}
 	clk := p.clk()
 	healthy, failed := true, 0
+	// One check every interval from the start, as a ticker: a slow check
+	// does not push the later ones back, and none piles up behind it.
+	next := clk.Now()
 	for {
+		next = next.Add(p.interval())
+		wait := next.Sub(clk.Now())
+		if wait < 0 {
+			next, wait = clk.Now(), 0
+		}
 		select {
 		case <-ctx.Done():
 			return
-		case <-clk.After(p.interval()):
+		case <-clk.After(wait):
 		}
 		err := p.Check(ctx)
 		if ctx.Err() != nil {

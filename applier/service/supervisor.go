@@ -348,10 +348,8 @@ func (s *Supervisor) exited(ctx context.Context, in *instance, st ExitStatus) (*
 	}
 	s.log.Log(ctx, level, "service exited; restarting", logKeyResource, id, logKeyReplica, key.replica,
 		"exit", rec.LastExit, "in", delay.String(), "crashes", rec.Crashes)
-	select {
-	case <-ctx.Done():
+	if backoff.Sleep(ctx, delay) != nil {
 		return nil, false
-	case <-time.After(delay):
 	}
 	defer s.lockKey(key)()
 	if !s.owns(key, in) {

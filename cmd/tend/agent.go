@@ -6,6 +6,7 @@ import (
 	"syscall"
 
 	"github.com/spf13/cobra"
+
 	"github.com/tend-dev/tend/agent"
 )
 

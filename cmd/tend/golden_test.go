@@ -1,11 +1,13 @@
 package main
 
 import (
+	"net/http"
 	"regexp"
 	"strings"
 	"testing"
 
 	"github.com/stretchr/testify/require"
+
 	"github.com/tend-dev/tend/internal/golden"
 	"github.com/tend-dev/tend/internal/testgit"
 	"github.com/tend-dev/tend/internal/testoci"
@@ -82,4 +84,31 @@ spec:
 	_, errOut, code = n.tend("validate")
 	require.Equal(t, 1, code)
 	golden.Assert(t, "validate-errors.golden", []byte(stable(errOut, dirs)))
+}
+
+// tend render resolves models as the agent does: with the registry down
+// it prints the version active on this node as held, and exits 1.
+func TestRenderHoldsWhenTheRegistryIsDown(t *testing.T) {
+	reg := testoci.Start(t)
+	digest := reg.PushFiles(t, "models/detector:v8", map[string][]byte{"model.onnx": []byte("weights")})
+	repo := testgit.NewRepo(t)
+	repo.WriteFile("devices/cam-017/device.yaml", distDevice(reg.Ref("models/detector:v8")))
+	repo.Commit("cam-017")
+	n := newNode(t, repo.Dir(), "--allow-path", "/opt/models", "--insecure-registry", reg.Host)
+
+	out, errOut, code := n.tend("render")
+	require.Equal(t, 0, code, errOut)
+	require.Contains(t, out, "digest: "+digest)
+	_, errOut, code = n.tend("apply")
+	require.Equal(t, 0, code, errOut)
+
+	reg.Use(func(w http.ResponseWriter, _ *http.Request) bool {
+		w.WriteHeader(http.StatusServiceUnavailable)
+		return true
+	})
+	out, errOut, code = n.tend("render")
+	require.Equal(t, 1, code, out)
+	require.Contains(t, out, "digest: "+digest, "the active version is printed")
+	require.Contains(t, out, "held: 'model/detector held at "+digest[:19])
+	require.Contains(t, errOut, "model/detector held at "+digest[:19])
 }

@@ -6,6 +6,7 @@ import (
 	"io"
 
 	"github.com/spf13/cobra"
+
 	"github.com/tend-dev/tend/planner"
 )
 

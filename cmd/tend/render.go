@@ -3,6 +3,7 @@ package main
 import (
 	"encoding/json"
 	"fmt"
+	"io"
 
 	"github.com/spf13/cobra"
 	"sigs.k8s.io/yaml"
@@ -16,8 +17,10 @@ func newRenderCommand(g *globals) *cobra.Command {
 	cmd := &cobra.Command{
 		Use:   "render",
 		Short: "Print the desired state of this device, merged from all its manifests, models resolved",
-		Long: "render fetches this device's manifests, merges them and resolves every model ref in its registry\n" +
-			"(a tag or semver policy to the digest this device would pull), without looking at the node.",
+		Long: "render fetches this device's manifests, merges them and resolves every model ref as the agent would:\n" +
+			"a tag or semver policy to the digest this device would pull, or, when the registry cannot be asked,\n" +
+			"the version active on this node (printed as held, and the command exits 1). The node is not observed\n" +
+			"or changed; the model manifests read are kept in stateDir's blob store, as the agent keeps them.",
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			if err := oneOf("--format", format, "yaml", "json"); err != nil {
@@ -27,26 +30,32 @@ func newRenderCommand(g *globals) *cobra.Command {
 			if err != nil {
 				return err
 			}
-			resolver := &render.Registry{Options: agent.RegistryOptions(c)}
-			snap, d, err := g.reconciler(c, log).Render(cmd.Context(), resolver)
-			if err != nil {
+			res, err := g.reconciler(c, log).Render(cmd.Context())
+			if res.Desired == nil {
 				return err
 			}
-			doc := d.Document()
-			out := cmd.OutOrStdout()
-			if format == "json" {
-				enc := json.NewEncoder(out)
-				enc.SetIndent("", "  ")
-				return enc.Encode(doc)
+			if werr := writeDocument(cmd.OutOrStdout(), format, c.Device, agent.Revision(res.Snapshot), res.Desired.Document()); werr != nil {
+				return werr
 			}
-			b, err := yaml.Marshal(doc)
-			if err != nil {
-				return err
-			}
-			fmt.Fprintf(out, "# device %s at %s\n%s", c.Device, agent.Revision(snap), b)
-			return nil
+			return err // a held model is printed, and still fails
 		},
 	}
 	cmd.Flags().StringVar(&format, "format", "yaml", "output format: yaml or json")
 	return cmd
+}
+
+// writeDocument prints a rendered state as YAML (with a comment naming the
+// device and revision) or JSON.
+func writeDocument(out io.Writer, format, device, revision string, doc render.Document) error {
+	if format == "json" {
+		enc := json.NewEncoder(out)
+		enc.SetIndent("", "  ")
+		return enc.Encode(doc)
+	}
+	b, err := yaml.Marshal(doc)
+	if err != nil {
+		return err
+	}
+	_, err = fmt.Fprintf(out, "# device %s at %s\n%s", device, revision, b)
+	return err
 }

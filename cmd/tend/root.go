@@ -10,6 +10,7 @@ import (
 
 	"github.com/spf13/cobra"
 	"github.com/spf13/pflag"
+
 	"github.com/tend-dev/tend/agent"
 	"github.com/tend-dev/tend/manifest"
 )

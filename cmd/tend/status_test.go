@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/stretchr/testify/require"
+
 	"github.com/tend-dev/tend/agent"
 	"github.com/tend-dev/tend/drift"
 	"github.com/tend-dev/tend/gitsource"

@@ -6,6 +6,7 @@ import (
 	"strings"
 
 	"github.com/spf13/cobra"
+
 	"github.com/tend-dev/tend/agent"
 	"github.com/tend-dev/tend/diff"
 	"github.com/tend-dev/tend/manifest"

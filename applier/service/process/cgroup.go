@@ -1,8 +1,6 @@
 package process
 
 import (
-	"github.com/tend-dev/tend/applier/service"
-
 	"bufio"
 	"bytes"
 	"errors"
@@ -17,6 +15,8 @@ import (
 	"time"
 
 	"golang.org/x/sys/unix"
+
+	"github.com/tend-dev/tend/applier/service"
 )
 
 // Limits the runtime accepts. The kernel takes a memory limit down to one

@@ -1,8 +1,6 @@
 package process
 
 import (
-	"github.com/tend-dev/tend/applier/service"
-
 	"context"
 	"os"
 	"path/filepath"
@@ -13,6 +11,8 @@ import (
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
+
+	"github.com/tend-dev/tend/applier/service"
 )
 
 // requireCgroups: the tests below use the node's real cgroups (v1 memory

@@ -1,8 +1,6 @@
 package process
 
 import (
-	"github.com/tend-dev/tend/applier/service"
-
 	"errors"
 	"io/fs"
 	"os"
@@ -12,6 +10,8 @@ import (
 	"strconv"
 	"strings"
 	"syscall"
+
+	"github.com/tend-dev/tend/applier/service"
 )
 
 // instanceEnv is the environment of in: exactly in.Env, plus PATH

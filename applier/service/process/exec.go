@@ -1,8 +1,6 @@
 package process
 
 import (
-	"github.com/tend-dev/tend/applier/service"
-
 	"context"
 	"errors"
 	"fmt"
@@ -17,6 +15,8 @@ import (
 	"time"
 
 	"golang.org/x/sys/unix"
+
+	"github.com/tend-dev/tend/applier/service"
 )
 
 // Runtime is the exec runtime: each instance is a process tend forks and

@@ -1,8 +1,6 @@
 package process
 
 import (
-	"github.com/tend-dev/tend/applier/service"
-
 	"fmt"
 	"os"
 	"path/filepath"
@@ -13,6 +11,8 @@ import (
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
+
+	"github.com/tend-dev/tend/applier/service"
 )
 
 // spamLine is the form of svc -spam's lines; the digits vary.

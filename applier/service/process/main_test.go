@@ -1,9 +1,6 @@
 package process
 
 import (
-	"github.com/tend-dev/tend/applier/service"
-	"sync"
-
 	"bytes"
 	"context"
 	"encoding/json"
@@ -14,10 +11,13 @@ import (
 	"path/filepath"
 	"strconv"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
 	"github.com/stretchr/testify/require"
+
+	"github.com/tend-dev/tend/applier/service"
 )
 
 // svcBin is testdata/svc, built once for the whole package.

@@ -1,19 +1,18 @@
 package process
 
 import (
-	"sync"
-
-	"github.com/prometheus/procfs"
-	"github.com/tend-dev/tend/applier/service"
-
 	"context"
 	"errors"
 	"fmt"
 	"os"
 	"strconv"
+	"sync"
 	"time"
 
+	"github.com/prometheus/procfs"
 	"golang.org/x/sys/unix"
+
+	"github.com/tend-dev/tend/applier/service"
 )
 
 // errGone: the process a service.Proc names is no longer running (it exited, or its
@@ -26,21 +25,31 @@ type procStat struct {
 	StartTime uint64 // field 22: clock ticks since boot
 }
 
-// procFS is /proc, read through prometheus/procfs, whose parser handles a
-// comm holding spaces and parentheses.
-var procFS = sync.OnceValues(procfs.NewDefaultFS)
-
-func readProcStat(pid int) (procStat, error) {
-	fs, err := procFS()
-	if err != nil {
-		return procStat{}, err
-	}
-	return statOf(fs, pid)
+// proc is /proc, read through prometheus/procfs, whose parser handles a
+// comm holding spaces and parentheses. It is opened once it can be.
+var proc struct {
+	mu sync.Mutex
+	fs *procfs.FS
 }
 
-// statOf reads the stat of pid in fs.
-func statOf(fs procfs.FS, pid int) (procStat, error) {
-	p, err := fs.Proc(pid)
+func readProcStat(pid int) (procStat, error) {
+	proc.mu.Lock()
+	if proc.fs == nil {
+		mounted, err := procfs.NewDefaultFS()
+		if err != nil {
+			proc.mu.Unlock()
+			return procStat{}, fmt.Errorf("open /proc: %w", err)
+		}
+		proc.fs = &mounted
+	}
+	mounted := *proc.fs
+	proc.mu.Unlock()
+	return statOf(mounted, pid)
+}
+
+// statOf reads the stat of pid in /proc mounted at procFS.
+func statOf(procFS procfs.FS, pid int) (procStat, error) {
+	p, err := procFS.Proc(pid)
 	if err != nil {
 		return procStat{}, err
 	}
