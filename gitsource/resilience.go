@@ -148,10 +148,12 @@ func (f *fetcher) hold(repo *git.Repository, cause error) *Snapshot {
 }
 
 // damaged reports whether err, from a clone that opened, may come from a
-// damaged clone rather than from the remote or the manifests.
+// damaged clone rather than from the remote or the manifests. What the
+// remote sent (its ref advertisement, its packs) never counts: a hostile
+// or broken server must not make tend delete its last known good clone.
 func (f *fetcher) damaged(err error) bool {
 	if transient(err) || errors.Is(err, ErrRefNotFound) || errors.Is(err, ErrPathNotFound) ||
-		errors.Is(err, ErrUnverified) || errors.Is(err, ErrRewind) || IsPermanent(err) {
+		errors.Is(err, ErrUnverified) || errors.Is(err, ErrRewind) || IsPermanent(err) || errors.Is(err, errRemote) {
 		return false
 	}
 	var pe *fs.PathError
@@ -227,6 +229,33 @@ func markShallow(repo *git.Repository, edges []plumbing.Hash) error {
 
 // errDamaged marks a failure that can only come from a damaged clone.
 var errDamaged = errors.New("damaged clone")
+
+// errRemote marks a failure while talking to the remote: listing its refs
+// or fetching from it. Whatever it says, it is not the clone's damage.
+var errRemote = errors.New("remote")
+
+// remoteErr is an error the remote caused: errors.Is reports errRemote,
+// and its message is only its own.
+type remoteErr struct{ err error }
+
+func (e *remoteErr) Error() string        { return e.err.Error() }
+func (e *remoteErr) Unwrap() error        { return e.err }
+func (e *remoteErr) Is(target error) bool { return target == errRemote }
+
+// fromRemote runs op, which talks to the remote, and marks what it returns
+// (or a panic in go-git while it parses what the remote sent) as the
+// remote's.
+func fromRemote(op func() error) (err error) {
+	defer func() {
+		if r := recover(); r != nil {
+			err = &remoteErr{fmt.Errorf("the remote sent what go-git could not read: %v", r)}
+		}
+	}()
+	if err := op(); err != nil {
+		return &remoteErr{err}
+	}
+	return nil
+}
 
 // guard turns a panic inside go-git (it panics on some truncated packs)
 // into an error, so a damaged clone is cloned again instead of crashing

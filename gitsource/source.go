@@ -127,6 +127,7 @@ func Fetch(ctx context.Context, src Source, opts Options) (*Snapshot, error) {
 	f := &fetcher{src: src, opts: opts, stored: stored, acc: acc, dir: dir, shown: shown, log: log}
 	snap, err := f.run(ctx)
 	if err != nil && ctx.Err() == nil && f.damaged(err) {
+		// Only what the clone itself gave is damage: see damaged.
 		// The clone is only a cache: a damaged one (power loss during a
 		// fetch, a full disk) is thrown away and made again.
 		log.WarnContext(ctx, "clone of the fleet repo is damaged; cloning again", logKeyDir, opts.Dir, logKeyError, err.Error())
@@ -166,9 +167,12 @@ func (f *fetcher) run(ctx context.Context) (snap *Snapshot, err error) {
 		return snap, nil
 	}
 	cleanTemp(f.opts.Dir) // an interrupted fetch leaves its pack behind
-	if ctx.Err() != nil || f.damaged(err) {
-		return nil, err
+	if errors.Is(ctx.Err(), context.Canceled) || f.damaged(err) {
+		return nil, err // shutting down, or a clone to make again
 	}
+	// A fetch that ran out of time (a server that hangs or trickles, a
+	// black-holed link) is held too: the hold reads the clone alone, with
+	// no deadline to share.
 	if held := f.hold(repo, err); held != nil {
 		return held, nil
 	}
@@ -262,9 +266,11 @@ func update(ctx context.Context, repo *git.Repository, src Source, acc access, s
 		return h, false, "", err
 	}
 	var refs []*plumbing.Reference
-	err = retry(ctx, log, shown, func() (err error) {
-		refs, err = listRefs(ctx, remote, acc)
-		return err
+	err = retry(ctx, log, shown, func() error {
+		return fromRemote(func() (err error) {
+			refs, err = listRefs(ctx, remote, acc)
+			return err
+		})
 	})
 	if err != nil && !errors.Is(err, transport.ErrEmptyRemoteRepository) {
 		return h, false, "", fmt.Errorf("list refs of %s%s: %w", shown, hint(ctx, err), redactErr(err, src.URL))
@@ -341,20 +347,22 @@ func depthFor(repo *git.Repository) int {
 // the ref, which the rewind check walks.
 func fetch(ctx context.Context, log *slog.Logger, remote *git.Remote, acc access, rawURL, shown string, depth int, refspecs ...config.RefSpec) error {
 	err := retry(ctx, log, shown, func() error {
-		err := remote.FetchContext(ctx, &git.FetchOptions{
-			RemoteName:   remoteName,
-			RefSpecs:     refspecs,
-			Depth:        depth,
-			Auth:         acc.auth,
-			CABundle:     acc.caBundle,
-			ProxyOptions: acc.proxy,
-			Tags:         git.NoTags,
-			Force:        true,
+		return fromRemote(func() error {
+			err := remote.FetchContext(ctx, &git.FetchOptions{
+				RemoteName:   remoteName,
+				RefSpecs:     refspecs,
+				Depth:        depth,
+				Auth:         acc.auth,
+				CABundle:     acc.caBundle,
+				ProxyOptions: acc.proxy,
+				Tags:         git.NoTags,
+				Force:        true,
+			})
+			if errors.Is(err, git.NoErrAlreadyUpToDate) {
+				return nil
+			}
+			return err
 		})
-		if errors.Is(err, git.NoErrAlreadyUpToDate) {
-			return nil
-		}
-		return err
 	})
 	if err != nil {
 		return fmt.Errorf("fetch %s: %w", shown, redactErr(err, rawURL))

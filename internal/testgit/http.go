@@ -1,6 +1,7 @@
 package testgit
 
 import (
+	"net/http"
 	"net/http/cgi"
 	"net/http/httptest"
 	"os/exec"
@@ -41,6 +42,13 @@ func StartHTTP(t testing.TB, parentDir string) *HTTPServer {
 	s.URL = s.srv.URL
 	t.Cleanup(s.Close)
 	return s
+}
+
+// HTTPHandler is what StartHTTP serves, for a test that puts it behind a
+// handler of its own (a server that turns hostile, hangs or trickles).
+func HTTPHandler(t testing.TB, parentDir string) http.Handler {
+	t.Helper()
+	return backendHandler(t, parentDir)
 }
 
 // backendHandler runs git http-backend for every repository under
