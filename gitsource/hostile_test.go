@@ -211,3 +211,21 @@ func TestEndlessRefsAreCutOff(t *testing.T) {
 	require.ErrorContains(t, snap.Stale, "sent more than 1 MiB on one connection: tend stops reading")
 	require.Less(t, sent.Load(), int64(64<<20), "the server was read to its end")
 }
+
+// A manifest larger than manifest.MaxFileBytes in the repo is not read:
+// the commit cannot be used (the node is held at its last applied one),
+// and the error names the file.
+func TestLargeManifestIsNotRead(t *testing.T) {
+	f := newFleet(t)
+	dir := filepath.Join(t.TempDir(), "clone")
+	src := gitsource.Source{URL: f.repo.Dir(), Ref: "main", Path: "devices/cam-017"}
+	first, err := fetch(t, dir, src)
+	require.NoError(t, err)
+	f.repo.WriteFile("devices/cam-017/big.yaml", "content: \""+strings.Repeat("x", 4<<20)+"\"\n")
+	f.repo.Commit("a big manifest")
+	src.LastApplied = first.Revision
+	snap, err := fetch(t, dir, src)
+	require.NoError(t, err)
+	require.Equal(t, first.Revision, snap.Revision, "held at the last applied commit")
+	require.ErrorContains(t, snap.Stale, "devices/cam-017/big.yaml: the file is 4194316 bytes; a manifest file may be at most 1048576")
+}

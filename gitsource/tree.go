@@ -76,6 +76,9 @@ func TreeFiles(tree *object.Tree, dir string) ([]File, error) {
 		if !manifest.IsManifest(f.Name) || (f.Mode != filemode.Regular && f.Mode != filemode.Executable) {
 			return nil
 		}
+		if err := manifest.CheckSize(path.Join(dir, f.Name), f.Size); err != nil {
+			return err
+		}
 		r, err := f.Reader()
 		if err != nil {
 			return err

@@ -68,6 +68,11 @@ func ReadFiles(paths []string) ([]Input, error) {
 			if name != p && !IsManifest(filepath.ToSlash(rel)) {
 				return nil
 			}
+			if fi, err := d.Info(); err == nil {
+				if err := CheckSize(name, fi.Size()); err != nil {
+					return err
+				}
+			}
 			data, err := os.ReadFile(name)
 			if err != nil {
 				return err

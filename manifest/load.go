@@ -7,6 +7,21 @@ import (
 	"strings"
 )
 
+// MaxFileBytes bounds one manifest file: what is larger (say a big file
+// content inline) would take the agent, validate or a CI diff gigabytes of
+// memory to parse. Content that large belongs in a model artifact.
+const MaxFileBytes = 1 << 20
+
+// CheckSize refuses a manifest file of size bytes, named name, that is
+// larger than MaxFileBytes, before it is read.
+func CheckSize(name string, size int64) error {
+	if size <= MaxFileBytes {
+		return nil
+	}
+	return &Error{File: name, Msg: fmt.Sprintf("the file is %d bytes; a manifest file may be at most %d (1 MiB): "+
+		"move large content into a model artifact, or split the file", size, MaxFileBytes)}
+}
+
 // Input is one manifest file as read from the fleet repo.
 type Input struct {
 	Name string // path in the repo, e.g. devices/cam-017/models.yaml
@@ -82,6 +97,10 @@ func parse(inputs []Input) ([]parsed, Errors) {
 	var out []parsed
 	var errs Errors
 	for _, in := range sorted {
+		if err := CheckSize(in.Name, int64(len(in.Data))); err != nil {
+			errs = append(errs, err.(*Error))
+			continue
+		}
 		docs, err := splitDocuments(in.Name, in.Data)
 		if err != nil {
 			errs = append(errs, err.(*Error))

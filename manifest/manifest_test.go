@@ -2,6 +2,9 @@ package manifest
 
 import (
 	"errors"
+	"fmt"
+	"os"
+	"path/filepath"
 	"strings"
 	"testing"
 
@@ -216,4 +219,20 @@ func TestUnder(t *testing.T) {
 			require.Equal(t, tt.want, Under(tt.p, tt.dir))
 		})
 	}
+}
+
+// A manifest file larger than MaxFileBytes is refused before it is parsed
+// (or read, from a folder), naming it: a 1 GiB inline content would take
+// gigabytes of memory.
+func TestLargeManifestFileIsRefused(t *testing.T) {
+	big := []byte("apiVersion: tend.dev/v1alpha1\nkind: Device\nmetadata: {name: cam-017}\nspec:\n  files:\n    - path: /etc/infer/big\n      content: \"" +
+		strings.Repeat("x", MaxFileBytes) + "\"\n")
+	_, err := Load("cam-017", []Input{{Name: "devices/cam-017/big.yaml", Data: big}})
+	require.ErrorIs(t, err, ErrInvalid)
+	require.ErrorContains(t, err, fmt.Sprintf("devices/cam-017/big.yaml: the file is %d bytes; a manifest file may be at most %d (1 MiB)", len(big), MaxFileBytes))
+
+	dir := t.TempDir()
+	require.NoError(t, os.WriteFile(filepath.Join(dir, "big.yaml"), big, 0o644))
+	_, err = ReadFiles([]string{dir})
+	require.ErrorContains(t, err, filepath.Join(dir, "big.yaml")+": the file is")
 }

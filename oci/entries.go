@@ -18,6 +18,10 @@ func layout(d v1.Hash, m *v1.Manifest) (string, []Entry, error) {
 	if len(m.Layers) == 0 {
 		return "", nil, fmt.Errorf("%w: model artifact %s has no layers", ErrUnknownLayout, d)
 	}
+	if len(m.Layers) > MaxLayers {
+		return "", nil, fmt.Errorf("%w: model artifact %s has %d layers; tend reads at most %d: pack the files into tar layers",
+			ErrUnknownLayout, d, len(m.Layers), MaxLayers)
+	}
 	format := ""
 	switch string(m.Config.MediaType) {
 	case mediaTypeKitOpsConfig:
@@ -27,9 +31,11 @@ func layout(d v1.Hash, m *v1.Manifest) (string, []Entry, error) {
 	}
 	var entries []Entry
 	var found, unknown []string
+	seen := map[string]bool{}
 	for _, l := range m.Layers {
 		mt := string(l.MediaType)
-		if !slices.Contains(found, mt) {
+		if !seen[mt] {
+			seen[mt] = true
 			found = append(found, mt)
 		}
 		e, kind, err := layerEntry(l)
@@ -134,13 +140,20 @@ var plainTar = map[types.MediaType]string{
 	types.DockerLayer:             Gzip,
 }
 
+// MaxLayers bounds the layers of a model artifact tend reads: a model is
+// a few files, and a manifest of half a million layers must cost nothing.
+const MaxLayers = 10_000
+
 // checkEntries refuses an entry path that is absolute, climbs out with
-// "..", is not clean, or collides with another entry's path.
+// "..", is not clean, or collides with another entry's path (the same
+// path, or a file where another entry needs a folder). It takes time
+// linear in the entries and the depth of their paths.
 func checkEntries(a *Artifact) error {
 	bad := func(e Entry, why string) error {
 		return fmt.Errorf("%w: model %s: layer %s: path %q %s", ErrUnsafeArchive, a.Digest, e.Digest, e.Path, why)
 	}
-	for i, e := range a.Entries {
+	byPath := make(map[string]Entry, len(a.Entries))
+	for _, e := range a.Entries {
 		p := e.Path
 		switch {
 		case p == "" && !e.Unpack:
@@ -154,13 +167,15 @@ func checkEntries(a *Artifact) error {
 		case path.Clean(p) != p || p == "." || strings.ContainsRune(p, 0):
 			return bad(e, "is not a clean path")
 		}
-		for j, o := range a.Entries {
-			switch {
-			case i == j || o.Path == "":
-			case o.Path == p:
-				return bad(e, fmt.Sprintf("collides with layer %s", o.Digest))
-			case !e.Unpack && strings.HasPrefix(o.Path, p+"/"):
-				return bad(e, fmt.Sprintf("is a file, and layer %s needs it as a folder for %q", o.Digest, o.Path))
+		if o, dup := byPath[p]; dup {
+			return bad(e, fmt.Sprintf("collides with layer %s", o.Digest))
+		}
+		byPath[p] = e
+	}
+	for _, e := range a.Entries {
+		for dir := path.Dir(e.Path); e.Path != "" && dir != "."; dir = path.Dir(dir) {
+			if f, ok := byPath[dir]; ok && !f.Unpack {
+				return bad(f, fmt.Sprintf("is a file, and layer %s needs it as a folder for %q", e.Digest, e.Path))
 			}
 		}
 	}

@@ -18,6 +18,43 @@ import (
 // outside its folder or is not a plain file, folder or confined link.
 var ErrUnsafeArchive = errors.New("unsafe archive entry")
 
+// ErrTooLarge means unpacking a layer wrote more than its budget: more
+// than the room the node has for it (a decompression bomb, or a layer that
+// does not fit).
+var ErrTooLarge = errors.New("unpacks to more than the room for it")
+
+// Budget bounds the bytes extraction writes, counted as they are written.
+// A nil Budget is no bound.
+type Budget struct {
+	Limit   int64
+	Written int64
+}
+
+// take counts n more bytes, or fails once the budget is spent.
+func (b *Budget) take(n int64) error {
+	if b == nil {
+		return nil
+	}
+	b.Written += n
+	if b.Written > b.Limit {
+		return fmt.Errorf("%w: more than %s written", ErrTooLarge, HumanBytes(b.Limit))
+	}
+	return nil
+}
+
+// budgetWriter is a file written under a budget.
+type budgetWriter struct {
+	w io.Writer
+	b *Budget
+}
+
+func (w budgetWriter) Write(p []byte) (int, error) {
+	if err := w.b.take(int64(len(p))); err != nil {
+		return 0, err
+	}
+	return w.w.Write(p)
+}
+
 // Compression of a tar layer.
 const (
 	Uncompressed = ""
@@ -30,8 +67,11 @@ const (
 // fifos, links that could point out of dir and entries whose parent is a
 // symlink planted by an earlier entry are refused, and all writes go
 // through an os.Root at dir, so no entry and no symlink planted by an
-// earlier entry can reach outside it. Modes keep only permission bits.
-func Extract(r io.Reader, compression, dir string) error {
+// earlier entry can reach outside it. Modes keep only permission bits, and
+// a folder is writable by its owner alone. What files take is counted
+// against b (nil: no bound), so a layer cannot write more than the room
+// it was given.
+func Extract(r io.Reader, compression, dir string, b *Budget) error {
 	switch compression {
 	case Gzip:
 		zr, err := gzip.NewReader(r)
@@ -65,13 +105,13 @@ func Extract(r io.Reader, compression, dir string) error {
 		if err != nil {
 			return fmt.Errorf("read tar: %w", err)
 		}
-		if err := extractEntry(root, tr, h); err != nil {
+		if err := extractEntry(root, tr, h, b); err != nil {
 			return err
 		}
 	}
 }
 
-func extractEntry(root *os.Root, tr *tar.Reader, h *tar.Header) error {
+func extractEntry(root *os.Root, tr *tar.Reader, h *tar.Header, b *Budget) error {
 	if h.Typeflag == tar.TypeXGlobalHeader {
 		return nil // pax metadata for the whole archive (git archive writes one), not a file
 	}
@@ -99,13 +139,15 @@ func extractEntry(root *os.Root, tr *tar.Reader, h *tar.Header) error {
 		if err := root.MkdirAll(name, 0o755); err != nil {
 			return fmt.Errorf("%w: %s: %w", ErrUnsafeArchive, h.Name, err)
 		}
-		return root.Chmod(name, mode|0o700)
+		// No group or other write: nobody but tend may swap what a
+		// version folder holds (a 1777 folder in the tar is 0755 here).
+		return root.Chmod(name, mode&^0o022|0o700)
 	case tar.TypeReg:
 		f, err := root.OpenFile(name, os.O_CREATE|os.O_EXCL|os.O_WRONLY, mode)
 		if err != nil {
 			return fmt.Errorf("%w: %s: %w", ErrUnsafeArchive, h.Name, err)
 		}
-		if _, err := io.Copy(f, tr); err != nil {
+		if _, err := io.Copy(budgetWriter{f, b}, tr); err != nil {
 			f.Close()
 			return fmt.Errorf("extract %s: %w", h.Name, err)
 		}

@@ -63,7 +63,7 @@ func TestExtract(t *testing.T) {
 				entry{name: "model/current.onnx", typ: tar.TypeSymlink, link: "model.onnx"},
 				entry{name: "model/copy.onnx", typ: tar.TypeLink, link: "model/model.onnx"},
 				entry{name: "./labels/names.txt", typ: tar.TypeReg, body: "person\n"},
-			), c, dir)
+			), c, dir, nil)
 			require.NoError(t, err)
 			b, err := os.ReadFile(filepath.Join(dir, "model/current.onnx"))
 			require.NoError(t, err)
@@ -119,7 +119,7 @@ func TestExtract(t *testing.T) {
 			parent := t.TempDir()
 			dir := filepath.Join(parent, "a", "b", "dest")
 			require.NoError(t, os.MkdirAll(dir, 0o755))
-			err := Extract(tarball(t, Uncompressed, tc.entries...), Uncompressed, dir)
+			err := Extract(tarball(t, Uncompressed, tc.entries...), Uncompressed, dir, nil)
 			require.ErrorIs(t, err, ErrUnsafeArchive)
 			// Nothing landed outside the folder.
 			var outside []string
@@ -140,7 +140,7 @@ func TestExtractSaysWhereALinkedEntryWouldLand(t *testing.T) {
 	err := Extract(tarball(t, Uncompressed,
 		entry{name: "d/b", typ: tar.TypeSymlink, link: ".."},
 		entry{name: "d/b/e", typ: tar.TypeSymlink, link: ".."},
-	), Uncompressed, dir)
+	), Uncompressed, dir, nil)
 	require.ErrorIs(t, err, ErrUnsafeArchive)
 	require.ErrorContains(t, err, `d/b/e: parent "d/b" is a symlink to "..", so this would plant symlink e`)
 	_, err = os.Lstat(filepath.Join(dir, "e"))
@@ -163,7 +163,7 @@ func TestExtractKeepsRelativeLinksInside(t *testing.T) {
 		entry{name: "extra/file", typ: tar.TypeReg, body: "extra"},
 		entry{name: "dangling", typ: tar.TypeSymlink, link: "missing.txt"},
 		entry{name: "labels/copy", typ: tar.TypeLink, link: "model/model.onnx"},
-	), Gzip, dir)
+	), Gzip, dir, nil)
 	require.NoError(t, err)
 	for p, want := range map[string]string{
 		"model/current.onnx": "weights", "model/dot.onnx": "weights", "labels/weights": "weights",

@@ -188,7 +188,7 @@ func TestArtifactLayouts(t *testing.T) {
 			_, err = s.FetchAll(ctx, repo, a.Blobs(), 2, Options{})
 			require.NoError(t, err)
 			dir := filepath.Join(t.TempDir(), "versions", d.Hex)
-			require.NoError(t, s.Materialise(ctx, a, dir))
+			require.NoError(t, s.Materialise(ctx, a, dir, 0))
 			var on []string
 			require.NoError(t, filepath.WalkDir(dir, func(p string, de os.DirEntry, err error) error {
 				if err == nil && !de.IsDir() {
@@ -315,7 +315,7 @@ func TestIndexByPlatform(t *testing.T) {
 			_, err = s.FetchAll(ctx, repo, a.Blobs(), 0, Options{})
 			require.NoError(t, err)
 			dir := filepath.Join(t.TempDir(), "v")
-			require.NoError(t, s.Materialise(ctx, a, dir))
+			require.NoError(t, s.Materialise(ctx, a, dir, 0))
 			b, err := os.ReadFile(filepath.Join(dir, "model.onnx"))
 			require.NoError(t, err)
 			require.Equal(t, tt.want.Platform.Architecture, string(b))

@@ -31,7 +31,10 @@ var link = os.Link
 // Writes are confined to dir; an entry path that is absolute, has "..",
 // is not clean or collides with another is refused with ErrUnsafeArchive.
 // On failure dir is removed.
-func (s *Store) Materialise(ctx context.Context, a *Artifact, dir string) (err error) {
+//
+// Unpacking writes at most limit bytes (0: no limit), counted as written:
+// past it, it fails with an error wrapping ErrTooLarge.
+func (s *Store) Materialise(ctx context.Context, a *Artifact, dir string, limit int64) (err error) {
 	if err := checkEntries(a); err != nil {
 		return err
 	}
@@ -60,6 +63,10 @@ func (s *Store) Materialise(ctx context.Context, a *Artifact, dir string) (err e
 		return fmt.Errorf("materialise model %s: %w", a.Digest, err)
 	}
 	defer root.Close()
+	var budget *Budget
+	if limit > 0 {
+		budget = &Budget{Limit: limit}
+	}
 	// Files first, while the folder holds no symlink a tar could plant;
 	// then tar layers, which refuse to overwrite anything.
 	for _, unpack := range []bool{false, true} {
@@ -71,7 +78,7 @@ func (s *Store) Materialise(ctx context.Context, a *Artifact, dir string) (err e
 				return err
 			}
 			if unpack {
-				err = s.unpack(root, dir, e)
+				err = s.unpack(root, dir, e, budget)
 			} else {
 				err = s.place(root, dir, e)
 			}
@@ -130,14 +137,14 @@ func (s *Store) place(root *os.Root, dir string, e Entry) error {
 }
 
 // unpack extracts a tar entry into its path in the version folder.
-func (s *Store) unpack(root *os.Root, dir string, e Entry) error {
+func (s *Store) unpack(root *os.Root, dir string, e Entry, b *Budget) error {
 	f, err := os.Open(s.Path(e.Digest))
 	if err != nil {
 		return err
 	}
 	defer f.Close()
 	if e.Path == "" {
-		return Extract(f, e.Compression, dir)
+		return Extract(f, e.Compression, dir, b)
 	}
 	if err := root.MkdirAll(e.Path, 0o755); err != nil {
 		return err
@@ -153,13 +160,13 @@ func (s *Store) unpack(root *os.Root, dir string, e Entry) error {
 			return fmt.Errorf("%w: %q is not a folder", ErrUnsafeArchive, p)
 		}
 	}
-	return extractUnder(f, e.Compression, e.Path, filepath.Join(dir, filepath.FromSlash(e.Path)))
+	return extractUnder(f, e.Compression, e.Path, filepath.Join(dir, filepath.FromSlash(e.Path)), b)
 }
 
 // extractUnder extracts a tar whose names all start with prefix, as ORAS
 // tars a folder, into dir with the prefix taken off. A name outside the
 // prefix is refused.
-func extractUnder(r io.Reader, compression, prefix, dir string) error {
+func extractUnder(r io.Reader, compression, prefix, dir string, b *Budget) error {
 	dr, closeDecompressor, err := decompress(r, compression)
 	if err != nil {
 		return err
@@ -172,7 +179,7 @@ func extractUnder(r io.Reader, compression, prefix, dir string) error {
 		pw.CloseWithError(err)
 		done <- err
 	}()
-	err = Extract(pr, Uncompressed, dir)
+	err = Extract(pr, Uncompressed, dir, b)
 	pr.Close() // stops retar if Extract gave up first
 	if rerr := <-done; rerr != nil && !errors.Is(rerr, io.ErrClosedPipe) {
 		return rerr

@@ -50,7 +50,7 @@ func TestMaterialiseHardLinks(t *testing.T) {
 	// a service running as another user reads it, and by no one writable.
 	require.NoError(t, os.Chmod(s.Path(e.Digest), 0o600))
 	dir := filepath.Join(t.TempDir(), "detector", e.Digest.Hex)
-	require.NoError(t, s.Materialise(context.Background(), &Artifact{Digest: testDigest, Entries: []Entry{e}}, dir))
+	require.NoError(t, s.Materialise(context.Background(), &Artifact{Digest: testDigest, Entries: []Entry{e}}, dir, 0))
 
 	got, err := os.Stat(filepath.Join(dir, "models/model.onnx"))
 	require.NoError(t, err)
@@ -73,7 +73,7 @@ func TestMaterialiseCopiesWhenLinkFails(t *testing.T) {
 			}
 			t.Cleanup(func() { link = os.Link })
 			dir := filepath.Join(t.TempDir(), "v")
-			require.NoError(t, s.Materialise(context.Background(), &Artifact{Digest: testDigest, Entries: []Entry{e}}, dir))
+			require.NoError(t, s.Materialise(context.Background(), &Artifact{Digest: testDigest, Entries: []Entry{e}}, dir, 0))
 			require.Equal(t, 1, linked)
 
 			got, err := os.Stat(filepath.Join(dir, "model.onnx"))
@@ -105,7 +105,7 @@ func TestMaterialiseUnpacks(t *testing.T) {
 		putEntry(t, s, "README.md", []byte("# detector\n"), false, ""),
 	}}
 	dir := filepath.Join(t.TempDir(), "v")
-	require.NoError(t, s.Materialise(context.Background(), a, dir))
+	require.NoError(t, s.Materialise(context.Background(), a, dir, 0))
 
 	for p, want := range map[string]string{"current.onnx": "weights", "models/labels/names.txt": "person\n", "README.md": "# detector\n", "bin/run.sh": "#!/bin/sh\n"} {
 		b, err := os.ReadFile(filepath.Join(dir, p))
@@ -224,7 +224,7 @@ func TestMaterialiseRefuses(t *testing.T) {
 			s := newTestStore(t)
 			parent := filepath.Join(t.TempDir(), "a", "b")
 			dir := filepath.Join(parent, "v")
-			err := s.Materialise(ctx, &Artifact{Digest: testDigest, Entries: tt.entries(s)}, dir)
+			err := s.Materialise(ctx, &Artifact{Digest: testDigest, Entries: tt.entries(s)}, dir, 0)
 			require.ErrorIs(t, err, tt.is)
 			require.ErrorContains(t, err, testDigest.String(), "the error names the manifest")
 			for _, w := range tt.want {
@@ -239,7 +239,7 @@ func TestMaterialiseRefuses(t *testing.T) {
 		s := newTestStore(t)
 		dir := t.TempDir()
 		require.NoError(t, os.WriteFile(filepath.Join(dir, "keep"), []byte("x"), 0o644))
-		err := s.Materialise(ctx, &Artifact{Digest: testDigest, Entries: []Entry{putEntry(t, s, "m", []byte("m"), false, "")}}, dir)
+		err := s.Materialise(ctx, &Artifact{Digest: testDigest, Entries: []Entry{putEntry(t, s, "m", []byte("m"), false, "")}}, dir, 0)
 		require.ErrorIs(t, err, os.ErrExist)
 		require.FileExists(t, filepath.Join(dir, "keep"), "a folder Materialise did not make is left alone")
 	})
@@ -249,7 +249,7 @@ func TestMaterialiseRefuses(t *testing.T) {
 		cctx, cancel := context.WithCancel(ctx)
 		cancel()
 		dir := filepath.Join(t.TempDir(), "v")
-		err := s.Materialise(cctx, &Artifact{Digest: testDigest, Entries: []Entry{putEntry(t, s, "m", []byte("m"), false, "")}}, dir)
+		err := s.Materialise(cctx, &Artifact{Digest: testDigest, Entries: []Entry{putEntry(t, s, "m", []byte("m"), false, "")}}, dir, 0)
 		require.ErrorIs(t, err, context.Canceled)
 		require.NoDirExists(t, dir)
 	})

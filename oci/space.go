@@ -14,15 +14,23 @@ var ErrNoSpace = errors.New("not enough disk space")
 // free (for an unprivileged user), naming what needs them: checked before
 // any download, so a model that cannot fit changes nothing.
 func CheckSpace(dir, what string, need int64) error {
-	var st syscall.Statfs_t
-	if err := syscall.Statfs(dir, &st); err != nil {
-		return fmt.Errorf("free space on %s: %w", dir, err)
+	free, err := FreeBytes(dir)
+	if err != nil {
+		return err
 	}
-	free := int64(st.Bavail) * int64(st.Bsize)
 	if need > free {
 		return fmt.Errorf("%w: %s needs %s, %s free on %s", ErrNoSpace, what, HumanBytes(need), HumanBytes(free), dir)
 	}
 	return nil
+}
+
+// FreeBytes is what dir's file system has free for an unprivileged user.
+func FreeBytes(dir string) (int64, error) {
+	var st syscall.Statfs_t
+	if err := syscall.Statfs(dir, &st); err != nil {
+		return 0, fmt.Errorf("free space on %s: %w", dir, err)
+	}
+	return int64(st.Bavail) * int64(st.Bsize), nil
 }
 
 // HumanBytes prints a size as people read disk sizes: 4.1 GB, 512.0 MB.

@@ -33,6 +33,9 @@ type Options struct {
 	// Platform picks a manifest from an image index; the zero value means
 	// this node's platform.
 	Platform v1.Platform
+	// Free says what a folder's file system has free; nil asks the file
+	// system (statfs).
+	Free func(dir string) (int64, error)
 }
 
 // Driver pulls model artifacts into the blob store, materialises each
@@ -81,6 +84,9 @@ func New(stateDir string, tree *confine.Tree, opts Options, log *slog.Logger) (*
 	}
 	if opts.VerifyInterval <= 0 {
 		opts.VerifyInterval = manifest.DefaultVerifyInterval
+	}
+	if opts.Free == nil {
+		opts.Free = oci.FreeBytes
 	}
 	return &Driver{
 		tree: tree, dir: render.ModelsDir(stateDir), state: stateDir, store: store, opts: opts, log: log, now: time.Now,

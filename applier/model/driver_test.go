@@ -1,6 +1,9 @@
 package model_test
 
 import (
+	"archive/tar"
+	"bytes"
+	"compress/gzip"
 	"context"
 	"encoding/base64"
 	"net/http"
@@ -515,4 +518,47 @@ func TestModelUndeclaredWithoutLinkIsCollected(t *testing.T) {
 	blobs, err := os.ReadDir(filepath.Join(n.StateDir, "blobs", "sha256"))
 	require.NoError(t, err)
 	require.Len(t, blobs, 3, "only other's manifest, config and file are left")
+}
+
+// A layer that unpacks past the room the node has (a decompression bomb)
+// is stopped as it writes, the active version stays, and the digest is not
+// tried again on every tick: only once twice the room is free.
+func TestModelDecompressionBomb(t *testing.T) {
+	n := newModelNode(t)
+	n.reg.PushFiles(t, "models/detector:v8", v1Files)
+	m := n.model("detector", "models/detector:v8")
+	n.apply(m)
+	active := n.target("detector")
+
+	var layer bytes.Buffer
+	zw, err := gzip.NewWriterLevel(&layer, gzip.BestCompression)
+	require.NoError(t, err)
+	tw := tar.NewWriter(zw)
+	require.NoError(t, tw.WriteHeader(&tar.Header{Name: "zeros", Typeflag: tar.TypeReg, Mode: 0o644, Size: 64 << 20}))
+	_, err = tw.Write(make([]byte, 64<<20))
+	require.NoError(t, err)
+	require.NoError(t, tw.Close())
+	require.NoError(t, zw.Close())
+	n.reg.Push(t, "models/detector:bomb", "application/vnd.oci.image.config.v1+json", []byte("{}"),
+		[]testoci.Layer{{Data: layer.Bytes(), MediaType: "application/vnd.oci.image.layer.v1.tar+gzip"}})
+	room := int64(16 << 20)
+	n.Models.Free = func(string) (int64, error) { return room + 64<<20, nil } // 64 MiB are kept free
+
+	bad := n.model("detector", "models/detector:bomb")
+	_, _, _, err = n.tick(true, bad)
+	require.ErrorIs(t, err, oci.ErrTooLarge)
+	require.Equal(t, active, n.target("detector"), "the active version stays")
+	versions, err := os.ReadDir(filepath.Join(n.StateDir, "models", "detector"))
+	require.NoError(t, err)
+	require.Len(t, versions, 2, "the record and the active version: the unpacked part is removed")
+
+	_, _, _, err = n.tick(true, bad)
+	require.ErrorContains(t, err, "unpacked past the room it had on this node (16.8 MB)")
+	require.ErrorContains(t, err, "is not tried again until twice that is free")
+	require.NotErrorIs(t, err, oci.ErrTooLarge, "not unpacked again")
+
+	room = 256 << 20 // space was freed
+	cs, _ := n.apply(bad)
+	require.Len(t, cs.Actions, 1)
+	require.NotEqual(t, active, n.target("detector"))
 }

@@ -4,6 +4,7 @@ import (
 	"context"
 	"crypto/rand"
 	"encoding/hex"
+	"errors"
 	"fmt"
 	"maps"
 	"os"
@@ -62,6 +63,13 @@ func (d *Driver) Prepare(ctx context.Context, a planner.Action, s any) error {
 		}
 		damaged = true
 	}
+	limit, err := d.unpackLimit()
+	if err != nil {
+		return err
+	}
+	if err := d.refused(m.Digest, limit); err != nil {
+		return fmt.Errorf("%s: %w", planner.ModelID(m.Name), err)
+	}
 	art, err := d.artifact(ctx, m)
 	if err != nil {
 		return err
@@ -78,7 +86,12 @@ func (d *Driver) Prepare(ctx context.Context, a planner.Action, s any) error {
 	if err := d.fetch(ctx, m, art); err != nil {
 		return err
 	}
-	v, err := d.materialise(ctx, rec, m, art)
+	v, err := d.materialise(ctx, rec, m, art, limit)
+	if errors.Is(err, oci.ErrTooLarge) {
+		if rerr := d.refuse(m.Name, m.Digest, limit, err); rerr != nil {
+			d.log.WarnContext(ctx, "cannot record the refused model", logKeyResource, a.Resource, logKeyError, rerr.Error())
+		}
+	}
 	if err != nil {
 		return err
 	}
@@ -140,8 +153,9 @@ func (d *Driver) fetch(ctx context.Context, m render.Model, art *oci.Artifact) e
 	return nil
 }
 
-// materialise builds a new version folder for art and fingerprints it.
-func (d *Driver) materialise(ctx context.Context, rec *record, m render.Model, art *oci.Artifact) (version, error) {
+// materialise builds a new version folder for art, unpacking at most limit
+// bytes, and fingerprints it.
+func (d *Driver) materialise(ctx context.Context, rec *record, m render.Model, art *oci.Artifact, limit int64) (version, error) {
 	var suffix [4]byte
 	_, _ = rand.Read(suffix[:])
 	v := version{
@@ -161,7 +175,7 @@ func (d *Driver) materialise(ctx context.Context, rec *record, m render.Model, a
 		return v, err
 	}
 	root := filepath.Join(d.dir, rec.Name, v.Dir)
-	if err := d.store.Materialise(ctx, art, root); err != nil {
+	if err := d.store.Materialise(ctx, art, root, limit); err != nil {
 		_ = removeTree(root)
 		return v, fmt.Errorf("%s: %w", planner.ModelID(rec.Name), err)
 	}
