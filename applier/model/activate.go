@@ -181,11 +181,48 @@ func (d *Driver) linkDir(name, p string, create bool) (*os.Root, string, error) 
 }
 
 // swapLink points the symlink rel inside r at target atomically (see
-// atomicfile.SwapLink). A directory at rel is refused.
+// atomicfile.SwapLink). Only nothing or a symlink is replaced (see mine).
 func swapLink(r *os.Root, rel, target string) error {
-	if fi, err := r.Lstat(rel); err == nil && fi.IsDir() {
-		return fmt.Errorf("%w: %s is a directory; a model's path is a symlink tend makes: remove it or declare another path",
-			confine.ErrNotRegular, path.Join(r.Name(), rel))
+	if err := mine(r, rel); err != nil {
+		return err
 	}
 	return atomicfile.SwapLink(r, rel, target)
+}
+
+// mine checks that what is at a model's stable path rel inside r is
+// nothing or a symlink, which tend may point at a version (a symlink holds
+// no data: repointed by hand, it is drift). Anything else, a file or a
+// folder, tend did not make there and does not delete: the error says to
+// move it.
+func mine(r *os.Root, rel string) error {
+	fi, err := r.Lstat(rel)
+	if confine.Missing(err) || err == nil && fi.Mode()&fs.ModeSymlink != 0 {
+		return nil
+	}
+	if err != nil {
+		return err
+	}
+	what := "something that is not a file"
+	switch {
+	case fi.IsDir():
+		what = "a directory"
+	case fi.Mode().IsRegular():
+		what = "a regular file"
+	}
+	return fmt.Errorf("%w: %s is %s, which tend did not make: a model's path is a symlink tend makes, and tend does not delete "+
+		"what it did not create; move it away or declare another path", confine.ErrNotRegular, path.Join(r.Name(), rel), what)
+}
+
+// clear checks, before anything is pulled, that model m's stable path can
+// take tend's link (see mine).
+func (d *Driver) clear(m render.Model) error {
+	dir, rel, err := d.linkDir(m.Name, m.Path, false)
+	if errors.Is(err, fs.ErrNotExist) {
+		return nil
+	}
+	if err != nil {
+		return err
+	}
+	defer dir.Close()
+	return mine(dir, rel)
 }

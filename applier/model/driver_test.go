@@ -562,3 +562,51 @@ func TestModelDecompressionBomb(t *testing.T) {
 	require.Len(t, cs.Actions, 1)
 	require.NotEqual(t, active, n.target("detector"))
 }
+
+// tend does not delete what it did not create: a file at a model's path is
+// not replaced (the plan names it, the apply says to move it, nothing is
+// pulled), and a model tend adopted over a symlink it found is forgotten
+// when no longer declared, its link left working: no removal the plan does
+// not show.
+func TestModelPathHeldByTheUser(t *testing.T) {
+	t.Run("a regular file is not replaced", func(t *testing.T) {
+		n := newModelNode(t)
+		n.reg.PushFiles(t, "models/detector:v8", v1Files)
+		m := n.model("detector", "models/detector:v8")
+		user := n.Path(m.Path)
+		require.NoError(t, os.MkdirAll(filepath.Dir(user), 0o755))
+		require.NoError(t, os.WriteFile(user, []byte("mine"), 0o644))
+
+		n.reg.BlobBytes.Store(0)
+		cs, _, _, err := n.tick(true, m)
+		require.Equal(t, "~ model/detector (declared: a regular file is in the way on node)", cs.Actions[0].String())
+		require.ErrorIs(t, err, confine.ErrNotRegular)
+		require.ErrorContains(t, err, user+" is a regular file, which tend did not make")
+		require.ErrorContains(t, err, "move it away or declare another path")
+		require.Less(t, n.reg.BlobBytes.Load(), int64(len(v1Files["labels.txt"])), "no layer is pulled for a path that cannot take it (its config is read to plan)")
+		b, err := os.ReadFile(user)
+		require.NoError(t, err)
+		require.Equal(t, "mine", string(b))
+
+		cs, _ = n.apply() // the model is dropped from Git
+		require.Zero(t, cs.Summary().Delete)
+		b, err = os.ReadFile(user)
+		require.NoError(t, err)
+		require.Equal(t, "mine", string(b), "the user's file is still there")
+	})
+	t.Run("an adopted model is forgotten, not deleted", func(t *testing.T) {
+		n := newModelNode(t)
+		n.reg.PushFiles(t, "models/detector:v8", v1Files)
+		m := n.model("detector", "models/detector:v8")
+		link := n.Path(m.Path)
+		require.NoError(t, os.MkdirAll(filepath.Dir(link), 0o755))
+		require.NoError(t, os.Symlink("/nonexistent", link))
+		n.apply(m)
+		target := n.target("detector")
+
+		cs, _ := n.apply()
+		require.Zero(t, cs.Summary().Delete, "tend did not create it")
+		require.Equal(t, target, n.target("detector"), "its link stays")
+		require.Equal(t, string(v1Files["labels.txt"]), n.read("detector", "labels.txt"), "and leads to its files")
+	})
+}

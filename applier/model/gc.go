@@ -49,6 +49,12 @@ func (d *Driver) Finish(ctx context.Context, declared map[string]any) error {
 		case !e.IsDir():
 		case strings.HasPrefix(e.Name(), ".removed-"):
 			errs = append(errs, removeTree(filepath.Join(d.dir, e.Name())))
+		case !names[e.Name()] && d.linked(e.Name()):
+			// Not declared, not deleted by the plan (tend did not create
+			// it: it adopted it), and its path still leads here: tend
+			// forgets it and deletes nothing the plan did not show.
+			d.log.InfoContext(ctx, "model no longer declared and not created by tend: its link and versions stay",
+				logKeyResource, planner.ModelID(e.Name()))
 		case !names[e.Name()]:
 			errs = append(errs, d.remove(e.Name()))
 		default:
@@ -64,6 +70,22 @@ func (d *Driver) Finish(ctx context.Context, declared map[string]any) error {
 		d.log.InfoContext(ctx, "blobs collected", "blobs", n, "bytes", freed)
 	}
 	return err
+}
+
+// linked reports whether model name's stable path, as its record names it,
+// is a link into the model's folder.
+func (d *Driver) linked(name string) bool {
+	rec, err := loadRecord(d.dir, name)
+	if err != nil || rec == nil {
+		return false
+	}
+	dir, rel, err := d.linkDir(name, rec.Path, false)
+	if err != nil {
+		return false
+	}
+	defer dir.Close()
+	target, err := dir.Readlink(rel)
+	return err == nil && filepath.Dir(target) == filepath.Join(d.dir, name)
 }
 
 // blobs lists the blobs of m's artifact when its manifest is at hand: read

@@ -45,6 +45,9 @@ func (d *Driver) Prepare(ctx context.Context, a planner.Action, s any) error {
 	if rec == nil {
 		rec = &record{Name: m.Name}
 	}
+	if err := d.clear(m); err != nil {
+		return fmt.Errorf("%s: %w", planner.ModelID(m.Name), err)
+	}
 	// A kept version of that digest, intact, is activated as it is: a
 	// rollback, or a symlink to repair.
 	damaged := false
