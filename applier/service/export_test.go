@@ -54,3 +54,8 @@ func SetRestartBackoff(t testing.TB, b backoff.Exponential) {
 	restartBackoff = b
 	t.Cleanup(func() { restartBackoff = old })
 }
+
+// SetHook makes hook hear where s is: "lock:busy" (a replica's lock is
+// held by another process: s waits for it), "exited:owned",
+// "exited:gave-up", "exited:restarted".
+func (s *Supervisor) SetHook(hook func(point string)) { s.hook.Store(&hook) }

@@ -12,6 +12,8 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+	"sync/atomic"
+	"syscall"
 	"time"
 
 	"github.com/tend-dev/tend/internal/atomicfile"
@@ -50,6 +52,8 @@ type Supervisor struct {
 	wg       sync.WaitGroup
 	inst     map[instanceKey]*instance
 	keys     map[instanceKey]*sync.Mutex // one per replica: Run, Halt and a restart never overlap
+
+	hook atomic.Pointer[func(point string)] // tests: where the supervisor is
 }
 
 type instanceKey struct {
@@ -108,7 +112,10 @@ func NewSupervisor(stateDir string, rt Runtime, log *slog.Logger) *Supervisor {
 		inst: map[instanceKey]*instance{}, keys: map[instanceKey]*sync.Mutex{}, stop: make(chan struct{})}
 }
 
-// lockKey serialises everything that starts or stops one replica.
+// lockKey serialises everything that starts or stops one replica: within
+// this process with a mutex, and across processes (the agent's watcher and
+// a `tend apply`) with an flock on stateDir/services/NAME/REPLICA.lock, so
+// that which process owns the replica is decided by one of them at a time.
 func (s *Supervisor) lockKey(k instanceKey) func() {
 	s.mu.Lock()
 	m := s.keys[k]
@@ -118,7 +125,57 @@ func (s *Supervisor) lockKey(k instanceKey) func() {
 	}
 	s.mu.Unlock()
 	m.Lock()
-	return m.Unlock
+	f, err := s.flockKey(k)
+	if err != nil {
+		// Without the file the mutex still orders this process: the
+		// other one may race, which the log says.
+		s.log.Warn("replica lock file unusable; only this process is serialised", logKeyResource, planner.ServiceID(k.service),
+			logKeyReplica, k.replica, logKeyError, err.Error())
+		return m.Unlock
+	}
+	return func() {
+		_ = syscall.Flock(int(f.Fd()), syscall.LOCK_UN)
+		_ = f.Close()
+		m.Unlock()
+	}
+}
+
+// flockKey takes the flock of replica k's lock file, waiting for another
+// process that holds it.
+func (s *Supervisor) flockKey(k instanceKey) (*os.File, error) {
+	dir := filepath.Join(s.dir, k.service)
+	if err := os.MkdirAll(dir, 0o700); err != nil {
+		return nil, err
+	}
+	f, err := os.OpenFile(filepath.Join(dir, strconv.Itoa(k.replica)+".lock"), os.O_RDWR|os.O_CREATE, 0o600)
+	if err != nil {
+		return nil, err
+	}
+	err = flock(f, syscall.LOCK_EX|syscall.LOCK_NB)
+	if err == syscall.EWOULDBLOCK {
+		s.point("lock:busy") // another process holds it: wait
+		err = flock(f, syscall.LOCK_EX)
+	}
+	if err != nil {
+		_ = f.Close()
+		return nil, err
+	}
+	return f, nil
+}
+
+func flock(f *os.File, how int) error {
+	for {
+		if err := syscall.Flock(int(f.Fd()), how); err != syscall.EINTR {
+			return err
+		}
+	}
+}
+
+// point tells a test where the supervisor is; nil outside tests.
+func (s *Supervisor) point(name string) {
+	if h := s.hook.Load(); h != nil {
+		(*h)(name)
+	}
 }
 
 // Start adopts every recorded instance still running and from then on
@@ -330,8 +387,10 @@ func (s *Supervisor) exited(ctx context.Context, in *instance, st ExitStatus) (*
 	unlock := s.lockKey(key)
 	if !s.owns(key, in) {
 		unlock()
+		s.point("exited:gave-up")
 		return nil, false
 	}
+	s.point("exited:owned")
 	s.mu.Lock()
 	in.pending = restart
 	s.mu.Unlock()
@@ -353,6 +412,7 @@ func (s *Supervisor) exited(ctx context.Context, in *instance, st ExitStatus) (*
 	}
 	defer s.lockKey(key)()
 	if !s.owns(key, in) {
+		s.point("exited:gave-up")
 		return nil, false
 	}
 	proc, err := s.rt.Start(ctx, rec.Instance)
@@ -372,6 +432,7 @@ func (s *Supervisor) exited(ctx context.Context, in *instance, st ExitStatus) (*
 	s.mu.Lock()
 	in.rec, in.pending = rec, false
 	s.mu.Unlock()
+	s.point("exited:restarted")
 	return in, true
 }
 

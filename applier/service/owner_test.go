@@ -1,0 +1,82 @@
+package service_test
+
+import (
+	"context"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/require"
+
+	"github.com/tend-dev/tend/applier/service"
+	"github.com/tend-dev/tend/applier/service/process"
+	"github.com/tend-dev/tend/internal/testnode"
+)
+
+// The agent's watcher and a `tend apply` (another process, here another
+// supervisor on the same stateDir) decide who owns a replica one at a
+// time: when the watcher has seen an exit and owns the replica, the apply
+// that replaces it waits; once it has, the watcher gives up its restart.
+// One instance runs, the one the record names.
+func TestServiceOneOwnerAcrossProcesses(t *testing.T) {
+	n := newNode(t, true, testAllow)
+	n.AllowEmpty = true
+	svc := n.service("infer", 1)
+	n.apply(svc)
+	old := n.pids("infer")[0]
+
+	agentAt := make(chan string, 10)
+	release := make(chan struct{})
+	n.Sup.SetHook(func(point string) {
+		switch point {
+		case "exited:owned":
+			agentAt <- point
+			<-release
+		case "exited:gave-up", "exited:restarted":
+			agentAt <- point
+		}
+	})
+	apply := service.NewSupervisor(n.StateDir, process.New(testnode.CgroupParent, nil), nil)
+	applyWaits := make(chan struct{}, 1)
+	apply.SetHook(func(point string) {
+		if point == "lock:busy" {
+			select {
+			case applyWaits <- struct{}{}:
+			default:
+			}
+		}
+	})
+
+	require.NoError(t, syscall.Kill(old, syscall.SIGKILL))
+	require.Equal(t, "exited:owned", <-agentAt, "the watcher saw the exit and owns the replica")
+
+	in := service.Instance{Service: "infer", Replica: 0, Command: svc.Command, Env: map[string]string{"INDEX": "0"},
+		LogFile: service.LogFile(n.StateDir, "infer", 0)}
+	type started struct {
+		proc service.Proc
+		err  error
+	}
+	done := make(chan started, 1)
+	go func() {
+		p, err := apply.Run(context.Background(), in, "sha256:apply", "always", 2*time.Second, nil)
+		done <- started{p, err}
+	}()
+	// The apply waits for the replica the watcher owns; it must not
+	// replace it meanwhile.
+	select {
+	case <-applyWaits:
+	case got := <-done:
+		done <- got
+		t.Error("the apply replaced the replica while the watcher owned it")
+	}
+	close(release)
+
+	require.Equal(t, "exited:gave-up", <-agentAt, "the watcher restarted a replica the apply had replaced")
+	got := <-done
+	require.NoError(t, got.err)
+	recs := n.records("infer")
+	require.Len(t, recs, 1)
+	require.Equal(t, got.proc.PID, recs[0].PID, "the record names the apply's instance")
+	require.True(t, recs[0].Alive)
+	require.ErrorIs(t, syscall.Kill(old, 0), syscall.ESRCH)
+}
