@@ -9,6 +9,7 @@ import (
 	"slices"
 	"time"
 
+	"github.com/tend-dev/tend/internal/failpoint"
 	"github.com/tend-dev/tend/planner"
 	"github.com/tend-dev/tend/render"
 )
@@ -152,6 +153,7 @@ func (a *Applier) run(ctx context.Context, d *render.Desired, cs *planner.Change
 		o.created[act.Resource] = createdBy(act)
 		res.Applied = append(res.Applied, act)
 		a.logApplied(ctx, act)
+		failpoint.Hit("apply:done")
 	}
 	return o, nil
 }

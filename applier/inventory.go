@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/tend-dev/tend/internal/atomicfile"
+	"github.com/tend-dev/tend/internal/failpoint"
 	"github.com/tend-dev/tend/planner"
 )
 
@@ -116,6 +117,7 @@ func (inv *Inventory) Save(stateDir string) error {
 	if err != nil {
 		return fmt.Errorf("encode inventory: %w", err)
 	}
+	failpoint.Hit("inventory:save")
 	if err := os.MkdirAll(stateDir, StateDirMode); err != nil {
 		return fmt.Errorf("save inventory: %w", err)
 	}

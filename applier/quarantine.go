@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/tend-dev/tend/internal/atomicfile"
+	"github.com/tend-dev/tend/internal/failpoint"
 )
 
 // QuarantineFile holds, in stateDir, the commits this node rolled back:
@@ -39,5 +40,6 @@ func Quarantine(stateDir, commit string, q Quarantined) error {
 		all = map[string]Quarantined{}
 	}
 	all[commit] = q
+	failpoint.Hit("quarantine:write")
 	return atomicfile.WriteJSON(stateDir, QuarantineFile, all, 0o644)
 }

@@ -6,6 +6,8 @@ import (
 	"fmt"
 	"strings"
 	"time"
+
+	"github.com/tend-dev/tend/internal/failpoint"
 )
 
 // RollbackError says a plan was rolled back: a service did not become
@@ -49,6 +51,7 @@ func rollback(ctx context.Context, steps []undoStep) ([]string, error) {
 			return
 		}
 		done = append(done, s.id)
+		failpoint.Hit("rollback:step")
 	}
 	for i := len(steps) - 1; i >= 0; i-- {
 		if !steps[i].runs {

@@ -1,6 +1,7 @@
 package planner
 
 import (
+	"slices"
 	"sort"
 	"strings"
 )
@@ -41,9 +42,15 @@ func Plan(desired Desired, observed Observed, opts Options) (*Changeset, error) 
 		}
 	}
 	changed := restarts(desired.Resources, apply)
+	owe(apply, observed)
 	for _, i := range unchanged {
-		if a, ok := restart(desired.Resources[i], changed); ok {
+		r := desired.Resources[i]
+		if a, ok := restart(r, changed); ok {
 			apply = append(apply, a)
+			continue
+		}
+		if owed := observed.Resources[r.ID].Owed; len(owed) > 0 {
+			apply = append(apply, Action{Type: Restart, Resource: r.ID, Kind: r.Kind, Reason: owedReason(owed)})
 			continue
 		}
 		cs.Unchanged++
@@ -89,6 +96,24 @@ func restarts(resources []Resource, apply []Action) map[string]*Action {
 		}
 	}
 	return changed
+}
+
+// owe makes an update of a resource that owes a restart restart it whole.
+func owe(apply []Action, observed Observed) {
+	for i := range apply {
+		a := &apply[i]
+		if owed := observed.Resources[a.Resource].Owed; len(owed) > 0 && a.Type == Update && !a.Restart {
+			a.Restart = true
+			a.Reason += "; " + owedReason(owed)
+		}
+	}
+}
+
+// owedReason names the dependencies a restart is owed for.
+func owedReason(owed []string) string {
+	ids := slices.Clone(owed)
+	sort.Strings(ids)
+	return "restart: " + strings.Join(ids, ", ") + " changed since it started (a restart owed by an interrupted apply)"
 }
 
 // deletes returns a delete of every resource tend created, manages, finds

@@ -276,3 +276,42 @@ func BenchmarkPlan(b *testing.B) {
 		})
 	}
 }
+
+// A resource started before a dependency changed (an apply interrupted
+// between the model's swap and the service's restart) owes a restart: the
+// plan performs it, even though nothing changes in Git any more.
+func TestPlanPerformsAnOwedRestart(t *testing.T) {
+	svc := Resource{ID: "service/infer", Kind: KindService, Fields: []Field{{"spec", "s1"}}, Deps: []string{"model/detector"}}
+	m := model("sha256:cd", "")
+	obs := Observed{
+		Resources: map[string]State{m.ID: present(m), svc.ID: {Exists: true, Fields: svc.Fields, Owed: []string{"model/detector"}}},
+		Applied:   map[string][]Field{m.ID: m.Fields, svc.ID: svc.Fields},
+	}
+	cs, err := Plan(Desired{Device: "cam-017", Revision: "r", Resources: []Resource{m, svc}}, obs, Options{})
+	require.NoError(t, err)
+	require.Equal(t, []string{"~ service/infer (restart: model/detector changed since it started (a restart owed by an interrupted apply))"}, strs(cs))
+	require.Equal(t, Restart, cs.Actions[0].Type)
+
+	t.Run("an update restarts whole", func(t *testing.T) {
+		svc2 := svc
+		svc2.Fields = []Field{{"spec", "s2"}}
+		cs, err := Plan(Desired{Resources: []Resource{m, svc2}}, obs, Options{})
+		require.NoError(t, err)
+		require.True(t, cs.Actions[0].Restart)
+		require.Contains(t, cs.Actions[0].Reason, "update: spec changed in Git; restart: model/detector changed since it started")
+	})
+	t.Run("a restart the plan makes anyway is not doubled", func(t *testing.T) {
+		m2 := model("sha256:ef", "")
+		cs, err := Plan(Desired{Resources: []Resource{m2, svc}}, obs, Options{})
+		require.NoError(t, err)
+		require.Equal(t, []string{"~ model/detector (update: digest changed in Git)", "~ service/infer (restart: model/detector sha256:cd → sha256:ef)"}, strs(cs))
+	})
+}
+
+func strs(cs *Changeset) []string {
+	var out []string
+	for _, a := range cs.Actions {
+		out = append(out, a.String())
+	}
+	return out
+}

@@ -70,6 +70,10 @@ type State struct {
 	// Note, when set, says in words what differs on the node, for the
 	// reason of a drift action ("model.onnx edited, extra.txt added").
 	Note string
+	// Owed lists the dependencies (by id) that changed since the resource
+	// was started: a restart they caused did not happen (an apply was
+	// interrupted between the two). The plan restarts it.
+	Owed []string
 }
 
 // Observed is what is on the node: the state of every desired or managed

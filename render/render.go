@@ -111,6 +111,10 @@ func Render(ctx context.Context, dev *manifest.Device, revision string, opts Opt
 		}
 		return "${" + ref + "}"
 	}
+	values := make(map[string]string, len(d.Resources))
+	for _, r := range d.Resources {
+		values[r.ID] = fieldValues(r.Fields)
+	}
 	for _, s := range dev.Spec.Services {
 		spec, r, err := service(s, refs)
 		if err == nil && d.Specs[r.ID] != nil {
@@ -119,10 +123,26 @@ func Render(ctx context.Context, dev *manifest.Device, revision string, opts Opt
 		if err != nil {
 			return nil, fmt.Errorf("%s%s: %w", planner.ServiceID(s.Name), origin(s.Origin), err)
 		}
+		spec.Inputs = make(map[string]string, len(r.Deps))
+		for _, dep := range r.Deps {
+			spec.Inputs[dep] = values[dep]
+		}
 		d.add(r, spec)
 	}
 	d.Held = errors.Join(held...)
 	return d, nil
+}
+
+// fieldValues joins a resource's field values, as an input of a service.
+func fieldValues(fields []planner.Field) string {
+	var b strings.Builder
+	for i, f := range fields {
+		if i > 0 {
+			b.WriteByte(' ')
+		}
+		b.WriteString(f.Value)
+	}
+	return b.String()
 }
 
 func (d *Desired) add(r planner.Resource, spec any) {

@@ -35,6 +35,10 @@ type Service struct {
 	Restart     string // always (""), on-failure or never
 	StopTimeout time.Duration
 	Replicas    []Replica
+	// Inputs holds, by id, what each resource the service depends on is
+	// declared as (its fields' values): an instance started with other
+	// values owes a restart.
+	Inputs map[string]string
 }
 
 // Replica is one instance of a service, ${replica} expanded to its index.

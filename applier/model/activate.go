@@ -11,6 +11,7 @@ import (
 
 	"github.com/tend-dev/tend/internal/atomicfile"
 	"github.com/tend-dev/tend/internal/confine"
+	"github.com/tend-dev/tend/internal/failpoint"
 	"github.com/tend-dev/tend/planner"
 	"github.com/tend-dev/tend/render"
 )
@@ -78,9 +79,11 @@ func (d *Driver) activate(ctx context.Context, m render.Model) error {
 	if err := d.setRecord(next); err != nil {
 		return err
 	}
+	failpoint.Hit("model:record")
 	if err := swapLink(dir, rel, target); err != nil {
 		return fmt.Errorf("activate %s: %w", planner.ModelID(m.Name), err)
 	}
+	failpoint.Hit("model:swapped")
 	if rec.Path != m.Path && rec.Active != "" {
 		d.unlink(m.Name, rec.Path) // the stable path moved: the old link goes
 	}

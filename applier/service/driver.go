@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
 	"time"
@@ -80,7 +81,7 @@ func (d *Driver) instances(s render.Service) ([]Instance, []*Probe) {
 // a running instance started from another) and how many replicas run. An
 // instance the supervisor is about to restart counts as running: the plan
 // does not race its backoff.
-func (d *Driver) Observe(ctx context.Context, id string, _ any) (planner.State, error) {
+func (d *Driver) Observe(ctx context.Context, id string, spec any) (planner.State, error) {
 	if err := ctx.Err(); err != nil {
 		return planner.State{}, err
 	}
@@ -132,7 +133,31 @@ func (d *Driver) Observe(ctx context.Context, id string, _ any) (planner.State, 
 	} else if len(loops) > 0 {
 		st.Note = summarise(loops)
 	}
+	if s, ok := spec.(render.Service); ok {
+		st.Owed = owed(insts, s.Inputs)
+	}
 	return st, nil
+}
+
+// owed returns the dependencies whose declared value differs from what a
+// running instance was started with (its record says so; an older record
+// says nothing and owes nothing), sorted.
+func owed(insts []InstanceState, want map[string]string) []string {
+	seen := map[string]bool{}
+	var out []string
+	for _, in := range insts {
+		if in.Inputs == nil || !(in.Alive || in.Pending) {
+			continue
+		}
+		for id, v := range want {
+			if had, ok := in.Inputs[id]; ok && had != v && !seen[id] {
+				seen[id] = true
+				out = append(out, id)
+			}
+		}
+	}
+	slices.Sort(out)
+	return out
 }
 
 // Apply starts, updates, restarts or stops a service's instances; spec is
@@ -167,7 +192,7 @@ func (d *Driver) Apply(ctx context.Context, a planner.Action, spec any) error {
 		if a.Type != planner.Restart && !a.Restart && ok && (cur.Alive || cur.Pending || cur.Done) && cur.SpecHash == s.Hash {
 			continue // this replica is as declared: untouched
 		}
-		proc, err := d.sup.Run(ctx, in, s.Hash, s.Restart, grace, probes[i])
+		proc, err := d.sup.Run(ctx, in, Spec{Hash: s.Hash, Policy: s.Restart, Grace: grace, Probe: probes[i], Inputs: s.Inputs})
 		if err != nil {
 			return err
 		}
@@ -271,7 +296,8 @@ func (d *Driver) Undo(_ context.Context, a planner.Action, _ any) (func(context.
 			if n, ok := current[o.Instance.Replica]; ok && n.Proc == o.Proc && n.SpecHash == o.SpecHash {
 				continue // never touched by the plan: still on the old inputs
 			}
-			if _, err := d.sup.Run(ctx, o.Instance, o.SpecHash, o.Policy, DefaultStopTimeout, o.Probe); err != nil {
+			spec := Spec{Hash: o.SpecHash, Policy: o.Policy, Grace: DefaultStopTimeout, Probe: o.Probe, Inputs: o.Inputs}
+			if _, err := d.sup.Run(ctx, o.Instance, spec); err != nil {
 				return err
 			}
 		}

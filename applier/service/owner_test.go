@@ -58,7 +58,7 @@ func TestServiceOneOwnerAcrossProcesses(t *testing.T) {
 	}
 	done := make(chan started, 1)
 	go func() {
-		p, err := apply.Run(context.Background(), in, "sha256:apply", "always", 2*time.Second, nil)
+		p, err := apply.Run(context.Background(), in, service.Spec{Hash: "sha256:apply", Policy: "always", Grace: 2 * time.Second})
 		done <- started{p, err}
 	}()
 	// The apply waits for the replica the watcher owns; it must not

@@ -108,6 +108,12 @@ type Runtime interface {
 	Stop(ctx context.Context, p Proc, grace time.Duration) error
 }
 
+// Sweeper is a Runtime that can find the processes it started for an
+// instance since a time, when tend died before it recorded them.
+type Sweeper interface {
+	Orphans(in Instance, since time.Time) ([]Proc, error)
+}
+
 // ErrInvalidInstance: the instance cannot start as declared: its command,
 // user, group or working directory does not exist on this node, tend may
 // not switch to its user, or its limits are below what a process can run

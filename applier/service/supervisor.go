@@ -18,6 +18,7 @@ import (
 
 	"github.com/tend-dev/tend/internal/atomicfile"
 	"github.com/tend-dev/tend/internal/backoff"
+	"github.com/tend-dev/tend/internal/failpoint"
 	"github.com/tend-dev/tend/manifest"
 	"github.com/tend-dev/tend/planner"
 )
@@ -78,6 +79,23 @@ type instanceRecord struct {
 	// Probe, when the service has one, is checked every interval while
 	// the agent watches: failureThreshold failures in a row restart it.
 	Probe *Probe `json:"probe,omitempty"`
+	// Inputs are what the resources the service depends on were declared
+	// as when this instance started (see render.Service.Inputs); nil in a
+	// record of an older tend.
+	Inputs map[string]string `json:"inputs,omitempty"`
+	// Starting, when set, says the instance was being started then and
+	// its process is not known: tend died between the start and this
+	// record. What it started is found and stopped (see sweep).
+	Starting *time.Time `json:"starting,omitempty"`
+}
+
+// Spec is how an instance runs, besides the instance itself.
+type Spec struct {
+	Hash   string        // of the service's expanded spec
+	Policy string        // restart policy: always (""), on-failure, never
+	Grace  time.Duration // between SIGTERM and SIGKILL when stopped
+	Probe  *Probe        // nil: none
+	Inputs map[string]string
 }
 
 // instance is a record and what the supervisor does with it now.
@@ -101,6 +119,9 @@ type InstanceState struct {
 	Restarts  int
 	LastExit  string
 	Limits    string // a warning when resource limits could not be applied
+	// Inputs are what its dependencies were declared as when it started;
+	// nil when its record does not say.
+	Inputs map[string]string
 }
 
 // NewSupervisor returns a supervisor keeping its records in stateDir.
@@ -221,7 +242,7 @@ func (s *Supervisor) Instances(name string) ([]InstanceState, error) {
 	out := make([]InstanceState, 0, len(recs))
 	for _, r := range recs {
 		st := InstanceState{Replica: r.Instance.Replica, SpecHash: r.SpecHash, Restarts: r.Restarts, LastExit: r.LastExit,
-			Alive: s.alive(r), CrashLoop: r.Crashes >= crashLoopAfter, Limits: r.Proc.Limits}
+			Alive: s.alive(r), CrashLoop: r.Crashes >= crashLoopAfter, Limits: r.Proc.Limits, Inputs: r.Inputs}
 		// Done only for an exit seen: after a reboot nothing was seen, and
 		// the service starts again.
 		st.Done = !st.Alive && r.LastExit != "" && r.BootID == bootID() &&
@@ -237,28 +258,34 @@ func (s *Supervisor) Instances(name string) ([]InstanceState, error) {
 }
 
 // Run starts one instance, first stopping the one running in its place.
-func (s *Supervisor) Run(ctx context.Context, in Instance, hash, policy string, grace time.Duration, probe *Probe) (Proc, error) {
+func (s *Supervisor) Run(ctx context.Context, in Instance, spec Spec) (Proc, error) {
 	key := instanceKey{in.Service, in.Replica}
 	defer s.lockKey(key)()
 	restarts := 0
 	if old, err := s.readRecord(key); err == nil && old != nil {
 		restarts = old.Restarts
-		if err := s.halt(ctx, key, old, grace); err != nil {
+		if err := s.halt(ctx, key, old, spec.Grace); err != nil {
 			return Proc{}, err
 		}
+		failpoint.Hit("service:stopped")
 	}
-	proc, err := s.rt.Start(ctx, in)
+	proc, err := s.start(ctx, key, instanceRecord{Instance: in, SpecHash: spec.Hash, Policy: spec.Policy, Restarts: restarts,
+		Inputs: spec.Inputs})
 	if err != nil {
+		_ = os.Remove(s.recordPath(key))
 		return proc, fmt.Errorf("start replica %d: %w", in.Replica, err)
 	}
 	if proc.Limits != "" {
 		s.log.WarnContext(ctx, proc.Limits, logKeyResource, planner.ServiceID(in.Service), logKeyReplica, in.Replica)
 	}
-	rec := instanceRecord{Instance: in, Proc: proc, SpecHash: hash, Policy: policy, StartedAt: s.now(), Restarts: restarts, BootID: bootID(), Probe: probe}
+	failpoint.Hit("service:started")
+	rec := instanceRecord{Instance: in, Proc: proc, SpecHash: spec.Hash, Policy: spec.Policy, StartedAt: s.now(), Restarts: restarts,
+		BootID: bootID(), Probe: spec.Probe, Inputs: spec.Inputs}
 	if err := s.writeRecord(rec); err != nil {
-		_ = s.rt.Stop(ctx, proc, grace)
+		_ = s.rt.Stop(ctx, proc, spec.Grace)
 		return proc, err
 	}
+	failpoint.Hit("service:recorded")
 	s.log.InfoContext(ctx, "service started", logKeyResource, planner.ServiceID(in.Service), logKeyReplica, in.Replica, logKeyPID, proc.PID)
 	s.mu.Lock()
 	watching := s.watching
@@ -281,6 +308,9 @@ func (s *Supervisor) Halt(ctx context.Context, name string, replica int, grace t
 }
 
 func (s *Supervisor) halt(ctx context.Context, key instanceKey, rec *instanceRecord, grace time.Duration) error {
+	if rec.Starting != nil {
+		return s.sweep(ctx, key, rec, grace)
+	}
 	s.mu.Lock()
 	if in := s.inst[key]; in != nil {
 		in.stopping = true
@@ -295,6 +325,41 @@ func (s *Supervisor) halt(ctx context.Context, key instanceKey, rec *instanceRec
 		return err
 	}
 	s.log.InfoContext(ctx, "service stopped", logKeyResource, planner.ServiceID(key.service), logKeyReplica, key.replica, logKeyPID, rec.Proc.PID)
+	return nil
+}
+
+// start starts rec's instance. Its record says it is being started before
+// it is: if tend dies before it knows the process, the next tend finds and
+// stops it (see sweep) instead of running a second.
+func (s *Supervisor) start(ctx context.Context, key instanceKey, rec instanceRecord) (Proc, error) {
+	now := s.now()
+	rec.Proc, rec.BootID, rec.Starting = Proc{}, bootID(), &now
+	if err := s.writeRecord(rec); err != nil {
+		return Proc{}, err
+	}
+	failpoint.Hit("service:starting")
+	return s.rt.Start(ctx, rec.Instance)
+}
+
+// sweep stops what an instance whose start was not recorded (tend died in
+// between) left running, found by the runtime, and forgets the record.
+func (s *Supervisor) sweep(ctx context.Context, key instanceKey, rec *instanceRecord, grace time.Duration) error {
+	if f, ok := s.rt.(Sweeper); ok && (rec.BootID == "" || rec.BootID == bootID()) {
+		orphans, err := f.Orphans(rec.Instance, *rec.Starting)
+		if err != nil {
+			return fmt.Errorf("find what %s replica %d started: %w", planner.ServiceID(key.service), key.replica, err)
+		}
+		for _, p := range orphans {
+			if err := s.rt.Stop(ctx, p, grace); err != nil {
+				return fmt.Errorf("stop %s replica %d (pid %d), started but not recorded: %w", planner.ServiceID(key.service), key.replica, p.PID, err)
+			}
+			s.log.WarnContext(ctx, "stopped an instance whose start was not recorded", logKeyResource, planner.ServiceID(key.service),
+				logKeyReplica, key.replica, logKeyPID, p.PID)
+		}
+	}
+	if err := os.Remove(s.recordPath(key)); err != nil && !errors.Is(err, fs.ErrNotExist) {
+		return err
+	}
 	return nil
 }
 
@@ -415,8 +480,9 @@ func (s *Supervisor) exited(ctx context.Context, in *instance, st ExitStatus) (*
 		s.point("exited:gave-up")
 		return nil, false
 	}
-	proc, err := s.rt.Start(ctx, rec.Instance)
+	proc, err := s.start(ctx, key, rec)
 	if err != nil {
+		_ = s.writeRecord(rec) // the exit it recorded, not the start
 		s.log.ErrorContext(ctx, "restart service", logKeyResource, id, logKeyReplica, key.replica, logKeyError, err.Error())
 		s.mu.Lock()
 		in.pending = false

@@ -10,6 +10,8 @@ import (
 	"path"
 	"path/filepath"
 	"unicode/utf8"
+
+	"github.com/tend-dev/tend/internal/failpoint"
 )
 
 // TempPrefix starts the name of every temporary file tend writes.
@@ -54,9 +56,11 @@ func WriteIn(r *os.Root, name string, data []byte, mode fs.FileMode) (err error)
 	if err := f.Close(); err != nil {
 		return err
 	}
+	failpoint.Hit("atomic:temp")
 	if err := r.Rename(tmp, name); err != nil {
 		return fmt.Errorf("rename %s to %s: %w", path.Join(r.Name(), tmp), path.Join(r.Name(), name), Cause(err))
 	}
+	failpoint.Hit("atomic:renamed")
 	return SyncIn(r, dir)
 }
 
@@ -97,6 +101,7 @@ func SwapLink(r *os.Root, rel, target string) error {
 	if err := r.Symlink(target, tmp); err != nil {
 		return fmt.Errorf("create symlink in %s: %w", path.Join(r.Name(), dir), Cause(err))
 	}
+	failpoint.Hit("atomic:temp-link")
 	if err := r.Rename(tmp, rel); err != nil {
 		_ = r.Remove(tmp)
 		return fmt.Errorf("rename %s to %s: %w", path.Join(r.Name(), tmp), path.Join(r.Name(), rel), Cause(err))

@@ -382,3 +382,21 @@ func TestProcStat(t *testing.T) {
 		require.ErrorIs(t, err, os.ErrNotExist)
 	})
 }
+
+// What the runtime started for an instance is found again by its command
+// line and environment, when tend died before it recorded the process.
+func TestOrphans(t *testing.T) {
+	e := newTestRuntime(t)
+	since := time.Now()
+	in := service.Instance{Service: "orphan", Command: []string{svcBin, "-sleep", "1h"}, Env: map[string]string{"TOKEN": strconv.Itoa(os.Getpid())}}
+	p := start(t, e, in)
+	other := start(t, e, service.Instance{Service: "other", Command: in.Command, Env: map[string]string{"TOKEN": "x"}})
+
+	found, err := e.Orphans(in, since)
+	require.NoError(t, err)
+	require.Equal(t, []service.Proc{{PID: p.PID, StartTime: p.StartTime}}, found, "only its own: %d is another instance's", other.PID)
+
+	found, err = e.Orphans(in, time.Now().Add(time.Hour))
+	require.NoError(t, err)
+	require.Empty(t, found, "started before: not this start's")
+}

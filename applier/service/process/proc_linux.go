@@ -33,18 +33,25 @@ var proc struct {
 }
 
 func readProcStat(pid int) (procStat, error) {
+	mounted, err := procFS()
+	if err != nil {
+		return procStat{}, err
+	}
+	return statOf(mounted, pid)
+}
+
+// procFS returns /proc, opening it the first time it can.
+func procFS() (procfs.FS, error) {
 	proc.mu.Lock()
+	defer proc.mu.Unlock()
 	if proc.fs == nil {
 		mounted, err := procfs.NewDefaultFS()
 		if err != nil {
-			proc.mu.Unlock()
-			return procStat{}, fmt.Errorf("open /proc: %w", err)
+			return procfs.FS{}, fmt.Errorf("open /proc: %w", err)
 		}
 		proc.fs = &mounted
 	}
-	mounted := *proc.fs
-	proc.mu.Unlock()
-	return statOf(mounted, pid)
+	return *proc.fs, nil
 }
 
 // statOf reads the stat of pid in /proc mounted at procFS.

@@ -1,0 +1,55 @@
+package process
+
+import (
+	"fmt"
+	"slices"
+	"time"
+
+	"github.com/tend-dev/tend/applier/service"
+)
+
+var _ service.Sweeper = (*Runtime)(nil)
+
+// Orphans returns the processes this runtime started for in since then
+// (less two seconds: /proc gives start times against a boot time in whole
+// seconds) that still run: session
+// leaders with in's exact command line and environment, which tend alone
+// sets. It reads every process of /proc; it is called only after tend
+// died between starting an instance and recording it.
+func (e *Runtime) Orphans(in service.Instance, since time.Time) ([]service.Proc, error) {
+	mounted, err := procFS()
+	if err != nil {
+		return nil, err
+	}
+	procs, err := mounted.AllProcs()
+	if err != nil {
+		return nil, fmt.Errorf("list /proc: %w", err)
+	}
+	env := instanceEnv(in)
+	var out []service.Proc
+	for _, p := range procs {
+		st, err := p.Stat()
+		if err != nil || st.Session != p.PID || st.State == "Z" {
+			continue
+		}
+		started, err := st.StartTime()
+		if err != nil || time.Unix(0, int64(started*1e9)).Before(since.Add(-2*time.Second)) {
+			continue
+		}
+		cmd, err := p.CmdLine()
+		if err != nil || !slices.Equal(cmd, in.Command) {
+			continue
+		}
+		have, err := p.Environ()
+		if err != nil {
+			continue
+		}
+		slices.Sort(have)
+		if !slices.Equal(have, env) {
+			continue
+		}
+		out = append(out, service.Proc{PID: p.PID, StartTime: st.Starttime})
+	}
+	return out, nil
+}
+
