@@ -145,6 +145,8 @@ func (d *Driver) remove(allow, rel string) error {
 	if err := dir.Remove(rel); err != nil && !errors.Is(err, fs.ErrNotExist) {
 		return fmt.Errorf("remove %s: %w", path.Join(dir.Name(), rel), atomicfile.Cause(err))
 	}
+	// And what a killed write of it left (see atomicfile.TempName).
+	_ = dir.Remove(path.Join(path.Dir(rel), atomicfile.TempName(path.Base(rel))))
 	changed, err := d.tree.Prune(dir, allow, path.Dir(rel))
 	if err != nil {
 		return err

@@ -1,7 +1,7 @@
 package atomicfile
 
 import (
-	"crypto/rand"
+	"crypto/sha256"
 	"encoding/hex"
 	"errors"
 	"fmt"
@@ -9,6 +9,7 @@ import (
 	"os"
 	"path"
 	"path/filepath"
+	"syscall"
 	"unicode/utf8"
 
 	"github.com/tend-dev/tend/internal/failpoint"
@@ -28,16 +29,18 @@ const DirMode fs.FileMode = 0o755
 // file in the same folder, sets its mode exactly (the umask plays no part),
 // fsyncs it, renames it over name and fsyncs the folder. A crash at any
 // point leaves either the old or the new file at name. The temporary file
-// is removed on any error.
+// is removed on any error, and what a killed write left is reused by the
+// next (see TempName).
 func WriteIn(r *os.Root, name string, data []byte, mode fs.FileMode) (err error) {
 	dir, base := path.Split(name)
 	tmp, f, err := createTemp(r, dir, base)
 	if err != nil {
 		return err
 	}
+	// Closing f releases the lock createTemp took: after the rename.
+	defer f.Close()
 	defer func() {
 		if err != nil {
-			_ = f.Close()
 			_ = r.Remove(tmp)
 		}
 	}()
@@ -51,9 +54,6 @@ func WriteIn(r *os.Root, name string, data []byte, mode fs.FileMode) (err error)
 		return err
 	}
 	if err := f.Sync(); err != nil {
-		return err
-	}
-	if err := f.Close(); err != nil {
 		return err
 	}
 	failpoint.Hit("atomic:temp")
@@ -97,7 +97,10 @@ func SwapLink(r *os.Root, rel, target string) error {
 		return nil
 	}
 	dir, base := path.Split(rel)
-	tmp := dir + tempName(base)
+	tmp := dir + TempName(base)
+	if err := r.Remove(tmp); err != nil && !errors.Is(err, fs.ErrNotExist) {
+		return fmt.Errorf("remove stale temporary link %s: %w", path.Join(r.Name(), tmp), Cause(err))
+	}
 	if err := r.Symlink(target, tmp); err != nil {
 		return fmt.Errorf("create symlink in %s: %w", path.Join(r.Name(), dir), Cause(err))
 	}
@@ -137,28 +140,76 @@ func Sync(dir string) error {
 	return nil
 }
 
-// createTemp creates a new file ".tend-<base>-<random>" in dir inside r,
-// base cut to tempBaseMax bytes.
+// createTemp opens the temporary file of base in dir inside r (see
+// TempName), empty and locked (flock) for the caller until it closes it.
+// Two writers of one file take turns: the second waits for the lock, finds
+// the name renamed away and starts over. What a killed write left under the
+// name is reused (its writer's lock died with it); anything but a regular
+// file there (a symlink someone planted) is removed, never written through.
 func createTemp(r *os.Root, dir, base string) (string, *os.File, error) {
-	for range 10 {
-		name := dir + tempName(base)
-		f, err := r.OpenFile(name, os.O_WRONLY|os.O_CREATE|os.O_EXCL, 0o600)
-		if errors.Is(err, fs.ErrExist) {
+	name := dir + TempName(base)
+	where := path.Join(r.Name(), name)
+	for range 100 {
+		if fi, err := r.Lstat(name); err == nil && !fi.Mode().IsRegular() {
+			if err := r.Remove(name); err != nil && !errors.Is(err, fs.ErrNotExist) {
+				return "", nil, fmt.Errorf("remove stale temporary file %s: %w", where, Cause(err))
+			}
+		}
+		f, err := r.OpenFile(name, os.O_WRONLY|os.O_CREATE|syscall.O_NOFOLLOW, 0o600)
+		if err != nil {
+			return "", nil, fmt.Errorf("create temporary file %s: %w", where, Cause(err))
+		}
+		if err := lock(f); err != nil {
+			_ = f.Close()
+			return "", nil, fmt.Errorf("lock temporary file %s: %w", where, err)
+		}
+		if !still(r, name, f) {
+			_ = f.Close() // renamed or removed by the writer before us
 			continue
 		}
-		if err != nil {
-			return "", nil, fmt.Errorf("create temporary file in %s: %w", path.Join(r.Name(), dir), Cause(err))
+		if err := f.Truncate(0); err != nil {
+			_ = f.Close()
+			return "", nil, err
 		}
 		return name, f, nil
 	}
-	return "", nil, fmt.Errorf("create temporary file in %s: too many name collisions", path.Join(r.Name(), dir))
+	return "", nil, fmt.Errorf("create temporary file %s: it keeps being replaced by another writer", where)
 }
 
-// tempName is a fresh temporary name for a file called base.
-func tempName(base string) string {
-	var b [6]byte
-	_, _ = rand.Read(b[:])
-	return TempPrefix + truncateName(base, tempBaseMax) + "-" + hex.EncodeToString(b[:])
+// lock takes f's flock, waiting for another writer of the same file. A file
+// system without flock is no error: tend's own writes of one file are
+// serialised by the state directory's lock.
+func lock(f *os.File) error {
+	for {
+		err := syscall.Flock(int(f.Fd()), syscall.LOCK_EX)
+		switch {
+		case err == nil, errors.Is(err, syscall.ENOLCK), errors.Is(err, syscall.EOPNOTSUPP), errors.Is(err, syscall.ENOSYS):
+			return nil
+		case errors.Is(err, syscall.EINTR):
+			continue
+		default:
+			return err
+		}
+	}
+}
+
+// still reports whether name inside r is the file f has open.
+func still(r *os.Root, name string, f *os.File) bool {
+	a, err := f.Stat()
+	if err != nil {
+		return false
+	}
+	b, err := r.Lstat(name)
+	return err == nil && os.SameFile(a, b)
+}
+
+// TempName is the name of the temporary file a write of base goes
+// through: ".tend-<base, cut to 64 bytes>-<12 hex digits of its hash>",
+// the same for every write of base, so what a write killed half-way leaves
+// is reused by the next write of base (and removed by a delete of base).
+func TempName(base string) string {
+	sum := sha256.Sum256([]byte(base))
+	return TempPrefix + truncateName(base, tempBaseMax) + "-" + hex.EncodeToString(sum[:6])
 }
 
 // truncateName returns the longest prefix of s of at most n bytes that does

@@ -5,10 +5,12 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
+	"sync"
 	"syscall"
 	"testing"
 	"unicode/utf8"
 
+	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 )
 
@@ -115,4 +117,73 @@ func requireNoTemp(t *testing.T, dir string) {
 		return nil
 	})
 	require.NoError(t, err)
+}
+
+// A write killed after its temporary file was made leaves it behind; the
+// next write of the same file removes it. A symlink planted at the
+// temporary name is removed, never written through.
+func TestStaleTempIsRemoved(t *testing.T) {
+	dir := t.TempDir()
+	stale := filepath.Join(dir, TempName("config.yaml"))
+	require.NoError(t, os.WriteFile(stale, []byte("half"), 0o600))
+	require.NoError(t, Write(dir, "config.yaml", []byte("whole"), 0o644))
+	requireNoTemp(t, dir)
+
+	outside := filepath.Join(t.TempDir(), "victim")
+	require.NoError(t, os.WriteFile(outside, []byte("mine"), 0o644))
+	require.NoError(t, os.Symlink(outside, stale))
+	require.NoError(t, Write(dir, "config.yaml", []byte("again"), 0o644))
+	b, err := os.ReadFile(outside)
+	require.NoError(t, err)
+	require.Equal(t, "mine", string(b), "written through a planted link")
+	requireNoTemp(t, dir)
+	require.Equal(t, TempName("config.yaml"), TempName("config.yaml"), "the same name every time")
+	require.NotEqual(t, TempName(strings.Repeat("a", 70)+"1"), TempName(strings.Repeat("a", 70)+"2"), "long names that share a prefix do not collide")
+}
+
+// Writers of one file in parallel take turns: every read sees one whole
+// version, the last write wins whole, no temporary file is left.
+func TestConcurrentWritersOfOneFile(t *testing.T) {
+	dir := t.TempDir()
+	versions := map[string]bool{}
+	for i := range 8 {
+		versions[strings.Repeat(string(rune('a'+i)), 64<<10)] = true
+	}
+	require.NoError(t, Write(dir, "model.bin", []byte(strings.Repeat("a", 64<<10)), 0o644))
+	var wg sync.WaitGroup
+	for v := range versions {
+		wg.Go(func() {
+			for range 20 {
+				assert.NoError(t, Write(dir, "model.bin", []byte(v), 0o644))
+			}
+		})
+	}
+	done := make(chan struct{})
+	go func() { wg.Wait(); close(done) }()
+	for reading := true; reading; {
+		select {
+		case <-done:
+			reading = false
+		default:
+		}
+		b, err := os.ReadFile(filepath.Join(dir, "model.bin"))
+		require.NoError(t, err)
+		require.True(t, versions[string(b)], "read a mixed or torn file of %d bytes", len(b))
+	}
+	requireNoTemp(t, dir)
+}
+
+// A symlink planted at the temporary name that points at another file in
+// the same folder is removed, not written through.
+func TestPlantedLinkInsideIsNotFollowed(t *testing.T) {
+	dir := t.TempDir()
+	require.NoError(t, os.WriteFile(filepath.Join(dir, "other"), []byte("keep"), 0o644))
+	require.NoError(t, os.Symlink("other", filepath.Join(dir, TempName("config.yaml"))))
+	require.NoError(t, Write(dir, "config.yaml", []byte("new"), 0o644))
+	b, err := os.ReadFile(filepath.Join(dir, "other"))
+	require.NoError(t, err)
+	require.Equal(t, "keep", string(b))
+	b, err = os.ReadFile(filepath.Join(dir, "config.yaml"))
+	require.NoError(t, err)
+	require.Equal(t, "new", string(b))
 }
