@@ -20,7 +20,15 @@ type Instance struct {
 	Memory     int64             // bytes; 0 = no limit
 	CPUMilli   int64             // millicores; 0 = no limit
 	LogFile    string            // stdout and stderr are appended here (O_APPEND); the folder is created; "" = discarded
+	// Invocation is unique to one start of the instance (set by the
+	// supervisor) and reaches the process as $TEND_INVOCATION_ID, as
+	// systemd's $INVOCATION_ID does: what a tend killed while starting it
+	// left running is found by it (see Sweeper), even after an exec.
+	Invocation string `json:",omitempty"`
 }
+
+// InvocationEnv is the variable that carries Instance.Invocation.
+const InvocationEnv = "TEND_INVOCATION_ID"
 
 // DefaultPath is an instance's PATH when its Env sets none.
 const DefaultPath = "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin"

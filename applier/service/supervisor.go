@@ -2,6 +2,7 @@ package service
 
 import (
 	"context"
+	"crypto/rand"
 	"errors"
 	"fmt"
 	"io/fs"
@@ -269,8 +270,9 @@ func (s *Supervisor) Run(ctx context.Context, in Instance, spec Spec) (Proc, err
 		}
 		failpoint.Hit("service:stopped")
 	}
-	proc, err := s.start(ctx, key, instanceRecord{Instance: in, SpecHash: spec.Hash, Policy: spec.Policy, Restarts: restarts,
-		Inputs: spec.Inputs})
+	rec := instanceRecord{Instance: in, SpecHash: spec.Hash, Policy: spec.Policy, Restarts: restarts, BootID: bootID(),
+		Probe: spec.Probe, Inputs: spec.Inputs}
+	proc, err := s.start(ctx, key, &rec)
 	if err != nil {
 		_ = os.Remove(s.recordPath(key))
 		return proc, fmt.Errorf("start replica %d: %w", in.Replica, err)
@@ -279,8 +281,7 @@ func (s *Supervisor) Run(ctx context.Context, in Instance, spec Spec) (Proc, err
 		s.log.WarnContext(ctx, proc.Limits, logKeyResource, planner.ServiceID(in.Service), logKeyReplica, in.Replica)
 	}
 	failpoint.Hit("service:started")
-	rec := instanceRecord{Instance: in, Proc: proc, SpecHash: spec.Hash, Policy: spec.Policy, StartedAt: s.now(), Restarts: restarts,
-		BootID: bootID(), Probe: spec.Probe, Inputs: spec.Inputs}
+	rec.Proc, rec.StartedAt = proc, s.now()
 	if err := s.writeRecord(rec); err != nil {
 		_ = s.rt.Stop(ctx, proc, spec.Grace)
 		return proc, err
@@ -328,17 +329,25 @@ func (s *Supervisor) halt(ctx context.Context, key instanceKey, rec *instanceRec
 	return nil
 }
 
-// start starts rec's instance. Its record says it is being started before
-// it is: if tend dies before it knows the process, the next tend finds and
-// stops it (see sweep) instead of running a second.
-func (s *Supervisor) start(ctx context.Context, key instanceKey, rec instanceRecord) (Proc, error) {
+// start starts rec's instance under a new invocation, which it sets in
+// rec. Its record says it is being started before it is: if tend dies
+// before it knows the process, the next tend finds and stops it (see
+// sweep) instead of running a second.
+func (s *Supervisor) start(ctx context.Context, key instanceKey, rec *instanceRecord) (Proc, error) {
+	rec.Instance.Invocation = newInvocation()
+	intent := *rec
 	now := s.now()
-	rec.Proc, rec.BootID, rec.Starting = Proc{}, bootID(), &now
-	if err := s.writeRecord(rec); err != nil {
+	intent.Proc, intent.BootID, intent.Starting = Proc{}, bootID(), &now
+	if err := s.writeRecord(intent); err != nil {
 		return Proc{}, err
 	}
 	failpoint.Hit("service:starting")
 	return s.rt.Start(ctx, rec.Instance)
+}
+
+// newInvocation returns a fresh Instance.Invocation: 128 random bits.
+func newInvocation() string {
+	return rand.Text()
 }
 
 // sweep stops what an instance whose start was not recorded (tend died in
@@ -361,6 +370,15 @@ func (s *Supervisor) sweep(ctx context.Context, key instanceKey, rec *instanceRe
 		return err
 	}
 	return nil
+}
+
+// running returns the process recorded for a replica when it runs.
+func (s *Supervisor) running(name string, replica int) (Proc, bool) {
+	rec, err := s.readRecord(instanceKey{name, replica})
+	if err != nil || rec == nil || rec.Starting != nil || !s.alive(*rec) {
+		return Proc{}, false
+	}
+	return rec.Proc, true
 }
 
 // track makes rec the instance the supervisor knows for its key.
@@ -480,7 +498,7 @@ func (s *Supervisor) exited(ctx context.Context, in *instance, st ExitStatus) (*
 		s.point("exited:gave-up")
 		return nil, false
 	}
-	proc, err := s.start(ctx, key, rec)
+	proc, err := s.start(ctx, key, &rec)
 	if err != nil {
 		_ = s.writeRecord(rec) // the exit it recorded, not the start
 		s.log.ErrorContext(ctx, "restart service", logKeyResource, id, logKeyReplica, key.replica, logKeyError, err.Error())

@@ -15,15 +15,20 @@ import (
 )
 
 // instanceEnv is the environment of in: exactly in.Env, plus PATH
-// (service.DefaultPath) when in.Env sets none. Sorted, so it reads the same every
-// time.
+// (service.DefaultPath) when in.Env sets none, plus $TEND_INVOCATION_ID when
+// in has an invocation. Sorted, so it reads the same every time.
 func instanceEnv(in service.Instance) []string {
-	env := make([]string, 0, len(in.Env)+1)
+	env := make([]string, 0, len(in.Env)+2)
 	for k, v := range in.Env {
-		env = append(env, k+"="+v)
+		if k != service.InvocationEnv {
+			env = append(env, k+"="+v)
+		}
 	}
 	if _, ok := in.Env["PATH"]; !ok {
 		env = append(env, "PATH="+service.DefaultPath)
+	}
+	if in.Invocation != "" {
+		env = append(env, service.InvocationEnv+"="+in.Invocation)
 	}
 	slices.Sort(env)
 	return env

@@ -3,11 +3,13 @@ package process
 import (
 	"context"
 	"encoding/json"
+	"fmt"
 	"os"
 	"os/exec"
 	"os/user"
 	"path/filepath"
 	"strconv"
+	"strings"
 	"syscall"
 	"testing"
 	"time"
@@ -399,4 +401,30 @@ func TestOrphans(t *testing.T) {
 	found, err = e.Orphans(in, time.Now().Add(time.Hour))
 	require.NoError(t, err)
 	require.Empty(t, found, "started before: not this start's")
+}
+
+// An instance started under an invocation is found by it even after its
+// command exec'd another program (a wrapper script's `exec "$@"`): its
+// command line is not what was started, its environment still names the
+// invocation.
+func TestOrphansAfterExec(t *testing.T) {
+	e := newTestRuntime(t)
+	since := time.Now()
+	token := strconv.Itoa(os.Getpid())
+	in := service.Instance{Service: "wrapped", Command: []string{"/bin/sh", "-c", `exec "$0" -sleep 1h ` + token, svcBin},
+		Invocation: "inv-" + token}
+	p := start(t, e, in)
+	other := start(t, e, service.Instance{Service: "wrapped", Command: in.Command, Invocation: "inv-other"})
+	require.Eventually(t, func() bool {
+		cmd, err := os.ReadFile(fmt.Sprintf("/proc/%d/cmdline", p.PID))
+		return err == nil && strings.HasPrefix(string(cmd), svcBin)
+	}, 10*time.Second, 5*time.Millisecond, "the wrapper did not exec")
+
+	found, err := e.Orphans(in, since)
+	require.NoError(t, err)
+	require.Equal(t, []service.Proc{{PID: p.PID, StartTime: p.StartTime}}, found, "only its own: %d is another invocation", other.PID)
+
+	env, err := os.ReadFile(fmt.Sprintf("/proc/%d/environ", p.PID))
+	require.NoError(t, err)
+	require.Contains(t, strings.Split(string(env), "\x00"), service.InvocationEnv+"="+in.Invocation)
 }

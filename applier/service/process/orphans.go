@@ -5,6 +5,8 @@ import (
 	"slices"
 	"time"
 
+	"github.com/prometheus/procfs"
+
 	"github.com/tend-dev/tend/applier/service"
 )
 
@@ -12,10 +14,12 @@ var _ service.Sweeper = (*Runtime)(nil)
 
 // Orphans returns the processes this runtime started for in since then
 // (less two seconds: /proc gives start times against a boot time in whole
-// seconds) that still run: session
-// leaders with in's exact command line and environment, which tend alone
-// sets. It reads every process of /proc; it is called only after tend
-// died between starting an instance and recording it.
+// seconds) that still run: session leaders whose environment holds in's
+// invocation ($TEND_INVOCATION_ID), which tend alone sets and an exec
+// keeps. An instance without an invocation (recorded by an older tend) is
+// matched by its exact command line and environment. It reads every
+// process of /proc; it is called only after tend died between starting an
+// instance and recording it.
 func (e *Runtime) Orphans(in service.Instance, since time.Time) ([]service.Proc, error) {
 	mounted, err := procFS()
 	if err != nil {
@@ -25,7 +29,6 @@ func (e *Runtime) Orphans(in service.Instance, since time.Time) ([]service.Proc,
 	if err != nil {
 		return nil, fmt.Errorf("list /proc: %w", err)
 	}
-	env := instanceEnv(in)
 	var out []service.Proc
 	for _, p := range procs {
 		st, err := p.Stat()
@@ -36,20 +39,26 @@ func (e *Runtime) Orphans(in service.Instance, since time.Time) ([]service.Proc,
 		if err != nil || time.Unix(0, int64(started*1e9)).Before(since.Add(-2*time.Second)) {
 			continue
 		}
-		cmd, err := p.CmdLine()
-		if err != nil || !slices.Equal(cmd, in.Command) {
-			continue
+		if startedFor(p, in) {
+			out = append(out, service.Proc{PID: p.PID, StartTime: st.Starttime})
 		}
-		have, err := p.Environ()
-		if err != nil {
-			continue
-		}
-		slices.Sort(have)
-		if !slices.Equal(have, env) {
-			continue
-		}
-		out = append(out, service.Proc{PID: p.PID, StartTime: st.Starttime})
 	}
 	return out, nil
 }
 
+// startedFor reports whether p is a process started for in (see Orphans).
+func startedFor(p procfs.Proc, in service.Instance) bool {
+	have, err := p.Environ()
+	if err != nil {
+		return false
+	}
+	if in.Invocation != "" {
+		return slices.Contains(have, service.InvocationEnv+"="+in.Invocation)
+	}
+	cmd, err := p.CmdLine()
+	if err != nil || !slices.Equal(cmd, in.Command) {
+		return false
+	}
+	slices.Sort(have)
+	return slices.Equal(have, instanceEnv(in))
+}
