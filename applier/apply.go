@@ -58,7 +58,7 @@ func (a *Applier) Apply(ctx context.Context, d *render.Desired, cs *planner.Chan
 	var o outcome
 	if applyErr == nil {
 		actx, stop := a.graced(ctx)
-		o, applyErr = a.run(actx, d, cs, &res)
+		o, applyErr = a.run(actx, d, cs, &res, inv.Revision == "")
 		stop()
 	} else {
 		o = outcome{pending: map[string]bool{}}
@@ -121,8 +121,11 @@ func (a *Applier) graced(tick context.Context) (ctx context.Context, stop func()
 }
 
 // run applies the plan's actions in order, stopping at the first error; a
-// failed action of a Runner rolls back every action applied before it.
-func (a *Applier) run(ctx context.Context, d *render.Desired, cs *planner.Changeset, res *Result) (outcome, error) {
+// failed action of a Runner rolls back every action applied before it,
+// unless first: no revision was ever applied on this node, there is
+// nothing to go back to, and the failed service is left to its restart
+// policy (a rollback would leave the node running nothing).
+func (a *Applier) run(ctx context.Context, d *render.Desired, cs *planner.Changeset, res *Result, first bool) (outcome, error) {
 	o := outcome{pending: make(map[string]bool, len(cs.Actions)), created: map[string]bool{}}
 	for _, act := range cs.Actions {
 		o.pending[act.Resource] = true
@@ -143,6 +146,10 @@ func (a *Applier) run(ctx context.Context, d *render.Desired, cs *planner.Change
 			res.Failed = &failed
 			if !a.runs(act.Kind) || act.Type == planner.Delete {
 				return o, fmt.Errorf("apply %s: %w", act.Resource, err)
+			}
+			if first {
+				return o, fmt.Errorf("%s did not become healthy: %w; not rolled back: no revision was applied on this node before, "+
+					"so there is nothing to go back to (it is restarted under its restart policy; fix it in a new commit)", act.Resource, err)
 			}
 			for _, done := range res.Applied {
 				o.pending[done.Resource] = true // undone: the inventory keeps what ran before

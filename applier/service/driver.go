@@ -2,6 +2,7 @@ package service
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"os"
 	"path/filepath"
@@ -12,6 +13,7 @@ import (
 
 	"github.com/tend-dev/tend/applier"
 	"github.com/tend-dev/tend/internal/atomicfile"
+	"github.com/tend-dev/tend/internal/backoff"
 	"github.com/tend-dev/tend/manifest"
 	"github.com/tend-dev/tend/planner"
 	"github.com/tend-dev/tend/render"
@@ -192,15 +194,8 @@ func (d *Driver) Apply(ctx context.Context, a planner.Action, spec any) error {
 		if a.Type != planner.Restart && !a.Restart && ok && (cur.Alive || cur.Pending || cur.Done) && cur.SpecHash == s.Hash {
 			continue // this replica is as declared: untouched
 		}
-		proc, err := d.sup.Run(ctx, in, Spec{Hash: s.Hash, Policy: s.Restart, Grace: grace, Probe: probes[i], Inputs: s.Inputs})
-		if err != nil {
-			return err
-		}
-		err = d.settle(ctx, s.Restart, proc)
-		if err == nil && probes[i] != nil {
-			err = probes[i].WaitHealthy(ctx, func() bool { return d.sup.rt.Alive(proc) })
-		}
-		if err != nil {
+		spec := Spec{Hash: s.Hash, Policy: s.Restart, Grace: grace, Probe: probes[i], Inputs: s.Inputs}
+		if err := d.startHealthy(ctx, in, spec); err != nil {
 			return fmt.Errorf("replica %d: %w", i, err)
 		}
 	}
@@ -218,12 +213,68 @@ func (d *Driver) Apply(ctx context.Context, a planner.Action, spec any) error {
 // running after a start to count as healthy.
 var startSettle = 300 * time.Millisecond
 
+// startupGrace is the startup grace of a service without a probe.
+var startupGrace = DefaultStartupGrace
+
+// errExited: the instance's process exited during its startup.
+var errExited = errors.New("exited")
+
+// startHealthy starts in and waits until it is healthy: running startSettle
+// after its start, and then passing its probe if it has one. A start that
+// exits (a crash, a kill in its first moments) is retried under the
+// restart policy, after the supervisor's restart backoff, until the startup
+// grace (the probe's, DefaultStartupGrace without one) measured from the
+// first start has passed; only then is the update a failure (and rolled
+// back). While an agent watches, its supervisor may have restarted the
+// instance first: that instance is the one waited for.
+func (d *Driver) startHealthy(ctx context.Context, in Instance, spec Spec) error {
+	grace := startupGrace
+	if spec.Probe != nil {
+		grace = spec.Probe.grace()
+	}
+	start := time.Now()
+	proc, err := d.sup.Run(ctx, in, spec)
+	for attempt := 1; ; attempt++ {
+		if err != nil {
+			return err
+		}
+		err = d.settle(ctx, spec.Policy, proc)
+		if err == nil && spec.Probe != nil {
+			p := *spec.Probe
+			p.StartupGrace = max(grace-time.Since(start), time.Millisecond)
+			err = p.WaitHealthy(ctx, func() bool { return d.sup.rt.Alive(proc) })
+		}
+		if err == nil || !errors.Is(err, errExited) || !restarts(spec.Policy) {
+			return err
+		}
+		wait := restartBackoff.Delay(attempt)
+		if time.Since(start)+wait >= grace {
+			return fmt.Errorf("%w (started %d times within startupGrace %s)", err, attempt, grace)
+		}
+		d.sup.log.WarnContext(ctx, "service exited during startup; starting it again", logKeyResource, planner.ServiceID(in.Service),
+			logKeyReplica, in.Replica, "in", wait.String(), logKeyError, err.Error())
+		if err := backoff.Sleep(ctx, wait); err != nil {
+			return err
+		}
+		if cur, ok := d.sup.running(in.Service, in.Replica); ok && cur != proc {
+			proc, err = cur, nil // the watcher restarted it
+			continue
+		}
+		proc, err = d.sup.Run(ctx, in, spec)
+	}
+}
+
+// restarts reports whether policy restarts an instance whatever its exit.
+func restarts(policy string) bool {
+	return policy == manifest.RestartAlways || policy == ""
+}
+
 // settle checks that an instance is still running after startSettle (a
-// health probe then checks the rest): one that exits at once fails the
-// update (and rolls it back), as an unhealthy one does. A service whose
-// restart policy lets it finish (never, on-failure) may exit.
+// health probe then checks the rest): one that exits fails its start
+// (errExited). A service whose restart policy lets it finish (never,
+// on-failure) may exit.
 func (d *Driver) settle(ctx context.Context, policy string, p Proc) error {
-	if policy == manifest.RestartNever || policy == manifest.RestartOnFailure {
+	if !restarts(policy) {
 		return nil
 	}
 	select {
@@ -232,7 +283,7 @@ func (d *Driver) settle(ctx context.Context, policy string, p Proc) error {
 	case <-time.After(startSettle):
 	}
 	if !d.sup.rt.Alive(p) {
-		return fmt.Errorf("%w: pid %d exited within %s of its start; see tend logs", ErrUnhealthy, p.PID, startSettle)
+		return fmt.Errorf("%w: pid %d %w within %s of its start; see tend logs", ErrUnhealthy, p.PID, errExited, startSettle)
 	}
 	return nil
 }

@@ -2,6 +2,7 @@ package service_test
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"log/slog"
 	"net"
@@ -608,9 +609,11 @@ func TestServiceMemoryLimit(t *testing.T) {
 	require.Equal(t, "drift: 1 of 1 replicas not running (replica 0 gone)", cs.Actions[0].Reason)
 }
 
-// A service that exits at once, with no health probe, fails its start:
-// the update is rolled back, not left crash-looping.
+// A service that keeps exiting at once, with no health probe, fails its
+// start once its startup grace is spent: the update is rolled back, not
+// left crash-looping.
 func TestServiceExitingAtOnceRollsBack(t *testing.T) {
+	service.SetStartupGrace(t, time.Second)
 	n := newNode(t, false, testAllow)
 	n.AllowEmpty = true
 	good := n.service("web", 2)
@@ -621,6 +624,7 @@ func TestServiceExitingAtOnceRollsBack(t *testing.T) {
 	var rb *applier.RollbackError
 	require.ErrorAs(t, err, &rb)
 	require.ErrorContains(t, err, "exited within 300ms of its start")
+	require.Regexp(t, `\(started [2-9] times within startupGrace 1s\)`, err.Error(), "not retried within its grace")
 	now := n.pids("web")
 	require.Len(t, now, 2)
 	require.NotEqual(t, pids[0], now[0], "replica 0 runs the old spec again")
@@ -677,4 +681,53 @@ func TestServiceAsAnotherUserReadsItsModel(t *testing.T) {
 		b, _ := os.ReadFile(service.LogFile(m.StateDir, "reader", 0))
 		return strings.Contains(string(b), string(v1Files["labels.txt"]))
 	}, "reader did not print the model's labels")
+}
+
+// A start killed in its first moments is retried under the restart policy
+// within its startup grace: neither an update nor a first deploy fails
+// for it (and nothing is rolled back).
+func TestServiceKilledAtStartIsRetried(t *testing.T) {
+	for _, watch := range []bool{false, true} {
+		t.Run(fmt.Sprintf("watch=%v", watch), func(t *testing.T) {
+			n := newNode(t, watch, testAllow)
+			n.AllowEmpty = true
+			first := filepath.Join(t.TempDir(), "first")
+			n.apply(n.service("web", 1, "-crash-first", first))
+			require.FileExists(t, first, "the first start was not killed")
+			require.Len(t, n.pids("web"), 1, "not running after its first start was killed")
+
+			again := filepath.Join(t.TempDir(), "again")
+			cs, _, err := n.tick(n.declare(n.service("web", 1, "-crash-first", again)), "rev2")
+			require.NoError(t, err, "an update whose first start was killed failed")
+			require.Len(t, cs.Actions, 1)
+			require.FileExists(t, again)
+			require.Len(t, n.pids("web"), 1)
+			require.Contains(t, n.records("web")[0].Command, again, "rolled back")
+		})
+	}
+}
+
+// A first deploy whose service never becomes healthy is not rolled back
+// into nothing: the error says so, the commit is not held against the
+// node (no RollbackError), and the agent's supervisor keeps restarting
+// the service under its policy, with backoff.
+func TestFirstDeployIsNotRolledBack(t *testing.T) {
+	service.SetStartupGrace(t, time.Second)
+	n := newNode(t, true, testAllow)
+	n.AllowEmpty = true
+	files := manifest.File{Path: testAllow + "/web.conf", Content: "port: 1\n"}
+	bad := n.service("web", 1, "-exit", "1")
+	_, res, err := n.tick(n.Declare(manifest.DeviceSpec{Files: []manifest.File{files}, Services: []manifest.Service{bad}}), "rev1")
+	require.ErrorContains(t, err, "not rolled back: no revision was applied on this node before")
+	var rb *applier.RollbackError
+	require.False(t, errors.As(err, &rb), "rolled back: %v", err)
+	require.Empty(t, res.RolledBack)
+	b, err := os.ReadFile(n.Path(testAllow + "/web.conf"))
+	require.NoError(t, err, "what applied before the service is kept")
+	require.Equal(t, "port: 1\n", string(b))
+	restarts := n.records("web")[0].Restarts
+	eventually(t, func() bool { return n.records("web")[0].Restarts > restarts+1 }, "the supervisor does not restart the failed service")
+	inv, err := applier.LoadInventory(n.StateDir)
+	require.NoError(t, err)
+	require.Empty(t, inv.Revision, "a revision that failed is recorded as applied")
 }

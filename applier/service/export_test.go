@@ -59,3 +59,11 @@ func SetRestartBackoff(t testing.TB, b backoff.Exponential) {
 // held by another process: s waits for it), "exited:owned",
 // "exited:gave-up", "exited:restarted".
 func (s *Supervisor) SetHook(hook func(point string)) { s.hook.Store(&hook) }
+
+// SetStartupGrace makes d the startup grace of services without a health
+// probe until the test ends.
+func SetStartupGrace(t testing.TB, d time.Duration) {
+	old := startupGrace
+	startupGrace = d
+	t.Cleanup(func() { startupGrace = old })
+}

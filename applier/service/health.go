@@ -323,10 +323,10 @@ func (p *Probe) WaitHealthy(ctx context.Context, alive func() bool) error {
 	for {
 		if alive != nil && !alive() {
 			if last != nil {
-				return fmt.Errorf("%w: process exited during startup after %s (%d checks failed, last: %w)",
-					ErrUnhealthy, since(), failed, last)
+				return fmt.Errorf("%w: process %w during startup after %s (%d checks failed, last: %w)",
+					ErrUnhealthy, errExited, since(), failed, last)
 			}
-			return fmt.Errorf("%w: process exited during startup after %s", ErrUnhealthy, since())
+			return fmt.Errorf("%w: process %w during startup after %s", ErrUnhealthy, errExited, since())
 		}
 		err := p.Check(ctx)
 		if err == nil {

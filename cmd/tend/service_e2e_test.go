@@ -123,6 +123,30 @@ func TestServiceRollbackQuarantinesCommit(t *testing.T) {
 	require.NotEqual(t, back, servicePID(t, n.state, "svc0"))
 }
 
+// A first commit whose service never becomes healthy is not rolled back
+// into nothing nor held against the node: each apply tries it again and
+// says why it failed, and a fixed commit is applied.
+func TestFirstCommitFailingIsNotQuarantined(t *testing.T) {
+	prog, addr := svcProg(t), freeAddr(t)
+	repo := testgit.NewRepo(t)
+	repo.WriteFile("devices/cam-017/device.yaml", serviceDevice(prog, addr, []string{"-exit", "1", "-after", "100ms"}))
+	repo.Commit("broken web")
+	n := newNode(t, repo.Dir())
+	t.Cleanup(func() { stopServices(t, n.state) })
+	for range 2 {
+		_, errOut, code := n.tend("apply")
+		require.Equal(t, 1, code, errOut)
+		require.Contains(t, errOut, "service/svc0 did not become healthy")
+		require.Contains(t, errOut, "not rolled back: no revision was applied on this node before")
+		require.NotContains(t, errOut, "commit rolled back on this node")
+	}
+	repo.WriteFile("devices/cam-017/device.yaml", serviceDevice(prog, addr, []string{"-listen", addr}))
+	repo.Commit("fixed web")
+	_, errOut, code := n.tend("apply")
+	require.Equal(t, 0, code, errOut)
+	require.NotZero(t, servicePID(t, n.state, "svc0"))
+}
+
 // An agent killed with SIGKILL leaves its services running; the next agent
 // adopts all ten without restarting one, and restarts one that exits.
 func TestAgentKill9AdoptsServices(t *testing.T) {

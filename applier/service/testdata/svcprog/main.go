@@ -1,6 +1,7 @@
 // Command svcprog is a service for the service driver's tests (and tend's
 // end-to-end tests): it prints its arguments and environment, serves
-// /healthz when asked, and exits when told to. A test that must not race
+// /healthz when asked, exits when told to, and dies at its first start
+// when told to. A test that must not race
 // the clock tells it through a file: -exit-when and -unhealthy-when act
 // once the file exists, not after a delay.
 package main
@@ -11,6 +12,7 @@ import (
 	"net/http"
 	"os"
 	"sort"
+	"syscall"
 	"time"
 )
 
@@ -22,7 +24,15 @@ func main() {
 	sick := flag.Duration("unhealthy-after", 0, "answer /healthz with 503 after this long")
 	exitWhen := flag.String("exit-when", "", "with -exit: exit once this file exists (instead of after -after)")
 	sickWhen := flag.String("unhealthy-when", "", "answer /healthz with 503 once this file exists")
+	crashFirst := flag.String("crash-first", "", "if this file does not exist: create it and die of SIGKILL at once (a start killed in its first moments)")
 	flag.Parse()
+	if *crashFirst != "" && !exists(*crashFirst) {
+		if err := os.WriteFile(*crashFirst, nil, 0o644); err != nil {
+			fmt.Fprintln(os.Stderr, err)
+			os.Exit(2)
+		}
+		_ = syscall.Kill(os.Getpid(), syscall.SIGKILL)
+	}
 	env := os.Environ()
 	sort.Strings(env)
 	fmt.Printf("args %q\nenv %q\n", os.Args[1:], env)
