@@ -1,0 +1,247 @@
+package main
+
+// The crash suite: tend killed (SIGKILL, as kill -9 or a power cut ends
+// it) at every durable step of an apply, by a binary built with the
+// failpoints tag. After each kill the node holds, for every resource, its
+// old or its new state, never a mix; the next apply converges, performs
+// every restart it owes, leaves no temporary file and prunes nothing tend
+// did not create.
+
+import (
+	"bytes"
+	"errors"
+	"fmt"
+	"io/fs"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"sync"
+	"syscall"
+	"testing"
+
+	"github.com/stretchr/testify/require"
+
+	"github.com/tend-dev/tend/internal/atomicfile"
+	"github.com/tend-dev/tend/internal/testgit"
+	"github.com/tend-dev/tend/internal/testoci"
+)
+
+var (
+	crashBinOnce sync.Once
+	crashBin     string
+	crashBinErr  error
+)
+
+// crashTend builds tend with its failpoints once.
+func crashTend(t *testing.T) string {
+	t.Helper()
+	crashBinOnce.Do(func() {
+		crashBin = filepath.Join(filepath.Dir(tendBin), "tend-failpoints")
+		out, err := exec.Command("go", "build", "-tags", "failpoints", "-o", crashBin, ".").CombinedOutput()
+		if err != nil {
+			crashBinErr = fmt.Errorf("build tend with failpoints: %v\n%s", err, out)
+		}
+	})
+	require.NoError(t, crashBinErr)
+	return crashBin
+}
+
+// crashFleet is a fleet repo and a registry for one device whose service
+// depends on a model and a file; rev2 changes the model and the file, not
+// the service's own spec, so the service's restart is owed to them alone.
+type crashFleet struct {
+	repo       *testgit.Repo
+	reg        *testoci.Registry
+	seen       string // folder where each service process writes what it read at start
+	nonce      string // in the service's command line, to find its processes
+	rev1, rev2 string
+	rev3       string // rev2 with a new config and a service that never becomes healthy
+}
+
+const crashDevice = `apiVersion: tend.dev/v1alpha1
+kind: Device
+metadata: {name: cam-017}
+spec:
+  models:
+    - name: detector
+      ref: %[1]s
+      path: /opt/models/detector
+  files:
+    - path: /etc/infer/config.yaml
+      content: "config %[2]s\n"
+%[3]s  services:
+    - name: infer
+      command: ["/bin/sh", "-c", "cat ${model:detector}/labels.txt ${file:/etc/infer/config.yaml} > %[4]s/$$; exec sleep 600 %[5]s"]
+      stopTimeout: 2s
+%[6]s`
+
+func newCrashFleet(t *testing.T) *crashFleet {
+	t.Helper()
+	f := &crashFleet{repo: testgit.NewRepo(t), reg: testoci.Start(t), seen: t.TempDir(), nonce: fmt.Sprintf("0.%d", os.Getpid())}
+	f.reg.PushFiles(t, "models/detector:v1", map[string][]byte{"labels.txt": []byte("labels v1\n"), "model.onnx": []byte("weights v1")})
+	f.reg.PushFiles(t, "models/detector:v2", map[string][]byte{"labels.txt": []byte("labels v2\n"), "model.onnx": []byte("weights v2")})
+	write := func(tag, config, extra, health string) string {
+		f.repo.WriteFile("devices/cam-017/device.yaml", fmt.Sprintf(crashDevice, f.reg.Ref("models/detector:"+tag), config, extra, f.seen, f.nonce, health))
+		return f.repo.Commit(tag + " config " + config)
+	}
+	f.rev1 = write("v1", "1", "    - path: /etc/infer/extra.yaml\n      content: \"extra\\n\"\n", "")
+	newFile := "    - path: /etc/infer/new.yaml\n      content: \"new\\n\"\n"
+	f.rev2 = write("v2", "2", newFile, "")
+	f.rev3 = write("v2", "3", newFile, "      health: {exec: [/bin/false], startupGrace: 1s}\n")
+	return f
+}
+
+// node returns a device at rev1 and a foreign file tend must never delete.
+func (f *crashFleet) node(t *testing.T) *node {
+	t.Helper()
+	n := newNode(t, f.repo.Dir(), "--allow-path", "/opt/models", "--insecure-registry", f.reg.Host)
+	t.Cleanup(func() { stopServices(t, n.state) })
+	_, errOut, code := n.tend("apply", "--ref", f.rev1)
+	require.Equal(t, 0, code, errOut)
+	n.write("etc/infer/foreign.txt", "not tend's\n")
+	return n
+}
+
+// crash runs apply at rev with the failpoints binary killing itself at
+// point, and requires that it did.
+func (n *node) crash(rev, point string) {
+	n.t.Helper()
+	cmd := exec.Command(crashTend(n.t), append(append([]string{"apply"}, n.flags...), "--ref", rev)...)
+	cmd.Env = append(os.Environ(), "TEND_CONFIG=", "TEND_FAILPOINT="+point)
+	var out bytes.Buffer
+	cmd.Stdout, cmd.Stderr = &out, &out
+	err := cmd.Run()
+	var ee *exec.ExitError
+	require.True(n.t, errors.As(err, &ee), "apply ran to its end: failpoint %s not reached\n%s", point, out.String())
+	ws := ee.Sys().(syscall.WaitStatus)
+	require.True(n.t, ws.Signaled() && ws.Signal() == syscall.SIGKILL, "apply did not die at %s: %v\n%s", point, err, out.String())
+}
+
+// oneOf requires the file at p (under root) to hold one of the contents,
+// "" meaning absent.
+func (n *node) oneOf(p string, contents ...string) {
+	n.t.Helper()
+	b, err := os.ReadFile(filepath.Join(n.root, p))
+	got := string(b)
+	if errors.Is(err, fs.ErrNotExist) {
+		got = ""
+	} else {
+		require.NoError(n.t, err)
+	}
+	require.Contains(n.t, contents, got, "%s is torn or unknown", p)
+}
+
+// temps lists the temporary files tend left anywhere under root or state.
+func (n *node) temps() []string {
+	n.t.Helper()
+	var out []string
+	for _, dir := range []string{n.root, n.state} {
+		_ = filepath.WalkDir(dir, func(p string, d fs.DirEntry, err error) error {
+			if err == nil && strings.HasPrefix(d.Name(), atomicfile.TempPrefix) {
+				out = append(out, p)
+			}
+			return nil
+		})
+	}
+	return out
+}
+
+// instances returns the pids of the processes of the crash fleet's
+// service that run: found by the nonce in their command line.
+func (f *crashFleet) instances(t *testing.T) []int {
+	t.Helper()
+	var pids []int
+	entries, err := os.ReadDir("/proc")
+	require.NoError(t, err)
+	for _, e := range entries {
+		var pid int
+		if _, err := fmt.Sscanf(e.Name(), "%d", &pid); err != nil {
+			continue
+		}
+		cmd, err := os.ReadFile(filepath.Join("/proc", e.Name(), "cmdline"))
+		if err != nil || !bytes.Contains(cmd, []byte(f.nonce)) {
+			continue
+		}
+		if st, err := os.ReadFile(filepath.Join("/proc", e.Name(), "stat")); err == nil && bytes.Contains(st, []byte(") Z ")) {
+			continue // a zombie: gone
+		}
+		pids = append(pids, pid)
+	}
+	return pids
+}
+
+// converged requires the node to be at rev2 in full, with one instance of
+// the service, started on rev2's model and file.
+func (f *crashFleet) converged(t *testing.T, n *node) {
+	t.Helper()
+	_, errOut, code := n.tend("apply", "--ref", f.rev2)
+	require.Equal(t, 0, code, "the apply after the crash did not converge:\n%s", errOut)
+	require.Equal(t, "config 2\n", n.read("etc/infer/config.yaml"))
+	require.Equal(t, "new\n", n.read("etc/infer/new.yaml"))
+	n.oneOf("etc/infer/extra.yaml", "")
+	require.Equal(t, "labels v2\n", n.read("opt/models/detector/labels.txt"))
+	require.Equal(t, "not tend's\n", n.read("etc/infer/foreign.txt"), "tend pruned what it did not create")
+	pids := f.instances(t)
+	require.Len(t, pids, 1, "instances of the service: %v", pids)
+	require.Equal(t, pids[0], servicePID(t, n.state, "infer"), "the running instance is not the recorded one")
+	seen, err := os.ReadFile(filepath.Join(f.seen, fmt.Sprint(pids[0])))
+	require.NoError(t, err)
+	require.Equal(t, "labels v2\nconfig 2\n", string(seen), "the service runs on what it started with: a restart was owed")
+	require.Empty(t, n.temps(), "temporary files left")
+	_, errOut, code = n.tend("plan", "--ref", f.rev2, "--detailed-exitcode")
+	require.Equal(t, 0, code, "converged, yet the plan has changes:\n%s", errOut)
+}
+
+// TestCrashAtEveryDurableStep kills apply at each durable step of the move
+// from rev1 to rev2: the plan updates the model, updates a file, creates
+// one, restarts the service (owed to the model and the file) and deletes
+// a file.
+func TestCrashAtEveryDurableStep(t *testing.T) {
+	f := newCrashFleet(t)
+	points := []string{
+		"atomic:temp#1", "atomic:renamed#1", "atomic:temp#4", "atomic:renamed#6", "atomic:temp-link",
+		"model:record", "model:swapped",
+		"apply:done#1", "apply:done#2", "apply:done#3", "apply:done#4",
+		"service:stopped", "service:starting", "service:started", "service:recorded",
+		"inventory:save",
+	}
+	for _, point := range points {
+		t.Run(point, func(t *testing.T) {
+			n := f.node(t)
+			n.crash(f.rev2, point)
+			// Old or new, per resource, never a mix.
+			n.oneOf("etc/infer/config.yaml", "config 1\n", "config 2\n")
+			n.oneOf("etc/infer/new.yaml", "", "new\n")
+			n.oneOf("etc/infer/extra.yaml", "extra\n", "")
+			n.oneOf("opt/models/detector/labels.txt", "labels v1\n", "labels v2\n")
+			n.oneOf("opt/models/detector/model.onnx", "weights v1", "weights v2")
+			f.converged(t, n)
+		})
+	}
+}
+
+// TestCrashDuringRollback kills apply while it rolls back rev3 (whose
+// service never becomes healthy) to rev2, and before it records rev3 as
+// rolled back: the next apply of rev3 rolls it back again and records it,
+// and the node runs rev2 in full.
+func TestCrashDuringRollback(t *testing.T) {
+	f := newCrashFleet(t)
+	for _, point := range []string{"rollback:step#1", "rollback:step#2", "quarantine:write"} {
+		t.Run(point, func(t *testing.T) {
+			n := f.node(t)
+			_, errOut, code := n.tend("apply", "--ref", f.rev2)
+			require.Equal(t, 0, code, errOut)
+			n.crash(f.rev3, point)
+			n.oneOf("etc/infer/config.yaml", "config 2\n", "config 3\n")
+			_, errOut, code = n.tend("apply", "--ref", f.rev3)
+			require.Equal(t, 1, code, errOut)
+			require.Contains(t, errOut, "rolled back")
+			require.Equal(t, "config 2\n", n.read("etc/infer/config.yaml"))
+			_, errOut, code = n.tend("apply", "--ref", f.rev3)
+			require.Equal(t, 1, code)
+			require.Contains(t, errOut, "commit rolled back on this node: "+f.rev3[:12], "the rolled-back commit was not recorded")
+			f.converged(t, n)
+		})
+	}
+}
