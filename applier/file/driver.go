@@ -5,8 +5,10 @@ import (
 	"errors"
 	"fmt"
 	"io/fs"
+	"maps"
 	"os"
 	"path"
+	"slices"
 	"strings"
 
 	"github.com/tend-dev/tend/applier"
@@ -22,8 +24,9 @@ type Driver struct {
 }
 
 var (
-	_ applier.Driver = (*Driver)(nil)
-	_ applier.Undoer = (*Driver)(nil)
+	_ applier.Driver   = (*Driver)(nil)
+	_ applier.Undoer   = (*Driver)(nil)
+	_ applier.Finisher = (*Driver)(nil)
 )
 
 // New returns the file driver of tree.
@@ -185,6 +188,46 @@ func (d *Driver) Undo(_ context.Context, a planner.Action, _ any) (func(context.
 	}
 	mode := fi.Mode() & (fs.ModePerm | fs.ModeSetuid | fs.ModeSetgid | fs.ModeSticky)
 	return func(context.Context) error { return confine.Escaped(allow, d.write(allow, rel, data, mode)) }, nil
+}
+
+// Finish removes, from every folder holding a declared file, the
+// temporary files that writes killed half-way left there (see
+// atomicfile.RemoveTemps): tend's own, never a file someone else made.
+func (d *Driver) Finish(ctx context.Context, declared map[string]any) error {
+	type folder struct{ allow, dir string }
+	seen := map[folder]bool{}
+	var errs []error
+	for _, id := range slices.Sorted(maps.Keys(declared)) {
+		if err := ctx.Err(); err != nil {
+			return err
+		}
+		allow, rel, err := d.locate(id)
+		if err != nil {
+			continue
+		}
+		f := folder{allow, path.Dir(rel)}
+		if seen[f] {
+			continue
+		}
+		seen[f] = true
+		if err := d.removeTemps(allow, f.dir); err != nil {
+			errs = append(errs, confine.Escaped(allow, err))
+		}
+	}
+	return errors.Join(errs...)
+}
+
+func (d *Driver) removeTemps(allow, dir string) error {
+	r, err := d.tree.Open(allow, false)
+	if errors.Is(err, fs.ErrNotExist) {
+		return nil
+	}
+	if err != nil {
+		return err
+	}
+	defer r.Close()
+	_, err = atomicfile.RemoveTemps(r, dir)
+	return err
 }
 
 // locate returns the allowed directory holding id's path and the path

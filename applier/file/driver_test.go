@@ -9,6 +9,7 @@ import (
 
 	"github.com/stretchr/testify/require"
 
+	"github.com/tend-dev/tend/internal/atomicfile"
 	"github.com/tend-dev/tend/planner"
 	"github.com/tend-dev/tend/render"
 )
@@ -217,4 +218,37 @@ func TestFileDriverDeletePrunesEmptyFolders(t *testing.T) {
 			require.Equal(t, tt.want, tree(t, root))
 		})
 	}
+}
+
+// After an apply, the temporary files killed writes left in the folders
+// of declared files are gone, whichever file they were for (one no longer
+// declared included); a file of someone else's with a similar name and a
+// deleted file's leftover temporary file are handled too.
+func TestFinishRemovesLeftTemps(t *testing.T) {
+	d, root := newDriver(t)
+	require.NoError(t, writeFile(t, d, "/etc/infer/config.yaml", "x", ""))
+	require.NoError(t, writeFile(t, d, "/etc/infer/old.yaml", "x", ""))
+	dir := filepath.Join(root, "etc/infer")
+	put := func(name string) {
+		require.NoError(t, os.WriteFile(filepath.Join(dir, name), []byte("half"), 0o600))
+	}
+	put(atomicfile.TempName("config.yaml"))
+	put(atomicfile.TempName("dropped.yaml"))
+	put(atomicfile.TempName("old.yaml"))
+	put(".tend-mine")
+
+	require.NoError(t, d.Apply(context.Background(), deleteAction("/etc/infer/old.yaml"), nil))
+	require.NoError(t, d.Finish(context.Background(), map[string]any{planner.FileID("/etc/infer/config.yaml"): nil}))
+	require.ElementsMatch(t, []string{"config.yaml", ".tend-mine"}, names(t, dir))
+}
+
+func names(t *testing.T, dir string) []string {
+	t.Helper()
+	entries, err := os.ReadDir(dir)
+	require.NoError(t, err)
+	var out []string
+	for _, e := range entries {
+		out = append(out, e.Name())
+	}
+	return out
 }

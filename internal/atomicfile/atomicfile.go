@@ -9,6 +9,7 @@ import (
 	"os"
 	"path"
 	"path/filepath"
+	"strings"
 	"syscall"
 	"unicode/utf8"
 
@@ -210,6 +211,81 @@ func still(r *os.Root, name string, f *os.File) bool {
 func TempName(base string) string {
 	sum := sha256.Sum256([]byte(base))
 	return TempPrefix + truncateName(base, tempBaseMax) + "-" + hex.EncodeToString(sum[:6])
+}
+
+// IsTemp reports whether name is the temporary name of a write of the file
+// it names (TempName). A name cut short (a file name over 64 bytes) cannot
+// be told from another's file, and is not one.
+func IsTemp(name string) bool {
+	rest, ok := strings.CutPrefix(name, TempPrefix)
+	if !ok {
+		return false
+	}
+	i := strings.LastIndexByte(rest, '-')
+	return i > 0 && TempName(rest[:i]) == name
+}
+
+// RemoveTemps removes from folder dir inside r ("" is r itself) what
+// killed writes left there: the entries IsTemp names that no write holds
+// (a write in progress keeps its lock), and returns their names. A folder
+// that is not there has none.
+func RemoveTemps(r *os.Root, dir string) ([]string, error) {
+	if dir == "" {
+		dir = "."
+	}
+	d, err := r.Open(dir)
+	if errors.Is(err, fs.ErrNotExist) {
+		return nil, nil
+	}
+	if err != nil {
+		return nil, fmt.Errorf("open directory %s: %w", path.Join(r.Name(), dir), Cause(err))
+	}
+	names, err := d.Readdirnames(-1)
+	_ = d.Close()
+	if err != nil {
+		return nil, fmt.Errorf("read directory %s: %w", path.Join(r.Name(), dir), err)
+	}
+	var removed []string
+	var errs []error
+	for _, n := range names {
+		if !IsTemp(n) {
+			continue
+		}
+		name := path.Join(dir, n)
+		switch ok, err := idle(r, name); {
+		case err != nil:
+			errs = append(errs, err)
+		case ok:
+			if err := r.Remove(name); err != nil && !errors.Is(err, fs.ErrNotExist) {
+				errs = append(errs, fmt.Errorf("remove %s: %w", path.Join(r.Name(), name), Cause(err)))
+				continue
+			}
+			removed = append(removed, name)
+		}
+	}
+	return removed, errors.Join(errs...)
+}
+
+// idle reports whether no write holds the temporary file name inside r: a
+// symlink (of SwapLink) never is, a file is when its lock is free. Only a
+// regular file is opened, never through a link.
+func idle(r *os.Root, name string) (bool, error) {
+	if fi, err := r.Lstat(name); err != nil || !fi.Mode().IsRegular() {
+		return err == nil, nil
+	}
+	f, err := r.OpenFile(name, os.O_RDONLY|syscall.O_NOFOLLOW, 0)
+	switch {
+	case errors.Is(err, fs.ErrNotExist):
+		return false, nil
+	case err != nil:
+		return false, fmt.Errorf("open %s: %w", path.Join(r.Name(), name), Cause(err))
+	}
+	defer f.Close()
+	err = syscall.Flock(int(f.Fd()), syscall.LOCK_EX|syscall.LOCK_NB)
+	if errors.Is(err, syscall.EWOULDBLOCK) {
+		return false, nil
+	}
+	return true, nil
 }
 
 // truncateName returns the longest prefix of s of at most n bytes that does

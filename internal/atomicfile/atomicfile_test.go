@@ -187,3 +187,41 @@ func TestPlantedLinkInsideIsNotFollowed(t *testing.T) {
 	require.NoError(t, err)
 	require.Equal(t, "new", string(b))
 }
+
+// What killed writes left is removed; a write in progress, a file of
+// someone else that merely starts with the prefix, and a name cut short
+// are kept.
+func TestRemoveTemps(t *testing.T) {
+	dir := t.TempDir()
+	put := func(name string) {
+		require.NoError(t, os.WriteFile(filepath.Join(dir, name), []byte("x"), 0o600))
+	}
+	long := strings.Repeat("m", 80)
+	put(TempName("config.yaml"))
+	put(TempName(long))
+	put(TempPrefix + "notes")
+	put(TempPrefix + "config.yaml-000000000000")
+	require.NoError(t, os.Symlink("/etc/passwd", filepath.Join(dir, TempName("detector"))))
+	held, err := os.OpenFile(filepath.Join(dir, TempName("busy.yaml")), os.O_CREATE|os.O_WRONLY, 0o600)
+	require.NoError(t, err)
+	defer held.Close()
+	require.NoError(t, syscall.Flock(int(held.Fd()), syscall.LOCK_EX))
+
+	r, err := os.OpenRoot(dir)
+	require.NoError(t, err)
+	defer r.Close()
+	removed, err := RemoveTemps(r, "")
+	require.NoError(t, err)
+	require.ElementsMatch(t, []string{TempName("config.yaml"), TempName("detector")}, removed)
+	var left []string
+	entries, err := os.ReadDir(dir)
+	require.NoError(t, err)
+	for _, e := range entries {
+		left = append(left, e.Name())
+	}
+	require.ElementsMatch(t, []string{TempName(long), TempPrefix + "notes", TempPrefix + "config.yaml-000000000000", TempName("busy.yaml")}, left)
+
+	removed, err = RemoveTemps(r, "missing")
+	require.NoError(t, err)
+	require.Empty(t, removed)
+}
