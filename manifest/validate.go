@@ -8,6 +8,8 @@ import (
 	"regexp"
 	"strconv"
 	"strings"
+	"unicode"
+	"unicode/utf8"
 
 	"github.com/Masterminds/semver/v3"
 	"github.com/google/go-containerregistry/pkg/name"
@@ -129,11 +131,16 @@ func ParseMode(s string) (uint32, error) {
 	return uint32(m), nil
 }
 
-// path checks that p is absolute, clean and under an allowed path.
+// path checks that p is absolute, clean, printable (a newline in a path
+// could forge lines of a plan's text) and under an allowed path.
 func (v validator) path(o Origin, field, p string) {
 	switch {
 	case p == "":
 		v.at(o, field, "missing: an absolute path such as /etc/infer/config.yaml")
+	case !utf8.ValidString(p):
+		v.at(o, field, "%q is not valid UTF-8: write the path in UTF-8", p)
+	case strings.ContainsFunc(p, unicode.IsControl):
+		v.at(o, field, "%q holds a control character (a newline, tab, escape…): paths may not; rename it", p)
 	case !strings.HasPrefix(p, "/"):
 		v.at(o, field, "%q is relative: use an absolute path such as /etc/infer/config.yaml", p)
 	case path.Clean(p) != p || strings.Contains(p, "/../") || strings.HasSuffix(p, "/.."):
