@@ -56,6 +56,13 @@ func (a *Applier) Apply(ctx context.Context, d *render.Desired, cs *planner.Chan
 		}
 	}
 	var o outcome
+	var intent map[string]bool
+	if applyErr == nil {
+		intent, applyErr = a.intend(inv, d, cs)
+		if applyErr != nil {
+			return res, applyErr // nothing was touched
+		}
+	}
 	if applyErr == nil {
 		actx, stop := a.graced(ctx)
 		o, applyErr = a.run(actx, d, cs, &res, inv.Revision == "")
@@ -66,7 +73,7 @@ func (a *Applier) Apply(ctx context.Context, d *render.Desired, cs *planner.Chan
 			o.pending[act.Resource] = true
 		}
 	}
-	a.record(inv, d, o, applyErr == nil)
+	a.record(inv, d, o, intent, applyErr == nil)
 	changed := len(res.Applied) > 0 || fingerprint(inv) != before
 	if applyErr == nil && changed {
 		// Something changed, or left the inventory: there may be garbage.
@@ -178,9 +185,46 @@ func (a *Applier) logApplied(ctx context.Context, act planner.Action) {
 	a.logger.LogAttrs(ctx, slog.LevelDebug, "applied", attrs...)
 }
 
+// intend records in the inventory, before any action runs, every resource
+// the plan will create where nothing is (Created, no fields yet), and saves
+// it: a tick whose last save fails (a full disk) or that is killed leaves
+// what it created marked as tend's, to be pruned when no longer declared,
+// not taken for something found on the node. It returns the ids it
+// added, which record drops again when their action did not succeed.
+func (a *Applier) intend(inv *Inventory, d *render.Desired, cs *planner.Changeset) (map[string]bool, error) {
+	var intent map[string]bool
+	for _, act := range cs.Actions {
+		if _, managed := inv.Resources[act.Resource]; managed || !createdBy(act) {
+			continue
+		}
+		if intent == nil {
+			intent = map[string]bool{}
+		}
+		intent[act.Resource] = true
+		inv.Resources[act.Resource] = InventoryEntry{Created: true}
+	}
+	if intent == nil {
+		return nil, nil
+	}
+	inv.Root, inv.Device = a.root, d.Device
+	if err := inv.Save(a.stateDir); err != nil {
+		for id := range intent {
+			delete(inv.Resources, id)
+		}
+		return nil, fmt.Errorf("record what the plan creates before creating it (nothing was applied): %w", err)
+	}
+	return intent, nil
+}
+
 // record updates the inventory for what the plan did (see Apply); with
-// done, the whole plan succeeded and the revision moves to d's.
-func (a *Applier) record(inv *Inventory, d *render.Desired, o outcome, done bool) {
+// done, the whole plan succeeded and the revision moves to d's. The
+// entries intend added for actions that did not succeed are dropped.
+func (a *Applier) record(inv *Inventory, d *render.Desired, o outcome, intent map[string]bool, done bool) {
+	for id := range intent {
+		if o.pending[id] {
+			delete(inv.Resources, id)
+		}
+	}
 	declared := make(map[string]bool, len(d.Resources))
 	for _, r := range d.Resources {
 		declared[r.ID] = true

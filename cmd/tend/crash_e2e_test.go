@@ -204,7 +204,7 @@ func TestCrashAtEveryDurableStep(t *testing.T) {
 		"model:record", "model:swapped",
 		"apply:done#1", "apply:done#2", "apply:done#3", "apply:done#4",
 		"service:stopped", "service:starting", "service:started", "service:recorded",
-		"inventory:save",
+		"inventory:save#1", "inventory:save#2",
 	}
 	for _, point := range points {
 		t.Run(point, func(t *testing.T) {
@@ -244,4 +244,21 @@ func TestCrashDuringRollback(t *testing.T) {
 			f.converged(t, n)
 		})
 	}
+}
+
+// A tick killed before its last inventory save (as one whose save hits a
+// full disk is) has recorded what it was about to create first: a file it
+// created and the next commit no longer declares is pruned, not taken for
+// one found on the node.
+func TestCreatedBeforeTheLastSaveIsTends(t *testing.T) {
+	f := newCrashFleet(t)
+	n := f.node(t)
+	n.crash(f.rev2, "inventory:save#2")
+	require.Equal(t, "new\n", n.read("etc/infer/new.yaml"))
+	out, errOut, code := n.tend("apply", "--ref", f.rev1)
+	require.Equal(t, 0, code, errOut)
+	require.Contains(t, out, "- file/etc/infer/new.yaml")
+	n.oneOf("etc/infer/new.yaml", "")
+	require.Equal(t, "not tend's\n", n.read("etc/infer/foreign.txt"))
+	require.Equal(t, "extra\n", n.read("etc/infer/extra.yaml"))
 }
