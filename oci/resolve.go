@@ -7,6 +7,7 @@ import (
 	"net/http"
 	"sort"
 	"strings"
+	"time"
 
 	"github.com/Masterminds/semver/v3"
 	"github.com/google/go-containerregistry/pkg/authn"
@@ -31,6 +32,9 @@ type Options struct {
 	Keychain authn.Keychain
 	// Transport is the HTTP transport; nil means the default.
 	Transport http.RoundTripper
+	// Timeout is how long the registry may go silent (see ErrStalled);
+	// 0 means DefaultTimeout.
+	Timeout time.Duration
 }
 
 // Resolved is a model ref pinned to the digest of its manifest.
@@ -133,11 +137,7 @@ func (o Options) remoteOptions(ctx context.Context) []remote.Option {
 	if kc == nil {
 		kc = authn.DefaultKeychain
 	}
-	opts := []remote.Option{remote.WithContext(ctx), remote.WithAuthFromKeychain(kc)}
-	if o.Transport != nil {
-		opts = append(opts, remote.WithTransport(o.Transport))
-	}
-	return opts
+	return []remote.Option{remote.WithContext(ctx), remote.WithAuthFromKeychain(kc), remote.WithTransport(o.transport())}
 }
 
 // classify wraps a registry error so callers can tell "not there" from

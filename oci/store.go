@@ -210,10 +210,7 @@ func (o Options) blobClient(ctx context.Context, repo name.Repository) (*http.Cl
 	if err != nil {
 		return nil, fmt.Errorf("credentials for %s: %w", repo.RegistryStr(), err)
 	}
-	base := o.Transport
-	if base == nil {
-		base = http.DefaultTransport
-	}
+	base := o.transport()
 	// Failed requests (a refused connection, 5xx, 429) are retried with
 	// backoff before Fetch's own resume loop sees them.
 	base = transport.NewRetry(base, transport.WithRetryStatusCodes(http.StatusRequestTimeout, http.StatusTooManyRequests,
