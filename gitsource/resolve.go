@@ -49,7 +49,7 @@ func resolveRemote(refs []*plumbing.Reference, ref, shown string) (target, error
 			return target{}, notFound(ErrRefNotFound, "remote HEAD of %s not found (is the repository empty?)", shown)
 		}
 		if head.Type() == plumbing.HashReference {
-			return target{hash: head.Hash(), refspec: "+HEAD:refs/remotes/origin/HEAD"}, nil
+			return checked(target{hash: head.Hash(), refspec: "+HEAD:refs/remotes/origin/HEAD"}, plumbing.HEAD, shown)
 		}
 		ref = head.Target().String()
 	}
@@ -65,7 +65,7 @@ func resolveRemote(refs []*plumbing.Reference, ref, shown string) (target, error
 	}
 	for _, c := range candidates {
 		if h, ok := hashOf(c.name); ok {
-			return target{hash: h, refspec: config.RefSpec("+" + c.name.String() + ":" + c.dst)}, nil
+			return checked(target{hash: h, refspec: config.RefSpec("+" + c.name.String() + ":" + c.dst)}, c.name, shown)
 		}
 	}
 
@@ -73,6 +73,17 @@ func resolveRemote(refs []*plumbing.Reference, ref, shown string) (target, error
 		return target{prefix: strings.ToLower(ref)}, nil
 	}
 	return target{}, notFound(ErrRefNotFound, "ref %q not found in %s (tried branch and tag)", ref, shown)
+}
+
+// checked refuses a ref the remote advertises at the all-zero id, which
+// names no object: the remote's error, not the clone's, and not a ref to
+// fetch.
+func checked(t target, name plumbing.ReferenceName, shown string) (target, error) {
+	if t.hash.IsZero() {
+		return target{}, &remoteErr{fmt.Errorf("%s advertises %s at the all-zero id, which names no commit: the server is broken; "+
+			"the node stays at its last applied commit", shown, name)}
+	}
+	return t, nil
 }
 
 // candidate is a remote ref name ref may stand for, and where it is stored in
