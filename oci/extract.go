@@ -68,7 +68,7 @@ const (
 // symlink planted by an earlier entry are refused, and all writes go
 // through an os.Root at dir, so no entry and no symlink planted by an
 // earlier entry can reach outside it. Modes keep only permission bits, and
-// a folder is writable by its owner alone. What files take is counted
+// a file or folder is writable by its owner alone. What files take is counted
 // against b (nil: no bound), so a layer cannot write more than the room
 // it was given.
 func Extract(r io.Reader, compression, dir string, b *Budget) error {
@@ -125,7 +125,9 @@ func extractEntry(root *os.Root, tr *tar.Reader, h *tar.Header, b *Budget) error
 	if err := realParents(root, name, kinds[h.Typeflag]); err != nil {
 		return fmt.Errorf("%w: %s: %w", ErrUnsafeArchive, h.Name, err)
 	}
-	mode := fs.FileMode(h.Mode).Perm()
+	// Permission bits only (no setuid, setgid or sticky), and no group or
+	// other write: nobody but tend may change what a version holds.
+	mode := fs.FileMode(h.Mode).Perm() &^ 0o022
 	if dir := path.Dir(name); dir != "." {
 		if err := root.MkdirAll(dir, 0o755); err != nil {
 			return fmt.Errorf("%w: %s: %w", ErrUnsafeArchive, h.Name, err)
@@ -139,9 +141,8 @@ func extractEntry(root *os.Root, tr *tar.Reader, h *tar.Header, b *Budget) error
 		if err := root.MkdirAll(name, 0o755); err != nil {
 			return fmt.Errorf("%w: %s: %w", ErrUnsafeArchive, h.Name, err)
 		}
-		// No group or other write: nobody but tend may swap what a
-		// version folder holds (a 1777 folder in the tar is 0755 here).
-		return root.Chmod(name, mode&^0o022|0o700)
+		// A 1777 folder in the tar is 0755 here.
+		return root.Chmod(name, mode|0o700)
 	case tar.TypeReg:
 		f, err := root.OpenFile(name, os.O_CREATE|os.O_EXCL|os.O_WRONLY, mode)
 		if err != nil {

@@ -1,0 +1,128 @@
+package oci
+
+import (
+	"archive/tar"
+	"bytes"
+	"compress/gzip"
+	"encoding/json"
+	"io/fs"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	v1 "github.com/google/go-containerregistry/pkg/v1"
+	"github.com/google/go-containerregistry/pkg/v1/types"
+)
+
+// tarOf is a tar stream of the given headers (file bodies "x…").
+func tarOf(hs ...*tar.Header) []byte {
+	var buf bytes.Buffer
+	tw := tar.NewWriter(&buf)
+	for _, h := range hs {
+		_ = tw.WriteHeader(h)
+		if h.Typeflag == tar.TypeReg {
+			_, _ = tw.Write(bytes.Repeat([]byte("x"), int(h.Size)))
+		}
+	}
+	_ = tw.Close()
+	return buf.Bytes()
+}
+
+// FuzzExtract unpacks arbitrary bytes as a layer. Whatever it holds,
+// nothing is written outside the folder it unpacks into, no symlink there
+// points outside it, nothing is writable by group or others or setuid, and
+// nothing panics.
+func FuzzExtract(f *testing.F) {
+	f.Add(tarOf(&tar.Header{Name: "model.onnx", Typeflag: tar.TypeReg, Mode: 0o644, Size: 3}), false)
+	f.Add(tarOf(&tar.Header{Name: "../escape", Typeflag: tar.TypeReg, Mode: 0o644, Size: 1}), false)
+	f.Add(tarOf(&tar.Header{Name: "/abs", Typeflag: tar.TypeReg, Mode: 0o644, Size: 1}), false)
+	f.Add(tarOf(&tar.Header{Name: "d", Typeflag: tar.TypeDir, Mode: 0o1777}, &tar.Header{Name: "d/s", Typeflag: tar.TypeReg, Mode: 0o4777, Size: 1}), false)
+	f.Add(tarOf(&tar.Header{Name: "l", Typeflag: tar.TypeSymlink, Linkname: "/etc"}, &tar.Header{Name: "l/passwd", Typeflag: tar.TypeReg, Size: 1}), false)
+	f.Add(tarOf(&tar.Header{Name: "l", Typeflag: tar.TypeSymlink, Linkname: "a/../../x"}), false)
+	f.Add(tarOf(&tar.Header{Name: "h", Typeflag: tar.TypeLink, Linkname: "../../etc/passwd"}), false)
+	f.Add(tarOf(&tar.Header{Name: "dev", Typeflag: tar.TypeChar, Devmajor: 1, Devminor: 3}), false)
+	var gz bytes.Buffer
+	zw := gzip.NewWriter(&gz)
+	_, _ = zw.Write(tarOf(&tar.Header{Name: "a/b/c", Typeflag: tar.TypeReg, Mode: 0o600, Size: 2}))
+	_ = zw.Close()
+	f.Add(gz.Bytes(), true)
+	f.Fuzz(func(t *testing.T, layer []byte, gzipped bool) {
+		parent := t.TempDir()
+		dir := filepath.Join(parent, "in")
+		if err := os.Mkdir(dir, 0o700); err != nil {
+			t.Fatal(err)
+		}
+		compression := Uncompressed
+		if gzipped {
+			compression = Gzip
+		}
+		_ = Extract(bytes.NewReader(layer), compression, dir, &Budget{Limit: 1 << 20})
+		entries, err := os.ReadDir(parent)
+		if err != nil || len(entries) != 1 {
+			t.Fatalf("written beside the folder: %v %v", entries, err)
+		}
+		err = filepath.WalkDir(dir, func(p string, d fs.DirEntry, err error) error {
+			if err != nil {
+				return err
+			}
+			fi, err := os.Lstat(p)
+			if err != nil {
+				return err
+			}
+			switch {
+			case fi.Mode()&fs.ModeSymlink != 0:
+				target, err := os.Readlink(p)
+				if err != nil {
+					return err
+				}
+				if filepath.IsAbs(target) {
+					t.Errorf("%s points at absolute %s", p, target)
+				}
+				if abs := filepath.Join(filepath.Dir(p), target); abs != dir && !strings.HasPrefix(abs, dir+"/") {
+					t.Errorf("%s points out of the folder: %s", p, target)
+				}
+			case fi.Mode()&(fs.ModeSetuid|fs.ModeSetgid|fs.ModeSticky) != 0 || fi.Mode().Perm()&0o022 != 0:
+				t.Errorf("%s has mode %s", p, fi.Mode())
+			case !fi.Mode().IsRegular() && !fi.IsDir():
+				t.Errorf("%s is a %s", p, fi.Mode().Type())
+			}
+			return nil
+		})
+		if err != nil {
+			t.Fatal(err)
+		}
+	})
+}
+
+// FuzzLoadArtifact reads arbitrary bytes as a model's manifest or index
+// (an index's chosen manifest is the same bytes). Whatever they hold,
+// nothing panics, and an artifact that loads has entries whose paths stay
+// inside its folder.
+func FuzzLoadArtifact(f *testing.F) {
+	layer := v1.Descriptor{MediaType: "application/vnd.oci.image.layer.v1.tar", Size: 3,
+		Digest:      v1.Hash{Algorithm: "sha256", Hex: strings.Repeat("a", 64)},
+		Annotations: map[string]string{"org.opencontainers.image.title": "model.onnx"}}
+	m, _ := json.Marshal(v1.Manifest{SchemaVersion: 2, MediaType: types.OCIManifestSchema1, Layers: []v1.Descriptor{layer},
+		Config: v1.Descriptor{MediaType: "application/vnd.oci.empty.v1+json", Size: 2, Digest: v1.Hash{Algorithm: "sha256", Hex: strings.Repeat("b", 64)}}})
+	f.Add(m)
+	idx, _ := json.Marshal(v1.IndexManifest{SchemaVersion: 2, MediaType: types.OCIImageIndex, Manifests: []v1.Descriptor{{MediaType: types.OCIManifestSchema1,
+		Size: 10, Digest: v1.Hash{Algorithm: "sha256", Hex: strings.Repeat("c", 64)}, Platform: &v1.Platform{OS: "linux", Architecture: "arm64"}}}})
+	f.Add(idx)
+	f.Add([]byte(`{"schemaVersion":2,"layers":[{"mediaType":"application/vnd.oci.image.layer.v1.tar","size":1,"digest":"sha256:` +
+		strings.Repeat("a", 64) + `","annotations":{"org.opencontainers.image.title":"../../etc/passwd"}}]}`))
+	f.Add([]byte(`{"manifests":[{"digest":"sha256:x"}]}`))
+	root := v1.Hash{Algorithm: "sha256", Hex: strings.Repeat("d", 64)}
+	f.Fuzz(func(t *testing.T, data []byte) {
+		read := func(v1.Hash, string) ([]byte, error) { return data, nil }
+		a, err := loadArtifact(read, root, v1.Platform{OS: "linux", Architecture: "arm64"})
+		if err != nil {
+			return
+		}
+		for _, e := range a.Entries {
+			if e.Path != "" && (filepath.IsAbs(e.Path) || e.Path != filepath.Clean(e.Path) || e.Path == ".." || strings.HasPrefix(e.Path, "../")) {
+				t.Fatalf("entry path %q leaves the artifact's folder", e.Path)
+			}
+		}
+	})
+}
