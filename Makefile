@@ -5,7 +5,7 @@ LDFLAGS := -s -w -X main.version=$(VERSION) -X main.commit=$(COMMIT)
 PKGS    := ./...
 STATICCHECK ?= $(GO) run honnef.co/go/tools/cmd/staticcheck@v0.8.2
 
-.PHONY: build test lint fmt vet tidy demo bench clean
+.PHONY: build test fuzz lint fmt vet tidy demo bench clean
 
 build:
 	$(GO) build -trimpath -ldflags "$(LDFLAGS)" -o bin/tend ./cmd/tend
@@ -14,6 +14,19 @@ build:
 # (go test -short ./... skips the end-to-end suites for a fast loop).
 test:
 	$(GO) test -race -count=1 -timeout 15m $(PKGS)
+	$(MAKE) fuzz
+
+# Each fuzz target for FUZZTIME, from its seed corpus (f.Add and
+# testdata/fuzz). A failure leaves the input in testdata/fuzz/NAME: fix it
+# and commit the input, it stays a test.
+FUZZTIME ?= 4s
+FUZZ := ./manifest:FuzzLoad ./oci:FuzzExtract ./oci:FuzzLoadArtifact ./internal/confine:FuzzLocate \
+	./gitsource:FuzzRedact ./gitsource:FuzzAdvertisement
+fuzz:
+	@set -e; for t in $(FUZZ); do \
+		echo "fuzz $${t#*:} ($${t%%:*}, $(FUZZTIME))"; \
+		$(GO) test -run '^$$' -fuzz "^$${t#*:}$$" -fuzztime $(FUZZTIME) -fuzzminimizetime 1s "$${t%%:*}"; \
+	done
 
 lint: vet
 	@out=$$(gofmt -l $$(git ls-files '*.go')); if [ -n "$$out" ]; then echo "gofmt needed:"; echo "$$out"; exit 1; fi

@@ -1,0 +1,65 @@
+package manifest
+
+import (
+	"errors"
+	"strings"
+	"testing"
+	"unicode"
+)
+
+// FuzzLoad decodes arbitrary bytes as a device's manifest file. Every
+// input either loads or fails with an error matching ErrInvalid that
+// names the file; nothing panics. What loads and validates holds only
+// clean, absolute, printable paths under the allowed ones.
+func FuzzLoad(f *testing.F) {
+	header := "apiVersion: tend.dev/v1alpha1\nkind: Device\nmetadata: {name: cam-017}\nspec:\n"
+	for _, s := range []string{
+		header + "  files:\n    - {path: /etc/infer/a, content: x, mode: \"0600\"}\n",
+		header + "  models:\n    - {name: m, ref: r.local/m:v1, path: /opt/models/m}\n",
+		header + "  services:\n    - {name: s, command: [\"${model:m}/x\"], restartOn: [\"file:/etc/infer/a\"], health: {tcp: \"127.0.0.1:1\", startupGrace: 1s}}\n",
+		header + "  files: [\n",
+		"---\n" + header + "---\nkind: Device\n",
+		header + "  files:\n    - {path: \"/etc/infer/a\\nb\", content: x}\n",
+		"&a [*a, *a]\n",
+	} {
+		f.Add([]byte(s))
+	}
+	allow := ValidateOptions{AllowPaths: []string{"/etc/infer", "/opt/models"}, CheckAllowPaths: true}
+	f.Fuzz(func(t *testing.T, data []byte) {
+		d, err := Load("cam-017", []Input{{Name: "devices/cam-017/d.yaml", Data: data}})
+		if err != nil {
+			if !errors.Is(err, ErrInvalid) {
+				t.Fatalf("error does not match ErrInvalid: %v", err)
+			}
+			if !strings.Contains(err.Error(), "d.yaml") && !strings.Contains(err.Error(), "cam-017") {
+				t.Fatalf("error names neither the file nor the device: %v", err)
+			}
+			return
+		}
+		if err := d.Validate(allow); err != nil {
+			if !errors.Is(err, ErrInvalid) {
+				t.Fatalf("validation error does not match ErrInvalid: %v", err)
+			}
+			return
+		}
+		for _, p := range declaredPaths(d) {
+			if !Allowed(p, allow.AllowPaths) || strings.ContainsFunc(p, unicode.IsControl) {
+				t.Fatalf("valid device declares path %q", p)
+			}
+		}
+	})
+}
+
+// declaredPaths are the paths a device writes.
+func declaredPaths(d *Device) []string {
+	var out []string
+	for _, f := range d.Spec.Files {
+		out = append(out, f.Path)
+	}
+	for _, m := range d.Spec.Models {
+		if m.Path != "" {
+			out = append(out, m.Path)
+		}
+	}
+	return out
+}
