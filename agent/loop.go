@@ -135,6 +135,9 @@ func (l *Loop) Start(ctx context.Context) error {
 		l.stops = append(l.stops, func() { sup.Stop(); l.r.Supervisor = nil })
 	}
 	l.serve(ctx, log)
+	if sup := l.r.Supervisor; sup != nil {
+		sup.OnRestart(l.metrics.ServiceRestarted)
+	}
 	l.done = make(chan struct{})
 	go func() {
 		defer close(l.done)

@@ -35,6 +35,7 @@ type Metrics struct {
 	fetches     *prometheus.CounterVec
 	downloaded  prometheus.Counter
 	convergence prometheus.Histogram
+	restarts    *prometheus.CounterVec
 
 	mu       sync.Mutex
 	applied  string    // the revision tend_applied_revision_info names
@@ -80,6 +81,10 @@ func NewMetrics() *Metrics {
 				"to the end of the first tick after it that ended with no error and nothing left to do.",
 			Buckets: []float64{1, 5, 15, 30, 60, 120, 300, 600, 1800, 3600, 2 * 3600, 6 * 3600, 12 * 3600, 24 * 3600},
 		}),
+		restarts: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "tend_service_restarts_total",
+			Help: "Restarts of a service's instances: after an exit, or in place of an instance that ran (an update, a planned restart, a rollback).",
+		}, []string{"service"}),
 	}
 	for _, r := range []string{ResultSuccess, ResultError, ResultNoop} {
 		m.reconciles.WithLabelValues(r)
@@ -93,7 +98,7 @@ func NewMetrics() *Metrics {
 	m.reg.MustRegister(
 		collectors.NewGoCollector(),
 		collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}),
-		m.reconciles, m.duration, m.drifts, m.revision, m.lastSuccess, m.fetches, m.downloaded, m.convergence,
+		m.reconciles, m.duration, m.drifts, m.revision, m.lastSuccess, m.fetches, m.downloaded, m.convergence, m.restarts,
 	)
 	return m
 }
@@ -101,6 +106,12 @@ func NewMetrics() *Metrics {
 // Handler serves the metrics in the Prometheus exposition formats.
 func (m *Metrics) Handler() http.Handler {
 	return promhttp.HandlerFor(m.reg, promhttp.HandlerOpts{Registry: m.reg})
+}
+
+// ServiceRestarted counts one restart of an instance of service (see
+// service.Supervisor.OnRestart).
+func (m *Metrics) ServiceRestarted(service string) {
+	m.restarts.WithLabelValues(service).Inc()
 }
 
 // SetApplied seeds tend_applied_revision_info with the revision read from
@@ -130,6 +141,12 @@ func (m *Metrics) Observe(res *Result, err error, fresh []drift.Event) {
 	}
 	if res.Downloaded > 0 {
 		m.downloaded.Add(float64(res.Downloaded))
+	}
+	for _, id := range res.Declared {
+		if k, err := planner.KindOf(id); err == nil && k == planner.KindService {
+			// Its series exists, at zero, from the first tick that declares it.
+			m.restarts.WithLabelValues(planner.ServiceName(id))
+		}
 	}
 	if err == nil {
 		m.lastSuccess.Set(float64(end.UnixNano()) / 1e9)

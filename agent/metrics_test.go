@@ -214,3 +214,17 @@ func newMeter() meter { return meter{Metrics: NewMetrics(), tracker: NewTracker(
 func (m meter) Observe(res *Result, err error) {
 	m.Metrics.Observe(res, err, m.tracker.Observe(res, err, false))
 }
+
+// tend_service_restarts_total{service} exists at zero for every declared
+// service from the first tick that declares it, and counts restarts.
+func TestMetricsServiceRestarts(t *testing.T) {
+	m := NewMetrics()
+	m.Observe(&Result{Declared: []string{planner.FileID("/etc/infer/a"), planner.ServiceID("infer")}}, nil, nil)
+	got := scrape(t, m)
+	v, ok := got[`tend_service_restarts_total{service="infer"}`]
+	require.True(t, ok, "no series for a declared service")
+	require.Zero(t, v)
+	m.ServiceRestarted("infer")
+	m.ServiceRestarted("infer")
+	require.Equal(t, 2.0, scrape(t, m)[`tend_service_restarts_total{service="infer"}`])
+}

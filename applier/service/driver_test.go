@@ -731,3 +731,23 @@ func TestFirstDeployIsNotRolledBack(t *testing.T) {
 	require.NoError(t, err)
 	require.Empty(t, inv.Revision, "a revision that failed is recorded as applied")
 }
+
+// Every restart is heard (tend_service_restarts_total counts them): the
+// watcher's after an exit, and a restart the plan makes; a first start is
+// not one.
+func TestServiceRestartsAreHeard(t *testing.T) {
+	n := newNode(t, true, testAllow)
+	n.AllowEmpty = true
+	var mu sync.Mutex
+	heard := map[string]int{}
+	n.Sup.OnRestart(func(name string) { mu.Lock(); heard[name]++; mu.Unlock() })
+	count := func() int { mu.Lock(); defer mu.Unlock(); return heard["infer"] }
+	svc := n.service("infer", 1)
+	n.apply(svc)
+	require.Zero(t, count(), "a first start is no restart")
+	pid := n.pids("infer")[0]
+	require.NoError(t, syscall.Kill(pid, syscall.SIGKILL))
+	eventually(t, func() bool { return count() == 1 }, "the watcher's restart was not heard")
+	n.apply(n.service("infer", 1, "-listen", freePort(t)))
+	require.Equal(t, 2, count(), "the update's restart was not heard")
+}

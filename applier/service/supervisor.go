@@ -55,7 +55,20 @@ type Supervisor struct {
 	inst     map[instanceKey]*instance
 	keys     map[instanceKey]*sync.Mutex // one per replica: Run, Halt and a restart never overlap
 
-	hook atomic.Pointer[func(point string)] // tests: where the supervisor is
+	hook      atomic.Pointer[func(point string)] // tests: where the supervisor is
+	onRestart atomic.Pointer[func(service string)]
+}
+
+// OnRestart makes fn hear every restart of an instance of a service:
+// started again after it exited (while watching), or started in place of
+// one that ran before (an update, a restart the plan made, a start
+// retried, a rollback). fn must not block.
+func (s *Supervisor) OnRestart(fn func(service string)) { s.onRestart.Store(&fn) }
+
+func (s *Supervisor) restarted(service string) {
+	if fn := s.onRestart.Load(); fn != nil {
+		(*fn)(service)
+	}
 }
 
 type instanceKey struct {
@@ -262,9 +275,9 @@ func (s *Supervisor) Instances(name string) ([]InstanceState, error) {
 func (s *Supervisor) Run(ctx context.Context, in Instance, spec Spec) (Proc, error) {
 	key := instanceKey{in.Service, in.Replica}
 	defer s.lockKey(key)()
-	restarts := 0
+	restarts, again := 0, false
 	if old, err := s.readRecord(key); err == nil && old != nil {
-		restarts = old.Restarts
+		restarts, again = old.Restarts, old.Starting == nil
 		if err := s.halt(ctx, key, old, spec.Grace); err != nil {
 			return Proc{}, err
 		}
@@ -287,6 +300,9 @@ func (s *Supervisor) Run(ctx context.Context, in Instance, spec Spec) (Proc, err
 		return proc, err
 	}
 	failpoint.Hit("service:recorded")
+	if again {
+		s.restarted(in.Service)
+	}
 	s.log.InfoContext(ctx, "service started", logKeyResource, planner.ServiceID(in.Service), logKeyReplica, in.Replica, logKeyPID, proc.PID)
 	s.mu.Lock()
 	watching := s.watching
@@ -516,6 +532,7 @@ func (s *Supervisor) exited(ctx context.Context, in *instance, st ExitStatus) (*
 	s.mu.Lock()
 	in.rec, in.pending = rec, false
 	s.mu.Unlock()
+	s.restarted(key.service)
 	s.point("exited:restarted")
 	return in, true
 }
