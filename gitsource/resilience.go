@@ -270,6 +270,13 @@ func guard(err *error) {
 // again at depth 1, so months of commits do not fill a small disk.
 const DefaultMaxCloneBytes = 64 << 20
 
+// MaxClonePacks bounds the packs of the clone as DefaultMaxCloneBytes bounds
+// its size: every fetch of a new commit adds one, and reading the clone
+// costs time in the number of packs (a no-op tick takes 1.5 ms with one,
+// 23 ms with 40, 110 ms with 200), so a device that takes a commit a day
+// would slow down all year.
+var MaxClonePacks = 32
+
 // prune clones again, shallow, when the clone has grown past its bound and
 // the device is converged on rev (the last applied commit): the new clone
 // starts at rev, so the rewind check still has it.
@@ -281,11 +288,15 @@ func (f *fetcher) prune(ctx context.Context, repo *git.Repository, rev plumbing.
 	if bound < 0 || f.pruning || rev.String() != f.src.LastApplied {
 		return
 	}
-	size := packSize(f.opts.Dir)
-	if size <= bound {
+	size, packs := packStats(f.opts.Dir)
+	if size <= bound && packs <= MaxClonePacks {
 		return
 	}
-	f.log.InfoContext(ctx, "clone is past its size bound; cloning again at depth 1", logKeyDir, f.opts.Dir, logKeyBytes, size)
+	what := "size"
+	if size <= bound {
+		what = "pack count"
+	}
+	f.log.InfoContext(ctx, "clone is past its "+what+" bound; cloning again at depth 1", logKeyDir, f.opts.Dir, logKeyBytes, size, "packs", packs)
 	if err := removeClone(f.opts.Dir); err != nil {
 		f.log.WarnContext(ctx, "could not remove the old clone", logKeyError, err.Error())
 		return
@@ -298,15 +309,18 @@ func (f *fetcher) prune(ctx context.Context, repo *git.Repository, rev plumbing.
 	}
 }
 
-// packSize adds up the clone's packs: one folder listing, cheap enough for
-// every converged tick. go-git writes what it fetches as packs.
-func packSize(dir string) int64 {
+// packStats adds up the size of the clone's packs and counts them: one
+// folder listing, cheap enough for every converged tick. go-git writes what
+// it fetches as packs.
+func packStats(dir string) (size int64, packs int) {
 	entries, _ := os.ReadDir(filepath.Join(dir, "objects", "pack"))
-	var n int64
 	for _, e := range entries {
 		if fi, err := e.Info(); err == nil {
-			n += fi.Size()
+			size += fi.Size()
+		}
+		if strings.HasSuffix(e.Name(), ".pack") {
+			packs++
 		}
 	}
-	return n
+	return size, packs
 }

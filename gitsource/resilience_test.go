@@ -134,6 +134,35 @@ func TestCloneSizeBound(t *testing.T) {
 	require.Equal(t, next, snap.Revision)
 }
 
+// Every fetch of a new commit adds a pack, and reading the clone slows
+// with each: past MaxClonePacks a converged device clones again at depth
+// 1, so the count stays bounded however many commits it takes.
+func TestClonePackBound(t *testing.T) {
+	old := gitsource.MaxClonePacks
+	gitsource.MaxClonePacks = 3
+	t.Cleanup(func() { gitsource.MaxClonePacks = old })
+	f := newFleet(t)
+	src := gitsource.Source{URL: f.repo.Dir(), Ref: "main", Path: "devices/cam-017"}
+	dir := filepath.Join(t.TempDir(), "clone")
+	var logs bytes.Buffer
+	opts := gitsource.Options{Dir: dir, Logger: slog.New(slog.NewTextHandler(&logs, nil))}
+	most := 0
+	for i := range 10 {
+		f.repo.WriteFile("devices/cam-017/gen.yaml", fmt.Sprintf("generation: %d\n", i))
+		rev := f.repo.Commit("next")
+		snap, err := gitsource.Fetch(context.Background(), src, opts)
+		require.NoError(t, err)
+		require.Equal(t, rev, snap.Revision)
+		src.LastApplied = rev // applied: the next tick is converged
+		_, err = gitsource.Fetch(context.Background(), src, opts)
+		require.NoError(t, err)
+		packs, _ := filepath.Glob(filepath.Join(dir, "objects", "pack", "*.pack"))
+		most = max(most, len(packs))
+	}
+	require.LessOrEqual(t, most, 3, "packs grew past the bound")
+	require.Contains(t, logs.String(), "past its pack count bound")
+}
+
 func TestNotRetriedWhenPermanent(t *testing.T) {
 	f := newFleet(t)
 	_, err := fetch(t, t.TempDir(), gitsource.Source{URL: f.repo.Dir(), Ref: "no-such-branch"})
