@@ -275,7 +275,7 @@ const DefaultMaxCloneBytes = 64 << 20
 // costs time in the number of packs (a no-op tick takes 1.5 ms with one,
 // 23 ms with 40, 110 ms with 200), so a device that takes a commit a day
 // would slow down all year.
-var MaxClonePacks = 32
+var MaxClonePacks = 16
 
 // prune clones again, shallow, when the clone has grown past its bound and
 // the device is converged on rev (the last applied commit): the new clone
