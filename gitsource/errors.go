@@ -79,11 +79,13 @@ func (e *redactedError) Error() string {
 	if errors.As(e.err, &ue) && ue.URL != "" {
 		msg = strings.ReplaceAll(msg, strconv.Quote(ue.URL), strconv.Quote(RedactURL(ue.URL)))
 	}
-	msg = userinfoRE.ReplaceAllString(msg, "$1")
+	// The known secrets first: the pattern below stops at the first space,
+	// and would cut a password holding "@" and a space in two, its second
+	// half no longer one of them.
 	for _, s := range e.secrets {
 		msg = strings.ReplaceAll(msg, s, "***")
 	}
-	return msg
+	return userinfoRE.ReplaceAllString(msg, "$1")
 }
 
 func (e *redactedError) Unwrap() error { return e.err }
