@@ -30,7 +30,7 @@ const DirMode fs.FileMode = 0o755
 // file in the same folder, sets its mode exactly (the umask plays no part),
 // fsyncs it, renames it over name and fsyncs the folder. A crash at any
 // point leaves either the old or the new file at name. The temporary file
-// is removed on any error, and what a killed write left is reused by the
+// is removed on any error, and what a killed write left is removed by the
 // next (see TempName).
 func WriteIn(r *os.Root, name string, data []byte, mode fs.FileMode) (err error) {
 	dir, base := path.Split(name)
@@ -141,48 +141,96 @@ func Sync(dir string) error {
 	return nil
 }
 
-// createTemp opens the temporary file of base in dir inside r (see
-// TempName), empty and locked (flock) for the caller until it closes it.
-// Two writers of one file take turns: the second waits for the lock, finds
-// the name renamed away and starts over. What a killed write left under the
-// name is reused (its writer's lock died with it); anything but a regular
-// file there (a symlink someone planted) is removed, never written through.
+// createTemp creates the temporary file of base in dir inside r (see
+// TempName), new (O_EXCL: never a file someone else made, nor one a link
+// leads to) and locked (flock) for the caller until it closes it. A file
+// already at the name is another write's: one in progress is waited for
+// (it renames or removes its file), what a killed write left, or anything
+// planted there, is removed. Two writers of one file so take turns.
 func createTemp(r *os.Root, dir, base string) (string, *os.File, error) {
 	name := dir + TempName(base)
 	where := path.Join(r.Name(), name)
 	for range 100 {
-		if fi, err := r.Lstat(name); err == nil && !fi.Mode().IsRegular() {
-			if err := r.Remove(name); err != nil && !errors.Is(err, fs.ErrNotExist) {
-				return "", nil, fmt.Errorf("remove stale temporary file %s: %w", where, Cause(err))
+		f, err := r.OpenFile(name, os.O_WRONLY|os.O_CREATE|os.O_EXCL|syscall.O_NOFOLLOW, 0o600)
+		if errors.Is(err, fs.ErrExist) {
+			ok, release, err := claim(r, name, true)
+			if err != nil {
+				return "", nil, err
 			}
+			if ok {
+				err := r.Remove(name)
+				release()
+				if err != nil && !errors.Is(err, fs.ErrNotExist) {
+					return "", nil, fmt.Errorf("remove stale temporary file %s: %w", where, Cause(err))
+				}
+			}
+			continue
 		}
-		f, err := r.OpenFile(name, os.O_WRONLY|os.O_CREATE|syscall.O_NOFOLLOW, 0o600)
 		if err != nil {
 			return "", nil, fmt.Errorf("create temporary file %s: %w", where, Cause(err))
 		}
-		if err := lock(f); err != nil {
+		if err := lock(f, true); err != nil {
 			_ = f.Close()
 			return "", nil, fmt.Errorf("lock temporary file %s: %w", where, err)
 		}
 		if !still(r, name, f) {
-			_ = f.Close() // renamed or removed by the writer before us
+			_ = f.Close() // taken for stale by a writer before us: start over
 			continue
-		}
-		if err := f.Truncate(0); err != nil {
-			_ = f.Close()
-			return "", nil, err
 		}
 		return name, f, nil
 	}
 	return "", nil, fmt.Errorf("create temporary file %s: it keeps being replaced by another writer", where)
 }
 
-// lock takes f's flock, waiting for another writer of the same file. A file
-// system without flock is no error: tend's own writes of one file are
-// serialised by the state directory's lock.
-func lock(f *os.File) error {
+// claim reports whether the temporary file name inside r may be removed
+// now: it is anything but a regular file (a link planted there), or a
+// regular file no write holds, whose lock claim then holds until release
+// is called (after the removal). With wait it waits for a write in
+// progress, which renames or removes the file: then there is nothing to
+// remove. The file is opened read-only, never through a symlink.
+func claim(r *os.Root, name string, wait bool) (ok bool, release func(), err error) {
+	none := func() {}
+	fi, err := r.Lstat(name)
+	switch {
+	case errors.Is(err, fs.ErrNotExist):
+		return false, none, nil
+	case err != nil:
+		return false, none, fmt.Errorf("stat %s: %w", path.Join(r.Name(), name), Cause(err))
+	case !fi.Mode().IsRegular():
+		return true, none, nil
+	}
+	f, err := r.OpenFile(name, os.O_RDONLY|syscall.O_NOFOLLOW|syscall.O_NONBLOCK, 0)
+	switch {
+	case errors.Is(err, fs.ErrNotExist):
+		return false, none, nil
+	case err != nil:
+		return false, none, fmt.Errorf("open %s: %w", path.Join(r.Name(), name), Cause(err))
+	}
+	if err := lock(f, wait); err != nil {
+		_ = f.Close()
+		if errors.Is(err, syscall.EWOULDBLOCK) {
+			return false, none, nil
+		}
+		return false, none, fmt.Errorf("lock %s: %w", path.Join(r.Name(), name), err)
+	}
+	if !still(r, name, f) {
+		_ = f.Close()
+		return false, none, nil
+	}
+	return true, func() { _ = f.Close() }, nil
+}
+
+// lock takes f's flock, with wait waiting for another writer of the same
+// file (else failing with EWOULDBLOCK). A file system without flock is no
+// error: tend's own writes of one file are serialised by the state
+// directory's lock.
+func lock(f *os.File, wait bool) error {
+	how := syscall.LOCK_EX
+	if !wait {
+		how |= syscall.LOCK_NB
+	}
 	for {
-		err := syscall.Flock(int(f.Fd()), syscall.LOCK_EX)
+		err := syscall.Flock(int(f.Fd()), how)
 		switch {
 		case err == nil, errors.Is(err, syscall.ENOLCK), errors.Is(err, syscall.EOPNOTSUPP), errors.Is(err, syscall.ENOSYS):
 			return nil
@@ -207,7 +255,7 @@ func still(r *os.Root, name string, f *os.File) bool {
 // TempName is the name of the temporary file a write of base goes
 // through: ".tend-<base, cut to 64 bytes>-<12 hex digits of its hash>",
 // the same for every write of base, so what a write killed half-way leaves
-// is reused by the next write of base (and removed by a delete of base).
+// is removed by the next write of base (and by a delete of base).
 func TempName(base string) string {
 	sum := sha256.Sum256([]byte(base))
 	return TempPrefix + truncateName(base, tempBaseMax) + "-" + hex.EncodeToString(sum[:6])
@@ -252,40 +300,23 @@ func RemoveTemps(r *os.Root, dir string) ([]string, error) {
 			continue
 		}
 		name := path.Join(dir, n)
-		switch ok, err := idle(r, name); {
-		case err != nil:
+		ok, release, err := claim(r, name, false)
+		if err != nil {
 			errs = append(errs, err)
-		case ok:
-			if err := r.Remove(name); err != nil && !errors.Is(err, fs.ErrNotExist) {
-				errs = append(errs, fmt.Errorf("remove %s: %w", path.Join(r.Name(), name), Cause(err)))
-				continue
-			}
-			removed = append(removed, name)
+			continue
 		}
+		if !ok {
+			continue
+		}
+		err = r.Remove(name)
+		release()
+		if err != nil && !errors.Is(err, fs.ErrNotExist) {
+			errs = append(errs, fmt.Errorf("remove %s: %w", path.Join(r.Name(), name), Cause(err)))
+			continue
+		}
+		removed = append(removed, name)
 	}
 	return removed, errors.Join(errs...)
-}
-
-// idle reports whether no write holds the temporary file name inside r: a
-// symlink (of SwapLink) never is, a file is when its lock is free. Only a
-// regular file is opened, never through a link.
-func idle(r *os.Root, name string) (bool, error) {
-	if fi, err := r.Lstat(name); err != nil || !fi.Mode().IsRegular() {
-		return err == nil, nil
-	}
-	f, err := r.OpenFile(name, os.O_RDONLY|syscall.O_NOFOLLOW, 0)
-	switch {
-	case errors.Is(err, fs.ErrNotExist):
-		return false, nil
-	case err != nil:
-		return false, fmt.Errorf("open %s: %w", path.Join(r.Name(), name), Cause(err))
-	}
-	defer f.Close()
-	err = syscall.Flock(int(f.Fd()), syscall.LOCK_EX|syscall.LOCK_NB)
-	if errors.Is(err, syscall.EWOULDBLOCK) {
-		return false, nil
-	}
-	return true, nil
 }
 
 // truncateName returns the longest prefix of s of at most n bytes that does

@@ -225,3 +225,24 @@ func TestRemoveTemps(t *testing.T) {
 	require.NoError(t, err)
 	require.Empty(t, removed)
 }
+
+// A hard link planted at the temporary name (by someone who may write in
+// the folder) leads nowhere: the file it links to keeps its content and
+// mode, and the file written is a new one, tend's, linked once.
+func TestPlantedHardLinkIsNotWrittenThrough(t *testing.T) {
+	dir := t.TempDir()
+	victim := filepath.Join(t.TempDir(), "victim")
+	require.NoError(t, os.WriteFile(victim, []byte("mine"), 0o600))
+	require.NoError(t, os.Link(victim, filepath.Join(dir, TempName("config.yaml"))))
+	require.NoError(t, Write(dir, "config.yaml", []byte("tend's"), 0o644))
+	b, err := os.ReadFile(victim)
+	require.NoError(t, err)
+	require.Equal(t, "mine", string(b), "written through a planted hard link")
+	fi, err := os.Stat(victim)
+	require.NoError(t, err)
+	require.Equal(t, fs.FileMode(0o600), fi.Mode().Perm())
+	fi, err = os.Stat(filepath.Join(dir, "config.yaml"))
+	require.NoError(t, err)
+	require.Equal(t, uint64(1), fi.Sys().(*syscall.Stat_t).Nlink, "the written file is linked elsewhere")
+	requireNoTemp(t, dir)
+}
