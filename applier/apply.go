@@ -99,6 +99,10 @@ func (a *Applier) Apply(ctx context.Context, d *render.Desired, cs *planner.Chan
 type outcome struct {
 	pending map[string]bool // ids whose action has not succeeded, or was undone
 	created map[string]bool // ids whose action put them where nothing was
+	// left is the id of a failed action not undone, whose resource may be
+	// there in part (a service left to its restart policy on a first
+	// deploy): what intend recorded of it stays.
+	left string
 }
 
 // graced returns a context for the actions of a plan: once the first runs,
@@ -155,6 +159,7 @@ func (a *Applier) run(ctx context.Context, d *render.Desired, cs *planner.Change
 				return o, fmt.Errorf("apply %s: %w", act.Resource, err)
 			}
 			if first {
+				o.left = act.Resource
 				return o, fmt.Errorf("%s did not become healthy: %w; not rolled back: no revision was applied on this node before, "+
 					"so there is nothing to go back to (it is restarted under its restart policy; fix it in a new commit)", act.Resource, err)
 			}
@@ -221,7 +226,7 @@ func (a *Applier) intend(inv *Inventory, d *render.Desired, cs *planner.Changese
 // entries intend added for actions that did not succeed are dropped.
 func (a *Applier) record(inv *Inventory, d *render.Desired, o outcome, intent map[string]bool, done bool) {
 	for id := range intent {
-		if o.pending[id] {
+		if o.pending[id] && id != o.left {
 			delete(inv.Resources, id)
 		}
 	}

@@ -730,6 +730,13 @@ func TestFirstDeployIsNotRolledBack(t *testing.T) {
 	inv, err := applier.LoadInventory(n.StateDir)
 	require.NoError(t, err)
 	require.Empty(t, inv.Revision, "a revision that failed is recorded as applied")
+	require.True(t, inv.Resources[planner.ServiceID("web")].Created, "the service tend left running is not recorded as tend's")
+
+	// Dropped from Git, it is stopped: it is tend's.
+	cs, _, err := n.tick(n.Declare(manifest.DeviceSpec{Files: []manifest.File{files}}), "rev2")
+	require.NoError(t, err)
+	require.Contains(t, reasons(cs), "- service/web")
+	require.Empty(t, n.pids("web"))
 }
 
 // Every restart is heard (tend_service_restarts_total counts them): the
