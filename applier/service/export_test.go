@@ -57,7 +57,7 @@ func SetRestartBackoff(t testing.TB, b backoff.Exponential) {
 
 // SetHook makes hook hear where s is: "lock:busy" (a replica's lock is
 // held by another process: s waits for it), "exited:owned",
-// "exited:gave-up", "exited:restarted".
+// "exited:gave-up", "exited:adopted", "exited:restarted".
 func (s *Supervisor) SetHook(hook func(point string)) { s.hook.Store(&hook) }
 
 // SetStartupGrace makes d the startup grace of services without a health

@@ -32,7 +32,7 @@ func TestServiceOneOwnerAcrossProcesses(t *testing.T) {
 		case "exited:owned":
 			agentAt <- point
 			<-release
-		case "exited:gave-up", "exited:restarted":
+		case "exited:gave-up", "exited:restarted", "exited:adopted":
 			agentAt <- point
 		}
 	})
@@ -79,4 +79,14 @@ func TestServiceOneOwnerAcrossProcesses(t *testing.T) {
 	require.Equal(t, got.proc.PID, recs[0].PID, "the record names the apply's instance")
 	require.True(t, recs[0].Alive)
 	require.ErrorIs(t, syscall.Kill(old, 0), syscall.ESRCH)
+
+	// The agent adopts the apply's instance: no restart pending, and an
+	// exit of it is seen and restarted as of its own.
+	require.Equal(t, "exited:adopted", <-agentAt)
+	for _, st := range n.instances("infer") {
+		require.False(t, st.Pending, "a restart the watcher gave up is still pending")
+	}
+	require.NoError(t, syscall.Kill(got.proc.PID, syscall.SIGKILL))
+	require.Equal(t, "exited:owned", <-agentAt)
+	require.Equal(t, "exited:restarted", <-agentAt, "the agent does not watch the instance the apply started")
 }

@@ -485,8 +485,8 @@ func (s *Supervisor) exited(ctx context.Context, in *instance, st ExitStatus) (*
 	restart := rec.Policy == manifest.RestartAlways || rec.Policy == "" || rec.Policy == manifest.RestartOnFailure && st.Failed()
 	unlock := s.lockKey(key)
 	if !s.owns(key, in) {
+		s.giveUp(ctx, key, in)
 		unlock()
-		s.point("exited:gave-up")
 		return nil, false
 	}
 	s.point("exited:owned")
@@ -511,7 +511,7 @@ func (s *Supervisor) exited(ctx context.Context, in *instance, st ExitStatus) (*
 	}
 	defer s.lockKey(key)()
 	if !s.owns(key, in) {
-		s.point("exited:gave-up")
+		s.giveUp(ctx, key, in)
 		return nil, false
 	}
 	proc, err := s.start(ctx, key, &rec)
@@ -535,6 +535,36 @@ func (s *Supervisor) exited(ctx context.Context, in *instance, st ExitStatus) (*
 	s.restarted(key.service)
 	s.point("exited:restarted")
 	return in, true
+}
+
+// giveUp lets go of in, which is no longer the instance of key: Run or
+// Halt replaced or stopped it here, or another process's tend (a one-shot
+// apply) replaced it. Its restart is no longer pending. An instance another
+// process recorded and that runs is adopted, watched as this supervisor's
+// own. The caller holds the key's lock.
+func (s *Supervisor) giveUp(ctx context.Context, key instanceKey, in *instance) {
+	s.mu.Lock()
+	in.pending = false
+	mine := s.inst[key] == in && !in.stopping
+	watching := s.watching
+	s.mu.Unlock()
+	s.point("exited:gave-up")
+	if !mine || !watching {
+		return
+	}
+	rec, err := s.readRecord(key)
+	if err != nil || rec == nil || rec.Starting != nil || !s.alive(*rec) {
+		s.mu.Lock()
+		if s.inst[key] == in {
+			delete(s.inst, key)
+		}
+		s.mu.Unlock()
+		return
+	}
+	s.log.InfoContext(ctx, "service adopted", logKeyResource, planner.ServiceID(key.service), logKeyReplica, key.replica,
+		logKeyPID, rec.Proc.PID)
+	s.watchInstance(s.track(*rec))
+	s.point("exited:adopted")
 }
 
 // owns reports whether in is still the instance of key that this
