@@ -424,6 +424,10 @@ func TestOrphansAfterExec(t *testing.T) {
 	require.NoError(t, err)
 	require.Equal(t, []service.Proc{{PID: p.PID, StartTime: p.StartTime}}, found, "only its own: %d is another invocation", other.PID)
 
+	found, err = e.Orphans(in, since.Add(time.Hour))
+	require.NoError(t, err)
+	require.Len(t, found, 1, "a clock stepped back since the start hides it")
+
 	env, err := os.ReadFile(fmt.Sprintf("/proc/%d/environ", p.PID))
 	require.NoError(t, err)
 	require.Contains(t, strings.Split(string(env), "\x00"), service.InvocationEnv+"="+in.Invocation)

@@ -12,12 +12,13 @@ import (
 
 var _ service.Sweeper = (*Runtime)(nil)
 
-// Orphans returns the processes this runtime started for in since then
+// Orphans returns the processes this runtime started for in that still
+// run: session leaders whose environment holds in's invocation
+// ($TEND_INVOCATION_ID), which tend alone sets and an exec keeps. An
+// instance without an invocation (recorded by an older tend) is matched by
+// its exact command line and environment, among those started since then
 // (less two seconds: /proc gives start times against a boot time in whole
-// seconds) that still run: session leaders whose environment holds in's
-// invocation ($TEND_INVOCATION_ID), which tend alone sets and an exec
-// keeps. An instance without an invocation (recorded by an older tend) is
-// matched by its exact command line and environment. It reads every
+// seconds). It reads every
 // process of /proc; it is called only after tend died between starting an
 // instance and recording it.
 func (e *Runtime) Orphans(in service.Instance, since time.Time) ([]service.Proc, error) {
@@ -35,9 +36,14 @@ func (e *Runtime) Orphans(in service.Instance, since time.Time) ([]service.Proc,
 		if err != nil || st.Session != p.PID || st.State == "Z" {
 			continue
 		}
-		started, err := st.StartTime()
-		if err != nil || time.Unix(0, int64(started*1e9)).Before(since.Add(-2*time.Second)) {
-			continue
+		// The invocation alone names this start; without one (a record of
+		// an older tend), the start time narrows the match. Only then is
+		// the wall clock trusted, which a clock step moves.
+		if in.Invocation == "" {
+			started, err := st.StartTime()
+			if err != nil || time.Unix(0, int64(started*1e9)).Before(since.Add(-2*time.Second)) {
+				continue
+			}
 		}
 		if startedFor(p, in) {
 			out = append(out, service.Proc{PID: p.PID, StartTime: st.Starttime})
