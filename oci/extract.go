@@ -23,12 +23,18 @@ var ErrUnsafeArchive = errors.New("unsafe archive entry")
 // does not fit).
 var ErrTooLarge = errors.New("unpacks to more than the room for it")
 
-// Budget bounds the bytes extraction writes, counted as they are written.
-// A nil Budget is no bound.
+// Budget bounds the bytes extraction writes, counted as they are written,
+// and entryCost for every entry it creates (a folder, an empty file, a
+// link take a block and an inode), so that a small layer of millions of
+// empty entries cannot exhaust the file system either. A nil Budget is no
+// bound.
 type Budget struct {
 	Limit   int64
 	Written int64
 }
+
+// entryCost is what one entry costs the budget besides its content.
+const entryCost = 4096
 
 // take counts n more bytes, or fails once the budget is spent.
 func (b *Budget) take(n int64) error {
@@ -121,6 +127,9 @@ func extractEntry(root *os.Root, tr *tar.Reader, h *tar.Header, b *Budget) error
 	}
 	if name == "." {
 		return nil
+	}
+	if err := b.take(entryCost); err != nil {
+		return fmt.Errorf("%s: %w", h.Name, err)
 	}
 	if err := realParents(root, name, kinds[h.Typeflag]); err != nil {
 		return fmt.Errorf("%w: %s: %w", ErrUnsafeArchive, h.Name, err)

@@ -55,6 +55,25 @@ func TestUnpackIsBoundedAsItWrites(t *testing.T) {
 	require.NoError(t, s.Materialise(context.Background(), &Artifact{Digest: testDigest, Entries: []Entry{ok}}, dir, 8<<20))
 }
 
+// A small layer of many empty entries is bounded too: each entry costs a
+// block of the budget, so it cannot use up the file system's inodes.
+func TestUnpackCountsEntries(t *testing.T) {
+	var buf bytes.Buffer
+	zw := gzip.NewWriter(&buf)
+	tw := tar.NewWriter(zw)
+	for i := range 5000 {
+		require.NoError(t, tw.WriteHeader(&tar.Header{Name: fmt.Sprintf("e%05d", i), Typeflag: tar.TypeReg, Mode: 0o644}))
+	}
+	require.NoError(t, tw.Close())
+	require.NoError(t, zw.Close())
+	require.Less(t, buf.Len(), 64<<10, "small compressed")
+	s := newTestStore(t)
+	e := putEntry(t, s, "", buf.Bytes(), true, Gzip)
+	dir := filepath.Join(t.TempDir(), "v")
+	err := s.Materialise(context.Background(), &Artifact{Digest: testDigest, Entries: []Entry{e}}, dir, 8<<20)
+	require.ErrorIs(t, err, ErrTooLarge, "5,000 empty files took nothing of an 8 MiB budget")
+}
+
 // No folder of a version is writable by others, whatever the tar says:
 // nobody but tend may swap a model's files.
 func TestUnpackedModesAreNormalised(t *testing.T) {
