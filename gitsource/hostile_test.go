@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"io/fs"
+	"log/slog"
 	"net/http"
 	"net/http/httptest"
 	"os"
@@ -210,6 +211,59 @@ func TestEndlessRefsAreCutOff(t *testing.T) {
 	require.Equal(t, first.Revision, snap.Revision)
 	require.ErrorContains(t, snap.Stale, "sent more than 1 MiB on one connection: tend stops reading")
 	require.Less(t, sent.Load(), int64(64<<20), "the server was read to its end")
+}
+
+// A clone made again for its size (or pack count) replaces the old one
+// only once it is complete: when the server fails it half-way, the old
+// clone stays, and the node is still held from it.
+func TestCloneAgainKeepsTheOldOnFailure(t *testing.T) {
+	f := newFleet(t)
+	real := testgit.HTTPHandler(t, filepath.Dir(f.repo.Dir()))
+	var refs atomic.Int32
+	failing := http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if strings.HasSuffix(r.URL.Path, "/info/refs") && refs.Add(1) > 1 {
+			http.Error(w, "down", http.StatusInternalServerError)
+			return
+		}
+		real.ServeHTTP(w, r)
+	})
+	h := &switchable{real: real, now: real}
+	srv := httptest.NewServer(h)
+	t.Cleanup(srv.Close)
+	src := gitsource.Source{URL: srv.URL + "/" + filepath.Base(f.repo.Dir()), Ref: "main", Path: "devices/cam-017"}
+	dir := filepath.Join(t.TempDir(), "clone")
+	first, err := fetch(t, dir, src)
+	require.NoError(t, err)
+	src.LastApplied = first.Revision
+
+	h.now = failing // the tick's own request passes; the clone again fails
+	var logs strings.Builder
+	snap, err := gitsource.Fetch(context.Background(), src, gitsource.Options{Dir: dir, MaxCloneBytes: 1, Logger: slog.New(slog.NewTextHandler(&logs, nil))})
+	require.NoError(t, err)
+	require.Nil(t, snap.Stale)
+	require.Contains(t, logs.String(), "clone again failed; the old clone is kept")
+
+	snap, err = fetch(t, dir, src) // the server is down now
+	require.NoError(t, err, "no clone left to hold the node from")
+	require.Equal(t, first.Revision, snap.Revision)
+	require.Error(t, snap.Stale)
+}
+
+// The bound is one fetch's: a healthy server read tick after tick over
+// a kept-alive connection never reaches it.
+func TestReadBoundIsPerFetch(t *testing.T) {
+	old := gitsource.MaxReadBytes
+	gitsource.MaxReadBytes = 16 << 10
+	t.Cleanup(func() { gitsource.MaxReadBytes = old })
+	f := newFleet(t)
+	srv := testgit.StartHTTP(t, filepath.Dir(f.repo.Dir()))
+	src := gitsource.Source{URL: f.repo.URL(srv.URL), Ref: "main", Path: "devices/cam-017"}
+	dir := filepath.Join(t.TempDir(), "clone")
+	for i := range 60 {
+		snap, err := fetch(t, dir, src)
+		require.NoError(t, err, "fetch %d", i)
+		require.Nil(t, snap.Stale, "fetch %d", i)
+	}
 }
 
 // A manifest larger than manifest.MaxFileBytes in the repo is not read:

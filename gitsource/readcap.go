@@ -13,11 +13,20 @@ import (
 )
 
 // MaxReadBytes bounds what tend reads from a Git server over one HTTP
-// connection: a server that sends refs (or a pack) without end cannot grow
-// tend's memory or disk without bound within the fetch timeout. A fleet
-// repo fetch is far smaller; past the bound the fetch fails (and the node
-// is held at its last applied commit).
+// connection, and so in one Fetch (its connections are closed when it
+// ends, not kept for the next tick's): a server that sends refs (or a
+// pack) without end cannot grow tend's memory or disk without bound within
+// the fetch timeout. A fleet repo fetch is far smaller; past the bound the
+// fetch fails (and the node is held at its last applied commit).
 var MaxReadBytes int64 = 256 << 20
+
+// httpTransport is the transport of every HTTP(S) connection to a Git
+// server that go-git does not configure on its own (see init).
+var httpTransport *http.Transport
+
+// closeIdle closes the idle connections to Git servers at the end of a
+// Fetch, so that the next starts with fresh ones and a fresh MaxReadBytes.
+func closeIdle() { httpTransport.CloseIdleConnections() }
 
 // errTooMuch says a server sent more than MaxReadBytes on one connection.
 type errTooMuch struct{ addr string }
@@ -54,6 +63,7 @@ func init() {
 		}
 		return &cappedConn{Conn: conn}, nil
 	}
+	httpTransport = tr
 	c := githttp.NewClient(&http.Client{Transport: tr})
 	client.InstallProtocol("http", c)
 	client.InstallProtocol("https", c)

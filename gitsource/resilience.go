@@ -19,7 +19,9 @@ import (
 	"github.com/go-git/go-git/v5/plumbing"
 	"github.com/go-git/go-git/v5/plumbing/storer"
 	githttp "github.com/go-git/go-git/v5/plumbing/transport/http"
+	"github.com/go-git/go-git/v5/storage/filesystem/dotgit"
 
+	"github.com/tend-dev/tend/internal/atomicfile"
 	"github.com/tend-dev/tend/internal/backoff"
 )
 
@@ -152,19 +154,23 @@ func (f *fetcher) hold(repo *git.Repository, cause error) *Snapshot {
 // remote sent (its ref advertisement, its packs) never counts: a hostile
 // or broken server must not make tend delete its last known good clone.
 func (f *fetcher) damaged(err error) bool {
+	if errors.Is(err, syscall.ENOSPC) || errors.Is(err, syscall.EDQUOT) {
+		return false // a full disk: a new clone would not fit either
+	}
+	// What only the clone's own files can cause, even while fetching.
+	var pe *fs.PathError
+	if errors.As(err, &pe) && strings.HasPrefix(pe.Path, f.opts.Dir) || errors.Is(err, dotgit.ErrEmptyRefFile) {
+		return true
+	}
 	if transient(err) || errors.Is(err, ErrRefNotFound) || errors.Is(err, ErrPathNotFound) ||
 		errors.Is(err, ErrUnverified) || errors.Is(err, ErrRewind) || IsPermanent(err) || errors.Is(err, errRemote) {
 		return false
-	}
-	var pe *fs.PathError
-	if errors.As(err, &pe) && strings.HasPrefix(pe.Path, f.opts.Dir) {
-		return true
 	}
 	if errors.Is(err, errDamaged) || errors.Is(err, plumbing.ErrObjectNotFound) || errors.Is(err, git.ErrRepositoryNotExists) {
 		return true
 	}
 	msg := err.Error()
-	for _, s := range []string{"ref file is empty", "zlib", "packfile", "invalid object", "malformed", "bad signature", "unexpected EOF"} {
+	for _, s := range []string{"zlib", "packfile", "invalid object", "malformed", "bad signature", "unexpected EOF"} {
 		if strings.Contains(msg, s) {
 			return true
 		}
@@ -277,9 +283,11 @@ const DefaultMaxCloneBytes = 64 << 20
 // would slow down all year.
 var MaxClonePacks = 16
 
-// prune clones again, shallow, when the clone has grown past its bound and
-// the device is converged on rev (the last applied commit): the new clone
-// starts at rev, so the rewind check still has it.
+// prune clones again, shallow, when the clone has grown past its bounds
+// and the device is converged on rev (the last applied commit): the new
+// clone starts at rev, so the rewind check still has it. The new clone is
+// made beside the old one and takes its place only once it is complete: a
+// fetch that fails keeps the old clone, the last known good.
 func (f *fetcher) prune(ctx context.Context, repo *git.Repository, rev plumbing.Hash) {
 	bound := f.opts.MaxCloneBytes
 	if bound == 0 {
@@ -297,15 +305,43 @@ func (f *fetcher) prune(ctx context.Context, repo *git.Repository, rev plumbing.
 		what = "pack count"
 	}
 	f.log.InfoContext(ctx, "clone is past its "+what+" bound; cloning again at depth 1", logKeyDir, f.opts.Dir, logKeyBytes, size, "packs", packs)
-	if err := removeClone(f.opts.Dir); err != nil {
-		f.log.WarnContext(ctx, "could not remove the old clone", logKeyError, err.Error())
+	fresh := f.opts.Dir + freshSuffix
+	_ = os.RemoveAll(fresh)
+	g := *f
+	g.opts.Dir, g.pruning = fresh, true
+	if _, err := g.run(ctx); err != nil {
+		_ = os.RemoveAll(fresh)
+		f.log.WarnContext(ctx, "clone again failed; the old clone is kept", logKeyError, redactAny(err))
 		return
 	}
-	f.pruning = true
-	defer func() { f.pruning = false }()
-	if _, err := f.run(ctx); err != nil {
-		// The next tick clones again; nothing on the node depends on it.
-		f.log.WarnContext(ctx, "clone again failed", logKeyError, redactAny(err))
+	aside := f.opts.Dir + asideSuffix
+	_ = os.RemoveAll(aside)
+	if err := os.Rename(f.opts.Dir, aside); err != nil {
+		_ = os.RemoveAll(fresh)
+		f.log.WarnContext(ctx, "could not replace the old clone", logKeyError, err.Error())
+		return
+	}
+	if err := atomicfile.Rename(fresh, f.opts.Dir); err != nil {
+		_ = os.Rename(aside, f.opts.Dir)
+		_ = os.RemoveAll(fresh)
+		f.log.WarnContext(ctx, "could not replace the old clone", logKeyError, err.Error())
+		return
+	}
+	_ = os.RemoveAll(aside)
+}
+
+// Where prune makes the new clone, and puts the old one while it swaps
+// them.
+const (
+	freshSuffix = ".fresh"
+	asideSuffix = ".old"
+)
+
+// recoverAside puts back the clone a prune killed between its two renames
+// left aside.
+func recoverAside(dir string) {
+	if _, err := os.Stat(dir); errors.Is(err, fs.ErrNotExist) {
+		_ = os.Rename(dir+asideSuffix, dir)
 	}
 }
 

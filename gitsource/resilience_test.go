@@ -95,6 +95,23 @@ func TestDamagedCloneIsClonedAgain(t *testing.T) {
 				require.Contains(t, logs.String(), "damaged; cloning again")
 			}
 		})
+		// The damage shows while fetching a new commit: still the clone's,
+		// not the remote's; the new commit is taken in the same tick.
+		t.Run(name+" with a new commit upstream", func(t *testing.T) {
+			dir := filepath.Join(t.TempDir(), "clone")
+			first, err := fetch(t, dir, src)
+			require.NoError(t, err)
+			damage(t, dir)
+			f.repo.WriteFile("devices/cam-017/next.yaml", "next: "+name+"\n")
+			next := f.repo.Commit("next")
+			src := src
+			src.LastApplied = first.Revision
+			var logs bytes.Buffer
+			snap, err := gitsource.Fetch(context.Background(), src, gitsource.Options{Dir: dir, Logger: slog.New(slog.NewTextHandler(&logs, nil))})
+			require.NoError(t, err, logs.String())
+			require.Nil(t, snap.Stale, "held at the last applied commit:\n%s", logs.String())
+			require.Equal(t, next, snap.Revision)
+		})
 	}
 }
 

@@ -124,6 +124,8 @@ func Fetch(ctx context.Context, src Source, opts Options) (*Snapshot, error) {
 	if d, ok := ctx.Deadline(); ok {
 		acc = acc.withDeadline(d) // bounds an ssh handshake that never ends
 	}
+	defer closeIdle()
+	recoverAside(opts.Dir)
 	f := &fetcher{src: src, opts: opts, stored: stored, acc: acc, dir: dir, shown: shown, log: log}
 	snap, err := f.run(ctx)
 	if err != nil && ctx.Err() == nil && f.damaged(err) {
