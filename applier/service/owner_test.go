@@ -2,6 +2,8 @@ package service_test
 
 import (
 	"context"
+	"os"
+	"path/filepath"
 	"syscall"
 	"testing"
 	"time"
@@ -89,4 +91,33 @@ func TestServiceOneOwnerAcrossProcesses(t *testing.T) {
 	require.NoError(t, syscall.Kill(got.proc.PID, syscall.SIGKILL))
 	require.Equal(t, "exited:owned", <-agentAt)
 	require.Equal(t, "exited:restarted", <-agentAt, "the agent does not watch the instance the apply started")
+}
+
+// An agent that stops while its watcher waits for a replica's lock held by
+// another process (a `tend apply` in progress) does not wait for it.
+func TestStopDoesNotWaitForAnotherProcess(t *testing.T) {
+	n := newNode(t, true, testAllow)
+	n.AllowEmpty = true
+	n.apply(n.service("infer", 1))
+	pid := n.pids("infer")[0]
+
+	other, err := os.OpenFile(filepath.Join(n.StateDir, "services", "infer", "0.lock"), os.O_RDWR, 0)
+	require.NoError(t, err)
+	defer other.Close()
+	require.NoError(t, syscall.Flock(int(other.Fd()), syscall.LOCK_EX)) // as the other process would
+
+	busy := make(chan struct{}, 1)
+	n.Sup.SetHook(func(point string) {
+		if point == "lock:busy" {
+			select {
+			case busy <- struct{}{}:
+			default:
+			}
+		}
+	})
+	require.NoError(t, syscall.Kill(pid, syscall.SIGKILL))
+	<-busy // the watcher saw the exit and waits for the lock
+	stopped := make(chan struct{})
+	go func() { n.Sup.Stop(); close(stopped) }()
+	<-stopped
 }

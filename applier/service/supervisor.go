@@ -151,7 +151,9 @@ func NewSupervisor(stateDir string, rt Runtime, log *slog.Logger) *Supervisor {
 // this process with a mutex, and across processes (the agent's watcher and
 // a `tend apply`) with an flock on stateDir/services/NAME/REPLICA.lock, so
 // that which process owns the replica is decided by one of them at a time.
-func (s *Supervisor) lockKey(k instanceKey) func() {
+// Waiting for the other process ends with ctx (an agent that stops does not
+// wait for a `tend apply`).
+func (s *Supervisor) lockKey(ctx context.Context, k instanceKey) (func(), error) {
 	s.mu.Lock()
 	m := s.keys[k]
 	if m == nil {
@@ -160,24 +162,32 @@ func (s *Supervisor) lockKey(k instanceKey) func() {
 	}
 	s.mu.Unlock()
 	m.Lock()
-	f, err := s.flockKey(k)
+	f, err := s.flockKey(ctx, k)
+	if ctx.Err() != nil {
+		m.Unlock()
+		return nil, fmt.Errorf("wait for the lock of %s replica %d: %w", planner.ServiceID(k.service), k.replica, ctx.Err())
+	}
 	if err != nil {
 		// Without the file the mutex still orders this process: the
 		// other one may race, which the log says.
 		s.log.Warn("replica lock file unusable; only this process is serialised", logKeyResource, planner.ServiceID(k.service),
 			logKeyReplica, k.replica, logKeyError, err.Error())
-		return m.Unlock
+		return m.Unlock, nil
 	}
 	return func() {
 		_ = syscall.Flock(int(f.Fd()), syscall.LOCK_UN)
 		_ = f.Close()
 		m.Unlock()
-	}
+	}, nil
 }
 
-// flockKey takes the flock of replica k's lock file, waiting for another
-// process that holds it.
-func (s *Supervisor) flockKey(k instanceKey) (*os.File, error) {
+// lockPoll is how often a replica's lock held by another process is tried
+// again.
+const lockPoll = 20 * time.Millisecond
+
+// flockKey takes the flock of replica k's lock file, waiting (until ctx
+// ends) for another process that holds it.
+func (s *Supervisor) flockKey(ctx context.Context, k instanceKey) (*os.File, error) {
 	dir := filepath.Join(s.dir, k.service)
 	if err := os.MkdirAll(dir, 0o700); err != nil {
 		return nil, err
@@ -189,7 +199,15 @@ func (s *Supervisor) flockKey(k instanceKey) (*os.File, error) {
 	err = flock(f, syscall.LOCK_EX|syscall.LOCK_NB)
 	if err == syscall.EWOULDBLOCK {
 		s.point("lock:busy") // another process holds it: wait
-		err = flock(f, syscall.LOCK_EX)
+	}
+	for err == syscall.EWOULDBLOCK {
+		select {
+		case <-ctx.Done():
+			_ = f.Close()
+			return nil, ctx.Err()
+		case <-time.After(lockPoll):
+		}
+		err = flock(f, syscall.LOCK_EX|syscall.LOCK_NB)
 	}
 	if err != nil {
 		_ = f.Close()
@@ -274,7 +292,11 @@ func (s *Supervisor) Instances(name string) ([]InstanceState, error) {
 // Run starts one instance, first stopping the one running in its place.
 func (s *Supervisor) Run(ctx context.Context, in Instance, spec Spec) (Proc, error) {
 	key := instanceKey{in.Service, in.Replica}
-	defer s.lockKey(key)()
+	unlock, err := s.lockKey(ctx, key)
+	if err != nil {
+		return Proc{}, err
+	}
+	defer unlock()
 	restarts, again := 0, false
 	if old, err := s.readRecord(key); err == nil && old != nil {
 		restarts, again = old.Restarts, old.Starting == nil
@@ -316,7 +338,11 @@ func (s *Supervisor) Run(ctx context.Context, in Instance, spec Spec) (Proc, err
 // Halt stops one instance on purpose and forgets it.
 func (s *Supervisor) Halt(ctx context.Context, name string, replica int, grace time.Duration) error {
 	key := instanceKey{name, replica}
-	defer s.lockKey(key)()
+	unlock, err := s.lockKey(ctx, key)
+	if err != nil {
+		return err
+	}
+	defer unlock()
 	rec, err := s.readRecord(key)
 	if err != nil || rec == nil {
 		return err
@@ -483,7 +509,10 @@ func (s *Supervisor) exited(ctx context.Context, in *instance, st ExitStatus) (*
 		rec.Crashes = 1
 	}
 	restart := rec.Policy == manifest.RestartAlways || rec.Policy == "" || rec.Policy == manifest.RestartOnFailure && st.Failed()
-	unlock := s.lockKey(key)
+	unlock, err := s.lockKey(ctx, key)
+	if err != nil {
+		return nil, false // stopping
+	}
 	if !s.owns(key, in) {
 		s.giveUp(ctx, key, in)
 		unlock()
@@ -509,7 +538,11 @@ func (s *Supervisor) exited(ctx context.Context, in *instance, st ExitStatus) (*
 	if backoff.Sleep(ctx, delay) != nil {
 		return nil, false
 	}
-	defer s.lockKey(key)()
+	unlock, err = s.lockKey(ctx, key)
+	if err != nil {
+		return nil, false
+	}
+	defer unlock()
 	if !s.owns(key, in) {
 		s.giveUp(ctx, key, in)
 		return nil, false
