@@ -33,6 +33,7 @@ func WriteText(w io.Writer, cs *Changeset) error {
 	}
 	for _, a := range cs.Actions {
 		fmt.Fprintf(&b, "  %s %-*s  %s\n", a.Type.Symbol(), width, a.Resource, a.Reason)
+		writeDiff(&b, a.Diff)
 	}
 	b.WriteString("\n")
 	b.WriteString(cs.Summary().String())

@@ -186,7 +186,7 @@ func compare(r Resource, observed Observed) (Action, bool) {
 	st := observed.Resources[r.ID]
 	applied, managed := observed.Applied[r.ID]
 	unchangedInGit := managed && fieldsEqual(applied, r.Fields)
-	a := Action{Resource: r.ID, Kind: r.Kind}
+	a := Action{Resource: r.ID, Kind: r.Kind, Sensitive: r.Sensitive}
 	if !st.Exists {
 		a.Type = Create
 		a.Changes = diff(nil, r.Fields)

@@ -54,6 +54,9 @@ type Resource struct {
 	// replaces the generic reason of a create or of an update that is not
 	// drift.
 	Reason string
+	// Sensitive hides the content of a file in every output: diffs show
+	// sizes and digests only.
+	Sensitive bool
 }
 
 // Desired is everything declared for one device at one revision.
@@ -157,6 +160,11 @@ type Action struct {
 	// Restart is set on an update whose inputs change in the same plan:
 	// all of it restarts, not only the parts whose own spec changed.
 	Restart bool `json:"restart,omitempty"`
+	// Sensitive is copied from the resource: its content is never shown.
+	Sensitive bool `json:"sensitive,omitempty"`
+	// Diff, when a diff was asked for, says what the update changes line
+	// by line (see ContentDiff).
+	Diff string `json:"diff,omitempty"`
 }
 
 // Drift says in words what was changed on the node ("content changed on
