@@ -57,6 +57,9 @@ type File struct {
 	Path    string `json:"path"`
 	Content string `json:"content"`
 	Mode    string `json:"mode,omitempty"`
+	// Sensitive hides the content in every output of tend (plans, diffs,
+	// render, status, logs, errors): only its size and digest are shown.
+	Sensitive bool `json:"sensitive,omitempty"`
 
 	Origin Origin `json:"-"`
 }

@@ -1,9 +1,13 @@
 package render
 
 import (
+	"fmt"
+	"slices"
+
 	v1 "github.com/google/go-containerregistry/pkg/v1"
 
 	"github.com/tend-dev/tend/manifest"
+	"github.com/tend-dev/tend/planner"
 )
 
 // Document is a desired state as `tend render` prints it: the device's
@@ -37,7 +41,7 @@ func (d *Desired) Document() Document {
 		dev = &manifest.Device{}
 	}
 	doc := Document{APIVersion: manifest.APIVersion, Kind: manifest.KindDevice, Metadata: dev.Metadata,
-		Spec: DocumentSpec{Files: dev.Spec.Files, Services: dev.Spec.Services}}
+		Spec: DocumentSpec{Files: maskSensitive(dev.Spec.Files), Services: dev.Spec.Services}}
 	for _, m := range dev.Spec.Models {
 		dm := DocumentModel{Model: m}
 		if spec, ok := d.Model(m.Name); ok {
@@ -54,4 +58,16 @@ func (d *Desired) Document() Document {
 		doc.Spec.Models = append(doc.Spec.Models, dm)
 	}
 	return doc
+}
+
+// maskSensitive returns files with the content of every sensitive one
+// replaced by planner.SensitiveHidden, its size and digest.
+func maskSensitive(files []manifest.File) []manifest.File {
+	out := slices.Clone(files)
+	for i, f := range out {
+		if f.Sensitive {
+			out[i].Content = fmt.Sprintf("%s %d bytes, %s", planner.SensitiveHidden, len(f.Content), ContentDigest([]byte(f.Content)))
+		}
+	}
+	return out
 }

@@ -179,7 +179,7 @@ func model(ctx context.Context, m manifest.Model, allow []string, resolver Resol
 // four octal digits (manifest.DefaultFileMode when f declares none). The
 // resource has its id even when f is refused.
 func file(f manifest.File, allow []string) (File, planner.Resource, error) {
-	r := planner.Resource{ID: planner.FileID(f.Path), Kind: planner.KindFile}
+	r := planner.Resource{ID: planner.FileID(f.Path), Kind: planner.KindFile, Sensitive: f.Sensitive}
 	if err := confine.CheckPath(f.Path); err != nil {
 		return File{}, r, err
 	}
@@ -194,7 +194,7 @@ func file(f manifest.File, allow []string) (File, planner.Resource, error) {
 		{Name: planner.FieldContent, Value: ContentDigest([]byte(f.Content))},
 		{Name: planner.FieldMode, Value: FormatMode(mode)},
 	}
-	return File{Path: f.Path, Content: []byte(f.Content), Mode: mode}, r, nil
+	return File{Path: f.Path, Content: []byte(f.Content), Mode: mode, Sensitive: f.Sensitive}, r, nil
 }
 
 // origin formats where a resource was declared, for messages:

@@ -12,6 +12,9 @@ type File struct {
 	Path    string // absolute and clean, under an allowed path
 	Content []byte
 	Mode    fs.FileMode // permission, setuid, setgid and sticky bits
+	// Sensitive hides Content in every output: diffs show sizes and
+	// digests only.
+	Sensitive bool
 }
 
 // Model is a model pinned to the version its driver activates.
