@@ -106,9 +106,9 @@ func TestContentDiff(t *testing.T) {
 			contains: []string{`+a\x1b[2J\x0d`}, hide: []string{"\x1b", "\r"},
 		},
 		{
-			name: "spec fields print old and new values",
-			want: Resource{ID: "service/infer", Kind: KindService, Fields: []Field{{FieldSpec, "s2"}, {FieldReplicas, "1"}}},
-			have: Resource{ID: "service/infer", Kind: KindService, Fields: []Field{{FieldSpec, "s1"}, {FieldReplicas, "2"}}},
+			name:   "spec fields print old and new values",
+			want:   Resource{ID: "service/infer", Kind: KindService, Fields: []Field{{FieldSpec, "s2"}, {FieldReplicas, "1"}}},
+			have:   Resource{ID: "service/infer", Kind: KindService, Fields: []Field{{FieldSpec, "s1"}, {FieldReplicas, "2"}}},
 			before: Content{Fields: []Field{{"command", `["/bin/server","--fast"]`}, {"env.LOG_LEVEL", "info"}, {"env.OLD", "1"}}},
 			after:  Content{Fields: []Field{{"command", `["/bin/server"]`}, {"env.LOG_LEVEL", "debug"}, {"env.NEW", "2"}}},
 			exact: "replicas: 2 → 1\ncommand: [\"/bin/server\",\"--fast\"] → [\"/bin/server\"]\n" +
