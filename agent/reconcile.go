@@ -69,6 +69,8 @@ type Reconciler struct {
 	// Supervisor runs services; nil starts them detached without watching
 	// (a one-shot apply). The agent's loop sets a watching one.
 	Supervisor *service.Supervisor
+	// Diff makes Plan set the diff of every update (see planner.ContentDiff).
+	Diff bool
 }
 
 // DefaultLockTimeout is how long a reconcile waits for another tend that
@@ -242,13 +244,16 @@ func (r *Reconciler) observe(ctx context.Context, t *tick) error {
 	return nil
 }
 
-func (r *Reconciler) plan(_ context.Context, t *tick) error {
+func (r *Reconciler) plan(ctx context.Context, t *tick) error {
 	d := t.res.Desired
 	cs, err := planner.Plan(d.Desired, t.observed, planner.Options{AllowEmpty: r.Config.AllowEmpty})
 	if err != nil {
 		return err
 	}
 	t.res.Plan = cs
+	if r.Diff {
+		r.addDiffs(ctx, t)
+	}
 	t.res.Drift = drift.Detect(cs, r.now())
 	acted := make(map[string]bool, len(cs.Actions))
 	for _, a := range cs.Actions {

@@ -12,7 +12,7 @@ import (
 
 func newPlanCommand(g *globals) *cobra.Command {
 	var format string
-	var detailed bool
+	var detailed, showDiff bool
 	cmd := &cobra.Command{
 		Use:   "plan",
 		Short: "Show what apply would change on this node, and change nothing",
@@ -27,7 +27,9 @@ func newPlanCommand(g *globals) *cobra.Command {
 			if err != nil {
 				return err
 			}
-			res, err := g.reconciler(c, log).Plan(cmd.Context())
+			r := g.reconciler(c, log)
+			r.Diff = showDiff
+			res, err := r.Plan(cmd.Context())
 			if res == nil || res.Plan == nil {
 				return err
 			}
@@ -43,6 +45,7 @@ func newPlanCommand(g *globals) *cobra.Command {
 		},
 	}
 	cmd.Flags().StringVar(&format, "format", "text", "output format: text or json")
+	cmd.Flags().BoolVar(&showDiff, "diff", false, "show what each update changes: a unified diff of file content (node against declaration), old and new spec fields")
 	cmd.Flags().BoolVar(&detailed, "detailed-exitcode", false, "exit 2 when the plan has changes, 0 when it has none, 1 on error")
 	return cmd
 }
