@@ -36,7 +36,10 @@ type Options struct {
 	AllowEmpty bool
 	// AllowPaths, when set, are checked as the agents check them.
 	AllowPaths []string
-	Logger     *slog.Logger
+	// Diff sets the diff of every update: file content and spec fields,
+	// base against head (see planner.ContentDiff).
+	Diff   bool
+	Logger *slog.Logger
 }
 
 // Status says what a change does to a device.
@@ -198,6 +201,7 @@ func (r *renderer) device(ctx context.Context, repo *git.Repository, t target, o
 	}
 
 	observed := planner.Observed{}
+	var base *render.Desired
 	if len(baseIn) > 0 {
 		rev := revisionString(t.baseRev)
 		dev, err := load(t.name, baseIn, opts.AllowPaths)
@@ -205,6 +209,7 @@ func (r *renderer) device(ctx context.Context, repo *git.Repository, t target, o
 		if err == nil {
 			desired, err = r.desired(ctx, dev, rev)
 		}
+		base = desired
 		if ctx.Err() != nil {
 			return Device{}, false, ctx.Err()
 		}
@@ -238,6 +243,9 @@ func (r *renderer) device(ctx context.Context, repo *git.Repository, t target, o
 	}
 	if !opts.Resolve {
 		nameRefs(cs)
+	}
+	if opts.Diff {
+		addDiffs(cs, base, desired, opts.Resolve)
 	}
 	d.Plan = cs
 	return d, d.Status != Changed || !cs.Empty() || d.Note != "", nil

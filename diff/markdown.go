@@ -82,6 +82,9 @@ func WriteMarkdown(w io.Writer, r *Result, opts MarkdownOptions) error {
 	for _, d := range r.Devices[:shown] {
 		s := mdSection(d)
 		if len(s) > budget {
+			s = mdSection(withoutDiffs(d))
+		}
+		if len(s) > budget {
 			break
 		}
 		sections.WriteString(s)
@@ -162,7 +165,11 @@ func mdSection(d Device) string {
 		body = actionLines(d.Plan, maxActionLines)
 	}
 	fence := codeFence(body)
-	fmt.Fprintf(&b, "%stext\n%s\n%s\n\n</details>\n\n", fence, strings.TrimRight(body, "\n"), fence)
+	fmt.Fprintf(&b, "%stext\n%s\n%s\n\n", fence, strings.TrimRight(body, "\n"), fence)
+	if d.Err == nil {
+		b.WriteString(mdDiffs(d.Plan))
+	}
+	b.WriteString("</details>\n\n")
 	return b.String()
 }
 

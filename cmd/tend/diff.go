@@ -18,7 +18,7 @@ import (
 
 func newDiffCommand(g *globals) *cobra.Command {
 	var base, head, format string
-	var resolve bool
+	var resolve, showDiff bool
 	cmd := &cobra.Command{
 		Use:   "diff --base REV --head REV",
 		Short: "CI: show what merging head does to every device, from Git alone",
@@ -43,7 +43,10 @@ func newDiffCommand(g *globals) *cobra.Command {
 				return err
 			}
 			defer done()
-			res, err := diff.Run(cmd.Context(), repo, base, head, diffOptions(c, resolve, log))
+			opts := diffOptions(c, resolve, log)
+			// A pull-request comment shows diffs unless told not to.
+			opts.Diff = showDiff || format == "markdown" && !cmd.Flags().Changed("diff")
+			res, err := diff.Run(cmd.Context(), repo, base, head, opts)
 			if err != nil {
 				return err
 			}
@@ -77,6 +80,8 @@ func newDiffCommand(g *globals) *cobra.Command {
 	f.StringVar(&head, "head", "", "revision with the change, e.g. HEAD (required)")
 	f.StringVar(&format, "format", "text", "output format: text, json or markdown (a pull-request comment)")
 	f.BoolVar(&resolve, "resolve", false, "resolve model refs in their registries: tags to digests and download sizes; a missing tag is an error")
+	f.BoolVar(&showDiff, "diff", false, "show what each update changes: a unified diff of file content (base against head), old and new spec fields; "+
+		"on by default with --format markdown (--diff=false turns it off)")
 	_ = cmd.MarkFlagRequired("base")
 	_ = cmd.MarkFlagRequired("head")
 	return cmd
