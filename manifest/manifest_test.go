@@ -110,6 +110,11 @@ func TestBadInput(t *testing.T) {
 		{"missing command", header + "  services:\n    - {name: s}\n", `spec.services[0].command: missing`},
 		{"bad name", header + "  services:\n    - {name: Bad_Name!, command: [x]}\n", `spec.services[0].name: invalid name "Bad_Name!"`},
 		{"replicas not an integer", header + "  services:\n    - {name: s, command: [x], replicas: two}\n", `spec.services[0].replicas: must be an integer, got "two"`},
+		{"probe port not a number", header + "  services:\n    - {name: s, command: [x], health: {http: \"http://127.0.0.1:port/healthz\"}}\n", `spec.services[0].health.http: invalid URL "http://127.0.0.1:port/healthz": invalid port ":port" after host`},
+		{"probe port past 65535 for the last replica", header + "  services:\n    - {name: s, command: [x], replicas: 12, health: {http: \"http://127.0.0.1:6553${replica}/healthz\"}}\n", `invalid URL "http://127.0.0.1:6553${replica}/healthz" (expanded: "http://127.0.0.1:655311/healthz"): port "655311" is not a number from 1 to 65535`},
+		{"probe without scheme", header + "  services:\n    - {name: s, command: [x], health: {http: \"127.0.0.1:8080/healthz\"}}\n", `spec.services[0].health.http: invalid URL "127.0.0.1:8080/healthz"`},
+		{"tcp probe port", header + "  services:\n    - {name: s, command: [x], health: {tcp: \"127.0.0.1:http${replica}\"}}\n", `spec.services[0].health.tcp: invalid address "127.0.0.1:http${replica}" (expanded: "127.0.0.1:http0")`},
+		{"undeclared model in a probe", header + "  services:\n    - {name: s, command: [x], health: {exec: [\"${model:nope}/check\"]}}\n", `spec.services[0].health.exec[0]: references model "nope", which this device does not declare`},
 		{"negative replicas", header + "  services:\n    - {name: s, command: [x], replicas: -1}\n", `spec.services[0].replicas: must be 0 or more, got -1`},
 	}
 	for _, tt := range tests {
@@ -121,6 +126,27 @@ func TestBadInput(t *testing.T) {
 			require.Error(t, err)
 			require.True(t, errors.Is(err, ErrInvalid), "error must match ErrInvalid: %v", err)
 			require.Contains(t, err.Error(), tt.want)
+		})
+	}
+}
+
+// A health probe may use ${replica} and references anywhere, the port
+// included: it is checked as every replica runs it.
+func TestProbeExpansions(t *testing.T) {
+	header := "apiVersion: tend.dev/v1alpha1\nkind: Device\nmetadata: {name: cam-017}\nspec:\n  files: [{path: /etc/infer/ready, content: x}]\n  services:\n"
+	for _, health := range []string{
+		`{http: "http://127.0.0.1:808${replica}/healthz"}`,
+		`{http: "http://127.0.0.1:8080/replica-${replica}"}`,
+		`{http: "http://host-${replica}.local:80/${file:/etc/infer/ready}"}`,
+		`{tcp: "127.0.0.1:90${replica}"}`,
+		`{tcp: ":9000"}`,
+		`{exec: ["/bin/test", "-f", "${file:/etc/infer/ready}"]}`,
+	} {
+		t.Run(health, func(t *testing.T) {
+			doc := header + "    - {name: s, command: [x], replicas: 2, health: " + health + "}\n"
+			d, err := Load("cam-017", []Input{{Name: "d.yaml", Data: []byte(doc)}})
+			require.NoError(t, err)
+			require.NoError(t, d.Validate(allow))
 		})
 	}
 }

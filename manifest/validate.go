@@ -2,8 +2,6 @@ package manifest
 
 import (
 	"fmt"
-	"net"
-	"net/url"
 	"path"
 	"regexp"
 	"strconv"
@@ -236,30 +234,42 @@ func (v validator) service(s Service) {
 			}
 		}
 	}
-	if h := s.Health; h != nil {
-		v.health(o, h)
+	if s.Health != nil {
+		v.health(o, s)
 	}
 	for i, r := range s.RestartOn {
 		v.ref(o, fmt.Sprintf(".restartOn[%d]", i), r)
 	}
 }
 
-func (v validator) health(o Origin, h *Health) {
+func (v validator) health(o Origin, s Service) {
+	h := s.Health
 	n := 0
 	if h.HTTP != "" {
 		n++
-		if u, err := url.Parse(h.HTTP); err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
-			v.at(o, ".health.http", "invalid URL %q: use http://HOST:PORT/PATH", h.HTTP)
+		v.refs(o, ".health.http", h.HTTP)
+		for _, u := range sampleReplicas(s, h.HTTP) {
+			if err := checkProbeURL(u); err != nil {
+				v.at(o, ".health.http", "invalid URL %q%s: %v; use http://HOST:PORT/PATH", h.HTTP, expanded(h.HTTP, u), err)
+				break
+			}
 		}
 	}
 	if h.TCP != "" {
 		n++
-		if _, _, err := net.SplitHostPort(h.TCP); err != nil {
-			v.at(o, ".health.tcp", "invalid address %q: use HOST:PORT", h.TCP)
+		v.refs(o, ".health.tcp", h.TCP)
+		for _, a := range sampleReplicas(s, h.TCP) {
+			if err := checkProbeAddr(a); err != nil {
+				v.at(o, ".health.tcp", "invalid address %q%s: %v; use HOST:PORT", h.TCP, expanded(h.TCP, a), err)
+				break
+			}
 		}
 	}
 	if len(h.Exec) > 0 {
 		n++
+		for i, c := range h.Exec {
+			v.refs(o, fmt.Sprintf(".health.exec[%d]", i), c)
+		}
 	}
 	if n != 1 {
 		v.at(o, ".health", "set exactly one of http, tcp or exec (found %d)", n)
