@@ -136,7 +136,7 @@ func ParseConfig(file string, data []byte) (*AgentConfig, error) {
 	}
 	api, kind, line := header(docs[0])
 	if kind != KindAgentConfig || api != APIVersion {
-		return nil, Errors{{File: file, Line: line, Msg: fmt.Sprintf("expected apiVersion: %s and kind: %s, got apiVersion: %q, kind: %q", APIVersion, KindAgentConfig, api, kind)}}
+		return nil, Errors{{File: file, Line: line, Msg: kindError(api, kind, KindAgentConfig)}}
 	}
 	c := AgentConfig{file: file}
 	info, errs := decodeDocument(file, docs[0], &c)

@@ -209,6 +209,9 @@ func (w walker) walkStruct(n *yaml3.Node, t reflect.Type, path string) any {
 		ft, ok := fields[key.Value]
 		if !ok {
 			msg := fmt.Sprintf("unknown field %q", key.Value)
+			if what, planned := plannedFields[t.Name()+"."+key.Value]; planned {
+				msg += fmt.Sprintf(": %s are planned and not supported by this tend yet", what)
+			}
 			for name := range fields {
 				if strings.EqualFold(name, key.Value) {
 					msg += fmt.Sprintf(" (did you mean %q?)", name)

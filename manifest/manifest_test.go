@@ -84,6 +84,8 @@ func TestBadInput(t *testing.T) {
 		{"unknown top-level field", header + "  files: []\nstatus: {}\n", `d.yaml:6: unknown field "status"`},
 		{"wrong type", header + "  files:\n    - path: [a]\n", "d.yaml:6: spec.files[0].path: must be a string, got a list"},
 		{"wrong kind", "apiVersion: tend.dev/v1alpha1\nkind: Devices\n", `d.yaml:1: expected apiVersion: tend.dev/v1alpha1 and kind: Device, got apiVersion: "tend.dev/v1alpha1", kind: "Devices"`},
+		{"planned kind", "apiVersion: tend.dev/v1alpha1\nkind: Profile\nmetadata: {name: orin}\n", `d.yaml:1: kind: Profile (fleet composition by label selector) is planned and not supported by this tend yet`},
+		{"planned field", header + "  services:\n    - {name: s, image: r.local/triton:1}\n", `d.yaml:6: spec.services[0]: unknown field "image": services as containers are planned and not supported by this tend yet`},
 		{"other device", strings.Replace(header, "cam-017", "cam-018", 1) + "  files: []\n", `d.yaml:3: metadata.name: this document is for device "cam-018"`},
 		{"relative path", header + "  files:\n    - {path: etc/infer/a, content: x}\n", `d.yaml:6: spec.files[0].path: "etc/infer/a" is relative`},
 		{"newline in path", header + "  files:\n    - {path: \"/etc/infer/a\\n+ file/etc/infer/b\", content: x}\n", `d.yaml:6: spec.files[0].path: "/etc/infer/a\n+ file/etc/infer/b" holds a control character`},
