@@ -93,6 +93,8 @@ func TestBadInput(t *testing.T) {
 		{"tab in path", header + "  files:\n    - {path: \"/etc/infer/a\\tb\", content: x}\n", `spec.files[0].path: "/etc/infer/a\tb" holds a control character`},
 		{"escaping path", header + "  files:\n    - {path: /etc/infer/../passwd, content: x}\n", `spec.files[0].path: "/etc/infer/../passwd" is not a clean path`},
 		{"outside allowPaths", header + "  files:\n    - {path: /etc/passwd, content: x}\n", `spec.files[0].path: "/etc/passwd" is outside allowPaths [/etc/infer /opt/models]`},
+		{"a file at an allowPaths entry", header + "  files:\n    - {path: /etc/infer, content: x}\n", `d.yaml:6: spec.files[0].path: "/etc/infer" is an allowPaths entry itself; declare a path under it, such as /etc/infer/NAME`},
+		{"a model at an allowPaths entry", header + "  models:\n    - {name: m, ref: r.local/m:v1, path: /opt/models}\n", `d.yaml:6: spec.models[0].path: "/opt/models" is an allowPaths entry itself`},
 		{"prefix is not a parent", header + "  files:\n    - {path: /etc/inferx/a, content: x}\n", `is outside allowPaths`},
 		{"bad mode", header + "  files:\n    - {path: /etc/infer/a, content: x, mode: \"999\"}\n", `d.yaml:6: spec.files[0].mode: invalid mode "999"`},
 		{"duplicate file", header + "  files:\n    - {path: /etc/infer/a, content: x}\n    - {path: /etc/infer/a, content: y}\n", `d.yaml:7: spec.files[1].path: file/etc/infer/a is declared twice (first at d.yaml:6)`},

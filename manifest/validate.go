@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"path"
 	"regexp"
+	"slices"
 	"strconv"
 	"strings"
 	"unicode"
@@ -149,6 +150,8 @@ func (v validator) path(o Origin, field, p string) {
 		v.at(o, field, "path is %d bytes long; the limit is %d", len(p), maxPath)
 	case longName(p) != "":
 		v.at(o, field, "path component %.40q… is longer than %d bytes", longName(p), maxName)
+	case v.opts.CheckAllowPaths && slices.Contains(v.opts.AllowPaths, p) && !Allowed(p, v.opts.AllowPaths):
+		v.at(o, field, "%s", EntryItself(p))
 	case v.opts.CheckAllowPaths && !Allowed(p, v.opts.AllowPaths):
 		if len(v.opts.AllowPaths) == 0 {
 			v.at(o, field, "%q is outside allowPaths, which is empty: the agent may not write anywhere; add allowPaths in agent.yaml or --allow-path", p)
@@ -172,6 +175,15 @@ func longName(p string) string {
 		}
 	}
 	return ""
+}
+
+// EntryItself says why a managed path may not be an allowPaths entry: tend
+// writes inside an allowed folder (a file or a model's symlink is replaced
+// by a rename in its folder), never the folder itself, which would take
+// everything else under it along.
+func EntryItself(p string) string {
+	return fmt.Sprintf("%q is an allowPaths entry itself; declare a path under it, such as %s: "+
+		"tend writes inside an allowed folder, never replaces the folder", p, path.Join(p, "NAME"))
 }
 
 // Allowed reports whether p lies strictly under one of allow.
