@@ -347,3 +347,15 @@ func IsLocalPath(u string) bool {
 	colon, slash := strings.IndexByte(u, ':'), strings.IndexByte(u, '/')
 	return colon < 0 || (slash >= 0 && slash < colon)
 }
+
+// IsConfig reports whether data holds an AgentConfig (its first document's
+// kind), so that tend validate checks a config file given among manifests
+// as a config.
+func IsConfig(data []byte) bool {
+	docs, _ := splitDocuments("", data)
+	if len(docs) == 0 {
+		return false
+	}
+	_, kind, _ := header(docs[0])
+	return kind == KindAgentConfig
+}
