@@ -74,12 +74,12 @@ type Auth struct {
 
 // Verify configures commit signature verification.
 type Verify struct {
-	Keyring string `json:"keyring,omitempty"`
+	Keyring string `json:"keyring,omitempty" jsonschema:"required"`
 }
 
 // Report says where and how often the agent posts its status.
 type Report struct {
-	URL string `json:"url"`
+	URL string `json:"url" jsonschema:"required"`
 	// Interval is the longest time between two posts; a change of status
 	// is posted at once. Default DefaultReportInterval.
 	Interval Duration `json:"interval,omitempty"`
@@ -95,12 +95,12 @@ const DefaultReportInterval = 5 * time.Minute
 type ModelsConfig struct {
 	// KeepVersions is how many versions besides the active one stay
 	// materialised, so a rollback is a symlink swap.
-	KeepVersions *int `json:"keepVersions,omitempty"`
+	KeepVersions *int `json:"keepVersions,omitempty" jsonschema:"minimum=0"`
 	// VerifyInterval is how often every file of an active model is
 	// re-hashed; between deep checks only a stat fingerprint is compared.
 	VerifyInterval Duration `json:"verifyInterval,omitempty"`
 	// Parallel bounds the blobs of one model downloaded at once.
-	Parallel int `json:"parallel,omitempty"`
+	Parallel int `json:"parallel,omitempty" jsonschema:"minimum=0"`
 }
 
 // Model defaults.
