@@ -79,6 +79,9 @@ func TestBadInput(t *testing.T) {
 		want string // every line of the error must contain one of these, in order
 	}{
 		{"malformed yaml", header + "  files: [\n", "d.yaml:5: malformed YAML"},
+		{"tab indentation", header + "  files:\n\t- path: /etc/infer/a\n", "d.yaml:6: tabs are not allowed in YAML indentation; use spaces"},
+		{"bad indent is at its line", header + "  files:\n    - path: /etc/infer/a\n      content: x\n     mode: \"0644\"\n", `d.yaml:8: malformed YAML: did not find expected '-' indicator: check this line's indentation`},
+		{"bad indent of an item", header + "  files:\n  - path: /etc/infer/a\n    content: x\n   - path: /etc/infer/b\n", `d.yaml:8: malformed YAML: did not find expected key: check this line's indentation`},
 		{"unknown field", header + "  files:\n    - path: /etc/infer/a\n      contnet: x\n", `d.yaml:7: spec.files[0]: unknown field "contnet"`},
 		{"unknown field suggests case", header + "  files:\n    - Path: /etc/infer/a\n", `unknown field "Path" (did you mean "path"?)`},
 		{"unknown top-level field", header + "  files: []\nstatus: {}\n", `d.yaml:6: unknown field "status"`},
@@ -153,6 +156,14 @@ func TestProbeExpansions(t *testing.T) {
 			require.NoError(t, d.Validate(allow))
 		})
 	}
+}
+
+// A tab inside a block scalar's text is content, not indentation.
+func TestTabInContentIsFine(t *testing.T) {
+	doc := "apiVersion: tend.dev/v1alpha1\nkind: Device\nmetadata: {name: cam-017}\nspec:\n  files:\n    - path: /etc/infer/a\n      content: |\n        a\n        \tb\n"
+	d, err := Load("cam-017", []Input{{Name: "d.yaml", Data: []byte(doc)}})
+	require.NoError(t, err)
+	require.Equal(t, "a\n\tb\n", d.Spec.Files[0].Content)
 }
 
 func TestValidateReportsEveryProblem(t *testing.T) {
