@@ -1,19 +1,72 @@
 package agent
 
 import (
+	"errors"
 	"fmt"
 
 	"github.com/tend-dev/tend/manifest"
 )
 
-// ValidateFiles checks every Device document in the given files and folders
-// (folders are walked for *.yaml and *.yml) and returns the devices by name.
-func ValidateFiles(paths []string, opts manifest.ValidateOptions) (map[string]*manifest.Device, error) {
+// FileCheck is what the files given to tend validate hold.
+type FileCheck struct {
+	Devices map[string]*manifest.Device
+	Configs []CheckedConfig // in file name order
+	// AllowFrom is the config file whose allowPaths the devices were
+	// checked against; "" when they came from flags or no config.
+	AllowFrom string
+}
+
+// CheckedConfig is an agent config file that validates.
+type CheckedConfig struct {
+	File   string
+	Config *manifest.AgentConfig
+}
+
+// ValidateFiles checks the given files and folders (folders are walked for
+// *.yaml and *.yml): every Device document, merged by device name, and
+// every file of kind AgentConfig as the agent reads its config. With
+// configAllows, when exactly one config is among them, the devices are
+// checked against its allowPaths instead of opts'.
+func ValidateFiles(paths []string, opts manifest.ValidateOptions, configAllows bool) (*FileCheck, error) {
 	inputs, err := manifest.ReadFiles(paths)
 	if err != nil {
 		return nil, err
 	}
-	return manifest.LoadDevices(inputs, opts)
+	out := &FileCheck{}
+	var errs manifest.Errors
+	var manifests []manifest.Input
+	for _, in := range inputs {
+		if !manifest.IsConfig(in.Data) {
+			manifests = append(manifests, in)
+			continue
+		}
+		c, err := LoadConfig(in.Name, Overrides{})
+		var cerrs manifest.Errors
+		switch {
+		case errors.As(err, &cerrs):
+			errs = append(errs, cerrs...)
+		case err != nil:
+			return nil, err
+		default:
+			out.Configs = append(out.Configs, CheckedConfig{File: in.Name, Config: c})
+		}
+	}
+	if configAllows && len(out.Configs) == 1 && len(errs) == 0 {
+		out.AllowFrom = out.Configs[0].File
+		opts = manifest.ValidateOptions{AllowPaths: out.Configs[0].Config.AllowPaths, CheckAllowPaths: true}
+	}
+	if len(manifests) > 0 {
+		out.Devices, err = manifest.LoadDevices(manifests, opts)
+		if errors.As(err, new(manifest.Errors)) {
+			errs = append(errs, err.(manifest.Errors)...)
+		} else if err != nil {
+			return nil, err
+		}
+	}
+	if len(errs) > 0 {
+		return nil, errs
+	}
+	return out, nil
 }
 
 // Count describes a device's resources in a few words.

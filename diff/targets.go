@@ -15,6 +15,7 @@ type target struct {
 	base, head *location
 	baseRev    Revision // what base is for this device, even when absent
 	headRev    Revision
+	branch     bool // found as a device branch, not a folder
 	err        error
 }
 
@@ -150,7 +151,7 @@ func discoverBranches(repo *git.Repository, base, head string, pathPat, refPat p
 	b := branchLocator{repo: repo, pathPat: pathPat, commits: commits, walkers: map[string]*walker{}}
 	var targets []target
 	for _, name := range names {
-		t := target{name: name}
+		t := target{name: name, branch: true}
 		var berr, herr error
 		t.base, t.baseRev, berr = b.locate(name, base)
 		t.head, t.headRev, herr = b.locate(name, head)

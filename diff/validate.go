@@ -2,7 +2,9 @@ package diff
 
 import (
 	"context"
+	"errors"
 	"fmt"
+	"sort"
 	"strings"
 
 	git "github.com/go-git/go-git/v5"
@@ -32,6 +34,9 @@ func Validate(ctx context.Context, repo *git.Repository, rev string, opts Option
 	if err != nil {
 		return nil, err
 	}
+	if targets, err = addFolderDevices(repo, rev, opts, targets); err != nil {
+		return nil, err
+	}
 	var out []Checked
 	for _, t := range targets {
 		if err := ctx.Err(); err != nil {
@@ -42,7 +47,7 @@ func Validate(ctx context.Context, repo *git.Repository, rev string, opts Option
 		// without manifests fails on the device ("no manifests for
 		// device"), so it is invalid here too. With a path per device, a
 		// folder without manifests is not a device.
-		perBranch := strings.Contains(opts.Ref, "{device}")
+		perBranch := t.branch
 		missing := fmt.Errorf("no manifests for device %s at %s in %s: the agent would fail; add them or delete the branch",
 			t.name, opts.Path, revisionString(t.headRev))
 		if t.err == nil && t.head == nil {
@@ -75,6 +80,41 @@ func Validate(ctx context.Context, repo *git.Repository, rev string, opts Option
 			return nil, err
 		}
 	}
+	return out, nil
+}
+
+// addFolderDevices adds, to the device branches of a check of every
+// branch (rev holds {device}) whose path also holds {device}, the devices
+// that are folders of HEAD, the default branch, and have no branch of their
+// own: a fleet may keep some devices in folders of the main branch and
+// others on branches of their own. A device with both is checked on its
+// branch, which is what an agent with a branch pattern reads.
+func addFolderDevices(repo *git.Repository, rev string, opts Options, branches []target) ([]target, error) {
+	if !perDevice(rev) || !strings.Contains(opts.Path, devicePlaceholder) {
+		return branches, nil
+	}
+	pathPat, err := parsePattern("--path", opts.Path, true)
+	if err != nil {
+		return nil, err
+	}
+	folders, _, err := discoverPaths(repo, "HEAD", "HEAD", pathPat, true)
+	if errors.Is(err, ErrUnknownRevision) {
+		return branches, nil // no default branch: nothing but device branches
+	}
+	if err != nil {
+		return nil, err
+	}
+	has := map[string]bool{}
+	for _, t := range branches {
+		has[t.name] = true
+	}
+	out := branches
+	for _, t := range folders {
+		if !has[t.name] {
+			out = append(out, t)
+		}
+	}
+	sort.SliceStable(out, func(i, j int) bool { return out[i].name < out[j].name })
 	return out, nil
 }
 

@@ -74,12 +74,12 @@ type Auth struct {
 
 // Verify configures commit signature verification.
 type Verify struct {
-	Keyring string `json:"keyring,omitempty"`
+	Keyring string `json:"keyring,omitempty" jsonschema:"required"`
 }
 
 // Report says where and how often the agent posts its status.
 type Report struct {
-	URL string `json:"url"`
+	URL string `json:"url" jsonschema:"required"`
 	// Interval is the longest time between two posts; a change of status
 	// is posted at once. Default DefaultReportInterval.
 	Interval Duration `json:"interval,omitempty"`
@@ -95,12 +95,12 @@ const DefaultReportInterval = 5 * time.Minute
 type ModelsConfig struct {
 	// KeepVersions is how many versions besides the active one stay
 	// materialised, so a rollback is a symlink swap.
-	KeepVersions *int `json:"keepVersions,omitempty"`
+	KeepVersions *int `json:"keepVersions,omitempty" jsonschema:"minimum=0"`
 	// VerifyInterval is how often every file of an active model is
 	// re-hashed; between deep checks only a stat fingerprint is compared.
 	VerifyInterval Duration `json:"verifyInterval,omitempty"`
 	// Parallel bounds the blobs of one model downloaded at once.
-	Parallel int `json:"parallel,omitempty"`
+	Parallel int `json:"parallel,omitempty" jsonschema:"minimum=0"`
 }
 
 // Model defaults.
@@ -136,7 +136,7 @@ func ParseConfig(file string, data []byte) (*AgentConfig, error) {
 	}
 	api, kind, line := header(docs[0])
 	if kind != KindAgentConfig || api != APIVersion {
-		return nil, Errors{{File: file, Line: line, Msg: fmt.Sprintf("expected apiVersion: %s and kind: %s, got apiVersion: %q, kind: %q", APIVersion, KindAgentConfig, api, kind)}}
+		return nil, Errors{{File: file, Line: line, Msg: kindError(api, kind, KindAgentConfig)}}
 	}
 	c := AgentConfig{file: file}
 	info, errs := decodeDocument(file, docs[0], &c)
@@ -346,4 +346,16 @@ func IsLocalPath(u string) bool {
 	}
 	colon, slash := strings.IndexByte(u, ':'), strings.IndexByte(u, '/')
 	return colon < 0 || (slash >= 0 && slash < colon)
+}
+
+// IsConfig reports whether data holds an AgentConfig (its first document's
+// kind), so that tend validate checks a config file given among manifests
+// as a config.
+func IsConfig(data []byte) bool {
+	docs, _ := splitDocuments("", data)
+	if len(docs) == 0 {
+		return false
+	}
+	_, kind, _ := header(docs[0])
+	return kind == KindAgentConfig
 }

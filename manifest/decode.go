@@ -12,6 +12,7 @@ import (
 	"strings"
 	"time"
 
+	yaml2 "go.yaml.in/yaml/v2"
 	yaml3 "go.yaml.in/yaml/v3"
 	"sigs.k8s.io/yaml"
 )
@@ -35,7 +36,7 @@ func splitDocuments(file string, data []byte) ([]*yaml3.Node, error) {
 			return docs, nil
 		}
 		if err != nil {
-			return docs, syntaxError(file, err)
+			return docs, syntaxError(file, data, err)
 		}
 		if len(n.Content) == 0 || n.Content[0].Tag == "!!null" {
 			continue // an empty document, e.g. a trailing ---
@@ -46,13 +47,62 @@ func splitDocuments(file string, data []byte) ([]*yaml3.Node, error) {
 
 var yamlLine = regexp.MustCompile(`^yaml: line (\d+): (.*)$`)
 
-func syntaxError(file string, err error) *Error {
+// syntaxError says where data, the file's text, stops being YAML: at the
+// first line indented with a tab, or at the line of the problem.
+func syntaxError(file string, data []byte, err error) *Error {
 	msg := err.Error()
-	if m := yamlLine.FindStringSubmatch(msg); m != nil {
-		line, _ := strconv.Atoi(m[1])
-		return &Error{File: file, Line: line, Msg: "malformed YAML: " + m[2]}
+	m := yamlLine.FindStringSubmatch(msg)
+	if m == nil {
+		return &Error{File: file, Msg: "malformed YAML: " + strings.TrimPrefix(msg, "yaml: ")}
 	}
-	return &Error{File: file, Msg: "malformed YAML: " + strings.TrimPrefix(msg, "yaml: ")}
+	line, _ := strconv.Atoi(m[1])
+	if tab := tabIndent(data, line); tab > 0 {
+		return &Error{File: file, Line: tab, Msg: "tabs are not allowed in YAML indentation; use spaces"}
+	}
+	msg = m[2]
+	if msg == "did not find expected key" || msg == "did not find expected '-' indicator" {
+		// yaml.v3 names the line of the block the problem is in (a
+		// parent); yaml.v2 the line of the entry that breaks it.
+		if l := problemLine(data); l > line {
+			line = l
+		}
+		msg += ": check this line's indentation against the lines of its block"
+	}
+	return &Error{File: file, Line: line, Msg: "malformed YAML: " + msg}
+}
+
+// tabIndent returns the first line up to line whose indentation holds a
+// tab, or 0.
+func tabIndent(data []byte, line int) int {
+	for i, l := range strings.SplitN(string(data), "\n", line+1) {
+		if i == line {
+			break
+		}
+		indent := l[:len(l)-len(strings.TrimLeft(l, " \t"))]
+		if strings.Contains(indent, "\t") {
+			return i + 1
+		}
+	}
+	return 0
+}
+
+// problemLine returns the line yaml.v2 stops at in data, or 0. Its parser
+// counts lines from 0.
+func problemLine(data []byte) int {
+	dec := yaml2.NewDecoder(bytes.NewReader(data))
+	for {
+		var v struct{} // nothing decoded: aliases are never expanded
+		err := dec.Decode(&v)
+		var typeErr *yaml2.TypeError
+		if err == nil || errors.As(err, &typeErr) {
+			continue
+		}
+		if m := yamlLine.FindStringSubmatch(err.Error()); m != nil {
+			l, _ := strconv.Atoi(m[1])
+			return l + 1
+		}
+		return 0
+	}
 }
 
 // decodeDocument checks a document node against the Go type of out, records
@@ -209,6 +259,9 @@ func (w walker) walkStruct(n *yaml3.Node, t reflect.Type, path string) any {
 		ft, ok := fields[key.Value]
 		if !ok {
 			msg := fmt.Sprintf("unknown field %q", key.Value)
+			if what, planned := plannedFields[t.Name()+"."+key.Value]; planned {
+				msg += fmt.Sprintf(": %s are planned and not supported by this tend yet", what)
+			}
 			for name := range fields {
 				if strings.EqualFold(name, key.Value) {
 					msg += fmt.Sprintf(" (did you mean %q?)", name)

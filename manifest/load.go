@@ -108,7 +108,7 @@ func parse(inputs []Input) ([]parsed, Errors) {
 		for _, doc := range docs {
 			api, kind, line := header(doc)
 			if kind != KindDevice || api != APIVersion {
-				errs.add(in.Name, line, "", "expected apiVersion: %s and kind: %s, got apiVersion: %q, kind: %q", APIVersion, KindDevice, api, kind)
+				errs.add(in.Name, line, "", "%s", kindError(api, kind, KindDevice))
 				continue
 			}
 			var p parsed

@@ -79,11 +79,16 @@ func TestBadInput(t *testing.T) {
 		want string // every line of the error must contain one of these, in order
 	}{
 		{"malformed yaml", header + "  files: [\n", "d.yaml:5: malformed YAML"},
+		{"tab indentation", header + "  files:\n\t- path: /etc/infer/a\n", "d.yaml:6: tabs are not allowed in YAML indentation; use spaces"},
+		{"bad indent is at its line", header + "  files:\n    - path: /etc/infer/a\n      content: x\n     mode: \"0644\"\n", `d.yaml:8: malformed YAML: did not find expected '-' indicator: check this line's indentation`},
+		{"bad indent of an item", header + "  files:\n  - path: /etc/infer/a\n    content: x\n   - path: /etc/infer/b\n", `d.yaml:8: malformed YAML: did not find expected key: check this line's indentation`},
 		{"unknown field", header + "  files:\n    - path: /etc/infer/a\n      contnet: x\n", `d.yaml:7: spec.files[0]: unknown field "contnet"`},
 		{"unknown field suggests case", header + "  files:\n    - Path: /etc/infer/a\n", `unknown field "Path" (did you mean "path"?)`},
 		{"unknown top-level field", header + "  files: []\nstatus: {}\n", `d.yaml:6: unknown field "status"`},
 		{"wrong type", header + "  files:\n    - path: [a]\n", "d.yaml:6: spec.files[0].path: must be a string, got a list"},
 		{"wrong kind", "apiVersion: tend.dev/v1alpha1\nkind: Devices\n", `d.yaml:1: expected apiVersion: tend.dev/v1alpha1 and kind: Device, got apiVersion: "tend.dev/v1alpha1", kind: "Devices"`},
+		{"planned kind", "apiVersion: tend.dev/v1alpha1\nkind: Profile\nmetadata: {name: orin}\n", `d.yaml:1: kind: Profile (fleet composition by label selector) is planned and not supported by this tend yet`},
+		{"planned field", header + "  services:\n    - {name: s, image: r.local/triton:1}\n", `d.yaml:6: spec.services[0]: unknown field "image": services as containers are planned and not supported by this tend yet`},
 		{"other device", strings.Replace(header, "cam-017", "cam-018", 1) + "  files: []\n", `d.yaml:3: metadata.name: this document is for device "cam-018"`},
 		{"relative path", header + "  files:\n    - {path: etc/infer/a, content: x}\n", `d.yaml:6: spec.files[0].path: "etc/infer/a" is relative`},
 		{"newline in path", header + "  files:\n    - {path: \"/etc/infer/a\\n+ file/etc/infer/b\", content: x}\n", `d.yaml:6: spec.files[0].path: "/etc/infer/a\n+ file/etc/infer/b" holds a control character`},
@@ -91,6 +96,8 @@ func TestBadInput(t *testing.T) {
 		{"tab in path", header + "  files:\n    - {path: \"/etc/infer/a\\tb\", content: x}\n", `spec.files[0].path: "/etc/infer/a\tb" holds a control character`},
 		{"escaping path", header + "  files:\n    - {path: /etc/infer/../passwd, content: x}\n", `spec.files[0].path: "/etc/infer/../passwd" is not a clean path`},
 		{"outside allowPaths", header + "  files:\n    - {path: /etc/passwd, content: x}\n", `spec.files[0].path: "/etc/passwd" is outside allowPaths [/etc/infer /opt/models]`},
+		{"a file at an allowPaths entry", header + "  files:\n    - {path: /etc/infer, content: x}\n", `d.yaml:6: spec.files[0].path: "/etc/infer" is an allowPaths entry itself; declare a path under it, such as /etc/infer/NAME`},
+		{"a model at an allowPaths entry", header + "  models:\n    - {name: m, ref: r.local/m:v1, path: /opt/models}\n", `d.yaml:6: spec.models[0].path: "/opt/models" is an allowPaths entry itself`},
 		{"prefix is not a parent", header + "  files:\n    - {path: /etc/inferx/a, content: x}\n", `is outside allowPaths`},
 		{"bad mode", header + "  files:\n    - {path: /etc/infer/a, content: x, mode: \"999\"}\n", `d.yaml:6: spec.files[0].mode: invalid mode "999"`},
 		{"duplicate file", header + "  files:\n    - {path: /etc/infer/a, content: x}\n    - {path: /etc/infer/a, content: y}\n", `d.yaml:7: spec.files[1].path: file/etc/infer/a is declared twice (first at d.yaml:6)`},
@@ -110,6 +117,11 @@ func TestBadInput(t *testing.T) {
 		{"missing command", header + "  services:\n    - {name: s}\n", `spec.services[0].command: missing`},
 		{"bad name", header + "  services:\n    - {name: Bad_Name!, command: [x]}\n", `spec.services[0].name: invalid name "Bad_Name!"`},
 		{"replicas not an integer", header + "  services:\n    - {name: s, command: [x], replicas: two}\n", `spec.services[0].replicas: must be an integer, got "two"`},
+		{"probe port not a number", header + "  services:\n    - {name: s, command: [x], health: {http: \"http://127.0.0.1:port/healthz\"}}\n", `spec.services[0].health.http: invalid URL "http://127.0.0.1:port/healthz": invalid port ":port" after host`},
+		{"probe port past 65535 for the last replica", header + "  services:\n    - {name: s, command: [x], replicas: 12, health: {http: \"http://127.0.0.1:6553${replica}/healthz\"}}\n", `invalid URL "http://127.0.0.1:6553${replica}/healthz" (expanded: "http://127.0.0.1:655311/healthz"): port "655311" is not a number from 1 to 65535`},
+		{"probe without scheme", header + "  services:\n    - {name: s, command: [x], health: {http: \"127.0.0.1:8080/healthz\"}}\n", `spec.services[0].health.http: invalid URL "127.0.0.1:8080/healthz"`},
+		{"tcp probe port", header + "  services:\n    - {name: s, command: [x], health: {tcp: \"127.0.0.1:http${replica}\"}}\n", `spec.services[0].health.tcp: invalid address "127.0.0.1:http${replica}" (expanded: "127.0.0.1:http0")`},
+		{"undeclared model in a probe", header + "  services:\n    - {name: s, command: [x], health: {exec: [\"${model:nope}/check\"]}}\n", `spec.services[0].health.exec[0]: references model "nope", which this device does not declare`},
 		{"negative replicas", header + "  services:\n    - {name: s, command: [x], replicas: -1}\n", `spec.services[0].replicas: must be 0 or more, got -1`},
 	}
 	for _, tt := range tests {
@@ -123,6 +135,35 @@ func TestBadInput(t *testing.T) {
 			require.Contains(t, err.Error(), tt.want)
 		})
 	}
+}
+
+// A health probe may use ${replica} and references anywhere, the port
+// included: it is checked as every replica runs it.
+func TestProbeExpansions(t *testing.T) {
+	header := "apiVersion: tend.dev/v1alpha1\nkind: Device\nmetadata: {name: cam-017}\nspec:\n  files: [{path: /etc/infer/ready, content: x}]\n  services:\n"
+	for _, health := range []string{
+		`{http: "http://127.0.0.1:808${replica}/healthz"}`,
+		`{http: "http://127.0.0.1:8080/replica-${replica}"}`,
+		`{http: "http://host-${replica}.local:80/${file:/etc/infer/ready}"}`,
+		`{tcp: "127.0.0.1:90${replica}"}`,
+		`{tcp: ":9000"}`,
+		`{exec: ["/bin/test", "-f", "${file:/etc/infer/ready}"]}`,
+	} {
+		t.Run(health, func(t *testing.T) {
+			doc := header + "    - {name: s, command: [x], replicas: 2, health: " + health + "}\n"
+			d, err := Load("cam-017", []Input{{Name: "d.yaml", Data: []byte(doc)}})
+			require.NoError(t, err)
+			require.NoError(t, d.Validate(allow))
+		})
+	}
+}
+
+// A tab inside a block scalar's text is content, not indentation.
+func TestTabInContentIsFine(t *testing.T) {
+	doc := "apiVersion: tend.dev/v1alpha1\nkind: Device\nmetadata: {name: cam-017}\nspec:\n  files:\n    - path: /etc/infer/a\n      content: |\n        a\n        \tb\n"
+	d, err := Load("cam-017", []Input{{Name: "d.yaml", Data: []byte(doc)}})
+	require.NoError(t, err)
+	require.Equal(t, "a\n\tb\n", d.Spec.Files[0].Content)
 }
 
 func TestValidateReportsEveryProblem(t *testing.T) {

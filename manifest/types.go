@@ -20,13 +20,13 @@ const (
 type Device struct {
 	APIVersion string     `json:"apiVersion"`
 	Kind       string     `json:"kind"`
-	Metadata   Metadata   `json:"metadata"`
+	Metadata   Metadata   `json:"metadata" jsonschema:"required"`
 	Spec       DeviceSpec `json:"spec"`
 }
 
 // Metadata names a device and carries its labels.
 type Metadata struct {
-	Name   string            `json:"name"`
+	Name   string            `json:"name" jsonschema:"required"`
 	Labels map[string]string `json:"labels,omitempty"`
 }
 
@@ -39,8 +39,8 @@ type DeviceSpec struct {
 
 // Model is a model artifact pulled from an OCI registry.
 type Model struct {
-	Name   string  `json:"name"`
-	Ref    string  `json:"ref"`
+	Name   string  `json:"name" jsonschema:"required"`
+	Ref    string  `json:"ref" jsonschema:"required"`
 	Path   string  `json:"path,omitempty"`
 	Policy *Policy `json:"policy,omitempty"`
 
@@ -49,14 +49,14 @@ type Model struct {
 
 // Policy selects a tag when a model ref has none.
 type Policy struct {
-	Semver string `json:"semver"`
+	Semver string `json:"semver" jsonschema:"required"`
 }
 
 // File is a file whose content is declared inline.
 type File struct {
-	Path    string `json:"path"`
+	Path    string `json:"path" jsonschema:"required"`
 	Content string `json:"content"`
-	Mode    string `json:"mode,omitempty"`
+	Mode    string `json:"mode,omitempty" jsonschema:"oneof_type=string;integer,pattern=^0?[0-7]{3}$|^[0-7]{4}$"`
 	// Sensitive hides the content in every output of tend (plans, diffs,
 	// render, status, logs, errors): only its size and digest are shown.
 	Sensitive bool `json:"sensitive,omitempty"`
@@ -66,14 +66,14 @@ type File struct {
 
 // Service is a supervised process.
 type Service struct {
-	Name        string            `json:"name"`
-	Command     []string          `json:"command"`
+	Name        string            `json:"name" jsonschema:"required"`
+	Command     []string          `json:"command" jsonschema:"required,minItems=1"`
 	Env         map[string]string `json:"env,omitempty"`
 	WorkingDir  string            `json:"workingDir,omitempty"`
 	User        string            `json:"user,omitempty"`
 	Group       string            `json:"group,omitempty"`
-	Restart     string            `json:"restart,omitempty"`
-	Replicas    *int              `json:"replicas,omitempty"`
+	Restart     string            `json:"restart,omitempty" jsonschema:"enum=always,enum=on-failure,enum=never"`
+	Replicas    *int              `json:"replicas,omitempty" jsonschema:"minimum=0"`
 	Resources   *Resources        `json:"resources,omitempty"`
 	Health      *Health           `json:"health,omitempty"`
 	RestartOn   []string          `json:"restartOn,omitempty"`
@@ -84,8 +84,8 @@ type Service struct {
 
 // Resources are the limits a service runs under.
 type Resources struct {
-	Memory string `json:"memory,omitempty"`
-	CPU    string `json:"cpu,omitempty"`
+	Memory string `json:"memory,omitempty" jsonschema:"oneof_type=string;integer"`
+	CPU    string `json:"cpu,omitempty" jsonschema:"oneof_type=string;number"`
 }
 
 // Health is a service's health probe: exactly one of HTTP, TCP or Exec.
@@ -95,7 +95,7 @@ type Health struct {
 	Exec             []string `json:"exec,omitempty"`
 	StartupGrace     Duration `json:"startupGrace,omitempty"`
 	Interval         Duration `json:"interval,omitempty"`
-	FailureThreshold int      `json:"failureThreshold,omitempty"`
+	FailureThreshold int      `json:"failureThreshold,omitempty" jsonschema:"minimum=0"`
 }
 
 // Restart policies.

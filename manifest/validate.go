@@ -2,10 +2,9 @@ package manifest
 
 import (
 	"fmt"
-	"net"
-	"net/url"
 	"path"
 	"regexp"
+	"slices"
 	"strconv"
 	"strings"
 	"unicode"
@@ -151,6 +150,8 @@ func (v validator) path(o Origin, field, p string) {
 		v.at(o, field, "path is %d bytes long; the limit is %d", len(p), maxPath)
 	case longName(p) != "":
 		v.at(o, field, "path component %.40q… is longer than %d bytes", longName(p), maxName)
+	case v.opts.CheckAllowPaths && slices.Contains(v.opts.AllowPaths, p) && !Allowed(p, v.opts.AllowPaths):
+		v.at(o, field, "%s", EntryItself(p))
 	case v.opts.CheckAllowPaths && !Allowed(p, v.opts.AllowPaths):
 		if len(v.opts.AllowPaths) == 0 {
 			v.at(o, field, "%q is outside allowPaths, which is empty: the agent may not write anywhere; add allowPaths in agent.yaml or --allow-path", p)
@@ -174,6 +175,15 @@ func longName(p string) string {
 		}
 	}
 	return ""
+}
+
+// EntryItself says why a managed path may not be an allowPaths entry: tend
+// writes inside an allowed folder (a file or a model's symlink is replaced
+// by a rename in its folder), never the folder itself, which would take
+// everything else under it along.
+func EntryItself(p string) string {
+	return fmt.Sprintf("%q is an allowPaths entry itself; declare a path under it, such as %s: "+
+		"tend writes inside an allowed folder, never replaces the folder", p, path.Join(p, "NAME"))
 }
 
 // Allowed reports whether p lies strictly under one of allow.
@@ -236,30 +246,42 @@ func (v validator) service(s Service) {
 			}
 		}
 	}
-	if h := s.Health; h != nil {
-		v.health(o, h)
+	if s.Health != nil {
+		v.health(o, s)
 	}
 	for i, r := range s.RestartOn {
 		v.ref(o, fmt.Sprintf(".restartOn[%d]", i), r)
 	}
 }
 
-func (v validator) health(o Origin, h *Health) {
+func (v validator) health(o Origin, s Service) {
+	h := s.Health
 	n := 0
 	if h.HTTP != "" {
 		n++
-		if u, err := url.Parse(h.HTTP); err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
-			v.at(o, ".health.http", "invalid URL %q: use http://HOST:PORT/PATH", h.HTTP)
+		v.refs(o, ".health.http", h.HTTP)
+		for _, u := range sampleReplicas(s, h.HTTP) {
+			if err := checkProbeURL(u); err != nil {
+				v.at(o, ".health.http", "invalid URL %q%s: %v; use http://HOST:PORT/PATH", h.HTTP, expanded(h.HTTP, u), err)
+				break
+			}
 		}
 	}
 	if h.TCP != "" {
 		n++
-		if _, _, err := net.SplitHostPort(h.TCP); err != nil {
-			v.at(o, ".health.tcp", "invalid address %q: use HOST:PORT", h.TCP)
+		v.refs(o, ".health.tcp", h.TCP)
+		for _, a := range sampleReplicas(s, h.TCP) {
+			if err := checkProbeAddr(a); err != nil {
+				v.at(o, ".health.tcp", "invalid address %q%s: %v; use HOST:PORT", h.TCP, expanded(h.TCP, a), err)
+				break
+			}
 		}
 	}
 	if len(h.Exec) > 0 {
 		n++
+		for i, c := range h.Exec {
+			v.refs(o, fmt.Sprintf(".health.exec[%d]", i), c)
+		}
 	}
 	if n != 1 {
 		v.at(o, ".health", "set exactly one of http, tcp or exec (found %d)", n)

@@ -27,7 +27,7 @@ func TestConfinementPaths(t *testing.T) {
 		{"outside allowPaths", "/etc/passwd", confine.ErrNotAllowed,
 			"/etc/passwd is not under any allowed path (/etc/infer); add an allowPaths entry for it to the agent config"},
 		{"sibling with shared prefix", "/etc/inferX/config.yaml", confine.ErrNotAllowed, "/etc/inferX/config.yaml is not under"},
-		{"the allowed directory itself", "/etc/infer", confine.ErrNotAllowed, "not under any allowed path"},
+		{"the allowed directory itself", "/etc/infer", confine.ErrNotAllowed, `"/etc/infer" is an allowPaths entry itself; declare a path under it`},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {

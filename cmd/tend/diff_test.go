@@ -241,3 +241,26 @@ func TestValidateAll(t *testing.T) {
 	require.Equal(t, 1, code)
 	require.Contains(t, errOut, "give no files with it")
 }
+
+// A fleet with devices in folders of main and devices on branches of their
+// own is checked whole by one validate --all with both patterns.
+func TestValidateAllFoldersAndBranches(t *testing.T) {
+	r := testgit.NewRepo(t)
+	r.WriteFile("devices/cam-1/device.yaml", fleetDevice("cam-1", "v1\n", ""))
+	r.WriteFile("devices/cam-2/device.yaml", fleetDevice("cam-2", "v1\n", ""))
+	r.Commit("two folder devices")
+	r.Git("checkout", "--quiet", "-b", "devices/cam-3", "main")
+	r.WriteFile("devices/cam-3/device.yaml", fleetDevice("cam-3", "v1\n", ""))
+	r.Commit("cam-3 on its branch")
+	r.Checkout("main")
+	r.WriteFile("devices/cam-2/device.yaml", strings.Replace(fleetDevice("cam-2", "v1\n", ""), "/etc/infer/config.yaml", "etc/infer/config.yaml", 1))
+	r.Commit("break cam-2")
+	flags := append(ciFlags(t, r.Dir()), "--ref", "devices/{device}")
+
+	out, errOut, code := tend(t, append([]string{"validate", "--all"}, flags...)...)
+	require.Equal(t, 1, code, errOut)
+	require.Regexp(t, `valid: device cam-1 at HEAD@sha1:[0-9a-f]{40}: 0 models, 1 files, 0 services\n`+
+		`invalid: device cam-2 at HEAD@sha1:[0-9a-f]{40}:\n  devices/cam-2/device\.yaml:\d+: spec\.files\[0\]\.path: "etc/infer/config\.yaml" is relative.*\n`+
+		`valid: device cam-3 at devices/cam-3@sha1:[0-9a-f]{40}: 0 models, 1 files, 0 services\n$`, out)
+	require.Contains(t, errOut, "1 of 3 devices invalid: cam-2")
+}

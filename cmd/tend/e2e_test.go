@@ -334,6 +334,36 @@ func TestValidateFiles(t *testing.T) {
 	require.Contains(t, errOut, "bad.yml:8: spec.files[0].mode: invalid mode \"0x1\"")
 }
 
+// An agent config given to validate is checked as a config, and its
+// allowPaths check the manifests given with it.
+func TestValidateAgentConfigFile(t *testing.T) {
+	dir := t.TempDir()
+	cfg := filepath.Join(dir, "agent.yaml")
+	write := func(name, data string) {
+		require.NoError(t, os.MkdirAll(filepath.Dir(filepath.Join(dir, name)), 0o755))
+		require.NoError(t, os.WriteFile(filepath.Join(dir, name), []byte(data), 0o644))
+	}
+	write("agent.yaml", "apiVersion: tend.dev/v1alpha1\nkind: AgentConfig\ndevice: cam-017\nsource: {url: https://git.example.com/fleet.git}\nallowPaths: [/etc/infer]\n")
+	write("devices/cam-017/d.yaml", files(entry("/etc/infer/a", "1", "")))
+	out, errOut, code := tend(t, "validate", cfg)
+	require.Equal(t, 0, code, errOut)
+	require.Equal(t, "valid: agent config "+cfg+": device cam-017, source https://git.example.com/fleet.git\n", out)
+
+	out, errOut, code = tend(t, "validate", cfg, filepath.Join(dir, "devices"))
+	require.Equal(t, 0, code, errOut)
+	require.Contains(t, out, "valid: device cam-017: 0 models, 1 files, 0 services\n(paths checked against the allowPaths of "+cfg+")\n")
+
+	write("devices/cam-017/d.yaml", files(entry("/opt/models/a", "1", "")))
+	_, errOut, code = tend(t, "validate", cfg, filepath.Join(dir, "devices"))
+	require.Equal(t, 1, code)
+	require.Contains(t, errOut, `spec.files[0].path: "/opt/models/a" is outside allowPaths [/etc/infer]`)
+
+	write("agent.yaml", "apiVersion: tend.dev/v1alpha1\nkind: AgentConfig\nsource: {url: https://git.example.com/fleet.git}\nschedule: often\n")
+	_, errOut, code = tend(t, "validate", cfg)
+	require.Equal(t, 1, code)
+	require.Contains(t, errOut, cfg+`:4: schedule: invalid schedule "often"`)
+}
+
 func TestVersion(t *testing.T) {
 	out, _, code := tend(t, "version")
 	require.Equal(t, 0, code)

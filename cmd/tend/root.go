@@ -70,6 +70,7 @@ func newRootCommand() *cobra.Command {
 		newApplyCommand(g),
 		newDiffCommand(g),
 		newAgentCommand(g),
+		newSchemaCommand(),
 		newVersionCommand(),
 	)
 	return root

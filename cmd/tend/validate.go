@@ -9,6 +9,7 @@ import (
 
 	"github.com/tend-dev/tend/agent"
 	"github.com/tend-dev/tend/diff"
+	"github.com/tend-dev/tend/gitsource"
 	"github.com/tend-dev/tend/manifest"
 )
 
@@ -20,7 +21,9 @@ func newValidateCommand(g *globals) *cobra.Command {
 		Short: "Check manifests: this device's from the fleet repo, or the given files for every device they declare",
 		Long: "Without arguments, validate fetches this device's manifests from the fleet repo and checks them.\n" +
 			"With files or folders, it checks every Device document in them, grouped by metadata.name,\n" +
-			"without fetching anything (useful before a commit).\n" +
+			"without fetching anything (useful before a commit). A file of kind AgentConfig among them is checked\n" +
+			"as the agent reads its config, and when it is the only one (and neither --allow-path nor --config is\n" +
+			"given) the manifests are checked against its allowPaths.\n" +
 			"With --all, it checks every device of the fleet repo (--repo, default .) at --rev, found as tend diff\n" +
 			"finds them (--path with {device}, or --ref with {device} for a branch per device), and reports every\n" +
 			"invalid device at once; --resolve also resolves every model ref in its registry.",
@@ -46,17 +49,26 @@ func newValidateCommand(g *globals) *cobra.Command {
 				if err == nil && len(c.AllowPaths) > 0 {
 					opts = manifest.ValidateOptions{AllowPaths: c.AllowPaths, CheckAllowPaths: true}
 				}
-				devices, err := agent.ValidateFiles(args, opts)
+				// A config among the files gives the allowPaths, unless
+				// a flag or --config did.
+				fromFiles := !g.flags.Changed("allow-path") && !g.flags.Changed("config")
+				checked, err := agent.ValidateFiles(args, opts, fromFiles)
 				if err != nil {
 					return err
 				}
-				names := make([]string, 0, len(devices))
-				for n := range devices {
+				for _, c := range checked.Configs {
+					fmt.Fprintf(out, "valid: agent config %s: device %s, source %s\n", c.File, c.Config.Device, gitsource.RedactURL(c.Config.Source.URL))
+				}
+				names := make([]string, 0, len(checked.Devices))
+				for n := range checked.Devices {
 					names = append(names, n)
 				}
 				sort.Strings(names)
 				for _, n := range names {
-					fmt.Fprintf(out, "valid: device %s: %s\n", n, agent.Count(devices[n]))
+					fmt.Fprintf(out, "valid: device %s: %s\n", n, agent.Count(checked.Devices[n]))
+				}
+				if checked.AllowFrom != "" && len(names) > 0 {
+					fmt.Fprintf(out, "(paths checked against the allowPaths of %s)\n", checked.AllowFrom)
 				}
 				return nil
 			}

@@ -96,6 +96,9 @@ func locate(p string, allowed []string) (allow, rel string, err error) {
 			return a, strings.TrimPrefix(strings.TrimPrefix(p, a), "/"), nil
 		}
 	}
+	if slices.Contains(allowed, p) {
+		return "", "", fmt.Errorf("%w: %s", ErrNotAllowed, manifest.EntryItself(p))
+	}
 	list := "none configured"
 	if len(allowed) > 0 {
 		list = strings.Join(allowed, ", ")

@@ -62,7 +62,9 @@ func TestLocate(t *testing.T) {
 			require.Equal(t, tt.wantRel, rel)
 		})
 	}
-	_, _, err := Locate("/etc/x", nil)
+	_, _, err := Locate("/opt/models", allow)
+	require.ErrorContains(t, err, `"/opt/models" is an allowPaths entry itself; declare a path under it`, "not called outside allowPaths")
+	_, _, err = Locate("/etc/x", nil)
 	require.ErrorContains(t, err, "(none configured)")
 }
 

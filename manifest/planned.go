@@ -1,0 +1,38 @@
+package manifest
+
+import "fmt"
+
+// Kinds of document that are planned: DESIGN.md describes them, this tend
+// refuses them with a message that says so.
+const (
+	KindProfile = "Profile"
+	KindRollout = "Rollout"
+)
+
+// plannedKinds says what each planned kind is for.
+var plannedKinds = map[string]string{
+	KindProfile: "fleet composition by label selector",
+	KindRollout: "rollouts in waves",
+}
+
+// plannedFields are fields of DESIGN.md that this tend does not read yet,
+// by the Go type they belong to and their name, with what they are for.
+var plannedFields = map[string]string{
+	"Service.image":       "services as containers",
+	"Service.args":        "services as containers",
+	"Service.mounts":      "services as containers",
+	"Service.network":     "services as containers",
+	"Service.devices":     "services as containers",
+	"Service.gpus":        "services as containers",
+	"SourceConfig.paths":  "several source paths",
+	"AgentConfig.notify":  "MQTT notifications",
+	"AgentConfig.runtime": "container runtimes",
+}
+
+// kindError says why a document of kind is not read where want was expected.
+func kindError(api, kind, want string) string {
+	if what, ok := plannedKinds[kind]; ok && api == APIVersion {
+		return fmt.Sprintf("kind: %s (%s) is planned and not supported by this tend yet; declare the resources in a %s document", kind, what, KindDevice)
+	}
+	return fmt.Sprintf("expected apiVersion: %s and kind: %s, got apiVersion: %q, kind: %q", APIVersion, want, api, kind)
+}

@@ -1,0 +1,71 @@
+package schema
+
+import (
+	"encoding/json"
+	"fmt"
+	"reflect"
+
+	"github.com/invopop/jsonschema"
+
+	"github.com/tend-dev/tend/manifest"
+)
+
+// kinds are the Go types of the documents that have a schema: adding a kind
+// is a line here and `go test ./schema -update`.
+var kinds = map[string]any{
+	manifest.KindDevice:      manifest.Device{},
+	manifest.KindAgentConfig: manifest.AgentConfig{},
+}
+
+// durationPattern is Go's duration syntax (time.ParseDuration), without a
+// sign: tend refuses negative durations.
+const durationPattern = `^(0|(([0-9]+(\.[0-9]*)?|\.[0-9]+)(ns|us|µs|ms|s|m|h))+)$`
+
+// modePattern is an octal file mode, as manifest.ParseMode takes it.
+const modePattern = `^(0?[0-7]{3}|[0-7]{4})$`
+
+// Generate returns the JSON Schema of kind from its Go type. comments maps
+// a type or field (as jsonschema.Reflector.CommentMap) to its description.
+func Generate(kind string, comments map[string]string) ([]byte, error) {
+	v, ok := kinds[kind]
+	if !ok {
+		return nil, fmt.Errorf("no Go type for kind %q", kind)
+	}
+	r := &jsonschema.Reflector{
+		RequiredFromJSONSchemaTags: true,
+		ExpandedStruct:             true,
+		CommentMap:                 comments,
+		Mapper:                     mapType,
+	}
+	s := r.Reflect(v)
+	s.ID = "" // where the file is put names it; a URL here would be made up
+	s.Title = kind
+	if f, ok := s.Definitions["File"]; ok {
+		if m, ok := f.Properties.Get("mode"); ok && len(m.OneOf) > 0 {
+			m.OneOf[0].Pattern = modePattern // as manifest.ParseMode reads it
+			m.Description = `The file's permission bits in octal, quoted: "0644".`
+		}
+	}
+	s.Description = fmt.Sprintf("A tend %s document (%s).", kind, manifest.APIVersion)
+	if p, ok := s.Properties.Get("apiVersion"); ok {
+		p.Const = manifest.APIVersion
+	}
+	if p, ok := s.Properties.Get("kind"); ok {
+		p.Const = kind
+	}
+	s.Required = append([]string{"apiVersion", "kind"}, s.Required...)
+	b, err := json.MarshalIndent(s, "", "  ")
+	if err != nil {
+		return nil, err
+	}
+	return append(b, '\n'), nil
+}
+
+// mapType gives the types whose YAML is not their Go shape their schema.
+func mapType(t reflect.Type) *jsonschema.Schema {
+	if t == reflect.TypeOf(manifest.Duration(0)) {
+		return &jsonschema.Schema{Type: "string", Pattern: durationPattern,
+			Description: `A duration in Go syntax, such as "30s", "5m" or "1h30m".`}
+	}
+	return nil
+}
