@@ -182,6 +182,10 @@ func conflicts(id string, sorted []string) bool {
 
 // compare returns the action that makes r's observed state match its
 // declaration, or false when it already does.
+//
+// A managed resource whose node state differs from what tend last applied
+// was changed on the node: the action reverts drift, also when Git changed
+// the resource in the same plan (its reason then says both).
 func compare(r Resource, observed Observed) (Action, bool) {
 	st := observed.Resources[r.ID]
 	applied, managed := observed.Applied[r.ID]
@@ -198,6 +202,9 @@ func compare(r Resource, observed Observed) (Action, bool) {
 		default:
 			a.Reason = "declared"
 		}
+		if managed && !unchangedInGit && applied != nil {
+			a.addDrift("deleted on node")
+		}
 		return a, true
 	}
 	changes := diff(st.Fields, r.Fields)
@@ -207,11 +214,17 @@ func compare(r Resource, observed Observed) (Action, bool) {
 	a.Type = Update
 	a.Changes = changes
 	what := changedFields(changes)
+	// edited: Git changed the resource and so did someone on the node.
+	edited := managed && !unchangedInGit && applied != nil && len(diff(st.Fields, applied)) > 0
 	if other := replacedBy(changes); other != "" {
 		// Not a different value but a different thing: say so plainly.
-		if unchangedInGit {
+		switch {
+		case unchangedInGit:
 			a.setDrift("drift: replaced by " + other + " on node")
-		} else {
+		case edited:
+			a.Reason = "update: " + changedFields(diff(applied, r.Fields)) + " changed in Git"
+			a.addDrift("replaced by " + other + " on node")
+		default:
 			a.Reason = "declared: " + other + " is in the way on node"
 		}
 		return a, true
@@ -224,11 +237,34 @@ func compare(r Resource, observed Observed) (Action, bool) {
 	case r.Reason != "":
 		a.Reason = "update: " + r.Reason
 	case managed:
-		a.Reason = "update: " + what + " changed in Git"
+		a.Reason = "update: " + changedFields(orChanges(diff(applied, r.Fields), changes)) + " changed in Git"
 	default:
 		a.Reason = "declared: replaces " + what + " found on node"
 	}
+	if edited {
+		note := st.Note
+		if note == "" {
+			note = changedFields(diff(st.Fields, applied)) + " changed on node"
+		}
+		a.addDrift(note)
+	}
 	return a, true
+}
+
+// orChanges returns cs, or when it is empty (nothing known of what tend
+// applied) the changes against the node.
+func orChanges(cs, node []Change) []Change {
+	if len(cs) == 0 {
+		return node
+	}
+	return cs
+}
+
+// addDrift marks an action whose reason is a change in Git as reverting
+// drift too: what someone changed on the node is appended to its reason.
+func (a *Action) addDrift(what string) {
+	a.Reason += "; " + driftPrefix + what
+	a.Drift = Drift(what)
 }
 
 // driftPrefix starts the reason of an action that reverts drift.
