@@ -62,6 +62,7 @@ func Plan(desired Desired, observed Observed, opts Options) (*Changeset, error) 
 		return apply[i].Resource < apply[j].Resource
 	})
 	cs.Actions = order(apply, deletes(declared, observed))
+	skip(cs.Actions, desired.Resources, observed)
 	return cs, nil
 }
 

@@ -54,6 +54,11 @@ type Resource struct {
 	// replaces the generic reason of a create or of an update that is not
 	// drift.
 	Reason string
+	// Held, when set, says why this resource is not to be changed now (a
+	// model whose new ref cannot be resolved: its registry is
+	// unreachable). Its action, and every action of a resource that
+	// depends on it, is planned and left out of the apply.
+	Held string
 }
 
 // Desired is everything declared for one device at one revision.
@@ -74,6 +79,10 @@ type State struct {
 	// was started: a restart they caused did not happen (an apply was
 	// interrupted between the two). The plan restarts it.
 	Owed []string
+	// Blocked, when set, says why the driver will refuse to create or
+	// update the resource over what is there (a directory where a file or
+	// a model's link goes), and what to do.
+	Blocked string
 }
 
 // Observed is what is on the node: the state of every desired or managed
@@ -157,6 +166,13 @@ type Action struct {
 	// Restart is set on an update whose inputs change in the same plan:
 	// all of it restarts, not only the parts whose own spec changed.
 	Restart bool `json:"restart,omitempty"`
+	// Error, when set, says why this action will fail: the apply leaves
+	// it out, with every action of a resource that depends on it, and
+	// fails.
+	Error string `json:"error,omitempty"`
+	// Held, when set, says why this action is not applied now: the apply
+	// leaves it out and fails, naming it.
+	Held string `json:"held,omitempty"`
 }
 
 // Drift says in words what was changed on the node ("content changed on
@@ -180,6 +196,10 @@ func (d *Drift) UnmarshalJSON(b []byte) error {
 	}
 	return nil
 }
+
+// Skipped reports whether an apply leaves the action out: it will fail,
+// or it is held.
+func (a Action) Skipped() bool { return a.Error != "" || a.Held != "" }
 
 // IsDrift reports whether the action reverts drift.
 func (a Action) IsDrift() bool { return a.Drift != "" }
@@ -223,6 +243,17 @@ func (c *Changeset) Summary() Summary {
 
 // Empty reports whether the plan changes nothing.
 func (c *Changeset) Empty() bool { return len(c.Actions) == 0 }
+
+// Skipped returns the actions an apply leaves out (see Action.Skipped).
+func (c *Changeset) Skipped() []Action {
+	var out []Action
+	for _, a := range c.Actions {
+		if a.Skipped() {
+			out = append(out, a)
+		}
+	}
+	return out
+}
 
 // Drifted returns the actions that revert drift.
 func (c *Changeset) Drifted() []Action {

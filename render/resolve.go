@@ -28,8 +28,15 @@ type Resolution struct {
 	// (see ModelReason); "" when it is, or when nothing is active to
 	// compare with and the resolver does not say.
 	Reason string
-	// Held, when set, says why the registry could not be asked: the model
-	// stays at the digest active on the node, which Digest names.
+	// Offline, when set, says why the registry could not be asked while
+	// the ref is the one the active version was pulled for: the model
+	// stays at the digest active on the node, which Digest names. The
+	// device is offline; that is no failure.
+	Offline error
+	// Held, when set, says why the model cannot take its declared ref now
+	// (a new ref, or nothing active yet, and the registry could not be
+	// asked): Digest is the ref as declared, and the model and what uses
+	// it are left as they are on the node.
 	Held error
 }
 
