@@ -1,9 +1,8 @@
 package agent
 
 import (
-	"fmt"
-
 	"github.com/tend-dev/tend/manifest"
+	"github.com/tend-dev/tend/planner"
 )
 
 // ValidateFiles checks every Device document in the given files and folders
@@ -18,5 +17,5 @@ func ValidateFiles(paths []string, opts manifest.ValidateOptions) (map[string]*m
 
 // Count describes a device's resources in a few words.
 func Count(d *manifest.Device) string {
-	return fmt.Sprintf("%d models, %d files, %d services", len(d.Spec.Models), len(d.Spec.Files), len(d.Spec.Services))
+	return planner.Count(len(d.Spec.Models), "model") + ", " + planner.Count(len(d.Spec.Files), "file") + ", " + planner.Count(len(d.Spec.Services), "service")
 }

@@ -198,6 +198,7 @@ func (r *renderer) device(ctx context.Context, repo *git.Repository, t target, o
 	}
 
 	observed := planner.Observed{}
+	var baseDesired *render.Desired
 	if len(baseIn) > 0 {
 		rev := revisionString(t.baseRev)
 		dev, err := load(t.name, baseIn, opts.AllowPaths)
@@ -211,7 +212,7 @@ func (r *renderer) device(ctx context.Context, repo *git.Repository, t target, o
 		if err != nil {
 			d.Note = fmt.Sprintf("does not render at base %s, so this plan is against an empty device: %v", rev, oneLine(err))
 		}
-		observed = observedFrom(desired)
+		observed, baseDesired = observedFrom(desired), desired
 	}
 
 	rev := revisionString(t.headRev)
@@ -238,6 +239,8 @@ func (r *renderer) device(ctx context.Context, repo *git.Repository, t target, o
 	}
 	if !opts.Resolve {
 		nameRefs(cs)
+	} else {
+		r.reword(cs, baseDesired, desired)
 	}
 	d.Plan = cs
 	return d, d.Status != Changed || !cs.Empty() || d.Note != "", nil

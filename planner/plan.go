@@ -291,7 +291,7 @@ func restart(r Resource, changed map[string]*Action) (Action, bool) {
 		}
 		if a.Kind == KindModel && len(a.Changes) == 1 && a.Changes[0].From != "" {
 			c := a.Changes[0]
-			why = append(why, d+" "+abbrev(c.From)+" → "+abbrev(c.To))
+			why = append(why, d+" "+ShortDigest(c.From)+" → "+ShortDigest(c.To))
 			detailed = true
 			continue
 		}
@@ -308,10 +308,12 @@ func restart(r Resource, changed map[string]*Action) (Action, bool) {
 	return Action{Type: Restart, Resource: r.ID, Kind: r.Kind, Reason: reason}, true
 }
 
-// abbrev shortens a digest to its first 12 hex digits, as plans print it.
-func abbrev(v string) string {
+// ShortDigest shortens a digest to its algorithm and first 12 hex digits,
+// as every plan, status and diff prints one: sha256:0123456789ab. Any
+// other value is returned as it is.
+func ShortDigest(v string) string {
 	if alg, hex, ok := strings.Cut(v, ":"); ok && alg == "sha256" && len(hex) > 12 {
-		return alg + ":" + hex[:12] + "…"
+		return alg + ":" + hex[:12]
 	}
 	return v
 }

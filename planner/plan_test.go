@@ -67,7 +67,7 @@ func TestPlan(t *testing.T) {
 			name:     "a model's new digest restarts its dependant and is named",
 			desired:  []Resource{model("sha256:cdcdcdcdcdcdcdcdcdcd", "x"), {ID: "service/infer", Kind: KindService, Fields: []Field{{"spec", "s1"}}, Deps: []string{"model/detector"}}},
 			observed: Observed{Resources: map[string]State{"model/detector": present(model("sha256:abababababababababab", "")), "service/infer": {Exists: true, Fields: []Field{{"spec", "s1"}}}}, Applied: map[string][]Field{"model/detector": model("sha256:abababababababababab", "").Fields}},
-			want:     []string{"~ model/detector (update: x)", "~ service/infer (restart: model/detector sha256:abababababab… → sha256:cdcdcdcdcdcd…)"},
+			want:     []string{"~ model/detector (update: x)", "~ service/infer (restart: model/detector sha256:abababababab → sha256:cdcdcdcdcdcd)"},
 		},
 		{
 			name:     "an update whose inputs change too restarts whole",

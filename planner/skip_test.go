@@ -1,6 +1,7 @@
 package planner
 
 import (
+	"strings"
 	"testing"
 
 	"github.com/stretchr/testify/require"
@@ -55,4 +56,15 @@ func TestPlanMarksWhatWillFail(t *testing.T) {
 	cs, err = Plan(Desired{Resources: []Resource{a}}, freed, Options{})
 	require.NoError(t, err)
 	require.Empty(t, cs.Skipped(), "the delete of x/y frees x")
+}
+
+// JSON keeps "<" and ">" as they are: reasons name "<directory>".
+func TestWriteJSONDoesNotEscapeHTML(t *testing.T) {
+	cs := &Changeset{Actions: []Action{{Type: Update, Resource: "file/etc/x", Reason: "declared: a directory is in the way on node",
+		Changes: []Change{{Field: "content", From: ValueDirectory, To: "sha256:aa"}}}}}
+	var b strings.Builder
+	require.NoError(t, WriteJSON(&b, cs))
+	require.Contains(t, b.String(), `"from": "<directory>"`)
+	require.Equal(t, "1 action", Count(1, "action"))
+	require.Equal(t, "2 actions", Count(2, "action"))
 }
