@@ -2,9 +2,9 @@ package agent
 
 import (
 	"errors"
-	"fmt"
 
 	"github.com/tend-dev/tend/manifest"
+	"github.com/tend-dev/tend/planner"
 )
 
 // FileCheck is what the files given to tend validate hold.
@@ -71,5 +71,5 @@ func ValidateFiles(paths []string, opts manifest.ValidateOptions, configAllows b
 
 // Count describes a device's resources in a few words.
 func Count(d *manifest.Device) string {
-	return fmt.Sprintf("%d models, %d files, %d services", len(d.Spec.Models), len(d.Spec.Files), len(d.Spec.Services))
+	return planner.Count(len(d.Spec.Models), "model") + ", " + planner.Count(len(d.Spec.Files), "file") + ", " + planner.Count(len(d.Spec.Services), "service")
 }

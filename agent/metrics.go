@@ -36,6 +36,7 @@ type Metrics struct {
 	downloaded  prometheus.Counter
 	convergence prometheus.Histogram
 	restarts    *prometheus.CounterVec
+	unreachable prometheus.Gauge
 
 	mu       sync.Mutex
 	applied  string    // the revision tend_applied_revision_info names
@@ -85,6 +86,10 @@ func NewMetrics() *Metrics {
 			Name: "tend_service_restarts_total",
 			Help: "Restarts of a service's instances: after an exit, or in place of an instance that ran (an update, a planned restart, a rollback).",
 		}, []string{"service"}),
+		unreachable: prometheus.NewGauge(prometheus.GaugeOpts{
+			Name: "tend_registry_unreachable",
+			Help: "1 while the last rendered tick could not ask a model's registry (the model kept at its applied version, or held), else 0.",
+		}),
 	}
 	for _, r := range []string{ResultSuccess, ResultError, ResultNoop} {
 		m.reconciles.WithLabelValues(r)
@@ -98,7 +103,7 @@ func NewMetrics() *Metrics {
 	m.reg.MustRegister(
 		collectors.NewGoCollector(),
 		collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}),
-		m.reconciles, m.duration, m.drifts, m.revision, m.lastSuccess, m.fetches, m.downloaded, m.convergence, m.restarts,
+		m.reconciles, m.duration, m.drifts, m.revision, m.lastSuccess, m.fetches, m.downloaded, m.convergence, m.restarts, m.unreachable,
 	)
 	return m
 }
@@ -146,6 +151,12 @@ func (m *Metrics) Observe(res *Result, err error, fresh []drift.Event) {
 		if k, err := planner.KindOf(id); err == nil && k == planner.KindService {
 			// Its series exists, at zero, from the first tick that declares it.
 			m.restarts.WithLabelValues(planner.ServiceName(id))
+		}
+	}
+	if res.Desired != nil {
+		m.unreachable.Set(0)
+		if res.Desired.Offline != nil || res.Desired.Held != nil {
+			m.unreachable.Set(1)
 		}
 	}
 	if err == nil {

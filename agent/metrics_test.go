@@ -13,6 +13,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/tend-dev/tend/planner"
+	"github.com/tend-dev/tend/render"
 )
 
 // scrape reads the metrics over HTTP and returns every sample by its name
@@ -59,6 +60,7 @@ func TestMetricsContract(t *testing.T) {
 		`tend_source_fetch_total{result="unchanged"}`,
 		`tend_source_fetch_total{result="error"}`,
 		`tend_model_bytes_downloaded_total`,
+		`tend_registry_unreachable`,
 		`tend_convergence_seconds_count`,
 		`tend_convergence_seconds_sum`,
 	} {
@@ -227,4 +229,22 @@ func TestMetricsServiceRestarts(t *testing.T) {
 	m.ServiceRestarted("infer")
 	m.ServiceRestarted("infer")
 	require.Equal(t, 2.0, scrape(t, m)[`tend_service_restarts_total{service="infer"}`])
+}
+
+// An offline device (a model's registry unreachable, its ref unchanged)
+// succeeds: the gauge and the status warning say so until a tick reaches
+// the registry again.
+func TestRegistryUnreachableIsAWarning(t *testing.T) {
+	m := newMeter()
+	off := &Result{Desired: &render.Desired{Offline: errors.New("model/yolo kept at sha256:0123456789ab (r/yolo:v1): registry unreachable: 503")}}
+	m.Observe(off, nil)
+	require.Equal(t, 1.0, scrape(t, m.Metrics)[`tend_registry_unreachable`])
+	st := m.tracker.Status()
+	require.Equal(t, ResultNoop, st.Result)
+	require.Empty(t, st.LastError)
+	require.Equal(t, "model/yolo kept at sha256:0123456789ab (r/yolo:v1): registry unreachable: 503", st.Warning)
+
+	m.Observe(&Result{Desired: &render.Desired{}}, nil)
+	require.Zero(t, scrape(t, m.Metrics)[`tend_registry_unreachable`])
+	require.Empty(t, m.tracker.Status().Warning)
 }

@@ -85,6 +85,9 @@ type Result struct {
 	Plan    *planner.Changeset
 	Drift   []drift.Event
 	Applied []planner.Action
+	// Skipped lists the actions the apply left out: they will fail, or
+	// are held (see planner.Action.Skipped).
+	Skipped []planner.Action
 	// Failed is the action that failed, if one did.
 	Failed *planner.Action
 	// RolledBack lists the resources put back when the plan was rolled
@@ -106,6 +109,15 @@ type Result struct {
 	// Info describes declared resources for status: a model's ref and the
 	// digest it resolved to.
 	Info map[string]string
+}
+
+// Offline says why models were kept at their applied version because their
+// registry could not be asked (see render.Desired.Offline), or is nil.
+func (r *Result) Offline() error {
+	if r.Desired == nil {
+		return nil
+	}
+	return r.Desired.Offline
 }
 
 // Outcome names the result for logs and metrics.
@@ -186,10 +198,13 @@ func (r *Reconciler) run(ctx context.Context, upTo string) (*Result, error) {
 		t.res.FailedStep = StepFetch
 		return &t.res, snap.Stale
 	}
-	if err := t.res.Desired.Held; err != nil {
-		// Models whose registry could not be asked were held at their
-		// active version; the rest converged.
-		return &t.res, err
+	if err := t.res.Desired.Held; err != nil && upTo == StepRender {
+		return &t.res, err // models whose new ref could not be resolved
+	}
+	if upTo == StepPlan {
+		// Actions that will fail or are held: an apply leaves them out
+		// and fails, so the plan says so too.
+		return &t.res, t.res.Plan.Skip()
 	}
 	return &t.res, nil
 }
@@ -284,7 +299,7 @@ func (r *Reconciler) applyPlan(ctx context.Context, t *tick) error {
 	}
 	res, err := t.node.applier.Apply(ctx, t.res.Desired, t.res.Plan)
 	t.res.Applied, t.res.Failed, t.res.RolledBack = res.Applied, res.Failed, res.RolledBack
-	t.res.Downloaded = res.Downloaded
+	t.res.Downloaded, t.res.Skipped = res.Downloaded, res.Skipped
 	var rb *applier.RollbackError
 	// Only a new commit is quarantined: when the commit already applied
 	// fails (a moved tag, a restart after drift), holding it would hold

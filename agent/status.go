@@ -34,7 +34,10 @@ type Status struct {
 	// LastError is empty when the last tick succeeded; otherwise what failed
 	// and where (manifest file and line, resource id, URL without
 	// credentials).
-	LastError           string           `json:"lastError"`
+	LastError string `json:"lastError"`
+	// Warning says what the last tick could not do without failing: a
+	// model registry unreachable, the model kept at its applied version.
+	Warning             string           `json:"warning,omitempty"`
 	ConsecutiveFailures int              `json:"consecutiveFailures,omitempty"`
 	Suspended           bool             `json:"suspended,omitempty"`
 	Resources           []ResourceStatus `json:"resources"`

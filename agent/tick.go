@@ -115,6 +115,9 @@ func LogTick(log *slog.Logger, device string, res *Result, err error, suspended 
 	if suspended {
 		attrs = append(attrs, keySuspended, true)
 	}
+	if off := res.Offline(); off != nil {
+		log.Warn("registry unreachable; models kept at their applied version", keyDevice, device, keyReason, off.Error())
+	}
 	if err != nil {
 		log.Error("reconcile failed; the node keeps its last applied state", append(attrs, keyError, err.Error())...)
 		return

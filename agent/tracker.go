@@ -88,6 +88,14 @@ func (t *Tracker) Observe(res *Result, err error, suspended bool) []drift.Event 
 		s.ConsecutiveFailures = 0
 		s.LastSuccess = rfc3339(end)
 	}
+	if res.Desired != nil {
+		// A tick that stopped before its render knows nothing new of
+		// registries.
+		s.Warning = ""
+		if off := res.Offline(); off != nil {
+			s.Warning = off.Error()
+		}
+	}
 	if settled(res, err) && res.Snapshot != nil && !suspended {
 		s.AppliedRevision = Revision(res.Snapshot)
 	}
@@ -133,6 +141,10 @@ func (t *Tracker) observeResources(res *Result, err error) {
 			rs.State, rs.Message = StateOK, a.Reason+" (reverted)"
 		case applied[a.Resource]:
 			rs.State = StateOK
+		case a.Error != "":
+			rs.State, rs.Message = StateFailed, a.Reason+" (will fail: "+a.Error+")"
+		case a.Held != "":
+			rs.Message = a.Reason + " (held: " + a.Held + ")"
 		case a.IsDrift():
 			rs.State = StateDrifted
 		}
@@ -251,6 +263,9 @@ func (s Status) WriteText(w io.Writer, now time.Time) error {
 	}
 	if s.LastError != "" {
 		line("Last error", s.LastError)
+	}
+	if s.Warning != "" {
+		line("Warning", s.Warning)
 	}
 	line("Suspended", map[bool]string{true: "yes: no applies, drift is still observed", false: "no"}[s.Suspended])
 

@@ -49,6 +49,9 @@ type Result struct {
 	// RolledBack lists the resources put back when the plan was rolled
 	// back (see RollbackError).
 	RolledBack []string
+	// Skipped lists the actions left out because they will fail or are
+	// held (see planner.Action.Skipped).
+	Skipped []planner.Action
 }
 
 // New returns an Applier that works through drivers, one per kind.

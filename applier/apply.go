@@ -25,6 +25,11 @@ import (
 // tend did not create it; one whose action failed or was not reached keeps
 // its entry.
 //
+// Actions the plan marks as failing or held (planner.Action.Skipped) are
+// left out: their resources keep their inventory entries, the revision
+// does not move, and Apply returns a planner.SkippedError naming them once
+// the rest is applied.
+//
 // An entry new to the inventory is marked Created when its action put it
 // where nothing was (see createdBy); a resource adopted as found, or
 // replacing what was found, is not, and is never deleted. An entry already
@@ -49,6 +54,8 @@ func (a *Applier) Apply(ctx context.Context, d *render.Desired, cs *planner.Chan
 	}()
 	before := fingerprint(inv)
 	defer func() { res.Downloaded = a.downloaded() }()
+	skipErr := cs.Skip()
+	cs, res.Skipped = runnable(cs)
 	applyErr := a.prepare(ctx, cs, d.Specs, &res)
 	if applyErr == nil {
 		if err := ctx.Err(); err != nil {
@@ -73,20 +80,27 @@ func (a *Applier) Apply(ctx context.Context, d *render.Desired, cs *planner.Chan
 			o.pending[act.Resource] = true
 		}
 	}
-	a.record(inv, d, o, intent, applyErr == nil)
+	for _, act := range res.Skipped {
+		o.pending[act.Resource] = true
+	}
+	full := applyErr == nil && skipErr == nil
+	a.record(inv, d, o, intent, full)
+	if applyErr == nil {
+		applyErr = skipErr
+	}
 	changed := len(res.Applied) > 0 || fingerprint(inv) != before
-	if applyErr == nil && changed {
+	if full && changed {
 		// Something changed, or left the inventory: there may be garbage.
 		// The plan applied in full, so its cleanup runs even if the tick
 		// ended meanwhile.
 		a.finish(context.WithoutCancel(ctx), d)
 	}
-	if !changed && applyErr == nil {
+	if !changed && full {
 		// A no-op tick writes nothing: flash storage on a device polled
 		// every 30s should not take an fsynced write per tick.
 		return res, nil
 	}
-	if applyErr == nil {
+	if full {
 		inv.AppliedAt = a.now()
 	}
 	if err := inv.Save(a.stateDir); err != nil {
@@ -358,4 +372,20 @@ func fingerprint(inv *Inventory) string {
 		Resources              map[string]InventoryEntry
 	}{inv.Device, inv.Root, inv.Revision, inv.Resources})
 	return string(b)
+}
+
+// runnable returns cs without the actions an apply leaves out, and those.
+func runnable(cs *planner.Changeset) (*planner.Changeset, []planner.Action) {
+	skipped := cs.Skipped()
+	if len(skipped) == 0 {
+		return cs, nil
+	}
+	run := *cs
+	run.Actions = nil
+	for _, act := range cs.Actions {
+		if !act.Skipped() {
+			run.Actions = append(run.Actions, act)
+		}
+	}
+	return &run, skipped
 }

@@ -126,12 +126,11 @@ func TestPartialFailure(t *testing.T) {
 	c := manifest.File{Path: "/etc/infer/c", Content: "c"}
 	n := newNode(t)
 	n.reconcile(t, device(config), "rev1")
-	// b's path holds a directory, which tend never replaces.
-	require.NoError(t, os.MkdirAll(n.node("/etc/infer/b/keep"), 0o755))
-
 	tick, cs := n.plan(t, device(a, b, c), "rev2")
-	require.Equal(t, []string{"+ file/etc/infer/a", "~ file/etc/infer/b", "+ file/etc/infer/c",
+	require.Equal(t, []string{"+ file/etc/infer/a", "+ file/etc/infer/b", "+ file/etc/infer/c",
 		"- file/etc/infer/config.yaml"}, summary(cs))
+	// Once planned, b's path gets a directory, which tend never replaces.
+	require.NoError(t, os.MkdirAll(n.node("/etc/infer/b/keep"), 0o755))
 	res, err := tick.Apply(context.Background())
 	require.ErrorIs(t, err, confine.ErrNotRegular)
 	require.ErrorContains(t, err, "apply file/etc/infer/b: ")
@@ -154,6 +153,30 @@ func TestPartialFailure(t *testing.T) {
 	inv = n.inventory(t)
 	require.Equal(t, "rev2", inv.Revision)
 	require.Equal(t, []string{"file/etc/infer/a", "file/etc/infer/b", "file/etc/infer/c"}, sortedKeys(inv.Resources))
+}
+
+// What the plan knows will fail is left out, with what depends on it; the
+// rest is applied, and the revision does not move.
+func TestPlannedFailureIsLeftOut(t *testing.T) {
+	a := manifest.File{Path: "/etc/infer/a", Content: "a"}
+	b := manifest.File{Path: "/etc/infer/b", Content: "b"}
+	n := newNode(t)
+	n.reconcile(t, device(config), "rev1")
+	require.NoError(t, os.MkdirAll(n.node("/etc/infer/b/keep"), 0o755))
+	tick, cs := n.plan(t, device(a, b), "rev2")
+	require.Equal(t, []string{"+ file/etc/infer/a", "~ file/etc/infer/b", "- file/etc/infer/config.yaml"}, summary(cs))
+	require.Contains(t, cs.Actions[1].Error, "is a directory; tend replaces files and symlinks, never directories")
+	res, err := tick.Apply(context.Background())
+	var skipped *planner.SkippedError
+	require.ErrorAs(t, err, &skipped)
+	require.Equal(t, []planner.Action{cs.Actions[1]}, res.Skipped)
+	require.Len(t, res.Applied, 2)
+	require.FileExists(t, n.node(a.Path))
+	require.NoFileExists(t, n.node(config.Path))
+	require.DirExists(t, n.node("/etc/infer/b/keep"))
+	inv := n.inventory(t)
+	require.Equal(t, "rev1", inv.Revision, "the revision does not advance")
+	require.Equal(t, []string{"file/etc/infer/a"}, sortedKeys(inv.Resources))
 }
 
 func TestApplyCanceled(t *testing.T) {

@@ -243,6 +243,8 @@ func (r *renderer) device(ctx context.Context, repo *git.Repository, t target, o
 	}
 	if !opts.Resolve {
 		nameRefs(cs)
+	} else {
+		r.reword(cs, base, desired)
 	}
 	if opts.Diff {
 		addDiffs(cs, base, desired, opts.Resolve)

@@ -54,10 +54,10 @@ func (t Totals) String() string {
 	changing := t.Added + t.Removed + t.Changed
 	var b strings.Builder
 	if changing == 0 && t.Errors == 0 {
-		fmt.Fprintf(&b, "No changes: %d devices, none changes.", t.Devices)
+		fmt.Fprintf(&b, "No changes: %s, none changes.", planner.Count(t.Devices, "device"))
 		return b.String()
 	}
-	fmt.Fprintf(&b, "%d of %d devices change (%d added, %d removed, %d changed)", changing, t.Devices, t.Added, t.Removed, t.Changed)
+	fmt.Fprintf(&b, "%d of %s change (%d added, %d removed, %d changed)", changing, planner.Count(t.Devices, "device"), t.Added, t.Removed, t.Changed)
 	if t.Errors > 0 {
 		fmt.Fprintf(&b, ", %d with errors", t.Errors)
 	}
@@ -153,6 +153,7 @@ func (r *Result) JSON() JSONDiff {
 // WriteJSON writes the diff for machines, indented, with a final newline.
 func WriteJSON(w io.Writer, r *Result) error {
 	enc := json.NewEncoder(w)
+	enc.SetEscapeHTML(false)
 	enc.SetIndent("", "  ")
 	return enc.Encode(r.JSON())
 }
@@ -163,6 +164,18 @@ func restarts(cs *planner.Changeset) int {
 	n := 0
 	for _, a := range cs.Actions {
 		if a.Type == planner.Restart || a.Restart {
+			n++
+		}
+	}
+	return n
+}
+
+// plainRestarts counts the restart actions of a plan (not the updates
+// that restart whole, which are changes too).
+func plainRestarts(cs *planner.Changeset) int {
+	n := 0
+	for _, a := range cs.Actions {
+		if a.Type == planner.Restart {
 			n++
 		}
 	}

@@ -45,11 +45,11 @@ func WriteMarkdown(w io.Writer, r *Result, opts MarkdownOptions) error {
 	fmt.Fprintf(&head, "%s → %s: ", mdRevision(r.Base), mdRevision(r.Head))
 	changing := t.Added + t.Removed + t.Changed
 	if changing == 0 && t.Errors == 0 {
-		fmt.Fprintf(&head, "**no device changes** (%d devices).\n", t.Devices)
+		fmt.Fprintf(&head, "**no device changes** (%s).\n", planner.Count(t.Devices, "device"))
 		_, err := io.WriteString(w, head.String())
 		return err
 	}
-	fmt.Fprintf(&head, "**%d of %d devices change** (%d added, %d removed, %d changed)", changing, t.Devices, t.Added, t.Removed, t.Changed)
+	fmt.Fprintf(&head, "**%d of %s change** (%d added, %d removed, %d changed)", changing, planner.Count(t.Devices, "device"), t.Added, t.Removed, t.Changed)
 	if t.Errors > 0 {
 		fmt.Fprintf(&head, ", **%d with errors**", t.Errors)
 	}
@@ -132,7 +132,8 @@ func mdRow(d Device, resolved bool) string {
 		return cells + "\n"
 	}
 	s := d.Plan.Summary()
-	row := fmt.Sprintf("| `%s` | %s | %d | %d | %d | %d |", d.Name, status, s.Add, s.Change, s.Delete, restarts(d.Plan))
+	// A restart has its own column: change counts the updates.
+	row := fmt.Sprintf("| `%s` | %s | %d | %d | %d | %d |", d.Name, status, s.Add, s.Change-plainRestarts(d.Plan), s.Delete, restarts(d.Plan))
 	if resolved {
 		size := ""
 		if n, ok := download(d.Plan); ok {
@@ -186,7 +187,7 @@ func actionLines(cs *planner.Changeset, limit int) string {
 	var b strings.Builder
 	for i, a := range cs.Actions {
 		if i == limit {
-			fmt.Fprintf(&b, "… and %d more actions\n", len(cs.Actions)-limit)
+			fmt.Fprintf(&b, "… and %s more\n", planner.Count(len(cs.Actions)-limit, "action"))
 			break
 		}
 		fmt.Fprintf(&b, "%s %-*s  %s\n", a.Type.Symbol(), width, a.Resource, a.Reason)

@@ -52,15 +52,44 @@ func load(device string, inputs []manifest.Input, allow []string) (*manifest.Dev
 // their declaration, or resolved in their registries (tags to digests,
 // sizes from the manifests; no layer is downloaded).
 type renderer struct {
-	opts render.Options
+	opts     render.Options
+	registry *render.Registry // with Resolve
 }
 
 func newRenderer(opts Options) *renderer {
 	var resolver render.Resolver = render.Declared{}
+	var reg *render.Registry
 	if opts.Resolve {
-		resolver = &render.Registry{Options: opts.Registry, Sizes: true}
+		reg = &render.Registry{Options: opts.Registry, Sizes: true}
+		resolver = reg
 	}
-	return &renderer{opts: render.Options{AllowPaths: opts.AllowPaths, CheckAllowPaths: len(opts.AllowPaths) > 0, Resolver: resolver}}
+	return &renderer{opts: render.Options{AllowPaths: opts.AllowPaths, CheckAllowPaths: len(opts.AllowPaths) > 0, Resolver: resolver}, registry: reg}
+}
+
+// reword says what a resolved model's update changes as a device's plan
+// does: from the version at base, with what pulling it costs a device
+// that holds the base version (the layers it lacks).
+func (r *renderer) reword(cs *planner.Changeset, base, head *render.Desired) {
+	if r.registry == nil || base == nil {
+		return
+	}
+	for i, a := range cs.Actions {
+		if a.Kind != planner.KindModel || a.Type != planner.Update || a.IsDrift() {
+			continue
+		}
+		name := planner.ModelName(a.Resource)
+		was, ok := base.Model(name)
+		now, ok2 := head.Model(name)
+		if !ok || !ok2 {
+			continue
+		}
+		download, ok := r.registry.Missing(now.Digest, was.Digest)
+		if !ok {
+			download = -1
+		}
+		active := &render.Active{Ref: was.Ref, Policy: was.Policy, Digest: was.Digest, Tag: was.Tag}
+		cs.Actions[i].Reason = "update: " + render.ModelReason(now, active, download)
+	}
 }
 
 // desired returns what dev declares at revision, as the planner compares

@@ -127,7 +127,7 @@ func orNone(v string) string {
 	if v == "" {
 		return "(none)"
 	}
-	return abbrev(v)
+	return ShortDigest(v)
 }
 
 func changeOf(a Action, field string) *Change {

@@ -72,7 +72,7 @@ func TestContentDiff(t *testing.T) {
 			name: "a sensitive file shows sizes and digests, never its content",
 			want: secret, have: cfg,
 			before: text("password: hunter2\n"), after: text("password: correct horse\n"),
-			exact: SensitiveHidden + " 18 bytes → 24 bytes, sha256:aaaaaaaaaaaa… → sha256:bbbbbbbbbbbb…\n",
+			exact: SensitiveHidden + " 18 bytes → 24 bytes, sha256:aaaaaaaaaaaa → sha256:bbbbbbbbbbbb\n",
 			hide:  []string{"hunter2", "horse"},
 		},
 		{

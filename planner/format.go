@@ -33,6 +33,7 @@ func WriteText(w io.Writer, cs *Changeset) error {
 	}
 	for _, a := range cs.Actions {
 		fmt.Fprintf(&b, "  %s %-*s  %s\n", a.Type.Symbol(), width, a.Resource, a.Reason)
+		writeSkipped(&b, a)
 		writeDiff(&b, a.Diff)
 	}
 	b.WriteString("\n")
@@ -49,6 +50,8 @@ type JSONPlan struct {
 	Revision      string   `json:"revision"`
 	Actions       []Action `json:"actions"`
 	Summary       Summary  `json:"summary"`
+	// Apply, in the output of an apply, says what it applied.
+	Apply *JSONApply `json:"apply,omitempty"`
 }
 
 // JSON returns the machine-readable form of the plan.
@@ -62,7 +65,61 @@ func (c *Changeset) JSON() JSONPlan {
 
 // WriteJSON writes the plan for machines, indented, with a final newline.
 func WriteJSON(w io.Writer, cs *Changeset) error {
+	return encodeJSON(w, cs.JSON())
+}
+
+// writeSkipped writes, under an action an apply leaves out, why.
+func writeSkipped(b *strings.Builder, a Action) {
+	if a.Error != "" {
+		fmt.Fprintf(b, "      error: will fail: %s\n", a.Error)
+	}
+	if a.Held != "" {
+		fmt.Fprintf(b, "      held: %s\n", a.Held)
+	}
+}
+
+// Count writes n and the noun one, in the plural unless n is 1: "1 action",
+// "3 actions". Text output counts with it.
+func Count(n int, one string) string {
+	if n == 1 {
+		return "1 " + one
+	}
+	return fmt.Sprintf("%d %ss", n, one)
+}
+
+// JSONApply says, in the JSON of an apply, what was applied.
+type JSONApply struct {
+	Applied    int      `json:"applied"`
+	Actions    int      `json:"actions"`
+	NotApplied []string `json:"notApplied"`
+	Error      string   `json:"error,omitempty"`
+}
+
+// WriteApplyJSON writes the plan of an apply and what it applied: applied
+// actions of the plan's, the others not (err says why, or is nil).
+func WriteApplyJSON(w io.Writer, cs *Changeset, applied []Action, err error) error {
+	done := make(map[string]bool, len(applied))
+	for _, a := range applied {
+		done[a.Resource] = true
+	}
+	p := cs.JSON()
+	p.Apply = &JSONApply{Applied: len(applied), Actions: len(cs.Actions), NotApplied: []string{}}
+	for _, a := range cs.Actions {
+		if !done[a.Resource] {
+			p.Apply.NotApplied = append(p.Apply.NotApplied, a.Resource)
+		}
+	}
+	if err != nil {
+		p.Apply.Error = err.Error()
+	}
+	return encodeJSON(w, p)
+}
+
+// encodeJSON writes v indented, with a final newline, and without
+// escaping <, > and & (a reason may name "<directory>").
+func encodeJSON(w io.Writer, v any) error {
 	enc := json.NewEncoder(w)
+	enc.SetEscapeHTML(false)
 	enc.SetIndent("", "  ")
-	return enc.Encode(cs.JSON())
+	return enc.Encode(v)
 }

@@ -62,6 +62,7 @@ func Plan(desired Desired, observed Observed, opts Options) (*Changeset, error) 
 		return apply[i].Resource < apply[j].Resource
 	})
 	cs.Actions = order(apply, deletes(declared, observed))
+	skip(cs.Actions, desired.Resources, observed)
 	return cs, nil
 }
 
@@ -182,6 +183,10 @@ func conflicts(id string, sorted []string) bool {
 
 // compare returns the action that makes r's observed state match its
 // declaration, or false when it already does.
+//
+// A managed resource whose node state differs from what tend last applied
+// was changed on the node: the action reverts drift, also when Git changed
+// the resource in the same plan (its reason then says both).
 func compare(r Resource, observed Observed) (Action, bool) {
 	st := observed.Resources[r.ID]
 	applied, managed := observed.Applied[r.ID]
@@ -198,6 +203,9 @@ func compare(r Resource, observed Observed) (Action, bool) {
 		default:
 			a.Reason = "declared"
 		}
+		if managed && !unchangedInGit && applied != nil {
+			a.addDrift("deleted on node")
+		}
 		return a, true
 	}
 	changes := diff(st.Fields, r.Fields)
@@ -207,11 +215,17 @@ func compare(r Resource, observed Observed) (Action, bool) {
 	a.Type = Update
 	a.Changes = changes
 	what := changedFields(changes)
+	// edited: Git changed the resource and so did someone on the node.
+	edited := managed && !unchangedInGit && applied != nil && len(diff(st.Fields, applied)) > 0
 	if other := replacedBy(changes); other != "" {
 		// Not a different value but a different thing: say so plainly.
-		if unchangedInGit {
+		switch {
+		case unchangedInGit:
 			a.setDrift("drift: replaced by " + other + " on node")
-		} else {
+		case edited:
+			a.Reason = "update: " + changedFields(diff(applied, r.Fields)) + " changed in Git"
+			a.addDrift("replaced by " + other + " on node")
+		default:
 			a.Reason = "declared: " + other + " is in the way on node"
 		}
 		return a, true
@@ -224,11 +238,34 @@ func compare(r Resource, observed Observed) (Action, bool) {
 	case r.Reason != "":
 		a.Reason = "update: " + r.Reason
 	case managed:
-		a.Reason = "update: " + what + " changed in Git"
+		a.Reason = "update: " + changedFields(orChanges(diff(applied, r.Fields), changes)) + " changed in Git"
 	default:
 		a.Reason = "declared: replaces " + what + " found on node"
 	}
+	if edited {
+		note := st.Note
+		if note == "" {
+			note = changedFields(diff(st.Fields, applied)) + " changed on node"
+		}
+		a.addDrift(note)
+	}
 	return a, true
+}
+
+// orChanges returns cs, or when it is empty (nothing known of what tend
+// applied) the changes against the node.
+func orChanges(cs, node []Change) []Change {
+	if len(cs) == 0 {
+		return node
+	}
+	return cs
+}
+
+// addDrift marks an action whose reason is a change in Git as reverting
+// drift too: what someone changed on the node is appended to its reason.
+func (a *Action) addDrift(what string) {
+	a.Reason += "; " + driftPrefix + what
+	a.Drift = Drift(what)
 }
 
 // driftPrefix starts the reason of an action that reverts drift.
@@ -254,7 +291,7 @@ func restart(r Resource, changed map[string]*Action) (Action, bool) {
 		}
 		if a.Kind == KindModel && len(a.Changes) == 1 && a.Changes[0].From != "" {
 			c := a.Changes[0]
-			why = append(why, d+" "+abbrev(c.From)+" → "+abbrev(c.To))
+			why = append(why, d+" "+ShortDigest(c.From)+" → "+ShortDigest(c.To))
 			detailed = true
 			continue
 		}
@@ -271,10 +308,12 @@ func restart(r Resource, changed map[string]*Action) (Action, bool) {
 	return Action{Type: Restart, Resource: r.ID, Kind: r.Kind, Reason: reason}, true
 }
 
-// abbrev shortens a digest to its first 12 hex digits, as plans print it.
-func abbrev(v string) string {
+// ShortDigest shortens a digest to its algorithm and first 12 hex digits,
+// as every plan, status and diff prints one: sha256:0123456789ab. Any
+// other value is returned as it is.
+func ShortDigest(v string) string {
 	if alg, hex, ok := strings.Cut(v, ":"); ok && alg == "sha256" && len(hex) > 12 {
-		return alg + ":" + hex[:12] + "…"
+		return alg + ":" + hex[:12]
 	}
 	return v
 }

@@ -67,7 +67,7 @@ func TestPlan(t *testing.T) {
 			name:     "a model's new digest restarts its dependant and is named",
 			desired:  []Resource{model("sha256:cdcdcdcdcdcdcdcdcdcd", "x"), {ID: "service/infer", Kind: KindService, Fields: []Field{{"spec", "s1"}}, Deps: []string{"model/detector"}}},
 			observed: Observed{Resources: map[string]State{"model/detector": present(model("sha256:abababababababababab", "")), "service/infer": {Exists: true, Fields: []Field{{"spec", "s1"}}}}, Applied: map[string][]Field{"model/detector": model("sha256:abababababababababab", "").Fields}},
-			want:     []string{"~ model/detector (update: x)", "~ service/infer (restart: model/detector sha256:abababababab… → sha256:cdcdcdcdcdcd…)"},
+			want:     []string{"~ model/detector (update: x)", "~ service/infer (restart: model/detector sha256:abababababab → sha256:cdcdcdcdcdcd)"},
 		},
 		{
 			name:     "an update whose inputs change too restarts whole",
@@ -91,6 +91,24 @@ func TestPlan(t *testing.T) {
 			desired:  []Resource{a2},
 			observed: Observed{Resources: map[string]State{a.ID: present(a)}, Applied: map[string][]Field{a.ID: a.Fields}},
 			want:     []string{"~ file/etc/infer/a.yaml (update: content changed in Git)"},
+		},
+		{
+			name:     "an edit on the node of a file Git also changes is drift too",
+			desired:  []Resource{file("/etc/infer/a.yaml", "sha256:a3", "0644")},
+			observed: Observed{Resources: map[string]State{a.ID: present(a2)}, Applied: map[string][]Field{a.ID: a.Fields}},
+			want:     []string{"~ file/etc/infer/a.yaml (update: content changed in Git; drift: content changed on node)"},
+		},
+		{
+			name:     "a deletion on the node of a file Git also changes is drift too",
+			desired:  []Resource{a2},
+			observed: Observed{Applied: map[string][]Field{a.ID: a.Fields}},
+			want:     []string{"+ file/etc/infer/a.yaml (declared; drift: deleted on node)"},
+		},
+		{
+			name:     "a mode change on the node of a file whose content Git changes names each",
+			desired:  []Resource{a2},
+			observed: Observed{Resources: map[string]State{a.ID: present(file("/etc/infer/a.yaml", "sha256:aa", "0600"))}, Applied: map[string][]Field{a.ID: a.Fields}},
+			want:     []string{"~ file/etc/infer/a.yaml (update: content changed in Git; drift: mode changed on node)"},
 		},
 		{
 			name:     "an unmanaged file in the way is replaced",
@@ -314,4 +332,16 @@ func strs(cs *Changeset) []string {
 		out = append(out, a.String())
 	}
 	return out
+}
+
+// A hand edit is drift even when Git changes the same file: drift.Detect
+// and status see it, and under suspend it is reported, not silently
+// overwritten later.
+func TestPlanEditAndGitChangeIsDrift(t *testing.T) {
+	a := file("/etc/infer/a.yaml", "sha256:aa", "0644")
+	obs := Observed{Resources: map[string]State{a.ID: present(file("/etc/infer/a.yaml", "sha256:ed", "0644"))}, Applied: map[string][]Field{a.ID: a.Fields}}
+	cs, err := Plan(Desired{Resources: []Resource{file("/etc/infer/a.yaml", "sha256:a2", "0644")}}, obs, Options{})
+	require.NoError(t, err)
+	require.Len(t, cs.Drifted(), 1)
+	require.Equal(t, Drift("content changed on node"), cs.Actions[0].Drift)
 }

@@ -57,6 +57,11 @@ type Resource struct {
 	// Sensitive hides the content of a file in every output: diffs show
 	// sizes and digests only.
 	Sensitive bool
+	// Held, when set, says why this resource is not to be changed now (a
+	// model whose new ref cannot be resolved: its registry is
+	// unreachable). Its action, and every action of a resource that
+	// depends on it, is planned and left out of the apply.
+	Held string
 }
 
 // Desired is everything declared for one device at one revision.
@@ -77,6 +82,10 @@ type State struct {
 	// was started: a restart they caused did not happen (an apply was
 	// interrupted between the two). The plan restarts it.
 	Owed []string
+	// Blocked, when set, says why the driver will refuse to create or
+	// update the resource over what is there (a directory where a file or
+	// a model's link goes), and what to do.
+	Blocked string
 }
 
 // Observed is what is on the node: the state of every desired or managed
@@ -165,6 +174,13 @@ type Action struct {
 	// Diff, when a diff was asked for, says what the update changes line
 	// by line (see ContentDiff).
 	Diff string `json:"diff,omitempty"`
+	// Error, when set, says why this action will fail: the apply leaves
+	// it out, with every action of a resource that depends on it, and
+	// fails.
+	Error string `json:"error,omitempty"`
+	// Held, when set, says why this action is not applied now: the apply
+	// leaves it out and fails, naming it.
+	Held string `json:"held,omitempty"`
 }
 
 // Drift says in words what was changed on the node ("content changed on
@@ -188,6 +204,10 @@ func (d *Drift) UnmarshalJSON(b []byte) error {
 	}
 	return nil
 }
+
+// Skipped reports whether an apply leaves the action out: it will fail,
+// or it is held.
+func (a Action) Skipped() bool { return a.Error != "" || a.Held != "" }
 
 // IsDrift reports whether the action reverts drift.
 func (a Action) IsDrift() bool { return a.Drift != "" }
@@ -231,6 +251,17 @@ func (c *Changeset) Summary() Summary {
 
 // Empty reports whether the plan changes nothing.
 func (c *Changeset) Empty() bool { return len(c.Actions) == 0 }
+
+// Skipped returns the actions an apply leaves out (see Action.Skipped).
+func (c *Changeset) Skipped() []Action {
+	var out []Action
+	for _, a := range c.Actions {
+		if a.Skipped() {
+			out = append(out, a)
+		}
+	}
+	return out
+}
 
 // Drifted returns the actions that revert drift.
 func (c *Changeset) Drifted() []Action {

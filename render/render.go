@@ -39,8 +39,13 @@ type Desired struct {
 	Manifest *manifest.Device
 	// Specs holds, by resource id, a File, Model or Service.
 	Specs map[string]any
-	// Held says why models were held at the version active on the node
-	// (their registry could not be asked), or is nil.
+	// Offline says why models were kept at the version active on the node
+	// (their registry could not be asked; their ref did not change), or is
+	// nil. It is a warning, not a failure.
+	Offline error
+	// Held says why models could not take their new ref (their registry
+	// could not be asked), or is nil: they and what uses them are left as
+	// they are, and the plan holds their actions.
 	Held error
 }
 
@@ -72,14 +77,17 @@ func Render(ctx context.Context, dev *manifest.Device, revision string, opts Opt
 		Manifest: dev,
 		Specs:    make(map[string]any, len(dev.Spec.Models)+len(dev.Spec.Files)+len(dev.Spec.Services)),
 	}
-	var held []error
+	var held, offline []error
 	for _, m := range dev.Spec.Models {
 		spec, r, err := model(ctx, m, opts.confine(), resolver)
 		if err != nil {
 			return nil, fmt.Errorf("%s%s: %w", planner.ModelID(m.Name), origin(m.Origin), err)
 		}
 		if spec.Held != nil {
-			held = append(held, spec.Held)
+			held = append(held, fmt.Errorf("%s held: %w", planner.ModelID(m.Name), spec.Held))
+		}
+		if spec.Offline != nil {
+			offline = append(offline, spec.Offline)
 		}
 		d.add(r, spec)
 	}
@@ -129,7 +137,7 @@ func Render(ctx context.Context, dev *manifest.Device, revision string, opts Opt
 		}
 		d.add(r, spec)
 	}
-	d.Held = errors.Join(held...)
+	d.Held, d.Offline = errors.Join(held...), errors.Join(offline...)
 	return d, nil
 }
 
@@ -168,11 +176,15 @@ func model(ctx context.Context, m manifest.Model, allow []string, resolver Resol
 	if err != nil {
 		return Model{}, planner.Resource{}, err
 	}
-	spec := Model{Name: m.Name, Ref: m.Ref, Policy: policy(m), Path: m.Path, Digest: res.Digest, Tag: res.Tag, Held: res.Held}
-	return spec, planner.Resource{
+	spec := Model{Name: m.Name, Ref: m.Ref, Policy: policy(m), Path: m.Path, Digest: res.Digest, Tag: res.Tag, Offline: res.Offline, Held: res.Held}
+	r := planner.Resource{
 		ID: planner.ModelID(m.Name), Kind: planner.KindModel, Reason: res.Reason,
 		Fields: []planner.Field{{Name: planner.FieldDigest, Value: res.Digest}},
-	}, nil
+	}
+	if res.Held != nil {
+		r.Held = res.Held.Error()
+	}
+	return spec, r, nil
 }
 
 // file returns f's spec and resource: its content digest and its mode as

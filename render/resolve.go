@@ -11,6 +11,7 @@ import (
 
 	"github.com/tend-dev/tend/manifest"
 	"github.com/tend-dev/tend/oci"
+	"github.com/tend-dev/tend/planner"
 )
 
 // Resolver pins a declared model to what the planner compares for it. On
@@ -28,8 +29,15 @@ type Resolution struct {
 	// (see ModelReason); "" when it is, or when nothing is active to
 	// compare with and the resolver does not say.
 	Reason string
-	// Held, when set, says why the registry could not be asked: the model
-	// stays at the digest active on the node, which Digest names.
+	// Offline, when set, says why the registry could not be asked while
+	// the ref is the one the active version was pulled for: the model
+	// stays at the digest active on the node, which Digest names. The
+	// device is offline; that is no failure.
+	Offline error
+	// Held, when set, says why the model cannot take its declared ref now
+	// (a new ref, or nothing active yet, and the registry could not be
+	// asked): Digest is the ref as declared, and the model and what uses
+	// it are left as they are on the node.
 	Held error
 }
 
@@ -58,6 +66,29 @@ type Registry struct {
 
 	mu   sync.Mutex
 	done map[[2]string]registryResult
+	// sizes holds, by manifest digest, the size of each layer of the
+	// version it names (with Sizes).
+	sizes map[string]map[v1.Hash]int64
+}
+
+// Missing returns the bytes of the version digest names that the version
+// base does not hold already (layers by digest), as a device running base
+// downloads them; false when either was not resolved with Sizes.
+func (r *Registry) Missing(digest, base string) (int64, bool) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	head, ok := r.sizes[digest]
+	have, ok2 := r.sizes[base]
+	if !ok || !ok2 {
+		return 0, false
+	}
+	var n int64
+	for h, size := range head {
+		if _, ok := have[h]; !ok {
+			n += size
+		}
+	}
+	return n, true
 }
 
 type registryResult struct {
@@ -113,6 +144,16 @@ func (r *Registry) resolve(ctx context.Context, m manifest.Model) (Resolution, e
 		return Resolution{}, err
 	}
 	res.Reason = ModelReason(Model{Ref: m.Ref, Policy: policy(m), Digest: pinned.Digest, Tag: pinned.Tag}, nil, art.Size())
+	sizes := make(map[v1.Hash]int64, len(art.Entries))
+	for _, e := range art.Entries {
+		sizes[e.Digest] = e.Size
+	}
+	r.mu.Lock()
+	if r.sizes == nil {
+		r.sizes = map[string]map[v1.Hash]int64{}
+	}
+	r.sizes[pinned.Digest] = sizes
+	r.mu.Unlock()
 	return res, nil
 }
 
@@ -157,13 +198,9 @@ func ModelReason(m Model, active *Active, download int64) string {
 	return b.String()
 }
 
-// ShortDigest abbreviates a digest for plan lines: sha256:0123456789ab.
-func ShortDigest(digest string) string {
-	if i := strings.IndexByte(digest, ':'); i >= 0 && len(digest) > i+13 {
-		return digest[:i+13]
-	}
-	return digest
-}
+// ShortDigest abbreviates a digest for plan lines: sha256:0123456789ab
+// (see planner.ShortDigest).
+func ShortDigest(digest string) string { return planner.ShortDigest(digest) }
 
 // Repository strips the tag or digest from a model ref.
 func Repository(ref string) string {

@@ -25,9 +25,9 @@ type Model struct {
 	Path   string // the declared stable path; "" for stateDir/models/NAME/current
 	Digest string // what the ref resolved to (the ref itself when unresolved)
 	Tag    string // the tag it resolved through; "" for a digest ref
-	// Held, when set, says why the model's registry could not be asked:
-	// it stays at the version active on the node, which Digest names.
-	Held error
+	// Offline and Held are the resolution's (see Resolution).
+	Offline error
+	Held    error
 }
 
 // Service is a service with every reference expanded, one Replica per

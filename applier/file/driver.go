@@ -38,8 +38,8 @@ func (d *Driver) Kind() planner.Kind { return planner.KindFile }
 // Observe reports the file at id's path. A regular file has its content
 // digest and mode; a symlink, directory or other thing at the path exists
 // with a content of planner.ValueSymlink, ValueDirectory or ValueNotRegular
-// so that it differs from any declaration. A final symlink is never
-// followed.
+// so that it differs from any declaration; a directory is Blocked (Apply
+// refuses to replace it). A final symlink is never followed.
 func (d *Driver) Observe(ctx context.Context, id string, _ any) (planner.State, error) {
 	if err := ctx.Err(); err != nil {
 		return planner.State{}, err
@@ -70,10 +70,14 @@ func (d *Driver) Observe(ctx context.Context, id string, _ any) (planner.State, 
 	case fi.IsDir():
 		content = planner.ValueDirectory
 	}
-	return planner.State{Exists: true, Fields: []planner.Field{
+	st := planner.State{Exists: true, Fields: []planner.Field{
 		{Name: planner.FieldContent, Value: content},
 		{Name: planner.FieldMode, Value: render.FormatMode(fi.Mode())},
-	}}, nil
+	}}
+	if fi.IsDir() {
+		st.Blocked = path.Join(dir.Name(), rel) + " is a directory; tend replaces files and symlinks, never directories: remove it or declare another path"
+	}
+	return st, nil
 }
 
 // Apply creates, updates or deletes the file of a.Resource. spec is the

@@ -205,15 +205,30 @@ func mine(r *os.Root, rel string) error {
 	if err != nil {
 		return err
 	}
-	what := "something that is not a file"
+	what := planner.ValueNotRegular
 	switch {
 	case fi.IsDir():
-		what = "a directory"
+		what = planner.ValueDirectory
 	case fi.Mode().IsRegular():
-		what = "a regular file"
+		what = planner.ValueRegularFile
 	}
-	return fmt.Errorf("%w: %s is %s, which tend did not make: a model's path is a symlink tend makes, and tend does not delete "+
-		"what it did not create; move it away or declare another path", confine.ErrNotRegular, path.Join(r.Name(), rel), what)
+	return fmt.Errorf("%w: %s", confine.ErrNotRegular, blocked(path.Join(r.Name(), rel), what))
+}
+
+// blocked says why a model's link cannot go at p, where what (a
+// planner.Value…) stands, and what to do.
+func blocked(p, what string) string {
+	var thing string
+	switch what {
+	case planner.ValueDirectory:
+		thing = "a directory"
+	case planner.ValueRegularFile:
+		thing = "a regular file"
+	default:
+		thing = "something that is not a file"
+	}
+	return p + " is " + thing + ", which tend did not make: a model's path is a symlink tend makes, and tend does not delete " +
+		"what it did not create; move it away or declare another path"
 }
 
 // clear checks, before anything is pulled, that model m's stable path can

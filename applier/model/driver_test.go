@@ -346,7 +346,7 @@ func TestModelBadInput(t *testing.T) {
 		require.Equal(t, active, n.target("detector"), "a version with a bad blob was activated")
 		require.Equal(t, string(v1Files["labels.txt"]), n.read("detector", "labels.txt"))
 	})
-	t.Run("registry down holds the active version", func(t *testing.T) {
+	t.Run("registry down keeps the active version: offline, not held", func(t *testing.T) {
 		n.reg.Use(func(w http.ResponseWriter, r *http.Request) bool {
 			w.WriteHeader(http.StatusServiceUnavailable)
 			return true
@@ -355,7 +355,8 @@ func TestModelBadInput(t *testing.T) {
 		cs, _, d, err := n.tick(true, m)
 		require.NoError(t, err)
 		require.True(t, cs.Empty(), reasons(cs))
-		require.ErrorContains(t, d.Held, "model/detector held at sha256:")
+		require.NoError(t, d.Held)
+		require.ErrorContains(t, d.Offline, "model/detector kept at sha256:")
 		require.Equal(t, active, n.target("detector"))
 	})
 	t.Run("path not allowed", func(t *testing.T) {
@@ -368,8 +369,14 @@ func TestModelBadInput(t *testing.T) {
 	t.Run("a directory at the path", func(t *testing.T) {
 		other := n.model("other", "models/detector:v8")
 		require.NoError(t, os.MkdirAll(filepath.Join(n.Path(modelAllow), "other", "keep"), 0o755))
-		_, _, _, err := n.tick(true, m, other)
-		require.ErrorIs(t, err, confine.ErrNotRegular)
+		cs, res, _, err := n.tick(true, m, other)
+		var skipped *planner.SkippedError
+		require.ErrorAs(t, err, &skipped)
+		require.ErrorContains(t, err, "model/other (will fail: ")
+		require.Contains(t, cs.Skipped()[0].Error, "is a directory, which tend did not make")
+		for _, a := range res.Applied {
+			require.NotEqual(t, "model/other", a.Resource, "the model whose path is taken was applied")
+		}
 		require.DirExists(t, filepath.Join(n.Path(modelAllow), "other", "keep"))
 	})
 }
@@ -491,7 +498,7 @@ func TestModelPartialSurvivesHeldTick(t *testing.T) {
 	_, res, d, err := n.tick(true, m, n.model("other", "models/other:v1"))
 	require.NoError(t, err)
 	require.Len(t, res.Applied, 1)
-	require.Error(t, d.Held)
+	require.Error(t, d.Offline)
 	_, err = os.Stat(partial)
 	require.NoError(t, err, "the partial download of a held model was collected")
 
@@ -580,7 +587,9 @@ func TestModelPathHeldByTheUser(t *testing.T) {
 		n.reg.BlobBytes.Store(0)
 		cs, _, _, err := n.tick(true, m)
 		require.Equal(t, "~ model/detector (declared: a regular file is in the way on node)", cs.Actions[0].String())
-		require.ErrorIs(t, err, confine.ErrNotRegular)
+		require.Contains(t, cs.Actions[0].Error, user+" is a regular file", "the plan says it will fail")
+		var skipped *planner.SkippedError
+		require.ErrorAs(t, err, &skipped)
 		require.ErrorContains(t, err, user+" is a regular file, which tend did not make")
 		require.ErrorContains(t, err, "move it away or declare another path")
 		require.Less(t, n.reg.BlobBytes.Load(), int64(len(v1Files["labels.txt"])), "no layer is pulled for a path that cannot take it (its config is read to plan)")

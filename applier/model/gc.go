@@ -18,7 +18,7 @@ import (
 // record keeps, models no longer recorded, blobs no kept version uses, and
 // partial downloads (every declared model is whole by now).
 //
-// Nothing is collected while a model is held (its registry failed): its
+// Nothing is collected while a model is held or offline (its registry failed): its
 // pending download must survive. Blobs and partial downloads of every
 // declared model's artifact are kept in any case. A model that is neither
 // declared nor deleted by the plan (its link was already gone) is removed
@@ -31,7 +31,7 @@ func (d *Driver) Finish(ctx context.Context, declared map[string]any) error {
 		if err != nil {
 			return err
 		}
-		if m.Held != nil {
+		if m.Held != nil || m.Offline != nil {
 			return nil
 		}
 		names[m.Name] = true

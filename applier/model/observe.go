@@ -7,6 +7,7 @@ import (
 	"io/fs"
 	"maps"
 	"os"
+	"path"
 	"path/filepath"
 	"slices"
 	"strings"
@@ -55,7 +56,9 @@ func (d *Driver) Observe(ctx context.Context, id string, s any) (planner.State, 
 		} else if fi.Mode().IsRegular() {
 			what = planner.ValueRegularFile
 		}
-		return state(what, ""), nil
+		st := state(what, "")
+		st.Blocked = blocked(path.Join(dir.Name(), rel), what)
+		return st, nil
 	}
 	target, err := dir.Readlink(rel)
 	if err != nil {

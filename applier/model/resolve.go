@@ -16,11 +16,19 @@ import (
 
 // Resolve pins m to a digest in its registry, for render. A ref by digest
 // whose manifest is in the store needs no registry. When the registry
-// cannot be asked and the active version was pulled for the same ref, the
-// model is held there: the resolution names the active digest and says
-// why in Held. When the digest is not the active one, the reason says what
-// changed and what pulling it costs, from its manifest (read into the
-// store).
+// cannot be asked:
+//   - and the active version was pulled for the same ref and policy, the
+//     device is offline: the model stays at the active digest, and the
+//     resolution says why in Offline;
+//   - otherwise (a new ref, or nothing active) the model cannot take its
+//     declaration now: the resolution is held (Held), its digest the ref
+//     as declared, and the plan leaves the model and what uses it alone;
+//     a registry that answered (credentials refused, no such ref) is an
+//     error.
+//
+// A tag that the registry says does not exist is an error. When the digest
+// is not the active one, the reason says what changed and what pulling it
+// costs, from its manifest (read into the store).
 func (d *Driver) Resolve(ctx context.Context, m manifest.Model) (render.Resolution, error) {
 	rec, err := d.record(m.Name)
 	if err != nil {
@@ -36,26 +44,48 @@ func (d *Driver) Resolve(ctx context.Context, m manifest.Model) (render.Resoluti
 	var res render.Resolution
 	pinned, err := d.resolve(ctx, m.Ref, want.Policy)
 	if err != nil {
-		act := rec.active()
-		if act == nil || rec.Ref != m.Ref || rec.Policy != want.Policy || errors.Is(err, oci.ErrNotFound) && want.Policy == "" {
+		if errors.Is(err, oci.ErrNotFound) && want.Policy == "" {
 			return render.Resolution{}, err
 		}
+		act := rec.active()
+		if act == nil || rec.Ref != m.Ref || rec.Policy != want.Policy {
+			if errors.Is(err, oci.ErrNotFound) || errors.Is(err, oci.ErrUnauthorized) || ctx.Err() != nil {
+				return render.Resolution{}, err // the registry answered: fix the ref or the credentials
+			}
+			return held(want, rec.pinned(), err), nil
+		}
 		pinned = oci.Resolved{Ref: m.Ref, Tag: act.Tag, Digest: act.Digest}
-		res.Held = fmt.Errorf("%s held at %s (%s): %w", planner.ModelID(m.Name), render.ShortDigest(act.Digest), m.Ref, err)
+		res.Offline = fmt.Errorf("%s kept at %s (%s): registry unreachable: %w", planner.ModelID(m.Name), render.ShortDigest(act.Digest), m.Ref, err)
 	}
 	res.Digest, res.Tag = pinned.Digest, pinned.Tag
 	want.Digest, want.Tag = pinned.Digest, pinned.Tag
 	if act := rec.active(); act != nil && act.Digest == pinned.Digest {
 		return res, nil
 	}
-	download := int64(-1) // a held model downloads nothing this tick
-	if res.Held == nil {
-		if download, err = d.missing(ctx, want); err != nil {
-			return render.Resolution{}, err
-		}
+	download, err := d.missing(ctx, want)
+	if err != nil {
+		return render.Resolution{}, err
 	}
 	res.Reason = render.ModelReason(want, rec.pinned(), download)
 	return res, nil
+}
+
+// held is the resolution of a model whose new ref could not be resolved:
+// its digest is the ref as declared, which matches nothing on the node.
+func held(want render.Model, active *render.Active, cause error) render.Resolution {
+	declared := want.Ref
+	if want.Policy != "" {
+		declared += " (semver " + want.Policy + ")"
+	}
+	from := "nothing"
+	if active != nil {
+		from = render.ShortDigest(active.Digest)
+	}
+	return render.Resolution{
+		Digest: declared,
+		Reason: from + " → " + declared + ", not resolved",
+		Held:   fmt.Errorf("registry unreachable for %s: %w", want.Ref, cause),
+	}
 }
 
 func (d *Driver) resolve(ctx context.Context, ref, policy string) (oci.Resolved, error) {

@@ -515,7 +515,7 @@ func TestServiceRestartsOnModelChange(t *testing.T) {
 	require.Equal(t, "model/detector", cs.Actions[0].Resource)
 	require.Equal(t, planner.Restart, cs.Actions[1].Type)
 	require.Contains(t, cs.Actions[1].Reason, "restart: model/detector sha256:")
-	require.Contains(t, cs.Actions[1].Reason, "→ "+v2[:19]+"…")
+	require.Contains(t, cs.Actions[1].Reason, "→ "+v2[:19])
 	require.NotEqual(t, pid, m.pids("infer")[0], "the service was not restarted onto the new model")
 }
 

@@ -1,11 +1,15 @@
 package main
 
 import (
+	"errors"
 	"fmt"
+	"io"
+	"strings"
 
 	"github.com/spf13/cobra"
 
 	"github.com/tend-dev/tend/agent"
+	"github.com/tend-dev/tend/planner"
 )
 
 func newApplyCommand(g *globals) *cobra.Command {
@@ -13,8 +17,10 @@ func newApplyCommand(g *globals) *cobra.Command {
 	cmd := &cobra.Command{
 		Use:   "apply",
 		Short: "Reconcile this node once, now",
-		Long:  "apply fetches, plans and applies once, prints the plan it applied, and exits 0 when the node has converged.",
-		Args:  cobra.NoArgs,
+		Long: "apply fetches, plans and applies once, prints the plan it applied, and exits 0 when the node has converged.\n" +
+			"Actions that will fail or are held (a model whose registry is unreachable, and what uses it) are left out;\n" +
+			"the rest is applied, and apply says what was not and exits 1.",
+		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			if err := oneOf("--format", format, "text", "json"); err != nil {
 				return err
@@ -24,20 +30,56 @@ func newApplyCommand(g *globals) *cobra.Command {
 				return err
 			}
 			res, err := g.reconciler(c, log).Apply(cmd.Context())
-			if res.Plan != nil {
-				if werr := writePlan(cmd.OutOrStdout(), format, res.Plan); werr != nil {
-					return werr
-				}
+			if res.Plan == nil {
+				return err
+			}
+			warnOffline(cmd.ErrOrStderr(), res)
+			w := cmd.OutOrStdout()
+			if format == "json" {
+				return errors.Join(planner.WriteApplyJSON(w, res.Plan, res.Applied, err), err)
+			}
+			if werr := planner.WriteText(w, res.Plan); werr != nil {
+				return werr
+			}
+			if len(res.Skipped) > 0 {
+				writeSkipped(w, res)
 			}
 			if err != nil {
 				return err
 			}
-			if format == "text" {
-				fmt.Fprintf(cmd.OutOrStdout(), "Apply complete: %d actions applied at %s.\n", len(res.Applied), agent.Revision(res.Snapshot))
-			}
+			fmt.Fprintf(w, "Apply complete: %s applied at %s.\n", planner.Count(len(res.Applied), "action"), agent.Revision(res.Snapshot))
 			return nil
 		},
 	}
 	cmd.Flags().StringVar(&format, "format", "text", "output format: text or json")
 	return cmd
+}
+
+// writeSkipped writes the line of an apply that left actions out: how many
+// of the plan's were applied, and which were held or will fail.
+func writeSkipped(w io.Writer, res *agent.Result) {
+	var held, failing []string
+	for _, a := range res.Skipped {
+		if a.Error != "" {
+			failing = append(failing, a.Resource)
+		} else {
+			held = append(held, a.Resource)
+		}
+	}
+	line := fmt.Sprintf("Apply: %d of %s applied at %s", len(res.Applied), planner.Count(len(res.Plan.Actions), "action"), agent.Revision(res.Snapshot))
+	if len(held) > 0 {
+		line += "; held: " + strings.Join(held, ", ")
+	}
+	if len(failing) > 0 {
+		line += "; will fail: " + strings.Join(failing, ", ")
+	}
+	fmt.Fprintln(w, line+".")
+}
+
+// warnOffline says on stderr when models were kept at their applied
+// version because their registry could not be asked.
+func warnOffline(w io.Writer, res *agent.Result) {
+	if off := res.Offline(); off != nil {
+		fmt.Fprintf(w, "Warning: %v\n", off)
+	}
 }

@@ -326,7 +326,7 @@ func TestValidateFiles(t *testing.T) {
 	require.NoError(t, os.WriteFile(filepath.Join(dir, "devices/cam-017/d.yaml"), []byte(files(entry("/etc/infer/a", "1", ""))), 0o644))
 	out, errOut, code := tend(t, "validate", dir)
 	require.Equal(t, 0, code, errOut)
-	require.Equal(t, "valid: device cam-017: 0 models, 1 files, 0 services\n", out)
+	require.Equal(t, "valid: device cam-017: 0 models, 1 file, 0 services\n", out)
 
 	require.NoError(t, os.WriteFile(filepath.Join(dir, "devices/cam-017/bad.yml"), []byte(files(entry("/etc/infer/b", "1", "0x1"))), 0o644))
 	_, errOut, code = tend(t, "validate", dir)

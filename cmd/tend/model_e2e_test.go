@@ -141,7 +141,7 @@ func TestModelFromDistribution(t *testing.T) {
 
 	out, errOut, code = n.tend("apply")
 	require.Equal(t, 0, code, out+errOut)
-	require.Contains(t, out, "Apply complete: 1 actions applied")
+	require.Contains(t, out, "Apply complete: 1 action applied")
 	for p, b := range pushed {
 		got, err := os.ReadFile(filepath.Join(stable, p))
 		require.NoError(t, err, p)

@@ -181,3 +181,55 @@ func TestModelDiskFull(t *testing.T) {
 func regexpQuote(s string) string {
 	return strings.NewReplacer(".", `\.`, "+", `\+`, "(", `\(`, ")", `\)`).Replace(s)
 }
+
+// A registry that is down is not a failure while the model's ref is the
+// one applied: the device is offline, keeps the version and says so. A
+// commit that moves the ref while it is down applies everything that does
+// not depend on the model, holds the model, and fails naming it.
+func TestRegistryDownHoldsOnlyTheModel(t *testing.T) {
+	n := newFaultNode(t, "")
+	n.reg.PushFiles(t, "models/detector:v1", map[string][]byte{"model.onnx": []byte("one")})
+	n.reg.PushFiles(t, "models/detector:v2", map[string][]byte{"model.onnx": []byte("two")})
+	n.declare("models/detector:v1")
+	_, errOut, code := n.tend("apply")
+	require.Equal(t, 0, code, errOut)
+	link := filepath.Join(n.root, "opt/models/detector")
+	active, err := os.Readlink(link)
+	require.NoError(t, err)
+
+	n.reg.Use(func(w http.ResponseWriter, _ *http.Request) bool {
+		w.WriteHeader(http.StatusServiceUnavailable)
+		return true
+	})
+	t.Run("the same ref offline is a warning", func(t *testing.T) {
+		out, errOut, code := n.tend("apply")
+		require.Equal(t, 0, code, "stdout:\n%s\nstderr:\n%s", out, errOut)
+		require.Contains(t, errOut, "Warning: model/detector kept at sha256:")
+		require.Contains(t, out, "No changes")
+	})
+	t.Run("a new ref is held, the rest applied", func(t *testing.T) {
+		n.repo.WriteFile("devices/cam-017/device.yaml", strings.Replace(fmt.Sprintf(modelDevice, n.reg.Ref("models/detector:v2")),
+			"models live here", "models live there", 1))
+		n.repo.Commit("model v2 and a new README")
+		out, errOut, code := n.tend("apply")
+		require.Equal(t, 1, code, "stdout:\n%s\nstderr:\n%s", out, errOut)
+		require.Contains(t, out, "held: registry unreachable for "+n.reg.Ref("models/detector:v2"))
+		require.Contains(t, out, "Apply: 1 of 2 actions applied at HEAD@sha1:")
+		require.Contains(t, out, "; held: model/detector.")
+		require.Contains(t, errOut, "not applied: model/detector (held: registry unreachable")
+		require.Equal(t, "models live there\n", n.read("/opt/models/README"))
+		now, err := os.Readlink(link)
+		require.NoError(t, err)
+		require.Equal(t, active, now, "the held model moved")
+
+		out, errOut, code = n.tend("plan", "--format", "json")
+		require.Equal(t, 1, code, errOut)
+		require.Contains(t, out, `"held": "registry unreachable for`)
+		require.NotContains(t, out, `\u003e`, "JSON escapes >")
+
+		n.reg.Use(nil)
+		out, errOut, code = n.tend("apply")
+		require.Equal(t, 0, code, "stdout:\n%s\nstderr:\n%s", out, errOut)
+		require.Contains(t, out, "Apply complete: 1 action applied")
+	})
+}

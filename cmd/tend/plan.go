@@ -33,6 +33,7 @@ func newPlanCommand(g *globals) *cobra.Command {
 			if res == nil || res.Plan == nil {
 				return err
 			}
+			warnOffline(cmd.ErrOrStderr(), res)
 			// A plan made while the node is held (the repo or a registry
 			// unreachable) is printed, and the failure still exits 1.
 			if werr := writePlan(cmd.OutOrStdout(), format, res.Plan); werr != nil || err != nil {

@@ -49,6 +49,7 @@ func newRenderCommand(g *globals) *cobra.Command {
 func writeDocument(out io.Writer, format, device, revision string, doc render.Document) error {
 	if format == "json" {
 		enc := json.NewEncoder(out)
+		enc.SetEscapeHTML(false)
 		enc.SetIndent("", "  ")
 		return enc.Encode(doc)
 	}
