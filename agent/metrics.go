@@ -69,7 +69,7 @@ func NewMetrics() *Metrics {
 		}),
 		fetches: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "tend_source_fetch_total",
-			Help: "Fetches of the fleet repo by result: changed (a new commit was fetched), unchanged or error.",
+			Help: "Fetches of the fleet repo by result: changed (a new commit was fetched), unchanged, or error (the repo could not be fetched; a commit refused on the node was fetched).",
 		}, []string{"result"}),
 		downloaded: prometheus.NewCounter(prometheus.CounterOpts{
 			Name: "tend_model_bytes_downloaded_total",
@@ -132,7 +132,7 @@ func (m *Metrics) Observe(res *Result, err error, fresh []drift.Event) {
 	m.reconciles.WithLabelValues(res.Outcome(err)).Inc()
 	m.duration.Observe(res.Duration.Seconds())
 	switch {
-	case res.FailedStep == StepFetch:
+	case fetchFailed(res):
 		m.fetches.WithLabelValues(fetchError).Inc()
 	case res.Snapshot != nil && res.Snapshot.Fetched:
 		m.fetches.WithLabelValues(fetchChanged).Inc()
