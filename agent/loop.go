@@ -36,6 +36,9 @@ type LoopOptions struct {
 	// because it falls in the backoff after failures and the target did
 	// not move.
 	OnHeldOff func()
+	// OnHold, if set, is called when such a tick reverted drift to the
+	// applied revision (see Reconciler.Hold).
+	OnHold func(*Result)
 }
 
 // Loop runs the reconciler on a schedule: Start, then Stop (or Run).

@@ -173,6 +173,20 @@ func (m *Metrics) Observe(res *Result, err error, fresh []drift.Event) {
 	}
 }
 
+// ObserveHold counts what a tick held off by the failure backoff did
+// (see Reconciler.Hold): the drift events new in it and the bytes it
+// pulled. It is not a reconcile: tend_reconcile_total does not count it.
+func (m *Metrics) ObserveHold(res *Result, fresh []drift.Event) {
+	if res.Downloaded > 0 {
+		m.downloaded.Add(float64(res.Downloaded))
+	}
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	for _, e := range fresh {
+		m.drifts.WithLabelValues(e.Kind).Inc()
+	}
+}
+
 // setApplied moves tend_applied_revision_info to rev; the caller holds mu.
 func (m *Metrics) setApplied(rev string) {
 	if rev == m.applied || rev == "" {

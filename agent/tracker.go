@@ -102,6 +102,31 @@ func (t *Tracker) Observe(res *Result, err error, suspended bool) []drift.Event 
 	return fresh
 }
 
+// ObserveHold records what a tick held off by the failure backoff
+// reverted (see Reconciler.Hold), and returns the drift events new in it.
+// The last tick's result and error stand: the target still fails.
+func (t *Tracker) ObserveHold(res *Result) []drift.Event {
+	end := tickEnd(res)
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	applied := appliedIDs(res)
+	for _, a := range res.Plan.Actions {
+		rs := ResourceStatus{ID: a.Resource, State: StateDrifted, Message: a.Reason}
+		switch {
+		case applied[a.Resource] && a.IsDrift():
+			rs.State, rs.Message = StateOK, a.Reason+" (reverted)"
+		case applied[a.Resource]:
+			rs.State = StateOK
+		}
+		if a.IsDrift() || applied[a.Resource] {
+			t.resources[a.Resource] = rs
+		}
+	}
+	fresh := t.drift.Observe(res.Drift, func(id string) bool { return applied[id] }, end)
+	t.notify()
+	return fresh
+}
+
 // observeResources sets the state of every resource the plan acts on, and
 // marks ok those it no longer acts on. A tick that stopped before its plan
 // knows nothing new of them.
