@@ -3,6 +3,7 @@ package agent
 import (
 	"context"
 	"errors"
+	"fmt"
 	"log/slog"
 	"math/rand/v2"
 	"sync"
@@ -137,7 +138,11 @@ func (l *Loop) Start(ctx context.Context) error {
 		l.r.Supervisor = sup
 		l.stops = append(l.stops, func() { sup.Stop(); l.r.Supervisor = nil })
 	}
-	l.serve(ctx, log)
+	if err := l.serve(ctx, log); err != nil {
+		l.cancel()
+		l.undo()
+		return err
+	}
 	if sup := l.r.Supervisor; sup != nil {
 		sup.OnRestart(l.metrics.ServiceRestarted)
 	}
@@ -159,12 +164,17 @@ func (l *Loop) Stop() error {
 	}
 	l.cancel()
 	<-l.done
+	l.undo()
+	l.r.logger().Info("agent stopped", keyDevice, l.r.Config.Device)
+	return nil
+}
+
+// undo stops what Start started besides the loop, last first.
+func (l *Loop) undo() {
 	for i := len(l.stops) - 1; i >= 0; i-- {
 		l.stops[i]()
 	}
 	l.stops = nil
-	l.r.logger().Info("agent stopped", keyDevice, l.r.Config.Device)
-	return nil
 }
 
 // loop ticks until ctx is done.
@@ -191,9 +201,10 @@ func (l *Loop) loop(ctx context.Context, log *slog.Logger) {
 }
 
 // serve starts the status server and the reporter, which Stop stops. A
-// status server that cannot listen is logged, not fatal: a device keeps
-// being reconciled without its endpoints.
-func (l *Loop) serve(ctx context.Context, log *slog.Logger) {
+// status server that cannot listen fails the start: an agent whose
+// endpoints are missing would be taken for a dead one by whatever watches
+// them.
+func (l *Loop) serve(ctx context.Context, log *slog.Logger) error {
 	c := l.r.Config
 	l.tracker = NewTracker(c.Device, l.opts.Version)
 	l.metrics = NewMetrics()
@@ -204,24 +215,25 @@ func (l *Loop) serve(ctx context.Context, log *slog.Logger) {
 	}
 	if l.opts.Listen != "" {
 		srv := NewServer(l.opts.Listen, l.tracker, l.metrics, l.Trigger, l.Alive, log)
-		if addr, err := srv.Start(ctx); err != nil {
-			log.Error("status server not started; reconciling without it", keyListen, l.opts.Listen, keyError, err.Error())
-		} else {
-			log.Info("status server listening", keyListen, addr.String())
-			l.stops = append(l.stops, srv.Stop)
+		addr, err := srv.Start(ctx)
+		if err != nil {
+			return fmt.Errorf("status server: %w; set listen: (or --listen) to another address, or to off for none", err)
 		}
+		log.Info("status server listening", keyListen, addr.String())
+		l.stops = append(l.stops, srv.Stop)
 	}
 	if r := c.Report; r != nil {
 		rep, err := NewReporter(*r, c.StateDir, log)
 		if err != nil {
 			log.Error("status reports disabled", keyError, err.Error())
-			return
+			return nil
 		}
 		// Nothing is reported before the first tick: the collector would
 		// get an empty document.
 		rep.Start(ctx, l.observed, l.tracker.Status, l.tracker.Changed())
 		l.stops = append(l.stops, rep.Stop)
 	}
+	return nil
 }
 
 func (l *Loop) tickTimeout() time.Duration {

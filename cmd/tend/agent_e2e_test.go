@@ -8,6 +8,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"io"
+	"net"
 	"net/http"
 	"os"
 	"os/exec"
@@ -229,4 +230,22 @@ func TestAgentSIGTERMMidApply(t *testing.T) {
 	}
 	require.Equal(t, map[string]int{"new": 200}, seen, "a mix of old and new files after SIGTERM")
 	require.NotZero(t, servicePID(t, n.state, "infer"))
+}
+
+// An agent whose status port is taken does not start: it exits 1 naming
+// the address and what to set instead.
+func TestAgentFailsOnATakenPort(t *testing.T) {
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	require.NoError(t, err)
+	defer ln.Close()
+	repo := testgit.NewRepo(t)
+	repo.WriteFile("devices/cam-017/device.yaml", files(entry("/etc/infer/config.yaml", "threshold: 0.4\n", "")))
+	repo.Commit("one")
+	n := newNode(t, repo.Dir())
+	_, errOut, code := n.tend("agent", "--listen", ln.Addr().String())
+	require.Equal(t, 1, code, errOut)
+	require.Contains(t, errOut, "listen on "+ln.Addr().String())
+	require.Contains(t, errOut, "address already in use")
+	require.Contains(t, errOut, "set listen: (or --listen) to another address, or to off for none")
+	require.NoDirExists(t, filepath.Join(n.root, "etc"), "nothing was applied")
 }
