@@ -209,6 +209,11 @@ func (l *Loop) serve(ctx context.Context, log *slog.Logger) error {
 	l.tracker = NewTracker(c.Device, l.opts.Version)
 	l.metrics = NewMetrics()
 	l.observed = make(chan struct{})
+	if sup := l.r.Supervisor; sup != nil {
+		l.tracker.SetInstances(sup.Instances)
+	}
+	suspended, _ := Suspended(c)
+	l.metrics.SetSuspended(suspended)
 	if inv, err := applier.LoadInventory(c.StateDir); err == nil && inv.Revision != "" {
 		l.tracker.SetApplied(inv.Revision)
 		l.metrics.SetApplied(inv.Revision)

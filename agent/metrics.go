@@ -36,6 +36,7 @@ type Metrics struct {
 	downloaded  prometheus.Counter
 	convergence prometheus.Histogram
 	restarts    *prometheus.CounterVec
+	suspended   prometheus.Gauge
 
 	mu       sync.Mutex
 	applied  string    // the revision tend_applied_revision_info names
@@ -85,6 +86,10 @@ func NewMetrics() *Metrics {
 			Name: "tend_service_restarts_total",
 			Help: "Restarts of a service's instances: after an exit, or in place of an instance that ran (an update, a planned restart, a rollback).",
 		}, []string{"service"}),
+		suspended: prometheus.NewGauge(prometheus.GaugeOpts{
+			Name: "tend_suspended",
+			Help: "1 while the node is suspended (tend suspend, or suspend: true): changes are planned and reported, not applied.",
+		}),
 	}
 	for _, r := range []string{ResultSuccess, ResultError, ResultNoop} {
 		m.reconciles.WithLabelValues(r)
@@ -98,7 +103,7 @@ func NewMetrics() *Metrics {
 	m.reg.MustRegister(
 		collectors.NewGoCollector(),
 		collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}),
-		m.reconciles, m.duration, m.drifts, m.revision, m.lastSuccess, m.fetches, m.downloaded, m.convergence, m.restarts,
+		m.reconciles, m.duration, m.drifts, m.revision, m.lastSuccess, m.fetches, m.downloaded, m.convergence, m.restarts, m.suspended,
 	)
 	return m
 }
@@ -112,6 +117,15 @@ func (m *Metrics) Handler() http.Handler {
 // service.Supervisor.OnRestart).
 func (m *Metrics) ServiceRestarted(service string) {
 	m.restarts.WithLabelValues(service).Inc()
+}
+
+// SetSuspended sets tend_suspended.
+func (m *Metrics) SetSuspended(suspended bool) {
+	v := 0.0
+	if suspended {
+		v = 1
+	}
+	m.suspended.Set(v)
 }
 
 // SetApplied seeds tend_applied_revision_info with the revision read from

@@ -67,7 +67,8 @@ func (l *Loop) tick(parent context.Context, log *slog.Logger, manual bool) {
 	}
 	LogTick(log, l.r.Config.Device, res, err, suspended)
 	if l.tracker != nil {
-		fresh := l.tracker.Observe(res, err, suspended)
+		fresh := l.tracker.Observe(res, err, why)
+		l.metrics.SetSuspended(suspended)
 		l.metrics.Observe(res, err, fresh)
 		l.first.Do(func() { close(l.observed) })
 	}

@@ -249,3 +249,40 @@ func TestAgentFailsOnATakenPort(t *testing.T) {
 	require.Contains(t, errOut, "set listen: (or --listen) to another address, or to off for none")
 	require.NoDirExists(t, filepath.Join(n.root, "etc"), "nothing was applied")
 }
+
+// The status lists each service's replicas with their pid, state,
+// restarts, health and last exit, as the agent watches them.
+func TestAgentStatusListsServices(t *testing.T) {
+	prog, addr := svcProg(t), freeAddr(t)
+	repo := testgit.NewRepo(t)
+	repo.WriteFile("devices/cam-017/device.yaml", serviceDevice(prog, addr, []string{"-listen", addr}))
+	repo.Commit("web")
+	n := newNode(t, repo.Dir(), "--schedule", "@every 1s")
+	t.Cleanup(func() { stopServices(t, n.state) })
+	a := startAgent(t, n)
+	defer a.stop()
+
+	replica := func() map[string]any {
+		svcs, _ := a.status()["services"].([]any)
+		if len(svcs) != 1 {
+			return nil
+		}
+		svc := svcs[0].(map[string]any)
+		require.Equal(t, "service/svc0", svc["id"])
+		reps := svc["replicas"].([]any)
+		require.Len(t, reps, 1)
+		return reps[0].(map[string]any)
+	}
+	eventually(t, func() bool { r := replica(); return r != nil && r["state"] == "running" && r["health"] == "healthy" })
+	first := replica()
+	require.NotZero(t, first["pid"])
+	require.Zero(t, first["restarts"])
+	require.Nil(t, first["lastExit"])
+
+	require.NoError(t, syscall.Kill(int(first["pid"].(float64)), syscall.SIGKILL))
+	eventually(t, func() bool {
+		r := replica()
+		return r["restarts"] == 1.0 && r["state"] == "running" && r["pid"] != first["pid"] && r["pid"] != nil
+	})
+	require.Equal(t, "killed by signal killed", replica()["lastExit"])
+}
