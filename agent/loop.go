@@ -140,6 +140,7 @@ func (l *Loop) Start(ctx context.Context) error {
 	}
 	if err := l.serve(ctx, log); err != nil {
 		l.cancel()
+		l.cancel = nil // not started: Stop has nothing to stop
 		l.undo()
 		return err
 	}
