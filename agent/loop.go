@@ -3,6 +3,7 @@ package agent
 import (
 	"context"
 	"errors"
+	"fmt"
 	"log/slog"
 	"math/rand/v2"
 	"sync"
@@ -36,6 +37,9 @@ type LoopOptions struct {
 	// because it falls in the backoff after failures and the target did
 	// not move.
 	OnHeldOff func()
+	// OnHold, if set, is called when such a tick reverted drift to the
+	// applied revision (see Reconciler.Hold).
+	OnHold func(*Result)
 }
 
 // Loop runs the reconciler on a schedule: Start, then Stop (or Run).
@@ -134,7 +138,12 @@ func (l *Loop) Start(ctx context.Context) error {
 		l.r.Supervisor = sup
 		l.stops = append(l.stops, func() { sup.Stop(); l.r.Supervisor = nil })
 	}
-	l.serve(ctx, log)
+	if err := l.serve(ctx, log); err != nil {
+		l.cancel()
+		l.cancel = nil // not started: Stop has nothing to stop
+		l.undo()
+		return err
+	}
 	if sup := l.r.Supervisor; sup != nil {
 		sup.OnRestart(l.metrics.ServiceRestarted)
 	}
@@ -156,12 +165,17 @@ func (l *Loop) Stop() error {
 	}
 	l.cancel()
 	<-l.done
+	l.undo()
+	l.r.logger().Info("agent stopped", keyDevice, l.r.Config.Device)
+	return nil
+}
+
+// undo stops what Start started besides the loop, last first.
+func (l *Loop) undo() {
 	for i := len(l.stops) - 1; i >= 0; i-- {
 		l.stops[i]()
 	}
 	l.stops = nil
-	l.r.logger().Info("agent stopped", keyDevice, l.r.Config.Device)
-	return nil
 }
 
 // loop ticks until ctx is done.
@@ -188,37 +202,44 @@ func (l *Loop) loop(ctx context.Context, log *slog.Logger) {
 }
 
 // serve starts the status server and the reporter, which Stop stops. A
-// status server that cannot listen is logged, not fatal: a device keeps
-// being reconciled without its endpoints.
-func (l *Loop) serve(ctx context.Context, log *slog.Logger) {
+// status server that cannot listen fails the start: an agent whose
+// endpoints are missing would be taken for a dead one by whatever watches
+// them.
+func (l *Loop) serve(ctx context.Context, log *slog.Logger) error {
 	c := l.r.Config
 	l.tracker = NewTracker(c.Device, l.opts.Version)
 	l.metrics = NewMetrics()
 	l.observed = make(chan struct{})
+	if sup := l.r.Supervisor; sup != nil {
+		l.tracker.SetInstances(sup.Instances)
+	}
+	suspended, _ := Suspended(c)
+	l.metrics.SetSuspended(suspended)
 	if inv, err := applier.LoadInventory(c.StateDir); err == nil && inv.Revision != "" {
 		l.tracker.SetApplied(inv.Revision)
 		l.metrics.SetApplied(inv.Revision)
 	}
 	if l.opts.Listen != "" {
 		srv := NewServer(l.opts.Listen, l.tracker, l.metrics, l.Trigger, l.Alive, log)
-		if addr, err := srv.Start(ctx); err != nil {
-			log.Error("status server not started; reconciling without it", keyListen, l.opts.Listen, keyError, err.Error())
-		} else {
-			log.Info("status server listening", keyListen, addr.String())
-			l.stops = append(l.stops, srv.Stop)
+		addr, err := srv.Start(ctx)
+		if err != nil {
+			return fmt.Errorf("status server: %w; set listen: (or --listen) to another address, or to off for none", err)
 		}
+		log.Info("status server listening", keyListen, addr.String())
+		l.stops = append(l.stops, srv.Stop)
 	}
 	if r := c.Report; r != nil {
 		rep, err := NewReporter(*r, c.StateDir, log)
 		if err != nil {
 			log.Error("status reports disabled", keyError, err.Error())
-			return
+			return nil
 		}
 		// Nothing is reported before the first tick: the collector would
 		// get an empty document.
 		rep.Start(ctx, l.observed, l.tracker.Status, l.tracker.Changed())
 		l.stops = append(l.stops, rep.Stop)
 	}
+	return nil
 }
 
 func (l *Loop) tickTimeout() time.Duration {

@@ -37,6 +37,7 @@ type Metrics struct {
 	convergence prometheus.Histogram
 	restarts    *prometheus.CounterVec
 	unreachable prometheus.Gauge
+	suspended   prometheus.Gauge
 
 	mu       sync.Mutex
 	applied  string    // the revision tend_applied_revision_info names
@@ -70,7 +71,7 @@ func NewMetrics() *Metrics {
 		}),
 		fetches: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "tend_source_fetch_total",
-			Help: "Fetches of the fleet repo by result: changed (a new commit was fetched), unchanged or error.",
+			Help: "Fetches of the fleet repo by result: changed (a new commit was fetched), unchanged, or error (the repo could not be fetched; a commit refused on the node was fetched).",
 		}, []string{"result"}),
 		downloaded: prometheus.NewCounter(prometheus.CounterOpts{
 			Name: "tend_model_bytes_downloaded_total",
@@ -90,6 +91,10 @@ func NewMetrics() *Metrics {
 			Name: "tend_registry_unreachable",
 			Help: "1 while the last rendered tick could not ask a model's registry (the model kept at its applied version, or held), else 0.",
 		}),
+		suspended: prometheus.NewGauge(prometheus.GaugeOpts{
+			Name: "tend_suspended",
+			Help: "1 while the node is suspended (tend suspend, or suspend: true): changes are planned and reported, not applied.",
+		}),
 	}
 	for _, r := range []string{ResultSuccess, ResultError, ResultNoop} {
 		m.reconciles.WithLabelValues(r)
@@ -103,7 +108,7 @@ func NewMetrics() *Metrics {
 	m.reg.MustRegister(
 		collectors.NewGoCollector(),
 		collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}),
-		m.reconciles, m.duration, m.drifts, m.revision, m.lastSuccess, m.fetches, m.downloaded, m.convergence, m.restarts, m.unreachable,
+		m.reconciles, m.duration, m.drifts, m.revision, m.lastSuccess, m.fetches, m.downloaded, m.convergence, m.restarts, m.unreachable, m.suspended,
 	)
 	return m
 }
@@ -117,6 +122,15 @@ func (m *Metrics) Handler() http.Handler {
 // service.Supervisor.OnRestart).
 func (m *Metrics) ServiceRestarted(service string) {
 	m.restarts.WithLabelValues(service).Inc()
+}
+
+// SetSuspended sets tend_suspended.
+func (m *Metrics) SetSuspended(suspended bool) {
+	v := 0.0
+	if suspended {
+		v = 1
+	}
+	m.suspended.Set(v)
 }
 
 // SetApplied seeds tend_applied_revision_info with the revision read from
@@ -137,7 +151,7 @@ func (m *Metrics) Observe(res *Result, err error, fresh []drift.Event) {
 	m.reconciles.WithLabelValues(res.Outcome(err)).Inc()
 	m.duration.Observe(res.Duration.Seconds())
 	switch {
-	case res.FailedStep == StepFetch:
+	case fetchFailed(res):
 		m.fetches.WithLabelValues(fetchError).Inc()
 	case res.Snapshot != nil && res.Snapshot.Fetched:
 		m.fetches.WithLabelValues(fetchChanged).Inc()
@@ -181,6 +195,20 @@ func (m *Metrics) Observe(res *Result, err error, fresh []drift.Event) {
 	if done && !m.diverged.IsZero() {
 		m.convergence.Observe(end.Sub(m.diverged).Seconds())
 		m.diverged = time.Time{}
+	}
+}
+
+// ObserveHold counts what a tick held off by the failure backoff did
+// (see Reconciler.Hold): the drift events new in it and the bytes it
+// pulled. It is not a reconcile: tend_reconcile_total does not count it.
+func (m *Metrics) ObserveHold(res *Result, fresh []drift.Event) {
+	if res.Downloaded > 0 {
+		m.downloaded.Add(float64(res.Downloaded))
+	}
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	for _, e := range fresh {
+		m.drifts.WithLabelValues(e.Kind).Inc()
 	}
 }
 

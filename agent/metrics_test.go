@@ -63,6 +63,7 @@ func TestMetricsContract(t *testing.T) {
 		`tend_registry_unreachable`,
 		`tend_convergence_seconds_count`,
 		`tend_convergence_seconds_sum`,
+		`tend_suspended`,
 	} {
 		v, ok := got[series]
 		require.True(t, ok, "%s missing", series)
@@ -214,7 +215,7 @@ type meter struct {
 func newMeter() meter { return meter{Metrics: NewMetrics(), tracker: NewTracker("cam-017", "")} }
 
 func (m meter) Observe(res *Result, err error) {
-	m.Metrics.Observe(res, err, m.tracker.Observe(res, err, false))
+	m.Metrics.Observe(res, err, m.tracker.Observe(res, err, ""))
 }
 
 // tend_service_restarts_total{service} exists at zero for every declared

@@ -138,6 +138,7 @@ type tick struct {
 	node     *node
 	observed planner.Observed
 	upTo     string // the last step to run
+	hold     bool   // a hold (see Hold): the applied revision, reverts only
 }
 
 type step struct {
@@ -173,25 +174,16 @@ func (r *Reconciler) run(ctx context.Context, upTo string) (*Result, error) {
 	defer unlock()
 
 	t := &tick{upTo: upTo, res: Result{Started: start}}
-	steps := []step{
+	if err := r.steps(ctx, t, []step{
 		{StepOpen, r.open},
 		{StepFetch, r.fetch},
 		{StepRender, r.render},
 		{StepObserve, r.observe},
 		{StepPlan, r.plan},
 		{StepApply, r.applyPlan},
+	}); err != nil {
+		return &t.res, err
 	}
-	for _, s := range steps {
-		if err := s.run(ctx, t); err != nil {
-			t.res.Duration = r.now().Sub(start)
-			t.res.FailedStep = s.name
-			return &t.res, err
-		}
-		if s.name == upTo {
-			break
-		}
-	}
-	t.res.Duration = r.now().Sub(start)
 	if snap := t.res.Snapshot; snap != nil && snap.Stale != nil {
 		// The node was held at its last applied commit; the tick still
 		// failed to use the target, and says why.
@@ -207,6 +199,22 @@ func (r *Reconciler) run(ctx context.Context, upTo string) (*Result, error) {
 		return &t.res, t.res.Plan.Skip()
 	}
 	return &t.res, nil
+}
+
+// steps runs steps in order up to t.upTo, stopping at the first that
+// fails, and times the tick.
+func (r *Reconciler) steps(ctx context.Context, t *tick, steps []step) error {
+	defer func() { t.res.Duration = r.now().Sub(t.res.Started) }()
+	for _, s := range steps {
+		if err := s.run(ctx, t); err != nil {
+			t.res.FailedStep = s.name
+			return err
+		}
+		if s.name == t.upTo {
+			break
+		}
+	}
+	return nil
 }
 
 // open makes the drivers and the applier of this tick; the applier's
@@ -261,7 +269,7 @@ func (r *Reconciler) observe(ctx context.Context, t *tick) error {
 
 func (r *Reconciler) plan(ctx context.Context, t *tick) error {
 	d := t.res.Desired
-	cs, err := planner.Plan(d.Desired, t.observed, planner.Options{AllowEmpty: r.Config.AllowEmpty})
+	cs, err := planner.Plan(d.Desired, t.observed, planner.Options{AllowEmpty: r.Config.AllowEmpty || t.hold})
 	if err != nil {
 		return err
 	}

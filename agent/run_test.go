@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"net"
 	"os"
 	"path/filepath"
 	"sync"
@@ -184,4 +185,21 @@ func TestOneAgentPerStateDir(t *testing.T) {
 	require.ErrorContains(t, err, "another tend agent (pid")
 	cancel()
 	require.NoError(t, <-done)
+}
+
+// A status port that is taken fails the start, and leaves nothing behind:
+// the agent lock is released.
+func TestLoopFailsOnATakenPort(t *testing.T) {
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	require.NoError(t, err)
+	defer ln.Close()
+	c := newConfig(t, "/nonexistent")
+	loop := NewLoop(&Reconciler{Config: c}, LoopOptions{Schedule: everyTick(time.Hour), Listen: ln.Addr().String()})
+	err = loop.Run(t.Context())
+	require.ErrorContains(t, err, "listen on "+ln.Addr().String())
+	require.ErrorContains(t, err, "to off for none")
+
+	unlock, err := applier.LockAgent(c.StateDir)
+	require.NoError(t, err, "the agent lock was kept")
+	require.NoError(t, unlock())
 }

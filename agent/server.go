@@ -76,7 +76,7 @@ func (s *Server) Start(ctx context.Context) (net.Addr, error) {
 	s.srv.BaseContext = func(net.Listener) context.Context { return context.WithoutCancel(ctx) }
 	ln, err := net.Listen("tcp", s.addr)
 	if err != nil {
-		return nil, fmt.Errorf("listen on %s for /healthz, /status and /metrics (set listen in agent.yaml or --listen): %w", s.addr, err)
+		return nil, fmt.Errorf("listen on %s for /healthz, /status and /metrics: %w", s.addr, err)
 	}
 	s.wg.Go(func() {
 		if err := s.srv.Serve(ln); err != nil && !errors.Is(err, http.ErrServerClosed) {

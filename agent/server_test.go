@@ -18,7 +18,7 @@ import (
 func testServer(t *testing.T) (base string, alive *atomic.Bool, queue chan struct{}) {
 	t.Helper()
 	tr := NewTracker("cam-017", "v1.2.3")
-	tr.Observe(fakeTick{commit: "aaa", actions: []planner.Action{action(planner.Update, "file/etc/infer/a", "drift: content changed on node")}}.result(), nil, true)
+	tr.Observe(fakeTick{commit: "aaa", actions: []planner.Action{action(planner.Update, "file/etc/infer/a", "drift: content changed on node")}}.result(), nil, "tend suspend")
 	alive = &atomic.Bool{}
 	alive.Store(true)
 	queue = make(chan struct{}, 1)

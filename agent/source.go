@@ -71,6 +71,9 @@ func fetch(ctx context.Context, c *manifest.AgentConfig, inv *applier.Inventory,
 	defer cancel()
 	snap, err := gitsource.Fetch(ctx, src, gitsource.Options{Dir: GitDir(c.StateDir), Logger: log})
 	explain := func(err error) error {
+		if errors.Is(err, gitsource.ErrQuarantined) {
+			return err // the repo was fetched: the commit is refused here
+		}
 		if errors.Is(err, gitsource.ErrPathNotFound) {
 			return fmt.Errorf("no manifests for device %s at %s in %s@%s: %w", c.Device, displayPath(path), gitsource.RedactURL(c.Source.URL), displayRef(ref), err)
 		}
@@ -83,6 +86,24 @@ func fetch(ctx context.Context, c *manifest.AgentConfig, inv *applier.Inventory,
 		snap.Stale = explain(snap.Stale)
 	}
 	return snap, nil
+}
+
+// fetchFailed reports whether a tick failed to fetch the fleet repo. A
+// target that was fetched and then refused on this node (rolled back here,
+// a rewind, an unverified commit) was fetched: the node is held at its last
+// applied commit for that reason, not for the repo.
+func fetchFailed(res *Result) bool {
+	if res.FailedStep != StepFetch {
+		return false
+	}
+	if snap := res.Snapshot; snap != nil {
+		for _, refused := range []error{gitsource.ErrQuarantined, gitsource.ErrRewind, gitsource.ErrUnverified} {
+			if errors.Is(snap.Stale, refused) {
+				return false
+			}
+		}
+	}
+	return true
 }
 
 // lastApplied returns the commit of the last revision applied in full from

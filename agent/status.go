@@ -21,6 +21,20 @@ const (
 	StateFailed  = "failed"  // its action failed in the last tick
 )
 
+// ResultSuspended is the status's result of a tick that planned changes
+// and applied none because the node is suspended; Status.Pending counts
+// them. tend_reconcile_total counts such a tick as noop: nothing was
+// applied, and nothing failed.
+const ResultSuspended = "suspended"
+
+// Replica states in the status document.
+const (
+	ReplicaRunning    = "running"
+	ReplicaRestarting = "restarting" // exited; the agent starts it again after its backoff
+	ReplicaExited     = "exited"     // exited, and its restart policy leaves it down
+	ReplicaNotStarted = "not started"
+)
+
 // Status is what the agent last did, for people, scripts and collectors.
 type Status struct {
 	FormatVersion   string `json:"formatVersion"`
@@ -30,7 +44,10 @@ type Status struct {
 	TargetRevision  string `json:"targetRevision,omitempty"`
 	LastReconcile   string `json:"lastReconcile"`         // RFC 3339; "" before the first tick
 	LastSuccess     string `json:"lastSuccess,omitempty"` // RFC 3339
-	Result          string `json:"result,omitempty"`      // success | noop | error
+	Result          string `json:"result,omitempty"`      // success | noop | error | suspended
+	// Pending counts the actions the last tick planned and did not apply
+	// because the node is suspended.
+	Pending int `json:"pending,omitempty"`
 	// LastError is empty when the last tick succeeded; otherwise what failed
 	// and where (manifest file and line, resource id, URL without
 	// credentials).
@@ -39,8 +56,10 @@ type Status struct {
 	// model registry unreachable, the model kept at its applied version.
 	Warning             string           `json:"warning,omitempty"`
 	ConsecutiveFailures int              `json:"consecutiveFailures,omitempty"`
-	Suspended           bool             `json:"suspended,omitempty"`
+	Suspended           bool             `json:"suspended"`
+	SuspendReason       string           `json:"suspendReason,omitempty"` // who suspended it, when, and why
 	Resources           []ResourceStatus `json:"resources"`
+	Services            []ServiceStatus  `json:"services"`
 	Drift               []drift.Record   `json:"drift"`
 }
 
@@ -49,6 +68,26 @@ type ResourceStatus struct {
 	ID      string `json:"id"`
 	State   string `json:"state"`
 	Message string `json:"message"`
+}
+
+// ServiceStatus is one declared service and its instances, as the agent
+// watches them.
+type ServiceStatus struct {
+	ID       string          `json:"id"`
+	Replicas []ReplicaStatus `json:"replicas"`
+}
+
+// ReplicaStatus is one instance of a service.
+type ReplicaStatus struct {
+	Replica  int    `json:"replica"`
+	PID      int    `json:"pid,omitempty"` // while it runs
+	State    string `json:"state"`         // running | restarting | exited | not started
+	Restarts int    `json:"restarts"`
+	// Health is what its probe last said ("healthy", or "unhealthy: …");
+	// empty without a probe.
+	Health    string `json:"health,omitempty"`
+	LastExit  string `json:"lastExit,omitempty"` // how it last ended: "exit code 3", "killed by signal killed"
+	CrashLoop bool   `json:"crashLoop,omitempty"`
 }
 
 // Fingerprint identifies the content of the status that matters to a

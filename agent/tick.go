@@ -20,13 +20,15 @@ var DefaultBackoff = backoff.Exponential{Initial: 10 * time.Second, Max: 5 * tim
 // After consecutive failures the loop holds off (Backoff): a scheduled
 // tick inside the hold-off only looks at the target revision, and runs in
 // full only when that moved, so a new commit is tried at once whatever the
-// backoff. A manual trigger always runs in full.
+// backoff; otherwise it only reverts drift to the applied revision
+// (Reconciler.Hold). A manual trigger always runs in full.
 func (l *Loop) tick(parent context.Context, log *slog.Logger, manual bool) {
 	l.tickStarted.Store(time.Now().UnixNano())
 	defer l.tickStarted.Store(0)
 	ctx, cancel := context.WithTimeout(parent, l.tickTimeout())
 	defer cancel()
 	if !manual && l.failures > 0 && l.holdOff(ctx, log) {
+		l.holdDrift(ctx, log)
 		if l.opts.OnHeldOff != nil {
 			l.opts.OnHeldOff()
 		}
@@ -65,7 +67,8 @@ func (l *Loop) tick(parent context.Context, log *slog.Logger, manual bool) {
 	}
 	LogTick(log, l.r.Config.Device, res, err, suspended)
 	if l.tracker != nil {
-		fresh := l.tracker.Observe(res, err, suspended)
+		fresh := l.tracker.Observe(res, err, why)
+		l.metrics.SetSuspended(suspended)
 		l.metrics.Observe(res, err, fresh)
 		l.first.Do(func() { close(l.observed) })
 	}

@@ -3,14 +3,17 @@ package agent
 import (
 	"fmt"
 	"io"
+	"maps"
 	"slices"
 	"strings"
 	"sync"
 	"text/tabwriter"
 	"time"
 
+	"github.com/tend-dev/tend/applier/service"
 	"github.com/tend-dev/tend/drift"
 	"github.com/tend-dev/tend/planner"
+	"github.com/tend-dev/tend/render"
 )
 
 // DriftHistory is how many drift events the status document keeps.
@@ -26,7 +29,13 @@ type Tracker struct {
 	drift     *drift.Tracker
 	last      string // fingerprint of the status after the last change
 	changed   chan struct{}
+	replicas  map[string]int // declared services: instances by name
+	instances Instances      // nil: services are listed without their instances
 }
+
+// Instances reports the instances of a service, as the supervisor that
+// runs them sees them (service.Supervisor.Instances).
+type Instances func(name string) ([]service.InstanceState, error)
 
 // NewTracker returns the tracker of a device's agent, before its first tick.
 func NewTracker(device, version string) *Tracker {
@@ -35,6 +44,7 @@ func NewTracker(device, version string) *Tracker {
 		resources: map[string]ResourceStatus{},
 		drift:     drift.NewTracker(DriftHistory),
 		changed:   make(chan struct{}, 1),
+		replicas:  map[string]int{},
 	}
 	t.last = t.snapshot().Fingerprint()
 	return t
@@ -54,6 +64,14 @@ func (t *Tracker) SetApplied(rev string) {
 	t.notify()
 }
 
+// SetInstances makes the status list each declared service's instances
+// as fn reports them, read when the status is.
+func (t *Tracker) SetInstances(fn Instances) {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	t.instances = fn
+}
+
 // Status returns a copy of the status document.
 func (t *Tracker) Status() Status {
 	t.mu.Lock()
@@ -62,9 +80,10 @@ func (t *Tracker) Status() Status {
 }
 
 // Observe records what one tick saw and did, and returns the drift events
-// new in it (see drift.Tracker). Suspended says the tick only planned: its
-// actions stay pending or drifted.
-func (t *Tracker) Observe(res *Result, err error, suspended bool) []drift.Event {
+// new in it (see drift.Tracker). Suspended says why the node is suspended,
+// "" when it is not: the tick only planned, and its actions stay pending or
+// drifted.
+func (t *Tracker) Observe(res *Result, err error, suspended string) []drift.Event {
 	if res == nil {
 		res = &Result{}
 	}
@@ -73,8 +92,11 @@ func (t *Tracker) Observe(res *Result, err error, suspended bool) []drift.Event 
 	defer t.mu.Unlock()
 	s := &t.status
 	s.LastReconcile = rfc3339(end)
-	s.Result = res.Outcome(err)
-	s.Suspended = suspended
+	s.Result, s.Pending = res.Outcome(err), 0
+	if suspended != "" && err == nil && res.Plan != nil && !res.Plan.Empty() {
+		s.Result, s.Pending = ResultSuspended, len(res.Plan.Actions)
+	}
+	s.Suspended, s.SuspendReason = suspended != "", suspended
 	if res.Snapshot != nil && res.FailedStep != StepFetch {
 		// A failed fetch holds the node at a snapshot of its last
 		// applied commit, which is not the target.
@@ -96,16 +118,42 @@ func (t *Tracker) Observe(res *Result, err error, suspended bool) []drift.Event 
 			s.Warning = off.Error()
 		}
 	}
-	if settled(res, err) && res.Snapshot != nil && !suspended {
+	if settled(res, err) && res.Snapshot != nil && suspended == "" {
 		s.AppliedRevision = Revision(res.Snapshot)
 	}
 	t.observeResources(res, err)
+	t.observeServices(res)
 	var fresh []drift.Event
 	if res.Plan != nil {
 		// A tick that stopped before its plan knows nothing new of drift.
 		applied := appliedIDs(res)
 		fresh = t.drift.Observe(res.Drift, func(id string) bool { return applied[id] }, end)
 	}
+	t.notify()
+	return fresh
+}
+
+// ObserveHold records what a tick held off by the failure backoff
+// reverted (see Reconciler.Hold), and returns the drift events new in it.
+// The last tick's result and error stand: the target still fails.
+func (t *Tracker) ObserveHold(res *Result) []drift.Event {
+	end := tickEnd(res)
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	applied := appliedIDs(res)
+	for _, a := range res.Plan.Actions {
+		rs := ResourceStatus{ID: a.Resource, State: StateDrifted, Message: a.Reason}
+		switch {
+		case applied[a.Resource] && a.IsDrift():
+			rs.State, rs.Message = StateOK, a.Reason+" (reverted)"
+		case applied[a.Resource]:
+			rs.State = StateOK
+		}
+		if a.IsDrift() || applied[a.Resource] {
+			t.resources[a.Resource] = rs
+		}
+	}
+	fresh := t.drift.Observe(res.Drift, func(id string) bool { return applied[id] }, end)
 	t.notify()
 	return fresh
 }
@@ -180,6 +228,65 @@ func (t *Tracker) observeResources(res *Result, err error) {
 	}
 }
 
+// observeServices keeps the declared services and their replica counts
+// from a tick that rendered and planned.
+func (t *Tracker) observeServices(res *Result) {
+	if res.Declared == nil || res.Desired == nil {
+		return
+	}
+	clear(t.replicas)
+	for _, id := range res.Declared {
+		if spec, ok := res.Desired.Specs[id].(render.Service); ok {
+			t.replicas[spec.Name] = len(spec.Replicas)
+		}
+	}
+}
+
+// services lists the declared services with their instances; the caller
+// holds mu.
+func (t *Tracker) services() []ServiceStatus {
+	out := make([]ServiceStatus, 0, len(t.replicas))
+	for _, name := range slices.Sorted(maps.Keys(t.replicas)) {
+		var states []service.InstanceState
+		if t.instances != nil {
+			states, _ = t.instances(name) // a record that cannot be read shows as not started
+		}
+		out = append(out, ServiceStatus{ID: planner.ServiceID(name), Replicas: replicaStatus(t.replicas[name], states)})
+	}
+	return out
+}
+
+// replicaStatus lists replicas 0 to declared-1, and any other instance
+// still recorded (one a scale-down has yet to stop).
+func replicaStatus(declared int, states []service.InstanceState) []ReplicaStatus {
+	byReplica := make(map[int]service.InstanceState, len(states))
+	n := declared
+	for _, st := range states {
+		byReplica[st.Replica] = st
+		n = max(n, st.Replica+1)
+	}
+	out := make([]ReplicaStatus, 0, n)
+	for i := range n {
+		st, ok := byReplica[i]
+		if !ok && i >= declared {
+			continue
+		}
+		rs := ReplicaStatus{Replica: i, State: ReplicaNotStarted}
+		if ok {
+			rs = ReplicaStatus{Replica: i, PID: st.PID, State: ReplicaExited, Restarts: st.Restarts,
+				Health: st.Health, LastExit: st.LastExit, CrashLoop: st.CrashLoop}
+			switch {
+			case st.Alive:
+				rs.State = ReplicaRunning
+			case st.Pending:
+				rs.State = ReplicaRestarting
+			}
+		}
+		out = append(out, rs)
+	}
+	return out
+}
+
 // notify signals a change of fingerprint; the caller holds mu.
 func (t *Tracker) notify() {
 	fp := t.snapshot().Fingerprint()
@@ -202,6 +309,7 @@ func (t *Tracker) snapshot() Status {
 	}
 	slices.SortFunc(s.Resources, func(a, b ResourceStatus) int { return strings.Compare(a.ID, b.ID) })
 	s.Drift = t.drift.Recent()
+	s.Services = t.services()
 	return s
 }
 
@@ -253,6 +361,9 @@ func (s Status) WriteText(w io.Writer, now time.Time) error {
 	line("Last reconcile", ago(s.LastReconcile, now))
 	if s.LastReconcile != "" {
 		result := s.Result
+		if s.Result == ResultSuspended {
+			result += fmt.Sprintf(" (%d %s pending, not applied)", s.Pending, plural(s.Pending, "change", "changes"))
+		}
 		if s.ConsecutiveFailures > 1 {
 			result += fmt.Sprintf(" (%d in a row)", s.ConsecutiveFailures)
 		}
@@ -267,7 +378,15 @@ func (s Status) WriteText(w io.Writer, now time.Time) error {
 	if s.Warning != "" {
 		line("Warning", s.Warning)
 	}
-	line("Suspended", map[bool]string{true: "yes: no applies, drift is still observed", false: "no"}[s.Suspended])
+	suspended := "no"
+	if s.Suspended {
+		suspended = "yes: no applies, drift is still observed"
+		if s.SuspendReason != "" {
+			suspended = "yes (" + s.SuspendReason + "): no applies, drift is still observed"
+		}
+	}
+	line("Suspended", suspended)
+	writeServices(&b, s.Services)
 
 	ok := 0
 	var notOK, models []ResourceStatus
@@ -324,6 +443,43 @@ func (s Status) WriteText(w io.Writer, now time.Time) error {
 	fmt.Fprintf(&b, "\n%d %s ok, %d not ok.\n", ok, noun, len(notOK))
 	_, err := io.WriteString(w, b.String())
 	return err
+}
+
+// writeServices prints a table of the services' replicas.
+func writeServices(b *strings.Builder, services []ServiceStatus) {
+	if len(services) == 0 {
+		return
+	}
+	b.WriteString("\nServices:\n")
+	// Health last: an unhealthy probe's message is long.
+	tw := tabwriter.NewWriter(b, 0, 0, 2, ' ', 0)
+	fmt.Fprintln(tw, "  SERVICE\tREPLICA\tSTATE\tPID\tRESTARTS\tLAST EXIT\tHEALTH")
+	dash := func(s string) string {
+		if s == "" {
+			return "-"
+		}
+		return strings.Join(strings.Fields(s), " ")
+	}
+	for _, svc := range services {
+		for _, r := range svc.Replicas {
+			pid, state := "-", r.State
+			if r.PID != 0 {
+				pid = fmt.Sprint(r.PID)
+			}
+			if r.CrashLoop {
+				state += " (crash loop)"
+			}
+			fmt.Fprintf(tw, "  %s\t%d\t%s\t%s\t%d\t%s\t%s\n", strings.TrimPrefix(svc.ID, "service/"), r.Replica, state, pid, r.Restarts, dash(r.LastExit), dash(r.Health))
+		}
+	}
+	tw.Flush()
+}
+
+func plural(n int, one, many string) string {
+	if n == 1 {
+		return one
+	}
+	return many
 }
 
 func orNone(s string) string {

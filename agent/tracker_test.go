@@ -120,7 +120,7 @@ func TestTrackerFollowsTicks(t *testing.T) {
 		name      string
 		tick      fakeTick
 		err       error
-		suspended bool
+		suspended string
 
 		result      string
 		applied     string
@@ -134,8 +134,8 @@ func TestTrackerFollowsTicks(t *testing.T) {
 	}{{
 		name:      "suspended: creates stay pending",
 		tick:      fakeTick{commit: "aaa", fetched: true, actions: []planner.Action{action(planner.Create, file, "declared"), action(planner.Create, model, "declared")}},
-		suspended: true,
-		result:    ResultNoop, applied: "main@sha1:old", target: "main@sha1:aaa", lastSuccess: at(time.Second),
+		suspended: "tend suspend: maintenance",
+		result:    ResultSuspended, applied: "main@sha1:old", target: "main@sha1:aaa", lastSuccess: at(time.Second),
 		resources: []string{file + " pending: declared", model + " pending: declared"},
 		drift:     []string{},
 		changed:   true,
@@ -149,16 +149,16 @@ func TestTrackerFollowsTicks(t *testing.T) {
 	}, {
 		name:      "drift seen while suspended stays drifted",
 		tick:      fakeTick{at: 2 * time.Minute, commit: "aaa", unchanged: 1, actions: []planner.Action{action(planner.Update, file, "drift: content changed on node")}},
-		suspended: true,
-		result:    ResultNoop, applied: "main@sha1:aaa", target: "main@sha1:aaa", lastSuccess: at(2*time.Minute + time.Second),
+		suspended: "tend suspend: maintenance",
+		result:    ResultSuspended, applied: "main@sha1:aaa", target: "main@sha1:aaa", lastSuccess: at(2*time.Minute + time.Second),
 		resources: []string{file + " drifted: drift: content changed on node", model + " ok: declared"},
 		drift:     []string{"file " + file + " content changed on node seen " + at(2*time.Minute) + ` reverted ""`},
 		changed:   true,
 	}, {
 		name:      "the same drift again is the same event: nothing changed",
 		tick:      fakeTick{at: 3 * time.Minute, commit: "aaa", unchanged: 1, actions: []planner.Action{action(planner.Update, file, "drift: content changed on node")}},
-		suspended: true,
-		result:    ResultNoop, applied: "main@sha1:aaa", target: "main@sha1:aaa", lastSuccess: at(3*time.Minute + time.Second),
+		suspended: "tend suspend: maintenance",
+		result:    ResultSuspended, applied: "main@sha1:aaa", target: "main@sha1:aaa", lastSuccess: at(3*time.Minute + time.Second),
 		resources: []string{file + " drifted: drift: content changed on node", model + " ok: declared"},
 		drift:     []string{"file " + file + " content changed on node seen " + at(2*time.Minute) + ` reverted ""`},
 		changed:   false,
@@ -237,7 +237,8 @@ func TestTrackerFollowsTicks(t *testing.T) {
 			require.Equal(t, st.lastSuccess, s.LastSuccess)
 			require.Equal(t, st.lastError, s.LastError)
 			require.Equal(t, st.failures, s.ConsecutiveFailures)
-			require.Equal(t, st.suspended, s.Suspended)
+			require.Equal(t, st.suspended != "", s.Suspended)
+			require.Equal(t, st.suspended, s.SuspendReason)
 			require.Equal(t, st.resources, resourceLines(s.Resources))
 			require.Equal(t, st.drift, driftLines(s.Drift))
 			require.Equal(t, st.changed, changed(tr), "Changed()")
@@ -255,7 +256,7 @@ func TestTrackerRollback(t *testing.T) {
 	err := errors.New("service/infer did not become healthy: rolled back file/etc/infer/a, service/infer")
 	tr.Observe(fakeTick{commit: "bbb", failedStep: "apply", failed: "service/infer", applied: []string{"file/etc/infer/a"},
 		rolledBack: []string{"file/etc/infer/a", "service/infer"},
-		actions:    []planner.Action{action(planner.Update, "file/etc/infer/a", "drift: mode changed on node"), action(planner.Update, "service/infer", "update: spec changed in Git")}}.result(), err, false)
+		actions:    []planner.Action{action(planner.Update, "file/etc/infer/a", "drift: mode changed on node"), action(planner.Update, "service/infer", "update: spec changed in Git")}}.result(), err, "")
 	s := tr.Status()
 	require.Equal(t, []string{
 		"file/etc/infer/a pending: rolled back: service/infer failed (drift: mode changed on node)",
@@ -269,15 +270,15 @@ func TestTrackerRollback(t *testing.T) {
 func TestTrackerDriftGoneByItself(t *testing.T) {
 	tr := NewTracker("cam-017", "")
 	drifted := fakeTick{commit: "aaa", actions: []planner.Action{action(planner.Delete, "file/etc/infer/extra", "drift: created on node")}}
-	tr.Observe(drifted.result(), nil, true)
-	tr.Observe(fakeTick{at: time.Minute, commit: "aaa", unchanged: 1}.result(), nil, true)
+	tr.Observe(drifted.result(), nil, "tend suspend")
+	tr.Observe(fakeTick{at: time.Minute, commit: "aaa", unchanged: 1}.result(), nil, "tend suspend")
 	s := tr.Status()
 	require.Equal(t, []string{"file/etc/infer/extra ok: "}, resourceLines(s.Resources))
 	require.Equal(t, rfc3339(tickT0.Add(time.Minute+time.Second)), s.Drift[0].Reverted, "no longer seen")
 
 	// Seen again later: a new event.
 	drifted.at = 2 * time.Minute
-	tr.Observe(drifted.result(), nil, true)
+	tr.Observe(drifted.result(), nil, "tend suspend")
 	require.Len(t, tr.Status().Drift, 2)
 }
 
@@ -285,7 +286,7 @@ func TestTrackerKeepsRecentDrift(t *testing.T) {
 	tr := NewTracker("cam-017", "")
 	for i := range DriftHistory + 10 {
 		tr.Observe(fakeTick{at: time.Duration(i) * time.Minute, commit: "aaa",
-			actions: []planner.Action{action(planner.Update, "file/etc/infer/a", fmt.Sprintf("drift: edit %d", i))}}.result(), nil, true)
+			actions: []planner.Action{action(planner.Update, "file/etc/infer/a", fmt.Sprintf("drift: edit %d", i))}}.result(), nil, "tend suspend")
 	}
 	s := tr.Status()
 	require.Len(t, s.Drift, DriftHistory)
@@ -295,7 +296,7 @@ func TestTrackerKeepsRecentDrift(t *testing.T) {
 
 func TestTrackerStatusIsACopy(t *testing.T) {
 	tr := NewTracker("cam-017", "")
-	tr.Observe(fakeTick{commit: "aaa", actions: []planner.Action{action(planner.Update, "file/etc/infer/a", "drift: content changed on node")}}.result(), nil, true)
+	tr.Observe(fakeTick{commit: "aaa", actions: []planner.Action{action(planner.Update, "file/etc/infer/a", "drift: content changed on node")}}.result(), nil, "tend suspend")
 	s := tr.Status()
 	s.Resources[0].State = "mangled"
 	s.Drift[0].Reverted = "mangled"
@@ -316,7 +317,7 @@ func TestTrackerConcurrentUse(t *testing.T) {
 		wg.Go(func() {
 			for j := range 10 {
 				events := tr.Observe(fakeTick{at: time.Duration(j) * time.Second, commit: "aaa",
-					actions: []planner.Action{action(planner.Update, fmt.Sprintf("file/etc/infer/%d", i), "drift: content changed on node")}}.result(), nil, j%2 == 0)
+					actions: []planner.Action{action(planner.Update, fmt.Sprintf("file/etc/infer/%d", i), "drift: content changed on node")}}.result(), nil, map[bool]string{true: "tend suspend"}[j%2 == 0])
 				fresh.Add(int64(len(events)))
 				_ = tr.Status().Fingerprint()
 			}
@@ -361,6 +362,16 @@ func TestStatusText(t *testing.T) {
 			{Event: drift.Event{Time: tickT0, Resource: "file/etc/infer/labels.txt", Kind: "file", Reason: "mode changed on node"}, Reverted: "2026-03-01T12:00:01.25Z"},
 			{Event: drift.Event{Time: tickT0.Add(4 * time.Minute), Resource: "file/etc/infer/config.yaml", Kind: "file", Reason: "content changed on node"}},
 		},
+		Services: []ServiceStatus{
+			{ID: "service/infer", Replicas: []ReplicaStatus{
+				{Replica: 0, PID: 4242, State: ReplicaRunning, Restarts: 1, Health: "healthy", LastExit: "killed by signal killed"},
+				{Replica: 1, State: ReplicaRestarting, Restarts: 7, LastExit: "exit code 3", CrashLoop: true},
+			}},
+			{ID: "service/web", Replicas: []ReplicaStatus{
+				{Replica: 0, PID: 4250, State: ReplicaRunning, Health: "unhealthy: service unhealthy: 3 checks failed in a row, last: GET http://127.0.0.1:8080/healthz: 503"},
+				{Replica: 1, State: ReplicaNotStarted},
+			}},
+		},
 	}
 	now := tickT0.Add(5*time.Minute + 42*time.Second)
 	var out bytes.Buffer
@@ -368,6 +379,10 @@ func TestStatusText(t *testing.T) {
 	fresh := NewTracker("cam-017", "").Status()
 	out.WriteString("---\n")
 	require.NoError(t, fresh.WriteText(&out, now))
+	suspended := Status{Device: "cam-017", AppliedRevision: "main@sha1:aaa", LastReconcile: "2026-03-01T12:05:00Z", LastSuccess: "2026-03-01T12:05:00Z",
+		Result: ResultSuspended, Pending: 2, Suspended: true, SuspendReason: "tend suspend at 2026-03-01T11:00:00Z: maintenance"}
+	out.WriteString("---\n")
+	require.NoError(t, suspended.WriteText(&out, now))
 	golden.Assert(t, "status.golden", out.Bytes())
 }
 
@@ -394,7 +409,7 @@ func TestTrackerListsDeclaredAndNotes(t *testing.T) {
 	res.Declared = []string{"file/etc/infer/a", "model/detector", "service/infer"}
 	res.Notes = map[string]string{"service/infer": "replica 0 crash-looping (exit code 3)"}
 	res.Info = map[string]string{"model/detector": "registry.local:5000/models/detector:v8 → sha256:ab"}
-	tr.Observe(res, nil, false)
+	tr.Observe(res, nil, "")
 	require.Equal(t, []string{
 		"file/etc/infer/a ok: ",
 		"model/detector ok: registry.local:5000/models/detector:v8 → sha256:ab",
@@ -403,6 +418,6 @@ func TestTrackerListsDeclaredAndNotes(t *testing.T) {
 
 	res = fakeTick{commit: "bbb"}.result()
 	res.Declared = []string{"service/infer"}
-	tr.Observe(res, nil, false)
+	tr.Observe(res, nil, "")
 	require.Equal(t, []string{"service/infer ok: "}, resourceLines(tr.Status().Resources))
 }

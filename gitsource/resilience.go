@@ -57,6 +57,13 @@ func transient(err error) bool {
 	if errors.Is(err, context.Canceled) || IsPermanent(err) {
 		return false
 	}
+	var r *refusal
+	if errors.As(err, &r) {
+		// A commit fetched and then refused here (rolled back, a rewind,
+		// unsigned): its reason may quote a health probe's "connection
+		// refused", but the repo was reached.
+		return false
+	}
 	var pe *fs.PathError
 	if errors.As(err, &pe) {
 		return false
@@ -143,7 +150,10 @@ func (f *fetcher) hold(repo *git.Repository, cause error) *Snapshot {
 		return nil
 	}
 	stale := fmt.Errorf("holding the last applied commit %s: %w", f.src.LastApplied[:12], cause)
-	if transient(cause) {
+	switch {
+	case errors.Is(cause, ErrQuarantined):
+		stale = fmt.Errorf("%w; holding the last applied commit %s", cause, f.src.LastApplied[:12])
+	case transient(cause):
 		stale = fmt.Errorf("%s is unreachable; holding the last applied commit %s from the local clone: %w", f.shown, f.src.LastApplied[:12], cause)
 	}
 	return &Snapshot{URL: f.shown, Ref: f.src.Ref, Revision: h.String(), Files: files, Stale: stale}

@@ -253,3 +253,26 @@ func TestInterruptedFetchLeavesNoPack(t *testing.T) {
 	require.NoError(t, err)
 	require.NoFileExists(t, left)
 }
+
+// A commit rolled back on this node is held as what it is, even when the
+// reason it was rolled back quotes a health probe's "connection refused":
+// the repo was reached.
+func TestQuarantinedIsNotUnreachable(t *testing.T) {
+	f := newFleet(t)
+	dir := filepath.Join(t.TempDir(), "clone")
+	src := gitsource.Source{URL: f.repo.Dir(), Ref: "main", Path: "devices/cam-017"}
+	first, err := fetch(t, dir, src)
+	require.NoError(t, err)
+	f.repo.WriteFile("devices/cam-017/models.yaml", "kind: models\nversion: broken\n")
+	bad := f.repo.Commit("broken")
+
+	src.LastApplied = first.Revision
+	src.Quarantined = map[string]string{bad: `service/web did not become healthy: GET http://127.0.0.1:8080/healthz: dial tcp 127.0.0.1:8080: connect: connection refused`}
+	snap, err := fetch(t, dir, src)
+	require.NoError(t, err)
+	require.Equal(t, first.Revision, snap.Revision, "held at the last applied commit")
+	require.ErrorIs(t, snap.Stale, gitsource.ErrQuarantined)
+	require.NotContains(t, snap.Stale.Error(), "unreachable")
+	require.Equal(t, "commit "+bad[:12]+" was rolled back on this node: "+src.Quarantined[bad]+
+		"; push a fix as a new commit; holding the last applied commit "+first.Revision[:12], snap.Stale.Error())
+}

@@ -193,7 +193,7 @@ func (f *fetcher) read(ctx context.Context, repo *git.Repository) (*Snapshot, er
 		return nil, fmt.Errorf("read commit %s of %s: %w", rev, f.shown, err)
 	}
 	if why, ok := f.src.Quarantined[rev.String()]; ok {
-		return nil, fmt.Errorf("%w: %s: %s; push a fix as a new commit", ErrQuarantined, rev.String()[:12], why)
+		return nil, refuse(ErrQuarantined, nil, "commit %s was rolled back on this node: %s; push a fix as a new commit", rev.String()[:12], why)
 	}
 	if err := verifyCommit(commit, f.src.Keyring, f.shown); err != nil {
 		return nil, err

@@ -169,7 +169,7 @@ func parseSignature(sig string) (body []byte, issuer string, err error) {
 }
 
 // refusal is a message of its own that matches a sentinel (ErrUnverified,
-// ErrRewind) with errors.Is and keeps the underlying cause, if any.
+// ErrRewind, ErrQuarantined) with errors.Is and keeps the underlying cause, if any.
 type refusal struct {
 	msg         string
 	kind, cause error

@@ -54,6 +54,7 @@ type Supervisor struct {
 	wg       sync.WaitGroup
 	inst     map[instanceKey]*instance
 	keys     map[instanceKey]*sync.Mutex // one per replica: Run, Halt and a restart never overlap
+	health   map[instanceKey]string      // what the probe of a watched instance last said (see Health*)
 
 	hook      atomic.Pointer[func(point string)] // tests: where the supervisor is
 	onRestart atomic.Pointer[func(service string)]
@@ -132,11 +133,20 @@ type InstanceState struct {
 	CrashLoop bool
 	Restarts  int
 	LastExit  string
+	PID       int    // of the process, while it is alive
+	Health    string // HealthOK, or HealthFailing and why; "" without a probe or while not watched
 	Limits    string // a warning when resource limits could not be applied
 	// Inputs are what its dependencies were declared as when it started;
 	// nil when its record does not say.
 	Inputs map[string]string
 }
+
+// What the health probe of a watched instance says, as InstanceState.Health
+// reports it.
+const (
+	HealthOK      = "healthy"
+	HealthFailing = "unhealthy" // followed by ": " and the last failure
+)
 
 // NewSupervisor returns a supervisor keeping its records in stateDir.
 func NewSupervisor(stateDir string, rt Runtime, log *slog.Logger) *Supervisor {
@@ -144,7 +154,8 @@ func NewSupervisor(stateDir string, rt Runtime, log *slog.Logger) *Supervisor {
 		log = slog.New(slog.DiscardHandler)
 	}
 	return &Supervisor{rt: rt, dir: filepath.Join(stateDir, "services"), log: log, now: time.Now,
-		inst: map[instanceKey]*instance{}, keys: map[instanceKey]*sync.Mutex{}, stop: make(chan struct{})}
+		inst: map[instanceKey]*instance{}, keys: map[instanceKey]*sync.Mutex{}, health: map[instanceKey]string{},
+		stop: make(chan struct{})}
 }
 
 // lockKey serialises everything that starts or stops one replica: within
@@ -275,13 +286,20 @@ func (s *Supervisor) Instances(name string) ([]InstanceState, error) {
 	for _, r := range recs {
 		st := InstanceState{Replica: r.Instance.Replica, SpecHash: r.SpecHash, Restarts: r.Restarts, LastExit: r.LastExit,
 			Alive: s.alive(r), CrashLoop: r.Crashes >= crashLoopAfter, Limits: r.Proc.Limits, Inputs: r.Inputs}
+		if st.Alive {
+			st.PID = r.Proc.PID
+		}
 		// Done only for an exit seen: after a reboot nothing was seen, and
 		// the service starts again.
 		st.Done = !st.Alive && r.LastExit != "" && r.BootID == bootID() &&
 			(r.Policy == manifest.RestartNever || r.Policy == manifest.RestartOnFailure && r.CleanExit)
 		s.mu.Lock()
-		if in := s.inst[instanceKey{name, r.Instance.Replica}]; in != nil && in.pending {
+		key := instanceKey{name, r.Instance.Replica}
+		if in := s.inst[key]; in != nil && in.pending {
 			st.Pending = true
+		}
+		if in := s.inst[key]; st.Alive && in != nil && in.rec.Proc == r.Proc {
+			st.Health = s.health[key]
 		}
 		s.mu.Unlock()
 		out = append(out, st)
@@ -480,14 +498,24 @@ func (s *Supervisor) monitor(ctx context.Context, rec instanceRecord) {
 	if rec.Probe == nil {
 		return
 	}
+	key := instanceKey{rec.Instance.Service, rec.Instance.Replica}
+	s.setHealth(key, HealthOK) // it passed its probe to be started, or ran when adopted
 	rec.Probe.Monitor(ctx, func(healthy bool, err error) {
 		if healthy {
+			s.setHealth(key, HealthOK)
 			return
 		}
+		s.setHealth(key, HealthFailing+": "+err.Error())
 		s.log.ErrorContext(ctx, "service unhealthy; restarting it", logKeyResource, planner.ServiceID(rec.Instance.Service),
 			logKeyReplica, rec.Instance.Replica, logKeyPID, rec.Proc.PID, logKeyError, err.Error())
 		_ = s.rt.Stop(ctx, rec.Proc, DefaultStopTimeout)
 	})
+}
+
+func (s *Supervisor) setHealth(key instanceKey, h string) {
+	s.mu.Lock()
+	s.health[key] = h
+	s.mu.Unlock()
 }
 
 // exited handles an exit: it records it and, when the policy says so,

@@ -8,6 +8,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"io"
+	"net"
 	"net/http"
 	"os"
 	"os/exec"
@@ -229,4 +230,59 @@ func TestAgentSIGTERMMidApply(t *testing.T) {
 	}
 	require.Equal(t, map[string]int{"new": 200}, seen, "a mix of old and new files after SIGTERM")
 	require.NotZero(t, servicePID(t, n.state, "infer"))
+}
+
+// An agent whose status port is taken does not start: it exits 1 naming
+// the address and what to set instead.
+func TestAgentFailsOnATakenPort(t *testing.T) {
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	require.NoError(t, err)
+	defer ln.Close()
+	repo := testgit.NewRepo(t)
+	repo.WriteFile("devices/cam-017/device.yaml", files(entry("/etc/infer/config.yaml", "threshold: 0.4\n", "")))
+	repo.Commit("one")
+	n := newNode(t, repo.Dir())
+	_, errOut, code := n.tend("agent", "--listen", ln.Addr().String())
+	require.Equal(t, 1, code, errOut)
+	require.Contains(t, errOut, "listen on "+ln.Addr().String())
+	require.Contains(t, errOut, "address already in use")
+	require.Contains(t, errOut, "set listen: (or --listen) to another address, or to off for none")
+	require.NoDirExists(t, filepath.Join(n.root, "etc"), "nothing was applied")
+}
+
+// The status lists each service's replicas with their pid, state,
+// restarts, health and last exit, as the agent watches them.
+func TestAgentStatusListsServices(t *testing.T) {
+	prog, addr := svcProg(t), freeAddr(t)
+	repo := testgit.NewRepo(t)
+	repo.WriteFile("devices/cam-017/device.yaml", serviceDevice(prog, addr, []string{"-listen", addr}))
+	repo.Commit("web")
+	n := newNode(t, repo.Dir(), "--schedule", "@every 1s")
+	t.Cleanup(func() { stopServices(t, n.state) })
+	a := startAgent(t, n)
+	defer a.stop()
+
+	replica := func() map[string]any {
+		svcs, _ := a.status()["services"].([]any)
+		if len(svcs) != 1 {
+			return nil
+		}
+		svc := svcs[0].(map[string]any)
+		require.Equal(t, "service/svc0", svc["id"])
+		reps := svc["replicas"].([]any)
+		require.Len(t, reps, 1)
+		return reps[0].(map[string]any)
+	}
+	eventually(t, func() bool { r := replica(); return r != nil && r["state"] == "running" && r["health"] == "healthy" })
+	first := replica()
+	require.NotZero(t, first["pid"])
+	require.Zero(t, first["restarts"])
+	require.Nil(t, first["lastExit"])
+
+	require.NoError(t, syscall.Kill(int(first["pid"].(float64)), syscall.SIGKILL))
+	eventually(t, func() bool {
+		r := replica()
+		return r["restarts"] == 1.0 && r["state"] == "running" && r["pid"] != first["pid"] && r["pid"] != nil
+	})
+	require.Equal(t, "killed by signal killed", replica()["lastExit"])
 }

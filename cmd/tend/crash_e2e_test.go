@@ -240,7 +240,7 @@ func TestCrashDuringRollback(t *testing.T) {
 			require.Equal(t, "config 2\n", n.read("etc/infer/config.yaml"))
 			_, errOut, code = n.tend("apply", "--ref", f.rev3)
 			require.Equal(t, 1, code)
-			require.Contains(t, errOut, "commit rolled back on this node: "+f.rev3[:12], "the rolled-back commit was not recorded")
+			require.Contains(t, errOut, "commit "+f.rev3[:12]+" was rolled back on this node: ", "the rolled-back commit was not recorded")
 			f.converged(t, n)
 		})
 	}

@@ -112,7 +112,7 @@ func TestServiceRollbackQuarantinesCommit(t *testing.T) {
 
 	out, errOut, code := n.tend("apply")
 	require.Equal(t, 1, code, "a rolled-back commit is still an error")
-	require.Contains(t, errOut, "commit rolled back on this node: "+bad[:12])
+	require.Contains(t, errOut, "commit "+bad[:12]+" was rolled back on this node: ")
 	require.Contains(t, out, "Plan: 0 to add, 0 to change, 0 to delete, 1 unchanged.")
 	require.Equal(t, back, servicePID(t, n.state, "svc0"), "the rolled-back commit was tried again")
 
@@ -138,7 +138,7 @@ func TestFirstCommitFailingIsNotQuarantined(t *testing.T) {
 		require.Equal(t, 1, code, errOut)
 		require.Contains(t, errOut, "service/svc0 did not become healthy")
 		require.Contains(t, errOut, "not rolled back: no revision was applied on this node before")
-		require.NotContains(t, errOut, "commit rolled back on this node")
+		require.NotContains(t, errOut, "was rolled back on this node")
 	}
 	repo.WriteFile("devices/cam-017/device.yaml", serviceDevice(prog, addr, []string{"-listen", addr}))
 	repo.Commit("fixed web")

@@ -27,7 +27,7 @@ func statusAgent(t *testing.T) (string, *agent.Tracker) {
 		{Type: planner.Update, Resource: "file/etc/infer/config.yaml", Kind: planner.KindFile, Reason: "drift: content changed on node", Drift: "content changed on node"},
 	}}
 	tr.Observe(&agent.Result{Snapshot: &gitsource.Snapshot{Ref: "main", Revision: "aaa"}, Plan: plan,
-		Drift: drift.Detect(plan, started), Started: started, Duration: time.Second}, nil, true)
+		Drift: drift.Detect(plan, started), Started: started, Duration: time.Second}, nil, "tend suspend")
 	s := agent.NewServer("127.0.0.1:0", tr, agent.NewMetrics(), func() bool { return true }, func() bool { return true }, nil)
 	addr, err := s.Start(t.Context())
 	require.NoError(t, err)
@@ -44,7 +44,7 @@ func TestStatusCommand(t *testing.T) {
 		for _, want := range []string{
 			"Device:           cam-017\n",
 			"Applied revision: main@sha1:aaa\n",
-			"Result:           noop\n",
+			"Result:           suspended (1 change pending, not applied)\n",
 			"Suspended:        yes",
 			"Resources not ok:\n  drifted  file/etc/infer/config.yaml  drift: content changed on node\n",
 			"file/etc/infer/config.yaml  content changed on node  not reverted\n",

@@ -1,0 +1,155 @@
+package agent
+
+import (
+	"context"
+	"log/slog"
+	"strings"
+	"time"
+
+	"github.com/tend-dev/tend/applier"
+	"github.com/tend-dev/tend/gitsource"
+	"github.com/tend-dev/tend/manifest"
+	"github.com/tend-dev/tend/planner"
+	"github.com/tend-dev/tend/render"
+)
+
+// Hold puts the node back at the revision it last applied, asking neither
+// the fleet repo nor a registry: it reads that commit from the local clone,
+// pins every model to the digest applied last, plans, and applies the plan
+// only when each of its actions reverts drift (or is a restart that
+// follows from one, or was owed). A plan with anything else (the node
+// holds part of a newer commit whose apply failed) is returned unapplied:
+// the next full tick deals with it.
+//
+// The loop runs it in place of the scheduled ticks that a failure backoff
+// skips, so that backing off slows the retries of what fails, never the
+// revert of drift. Before anything was applied there is nothing to hold:
+// the result has no snapshot.
+func (r *Reconciler) Hold(ctx context.Context) (*Result, error) {
+	start := r.now()
+	unlock, err := r.lock(ctx)
+	if err != nil {
+		return &Result{}, err
+	}
+	defer unlock()
+	t := &tick{upTo: StepApply, hold: true, res: Result{Started: start}}
+	err = r.steps(ctx, t, []step{
+		{StepOpen, r.open},
+		{StepFetch, r.fetchApplied},
+		{StepRender, r.renderApplied},
+		{StepObserve, r.observe},
+		{StepPlan, r.planReverts},
+		{StepApply, r.applyPlan},
+	})
+	return &t.res, err
+}
+
+// fetchApplied reads the last applied commit from the clone in stateDir; a
+// commit named by its full hash that is in the clone needs no remote. It
+// leaves the tick without a snapshot (and stops it) when nothing was
+// applied yet.
+func (r *Reconciler) fetchApplied(ctx context.Context, t *tick) error {
+	inv, err := t.node.applier.Inventory()
+	if err != nil {
+		return err
+	}
+	ref, commit, ok := strings.Cut(inv.Revision, "@sha1:")
+	if !ok || len(commit) != 40 {
+		t.upTo = StepFetch
+		return nil
+	}
+	c := r.Config
+	_, path, err := c.ExpandSource()
+	if err != nil {
+		return err
+	}
+	// No key ring: the commit was verified when it was applied.
+	src := gitsource.Source{URL: c.Source.URL, Ref: commit, Path: path, LastApplied: commit, Auth: GitAuth(c)}
+	snap, err := gitsource.Fetch(ctx, src, gitsource.Options{Dir: GitDir(c.StateDir), Logger: r.logger()})
+	if err != nil {
+		return err
+	}
+	if snap.Stale != nil {
+		return snap.Stale
+	}
+	snap.Ref = ref // named as it was applied: Revision(snap) is inv.Revision
+	t.res.Snapshot = snap
+	return nil
+}
+
+// renderApplied renders the held commit with every model pinned to the
+// digest applied last.
+func (r *Reconciler) renderApplied(ctx context.Context, t *tick) error {
+	inv, err := t.node.applier.Inventory()
+	if err != nil {
+		return err
+	}
+	dev, err := LoadDevice(r.Config, t.res.Snapshot, true)
+	if err != nil {
+		return err
+	}
+	t.res.Desired, err = render.Render(ctx, dev, Revision(t.res.Snapshot), RenderOptions(r.Config, appliedDigests{inv}))
+	return err
+}
+
+// planReverts plans, and stops the tick before applying unless every
+// action reverts drift.
+func (r *Reconciler) planReverts(ctx context.Context, t *tick) error {
+	if err := r.plan(ctx, t); err != nil {
+		return err
+	}
+	for _, a := range t.res.Plan.Actions {
+		if !a.IsDrift() && a.Type != planner.Restart {
+			t.upTo = StepPlan
+			return nil
+		}
+	}
+	return nil
+}
+
+// appliedDigests pins each model to the digest recorded in the inventory
+// when it was last applied, with no registry. A model without one is
+// pinned by its declaration, which differs from anything applied: a
+// change, which a hold does not apply.
+type appliedDigests struct{ inv *applier.Inventory }
+
+func (a appliedDigests) Resolve(ctx context.Context, m manifest.Model) (render.Resolution, error) {
+	for _, f := range a.inv.Resources[planner.ModelID(m.Name)].Fields {
+		if f.Name == planner.FieldDigest {
+			return render.Resolution{Digest: f.Value}, nil
+		}
+	}
+	return render.Declared{}.Resolve(ctx, m)
+}
+
+// holdDrift runs Hold in a tick that the failure backoff holds off, and
+// reports what it reverted. While suspended nothing is applied, so
+// nothing is held either.
+func (l *Loop) holdDrift(ctx context.Context, log *slog.Logger) {
+	if suspended, _ := Suspended(l.r.Config); suspended {
+		return
+	}
+	res, err := l.r.Hold(ctx)
+	device := l.r.Config.Device
+	switch {
+	case err != nil:
+		log.Warn("backing off after failures; reverting drift to the applied revision failed", keyDevice, device, keyError, err.Error())
+		return
+	case res.Plan == nil || res.Plan.Empty():
+		return
+	case len(res.Applied) == 0:
+		log.Debug("backing off after failures; the node holds part of a newer revision, left to the next full tick", keyDevice, device)
+		return
+	}
+	for _, d := range res.Drift {
+		log.Warn("drift", keyDevice, device, keyResource, d.Resource, keyReason, d.Reason)
+	}
+	log.Info("drift reverted to the applied revision while backing off after failures", keyDevice, device,
+		keyRevision, Revision(res.Snapshot), keyDrift, len(res.Drift), keyDuration, res.Duration.Round(time.Millisecond).String())
+	if l.tracker != nil {
+		l.metrics.ObserveHold(res, l.tracker.ObserveHold(res))
+	}
+	if l.opts.OnHold != nil {
+		l.opts.OnHold(res)
+	}
+}
