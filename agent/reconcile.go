@@ -69,6 +69,10 @@ type Reconciler struct {
 	// Supervisor runs services; nil starts them detached without watching
 	// (a one-shot apply). The agent's loop sets a watching one.
 	Supervisor *service.Supervisor
+	// LogDrift logs a warning per drifted resource once the plan is made,
+	// before the apply reverts it. The agent's loop sets it; a one-shot
+	// plan or apply prints the drift in its plan instead.
+	LogDrift bool
 }
 
 // DefaultLockTimeout is how long a reconcile waits for another tend that
@@ -242,7 +246,7 @@ func (r *Reconciler) observe(ctx context.Context, t *tick) error {
 	return nil
 }
 
-func (r *Reconciler) plan(_ context.Context, t *tick) error {
+func (r *Reconciler) plan(ctx context.Context, t *tick) error {
 	d := t.res.Desired
 	cs, err := planner.Plan(d.Desired, t.observed, planner.Options{AllowEmpty: r.Config.AllowEmpty})
 	if err != nil {
@@ -250,6 +254,11 @@ func (r *Reconciler) plan(_ context.Context, t *tick) error {
 	}
 	t.res.Plan = cs
 	t.res.Drift = drift.Detect(cs, r.now())
+	if r.LogDrift {
+		for _, d := range t.res.Drift {
+			r.logger().WarnContext(ctx, "drift", keyDevice, r.Config.Device, keyResource, d.Resource, keyReason, d.Reason)
+		}
+	}
 	acted := make(map[string]bool, len(cs.Actions))
 	for _, a := range cs.Actions {
 		acted[a.Resource] = true
