@@ -13,6 +13,7 @@ import (
 	"github.com/tend-dev/tend/drift"
 	"github.com/tend-dev/tend/gitsource"
 	"github.com/tend-dev/tend/manifest"
+	"github.com/tend-dev/tend/oci"
 	"github.com/tend-dev/tend/planner"
 	"github.com/tend-dev/tend/render"
 )
@@ -73,6 +74,9 @@ type Reconciler struct {
 	// before the apply reverts it. The agent's loop sets it; a one-shot
 	// plan or apply prints the drift in its plan instead.
 	LogDrift bool
+	// Meter, when set, is shown how model downloads move (the CLI's
+	// progress line on a terminal).
+	Meter oci.Meter
 }
 
 // DefaultLockTimeout is how long a reconcile waits for another tend that
@@ -199,7 +203,7 @@ func (r *Reconciler) run(ctx context.Context, upTo string) (*Result, error) {
 // open makes the drivers and the applier of this tick; the applier's
 // inventory (read once) serves the source's rewind check and the observer.
 func (r *Reconciler) open(_ context.Context, t *tick) error {
-	n, err := openNode(r.Config, r.Supervisor, r.logger())
+	n, err := openNode(r.Config, r.Supervisor, r.Meter, r.logger())
 	if err != nil {
 		return err
 	}

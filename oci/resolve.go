@@ -35,6 +35,8 @@ type Options struct {
 	// Timeout is how long the registry may go silent (see ErrStalled);
 	// 0 means DefaultTimeout.
 	Timeout time.Duration
+	// Progress, when set, hears the bytes of each blob Fetch downloads.
+	Progress Progress
 }
 
 // Resolved is a model ref pinned to the digest of its manifest.
