@@ -141,9 +141,6 @@ func (l *Loop) holdDrift(ctx context.Context, log *slog.Logger) {
 		log.Debug("backing off after failures; the node holds part of a newer revision, left to the next full tick", keyDevice, device)
 		return
 	}
-	for _, d := range res.Drift {
-		log.Warn("drift", keyDevice, device, keyResource, d.Resource, keyReason, d.Reason)
-	}
 	log.Info("drift reverted to the applied revision while backing off after failures", keyDevice, device,
 		keyRevision, Revision(res.Snapshot), keyDrift, len(res.Drift), keyDuration, res.Duration.Round(time.Millisecond).String())
 	if l.tracker != nil {

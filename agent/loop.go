@@ -128,6 +128,7 @@ func (l *Loop) Start(ctx context.Context) error {
 		keyJitter, l.opts.Jitter.String(), keyVersion, l.opts.Version)
 
 	ctx, l.cancel = context.WithCancel(ctx)
+	l.r.LogDrift = true // each drift is logged before the apply that reverts it
 	if l.r.Supervisor == nil {
 		// Watch services: adopt those a previous tend started, and
 		// restart any that exits. Stopping the agent leaves them running.

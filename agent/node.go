@@ -24,14 +24,16 @@ type node struct {
 }
 
 // openNode makes the drivers for c's node (services run through sup, or a
-// supervisor that starts them detached when sup is nil) and the applier
-// that is handed them.
-func openNode(c *manifest.AgentConfig, sup *service.Supervisor, log *slog.Logger) (*node, error) {
+// supervisor that starts them detached when sup is nil; model pulls shown
+// on meter when it is not nil) and the applier that is handed them.
+func openNode(c *manifest.AgentConfig, sup *service.Supervisor, meter oci.Meter, log *slog.Logger) (*node, error) {
 	tree, err := confine.New(c.Root, c.AllowPaths)
 	if err != nil {
 		return nil, err
 	}
-	models, err := model.New(c.StateDir, tree, ModelOptions(c), log)
+	mopts := ModelOptions(c)
+	mopts.Meter = meter
+	models, err := model.New(c.StateDir, tree, mopts, log)
 	if err != nil {
 		return nil, err
 	}

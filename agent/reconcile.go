@@ -13,6 +13,7 @@ import (
 	"github.com/tend-dev/tend/drift"
 	"github.com/tend-dev/tend/gitsource"
 	"github.com/tend-dev/tend/manifest"
+	"github.com/tend-dev/tend/oci"
 	"github.com/tend-dev/tend/planner"
 	"github.com/tend-dev/tend/render"
 )
@@ -71,6 +72,13 @@ type Reconciler struct {
 	Supervisor *service.Supervisor
 	// Diff makes Plan set the diff of every update (see planner.ContentDiff).
 	Diff bool
+	// LogDrift logs a warning per drifted resource once the plan is made,
+	// before the apply reverts it. The agent's loop sets it; a one-shot
+	// plan or apply prints the drift in its plan instead.
+	LogDrift bool
+	// Meter, when set, is shown how model downloads move (the CLI's
+	// progress line on a terminal).
+	Meter oci.Meter
 }
 
 // DefaultLockTimeout is how long a reconcile waits for another tend that
@@ -220,7 +228,7 @@ func (r *Reconciler) steps(ctx context.Context, t *tick, steps []step) error {
 // open makes the drivers and the applier of this tick; the applier's
 // inventory (read once) serves the source's rewind check and the observer.
 func (r *Reconciler) open(_ context.Context, t *tick) error {
-	n, err := openNode(r.Config, r.Supervisor, r.logger())
+	n, err := openNode(r.Config, r.Supervisor, r.Meter, r.logger())
 	if err != nil {
 		return err
 	}
@@ -278,6 +286,11 @@ func (r *Reconciler) plan(ctx context.Context, t *tick) error {
 		r.addDiffs(ctx, t)
 	}
 	t.res.Drift = drift.Detect(cs, r.now())
+	if r.LogDrift {
+		for _, d := range t.res.Drift {
+			r.logger().WarnContext(ctx, "drift", keyDevice, r.Config.Device, keyResource, d.Resource, keyReason, d.Reason)
+		}
+	}
 	acted := make(map[string]bool, len(cs.Actions))
 	for _, a := range cs.Actions {
 		acted[a.Resource] = true

@@ -9,6 +9,7 @@ import (
 	"net"
 	"os"
 	"path/filepath"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -202,4 +203,35 @@ func TestLoopFailsOnATakenPort(t *testing.T) {
 	unlock, err := applier.LockAgent(c.StateDir)
 	require.NoError(t, err, "the agent lock was kept")
 	require.NoError(t, unlock())
+}
+
+func TestLoopLogsDriftBeforeReverting(t *testing.T) {
+	repo := testgit.NewRepo(t)
+	repo.WriteFile("devices/cam-017/d.yaml", "apiVersion: tend.dev/v1alpha1\nkind: Device\nmetadata: {name: cam-017}\nspec:\n  files:\n    - {path: /etc/infer/a, content: a}\n")
+	repo.Commit("one")
+	c := newConfig(t, repo.Dir())
+	var logs bytes.Buffer
+	ctx, cancel := context.WithCancel(context.Background())
+	var loop *Loop
+	ticks := 0
+	loop = NewLoop(&Reconciler{Config: c, Logger: slog.New(slog.NewTextHandler(&logs, &slog.HandlerOptions{Level: slog.LevelDebug}))}, LoopOptions{
+		Schedule: everyTick(time.Hour),
+		OnTick: func(_ *Result, err error) {
+			require.NoError(t, err)
+			ticks++
+			if ticks == 1 {
+				require.NoError(t, os.WriteFile(filepath.Join(c.Root, "etc/infer/a"), []byte("edited"), 0o644))
+				loop.Trigger()
+				return
+			}
+			cancel()
+		},
+	})
+	require.NoError(t, loop.Run(ctx))
+	out := logs.String()
+	detected := strings.Index(out, "msg=drift device=cam-017 resource=file/etc/infer/a")
+	reverted := strings.Index(out, "msg=applied resource=file/etc/infer/a action=update reason=\"drift: content changed on node\" drift=true")
+	require.NotEqual(t, -1, detected, out)
+	require.NotEqual(t, -1, reverted, out)
+	require.Less(t, detected, reverted, "drift is logged before the apply that reverts it:\n%s", out)
 }

@@ -98,15 +98,12 @@ func (l *Loop) holdOff(ctx context.Context, log *slog.Logger) bool {
 	return true
 }
 
-// LogTick writes the one summary line of a tick, plus one line per drifted
-// resource.
+// LogTick writes the one summary line of a tick. The drifted resources
+// were logged when planned, before the apply (Reconciler.LogDrift).
 func LogTick(log *slog.Logger, device string, res *Result, err error, suspended bool) {
 	attrs := []any{keyDevice, device, keyResult, res.Outcome(err), keyDuration, res.Duration.Round(time.Millisecond).String()}
 	if res.Snapshot != nil {
 		attrs = append(attrs, keyRevision, Revision(res.Snapshot), keyFetched, res.Snapshot.Fetched)
-	}
-	for _, d := range res.Drift {
-		log.Warn("drift", keyDevice, device, keyResource, d.Resource, keyReason, d.Reason)
 	}
 	if res.Plan != nil {
 		s := res.Plan.Summary()

@@ -24,7 +24,8 @@ var chunks = sync.Pool{New: func() any { b := make([]byte, chunkSize); return &b
 // soon as it is in the page cache (sync_file_range), so that the fsync at
 // the end of a download waits for the last few megabytes, not for all of
 // them. Memory stays bounded: at most chunksInHash+2 chunks are in flight.
-func copyHashed(f *os.File, h hash.Hash, src io.Reader) (int64, error) {
+// written hears the bytes copied so far after each chunk is written.
+func copyHashed(f *os.File, h hash.Hash, src io.Reader, written func(n int64)) (int64, error) {
 	queue := make(chan *[]byte, chunksInHash)
 	done := make(chan struct{})
 	go func() {
@@ -53,6 +54,7 @@ func copyHashed(f *os.File, h hash.Hash, src io.Reader) (int64, error) {
 				break
 			}
 			n += int64(m)
+			written(n)
 			*b = (*b)[:m]
 			queue <- b
 			if pos := start + n; pos-flushed >= writeBackSize {

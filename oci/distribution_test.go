@@ -22,5 +22,5 @@ func TestResolveAgainstDistribution(t *testing.T) {
 
 	_, err = Resolve(context.Background(), repo+":v7", "", opts)
 	require.ErrorIs(t, err, ErrNotFound)
-	require.ErrorContains(t, err, repo+":v7")
+	require.EqualError(t, err, "tag v7 not found in "+repo+"; close tags: v8.1.0, v9.0.0 (2 tags)")
 }

@@ -35,6 +35,8 @@ type Options struct {
 	// Timeout is how long the registry may go silent (see ErrStalled);
 	// 0 means DefaultTimeout.
 	Timeout time.Duration
+	// Progress, when set, hears the bytes of each blob Fetch downloads.
+	Progress Progress
 }
 
 // Resolved is a model ref pinned to the digest of its manifest.
@@ -76,7 +78,7 @@ func Resolve(ctx context.Context, ref, semverRange string, opts Options) (Resolv
 	}
 	desc, err := remote.Head(r, opts.remoteOptions(ctx)...)
 	if err != nil {
-		return res, classify(ref, err)
+		return res, headError(ctx, r, err, opts)
 	}
 	res.Digest, res.MediaType, res.Size = desc.Digest.String(), string(desc.MediaType), desc.Size
 	return res, nil
@@ -105,7 +107,7 @@ func highest(ctx context.Context, repo name.Repository, semverRange string, opts
 		matches = append(matches, candidate{t, v})
 	}
 	if len(matches) == 0 {
-		return "", fmt.Errorf("%w: no tag of %s matches %q (%d tags listed)", ErrNotFound, repo, semverRange, len(tags))
+		return "", noMatch(repo, semverRange, tags)
 	}
 	sort.Slice(matches, func(i, j int) bool {
 		if !matches[i].v.Equal(matches[j].v) {
@@ -151,6 +153,23 @@ func classify(ref string, err error) error {
 		return fmt.Errorf("%w for %s (HTTP %d): check registries.dockerConfig or run docker login on the device", ErrUnauthorized, ref, te.StatusCode)
 	}
 	return fmt.Errorf("resolve %s: %w", ref, err)
+}
+
+// headError explains a failed HEAD of ref: a tag or digest the registry
+// does not have is said so in tend's words (HEAD answers carry no body to
+// quote), with the closest tags for a tag.
+func headError(ctx context.Context, ref name.Reference, err error, opts Options) error {
+	err = classify(ref.String(), err)
+	if !errors.Is(err, ErrNotFound) {
+		return err
+	}
+	switch r := ref.(type) {
+	case name.Tag:
+		return tagNotFound(ctx, r, opts)
+	case name.Digest:
+		return notFoundf("manifest %s not found in %s", r.DigestStr(), r.Context())
+	}
+	return err
 }
 
 func hasCode(te *transport.Error, codes ...transport.ErrorCode) bool {

@@ -93,7 +93,12 @@ func (s *Store) Fetch(ctx context.Context, repo name.Repository, d v1.Hash, size
 	if d.Algorithm != "sha256" {
 		return 0, fmt.Errorf("blob %s: only sha256 digests are supported", d)
 	}
+	report := func(int64) {}
+	if opts.Progress != nil {
+		report = func(done int64) { opts.Progress.Blob(d, done, size) }
+	}
 	if s.Has(d) {
+		report(size)
 		return 0, nil
 	}
 	client, err := opts.blobClient(ctx, repo)
@@ -102,7 +107,7 @@ func (s *Store) Fetch(ctx context.Context, repo name.Repository, d v1.Hash, size
 	}
 	var total int64
 	for attempt := 1; ; attempt++ {
-		n, err := s.download(ctx, client, repo, d, size)
+		n, err := s.download(ctx, client, repo, d, size, report)
 		total += n
 		if err == nil {
 			return total, s.publish(d)
@@ -118,8 +123,9 @@ func (s *Store) Fetch(ctx context.Context, repo name.Repository, d v1.Hash, size
 }
 
 // download appends to the partial file from its current length, hashing
-// everything, and checks the digest once size bytes are there.
-func (s *Store) download(ctx context.Context, client *http.Client, repo name.Repository, d v1.Hash, size int64) (int64, error) {
+// everything, and checks the digest once size bytes are there. It reports
+// the bytes in the partial file as they grow.
+func (s *Store) download(ctx context.Context, client *http.Client, repo name.Repository, d v1.Hash, size int64, report func(done int64)) (int64, error) {
 	f, err := os.OpenFile(s.partial(d), os.O_CREATE|os.O_RDWR, 0o644)
 	if err != nil {
 		return 0, err
@@ -133,6 +139,7 @@ func (s *Store) download(ctx context.Context, client *http.Client, repo name.Rep
 	if have > size {
 		return 0, s.discard(d, fmt.Errorf("%w: partial file is longer than the blob", ErrDigestMismatch))
 	}
+	report(have)
 	if have < size {
 		u := fmt.Sprintf("%s://%s/v2/%s/blobs/%s", repo.Scheme(), repo.RegistryStr(), repo.RepositoryStr(), d)
 		req, err := http.NewRequestWithContext(ctx, http.MethodGet, u, nil)
@@ -158,13 +165,15 @@ func (s *Store) download(ctx context.Context, client *http.Client, repo name.Rep
 				return 0, err
 			}
 			h.Reset()
+			have = 0
+			report(0)
 		case have > 0 && !startsAt(resp.Header.Get("Content-Range"), have):
 			// A 206 from somewhere else than asked: keep nothing of it.
 			return 0, fmt.Errorf("resume at byte %d: server answered with range %q", have, resp.Header.Get("Content-Range"))
 		case resp.StatusCode != http.StatusOK && resp.StatusCode != http.StatusPartialContent:
 			return 0, transport.CheckError(resp, http.StatusOK, http.StatusPartialContent)
 		}
-		n, err := copyHashed(f, h, io.LimitReader(resp.Body, size-have))
+		n, err := copyHashed(f, h, io.LimitReader(resp.Body, size-have), func(n int64) { report(have + n) })
 		if err != nil {
 			return n, err
 		}

@@ -36,6 +36,8 @@ type Options struct {
 	// Free says what a folder's file system has free; nil asks the file
 	// system (statfs).
 	Free func(dir string) (int64, error)
+	// Meter, when set, is shown how the download of each model moves.
+	Meter oci.Meter
 }
 
 // Driver pulls model artifacts into the blob store, materialises each

@@ -319,7 +319,7 @@ func TestModelBadInput(t *testing.T) {
 		_, _, _, err := n.tick(true, bad)
 		require.ErrorIs(t, err, oci.ErrNotFound)
 		require.ErrorContains(t, err, "model/detector (devices/cam-1/models.yaml)")
-		require.ErrorContains(t, err, "detector:v9")
+		require.ErrorContains(t, err, "tag v9 not found in "+n.reg.Ref("models/detector")+"; close tags: v8 (1 tag)")
 		require.Equal(t, active, n.target("detector"))
 	})
 	t.Run("missing repository", func(t *testing.T) {

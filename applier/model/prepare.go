@@ -146,7 +146,16 @@ func (d *Driver) fetch(ctx context.Context, m render.Model, art *oci.Artifact) e
 		return err
 	}
 	start := d.now()
-	n, err := d.store.FetchAll(ctx, repo, missing, d.opts.Parallel, d.opts.Registry)
+	opts := d.opts.Registry
+	var tally *oci.Tally
+	if d.opts.Meter != nil {
+		tally = oci.NewTally(planner.ModelID(m.Name), missing, d.opts.Meter)
+		opts.Progress = tally
+	}
+	n, err := d.store.FetchAll(ctx, repo, missing, d.opts.Parallel, opts)
+	if tally != nil {
+		tally.Done()
+	}
 	d.loaded.Add(n)
 	if err != nil {
 		return fmt.Errorf("pull %s: %w", m.Ref, err)

@@ -6,4 +6,5 @@ const (
 	logKeyReplica  = "replica"
 	logKeyPID      = "pid"
 	logKeyError    = "error"
+	logKeyExit     = "exit"
 )

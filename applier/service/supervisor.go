@@ -379,13 +379,24 @@ func (s *Supervisor) halt(ctx context.Context, key instanceKey, rec *instanceRec
 		delete(s.inst, key)
 	}
 	s.mu.Unlock()
+	running := s.rt.Alive(rec.Proc)
 	if err := s.rt.Stop(ctx, rec.Proc, grace); err != nil {
 		return fmt.Errorf("stop %s replica %d (pid %d): %w", planner.ServiceID(key.service), key.replica, rec.Proc.PID, err)
 	}
 	if err := os.Remove(s.recordPath(key)); err != nil && !errors.Is(err, fs.ErrNotExist) {
 		return err
 	}
-	s.log.InfoContext(ctx, "service stopped", logKeyResource, planner.ServiceID(key.service), logKeyReplica, key.replica, logKeyPID, rec.Proc.PID)
+	attrs := []any{logKeyResource, planner.ServiceID(key.service), logKeyReplica, key.replica, logKeyPID, rec.Proc.PID}
+	if !running {
+		// Already gone: what it left (its group, its cgroup) was cleaned
+		// up, but nothing was stopped.
+		if rec.LastExit != "" {
+			attrs = append(attrs, logKeyExit, rec.LastExit)
+		}
+		s.log.InfoContext(ctx, "service was not running; its record is removed", attrs...)
+		return nil
+	}
+	s.log.InfoContext(ctx, "service stopped", attrs...)
 	return nil
 }
 

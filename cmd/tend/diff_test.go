@@ -210,7 +210,7 @@ func TestDiffResolve(t *testing.T) {
 	out, errOut, code = tend(t, append([]string{"diff", "--base", "HEAD~2", "--head", "HEAD"}, flags...)...)
 	require.Equal(t, 1, code, "a missing tag is an error")
 	require.Contains(t, out, "=== cam-1: changed", "the other devices are still reported")
-	for _, want := range []string{"device cam-2", "devices/cam-2/device.yaml", reg.Ref("models/detector:v10"), "not found"} {
+	for _, want := range []string{"device cam-2", "devices/cam-2/device.yaml", "tag v10 not found in " + reg.Ref("models/detector") + "; close tags: v9, v8 (2 tags)"} {
 		require.Contains(t, errOut, want)
 	}
 
@@ -218,7 +218,7 @@ func TestDiffResolve(t *testing.T) {
 	require.Equal(t, 1, code, out)
 	require.Contains(t, out, "valid: device cam-1")
 	require.Contains(t, out, "invalid: device cam-2")
-	require.Regexp(t, `devices/cam-2/device\.yaml:\d+: spec\.models\[0\]\.ref: model detector: .*not found.*`+regexp.QuoteMeta(reg.Ref("models/detector:v10")), out)
+	require.Regexp(t, `devices/cam-2/device\.yaml:\d+: spec\.models\[0\]\.ref: model detector: tag v10 not found in `+regexp.QuoteMeta(reg.Ref("models/detector")), out)
 	require.Contains(t, errOut, "1 of 2 devices invalid: cam-2")
 }
 

@@ -10,6 +10,7 @@ import (
 
 	"github.com/spf13/cobra"
 	"github.com/spf13/pflag"
+	"golang.org/x/term"
 
 	"github.com/tend-dev/tend/agent"
 	"github.com/tend-dev/tend/manifest"
@@ -27,6 +28,8 @@ type globals struct {
 	allowEmpty                                                bool
 	lockTimeout                                               time.Duration
 	flags                                                     *pflag.FlagSet
+
+	progress *progressLine // on stderr when it is a terminal, set by setup
 }
 
 func newRootCommand() *cobra.Command {
@@ -150,7 +153,15 @@ func (g *globals) setup(cmd *cobra.Command) (*manifest.AgentConfig, *slog.Logger
 	if err != nil {
 		return nil, nil, err
 	}
-	log, err := g.logger(cmd.ErrOrStderr())
+	w := cmd.ErrOrStderr()
+	if f, ok := w.(*os.File); ok && g.logFormat != "json" {
+		// Model pulls show their progress on a terminal, between the
+		// logs, never in JSON logs or redirected output.
+		if g.progress = newProgressLine(f); g.progress != nil {
+			w = g.progress.logWriter()
+		}
+	}
+	log, err := g.logger(w)
 	if err != nil {
 		return nil, nil, err
 	}
@@ -170,7 +181,7 @@ func (g *globals) logger(w io.Writer) (*slog.Logger, error) {
 	case "json":
 		return slog.New(slog.NewJSONHandler(w, opts)), nil
 	case "auto":
-		if f, ok := w.(*os.File); ok && isTerminal(f) {
+		if f, ok := w.(*os.File); (ok && isTerminal(f)) || g.progress != nil {
 			return slog.New(slog.NewTextHandler(w, opts)), nil
 		}
 		return slog.New(slog.NewJSONHandler(w, opts)), nil
@@ -178,14 +189,15 @@ func (g *globals) logger(w io.Writer) (*slog.Logger, error) {
 	return nil, fmt.Errorf("--log-format %q: use auto, text or json", g.logFormat)
 }
 
-func isTerminal(f *os.File) bool {
-	fi, err := f.Stat()
-	return err == nil && fi.Mode()&os.ModeCharDevice != 0
-}
+func isTerminal(f *os.File) bool { return term.IsTerminal(int(f.Fd())) }
 
 // reconciler returns a Reconciler for c with the flags' settings.
 func (g *globals) reconciler(c *manifest.AgentConfig, log *slog.Logger) *agent.Reconciler {
-	return &agent.Reconciler{Config: c, Logger: log, LockTimeout: g.lockTimeout}
+	r := &agent.Reconciler{Config: c, Logger: log, LockTimeout: g.lockTimeout}
+	if g.progress != nil {
+		r.Meter = g.progress
+	}
+	return r
 }
 
 // oneOf checks a flag's value against the accepted ones, before any work.
