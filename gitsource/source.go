@@ -275,7 +275,7 @@ func update(ctx context.Context, repo *git.Repository, src Source, acc access, s
 		})
 	})
 	if err != nil && !errors.Is(err, transport.ErrEmptyRemoteRepository) {
-		return h, false, "", fmt.Errorf("list refs of %s%s: %w", shown, hint(ctx, err), redactErr(err, src.URL))
+		return h, false, "", fmt.Errorf("list refs of %s%s: %w", shown, hint(ctx, err, src.URL), redactErr(err, src.URL))
 	}
 	t, err := resolveRemote(refs, src.Ref, shown)
 	if err != nil {
