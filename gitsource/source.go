@@ -193,7 +193,7 @@ func (f *fetcher) read(ctx context.Context, repo *git.Repository) (*Snapshot, er
 		return nil, fmt.Errorf("read commit %s of %s: %w", rev, f.shown, err)
 	}
 	if why, ok := f.src.Quarantined[rev.String()]; ok {
-		return nil, fmt.Errorf("%w: %s: %s; push a fix as a new commit", ErrQuarantined, rev.String()[:12], why)
+		return nil, fmt.Errorf("%w: %s: %s; push a fix as a new commit, or run tend retry to try this one again", ErrQuarantined, rev.String()[:12], why)
 	}
 	if err := verifyCommit(commit, f.src.Keyring, f.shown); err != nil {
 		return nil, err
@@ -244,7 +244,7 @@ func (f *fetcher) checkRewind(ctx context.Context, repo *git.Repository, commit 
 		err = checkRewind(repo, commit, f.src, f.shown)
 	}
 	if errors.Is(err, errIncomplete) {
-		return refuse(ErrRewind, nil, "target %s of %s cannot be shown to descend from the last applied commit %s, even with the full history; refusing to rewind; set source.allowRewind: true to accept it",
+		return refuse(ErrRewind, nil, "target %s of %s cannot be shown to descend from the last applied commit %s, even with the full history; refusing to rewind; set source.allowRewind: true, or run tend apply --allow-rewind once, to accept it",
 			commit.Hash.String()[:12], f.shown, f.src.LastApplied[:12])
 	}
 	return err
