@@ -13,10 +13,11 @@ import (
 // Overrides are the config fields set on the command line or through
 // TEND_* environment variables. A nil field is not set.
 type Overrides struct {
-	Device, Repo, Ref, Path, Root, StateDir, Schedule, Listen *string
-	AllowPaths, InsecureRegistries                            []string
-	Jitter                                                    *manifest.Duration
-	AllowEmpty                                                *bool
+	Device, Repo, Ref, Path, Root, StateDir, Schedule, Listen, DockerConfig *string
+	AllowPaths, InsecureRegistries                                          []string
+	Jitter                                                                  *manifest.Duration
+	AllowEmpty, AllowRewind                                                 *bool
+	KeepVersions                                                            *int
 }
 
 // LoadConfig reads the agent config from path (or DefaultConfig when path
@@ -45,13 +46,16 @@ func LoadConfig(path string, o Overrides) (*manifest.AgentConfig, error) {
 // current folder.
 func LoadCIConfig(path string, o Overrides) (*manifest.AgentConfig, error) {
 	ci := Overrides{Repo: o.Repo, Ref: o.Ref, Path: o.Path, AllowPaths: o.AllowPaths,
-		InsecureRegistries: o.InsecureRegistries, AllowEmpty: o.AllowEmpty}
+		InsecureRegistries: o.InsecureRegistries, DockerConfig: o.DockerConfig, AllowEmpty: o.AllowEmpty}
 	c, err := readConfig(path, ci)
 	if err != nil {
 		return nil, err
 	}
 	if c.Source.URL == "" {
 		c.Source.URL = "."
+	}
+	if err := c.ValidateCI(); err != nil {
+		return nil, err
 	}
 	return c, nil
 }
@@ -94,7 +98,7 @@ func (o Overrides) apply(c *manifest.AgentConfig) {
 		}
 		return &a
 	}
-	o.Root, o.StateDir = abs(o.Root), abs(o.StateDir)
+	o.Root, o.StateDir, o.DockerConfig = abs(o.Root), abs(o.StateDir), abs(o.DockerConfig)
 	set(&c.Device, o.Device, "device", "--device")
 	set(&c.Source.URL, o.Repo, "source.url", "--repo")
 	set(&c.Source.Ref, o.Ref, "source.ref", "--ref")
@@ -116,4 +120,36 @@ func (o Overrides) apply(c *manifest.AgentConfig) {
 	if o.AllowEmpty != nil {
 		c.AllowEmpty = *o.AllowEmpty
 	}
+	if o.AllowRewind != nil {
+		c.Source.AllowRewind = *o.AllowRewind
+	}
+	if o.KeepVersions != nil {
+		n := *o.KeepVersions
+		c.Models.KeepVersions = &n
+		c.Overridden("models.keepVersions", "--keep-versions")
+	}
+	set(&c.Registries.DockerConfig, o.DockerConfig, "registries.dockerConfig", "--docker-config")
+}
+
+// LoadNodeConfig reads what the commands that work on this node's state
+// alone (status, logs, suspend, resume, retry) take from the agent config,
+// as LoadConfig finds it, with the overrides: stateDir and listen, with
+// their defaults, and suspend. No other field is needed or checked, so
+// they work before the source is set up, and on a node whose config the
+// agent refuses.
+func LoadNodeConfig(path string, o Overrides) (*manifest.AgentConfig, error) {
+	c, err := readConfig(path, Overrides{StateDir: o.StateDir, Listen: o.Listen})
+	if err != nil {
+		return nil, err
+	}
+	if c.StateDir == "" {
+		c.StateDir = manifest.DefaultStateDir
+	}
+	if c.Listen == "" {
+		c.Listen = manifest.DefaultListen
+	}
+	if err := c.ValidateNode(); err != nil {
+		return nil, err
+	}
+	return c, nil
 }

@@ -75,3 +75,29 @@ func TestExampleConfigIsValid(t *testing.T) {
 	require.Equal(t, "demo-01", c.Device)
 	require.Equal(t, 2, *c.Models.KeepVersions)
 }
+
+func TestOverridesOfModelsRegistriesAndRewind(t *testing.T) {
+	c, err := LoadConfig("", Overrides{Repo: ptr("/x"), Device: ptr("cam-017"), KeepVersions: ptr(0),
+		DockerConfig: ptr("/etc/tend/docker.json"), AllowRewind: ptr(true)})
+	require.NoError(t, err)
+	require.Equal(t, 0, *c.Models.KeepVersions)
+	require.Equal(t, "/etc/tend/docker.json", c.Registries.DockerConfig)
+	require.True(t, c.Source.AllowRewind)
+
+	_, err = LoadConfig("", Overrides{Repo: ptr("/x"), Device: ptr("cam-017"), KeepVersions: ptr(-1)})
+	require.ErrorContains(t, err, "--keep-versions (models.keepVersions): -1 is negative")
+}
+
+// The commands that work on the node's state alone need no source.
+func TestLoadNodeConfig(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "agent.yaml")
+	require.NoError(t, os.WriteFile(path, []byte("apiVersion: tend.dev/v1alpha1\nkind: AgentConfig\nlisten: \"off\"\n"), 0o644))
+	c, err := LoadNodeConfig(path, Overrides{})
+	require.NoError(t, err)
+	require.Equal(t, manifest.DefaultStateDir, c.StateDir)
+	require.Equal(t, "off", c.Listen)
+
+	require.NoError(t, os.WriteFile(path, []byte("apiVersion: tend.dev/v1alpha1\nkind: AgentConfig\nstateDir: state\n"), 0o644))
+	_, err = LoadNodeConfig(path, Overrides{})
+	require.ErrorContains(t, err, `agent.yaml:3: stateDir: "state" is relative`)
+}

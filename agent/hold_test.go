@@ -73,7 +73,7 @@ func TestQuarantinedCommitIsNotAFetchError(t *testing.T) {
 	require.NoError(t, applier.Quarantine(h.r.Config.StateDir, bad, applier.Quarantined{Revision: "main@sha1:" + bad, Reason: why}))
 	h.scheduled()
 	require.Error(t, h.err)
-	require.Equal(t, "commit "+bad[:12]+" was rolled back on this node: "+why+"; push a fix as a new commit; holding the last applied commit "+good[:12], h.err.Error())
+	require.Equal(t, "commit "+bad[:12]+" was rolled back on this node: "+why+"; push a fix as a new commit, or run tend retry to try this one again; holding the last applied commit "+good[:12], h.err.Error())
 	require.Equal(t, "good", h.file(t), "held at the last applied commit")
 
 	got := scrape(t, h.metrics)

@@ -3,16 +3,25 @@ package agent
 import (
 	"context"
 	"fmt"
+	"os"
 
 	"github.com/tend-dev/tend/gitsource"
 	"github.com/tend-dev/tend/manifest"
 	"github.com/tend-dev/tend/render"
 )
 
-// Manifests fetches this device's manifests from the fleet repo and loads
-// and validates them, without looking at the node.
+// Manifests fetches this device's manifests from the fleet repo at its
+// target and loads and validates them. Nothing on the node is read or
+// written: the repo is cloned into a temporary folder, removed after, and
+// neither the last applied commit (the rewind check) nor the quarantine
+// plays a part.
 func (r *Reconciler) Manifests(ctx context.Context) (*gitsource.Snapshot, *manifest.Device, error) {
-	snap, err := r.Snapshot(ctx)
+	dir, err := os.MkdirTemp("", "tend-validate-")
+	if err != nil {
+		return nil, nil, err
+	}
+	defer os.RemoveAll(dir)
+	snap, err := fetchInto(ctx, r.Config, nil, dir, r.logger())
 	if err != nil {
 		return nil, nil, err
 	}

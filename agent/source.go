@@ -49,18 +49,29 @@ func (r *Reconciler) lock(ctx context.Context) (func() error, error) {
 // fetch reads this device's manifests from the fleet repo into the clone in
 // stateDir; the caller holds the lock.
 func fetch(ctx context.Context, c *manifest.AgentConfig, inv *applier.Inventory, log *slog.Logger) (*gitsource.Snapshot, error) {
+	return fetchInto(ctx, c, inv, GitDir(c.StateDir), log)
+}
+
+// fetchInto reads this device's manifests from the fleet repo into the
+// clone in dir. With inv nil, the node's state plays no part: no rewind
+// check, no quarantine.
+func fetchInto(ctx context.Context, c *manifest.AgentConfig, inv *applier.Inventory, dir string, log *slog.Logger) (*gitsource.Snapshot, error) {
 	ref, path, err := c.ExpandSource()
 	if err != nil {
 		return nil, err
 	}
-	last := lastApplied(inv, ref)
-	src := gitsource.Source{URL: c.Source.URL, Ref: ref, Path: path, LastApplied: last, AllowRewind: c.Source.AllowRewind}
-	if q, err := applier.LoadQuarantine(c.StateDir); err != nil {
-		return nil, err
-	} else if len(q) > 0 {
-		src.Quarantined = make(map[string]string, len(q))
-		for commit, e := range q {
-			src.Quarantined[commit] = e.Reason
+	src := gitsource.Source{URL: c.Source.URL, Ref: ref, Path: path, AllowRewind: c.Source.AllowRewind}
+	if inv != nil {
+		src.LastApplied = lastApplied(inv, ref)
+		q, err := applier.LoadQuarantine(c.StateDir)
+		if err != nil {
+			return nil, err
+		}
+		if len(q) > 0 {
+			src.Quarantined = make(map[string]string, len(q))
+			for commit, e := range q {
+				src.Quarantined[commit] = e.Reason
+			}
 		}
 	}
 	src.Auth = GitAuth(c)
@@ -69,7 +80,7 @@ func fetch(ctx context.Context, c *manifest.AgentConfig, inv *applier.Inventory,
 	}
 	ctx, cancel := context.WithTimeout(ctx, c.Source.Timeout.D())
 	defer cancel()
-	snap, err := gitsource.Fetch(ctx, src, gitsource.Options{Dir: GitDir(c.StateDir), Logger: log})
+	snap, err := gitsource.Fetch(ctx, src, gitsource.Options{Dir: dir, Logger: log})
 	explain := func(err error) error {
 		if errors.Is(err, gitsource.ErrQuarantined) {
 			return err // the repo was fetched: the commit is refused here

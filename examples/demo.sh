@@ -9,7 +9,11 @@ top=$(cd "$here/.." && pwd)
 tend=${TEND:-$top/bin/tend}
 sandbox=${DEMO_DIR:-$top/.demo}
 
-say() { printf '\n\033[1m== %s\033[0m\n' "$*"; }
+if [[ -t 1 ]]; then # bold headings on a terminal only
+	say() { printf '\n\033[1m== %s\033[0m\n' "$*"; }
+else
+	say() { printf '\n== %s\n' "$*"; }
+fi
 wait_for() { # wait_for SECONDS CMD... : poll until CMD succeeds
 	local deadline=$((SECONDS + $1)); shift
 	until "$@"; do
@@ -18,13 +22,37 @@ wait_for() { # wait_for SECONDS CMD... : poll until CMD succeeds
 	done
 }
 
+gone() { # gone PID: the process has exited (a zombie no one reaped counts)
+	! kill -0 "$1" 2>/dev/null || [[ "$(sed -n 's/.*) \(.\).*/\1/p' "/proc/$1/stat" 2>/dev/null)" == Z ]]
+}
+agent='' registry=''
+record="$sandbox/state/services/infer/0.json" # the demo service's record
+service_pid() { sed -n 's/.*"pid": \([0-9]*\).*/\1/p' "$record" 2>/dev/null; }
+stop_all() { # stop what the demo started and wait until it has exited
+	local pid
+	for pid in $agent $registry; do
+		kill -TERM "$pid" 2>/dev/null || true
+		wait "$pid" 2>/dev/null || true # our children: reaped here
+	done
+	local service
+	service=$(service_pid || true) # the agent restarts it: the record has its pid now
+	if [[ -n "$service" ]]; then # started by the agent: polled until gone
+		kill -TERM -- "-$service" 2>/dev/null || true
+		if ! wait_for 10 gone "$service"; then
+			kill -KILL -- "-$service" 2>/dev/null || true
+			wait_for 10 gone "$service" || true
+		fi
+	fi
+	agent='' registry=''
+}
+trap 'stop_all || true' EXIT
+
 rm -rf "$sandbox"
 mkdir -p "$sandbox/root"
 say "model registry: examples/models pushed to a local registry"
 go build -o "$sandbox/bin/registry" "$top/examples/registry"
 "$sandbox/bin/registry" -models "$here/models" -ready "$sandbox/registry" &
 registry=$!
-trap 'kill $registry 2>/dev/null || true' EXIT
 wait_for 30 test -s "$sandbox/registry"
 host=$(cat "$sandbox/registry")
 
@@ -50,7 +78,6 @@ say "tend plan (device demo-01, nothing applied yet)"
 say "tend agent (schedule @every 2s), log in $sandbox/agent.log"
 "$tend" agent "${flags[@]}" --log-level debug >"$sandbox/agent.log" 2>&1 &
 agent=$!
-trap 'kill $agent $registry 2>/dev/null || true' EXIT
 config="$sandbox/root/etc/infer/config.yaml"
 model="$sandbox/root/opt/models/detector"
 wait_for 30 test -f "$config"
@@ -60,10 +87,7 @@ echo "  $config:"
 sed 's/^/    /' "$config"
 echo "  $model -> $(readlink "$model")"
 ls -l "$model/" | sed 's/^/    /'
-record="$sandbox/state/services/infer/0.json"
 wait_for 30 test -f "$record"
-service_pid() { sed -n 's/.*"pid": \([0-9]*\).*/\1/p' "$record"; }
-trap 'kill $agent $registry 2>/dev/null || true; kill -- -$(service_pid) 2>/dev/null || true' EXIT
 echo "  tend logs service/infer:"
 wait_for 30 bash -c '[[ -s "$1" ]]' _ "$sandbox/state/logs/infer/0.log"
 "$tend" logs service/infer "${flags[@]}" | sed 's/^/    /'
@@ -99,12 +123,12 @@ addr=$(sed -n 's/.*msg="status server listening" listen=\([^ ]*\).*/\1/p' "$sand
 
 kill -TERM "$agent"
 wait "$agent" || true
+agent=''
 
 say "tend plan --detailed-exitcode (converged: exit 0)"
 "$tend" plan "${flags[@]}" --detailed-exitcode
-say "the agent is stopped: services keep running; stopping the demo service by hand"
-kill -- "-$(service_pid)" 2>/dev/null || true
-kill -TERM "$registry" 2>/dev/null || true
+say "the agent is stopped: services keep running; stopping the demo service and the registry"
+stop_all
 trap - EXIT
 echo
 echo "demo complete: sandbox left in $sandbox"

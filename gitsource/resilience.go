@@ -102,8 +102,14 @@ func httpStatus(err error) int {
 	return 0
 }
 
-// hint says what to check after a failure to list the remote's refs.
-func hint(ctx context.Context, err error) string {
+// hint says what to check after a failure to list the refs of the
+// repository at rawURL.
+func hint(ctx context.Context, err error, rawURL string) string {
+	if urlKind(rawURL) == kindLocal {
+		if h := localHint(strings.TrimPrefix(rawURL, "file://")); h != "" {
+			return h
+		}
+	}
 	switch {
 	case errors.Is(err, context.DeadlineExceeded) || errors.Is(ctx.Err(), context.DeadlineExceeded):
 		return " (timed out: raise source.timeout or check the link)"
@@ -111,6 +117,24 @@ func hint(ctx context.Context, err error) string {
 		return " (check source.url and the credentials, host key or CA in source.auth)"
 	case transient(err):
 		return " (check source.url or --repo, and that the server is reachable)"
+	}
+	return ""
+}
+
+// localHint says what is wrong with a repository path on this machine, ""
+// when it is a folder: a path that does not exist is a typo to fix, not a
+// matter of credentials.
+func localHint(path string) string {
+	fi, err := os.Stat(path)
+	switch {
+	case errors.Is(err, fs.ErrNotExist):
+		return " (no such file or folder on this machine: check source.url or --repo)"
+	case err == nil && !fi.IsDir():
+		return " (a file, not a Git repository: check source.url or --repo)"
+	case err == nil:
+		if _, err := git.PlainOpen(path); errors.Is(err, git.ErrRepositoryNotExists) {
+			return " (a folder that is not a Git repository: check source.url or --repo)"
+		}
 	}
 	return ""
 }

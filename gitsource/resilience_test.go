@@ -274,5 +274,5 @@ func TestQuarantinedIsNotUnreachable(t *testing.T) {
 	require.ErrorIs(t, snap.Stale, gitsource.ErrQuarantined)
 	require.NotContains(t, snap.Stale.Error(), "unreachable")
 	require.Equal(t, "commit "+bad[:12]+" was rolled back on this node: "+src.Quarantined[bad]+
-		"; push a fix as a new commit; holding the last applied commit "+first.Revision[:12], snap.Stale.Error())
+		"; push a fix as a new commit, or run tend retry to try this one again; holding the last applied commit "+first.Revision[:12], snap.Stale.Error())
 }

@@ -25,7 +25,7 @@ func checkRewind(repo *git.Repository, commit *object.Commit, src Source, shown 
 		return nil
 	}
 	target := commit.Hash.String()[:12]
-	const resolve = "refusing to rewind; set source.allowRewind: true to accept it"
+	const resolve = "refusing to rewind; set source.allowRewind: true, or run tend apply --allow-rewind once, to accept it"
 	if len(last) != 40 || !looksLikeHash(last) {
 		return refuse(ErrRewind, nil, "target %s of %s cannot be checked against the last applied revision %q, which is not a full commit hash; %s",
 			target, shown, src.LastApplied, resolve)

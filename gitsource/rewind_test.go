@@ -92,7 +92,7 @@ func TestFetchRewind(t *testing.T) {
 		{name: "last applied on a merged branch, second parent", change: "merge", ref: "side", last: "c2", want: "m"},
 		{name: "force-push", change: "force-push", last: "c2", contains: []string{
 			"target {c3} of {url} does not descend from the last applied commit {c2} (a force-push or an older commit replayed)",
-			"refusing to rewind; set source.allowRewind: true to accept it"}},
+			"refusing to rewind; set source.allowRewind: true, or run tend apply --allow-rewind once, to accept it"}},
 		{name: "force-push, allowRewind", change: "force-push", last: "c2", allow: true, want: "c3"},
 		// Whether the clone still shows c2 after main moved back depends on
 		// how much history the fetch keeps; refused either way.

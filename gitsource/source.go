@@ -193,7 +193,7 @@ func (f *fetcher) read(ctx context.Context, repo *git.Repository) (*Snapshot, er
 		return nil, fmt.Errorf("read commit %s of %s: %w", rev, f.shown, err)
 	}
 	if why, ok := f.src.Quarantined[rev.String()]; ok {
-		return nil, refuse(ErrQuarantined, nil, "commit %s was rolled back on this node: %s; push a fix as a new commit", rev.String()[:12], why)
+		return nil, refuse(ErrQuarantined, nil, "commit %s was rolled back on this node: %s; push a fix as a new commit, or run tend retry to try this one again", rev.String()[:12], why)
 	}
 	if err := verifyCommit(commit, f.src.Keyring, f.shown); err != nil {
 		return nil, err
@@ -244,7 +244,7 @@ func (f *fetcher) checkRewind(ctx context.Context, repo *git.Repository, commit 
 		err = checkRewind(repo, commit, f.src, f.shown)
 	}
 	if errors.Is(err, errIncomplete) {
-		return refuse(ErrRewind, nil, "target %s of %s cannot be shown to descend from the last applied commit %s, even with the full history; refusing to rewind; set source.allowRewind: true to accept it",
+		return refuse(ErrRewind, nil, "target %s of %s cannot be shown to descend from the last applied commit %s, even with the full history; refusing to rewind; set source.allowRewind: true, or run tend apply --allow-rewind once, to accept it",
 			commit.Hash.String()[:12], f.shown, f.src.LastApplied[:12])
 	}
 	return err
@@ -275,7 +275,7 @@ func update(ctx context.Context, repo *git.Repository, src Source, acc access, s
 		})
 	})
 	if err != nil && !errors.Is(err, transport.ErrEmptyRemoteRepository) {
-		return h, false, "", fmt.Errorf("list refs of %s%s: %w", shown, hint(ctx, err), redactErr(err, src.URL))
+		return h, false, "", fmt.Errorf("list refs of %s%s: %w", shown, hint(ctx, err, src.URL), redactErr(err, src.URL))
 	}
 	t, err := resolveRemote(refs, src.Ref, shown)
 	if err != nil {

@@ -223,11 +223,7 @@ func (c *AgentConfig) Validate() error {
 			errs.add("", 0, p.field, "%q is relative: use an absolute path", p.value)
 		}
 	}
-	for i, a := range c.AllowPaths {
-		if !strings.HasPrefix(a, "/") || path.Clean(a) != a {
-			errs.add("", 0, fmt.Sprintf("allowPaths[%d]", i), "%q must be an absolute, clean path such as /etc/infer", a)
-		}
-	}
+	c.checkAllowPaths(&errs)
 	if v := c.Source.Verify; v != nil && !filepath.IsAbs(v.Keyring) {
 		errs.add("", 0, "source.verify.keyring", "%q must be the absolute path of a file of armored OpenPGP public keys", v.Keyring)
 	}
@@ -358,4 +354,36 @@ func IsConfig(data []byte) bool {
 	}
 	_, kind, _ := header(docs[0])
 	return kind == KindAgentConfig
+}
+
+// ValidateCI checks the fields CI (diff, validate of files or of every
+// device) uses besides the source: allowPaths.
+func (c *AgentConfig) ValidateCI() error {
+	var errs Errors
+	c.checkAllowPaths(&errs)
+	for _, e := range errs {
+		c.locate(e)
+	}
+	return errs.err()
+}
+
+func (c *AgentConfig) checkAllowPaths(errs *Errors) {
+	for i, a := range c.AllowPaths {
+		if !strings.HasPrefix(a, "/") || path.Clean(a) != a {
+			errs.add("", 0, fmt.Sprintf("allowPaths[%d]", i), "%q must be an absolute, clean path such as /etc/infer", a)
+		}
+	}
+}
+
+// ValidateNode checks the fields the commands that work on the node's
+// state alone use: stateDir.
+func (c *AgentConfig) ValidateNode() error {
+	var errs Errors
+	if !filepath.IsAbs(c.StateDir) {
+		errs.add("", 0, "stateDir", "%q is relative: use an absolute path", c.StateDir)
+	}
+	for _, e := range errs {
+		c.locate(e)
+	}
+	return errs.err()
 }

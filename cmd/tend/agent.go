@@ -11,7 +11,7 @@ import (
 )
 
 func newAgentCommand(g *globals) *cobra.Command {
-	return &cobra.Command{
+	cmd := &cobra.Command{
 		Use:   "agent",
 		Short: "Run the daemon: reconcile on the schedule, forever",
 		Long: "agent reconciles at start and then on every tick of the schedule (plus a random jitter),\n" +
@@ -44,4 +44,7 @@ func newAgentCommand(g *globals) *cobra.Command {
 			return loop.Run(cmd.Context())
 		},
 	}
+	g.addFlags(cmd, logFlags, []string{"device"}, sourceFlags, nodeFlags,
+		[]string{"allow-empty", "keep-versions", "schedule", "jitter", "listen"})
+	return cmd
 }

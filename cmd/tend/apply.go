@@ -9,11 +9,13 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/tend-dev/tend/agent"
+	"github.com/tend-dev/tend/manifest"
 	"github.com/tend-dev/tend/planner"
 )
 
 func newApplyCommand(g *globals) *cobra.Command {
 	var format string
+	var force bool
 	cmd := &cobra.Command{
 		Use:   "apply",
 		Short: "Reconcile this node once, now",
@@ -28,6 +30,9 @@ func newApplyCommand(g *globals) *cobra.Command {
 			c, log, err := g.setup(cmd)
 			if err != nil {
 				return err
+			}
+			if suspended, why := agent.Suspended(c); suspended && !force {
+				return suspendedError(c, why)
 			}
 			res, err := g.reconciler(c, log).Apply(cmd.Context())
 			if res.Plan == nil {
@@ -51,7 +56,9 @@ func newApplyCommand(g *globals) *cobra.Command {
 			return nil
 		},
 	}
+	g.addFlags(cmd, logFlags, []string{"device"}, sourceFlags, nodeFlags, []string{"allow-empty", "keep-versions"})
 	cmd.Flags().StringVar(&format, "format", "text", "output format: text or json")
+	cmd.Flags().BoolVar(&force, "force", false, "apply even though the node is suspended, this once")
 	return cmd
 }
 
@@ -82,4 +89,14 @@ func warnOffline(w io.Writer, res *agent.Result) {
 	if off := res.Offline(); off != nil {
 		fmt.Fprintf(w, "Warning: %v\n", off)
 	}
+}
+
+// suspendedError says why apply refuses on a suspended node and how to go
+// on.
+func suspendedError(c *manifest.AgentConfig, why string) error {
+	undo := "run `tend resume` to apply again"
+	if c.Suspend {
+		undo = "set suspend: false in the agent config to apply again"
+	}
+	return fmt.Errorf("device %s is suspended (%s): nothing is applied; %s, or `tend apply --force` to apply this once", c.Device, why, undo)
 }

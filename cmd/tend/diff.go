@@ -75,6 +75,7 @@ func newDiffCommand(g *globals) *cobra.Command {
 			return nil
 		},
 	}
+	g.addFlags(cmd, logFlags, sourceFlags, []string{"allow-empty"})
 	f := cmd.Flags()
 	f.StringVar(&base, "base", "", "revision the change is merged into, e.g. origin/main (required)")
 	f.StringVar(&head, "head", "", "revision with the change, e.g. HEAD (required)")

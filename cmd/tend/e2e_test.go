@@ -414,9 +414,11 @@ func TestEnvironmentDefaults(t *testing.T) {
 	require.Contains(t, errOut, `"/opt/models/b" is outside allowPaths [/etc/infer]`)
 
 	env = append(env, "TEND_SCHEDULE=whenever")
-	_, errOut, code = run("plan")
+	_, errOut, code = run("agent")
 	require.Equal(t, 1, code)
 	require.Contains(t, errOut, `--schedule (schedule): invalid schedule "whenever"`)
+	_, errOut, code = run("plan")
+	require.Equal(t, 0, code, "plan uses no schedule: %s", errOut)
 }
 
 func TestUnreachableRepoHoldsLastApplied(t *testing.T) {

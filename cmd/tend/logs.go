@@ -3,6 +3,7 @@ package main
 import (
 	"fmt"
 	"os/signal"
+	"strconv"
 	"strings"
 	"syscall"
 
@@ -25,7 +26,7 @@ func newLogsCommand(g *globals) *cobra.Command {
 			if !ok || name == "" {
 				return fmt.Errorf("%q is not a service: use service/NAME", args[0])
 			}
-			c, _, err := g.setup(cmd)
+			c, err := g.nodeConfig()
 			if err != nil {
 				return err
 			}
@@ -34,7 +35,31 @@ func newLogsCommand(g *globals) *cobra.Command {
 			return service.WriteLogs(ctx, cmd.OutOrStdout(), c.StateDir, name, replica, follow)
 		},
 	}
+	g.addFlags(cmd, logFlags, []string{"state-dir"})
 	cmd.Flags().BoolVarP(&follow, "follow", "f", false, "keep printing what the service writes")
-	cmd.Flags().IntVar(&replica, "replica", -1, "only this replica (default: all)")
+	replica = -1
+	cmd.Flags().Var((*replicaFlag)(&replica), "replica", "only this replica, by its index (default: all)")
 	return cmd
 }
+
+// replicaFlag is --replica: an index, or -1 (all, also when not given), which
+// help shows as no default.
+type replicaFlag int
+
+func (r *replicaFlag) String() string {
+	if *r < 0 {
+		return ""
+	}
+	return strconv.Itoa(int(*r))
+}
+
+func (r *replicaFlag) Set(s string) error {
+	n, err := strconv.Atoi(s)
+	if err != nil || n < -1 {
+		return fmt.Errorf("%q is not a replica index: use 0, 1, …", s)
+	}
+	*r = replicaFlag(n)
+	return nil
+}
+
+func (r *replicaFlag) Type() string { return "int" }

@@ -45,6 +45,7 @@ func newPlanCommand(g *globals) *cobra.Command {
 			return nil
 		},
 	}
+	g.addFlags(cmd, logFlags, []string{"device"}, sourceFlags, nodeFlags, []string{"allow-empty"})
 	cmd.Flags().StringVar(&format, "format", "text", "output format: text or json")
 	cmd.Flags().BoolVar(&showDiff, "diff", false, "show what each update changes: a unified diff of file content (node against declaration), old and new spec fields")
 	cmd.Flags().BoolVar(&detailed, "detailed-exitcode", false, "exit 2 when the plan has changes, 0 when it has none, 1 on error")

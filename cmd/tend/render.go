@@ -40,6 +40,7 @@ func newRenderCommand(g *globals) *cobra.Command {
 			return err // a held model is printed, and still fails
 		},
 	}
+	g.addFlags(cmd, logFlags, []string{"device"}, sourceFlags, nodeFlags)
 	cmd.Flags().StringVar(&format, "format", "yaml", "output format: yaml or json")
 	return cmd
 }

@@ -16,7 +16,8 @@ import (
 	"github.com/tend-dev/tend/manifest"
 )
 
-// globals are the flags every command takes.
+// globals are the values of the flags that set agent config fields, and
+// of the logging flags (see addFlags).
 type globals struct {
 	config    string
 	logFormat string
@@ -24,8 +25,9 @@ type globals struct {
 
 	device, repo, ref, path, root, stateDir, schedule, listen string
 	allowPaths, insecure                                      []string
-	jitter                                                    string
-	allowEmpty                                                bool
+	jitter, dockerConfig                                      string
+	allowEmpty, allowRewind                                   bool
+	keepVersions                                              int
 	lockTimeout                                               time.Duration
 	flags                                                     *pflag.FlagSet
 
@@ -41,27 +43,9 @@ func newRootCommand() *cobra.Command {
 		SilenceErrors: true,
 		PersistentPreRunE: func(cmd *cobra.Command, _ []string) error {
 			g.flags = cmd.Flags()
-			return envDefaults(cmd.Flags(), cmd.Root().PersistentFlags())
+			return envDefaults(cmd.Flags())
 		},
 	}
-	f := root.PersistentFlags()
-	f.StringVar(&g.config, "config", "", "agent config file (default "+manifest.DefaultConfig+" when it exists)")
-	f.StringVar(&g.logFormat, "log-format", "auto", "log format: auto (text on a terminal, JSON otherwise), text or json")
-	f.StringVar(&g.logLevel, "log-level", "info", "log level: debug, info, warn or error")
-	f.StringVar(&g.device, "device", "", "device name (default: hostname)")
-	f.StringVar(&g.repo, "repo", "", "fleet repo URL or local path (source.url)")
-	f.StringVar(&g.ref, "ref", "", "branch, tag or commit to follow; may contain {device} (source.ref)")
-	f.StringVar(&g.path, "path", "", "folder of this device's manifests; may contain {device} and {label:KEY} (source.path)")
-	f.StringVar(&g.root, "root", "", "prefix under which every managed path is placed")
-	f.StringVar(&g.stateDir, "state-dir", "", "where tend keeps its clone, inventory and lock")
-	f.StringArrayVar(&g.allowPaths, "allow-path", nil, "path under which manifests may write (repeatable)")
-	f.StringArrayVar(&g.insecure, "insecure-registry", nil, "registry reached over plain HTTP (repeatable)")
-	f.StringVar(&g.schedule, "schedule", "", "reconcile schedule, a cron spec or \"@every 30s\"")
-	f.StringVar(&g.jitter, "jitter", "", "random delay added to each tick, e.g. 10s")
-	f.StringVar(&g.listen, "listen", "", "address of the status server")
-	f.DurationVar(&g.lockTimeout, "lock-timeout", agent.DefaultLockTimeout, "how long to wait for another tend using the same state dir")
-	f.BoolVar(&g.allowEmpty, "allow-empty", false, "let a declaration with no resources delete everything tend manages")
-
 	root.AddCommand(
 		newValidateCommand(g),
 		newRenderCommand(g),
@@ -69,6 +53,7 @@ func newRootCommand() *cobra.Command {
 		newStatusCommand(g),
 		newSuspendCommand(g),
 		newResumeCommand(g),
+		newRetryCommand(g),
 		newPlanCommand(g),
 		newApplyCommand(g),
 		newDiffCommand(g),
@@ -79,14 +64,15 @@ func newRootCommand() *cobra.Command {
 	return root
 }
 
-// envDefaults sets every global flag not given on the command line from its
-// TEND_<FLAG> environment variable (repeatable flags: comma-separated).
-// A subcommand's own flags (--format) take no environment variable: one
-// TEND_FORMAT cannot suit both render (yaml) and plan (text).
-func envDefaults(fs, global *pflag.FlagSet) error {
+// envDefaults sets every config or logging flag a command uses that was not
+// given on the command line from its TEND_<FLAG> environment variable
+// (repeatable flags: comma-separated). A subcommand's own flags (--format)
+// take no environment variable: one TEND_FORMAT cannot suit both render
+// (yaml) and plan (text).
+func envDefaults(fs *pflag.FlagSet) error {
 	var err error
 	fs.VisitAll(func(f *pflag.Flag) {
-		if f.Changed || err != nil || global.Lookup(f.Name) == nil {
+		if _, config := configFlags[f.Name]; f.Changed || f.Hidden || err != nil || !config {
 			return
 		}
 		name := "TEND_" + strings.ToUpper(strings.ReplaceAll(f.Name, "-", "_"))
@@ -121,30 +107,47 @@ func (g *globals) loadConfig() (*manifest.AgentConfig, error) {
 func (g *globals) overrides() (agent.Overrides, error) {
 	var o agent.Overrides
 	str := func(name string, v *string) *string {
-		if g.flags != nil && g.flags.Changed(name) {
+		if g.set(name) {
 			return v
 		}
 		return nil
 	}
 	o.Device, o.Repo, o.Ref, o.Path = str("device", &g.device), str("repo", &g.repo), str("ref", &g.ref), str("path", &g.path)
 	o.Root, o.StateDir, o.Schedule, o.Listen = str("root", &g.root), str("state-dir", &g.stateDir), str("schedule", &g.schedule), str("listen", &g.listen)
-	if g.flags.Changed("allow-path") {
+	o.DockerConfig = str("docker-config", &g.dockerConfig)
+	if g.set("allow-path") {
 		o.AllowPaths = g.allowPaths
 	}
-	if g.flags.Changed("insecure-registry") {
+	if g.set("insecure-registry") {
 		o.InsecureRegistries = g.insecure
 	}
-	if g.flags.Changed("jitter") {
+	if g.set("jitter") {
 		var d manifest.Duration
 		if err := d.UnmarshalJSON([]byte(fmt.Sprintf("%q", g.jitter))); err != nil {
 			return o, fmt.Errorf("--jitter (or TEND_JITTER): %w", err)
 		}
 		o.Jitter = &d
 	}
-	if g.flags.Changed("allow-empty") {
+	if g.set("allow-empty") {
 		o.AllowEmpty = &g.allowEmpty
 	}
+	if g.set("allow-rewind") {
+		o.AllowRewind = &g.allowRewind
+	}
+	if g.set("keep-versions") {
+		o.KeepVersions = &g.keepVersions
+	}
 	return o, nil
+}
+
+// nodeConfig loads what the commands that work on this node's state alone
+// take from the config and the flags (see agent.LoadNodeConfig).
+func (g *globals) nodeConfig() (*manifest.AgentConfig, error) {
+	o, err := g.overrides()
+	if err != nil {
+		return nil, err
+	}
+	return agent.LoadNodeConfig(g.config, o)
 }
 
 // setup loads the config and makes the logger every command needs.

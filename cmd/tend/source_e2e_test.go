@@ -94,3 +94,13 @@ func TestAnotherRefStartsTheRewindCheckOver(t *testing.T) {
 	require.Equal(t, 0, code, "moving the device to its own branch is not a rewind: %s", errOut)
 	require.Equal(t, "own branch\n", n.read("etc/infer/config.yaml"))
 }
+
+// A local repo path that does not exist is named as such, not as a
+// matter of credentials.
+func TestMissingLocalRepoIsNamed(t *testing.T) {
+	n := newNode(t, filepath.Join(t.TempDir(), "fleet-typo"))
+	_, errOut, code := n.tend("plan")
+	require.Equal(t, 1, code)
+	require.Contains(t, errOut, "fleet-typo (no such file or folder on this machine: check source.url or --repo)")
+	require.NotContains(t, errOut, "credentials")
+}

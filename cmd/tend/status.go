@@ -7,13 +7,16 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"io/fs"
 	"net/http"
+	"path/filepath"
 	"strings"
 	"time"
 
 	"github.com/spf13/cobra"
 
 	"github.com/tend-dev/tend/agent"
+	"github.com/tend-dev/tend/manifest"
 )
 
 // statusTimeout bounds the question to the local agent, which answers from
@@ -24,25 +27,29 @@ func newStatusCommand(g *globals) *cobra.Command {
 	var format string
 	cmd := &cobra.Command{
 		Use:   "status",
-		Short: "Ask the local agent what it last did",
+		Short: "Show what the local agent last did",
 		Long: "Ask the agent listening on --listen (listen in agent.yaml, default " +
-			"127.0.0.1:9469) for its status: the applied revision, the last reconcile " +
-			"and its error, the resources that are not ok and the recent drift.",
+			manifest.DefaultListen + ") for its status: the applied revision, the last reconcile " +
+			"and its error, the resources that are not ok and the recent drift. When no agent answers " +
+			"(or listen is off), show the status the agent last wrote in stateDir, and say so.",
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			if err := oneOf("--format", format, "text", "json"); err != nil {
 				return err
 			}
-			addr, err := statusAddr(g, cmd)
+			c, err := g.nodeConfig()
 			if err != nil {
 				return err
 			}
-			body, err := getStatus(cmd.Context(), addr)
+			body, note, err := readStatus(cmd.Context(), c)
 			if err != nil {
 				return err
 			}
 			out := cmd.OutOrStdout()
 			if format == "json" {
+				if note != "" {
+					fmt.Fprintln(cmd.ErrOrStderr(), note)
+				}
 				if !bytes.HasSuffix(body, []byte("\n")) {
 					body = append(body, '\n')
 				}
@@ -51,27 +58,63 @@ func newStatusCommand(g *globals) *cobra.Command {
 			}
 			var s agent.Status
 			if err := json.Unmarshal(body, &s); err != nil {
-				return fmt.Errorf("the agent on %s answered GET /status with what is not a status document: %w", addr, err)
+				if note != "" {
+					return fmt.Errorf("%s is not a status document: %w", filepath.Join(c.StateDir, agent.StatusFile), err)
+				}
+				return fmt.Errorf("the agent on %s answered GET /status with what is not a status document: %w", c.Listen, err)
+			}
+			if note != "" {
+				fmt.Fprintf(out, "%s\n\n", note)
 			}
 			return s.WriteText(out, time.Now())
 		},
 	}
+	g.addFlags(cmd, logFlags, []string{"state-dir", "listen"})
 	cmd.Flags().StringVar(&format, "format", "text", "output format: text or json")
 	return cmd
 }
 
-// statusAddr is where the agent listens: --listen (or TEND_LISTEN) when
-// given, which needs no valid config, else listen in the agent config.
-func statusAddr(g *globals, cmd *cobra.Command) (string, error) {
-	if g.flags != nil && g.flags.Changed("listen") {
-		return g.listen, nil
+// readStatus asks the agent on c.Listen for its status. When no agent
+// answers there, or listen is off, it reads the status the agent last
+// wrote in stateDir instead, and note says so.
+func readStatus(ctx context.Context, c *manifest.AgentConfig) (body []byte, note string, err error) {
+	var asked error
+	if c.Listen != "off" {
+		body, err := getStatus(ctx, c.Listen)
+		var none *noAgentError
+		if !errors.As(err, &none) {
+			return body, "", err
+		}
+		asked = err
 	}
-	c, _, err := g.setup(cmd)
-	if err != nil {
-		return "", err
+	file := filepath.Join(c.StateDir, agent.StatusFile)
+	body, at, err := agent.ReadLastStatus(c.StateDir)
+	switch {
+	case errors.Is(err, fs.ErrNotExist) && asked != nil:
+		return nil, "", fmt.Errorf("%w, and no agent has written a status in %s: is the agent running, with this stateDir?", asked, c.StateDir)
+	case errors.Is(err, fs.ErrNotExist):
+		return nil, "", fmt.Errorf("listen is off, and no agent has written a status in %s: has the agent run on this node, with this stateDir?", c.StateDir)
+	case err != nil:
+		return nil, "", err
 	}
-	return c.Listen, nil
+	when := at.UTC().Format(time.RFC3339)
+	if asked != nil {
+		return body, fmt.Sprintf("No agent answered at %s; last status written at %s from %s.", c.Listen, when, file), nil
+	}
+	return body, fmt.Sprintf("Listen is off; last status written at %s from %s.", when, file), nil
 }
+
+// noAgentError: nothing answered on the agent's address.
+type noAgentError struct {
+	addr string
+	err  error
+}
+
+func (e *noAgentError) Error() string {
+	return fmt.Sprintf("no tend agent answers on %s (GET /status: %v)", e.addr, rootCause(e.err))
+}
+
+func (e *noAgentError) Unwrap() error { return e.err }
 
 // getStatus returns the body of GET /status from the agent on addr.
 func getStatus(ctx context.Context, addr string) ([]byte, error) {
@@ -85,7 +128,7 @@ func getStatus(ctx context.Context, addr string) ([]byte, error) {
 	client := &http.Client{Transport: &http.Transport{Proxy: nil}}
 	resp, err := client.Do(req)
 	if err != nil {
-		return nil, fmt.Errorf("no tend agent answers on %s: is it running? (GET /status: %v)", addr, rootCause(err))
+		return nil, &noAgentError{addr: addr, err: err}
 	}
 	defer resp.Body.Close()
 	body, err := io.ReadAll(io.LimitReader(resp.Body, 16<<20))

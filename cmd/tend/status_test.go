@@ -93,8 +93,10 @@ func TestStatusCommandWithoutAgent(t *testing.T) {
 	addr := ln.Addr().String()
 	require.NoError(t, ln.Close()) // nothing listens there now
 
-	stdout, stderr, code := tend(t, "status", "--listen", addr)
+	state := t.TempDir()
+	stdout, stderr, code := tend(t, "status", "--listen", addr, "--state-dir", state)
 	require.Equal(t, 1, code)
 	require.Empty(t, stdout)
-	require.Equal(t, "Error: no tend agent answers on "+addr+": is it running? (GET /status: connection refused)\n", stderr)
+	require.Equal(t, "Error: no tend agent answers on "+addr+" (GET /status: connection refused), and no agent has written a status in "+
+		state+": is the agent running, with this stateDir?\n", stderr)
 }

@@ -17,7 +17,7 @@ func newSuspendCommand(g *globals) *cobra.Command {
 		Short: "Stop applying changes on this node; drift is still observed and reported",
 		Args:  cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
-			c, _, err := g.setup(cmd)
+			c, err := g.nodeConfig()
 			if err != nil {
 				return err
 			}
@@ -29,17 +29,18 @@ func newSuspendCommand(g *globals) *cobra.Command {
 			return nil
 		},
 	}
+	g.addFlags(cmd, logFlags, []string{"state-dir", "listen"})
 	cmd.Flags().StringVar(&reason, "reason", "", "why, shown in status and logs")
 	return cmd
 }
 
 func newResumeCommand(g *globals) *cobra.Command {
-	return &cobra.Command{
+	cmd := &cobra.Command{
 		Use:   "resume",
 		Short: "Apply changes again after tend suspend, starting with a reconcile now",
 		Args:  cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
-			c, _, err := g.setup(cmd)
+			c, err := g.nodeConfig()
 			if err != nil {
 				return err
 			}
@@ -63,6 +64,8 @@ func newResumeCommand(g *globals) *cobra.Command {
 			return nil
 		},
 	}
+	g.addFlags(cmd, logFlags, []string{"state-dir", "listen"})
+	return cmd
 }
 
 // poke asks a running agent on listen for a reconcile now (best effort;

@@ -39,11 +39,11 @@ func newValidateCommand(g *globals) *cobra.Command {
 				return fmt.Errorf("--resolve and --rev go with --all")
 			}
 			if len(args) > 0 {
-				opts := manifest.ValidateOptions{AllowPaths: g.allowPaths, CheckAllowPaths: len(g.allowPaths) > 0}
 				// A config is optional here (CI has none), but one that was
-				// asked for must load.
-				c, err := g.loadConfig()
-				if err != nil && g.flags.Changed("config") {
+				// asked for must load, and --allow-path must be right.
+				var opts manifest.ValidateOptions
+				c, _, err := g.ciSetup(cmd)
+				if err != nil && (g.flags.Changed("config") || g.flags.Changed("allow-path")) {
 					return err
 				}
 				if err == nil && len(c.AllowPaths) > 0 {
@@ -84,9 +84,10 @@ func newValidateCommand(g *globals) *cobra.Command {
 			return nil
 		},
 	}
+	g.addFlags(cmd, logFlags, []string{"device"}, sourceFlags, []string{"allow-empty"})
 	f := cmd.Flags()
 	f.BoolVar(&all, "all", false, "check every device of the fleet repo, as tend diff finds them")
-	f.StringVar(&rev, "rev", "HEAD", "with --all: the revision to check (with --ref containing {device}: default each device's branch)")
+	f.StringVar(&rev, "rev", "HEAD", "with --all: the revision to check; with --ref containing {device}, each device's branch unless given")
 	f.BoolVar(&resolve, "resolve", false, "with --all: resolve every model ref in its registry; a missing tag or repository is an error")
 	return cmd
 }
