@@ -32,6 +32,9 @@ type DocumentModel struct {
 	Digest string `json:"digest,omitempty"` // sha256:…, when resolved
 	Tag    string `json:"tag,omitempty"`    // the tag a semver policy chose
 	Held   string `json:"held,omitempty"`   // why it is held at the active version
+	// Offline says why the registry was not asked: the digest is the one
+	// applied last, and the ref did not change.
+	Offline string `json:"offline,omitempty"`
 }
 
 // Document returns d as `tend render` prints it.
@@ -53,6 +56,9 @@ func (d *Desired) Document() Document {
 			}
 			if spec.Held != nil {
 				dm.Held = spec.Held.Error()
+			}
+			if spec.Offline != nil {
+				dm.Offline = spec.Offline.Error()
 			}
 		}
 		doc.Spec.Models = append(doc.Spec.Models, dm)

@@ -351,7 +351,7 @@ func TestValidateAgentConfigFile(t *testing.T) {
 
 	out, errOut, code = tend(t, "validate", cfg, filepath.Join(dir, "devices"))
 	require.Equal(t, 0, code, errOut)
-	require.Contains(t, out, "valid: device cam-017: 0 models, 1 files, 0 services\n(paths checked against the allowPaths of "+cfg+")\n")
+	require.Contains(t, out, "valid: device cam-017: 0 models, 1 file, 0 services\n(paths checked against the allowPaths of "+cfg+")\n")
 
 	write("devices/cam-017/d.yaml", files(entry("/opt/models/a", "1", "")))
 	_, errOut, code = tend(t, "validate", cfg, filepath.Join(dir, "devices"))

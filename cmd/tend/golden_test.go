@@ -86,11 +86,13 @@ spec:
 	golden.Assert(t, "validate-errors.golden", []byte(stable(errOut, dirs)))
 }
 
-// tend render resolves models as the agent does: with the registry down
-// it prints the version active on this node as held, and exits 1.
+// tend render resolves models as the agent does: with the registry down it
+// prints the digest applied last while the ref is unchanged (offline, a
+// warning, exit 0), and a new ref as held, unresolved (exit 1).
 func TestRenderHoldsWhenTheRegistryIsDown(t *testing.T) {
 	reg := testoci.Start(t)
 	digest := reg.PushFiles(t, "models/detector:v8", map[string][]byte{"model.onnx": []byte("weights")})
+	reg.PushFiles(t, "models/detector:v9", map[string][]byte{"model.onnx": []byte("weights 9")})
 	repo := testgit.NewRepo(t)
 	repo.WriteFile("devices/cam-017/device.yaml", distDevice(reg.Ref("models/detector:v8")))
 	repo.Commit("cam-017")
@@ -107,8 +109,17 @@ func TestRenderHoldsWhenTheRegistryIsDown(t *testing.T) {
 		return true
 	})
 	out, errOut, code = n.tend("render")
+	require.Equal(t, 0, code, "an offline device renders what it applied: %s", errOut)
+	require.Contains(t, out, "digest: "+digest, "the applied version is printed")
+	require.Contains(t, out, "offline: ")
+	require.Contains(t, errOut, "Warning: ")
+	require.NotContains(t, out, "held:")
+
+	repo.WriteFile("devices/cam-017/device.yaml", distDevice(reg.Ref("models/detector:v9")))
+	repo.Commit("v9")
+	out, errOut, code = n.tend("render")
 	require.Equal(t, 1, code, out)
-	require.Contains(t, out, "digest: "+digest, "the active version is printed")
-	require.Contains(t, out, "held: 'model/detector held at "+digest[:19])
-	require.Contains(t, errOut, "model/detector held at "+digest[:19])
+	require.Contains(t, out, "held: 'registry unreachable for "+reg.Ref("models/detector:v9"))
+	require.NotContains(t, out, "digest: ", "no digest is printed for a ref that was not resolved")
+	require.Contains(t, errOut, "model/detector held: registry unreachable for")
 }

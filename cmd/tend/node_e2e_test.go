@@ -153,7 +153,7 @@ func TestRetryRolledBackCommit(t *testing.T) {
 	require.Contains(t, errOut, "did not become healthy")
 	_, errOut, code = n.tend("apply")
 	require.Equal(t, 1, code)
-	require.Contains(t, errOut, "commit rolled back on this node: "+bad[:12])
+	require.Contains(t, errOut, "commit "+bad[:12]+" was rolled back on this node: ")
 	require.Contains(t, errOut, "or run tend retry to try this one again")
 	require.Equal(t, "1", n.read("etc/infer/a"))
 

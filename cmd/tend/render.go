@@ -18,8 +18,9 @@ func newRenderCommand(g *globals) *cobra.Command {
 		Use:   "render",
 		Short: "Print the desired state of this device, merged from all its manifests, models resolved",
 		Long: "render fetches this device's manifests, merges them and resolves every model ref as the agent would:\n" +
-			"a tag or semver policy to the digest this device would pull, or, when the registry cannot be asked,\n" +
-			"the version active on this node (printed as held, and the command exits 1). The node is not observed\n" +
+			"a tag or semver policy to the digest this device would pull. When the registry cannot be asked, a\n" +
+			"model whose ref did not change keeps the digest applied last (printed as offline, with a warning);\n" +
+			"a new ref is printed as held, with the reason, and the command exits 1. The node is not observed\n" +
 			"or changed; the model manifests read are kept in stateDir's blob store, as the agent keeps them.",
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
@@ -37,6 +38,7 @@ func newRenderCommand(g *globals) *cobra.Command {
 			if werr := writeDocument(cmd.OutOrStdout(), format, c.Device, agent.Revision(res.Snapshot), res.Desired.Document()); werr != nil {
 				return werr
 			}
+			warnOffline(cmd.ErrOrStderr(), res)
 			return err // a held model is printed, and still fails
 		},
 	}

@@ -121,12 +121,16 @@ func (g *globals) overrides() (agent.Overrides, error) {
 	if g.set("insecure-registry") {
 		o.InsecureRegistries = g.insecure
 	}
-	if g.set("jitter") {
+	// A value is checked even where the command ignores the flag: a typo
+	// fails before any work, not when the same line later starts an agent.
+	if g.flags != nil && g.flags.Changed("jitter") {
 		var d manifest.Duration
 		if err := d.UnmarshalJSON([]byte(fmt.Sprintf("%q", g.jitter))); err != nil {
 			return o, fmt.Errorf("--jitter (or TEND_JITTER): %w", err)
 		}
-		o.Jitter = &d
+		if g.set("jitter") {
+			o.Jitter = &d
+		}
 	}
 	if g.set("allow-empty") {
 		o.AllowEmpty = &g.allowEmpty
