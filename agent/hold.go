@@ -3,6 +3,7 @@ package agent
 import (
 	"context"
 	"log/slog"
+	"slices"
 	"strings"
 	"time"
 
@@ -93,18 +94,35 @@ func (r *Reconciler) renderApplied(ctx context.Context, t *tick) error {
 }
 
 // planReverts plans, and stops the tick before applying unless every
-// action reverts drift.
+// action only reverts drift (a resource Git also changed is not a revert:
+// the node may hold a newer commit's part of it) or restarts a service for
+// such a revert.
 func (r *Reconciler) planReverts(ctx context.Context, t *tick) error {
 	if err := r.plan(ctx, t); err != nil {
 		return err
 	}
-	for _, a := range t.res.Plan.Actions {
-		if !a.IsDrift() && a.Type != planner.Restart {
-			t.upTo = StepPlan
-			return nil
-		}
+	if !onlyReverts(t.res.Plan.Actions) {
+		t.upTo = StepPlan
 	}
 	return nil
+}
+
+func onlyReverts(actions []planner.Action) bool {
+	var reverted []string
+	for _, a := range actions {
+		if a.OnlyDrift() {
+			reverted = append(reverted, a.Resource)
+		}
+	}
+	for _, a := range actions {
+		if a.OnlyDrift() {
+			continue
+		}
+		if a.Type != planner.Restart || !slices.ContainsFunc(reverted, func(id string) bool { return strings.Contains(a.Reason, id) }) {
+			return false
+		}
+	}
+	return true
 }
 
 // appliedDigests pins each model to the digest recorded in the inventory

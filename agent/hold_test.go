@@ -154,3 +154,33 @@ func TestBackoffStillRevertsDrift(t *testing.T) {
 		})
 	}
 }
+
+// A backoff hold puts back only what Git did not change. After a commit
+// applied in part (a file updated, another blocked by a folder in its
+// way), a hand edit of the updated file is not "reverted" to the older,
+// last fully applied commit's content: the next full tick owns it.
+func TestHoldLeavesWhatGitChanged(t *testing.T) {
+	repo := testgit.NewRepo(t)
+	repo.WriteFile("devices/cam-017/d.yaml", fmt.Sprintf(oneFile, "good"))
+	repo.Commit("good")
+	h := newHeldLoop(t, repo)
+	h.scheduled()
+	require.NoError(t, h.err)
+
+	repo.WriteFile("devices/cam-017/d.yaml", fmt.Sprintf(oneFile, "new")+"    - {path: /etc/infer/sub, content: x}\n")
+	repo.Commit("new, in part")
+	require.NoError(t, os.MkdirAll(filepath.Join(h.r.Config.Root, "etc/infer/sub/x"), 0o755))
+	h.scheduled()
+	require.Error(t, h.err)
+	require.Equal(t, "new", h.file(t), "the part of the commit that could be applied was")
+
+	require.NoError(t, os.WriteFile(filepath.Join(h.r.Config.Root, "etc/infer/a"), []byte("edited by hand"), 0o644))
+	var held []*Result
+	h.opts.OnHold = func(r *Result) { held = append(held, r) }
+	h.scheduled()
+	require.Equal(t, 1, h.heldOff, "the tick was held off by the backoff")
+	require.Equal(t, "edited by hand", h.file(t), "the older commit's content is not put back")
+	for _, r := range held {
+		require.Empty(t, r.Applied)
+	}
+}

@@ -3,6 +3,7 @@ package planner
 import (
 	"fmt"
 	"strconv"
+	"strings"
 )
 
 // Kind is the kind of a resource.
@@ -211,6 +212,10 @@ func (a Action) Skipped() bool { return a.Error != "" || a.Held != "" }
 
 // IsDrift reports whether the action reverts drift.
 func (a Action) IsDrift() bool { return a.Drift != "" }
+
+// OnlyDrift reports whether the action reverts drift and nothing else: Git
+// did not change the resource, so the action puts back what was applied.
+func (a Action) OnlyDrift() bool { return a.IsDrift() && strings.HasPrefix(a.Reason, driftPrefix) }
 
 func (a Action) String() string {
 	return fmt.Sprintf("%s %s (%s)", a.Type.Symbol(), a.Resource, a.Reason)
