@@ -3,6 +3,8 @@ package agent
 import (
 	"encoding/json"
 	"fmt"
+	"os"
+	"path/filepath"
 	"testing"
 
 	"github.com/stretchr/testify/require"
@@ -44,4 +46,24 @@ func TestSuspendedStatusAndGauge(t *testing.T) {
 	b, err := json.Marshal(st)
 	require.NoError(t, err)
 	require.Contains(t, string(b), `"suspended":false`)
+}
+
+// A suspended tick fails nothing: an action the plan knows will fail (a
+// folder in a file's way) is pending like the others, not a failure that
+// starts the backoff.
+func TestSuspendedTickWithAFailingActionFailsNothing(t *testing.T) {
+	repo := testgit.NewRepo(t)
+	repo.WriteFile("devices/cam-017/d.yaml", fmt.Sprintf(oneFile, "a")+"    - {path: /etc/infer/sub, content: x}\n")
+	repo.Commit("one")
+	h := newHeldLoop(t, repo)
+	require.NoError(t, os.MkdirAll(filepath.Join(h.r.Config.Root, "etc/infer/sub/x"), 0o755))
+	require.NoError(t, Suspend(h.r.Config.StateDir, "maintenance"))
+	h.scheduled()
+	require.NoError(t, h.err)
+	require.Zero(t, h.failures, "no backoff starts")
+
+	st := h.tracker.Status()
+	require.Equal(t, ResultSuspended, st.Result)
+	require.Equal(t, 2, st.Pending)
+	require.Equal(t, 1.0, scrape(t, h.metrics)[`tend_reconcile_total{result="noop"}`])
 }

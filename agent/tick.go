@@ -2,6 +2,7 @@ package agent
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"log/slog"
 	"time"
@@ -9,6 +10,7 @@ import (
 	"github.com/robfig/cron/v3"
 
 	"github.com/tend-dev/tend/internal/backoff"
+	"github.com/tend-dev/tend/planner"
 )
 
 // DefaultBackoff holds off 10s after a failed tick, doubling with each
@@ -39,6 +41,9 @@ func (l *Loop) tick(parent context.Context, log *slog.Logger, manual bool) {
 	var err error
 	if suspended {
 		res, err = l.r.Plan(ctx)
+		if skipped := (*planner.SkippedError)(nil); errors.As(err, &skipped) {
+			err = nil // held or failing actions are pending like the rest: a suspended tick fails nothing
+		}
 		if !l.suspendLog {
 			log.Warn("suspended: changes are planned and reported, not applied", keyDevice, l.r.Config.Device, keyReason, why)
 			l.suspendLog = true

@@ -27,7 +27,7 @@ type SkippedError struct {
 
 func (e *SkippedError) Error() string {
 	var b strings.Builder
-	b.WriteString("not applied: ")
+	b.WriteString("left out of the apply: ")
 	for i, a := range e.Skipped {
 		if i > 0 {
 			b.WriteString("; ")

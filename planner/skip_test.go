@@ -34,7 +34,7 @@ func TestPlanHoldsAHeldModelAndWhatUsesIt(t *testing.T) {
 		"service/other":         "",
 	}, held)
 	require.Len(t, cs.Skipped(), 2)
-	require.EqualError(t, cs.Skip(), "not applied: model/detector (held: registry unreachable for REF:v9: 503); service/infer (held: uses model/detector (held))")
+	require.EqualError(t, cs.Skip(), "left out of the apply: model/detector (held: registry unreachable for REF:v9: 503); service/infer (held: uses model/detector (held))")
 }
 
 // What the driver will refuse to replace makes the action fail in the

@@ -216,7 +216,7 @@ func TestRegistryDownHoldsOnlyTheModel(t *testing.T) {
 		require.Contains(t, out, "held: registry unreachable for "+n.reg.Ref("models/detector:v2"))
 		require.Contains(t, out, "Apply: 1 of 2 actions applied at HEAD@sha1:")
 		require.Contains(t, out, "; held: model/detector.")
-		require.Contains(t, errOut, "not applied: model/detector (held: registry unreachable")
+		require.Contains(t, errOut, "left out of the apply: model/detector (held: registry unreachable")
 		require.Equal(t, "models live there\n", n.read("/opt/models/README"))
 		now, err := os.Readlink(link)
 		require.NoError(t, err)
