@@ -163,6 +163,7 @@ func (l *Loop) holdDrift(ctx context.Context, log *slog.Logger) {
 		keyRevision, Revision(res.Snapshot), keyDrift, len(res.Drift), keyDuration, res.Duration.Round(time.Millisecond).String())
 	if l.tracker != nil {
 		l.metrics.ObserveHold(res, l.tracker.ObserveHold(res))
+		l.lastStatus.write(log, l.r.Config, l.tracker.Status(), time.Now())
 	}
 	if l.opts.OnHold != nil {
 		l.opts.OnHold(res)

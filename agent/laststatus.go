@@ -1,13 +1,16 @@
 package agent
 
 import (
+	"encoding/json"
 	"fmt"
 	"io"
+	"log/slog"
 	"os"
 	"path/filepath"
 	"time"
 
 	"github.com/tend-dev/tend/internal/atomicfile"
+	"github.com/tend-dev/tend/manifest"
 )
 
 // StatusFile in stateDir holds the status document of the agent's last
@@ -20,6 +23,33 @@ const maxStatusBytes = 16 << 20
 // WriteLastStatus records s in stateDir, atomically.
 func WriteLastStatus(stateDir string, s Status) error {
 	return atomicfile.WriteJSON(stateDir, StatusFile, s, 0o644)
+}
+
+// statusRefresh is how old the status file may grow while nothing but its
+// times changed.
+const statusRefresh = 15 * time.Minute
+
+// lastStatus writes the status file when the status changed in more than
+// its times, or every statusRefresh: a no-op tick every 30 s does not
+// rewrite (and fsync) a file on flash storage.
+type lastStatus struct {
+	key     string
+	written time.Time
+}
+
+func (w *lastStatus) write(log *slog.Logger, c *manifest.AgentConfig, s Status, now time.Time) {
+	k := s
+	k.LastReconcile, k.LastSuccess = "", ""
+	b, err := json.Marshal(k)
+	key := string(b)
+	if err == nil && key == w.key && now.Sub(w.written) < statusRefresh {
+		return
+	}
+	if err := WriteLastStatus(c.StateDir, s); err != nil {
+		log.Warn("last status not written to stateDir; tend status needs a running agent", keyDevice, c.Device, keyError, err.Error())
+		return
+	}
+	w.key, w.written = key, now
 }
 
 // ReadLastStatus returns the status document an agent last wrote in

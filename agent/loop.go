@@ -66,6 +66,7 @@ type Loop struct {
 	failedGit  bool      // it failed to reach the fleet repo
 	peeked     bool      // a backoff peek fetched the commit the next tick uses
 	suspendLog bool      // suspension was logged
+	lastStatus lastStatus
 }
 
 // DefaultTickTimeout bounds one reconcile when the loop sets none.

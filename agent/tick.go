@@ -75,9 +75,7 @@ func (l *Loop) tick(parent context.Context, log *slog.Logger, manual bool) {
 		fresh := l.tracker.Observe(res, err, why)
 		l.metrics.SetSuspended(suspended)
 		l.metrics.Observe(res, err, fresh)
-		if werr := WriteLastStatus(l.r.Config.StateDir, l.tracker.Status()); werr != nil {
-			log.Warn("last status not written to stateDir; tend status needs a running agent", keyDevice, l.r.Config.Device, keyError, werr.Error())
-		}
+		l.lastStatus.write(log, l.r.Config, l.tracker.Status(), time.Now())
 		l.first.Do(func() { close(l.observed) })
 	}
 	if l.opts.OnTick != nil {

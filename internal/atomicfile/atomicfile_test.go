@@ -80,6 +80,11 @@ func TestJSON(t *testing.T) {
 	_, err = ReadJSON(filepath.Join(dir, "bad.json"), &v)
 	require.ErrorIs(t, err, ErrCorrupt)
 	require.ErrorContains(t, err, filepath.Join(dir, "bad.json"), "the error names the file")
+
+	require.NoError(t, WriteJSON(dir, "html.json", map[string]string{"reason": "<directory> & more"}, 0o600))
+	data, err := os.ReadFile(filepath.Join(dir, "html.json"))
+	require.NoError(t, err)
+	require.Equal(t, "{\n  \"reason\": \"<directory> & more\"\n}\n", string(data), "written as it is, for people to read")
 }
 
 func TestTruncateName(t *testing.T) {

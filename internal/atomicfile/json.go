@@ -1,6 +1,7 @@
 package atomicfile
 
 import (
+	"bytes"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -12,13 +13,18 @@ import (
 // about it, since that depends on the file.
 var ErrCorrupt = errors.New("corrupt state file")
 
-// WriteJSON writes v, indented, to dir/name with Write.
+// WriteJSON writes v, indented, to dir/name with Write. Strings are
+// written as they are (no \u003c for "<"): the files are read by people
+// too, and tend status prints one.
 func WriteJSON(dir, name string, v any, mode fs.FileMode) error {
-	data, err := json.MarshalIndent(v, "", "  ")
-	if err != nil {
+	var b bytes.Buffer
+	enc := json.NewEncoder(&b)
+	enc.SetEscapeHTML(false)
+	enc.SetIndent("", "  ")
+	if err := enc.Encode(v); err != nil {
 		return err
 	}
-	return Write(dir, name, append(data, '\n'), mode)
+	return Write(dir, name, b.Bytes(), mode)
 }
 
 // ReadJSON decodes file into v. A file that does not exist is no error: it

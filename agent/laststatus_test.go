@@ -1,0 +1,71 @@
+package agent
+
+import (
+	"fmt"
+	"log/slog"
+	"os"
+	"path/filepath"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/require"
+
+	"github.com/tend-dev/tend/internal/testgit"
+)
+
+// The status file is written when the status changes, not at every no-op
+// tick (each write is an fsync on the device's flash).
+func TestLastStatusIsWrittenWhenItChanges(t *testing.T) {
+	repo := testgit.NewRepo(t)
+	repo.WriteFile("devices/cam-017/d.yaml", fmt.Sprintf(oneFile, "a"))
+	repo.Commit("one")
+	h := newHeldLoop(t, repo)
+	file := filepath.Join(h.r.Config.StateDir, StatusFile)
+	inode := func() uint64 {
+		t.Helper()
+		fi, err := os.Stat(file)
+		require.NoError(t, err)
+		return fi.Sys().(*syscall.Stat_t).Ino
+	}
+
+	h.scheduled() // applies
+	require.NoError(t, h.err)
+	h.scheduled() // the first no-op: the result changed
+	require.NoError(t, h.err)
+	first := inode()
+	h.scheduled()
+	require.NoError(t, h.err)
+	require.Equal(t, first, inode(), "a no-op tick leaves the file as it is")
+
+	require.NoError(t, os.WriteFile(filepath.Join(h.r.Config.Root, "etc/infer/a"), []byte("edited"), 0o644))
+	h.scheduled()
+	require.NoError(t, h.err)
+	require.NotEqual(t, first, inode(), "a tick that reverted drift is recorded")
+
+	require.NoError(t, os.MkdirAll(filepath.Join(h.r.Config.Root, "etc/infer/b"), 0o755))
+	repo.WriteFile("devices/cam-017/d.yaml", fmt.Sprintf(oneFile, "a")+"    - {path: /etc/infer/b, content: x}\n")
+	repo.Commit("b in the way")
+	h.scheduled()
+	require.Error(t, h.err)
+	data, _, err := ReadLastStatus(h.r.Config.StateDir)
+	require.NoError(t, err)
+	require.Contains(t, string(data), "is a directory")
+}
+
+// Past statusRefresh the file is written even when only its times changed,
+// so the time it was written says how recent it is.
+func TestLastStatusIsRefreshed(t *testing.T) {
+	dir := t.TempDir()
+	c := newConfig(t, dir)
+	var w lastStatus
+	now := time.Date(2026, 12, 2, 10, 0, 0, 0, time.UTC)
+	s := Status{Device: "cam-017", LastReconcile: now.Format(time.RFC3339)}
+	w.write(slog.New(slog.DiscardHandler), c, s, now)
+	require.Equal(t, now, w.written)
+	s.LastReconcile = now.Add(time.Minute).Format(time.RFC3339)
+	w.write(slog.New(slog.DiscardHandler), c, s, now.Add(time.Minute))
+	require.Equal(t, now, w.written, "only the time changed")
+	w.write(slog.New(slog.DiscardHandler), c, s, now.Add(statusRefresh))
+	require.Equal(t, now.Add(statusRefresh), w.written)
+}
