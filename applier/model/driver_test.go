@@ -359,6 +359,19 @@ func TestModelBadInput(t *testing.T) {
 		require.ErrorContains(t, d.Offline, "model/detector kept at sha256:")
 		require.Equal(t, active, n.target("detector"))
 	})
+	t.Run("credentials refused for the applied ref: held, not offline", func(t *testing.T) {
+		n.reg.Use(func(w http.ResponseWriter, r *http.Request) bool {
+			w.Header().Set("WWW-Authenticate", `Basic realm="models"`)
+			w.WriteHeader(http.StatusUnauthorized)
+			return true
+		})
+		t.Cleanup(func() { n.reg.Use(nil) })
+		_, _, d, err := n.tick(true, m)
+		require.Error(t, err, "a registry that refuses is not an offline device")
+		require.NoError(t, d.Offline)
+		require.ErrorIs(t, d.Held, oci.ErrUnauthorized)
+		require.Equal(t, active, n.target("detector"), "the active version stays")
+	})
 	t.Run("path not allowed", func(t *testing.T) {
 		bad := m
 		bad.Path = "/etc/detector"

@@ -22,9 +22,11 @@ import (
 //     resolution says why in Offline;
 //   - otherwise (a new ref, or nothing active) the model cannot take its
 //     declaration now: the resolution is held (Held), its digest the ref
-//     as declared, and the plan leaves the model and what uses it alone;
-//     a registry that answered (credentials refused, no such ref) is an
-//     error.
+//     as declared, and the plan leaves the model and what uses it alone.
+//
+// A registry that answered (credentials refused, no tag matching the
+// policy) is not offline: for the ref applied last the model is held, and
+// for a new ref it is an error.
 //
 // A tag that the registry says does not exist is an error. When the digest
 // is not the active one, the reason says what changed and what pulling it
@@ -47,11 +49,19 @@ func (d *Driver) Resolve(ctx context.Context, m manifest.Model) (render.Resoluti
 		if errors.Is(err, oci.ErrNotFound) && want.Policy == "" {
 			return render.Resolution{}, err
 		}
+		if ctx.Err() != nil {
+			return render.Resolution{}, err
+		}
 		act := rec.active()
-		if act == nil || rec.Ref != m.Ref || rec.Policy != want.Policy {
-			if errors.Is(err, oci.ErrNotFound) || errors.Is(err, oci.ErrUnauthorized) || ctx.Err() != nil {
-				return render.Resolution{}, err // the registry answered: fix the ref or the credentials
-			}
+		same := act != nil && rec.Ref == m.Ref && rec.Policy == want.Policy
+		answered := errors.Is(err, oci.ErrNotFound) || errors.Is(err, oci.ErrUnauthorized)
+		switch {
+		case answered && !same:
+			return render.Resolution{}, err // fix the ref or the credentials
+		case answered || !same:
+			// The registry refused what it was asked (credentials, no tag
+			// matching any more): not offline, a failure, but only of this
+			// model and what uses it. Or a new ref that cannot be asked.
 			return held(want, rec.pinned(), err), nil
 		}
 		pinned = oci.Resolved{Ref: m.Ref, Tag: act.Tag, Digest: act.Digest}
