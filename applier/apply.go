@@ -250,7 +250,7 @@ func (a *Applier) record(inv *Inventory, d *render.Desired, o outcome, intent ma
 		if o.pending[r.ID] {
 			continue
 		}
-		e := InventoryEntry{Fields: slices.Clone(r.Fields), Created: o.created[r.ID]}
+		e := InventoryEntry{Fields: slices.Clone(r.Fields), Created: o.created[r.ID], Sensitive: r.Sensitive}
 		if prev, managed := inv.Resources[r.ID]; managed {
 			e.Created = prev.Created
 		}

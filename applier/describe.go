@@ -5,6 +5,7 @@ import (
 	"fmt"
 
 	"github.com/tend-dev/tend/planner"
+	"github.com/tend-dev/tend/render"
 )
 
 // Describer is a driver that can describe a resource as it is on the node,
@@ -26,6 +27,16 @@ func (a *Applier) Describe(ctx context.Context, id string, spec any) (c planner.
 	d, ok := a.drivers[kind].(Describer)
 	if !ok {
 		return planner.Content{}, false, nil
+	}
+	if f, ok := spec.(render.File); ok && !f.Sensitive {
+		// What is on the node was applied as sensitive: it stays hidden
+		// when a commit drops the mark.
+		inv, err := a.Inventory()
+		if err != nil {
+			return planner.Content{}, false, err
+		}
+		f.Sensitive = inv.Resources[id].Sensitive
+		spec = f
 	}
 	c, err = d.Describe(ctx, id, spec)
 	if err != nil {

@@ -49,6 +49,10 @@ type InventoryEntry struct {
 	// place on the node. A resource that was there before tend adopted it
 	// is never deleted, only forgotten.
 	Created bool `json:"created,omitempty"`
+	// Sensitive is true when the content tend last applied was declared
+	// sensitive: what is on the node is hidden too, even once a commit
+	// no longer says so.
+	Sensitive bool `json:"sensitive,omitempty"`
 }
 
 // inventoryJSON is the file's layout.

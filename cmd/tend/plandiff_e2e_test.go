@@ -84,3 +84,24 @@ func TestPlanDiff(t *testing.T) {
 		require.NotContains(t, s, "horse")
 	}
 }
+
+// A file applied as sensitive stays hidden in a plan's diff when a commit
+// drops the mark: what is on the node is the secret tend applied.
+func TestPlanDiffKeepsAppliedSecretsHidden(t *testing.T) {
+	repo := testgit.NewRepo(t)
+	repo.WriteFile("devices/cam-017/device.yaml", files(entry("/etc/infer/key.pem", "old-secret-value\n", ""))+
+		"      sensitive: true\n")
+	repo.Commit("a secret")
+	n := newNode(t, repo.Dir())
+	_, errOut, code := n.tend("apply")
+	require.Equal(t, 0, code, errOut)
+
+	repo.WriteFile("devices/cam-017/device.yaml", files(entry("/etc/infer/key.pem", "not a secret any more\n", "")))
+	repo.Commit("no longer sensitive")
+	out, errOut, code := n.tend("plan", "--diff")
+	require.Equal(t, 0, code, errOut)
+	require.Contains(t, out, planner.SensitiveHidden)
+	require.NotContains(t, out, "old-secret-value")
+	out, _, _ = n.tend("plan", "--diff", "--format", "json")
+	require.NotContains(t, out, "old-secret-value")
+}
