@@ -141,7 +141,7 @@ func changeOf(a Action, field string) *Change {
 
 // contentLines describes a change of a file's content.
 func contentLines(a Action, digests Change, before, after Content, opts DiffOptions) []string {
-	sizes := fmt.Sprintf("%s → %s", byteCount(before.Size), byteCount(after.Size))
+	sizes := fmt.Sprintf("%s → %s", Count(int(before.Size), "byte"), Count(int(after.Size), "byte"))
 	switch {
 	case a.Sensitive || before.Sensitive || after.Sensitive:
 		return []string{fmt.Sprintf("%s %s, %s → %s", SensitiveHidden, sizes, orNone(digests.From), orNone(digests.To))}
@@ -150,7 +150,7 @@ func contentLines(a Action, digests Change, before, after Content, opts DiffOpti
 	case binary(before.Data) || binary(after.Data):
 		return []string{"binary content differs (" + sizes + ")"}
 	case before.Partial() || after.Partial() || before.Size > MaxDiffBytes || after.Size > MaxDiffBytes:
-		return []string{fmt.Sprintf("content differs (%s; larger than %s, not diffed line by line)", sizes, byteCount(MaxDiffBytes))}
+		return []string{fmt.Sprintf("content differs (%s; larger than %s, not diffed line by line)", sizes, Count(MaxDiffBytes, "byte"))}
 	}
 	path := FilePath(a.Resource)
 	text := udiff.Unified(path+" ("+opts.From+")", path+" ("+opts.To+")", string(before.Data), string(after.Data))
@@ -185,14 +185,6 @@ func control(r rune) bool { return r != '\t' && unicode.IsControl(r) }
 // NUL byte.
 func binary(data []byte) bool {
 	return !utf8.Valid(data) || bytes.IndexByte(data, 0) >= 0
-}
-
-// byteCount prints a size in bytes: "1 byte", "12 bytes".
-func byteCount(n int64) string {
-	if n == 1 {
-		return "1 byte"
-	}
-	return fmt.Sprintf("%d bytes", n)
 }
 
 // capLines keeps the first max lines and says how many were left out.

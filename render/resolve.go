@@ -178,7 +178,7 @@ func ModelReason(m Model, active *Active, download int64) string {
 	if active == nil {
 		b.WriteString(tagged + " → " + m.Digest)
 	} else {
-		b.WriteString(ShortDigest(active.Digest) + " → " + ShortDigest(m.Digest))
+		b.WriteString(planner.ShortDigest(active.Digest) + " → " + planner.ShortDigest(m.Digest))
 		switch {
 		case active.Ref != m.Ref || active.Policy != m.Policy:
 			fmt.Fprintf(&b, " (ref %s)", tagged)
@@ -197,10 +197,6 @@ func ModelReason(m Model, active *Active, download int64) string {
 	}
 	return b.String()
 }
-
-// ShortDigest abbreviates a digest for plan lines: sha256:0123456789ab
-// (see planner.ShortDigest).
-func ShortDigest(digest string) string { return planner.ShortDigest(digest) }
 
 // Repository strips the tag or digest from a model ref.
 func Repository(ref string) string {

@@ -158,7 +158,7 @@ func TestModelUpgradeDownloadsOnlyChangedBlob(t *testing.T) {
 	require.Len(t, cs.Actions, 1)
 	require.Equal(t, planner.Update, cs.Actions[0].Type)
 	require.Contains(t, cs.Actions[0].Reason,
-		"update: "+render.ShortDigest(d1)+" → "+render.ShortDigest(d2)+" (tag v8 moved), 17 B to download")
+		"update: "+planner.ShortDigest(d1)+" → "+planner.ShortDigest(d2)+" (tag v8 moved), 17 B to download")
 	// The new manifest and the one changed file; nothing else.
 	manifestSize := res.Downloaded - 17
 	require.Less(t, manifestSize, int64(1024))

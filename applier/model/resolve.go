@@ -65,7 +65,7 @@ func (d *Driver) Resolve(ctx context.Context, m manifest.Model) (render.Resoluti
 			return held(want, rec.pinned(), err), nil
 		}
 		pinned = oci.Resolved{Ref: m.Ref, Tag: act.Tag, Digest: act.Digest}
-		res.Offline = fmt.Errorf("%s kept at %s (%s): registry unreachable: %w", planner.ModelID(m.Name), render.ShortDigest(act.Digest), m.Ref, err)
+		res.Offline = fmt.Errorf("%s kept at %s (%s): registry unreachable: %w", planner.ModelID(m.Name), planner.ShortDigest(act.Digest), m.Ref, err)
 	}
 	res.Digest, res.Tag = pinned.Digest, pinned.Tag
 	want.Digest, want.Tag = pinned.Digest, pinned.Tag
@@ -89,7 +89,7 @@ func held(want render.Model, active *render.Active, cause error) render.Resoluti
 	}
 	from := "nothing"
 	if active != nil {
-		from = render.ShortDigest(active.Digest)
+		from = planner.ShortDigest(active.Digest)
 	}
 	return render.Resolution{
 		Digest: declared,

@@ -14,6 +14,7 @@ import (
 	"github.com/tend-dev/tend/diff"
 	"github.com/tend-dev/tend/gitsource"
 	"github.com/tend-dev/tend/manifest"
+	"github.com/tend-dev/tend/planner"
 )
 
 func newDiffCommand(g *globals) *cobra.Command {
@@ -67,7 +68,7 @@ func newDiffCommand(g *globals) *cobra.Command {
 				for i, d := range failed {
 					errs[i] = d.Err
 				}
-				return fmt.Errorf("%s cannot be planned:\n%w", devices(len(failed)), errors.Join(errs...))
+				return fmt.Errorf("%s cannot be planned:\n%w", planner.Count(len(failed), "device"), errors.Join(errs...))
 			}
 			if res.Changes() {
 				return exitError{code: 2}
@@ -86,14 +87,6 @@ func newDiffCommand(g *globals) *cobra.Command {
 	_ = cmd.MarkFlagRequired("base")
 	_ = cmd.MarkFlagRequired("head")
 	return cmd
-}
-
-// devices counts devices in words: "1 device", "2 devices".
-func devices(n int) string {
-	if n == 1 {
-		return "1 device"
-	}
-	return fmt.Sprintf("%d devices", n)
 }
 
 // ciSetup reads what diff and validate --all take from the agent config

@@ -11,6 +11,7 @@ import (
 	"github.com/tend-dev/tend/diff"
 	"github.com/tend-dev/tend/gitsource"
 	"github.com/tend-dev/tend/manifest"
+	"github.com/tend-dev/tend/planner"
 )
 
 func newValidateCommand(g *globals) *cobra.Command {
@@ -125,7 +126,7 @@ func (g *globals) validateAll(cmd *cobra.Command, rev string, resolve bool) erro
 		return fmt.Errorf("no devices at %s matching --path %q or --ref %q", rev, c.Source.Path, c.Source.Ref)
 	}
 	if len(invalid) > 0 {
-		return fmt.Errorf("%d of %s invalid: %s", len(invalid), devices(len(checked)), strings.Join(invalid, ", "))
+		return fmt.Errorf("%d of %s invalid: %s", len(invalid), planner.Count(len(checked), "device"), strings.Join(invalid, ", "))
 	}
 	return nil
 }
