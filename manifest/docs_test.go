@@ -25,8 +25,11 @@ var refused = map[string][]string{
 		`spec.services[0]: unknown field "network": services as containers are planned and not supported by this tend yet`,
 		`spec.services[0]: unknown field "devices": services as containers are planned and not supported by this tend yet`,
 	},
+	// The example elides its sections ("models: […]").
 	"DESIGN.md › Fleet composition (`kind: Profile`) *(planned)*": {
-		`kind: Profile (fleet composition by label selector) is planned and not supported by this tend yet; declare the resources in a Device document`,
+		`spec.models[0]: must be a mapping, got "…"`,
+		`spec.files[0]: must be a mapping, got "…"`,
+		`spec.services[0]: must be a mapping, got "…"`,
 	},
 	"DESIGN.md › Rollouts (`kind: Rollout`) *(planned)*": {
 		`kind: Rollout (rollouts in waves) is planned and not supported by this tend yet; declare the resources in a Device document`,

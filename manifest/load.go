@@ -5,6 +5,8 @@ import (
 	"path"
 	"sort"
 	"strings"
+
+	yaml3 "go.yaml.in/yaml/v3"
 )
 
 // MaxFileBytes bounds one manifest file: what is larger (say a big file
@@ -24,8 +26,9 @@ func CheckSize(name string, size int64) error {
 
 // Input is one manifest file as read from the fleet repo.
 type Input struct {
-	Name string // path in the repo, e.g. devices/cam-017/models.yaml
-	Data []byte
+	Name      string // path in the repo, e.g. devices/cam-017/models.yaml
+	Data      []byte
+	PerDevice bool // read from a source path with {device}: a Device document there must name this device
 }
 
 // IsManifest reports whether a file, by its slash-separated path relative
@@ -41,60 +44,111 @@ func IsManifest(rel string) bool {
 	return ext == ".yaml" || ext == ".yml"
 }
 
-// Load parses every Device document in inputs and merges them into the
-// desired state of one device. Every document must name that device. It
-// reports every problem it finds, not just the first; it does not validate
-// the resources (see Validate).
+// Load parses the documents of inputs, all read for device (a Device
+// document there must name it, as if each input were PerDevice), and
+// composes them with the profiles among them (with no labels but those of
+// the Device documents). It reports every problem it finds, not just the
+// first; it does not validate the resources (see Validate and Compose).
 func Load(device string, inputs []Input) (*Device, error) {
-	docs, errs := parse(inputs)
-	for _, d := range docs {
-		if d.dev.Metadata.Name != device {
-			errs.add(d.info.file, lineOf(d.info, "metadata.name", d.info.line), "metadata.name",
-				"this document is for device %q but it was read for device %q; move it to that device's path or fix the name", d.dev.Metadata.Name, device)
-		}
+	perDevice := make([]Input, len(inputs))
+	for i, in := range inputs {
+		in.PerDevice = true
+		perDevice[i] = in
 	}
+	set, errs := parse(perDevice, device)
 	if len(errs) > 0 {
 		return nil, errs
 	}
-	if len(docs) == 0 {
-		return nil, Errors{{Msg: fmt.Sprintf("no Device document for %q in %d manifest files", device, len(inputs))}}
+	c, err := set.compose(ComposeOptions{Device: device}, len(inputs))
+	if err != nil {
+		return nil, err
 	}
-	return mergeAll(device, docs)
+	return c.Device, nil
 }
 
-// LoadAll parses every Device document in inputs and merges them by
-// metadata.name, for checking manifests without knowing the devices.
+// LoadAll composes every device that a Device document of inputs names,
+// each with the profiles its labels in Git select, for checking manifests
+// without an agent. Every profile is checked too (see LoadFleet).
 func LoadAll(inputs []Input) (map[string]*Device, error) {
-	docs, errs := parse(inputs)
+	f, err := LoadFleet(inputs)
+	if err != nil {
+		return nil, err
+	}
+	out := make(map[string]*Device, len(f.Devices))
+	for name, c := range f.Devices {
+		out[name] = c.Device
+	}
+	return out, nil
+}
+
+// Fleet is every device named by a Device document of a repo, composed
+// with the profiles its labels in Git select, and every profile.
+type Fleet struct {
+	Devices  map[string]*Composed
+	Profiles []*Profile // by name
+}
+
+// LoadFleet parses every document of inputs, checks every profile (its
+// name, selector and variable names) and composes every device a Device
+// document names; the resources are not validated (see Validate).
+func LoadFleet(inputs []Input) (*Fleet, error) {
+	set, errs := parse(inputs, "")
 	if len(errs) > 0 {
 		return nil, errs
 	}
-	byName := map[string][]parsed{}
-	for _, d := range docs {
-		byName[d.dev.Metadata.Name] = append(byName[d.dev.Metadata.Name], d)
+	f := &Fleet{Devices: map[string]*Composed{}}
+	for _, p := range set.profiles {
+		f.Profiles = append(f.Profiles, &p.prof)
 	}
-	out := map[string]*Device{}
-	for name, ds := range byName {
-		dev, err := mergeAll(name, ds)
+	for _, name := range set.deviceNames() {
+		c, err := set.compose(ComposeOptions{Device: name}, len(inputs))
 		if err != nil {
 			errs = append(errs, err.(Errors)...)
 			continue
 		}
-		out[name] = dev
+		f.Devices[name] = c
 	}
-	return out, errs.err()
+	return f, errs.err()
 }
 
 type parsed struct {
-	dev  Device
+	dev       Device
+	info      *document
+	perDevice bool
+}
+
+type parsedProfile struct {
+	prof Profile
 	info *document
 }
 
-// parse decodes every Device document of inputs, in file name order.
-func parse(inputs []Input) ([]parsed, Errors) {
+// parsedSet is every Device and Profile document of a set of inputs.
+type parsedSet struct {
+	devices  []parsed
+	profiles []parsedProfile // by name
+}
+
+func (s parsedSet) deviceNames() []string {
+	seen := map[string]bool{}
+	var out []string
+	for _, d := range s.devices {
+		if !seen[d.dev.Metadata.Name] {
+			seen[d.dev.Metadata.Name] = true
+			out = append(out, d.dev.Metadata.Name)
+		}
+	}
+	sort.Strings(out)
+	return out
+}
+
+// parse decodes every Device and Profile document of inputs, in file name
+// order. With device set, a Device document naming another device is not
+// decoded unless its input is PerDevice (it is then an error): it is
+// checked by validating the fleet, not on every device.
+func parse(inputs []Input, device string) (parsedSet, Errors) {
 	sorted := append([]Input(nil), inputs...)
 	sort.Slice(sorted, func(i, j int) bool { return sorted[i].Name < sorted[j].Name })
-	var out []parsed
+	var set parsedSet
 	var errs Errors
 	for _, in := range sorted {
 		if err := CheckSize(in.Name, int64(len(in.Data))); err != nil {
@@ -107,64 +161,99 @@ func parse(inputs []Input) ([]parsed, Errors) {
 		}
 		for _, doc := range docs {
 			api, kind, line := header(doc)
-			if kind != KindDevice || api != APIVersion {
-				errs.add(in.Name, line, "", "%s", kindError(api, kind, KindDevice))
-				continue
+			switch {
+			case api == APIVersion && kind == KindDevice:
+				if device != "" && !in.PerDevice && metadataName(doc) != device {
+					continue
+				}
+				set.parseDevice(in, doc, device, &errs)
+			case api == APIVersion && kind == KindProfile:
+				set.parseProfile(in, doc, &errs)
+			default:
+				errs.add(in.Name, line, "", "%s", kindError(api, kind, KindDevice+" or "+KindProfile))
 			}
-			var p parsed
-			info, derrs := decodeDocument(in.Name, doc, &p.dev)
-			errs = append(errs, derrs...)
-			if len(derrs) > 0 {
-				continue
-			}
-			if p.dev.Metadata.Name == "" {
-				errs.add(in.Name, line, "metadata.name", "missing: the name of the device this document is for")
-				continue
-			}
-			p.info = info
-			out = append(out, p)
 		}
 	}
-	return out, errs
+	errs = append(errs, set.checkProfileNames()...)
+	return set, errs
 }
 
-func mergeAll(device string, docs []parsed) (*Device, error) {
-	merged := &Device{APIVersion: APIVersion, Kind: KindDevice, Metadata: Metadata{Name: device}}
-	labelFrom := map[string]string{}
+func (s *parsedSet) parseDevice(in Input, doc *yaml3.Node, device string, errs *Errors) {
+	p := parsed{perDevice: in.PerDevice}
+	info, derrs := decodeDocument(in.Name, doc, &p.dev)
+	*errs = append(*errs, derrs...)
+	if len(derrs) > 0 {
+		return
+	}
+	name := p.dev.Metadata.Name
+	switch {
+	case name == "":
+		errs.add(in.Name, info.line, "metadata.name", "missing: the name of the device this document is for")
+		return
+	case device != "" && name != device:
+		errs.add(in.Name, lineOf(info, "metadata.name", info.line), "metadata.name",
+			"this document is for device %q but it was read for device %q; move it to that device's path or fix the name", name, device)
+		return
+	}
+	p.info = info
+	s.devices = append(s.devices, p)
+}
+
+func (s *parsedSet) parseProfile(in Input, doc *yaml3.Node, errs *Errors) {
+	var p parsedProfile
+	info, derrs := decodeDocument(in.Name, doc, &p.prof)
+	*errs = append(*errs, derrs...)
+	if len(derrs) > 0 {
+		return
+	}
+	n := len(*errs)
+	p.prof.check(info, errs)
+	if len(*errs) > n {
+		return
+	}
+	p.info = info
+	p.prof.Origin = origin(info, "")
+	s.profiles = append(s.profiles, p)
+}
+
+// checkProfileNames sorts the profiles by name and reports a name used
+// twice: layers are told apart, and ordered, by name.
+func (s *parsedSet) checkProfileNames() Errors {
+	sort.SliceStable(s.profiles, func(i, j int) bool { return s.profiles[i].prof.Metadata.Name < s.profiles[j].prof.Metadata.Name })
 	var errs Errors
-	for _, p := range docs {
-		for k, v := range p.dev.Metadata.Labels {
-			if prev, ok := merged.Metadata.Labels[k]; ok && prev != v {
-				errs.add(p.info.file, lineOf(p.info, "metadata.labels."+k, p.info.line), "metadata.labels."+k,
-					"label %s is %q here but %q in %s", k, v, prev, labelFrom[k])
-				continue
-			}
-			if merged.Metadata.Labels == nil {
-				merged.Metadata.Labels = map[string]string{}
-			}
-			merged.Metadata.Labels[k], labelFrom[k] = v, p.info.file
+	for i := 1; i < len(s.profiles); i++ {
+		a, b := s.profiles[i-1], s.profiles[i]
+		if a.prof.Metadata.Name == b.prof.Metadata.Name {
+			errs.add(b.info.file, lineOf(b.info, "metadata.name", b.info.line), "metadata.name",
+				"profile/%s is declared twice (first at %s:%d); profile names must be unique", b.prof.Metadata.Name, a.info.file, lineOf(a.info, "metadata.name", a.info.line))
 		}
-		merge(merged, &p.dev, p.info)
 	}
-	if len(errs) > 0 {
-		return nil, errs
-	}
-	return merged, nil
+	return errs
 }
 
-func merge(into, d *Device, info *document) {
-	for i, m := range d.Spec.Models {
-		m.Origin = origin(info, fmt.Sprintf("spec.models[%d]", i))
-		into.Spec.Models = append(into.Spec.Models, m)
+// metadataName reads metadata.name of a mapping document without decoding
+// it, or "".
+func metadataName(doc *yaml3.Node) string {
+	meta := mappingValue(doc.Content[0], "metadata")
+	if meta == nil {
+		return ""
 	}
-	for i, f := range d.Spec.Files {
-		f.Origin = origin(info, fmt.Sprintf("spec.files[%d]", i))
-		into.Spec.Files = append(into.Spec.Files, f)
+	if n := mappingValue(meta, "name"); n != nil {
+		return n.Value
 	}
-	for i, s := range d.Spec.Services {
-		s.Origin = origin(info, fmt.Sprintf("spec.services[%d]", i))
-		into.Spec.Services = append(into.Spec.Services, s)
+	return ""
+}
+
+func mappingValue(n *yaml3.Node, key string) *yaml3.Node {
+	if n.Kind != yaml3.MappingNode {
+		return nil
 	}
+	for i := 0; i+1 < len(n.Content); i += 2 {
+		if n.Content[i].Value == key {
+			return n.Content[i+1]
+		}
+	}
+	return nil
 }
 
 func origin(info *document, field string) Origin {

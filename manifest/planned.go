@@ -2,16 +2,12 @@ package manifest
 
 import "fmt"
 
-// Kinds of document that are planned: DESIGN.md describes them, this tend
-// refuses them with a message that says so.
-const (
-	KindProfile = "Profile"
-	KindRollout = "Rollout"
-)
+// KindRollout is a planned kind: DESIGN.md describes it, this tend refuses
+// it with a message that says so.
+const KindRollout = "Rollout"
 
 // plannedKinds says what each planned kind is for.
 var plannedKinds = map[string]string{
-	KindProfile: "fleet composition by label selector",
 	KindRollout: "rollouts in waves",
 }
 

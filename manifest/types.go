@@ -43,6 +43,9 @@ type Model struct {
 	Ref    string  `json:"ref" jsonschema:"required"`
 	Path   string  `json:"path,omitempty"`
 	Policy *Policy `json:"policy,omitempty"`
+	// Absent removes the model of this name that an earlier layer (a
+	// profile) declares; the other fields are then not read.
+	Absent bool `json:"absent,omitempty"`
 
 	Origin Origin `json:"-"`
 }
@@ -60,6 +63,9 @@ type File struct {
 	// Sensitive hides the content in every output of tend (plans, diffs,
 	// render, status, logs, errors): only its size and digest are shown.
 	Sensitive bool `json:"sensitive,omitempty"`
+	// Absent removes the file at this path that an earlier layer (a
+	// profile) declares; the other fields are then not read.
+	Absent bool `json:"absent,omitempty"`
 
 	Origin Origin `json:"-"`
 }
@@ -78,6 +84,9 @@ type Service struct {
 	Health      *Health           `json:"health,omitempty"`
 	RestartOn   []string          `json:"restartOn,omitempty"`
 	StopTimeout Duration          `json:"stopTimeout,omitempty"`
+	// Absent removes the service of this name that an earlier layer (a
+	// profile) declares; the other fields are then not read.
+	Absent bool `json:"absent,omitempty"`
 
 	Origin Origin `json:"-"`
 }

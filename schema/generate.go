@@ -15,6 +15,7 @@ import (
 var kinds = map[string]any{
 	manifest.KindDevice:      manifest.Device{},
 	manifest.KindAgentConfig: manifest.AgentConfig{},
+	manifest.KindProfile:     manifest.Profile{},
 }
 
 // durationPattern is Go's duration syntax (time.ParseDuration), without a
@@ -46,6 +47,11 @@ func Generate(kind string, comments map[string]string) ([]byte, error) {
 			m.Description = `The file's permission bits in octal, quoted: "0644".`
 		}
 	}
+	for def, key := range map[string]string{"Model": "name", "File": "path", "Service": "name"} {
+		if d, ok := s.Definitions[def]; ok {
+			onlyKeyWhenAbsent(d, key)
+		}
+	}
 	s.Description = fmt.Sprintf("A tend %s document (%s).", kind, manifest.APIVersion)
 	if p, ok := s.Properties.Get("apiVersion"); ok {
 		p.Const = manifest.APIVersion
@@ -68,4 +74,23 @@ func mapType(t reflect.Type) *jsonschema.Schema {
 			Description: `A duration in Go syntax, such as "30s", "5m" or "1h30m".`}
 	}
 	return nil
+}
+
+// onlyKeyWhenAbsent makes an item with absent: true need only its key:
+// the other required fields are required when it is not absent.
+func onlyKeyWhenAbsent(d *jsonschema.Schema, key string) {
+	var rest []string
+	for _, r := range d.Required {
+		if r != key {
+			rest = append(rest, r)
+		}
+	}
+	if len(rest) == 0 {
+		return
+	}
+	d.Required = []string{key}
+	absent := jsonschema.NewProperties()
+	absent.Set("absent", &jsonschema.Schema{Const: true})
+	d.If = &jsonschema.Schema{Properties: absent, Required: []string{"absent"}}
+	d.Else = &jsonschema.Schema{Required: rest}
 }

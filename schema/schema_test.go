@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"encoding/json"
 	"errors"
+	"fmt"
 	"io"
 	"os"
 	"path/filepath"
@@ -50,8 +51,8 @@ func TestSchemasAreGenerated(t *testing.T) {
 			require.Equal(t, got, embedded)
 		})
 	}
-	_, err := Get("Profile")
-	require.ErrorContains(t, err, `no schema for kind "Profile": use one of AgentConfig, Device`)
+	_, err := Get("Rollout")
+	require.ErrorContains(t, err, `no schema for kind "Rollout": use one of AgentConfig, Device, Profile`)
 }
 
 // compile compiles the committed schema of kind with a real JSON Schema
@@ -137,11 +138,24 @@ func TestExamplesMatchSchemas(t *testing.T) {
 	}
 }
 
+// An item with absent: true needs only its key, as tend reads it.
+func TestSchemasAcceptAbsentWithOnlyAKey(t *testing.T) {
+	doc := "apiVersion: tend.dev/v1alpha1\nkind: %s\nmetadata: {name: p}\nspec:\n%s" +
+		"  models: [{name: m, absent: true}]\n  files: [{path: /etc/infer/a, absent: true}]\n  services: [{name: s, absent: true}]\n"
+	for kind, selector := range map[string]string{manifest.KindDevice: "", manifest.KindProfile: "  selector: {matchLabels: {hw: orin}}\n"} {
+		t.Run(kind, func(t *testing.T) {
+			require.NoError(t, compile(t, kind).Validate(instances(t, []byte(fmt.Sprintf(doc, kind, selector)))[0]))
+		})
+	}
+}
+
 // The schemas refuse what tend refuses: an unknown field, a value of the
 // wrong type, a bad duration, another kind.
 func TestSchemasRejectBadDocuments(t *testing.T) {
 	device := compile(t, manifest.KindDevice)
 	config := compile(t, manifest.KindAgentConfig)
+	profile := compile(t, manifest.KindProfile)
+	phead := "apiVersion: tend.dev/v1alpha1\nkind: Profile\nmetadata: {name: p}\n"
 	head := "apiVersion: tend.dev/v1alpha1\nkind: Device\nmetadata: {name: cam-017}\n"
 	tests := []struct {
 		name   string
@@ -156,7 +170,12 @@ func TestSchemasRejectBadDocuments(t *testing.T) {
 		{"bad duration", device, head + "spec:\n  services: [{name: s, command: [x], stopTimeout: 10}]\n", "stopTimeout"},
 		{"bad mode", device, head + "spec:\n  files: [{path: /etc/infer/a, mode: \"999\"}]\n", "mode"},
 		{"missing name", device, head + "spec:\n  models: [{ref: r.local/m:v1}]\n", "name"},
-		{"other kind", device, "apiVersion: tend.dev/v1alpha1\nkind: Profile\nmetadata: {name: p}\n", "kind"},
+		{"other kind", device, phead + "spec: {selector: {}}\n", "kind"},
+		{"model without ref", device, head + "spec:\n  models: [{name: m}]\n", "ref"},
+		{"absent: false needs a command", device, head + "spec:\n  services: [{name: s, absent: false}]\n", "command"},
+		{"profile without selector", profile, phead + "spec: {priority: 1}\n", "selector"},
+		{"profile with labels", profile, "apiVersion: tend.dev/v1alpha1\nkind: Profile\nmetadata: {name: p, labels: {a: b}}\nspec: {selector: {}}\n", "labels"},
+		{"unknown operator", profile, phead + "spec:\n  selector: {matchExpressions: [{key: hw, operator: Has}]}\n", "operator"},
 		{"config field of a planned feature", config, "apiVersion: tend.dev/v1alpha1\nkind: AgentConfig\nnotify: {}\n", "notify"},
 		{"config duration", config, "apiVersion: tend.dev/v1alpha1\nkind: AgentConfig\njitter: soon\n", "jitter"},
 	}
