@@ -119,6 +119,7 @@ func (set parsedSet) compose(opts ComposeOptions, files int) (*Composed, error) 
 	vars := c.mergeVars(layers)
 	m := c.mergeResources(layers, &errs)
 	if len(errs) > 0 {
+		sortErrors(errs)
 		return nil, errs
 	}
 	x := newExpander(opts.Device, labels, vars)

@@ -65,7 +65,11 @@ func writeProvenance(b *strings.Builder, title string, ps []Provenance) {
 			for i := len(p.Overrode) - 1; i >= 0; i-- {
 				srcs = append(srcs, p.Overrode[i].String())
 			}
-			fmt.Fprintf(b, "; overrides %s", strings.Join(srcs, ", "))
+			what := "overrides"
+			if p.Removed {
+				what = "was from"
+			}
+			fmt.Fprintf(b, "; %s %s", what, strings.Join(srcs, ", "))
 		}
 		b.WriteString("\n")
 	}

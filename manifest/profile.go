@@ -130,7 +130,7 @@ func (s Selector) String() string {
 // info.
 func (s Selector) check(info *document, errs *Errors) {
 	at := func(field, format string, args ...any) {
-		errs.add(info.file, lineOf(info, field, info.line), field, format, args...)
+		errs.add(info.file, nearestLine(info, field), field, format, args...)
 	}
 	for _, k := range sortedKeys(s.MatchLabels) {
 		if k == "" {
@@ -171,7 +171,7 @@ func (p *Profile) check(info *document, errs *Errors) {
 			"invalid name %q: use lowercase letters, digits, '-', '_' and '.', at most 63 characters", p.Metadata.Name)
 	}
 	if p.Spec.Selector == nil {
-		errs.add(info.file, lineOf(info, "spec", info.line), "spec.selector",
+		errs.add(info.file, nearestLine(info, "spec.selector"), "spec.selector",
 			"missing: the devices this profile applies to, e.g. {matchLabels: {hw: orin}}; {} applies to every device")
 	} else {
 		p.Spec.Selector.check(info, errs)
@@ -191,4 +191,20 @@ func sortedKeys[V any](m map[string]V) []string {
 	}
 	sort.Strings(out)
 	return out
+}
+
+// nearestLine is the line of field, or of the nearest of its parents that
+// has one (a missing field is reported at its item).
+func nearestLine(info *document, field string) int {
+	for f := field; f != ""; {
+		if l, ok := info.lines[f]; ok {
+			return l
+		}
+		i := strings.LastIndexAny(f, ".[")
+		if i < 0 {
+			break
+		}
+		f = f[:i]
+	}
+	return info.line
 }

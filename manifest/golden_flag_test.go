@@ -1,0 +1,3 @@
+package manifest
+
+import _ "github.com/tend-dev/tend/internal/golden" // defines -update
