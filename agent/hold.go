@@ -85,11 +85,11 @@ func (r *Reconciler) renderApplied(ctx context.Context, t *tick) error {
 	if err != nil {
 		return err
 	}
-	dev, err := LoadDevice(r.Config, t.res.Snapshot, true)
+	comp, err := LoadDevice(r.Config, t.res.Snapshot, true)
 	if err != nil {
 		return err
 	}
-	t.res.Desired, err = render.Render(ctx, dev, Revision(t.res.Snapshot), RenderOptions(r.Config, appliedDigests{inv}))
+	t.res.Desired, err = render.Render(ctx, comp.Device, Revision(t.res.Snapshot), RenderOptions(r.Config, appliedDigests{inv}))
 	return err
 }
 

@@ -88,6 +88,10 @@ const DefaultLockTimeout = time.Minute
 // Result is what one reconcile saw and did.
 type Result struct {
 	Snapshot *gitsource.Snapshot
+	// Composed says how the device's manifests were composed (the layers
+	// that applied, where each resource and variable came from), once
+	// rendered.
+	Composed *manifest.Composed
 	// Desired is the device's rendered desired state, once rendered.
 	Desired *render.Desired
 	Plan    *planner.Changeset
@@ -256,13 +260,17 @@ func (r *Reconciler) fetch(ctx context.Context, t *tick) error {
 // pinning every model through the model driver.
 func (r *Reconciler) render(ctx context.Context, t *tick) error {
 	confine := t.upTo != StepRender || len(r.Config.AllowPaths) > 0
-	dev, err := LoadDevice(r.Config, t.res.Snapshot, confine)
+	comp, err := LoadDevice(r.Config, t.res.Snapshot, confine)
 	if err != nil {
 		return err
 	}
+	t.res.Composed = comp
+	for _, w := range comp.Warnings {
+		r.logger().WarnContext(ctx, "manifest warning", keyDevice, r.Config.Device, keyReason, w.Error())
+	}
 	opts := RenderOptions(r.Config, t.node.models)
 	opts.CheckAllowPaths = confine
-	t.res.Desired, err = render.Render(ctx, dev, Revision(t.res.Snapshot), opts)
+	t.res.Desired, err = render.Render(ctx, comp.Device, Revision(t.res.Snapshot), opts)
 	return err
 }
 

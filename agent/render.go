@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"os"
+	"strings"
 
 	"github.com/tend-dev/tend/gitsource"
 	"github.com/tend-dev/tend/manifest"
@@ -25,22 +26,31 @@ func (r *Reconciler) Manifests(ctx context.Context) (*gitsource.Snapshot, *manif
 	if err != nil {
 		return nil, nil, err
 	}
-	dev, err := LoadDevice(r.Config, snap, true)
-	return snap, dev, err
+	comp, err := LoadDevice(r.Config, snap, true)
+	if err != nil {
+		return snap, nil, err
+	}
+	return snap, comp.Device, nil
 }
 
-// LoadDevice loads and validates this device's manifests from a snapshot.
-// With confine, files and models must lie under allowPaths.
-func LoadDevice(c *manifest.AgentConfig, snap *gitsource.Snapshot, confine bool) (*manifest.Device, error) {
+// LoadDevice composes and validates this device's desired state from a
+// snapshot: its Device documents and the profiles its labels select (the
+// agent config's labels, under those of its Device documents in Git).
+// With confine, files and models must lie under allowPaths. A Device
+// document for another device is an error only under a path with
+// {device}; elsewhere it is another device's, and ignored.
+func LoadDevice(c *manifest.AgentConfig, snap *gitsource.Snapshot, confine bool) (*manifest.Composed, error) {
+	perDevice := strings.Contains(c.Source.Path, "{device}")
 	inputs := make([]manifest.Input, len(snap.Files))
 	for i, f := range snap.Files {
-		inputs[i] = manifest.Input{Name: f.Path, Data: f.Data}
+		inputs[i] = manifest.Input{Name: f.Path, Data: f.Data, PerDevice: perDevice}
 	}
-	dev, err := manifest.LoadDevice(c.Device, inputs, manifest.ValidateOptions{AllowPaths: c.AllowPaths, CheckAllowPaths: confine})
+	comp, err := manifest.Compose(inputs, manifest.ComposeOptions{Device: c.Device, Labels: c.Labels,
+		ValidateOptions: manifest.ValidateOptions{AllowPaths: c.AllowPaths, CheckAllowPaths: confine}})
 	if err != nil {
 		return nil, fmt.Errorf("invalid manifests for device %s at %s:\n%w", c.Device, Revision(snap), err)
 	}
-	return dev, nil
+	return comp, nil
 }
 
 // RenderOptions are render's options from the agent config.

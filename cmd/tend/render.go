@@ -14,6 +14,7 @@ import (
 
 func newRenderCommand(g *globals) *cobra.Command {
 	var format string
+	var explain bool
 	cmd := &cobra.Command{
 		Use:   "render",
 		Short: "Print the desired state of this device, merged from all its manifests, models resolved",
@@ -27,12 +28,25 @@ func newRenderCommand(g *globals) *cobra.Command {
 			if err := oneOf("--format", format, "yaml", "json"); err != nil {
 				return err
 			}
+			if explain && cmd.Flags().Changed("format") {
+				return fmt.Errorf("--explain prints text for people; drop --format")
+			}
 			c, log, err := g.setup(cmd)
 			if err != nil {
 				return err
 			}
 			res, err := g.reconciler(c, log).Render(cmd.Context())
 			if res.Desired == nil {
+				return err
+			}
+			for _, w := range res.Composed.Warnings {
+				fmt.Fprintf(cmd.ErrOrStderr(), "Warning: %v\n", w)
+			}
+			if explain {
+				if werr := res.Composed.WriteExplain(cmd.OutOrStdout()); werr != nil {
+					return werr
+				}
+				warnOffline(cmd.ErrOrStderr(), res)
 				return err
 			}
 			if werr := writeDocument(cmd.OutOrStdout(), format, c.Device, agent.Revision(res.Snapshot), res.Desired.Document()); werr != nil {
@@ -44,6 +58,7 @@ func newRenderCommand(g *globals) *cobra.Command {
 	}
 	g.addFlags(cmd, logFlags, []string{"device"}, sourceFlags, nodeFlags)
 	cmd.Flags().StringVar(&format, "format", "yaml", "output format: yaml or json")
+	cmd.Flags().BoolVar(&explain, "explain", false, "print where each label, resource and variable came from: the layer (profile or Device document, file:line) and the layers it overrode")
 	return cmd
 }
 
