@@ -34,7 +34,7 @@ func (r *Reconciler) Manifests(ctx context.Context) (*gitsource.Snapshot, *manif
 func LoadDevice(c *manifest.AgentConfig, snap *gitsource.Snapshot, confine bool) (*manifest.Device, error) {
 	inputs := make([]manifest.Input, len(snap.Files))
 	for i, f := range snap.Files {
-		inputs[i] = manifest.Input{Name: f.Path, Data: f.Data}
+		inputs[i] = manifest.Input{Name: f.Path, Data: f.Data, PerDevice: f.PerDevice}
 	}
 	dev, err := manifest.LoadDevice(c.Device, inputs, manifest.ValidateOptions{AllowPaths: c.AllowPaths, CheckAllowPaths: confine})
 	if err != nil {

@@ -24,8 +24,9 @@ func CheckSize(name string, size int64) error {
 
 // Input is one manifest file as read from the fleet repo.
 type Input struct {
-	Name string // path in the repo, e.g. devices/cam-017/models.yaml
-	Data []byte
+	Name      string // path in the repo, e.g. devices/cam-017/models.yaml
+	Data      []byte
+	PerDevice bool // read from a source path with {device}: a Device document there must name this device
 }
 
 // IsManifest reports whether a file, by its slash-separated path relative
