@@ -107,6 +107,16 @@ func readFiles(commit *object.Commit, dirs []Path, shown string) ([]File, error)
 	return files, nil
 }
 
+// CommitFiles returns the manifest files under paths in commit, as Fetch
+// reads them (see Snapshot.Files); shown names the commit in errors.
+func CommitFiles(commit *object.Commit, paths []Path, shown string) ([]File, error) {
+	dirs, err := cleanPaths(paths)
+	if err != nil {
+		return nil, err
+	}
+	return readFiles(commit, dirs, shown)
+}
+
 // subtree returns the folder dir of root ("" for root itself); a folder
 // that is not there, or is a file, is ErrPathNotFound.
 func subtree(root *object.Tree, dir, shown, rev string) (*object.Tree, error) {
