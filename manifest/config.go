@@ -53,10 +53,11 @@ type SourceConfig struct {
 	URL string `json:"url"`
 	Ref string `json:"ref,omitempty"`
 	// Path is the one folder of the repo this device reads: the shorthand
-	// of Paths with one entry.
+	// of paths with one entry. It may contain {device} and {label:KEY}.
 	Path string `json:"path,omitempty"`
 	// Paths are the folders of the repo this device reads, every
-	// document under each; at most one of Path and Paths is set.
+	// document under each; each may contain {device} and {label:KEY}.
+	// At most one of path and paths is set.
 	Paths  []string `json:"paths,omitempty"`
 	Auth   *Auth    `json:"auth,omitempty"`
 	Verify *Verify  `json:"verify,omitempty"`
@@ -220,8 +221,8 @@ func (c *AgentConfig) Validate() error {
 	if strings.HasPrefix(c.Source.URL, "oci://") {
 		errs.add("", 0, "source.url", "%q: a fleet published as an OCI artifact is not supported by this tend yet; use the Git URL of the fleet repo", c.Source.URL)
 	}
-	if c.Source.Path != "" && len(c.Source.Paths) > 0 {
-		errs.add("", 0, "source.paths", "source.path %q and source.paths are both set: source.path is the shorthand for one path; list every folder in source.paths", c.Source.Path)
+	if !c.checkPaths(&errs) {
+		// ExpandSource would read source.paths alone
 	} else if _, _, err := c.ExpandSource(); err != nil {
 		errs = append(errs, err.(*Error))
 	}
@@ -393,14 +394,25 @@ func IsConfig(data []byte) bool {
 }
 
 // ValidateCI checks the fields CI (diff, validate of files or of every
-// device) uses besides the source: allowPaths.
+// device) uses besides the source URL: the source paths and allowPaths.
 func (c *AgentConfig) ValidateCI() error {
 	var errs Errors
+	c.checkPaths(&errs)
 	c.checkAllowPaths(&errs)
 	for _, e := range errs {
 		c.locate(e)
 	}
 	return errs.err()
+}
+
+// checkPaths reports whether at most one of source.path and source.paths
+// is set.
+func (c *AgentConfig) checkPaths(errs *Errors) bool {
+	if c.Source.Path != "" && len(c.Source.Paths) > 0 {
+		errs.add("", 0, "source.paths", "source.path %q and source.paths are both set: source.path is the shorthand for one path; list every folder in source.paths", c.Source.Path)
+		return false
+	}
+	return true
 }
 
 func (c *AgentConfig) checkAllowPaths(errs *Errors) {
