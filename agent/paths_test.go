@@ -73,3 +73,27 @@ func TestTickReadsEverySourcePath(t *testing.T) {
 	require.ErrorContains(t, tickErr, `source path "profiles" not found`)
 	require.Equal(t, "v2", read("etc/infer/base"))
 }
+
+// TestTickSeveralPathsOnDeviceBranch: with a branch per device, every
+// source path is read on the device's branch.
+func TestTickSeveralPathsOnDeviceBranch(t *testing.T) {
+	repo := testgit.NewRepo(t)
+	repo.WriteFile("README.md", "fleet")
+	repo.Commit("root")
+	repo.Branch("devices/cam-017")
+	repo.WriteFile("common/base.yaml", fmt.Sprintf(deviceFile, "/etc/infer/base", "branch"))
+	repo.WriteFile("own/d.yaml", fmt.Sprintf(deviceFile, "/etc/infer/own", "own"))
+	rev := repo.Commit("cam-017")
+	repo.Checkout("main")
+	c := newConfig(t, repo.Dir())
+	c.Source.Ref, c.Source.Path, c.Source.Paths = "devices/{device}", "", []string{"common", "own"}
+	require.NoError(t, c.Validate())
+
+	res, err := (&Reconciler{Config: c}).Apply(context.Background())
+	require.NoError(t, err)
+	require.Equal(t, rev, res.Snapshot.Revision)
+	require.Equal(t, 2, res.Plan.Summary().Add)
+	b, err := os.ReadFile(filepath.Join(c.Root, "etc/infer/base"))
+	require.NoError(t, err)
+	require.Equal(t, "branch", string(b))
+}

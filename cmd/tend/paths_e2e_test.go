@@ -22,7 +22,12 @@ func TestApplySeveralPaths(t *testing.T) {
 	repo.Commit("shared and own")
 	n := newNode(t, repo.Dir(), "--path", "profiles") // newNode gives --path devices/{device}
 
-	out, errOut, code := n.tend("apply")
+	out, errOut, code := n.tend("validate")
+	require.Equal(t, 0, code, errOut)
+	require.Contains(t, out, "valid: device cam-017 at HEAD@sha1:")
+	require.Contains(t, out, ": 0 models, 2 files, 0 services")
+
+	out, errOut, code = n.tend("apply")
 	require.Equal(t, 0, code, errOut)
 	require.Contains(t, out, "Apply complete: 2 actions applied")
 	require.Equal(t, "level: 1\n", n.read("etc/infer/base.conf"))
