@@ -13,11 +13,13 @@ import (
 // Overrides are the config fields set on the command line or through
 // TEND_* environment variables. A nil field is not set.
 type Overrides struct {
-	Device, Repo, Ref, Path, Root, StateDir, Schedule, Listen, DockerConfig *string
-	AllowPaths, InsecureRegistries                                          []string
-	Jitter                                                                  *manifest.Duration
-	AllowEmpty, AllowRewind                                                 *bool
-	KeepVersions                                                            *int
+	Device, Repo, Ref, Root, StateDir, Schedule, Listen, DockerConfig *string
+	// Paths set source.path (one) or source.paths (several), in place of
+	// both.
+	Paths, AllowPaths, InsecureRegistries []string
+	Jitter                                *manifest.Duration
+	AllowEmpty, AllowRewind               *bool
+	KeepVersions                          *int
 }
 
 // LoadConfig reads the agent config from path (or DefaultConfig when path
@@ -45,7 +47,7 @@ func LoadConfig(path string, o Overrides) (*manifest.AgentConfig, error) {
 // labels) is defaulted or checked: CI has none. The source defaults to the
 // current folder.
 func LoadCIConfig(path string, o Overrides) (*manifest.AgentConfig, error) {
-	ci := Overrides{Repo: o.Repo, Ref: o.Ref, Path: o.Path, AllowPaths: o.AllowPaths,
+	ci := Overrides{Repo: o.Repo, Ref: o.Ref, Paths: o.Paths, AllowPaths: o.AllowPaths,
 		InsecureRegistries: o.InsecureRegistries, DockerConfig: o.DockerConfig, AllowEmpty: o.AllowEmpty}
 	c, err := readConfig(path, ci)
 	if err != nil {
@@ -102,7 +104,16 @@ func (o Overrides) apply(c *manifest.AgentConfig) {
 	set(&c.Device, o.Device, "device", "--device")
 	set(&c.Source.URL, o.Repo, "source.url", "--repo")
 	set(&c.Source.Ref, o.Ref, "source.ref", "--ref")
-	set(&c.Source.Path, o.Path, "source.path", "--path")
+	if o.Paths != nil {
+		c.Source.Path, c.Source.Paths = "", nil
+		if len(o.Paths) == 1 {
+			c.Source.Path = o.Paths[0]
+		} else {
+			c.Source.Paths = o.Paths
+		}
+		c.Overridden("source.path", "--path")
+		c.Overridden("source.paths", "--path")
+	}
 	set(&c.Root, o.Root, "root", "--root")
 	set(&c.StateDir, o.StateDir, "stateDir", "--state-dir")
 	set(&c.Schedule, o.Schedule, "schedule", "--schedule")

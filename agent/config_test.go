@@ -32,7 +32,20 @@ allowPaths: [/etc/infer]
 		require.Equal(t, manifest.DefaultSchedule, c.Schedule)
 		_, p, err := c.ExpandSource()
 		require.NoError(t, err)
-		require.Equal(t, "devices/plant-a/cam-017", p)
+		require.Equal(t, []manifest.SourcePath{{Pattern: "devices/{label:site}/{device}", Dir: "devices/plant-a/cam-017"}}, p)
+	})
+	t.Run("--path given several times sets source.paths in place of source.path", func(t *testing.T) {
+		c, err := LoadConfig(path, Overrides{Paths: []string{"profiles", "devices/{device}"}})
+		require.NoError(t, err)
+		require.Equal(t, "", c.Source.Path)
+		_, p, err := c.ExpandSource()
+		require.NoError(t, err)
+		require.Equal(t, []manifest.SourcePath{{Pattern: "profiles", Dir: "profiles"}, {Pattern: "devices/{device}", Dir: "devices/cam-017"}}, p)
+	})
+	t.Run("--path once sets source.path", func(t *testing.T) {
+		c, err := LoadConfig(path, Overrides{Paths: []string{"devices/{label:zone}"}})
+		require.ErrorContains(t, err, `--path (source.path): "devices/{label:zone}" uses {label:zone} but the agent has no label "zone"`)
+		require.Nil(t, c)
 	})
 	t.Run("flags override the file", func(t *testing.T) {
 		c, err := LoadConfig(path, Overrides{Device: ptr("cam-018"), StateDir: ptr("rel/state"), AllowPaths: []string{"/opt/models"}, AllowEmpty: ptr(true)})

@@ -60,12 +60,12 @@ func (r *Reconciler) fetchApplied(ctx context.Context, t *tick) error {
 		return nil
 	}
 	c := r.Config
-	_, path, err := c.ExpandSource()
+	_, paths, err := c.ExpandSource()
 	if err != nil {
 		return err
 	}
 	// No key ring: the commit was verified when it was applied.
-	src := gitsource.Source{URL: c.Source.URL, Ref: commit, Path: path, LastApplied: commit, Auth: GitAuth(c)}
+	src := gitsource.Source{URL: c.Source.URL, Ref: commit, Paths: SourcePaths(paths), LastApplied: commit, Auth: GitAuth(c)}
 	snap, err := gitsource.Fetch(ctx, src, gitsource.Options{Dir: GitDir(c.StateDir), Logger: r.logger()})
 	if err != nil {
 		return err

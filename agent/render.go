@@ -4,7 +4,6 @@ import (
 	"context"
 	"fmt"
 	"os"
-	"strings"
 
 	"github.com/tend-dev/tend/gitsource"
 	"github.com/tend-dev/tend/manifest"
@@ -40,10 +39,9 @@ func (r *Reconciler) Manifests(ctx context.Context) (*gitsource.Snapshot, *manif
 // document for another device is an error only under a path with
 // {device}; elsewhere it is another device's, and ignored.
 func LoadDevice(c *manifest.AgentConfig, snap *gitsource.Snapshot, confine bool) (*manifest.Composed, error) {
-	perDevice := strings.Contains(c.Source.Path, "{device}")
 	inputs := make([]manifest.Input, len(snap.Files))
 	for i, f := range snap.Files {
-		inputs[i] = manifest.Input{Name: f.Path, Data: f.Data, PerDevice: perDevice}
+		inputs[i] = manifest.Input{Name: f.Path, Data: f.Data, PerDevice: f.PerDevice}
 	}
 	comp, err := manifest.Compose(inputs, manifest.ComposeOptions{Device: c.Device, Labels: c.Labels,
 		ValidateOptions: manifest.ValidateOptions{AllowPaths: c.AllowPaths, CheckAllowPaths: confine}})

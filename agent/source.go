@@ -56,11 +56,11 @@ func fetch(ctx context.Context, c *manifest.AgentConfig, inv *applier.Inventory,
 // clone in dir. With inv nil, the node's state plays no part: no rewind
 // check, no quarantine.
 func fetchInto(ctx context.Context, c *manifest.AgentConfig, inv *applier.Inventory, dir string, log *slog.Logger) (*gitsource.Snapshot, error) {
-	ref, path, err := c.ExpandSource()
+	ref, paths, err := c.ExpandSource()
 	if err != nil {
 		return nil, err
 	}
-	src := gitsource.Source{URL: c.Source.URL, Ref: ref, Path: path, AllowRewind: c.Source.AllowRewind}
+	src := gitsource.Source{URL: c.Source.URL, Ref: ref, Paths: SourcePaths(paths), AllowRewind: c.Source.AllowRewind}
 	if inv != nil {
 		src.LastApplied = lastApplied(inv, ref)
 		q, err := applier.LoadQuarantine(c.StateDir)
@@ -85,8 +85,11 @@ func fetchInto(ctx context.Context, c *manifest.AgentConfig, inv *applier.Invent
 		if errors.Is(err, gitsource.ErrQuarantined) {
 			return err // the repo was fetched: the commit is refused here
 		}
+		if errors.Is(err, gitsource.ErrSharedPathNotFound) {
+			return fmt.Errorf("source.paths of device %s in %s@%s: %w", c.Device, gitsource.RedactURL(c.Source.URL), displayRef(ref), err)
+		}
 		if errors.Is(err, gitsource.ErrPathNotFound) {
-			return fmt.Errorf("no manifests for device %s at %s in %s@%s: %w", c.Device, displayPath(path), gitsource.RedactURL(c.Source.URL), displayRef(ref), err)
+			return fmt.Errorf("no manifests for device %s at %s in %s@%s: %w", c.Device, displayPaths(paths), gitsource.RedactURL(c.Source.URL), displayRef(ref), err)
 		}
 		return fmt.Errorf("fetch fleet repo: %w", err)
 	}
@@ -159,6 +162,25 @@ func displayPath(p string) string {
 		return "the repo root"
 	}
 	return p
+}
+
+// displayPaths names the source paths of a device: "devices/cam-017", or
+// "profiles, devices/cam-017".
+func displayPaths(paths []manifest.SourcePath) string {
+	names := make([]string, len(paths))
+	for i, p := range paths {
+		names[i] = displayPath(p.Dir)
+	}
+	return strings.Join(names, ", ")
+}
+
+// SourcePaths are the expanded source paths as gitsource reads them.
+func SourcePaths(paths []manifest.SourcePath) []gitsource.Path {
+	out := make([]gitsource.Path, len(paths))
+	for i, p := range paths {
+		out[i] = gitsource.Path{Dir: p.Dir, PerDevice: p.PerDevice()}
+	}
+	return out
 }
 
 // GitAuth is the credentials of the fleet repo, from the agent config.

@@ -22,6 +22,13 @@ type Options struct {
 	// branch targeting the folder in each device's branch ("" for its
 	// root).
 	Path string
+	// Paths, when set, are source.paths and Path is not used: at most
+	// one may contain {device}, and is then the device folder as Path
+	// is; every other one is a shared path, read for every device
+	// besides its folder. A change of a shared path changes every
+	// device. With no {device} in any, the first is the device folder
+	// of each device branch (--ref with {device}).
+	Paths []string
 	// Ref is source.ref. When it contains {device} it is the pattern of
 	// the device branches (branch targeting); otherwise it is not used.
 	Ref string
@@ -142,7 +149,7 @@ func Run(ctx context.Context, repo *git.Repository, base, head string, opts Opti
 			res.Devices = append(res.Devices, Device{Name: t.name, Status: Failed, Err: t.err, Path: t.path()})
 			continue
 		}
-		if t.base != nil && t.head != nil && t.base.Tree == t.head.Tree {
+		if t.base != nil && t.head != nil && t.base.same(t.head) {
 			res.Unchanged++
 			continue
 		}

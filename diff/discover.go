@@ -21,6 +21,59 @@ type location struct {
 	Rev    string        // the revision as named, for messages and plans
 	Path   string        // repo-relative folder, "" for the root
 	Tree   plumbing.Hash
+	// PerDevice is set when Path came from a pattern with {device}.
+	PerDevice bool
+	// Shared are the shared source paths at Commit, read with Path.
+	Shared []sharedPath
+}
+
+// sharedPath is a source path without {device} at one commit.
+type sharedPath struct {
+	Path string        // repo-relative folder, "" for the root
+	Tree plumbing.Hash // zero: not in the commit
+}
+
+// same reports whether two locations hold the same files: the same
+// folder tree and the same shared trees.
+func (l *location) same(o *location) bool {
+	if l.Tree != o.Tree || len(l.Shared) != len(o.Shared) {
+		return false
+	}
+	for i := range l.Shared {
+		if l.Shared[i] != o.Shared[i] {
+			return false
+		}
+	}
+	return true
+}
+
+// sharedTrees returns the shared paths at commit.
+func sharedTrees(repo *git.Repository, commit *object.Commit, shared []string) ([]sharedPath, error) {
+	if len(shared) == 0 {
+		return nil, nil
+	}
+	root, err := commit.Tree()
+	if err != nil {
+		return nil, fmt.Errorf("read tree of %s: %w", commit.Hash, err)
+	}
+	out := make([]sharedPath, len(shared))
+	for i, p := range shared {
+		out[i].Path = p
+		if p == "" {
+			out[i].Tree = root.Hash
+			continue
+		}
+		e, err := root.FindEntry(p)
+		if err == nil && e.Mode == filemode.Dir {
+			out[i].Tree = e.Hash
+		}
+	}
+	return out, nil
+}
+
+// sameShared reports whether the shared paths are the same at both.
+func sameShared(a, b []sharedPath) bool {
+	return (&location{Shared: a}).same(&location{Shared: b})
 }
 
 // found is one folder that matches a path pattern.
@@ -220,6 +273,44 @@ func (w *walker) changes(base, head plumbing.Hash, i int) (changed []pair, same 
 		}
 	}
 	return changed, same, nil
+}
+
+// every returns every folder that matches the pattern at base or at
+// head (a zero hash: not there), whether it differs or not: a change
+// outside the folders (a shared source path) reaches them all.
+func (w *walker) every(base, head plumbing.Hash) ([]pair, error) {
+	byRel := map[string]*pair{}
+	var out []*pair
+	for _, side := range []struct {
+		tree   plumbing.Hash
+		isHead bool
+	}{{base, false}, {head, true}} {
+		if side.tree.IsZero() {
+			continue
+		}
+		found, err := w.walk(side.tree, 0)
+		if err != nil {
+			return nil, err
+		}
+		for _, f := range found {
+			p := byRel[f.rel]
+			if p == nil {
+				p = &pair{rel: f.rel, device: f.device}
+				byRel[f.rel] = p
+				out = append(out, p)
+			}
+			if side.isHead {
+				p.head = f.tree
+			} else {
+				p.base = f.tree
+			}
+		}
+	}
+	pairs := make([]pair, len(out))
+	for i, p := range out {
+		pairs[i] = *p
+	}
+	return pairs, nil
 }
 
 // compareDirs orders folder names as Git sorts tree entries: as if each

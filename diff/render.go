@@ -14,8 +14,10 @@ import (
 )
 
 // readInputs returns the manifest files of a device's folder at one
-// revision, named by their path in the repo. Symlinks and submodules are
-// skipped, as gitsource skips them.
+// revision, with those of the shared source paths, named by their path in
+// the repo; none when the folder holds none (not a device). Symlinks and
+// submodules are skipped, as gitsource skips them, and a shared path that
+// is not in the commit is the agent's error.
 func readInputs(repo *git.Repository, loc *location) ([]manifest.Input, error) {
 	tree, err := object.GetTree(repo.Storer, loc.Tree)
 	if err != nil {
@@ -25,9 +27,22 @@ func readInputs(repo *git.Repository, loc *location) ([]manifest.Input, error) {
 	if err != nil {
 		return nil, fmt.Errorf("read files under %s at %s: %w", displayPath(loc.Path), loc.Rev, err)
 	}
+	if len(files) > 0 && len(loc.Shared) > 0 {
+		commit, err := repo.CommitObject(loc.Commit)
+		if err != nil {
+			return nil, fmt.Errorf("read commit %s (%s): %w", loc.Commit, loc.Rev, err)
+		}
+		paths := []gitsource.Path{{Dir: loc.Path, PerDevice: loc.PerDevice}}
+		for _, s := range loc.Shared {
+			paths = append(paths, gitsource.Path{Dir: s.Path})
+		}
+		if files, err = gitsource.CommitFiles(commit, paths, loc.Rev); err != nil {
+			return nil, err
+		}
+	}
 	inputs := make([]manifest.Input, len(files))
 	for i, f := range files {
-		inputs[i] = manifest.Input{Name: f.Path, Data: f.Data}
+		inputs[i] = manifest.Input{Name: f.Path, Data: f.Data, PerDevice: f.PerDevice || loc.PerDevice && len(loc.Shared) == 0}
 	}
 	return inputs, nil
 }

@@ -33,7 +33,7 @@ func (t target) path() string {
 // device whose folder is the same at both is only counted, in the
 // Result's Unchanged, and has no target.
 func discover(repo *git.Repository, base, head string, opts Options, all bool) ([]target, *Result, error) {
-	pathPat, err := parsePattern("--path", opts.Path, true)
+	src, err := parseSources(opts)
 	if err != nil {
 		return nil, nil, err
 	}
@@ -43,9 +43,13 @@ func discover(repo *git.Repository, base, head string, opts Options, all bool) (
 	}
 	switch {
 	case refPat.device:
-		return discoverBranches(repo, base, head, pathPat, refPat)
-	case pathPat.device:
-		return discoverPaths(repo, base, head, pathPat, all)
+		return discoverBranches(repo, base, head, src, refPat)
+	case src.device.device:
+		return discoverPaths(repo, base, head, src, all)
+	case src.several():
+		return nil, nil, fmt.Errorf("%w: none of the source paths (--path %s) contains {device}; diff finds devices by the folder of each, "+
+			"so one must, e.g. --path 'devices/{device}', or put it in --ref for a branch per device; "+
+			"finding devices by the metadata.name of their Device documents is not supported yet", ErrNoDevicePlaceholder, src.raw)
 	}
 	return nil, nil, fmt.Errorf("%w: --path %q names one folder for every device; add {device} where the device's name goes, "+
 		"e.g. --path 'devices/{device}', or put it in --ref for a branch per device, e.g. --ref 'devices/{device}'", ErrNoDevicePlaceholder, opts.Path)
@@ -54,7 +58,10 @@ func discover(repo *git.Repository, base, head string, opts Options, all bool) (
 // discoverPaths finds the devices of path targeting: every folder that
 // matches the pattern at base or at head. The two trees are walked
 // together, and only as deep as they differ.
-func discoverPaths(repo *git.Repository, base, head string, p pattern, all bool) ([]target, *Result, error) {
+//
+// A shared path that differs between base and head changes every device:
+// each is then rendered at both.
+func discoverPaths(repo *git.Repository, base, head string, src sources, all bool) ([]target, *Result, error) {
 	bc, err := resolve(repo, base)
 	if err != nil {
 		return nil, nil, err
@@ -64,9 +71,18 @@ func discoverPaths(repo *git.Repository, base, head string, p pattern, all bool)
 		return nil, nil, err
 	}
 	res := &Result{Base: Revision{base, bc.Hash.String()}, Head: Revision{head, hc.Hash.String()}}
-	w := newWalker(repo, p)
+	bShared, err := sharedTrees(repo, bc, src.shared)
+	if err != nil {
+		return nil, nil, err
+	}
+	hShared, err := sharedTrees(repo, hc, src.shared)
+	if err != nil {
+		return nil, nil, err
+	}
+	w := newWalker(repo, src.device)
 	var changed []pair
-	if all {
+	switch {
+	case all:
 		found, err := w.walk(hc.TreeHash, 0)
 		if err != nil {
 			return nil, nil, err
@@ -74,8 +90,14 @@ func discoverPaths(repo *git.Repository, base, head string, p pattern, all bool)
 		for _, f := range found {
 			changed = append(changed, pair{rel: f.rel, device: f.device, base: f.tree, head: f.tree})
 		}
-	} else if changed, res.Unchanged, err = w.changes(bc.TreeHash, hc.TreeHash, 0); err != nil {
-		return nil, nil, err
+	case !sameShared(bShared, hShared):
+		if changed, err = w.every(bc.TreeHash, hc.TreeHash); err != nil {
+			return nil, nil, err
+		}
+	default:
+		if changed, res.Unchanged, err = w.changes(bc.TreeHash, hc.TreeHash, 0); err != nil {
+			return nil, nil, err
+		}
 	}
 	type sides struct{ base, head []pair }
 	byName := map[string]*sides{}
@@ -104,10 +126,10 @@ func discoverPaths(repo *git.Repository, base, head string, p pattern, all bool)
 		s := byName[name]
 		t := target{name: name, baseRev: res.Base, headRev: res.Head}
 		if len(s.base) > 0 {
-			t.base = &location{Commit: bc.Hash, Rev: base, Path: s.base[0].rel, Tree: s.base[0].base}
+			t.base = &location{Commit: bc.Hash, Rev: base, Path: s.base[0].rel, Tree: s.base[0].base, PerDevice: true, Shared: bShared}
 		}
 		if len(s.head) > 0 {
-			t.head = &location{Commit: hc.Hash, Rev: head, Path: s.head[0].rel, Tree: s.head[0].head}
+			t.head = &location{Commit: hc.Hash, Rev: head, Path: s.head[0].rel, Tree: s.head[0].head, PerDevice: true, Shared: hShared}
 		}
 		switch {
 		case len(s.head) > 1:
@@ -125,7 +147,7 @@ func discoverPaths(repo *git.Repository, base, head string, p pattern, all bool)
 // names a device branch limits the diff to that device (a pull request
 // into devices/cam-017); any other is the same commit for every device
 // (main, to be merged into every device branch).
-func discoverBranches(repo *git.Repository, base, head string, pathPat, refPat pattern) ([]target, *Result, error) {
+func discoverBranches(repo *git.Repository, base, head string, src sources, refPat pattern) ([]target, *Result, error) {
 	res := &Result{Base: Revision{Name: base}, Head: Revision{Name: head}}
 	commits := map[string]plumbing.Hash{}
 	for _, rev := range []string{base, head} {
@@ -148,7 +170,7 @@ func discoverBranches(repo *git.Repository, base, head string, pathPat, refPat p
 	if err != nil {
 		return nil, nil, err
 	}
-	b := branchLocator{repo: repo, pathPat: pathPat, commits: commits, walkers: map[string]*walker{}}
+	b := branchLocator{repo: repo, src: src, commits: commits, walkers: map[string]*walker{}}
 	var targets []target
 	for _, name := range names {
 		t := target{name: name, branch: true}
@@ -191,7 +213,7 @@ func branchNames(repo *git.Repository, base, head string, refPat pattern) ([]str
 // device.
 type branchLocator struct {
 	repo    *git.Repository
-	pathPat pattern
+	src     sources
 	commits map[string]plumbing.Hash // revisions without {device}, resolved once
 	walkers map[string]*walker       // by folder
 }
@@ -216,7 +238,7 @@ func (b branchLocator) locate(name, rev string) (*location, Revision, error) {
 	if err != nil {
 		return nil, r, err
 	}
-	dir := b.pathPat.expand(name)
+	dir := b.src.device.expand(name)
 	w, ok := b.walkers[dir]
 	if !ok {
 		p, err := parsePattern("--path", dir, true)
@@ -230,5 +252,9 @@ func (b branchLocator) locate(name, rev string) (*location, Revision, error) {
 	if err != nil || !ok {
 		return nil, r, err
 	}
-	return &location{Commit: h, Rev: r.Name, Path: f.rel, Tree: f.tree}, r, nil
+	shared, err := sharedTrees(b.repo, c, b.src.shared)
+	if err != nil {
+		return nil, r, err
+	}
+	return &location{Commit: h, Rev: r.Name, Path: f.rel, Tree: f.tree, PerDevice: b.src.device.device, Shared: shared}, r, nil
 }

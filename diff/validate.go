@@ -5,7 +5,6 @@ import (
 	"errors"
 	"fmt"
 	"sort"
-	"strings"
 
 	git "github.com/go-git/go-git/v5"
 
@@ -49,7 +48,7 @@ func Validate(ctx context.Context, repo *git.Repository, rev string, opts Option
 		// folder without manifests is not a device.
 		perBranch := t.branch
 		missing := fmt.Errorf("no manifests for device %s at %s in %s: the agent would fail; add them or delete the branch",
-			t.name, opts.Path, revisionString(t.headRev))
+			t.name, displayPatterns(opts), revisionString(t.headRev))
 		if t.err == nil && t.head == nil {
 			if !perBranch {
 				continue
@@ -90,14 +89,14 @@ func Validate(ctx context.Context, repo *git.Repository, rev string, opts Option
 // others on branches of their own. A device with both is checked on its
 // branch, which is what an agent with a branch pattern reads.
 func addFolderDevices(repo *git.Repository, rev string, opts Options, branches []target) ([]target, error) {
-	if !perDevice(rev) || !strings.Contains(opts.Path, devicePlaceholder) {
-		return branches, nil
-	}
-	pathPat, err := parsePattern("--path", opts.Path, true)
+	src, err := parseSources(opts)
 	if err != nil {
 		return nil, err
 	}
-	folders, _, err := discoverPaths(repo, "HEAD", "HEAD", pathPat, true)
+	if !perDevice(rev) || !src.device.device {
+		return branches, nil
+	}
+	folders, _, err := discoverPaths(repo, "HEAD", "HEAD", src, true)
 	if errors.Is(err, ErrUnknownRevision) {
 		return branches, nil // no default branch: nothing but device branches
 	}

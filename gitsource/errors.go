@@ -19,6 +19,11 @@ var (
 	// resolved commit, or holds no *.yaml or *.yml file.
 	ErrPathNotFound = errors.New("path not found")
 
+	// ErrSharedPathNotFound means a source path without {device} does not
+	// exist at the resolved commit while other paths hold manifests. It
+	// is an ErrPathNotFound too.
+	ErrSharedPathNotFound = fmt.Errorf("source %w", ErrPathNotFound)
+
 	// ErrUnverified means source.verify is set and the target commit does not
 	// carry one OpenPGP signature by a key in the key ring: it is unsigned,
 	// signed by another key, signed in a format tend does not verify, or its

@@ -169,7 +169,7 @@ func (f *fetcher) hold(repo *git.Repository, cause error) *Snapshot {
 	if err != nil {
 		return nil
 	}
-	files, err := readFiles(commit, f.dir, f.shown)
+	files, err := readFiles(commit, f.dirs, f.shown)
 	if err != nil {
 		return nil
 	}

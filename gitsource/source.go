@@ -17,8 +17,11 @@ import (
 type Source struct {
 	URL  string // local path, file://, http(s)://, ssh:// or scp-like host:path
 	Ref  string // branch, tag or commit (full or abbreviated hash); "" = remote HEAD
-	Path string // folder inside the repo, placeholders already expanded; "" or "." = root
+	Path string // one folder inside the repo, placeholders expanded; "" or "." = root; used when Paths is empty
 	Auth Auth   // credentials, read from files at each fetch
+	// Paths are the folders inside the repo the device reads (see
+	// readFiles for what a missing one means).
+	Paths []Path
 
 	// Keyring, when set, is an armored OpenPGP key ring: only a target
 	// commit whose signature verifies against it is returned.
@@ -52,10 +55,27 @@ type Options struct {
 	MaxCloneBytes int64
 }
 
+// Path is one folder of the repo a device reads.
+type Path struct {
+	Dir string // placeholders expanded; "" or "." = the repo root
+	// PerDevice is set when the configured pattern held {device}: the
+	// folder is the device's own, and a device may have none.
+	PerDevice bool
+}
+
+// paths returns src.Paths, or src.Path as the one path.
+func (src Source) paths() []Path {
+	if len(src.Paths) > 0 {
+		return src.Paths
+	}
+	return []Path{{Dir: src.Path}}
+}
+
 // File is one manifest file read from the commit.
 type File struct {
-	Path string // repo-relative, slash-separated, e.g. devices/cam-017/models.yaml
-	Data []byte
+	Path      string // repo-relative, slash-separated, e.g. devices/cam-017/models.yaml
+	Data      []byte
+	PerDevice bool // read from a Path with PerDevice
 }
 
 // Snapshot is what Fetch read: one device's manifest files at one commit.
@@ -63,7 +83,7 @@ type Snapshot struct {
 	URL      string // redacted: no userinfo
 	Ref      string // what was asked for
 	Revision string // full commit hash
-	Files    []File // every *.yaml / *.yml under Path (recursively), sorted by Path
+	Files    []File // every *.yaml / *.yml under each path (recursively), once, sorted by Path
 	Fetched  bool   // false when the commit was already in the clone and nothing was fetched
 	// Stale is set when the target could not be used (the remote is
 	// unreachable or refuses the credentials, the target is unsigned, a
@@ -100,7 +120,7 @@ const (
 
 // Fetch resolves src.Ref against the remote, brings its commit into the
 // clone in opts.Dir when it is not there yet, and reads the manifest files
-// under src.Path from that commit. When the commit is already in the clone
+// under src's paths from that commit. When the commit is already in the clone
 // the only network traffic is the ref advertisement (as git ls-remote), and
 // none at all for a full commit hash.
 func Fetch(ctx context.Context, src Source, opts Options) (*Snapshot, error) {
@@ -109,7 +129,7 @@ func Fetch(ctx context.Context, src Source, opts Options) (*Snapshot, error) {
 		log = slog.New(slog.DiscardHandler)
 	}
 	shown := RedactURL(src.URL)
-	dir, err := cleanPath(src.Path)
+	dirs, err := cleanPaths(src.paths())
 	if err != nil {
 		return nil, err
 	}
@@ -126,7 +146,7 @@ func Fetch(ctx context.Context, src Source, opts Options) (*Snapshot, error) {
 	}
 	defer closeIdle()
 	recoverAside(opts.Dir)
-	f := &fetcher{src: src, opts: opts, stored: stored, acc: acc, dir: dir, shown: shown, log: log}
+	f := &fetcher{src: src, opts: opts, stored: stored, acc: acc, dirs: dirs, shown: shown, log: log}
 	snap, err := f.run(ctx)
 	if err != nil && ctx.Err() == nil && f.damaged(err) {
 		// Only what the clone itself gave is damage: see damaged.
@@ -147,7 +167,7 @@ type fetcher struct {
 	opts    Options
 	stored  string // the URL as the clone's remote stores it
 	acc     access
-	dir     string // device folder in the repo
+	dirs    []Path // folders of the repo the device reads, cleaned
 	shown   string // the URL for messages
 	log     *slog.Logger
 	opened  bool // the clone opened; errors past here may mean damage
@@ -201,7 +221,7 @@ func (f *fetcher) read(ctx context.Context, repo *git.Repository) (*Snapshot, er
 	if err := f.checkRewind(ctx, repo, commit, refspec); err != nil {
 		return nil, err
 	}
-	files, err := readFiles(commit, f.dir, f.shown)
+	files, err := readFiles(commit, f.dirs, f.shown)
 	if err != nil {
 		return nil, err
 	}

@@ -50,11 +50,17 @@ func (c *AgentConfig) Overridden(field, flag string) {
 
 // SourceConfig says where the fleet repo is and what of it this device reads.
 type SourceConfig struct {
-	URL    string  `json:"url"`
-	Ref    string  `json:"ref,omitempty"`
-	Path   string  `json:"path,omitempty"`
-	Auth   *Auth   `json:"auth,omitempty"`
-	Verify *Verify `json:"verify,omitempty"`
+	URL string `json:"url"`
+	Ref string `json:"ref,omitempty"`
+	// Path is the one folder of the repo this device reads: the shorthand
+	// of paths with one entry. It may contain {device} and {label:KEY}.
+	Path string `json:"path,omitempty"`
+	// Paths are the folders of the repo this device reads, every
+	// document under each; each may contain {device} and {label:KEY}.
+	// At most one of path and paths is set.
+	Paths  []string `json:"paths,omitempty"`
+	Auth   *Auth    `json:"auth,omitempty"`
+	Verify *Verify  `json:"verify,omitempty"`
 	// AllowRewind accepts a target commit that does not descend from the
 	// last applied one (a force-push, or an older commit replayed).
 	AllowRewind bool     `json:"allowRewind,omitempty"`
@@ -215,7 +221,9 @@ func (c *AgentConfig) Validate() error {
 	if strings.HasPrefix(c.Source.URL, "oci://") {
 		errs.add("", 0, "source.url", "%q: a fleet published as an OCI artifact is not supported by this tend yet; use the Git URL of the fleet repo", c.Source.URL)
 	}
-	if _, _, err := c.ExpandSource(); err != nil {
+	if !c.checkPaths(&errs) {
+		// ExpandSource would read source.paths alone
+	} else if _, _, err := c.ExpandSource(); err != nil {
 		errs = append(errs, err.(*Error))
 	}
 	for _, p := range []struct{ field, value string }{{"stateDir", c.StateDir}, {"root", c.Root}} {
@@ -270,15 +278,44 @@ var (
 	placeholder = regexp.MustCompile(`\{([^{}]*)\}`)
 )
 
-// ExpandSource returns source.ref and source.path with {device} and
-// {label:KEY} replaced.
-func (c *AgentConfig) ExpandSource() (ref, path string, err error) {
+// SourcePath is one folder of the fleet repo a device reads.
+type SourcePath struct {
+	Pattern string // as configured, e.g. devices/{device}
+	Dir     string // with {device} and {label:KEY} replaced
+}
+
+// PerDevice reports whether the pattern names the device's own folder:
+// it contains {device}.
+func (p SourcePath) PerDevice() bool { return strings.Contains(p.Pattern, "{device}") }
+
+// SourcePatterns returns the configured source paths: source.paths, or
+// source.path alone, or the repo root ("") when neither is set.
+func (c *AgentConfig) SourcePatterns() []string {
+	if len(c.Source.Paths) > 0 {
+		return c.Source.Paths
+	}
+	return []string{c.Source.Path}
+}
+
+// ExpandSource returns source.ref and the source paths (see
+// SourcePatterns) with {device} and {label:KEY} replaced.
+func (c *AgentConfig) ExpandSource() (ref string, paths []SourcePath, err error) {
 	ref, err = c.expand("source.ref", c.Source.Ref)
 	if err != nil {
-		return "", "", err
+		return "", nil, err
 	}
-	path, err = c.expand("source.path", c.Source.Path)
-	return ref, path, err
+	for i, p := range c.SourcePatterns() {
+		field := "source.path"
+		if len(c.Source.Paths) > 0 {
+			field = fmt.Sprintf("source.paths[%d]", i)
+		}
+		dir, err := c.expand(field, p)
+		if err != nil {
+			return "", nil, err
+		}
+		paths = append(paths, SourcePath{Pattern: p, Dir: dir})
+	}
+	return ref, paths, nil
 }
 
 func (c *AgentConfig) expand(field, s string) (string, error) {
@@ -357,14 +394,25 @@ func IsConfig(data []byte) bool {
 }
 
 // ValidateCI checks the fields CI (diff, validate of files or of every
-// device) uses besides the source: allowPaths.
+// device) uses besides the source URL: the source paths and allowPaths.
 func (c *AgentConfig) ValidateCI() error {
 	var errs Errors
+	c.checkPaths(&errs)
 	c.checkAllowPaths(&errs)
 	for _, e := range errs {
 		c.locate(e)
 	}
 	return errs.err()
+}
+
+// checkPaths reports whether at most one of source.path and source.paths
+// is set.
+func (c *AgentConfig) checkPaths(errs *Errors) bool {
+	if c.Source.Path != "" && len(c.Source.Paths) > 0 {
+		errs.add("", 0, "source.paths", "source.path %q and source.paths are both set: source.path is the shorthand for one path; list every folder in source.paths", c.Source.Path)
+		return false
+	}
+	return true
 }
 
 func (c *AgentConfig) checkAllowPaths(errs *Errors) {

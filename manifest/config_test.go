@@ -24,18 +24,55 @@ registries: {insecure: [registry.local:5000]}
 	require.NoError(t, err)
 	c.SetDefaults("host")
 	require.NoError(t, c.Validate())
-	ref, path, err := c.ExpandSource()
+	ref, paths, err := c.ExpandSource()
 	require.NoError(t, err)
 	require.Equal(t, "main", ref)
-	require.Equal(t, "devices/plant-a/cam-017", path)
+	require.Equal(t, []SourcePath{{Pattern: "devices/{label:site}/{device}", Dir: "devices/plant-a/cam-017"}}, paths)
 	require.Equal(t, "10s", c.Jitter.D().String())
 	require.Equal(t, DefaultStateDir, c.StateDir)
+}
+
+func TestConfigSourcePaths(t *testing.T) {
+	tests := []struct {
+		name, source string
+		want         []SourcePath
+	}{
+		{"neither: the repo root", "{url: x}", []SourcePath{{}}},
+		{"path", "{url: x, path: \"devices/{device}\"}", []SourcePath{{Pattern: "devices/{device}", Dir: "devices/cam-017"}}},
+		{"paths with each placeholder", "{url: x, paths: [profiles, \"sites/{label:site}\", \"devices/{label:site}/{device}\"]}", []SourcePath{
+			{Pattern: "profiles", Dir: "profiles"},
+			{Pattern: "sites/{label:site}", Dir: "sites/plant-a"},
+			{Pattern: "devices/{label:site}/{device}", Dir: "devices/plant-a/cam-017"},
+		}},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			doc := "apiVersion: tend.dev/v1alpha1\nkind: AgentConfig\ndevice: cam-017\nlabels: {site: plant-a}\nsource: " + tt.source + "\n"
+			c, err := ParseConfig("agent.yaml", []byte(doc))
+			require.NoError(t, err)
+			c.SetDefaults("host")
+			require.NoError(t, c.Validate())
+			_, paths, err := c.ExpandSource()
+			require.NoError(t, err)
+			require.Equal(t, tt.want, paths)
+			var perDevice []bool
+			for _, p := range paths {
+				perDevice = append(perDevice, p.PerDevice())
+			}
+			require.Equal(t, perDevice[len(perDevice)-1], tt.name != "neither: the repo root", "only a pattern with {device} is the device's own")
+		})
+	}
 }
 
 func TestConfigErrors(t *testing.T) {
 	tests := []struct{ name, doc, want string }{
 		{"unknown field", "apiVersion: tend.dev/v1alpha1\nkind: AgentConfig\nsource: {url: x, branch: main}\n", `agent.yaml:3: source: unknown field "branch"`},
 		{"missing label", "apiVersion: tend.dev/v1alpha1\nkind: AgentConfig\nsource: {url: x, path: \"devices/{label:site}\"}\n", `source.path: "devices/{label:site}" uses {label:site} but the agent has no label "site"`},
+		{"path and paths", "apiVersion: tend.dev/v1alpha1\nkind: AgentConfig\nsource:\n  url: x\n  path: devices\n  paths: [profiles]\n",
+			`agent.yaml:6: source.paths: source.path "devices" and source.paths are both set`},
+		{"missing label in paths", "apiVersion: tend.dev/v1alpha1\nkind: AgentConfig\nsource:\n  url: x\n  paths:\n    - profiles\n    - \"sites/{label:site}\"\n",
+			`agent.yaml:7: source.paths[1]: "sites/{label:site}" uses {label:site} but the agent has no label "site"`},
+		{"unknown placeholder in paths", "apiVersion: tend.dev/v1alpha1\nkind: AgentConfig\nsource: {url: x, paths: [\"{hostname}\"]}\n", `source.paths[0]: "{hostname}" has unknown placeholder {hostname}`},
 		{"unknown placeholder", "apiVersion: tend.dev/v1alpha1\nkind: AgentConfig\nsource: {url: x, ref: \"{hostname}\"}\n", `source.ref: "{hostname}" has unknown placeholder {hostname}`},
 		{"missing url", "apiVersion: tend.dev/v1alpha1\nkind: AgentConfig\n", `source.url: missing`},
 		{"bad schedule", "apiVersion: tend.dev/v1alpha1\nkind: AgentConfig\nsource: {url: x}\nschedule: often\n", `schedule: invalid schedule "often"`},

@@ -35,7 +35,6 @@ var refused = map[string][]string{
 		`kind: Rollout (rollouts in waves) is planned and not supported by this tend yet; declare the resources in a Device document`,
 	},
 	"DESIGN.md › Agent configuration (`/etc/tend/agent.yaml`)": {
-		`source: unknown field "paths": several source paths are planned and not supported by this tend yet`,
 		`unknown field "notify": MQTT notifications are planned and not supported by this tend yet`,
 		`unknown field "runtime": container runtimes are planned and not supported by this tend yet`,
 	},

@@ -20,7 +20,6 @@ var plannedFields = map[string]string{
 	"Service.network":     "services as containers",
 	"Service.devices":     "services as containers",
 	"Service.gpus":        "services as containers",
-	"SourceConfig.paths":  "several source paths",
 	"AgentConfig.notify":  "MQTT notifications",
 	"AgentConfig.runtime": "container runtimes",
 }

@@ -133,6 +133,7 @@ func openFleet(ctx context.Context, c *manifest.AgentConfig, log *slog.Logger) (
 func diffOptions(c *manifest.AgentConfig, resolve bool, log *slog.Logger) diff.Options {
 	return diff.Options{
 		Path:       c.Source.Path,
+		Paths:      c.Source.Paths,
 		Ref:        c.Source.Ref,
 		Resolve:    resolve,
 		Registry:   agent.RegistryOptions(c),

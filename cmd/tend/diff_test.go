@@ -5,6 +5,7 @@ import (
 	"os"
 	"path/filepath"
 	"regexp"
+	"slices"
 	"strings"
 	"testing"
 
@@ -32,12 +33,17 @@ func fleetDevice(name, content, model string) string {
 }
 
 // ciFlags point tend at a fleet repo with path targeting and no agent
-// config, as a CI job runs it.
+// config, as a CI job runs it. A --path in extra replaces the default one
+// (a repeated --path adds a source path).
 func ciFlags(t *testing.T, repo string, extra ...string) []string {
 	t.Helper()
 	cfg := filepath.Join(t.TempDir(), "ci.yaml")
 	require.NoError(t, os.WriteFile(cfg, []byte("apiVersion: tend.dev/v1alpha1\nkind: AgentConfig\n"), 0o644))
-	return append([]string{"--repo", repo, "--path", "devices/{device}", "--config", cfg, "--log-format", "text"}, extra...)
+	flags := []string{"--repo", repo, "--config", cfg, "--log-format", "text"}
+	if !slices.Contains(extra, "--path") {
+		flags = append(flags, "--path", "devices/{device}")
+	}
+	return append(flags, extra...)
 }
 
 // digests hides the digests of service specs, which hold the temp folder
@@ -89,7 +95,7 @@ func TestDiffGolden(t *testing.T) {
 func TestDiffExitCodes(t *testing.T) {
 	r := exampleFleet(t)
 	run := func(args ...string) (string, string, int) {
-		return tend(t, append(append([]string{"diff"}, ciFlags(t, r.Dir())...), args...)...)
+		return tend(t, append([]string{"diff"}, ciFlags(t, r.Dir(), args...)...)...)
 	}
 	t.Run("no changes exit 0", func(t *testing.T) {
 		out, errOut, code := run("--base", "main", "--head", "HEAD")
@@ -148,8 +154,7 @@ func TestDiffBranchPerDevice(t *testing.T) {
 	r.Checkout("main")
 	r.WriteFile("device.yaml", fleetDevice("cam-1", "v2\n", ""))
 	r.Commit("cam-1 v2 on main") // not a device branch: a candidate
-	flags := ciFlags(t, r.Dir())
-	flags = append(flags, "--path", "", "--ref", "devices/{device}")
+	flags := ciFlags(t, r.Dir(), "--path", "", "--ref", "devices/{device}")
 
 	out, errOut, code := tend(t, append([]string{"diff", "--base", "devices/{device}", "--head", "main"}, flags...)...)
 	require.Equal(t, 1, code, "cam-2 cannot be planned: %s", errOut)

@@ -33,7 +33,7 @@ var configFlags = map[string]func(g *globals, f *pflag.FlagSet){
 		f.StringVar(&g.ref, "ref", "", "branch, tag or commit to follow; may contain {device} (source.ref; default: the remote's HEAD)")
 	},
 	"path": func(g *globals, f *pflag.FlagSet) {
-		f.StringVar(&g.path, "path", "", "folder of this device's manifests; may contain {device} and {label:KEY} (source.path; default: the repo root)")
+		f.StringArrayVar(&g.paths, "path", nil, "folder of the fleet repo this device reads; may contain {device} and {label:KEY}; repeatable (source.path, or source.paths when repeated; default: the repo root)")
 	},
 	"allow-rewind": func(g *globals, f *pflag.FlagSet) {
 		f.BoolVar(&g.allowRewind, "allow-rewind", false, "accept a target commit that does not descend from the last applied one (source.allowRewind)")

@@ -23,13 +23,13 @@ type globals struct {
 	logFormat string
 	logLevel  string
 
-	device, repo, ref, path, root, stateDir, schedule, listen string
-	allowPaths, insecure                                      []string
-	jitter, dockerConfig                                      string
-	allowEmpty, allowRewind                                   bool
-	keepVersions                                              int
-	lockTimeout                                               time.Duration
-	flags                                                     *pflag.FlagSet
+	device, repo, ref, root, stateDir, schedule, listen string
+	paths, allowPaths, insecure                         []string
+	jitter, dockerConfig                                string
+	allowEmpty, allowRewind                             bool
+	keepVersions                                        int
+	lockTimeout                                         time.Duration
+	flags                                               *pflag.FlagSet
 
 	progress *progressLine // on stderr when it is a terminal, set by setup
 }
@@ -112,7 +112,10 @@ func (g *globals) overrides() (agent.Overrides, error) {
 		}
 		return nil
 	}
-	o.Device, o.Repo, o.Ref, o.Path = str("device", &g.device), str("repo", &g.repo), str("ref", &g.ref), str("path", &g.path)
+	o.Device, o.Repo, o.Ref = str("device", &g.device), str("repo", &g.repo), str("ref", &g.ref)
+	if g.set("path") {
+		o.Paths = g.paths
+	}
 	o.Root, o.StateDir, o.Schedule, o.Listen = str("root", &g.root), str("state-dir", &g.stateDir), str("schedule", &g.schedule), str("listen", &g.listen)
 	o.DockerConfig = str("docker-config", &g.dockerConfig)
 	if g.set("allow-path") {

@@ -123,7 +123,7 @@ func (g *globals) validateAll(cmd *cobra.Command, rev string, resolve bool) erro
 		fmt.Fprintf(out, "valid: device %s at %s: %s\n", d.Name, d.Revision, agent.Count(d.Device))
 	}
 	if len(checked) == 0 {
-		return fmt.Errorf("no devices at %s matching --path %q or --ref %q", rev, c.Source.Path, c.Source.Ref)
+		return fmt.Errorf("no devices at %s matching --path %q or --ref %q", rev, strings.Join(c.SourcePatterns(), ", "), c.Source.Ref)
 	}
 	if len(invalid) > 0 {
 		return fmt.Errorf("%d of %s invalid: %s", len(invalid), planner.Count(len(checked), "device"), strings.Join(invalid, ", "))
