@@ -56,3 +56,19 @@ func BenchmarkComposeOneDevice(b *testing.B) {
 		})
 	}
 }
+
+// A file is skipped unparsed only when it cannot hold this device's
+// document nor a profile: a name written with an escape is still found.
+func TestComposeSkipsOnlyOtherDevicesFiles(t *testing.T) {
+	inputs := []Input{
+		{Name: "devices/cam-2.yaml", Data: []byte("apiVersion: tend.dev/v1alpha1\nkind: Device\nmetadata: {name: cam-2}\nspec: {files: [{path: /etc/infer/a, content: [broken}\n")},
+		{Name: "devices/escaped.yaml", Data: []byte("apiVersion: tend.dev/v1alpha1\nkind: Device\nmetadata: {name: \"cam\\x2d1\"}\nspec: {files: [{path: /etc/infer/a, content: a}]}\n")},
+	}
+	c, err := Compose(inputs, ComposeOptions{Device: "cam-1"})
+	if err != nil {
+		t.Fatalf("another device's broken file broke this one: %v", err)
+	}
+	if len(c.Device.Spec.Files) != 1 {
+		t.Fatalf("the document naming cam-1 with an escape was not read: %+v", c.Device.Spec)
+	}
+}
