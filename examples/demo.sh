@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # The whole loop on one machine, offline: a fleet repo made from
-# examples/fleet, the agent for demo-01 in a sandbox folder, a plan, an apply,
+# examples/fleet (profiles and devices), the agent for demo-01 in a sandbox folder, a plan, an apply,
 # a hand edit on the "device", and the edit reverted on the next tick.
 set -euo pipefail
 
@@ -63,7 +63,7 @@ find "$sandbox/fleet" -name '*.orig' -delete
 git -C "$sandbox/fleet" init -q -b main
 git -C "$sandbox/fleet" add -A
 git -C "$sandbox/fleet" -c user.name=demo -c user.email=demo@example.com -c commit.gpgsign=false commit -q -m "example fleet"
-find "$sandbox/fleet/devices" -type f | sed "s|$sandbox/fleet/|  |" | sort
+find "$sandbox/fleet/profiles" "$sandbox/fleet/devices" -type f | sed "s|$sandbox/fleet/|  |" | sort
 
 flags=(--config "$here/agent.yaml" --repo "$sandbox/fleet" --root "$sandbox/root"
 	--state-dir "$sandbox/state" --schedule "@every 2s" --jitter 0s --log-format text --listen 127.0.0.1:0
@@ -71,6 +71,9 @@ flags=(--config "$here/agent.yaml" --repo "$sandbox/fleet" --root "$sandbox/root
 
 say "tend validate examples/fleet"
 "$tend" validate "$sandbox/fleet"
+
+say "tend render --explain (device demo-01: which layer set what)"
+"$tend" render --explain "${flags[@]}"
 
 say "tend plan (device demo-01, nothing applied yet)"
 "$tend" plan "${flags[@]}"

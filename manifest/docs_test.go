@@ -25,12 +25,6 @@ var refused = map[string][]string{
 		`spec.services[0]: unknown field "network": services as containers are planned and not supported by this tend yet`,
 		`spec.services[0]: unknown field "devices": services as containers are planned and not supported by this tend yet`,
 	},
-	// The example elides its sections ("models: […]").
-	"DESIGN.md › Fleet composition (`kind: Profile`) *(planned)*": {
-		`spec.models[0]: must be a mapping, got "…"`,
-		`spec.files[0]: must be a mapping, got "…"`,
-		`spec.services[0]: must be a mapping, got "…"`,
-	},
 	"DESIGN.md › Rollouts (`kind: Rollout`) *(planned)*": {
 		`kind: Rollout (rollouts in waves) is planned and not supported by this tend yet; declare the resources in a Device document`,
 	},
@@ -72,6 +66,12 @@ func TestDocumentationExamples(t *testing.T) {
 				inputs = append(inputs, Input{Name: b.File, Data: b.Document(device)})
 			case KindAgentConfig:
 				t.Run(b.Where(), func(t *testing.T) { require.NoError(t, loadAlone(b, kind)) })
+			case KindProfile:
+				t.Run(b.Where(), func(t *testing.T) {
+					fleet, err := LoadFleet([]Input{{Name: b.File, Data: b.Document("")}})
+					require.NoError(t, err)
+					require.Len(t, fleet.Profiles, 1)
+				})
 			default:
 				t.Errorf("%s: a yaml block that is not a tend document: start it with \"# fragment of a Device\" (or of an AgentConfig)", b.Where())
 			}
@@ -119,9 +119,10 @@ func errorsWithoutPlace(err error) []string {
 	return slices.Clip(lines)
 }
 
-// TestExampleFleet loads examples/agent.yaml as the agent does and every
-// device of examples/fleet under its allowPaths; every other YAML file of
-// examples/ is named here as not tend's.
+// TestExampleFleet loads examples/agent.yaml as the agent does and composes
+// every device of examples/fleet with the fleet's profiles under its
+// allowPaths; every other YAML file of examples/ is named here as not
+// tend's.
 func TestExampleFleet(t *testing.T) {
 	c, err := LoadConfig("../examples/agent.yaml")
 	require.NoError(t, err)
@@ -131,12 +132,18 @@ func TestExampleFleet(t *testing.T) {
 	dirs, err := filepath.Glob("../examples/fleet/devices/*")
 	require.NoError(t, err)
 	require.NotEmpty(t, dirs)
+	profiles, err := ReadFiles([]string{"../examples/fleet/profiles"})
+	require.NoError(t, err)
 	for _, dir := range dirs {
 		t.Run(dir, func(t *testing.T) {
-			inputs, err := ReadFiles([]string{dir})
+			own, err := ReadFiles([]string{dir})
 			require.NoError(t, err)
-			_, err = LoadDevice(filepath.Base(dir), inputs, opts)
+			for i := range own {
+				own[i].PerDevice = true
+			}
+			c, err := Compose(append(own, profiles...), ComposeOptions{Device: filepath.Base(dir), Labels: c.Labels, ValidateOptions: opts})
 			require.NoError(t, err)
+			require.Len(t, c.Device.Spec.Services, 1, "the inference profile applies")
 		})
 	}
 	notTend := map[string]bool{
@@ -151,7 +158,8 @@ func TestExampleFleet(t *testing.T) {
 			return err
 		}
 		tend := strings.Contains(string(data), "apiVersion: "+APIVersion)
-		checked := p == "../examples/agent.yaml" || strings.HasPrefix(p, "../examples/fleet/devices/")
+		checked := p == "../examples/agent.yaml" || strings.HasPrefix(p, "../examples/fleet/devices/") ||
+			strings.HasPrefix(p, "../examples/fleet/profiles/")
 		switch {
 		case notTend[p] && tend:
 			t.Errorf("%s is a tend document: check it here", p)
