@@ -63,3 +63,40 @@ func BenchmarkNoopTick(b *testing.B) {
 		})
 	}
 }
+
+// BenchmarkNoopTickProfileFleet is BenchmarkNoopTick on a fleet repo of
+// 10,000 device folders and 100 profiles, read through
+// paths [profiles, devices/{device}]: a device reads the profiles and its
+// own folder, so its tick does not grow with the fleet.
+func BenchmarkNoopTickProfileFleet(b *testing.B) {
+	repo := testgit.NewRepo(b)
+	for i := range 100 {
+		repo.WriteFile(fmt.Sprintf("profiles/p%03d.yaml", i), fmt.Sprintf("apiVersion: tend.dev/v1alpha1\nkind: Profile\n"+
+			"metadata: {name: p%03d}\nspec:\n  selector: {matchLabels: {site: s%d}}\n  priority: %d\n  vars: {t: \"0.%d\"}\n"+
+			"  files:\n    - {path: /etc/infer/p%03d.yaml, content: \"t: ${var:t} on ${device}\"}\n", i, i%10, i, i%10, i))
+	}
+	for i := range 10000 {
+		repo.WriteFile(fmt.Sprintf("devices/cam-%05d/device.yaml", i), fmt.Sprintf("apiVersion: tend.dev/v1alpha1\nkind: Device\n"+
+			"metadata:\n  name: cam-%05d\n  labels: {site: s%d}\nspec:\n  files:\n    - {path: /etc/infer/own.yaml, content: \"cam %d\"}\n", i, i%10, i))
+	}
+	repo.Commit("fleet")
+	dir := b.TempDir()
+	c := &manifest.AgentConfig{Device: "cam-00042", Source: manifest.SourceConfig{URL: repo.Dir(), Paths: []string{"profiles", "devices/{device}"}},
+		StateDir: filepath.Join(dir, "state"), Root: filepath.Join(dir, "root"), AllowPaths: []string{"/etc/infer"}}
+	c.SetDefaults("")
+	if err := os.MkdirAll(c.Root, 0o755); err != nil {
+		b.Fatal(err)
+	}
+	r := &Reconciler{Config: c}
+	res, err := r.Apply(context.Background())
+	if err != nil || len(res.Applied) != 11 {
+		b.Fatalf("first apply: %v, %d applied", err, len(res.Applied))
+	}
+	b.ResetTimer()
+	for b.Loop() {
+		res, err := r.Apply(context.Background())
+		if err != nil || len(res.Applied) > 0 {
+			b.Fatalf("not a no-op: %v %v", err, res.Applied)
+		}
+	}
+}

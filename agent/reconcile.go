@@ -60,6 +60,8 @@ const (
 
 // Reconciler runs one reconcile for the device its config names.
 type Reconciler struct {
+	composed composeCache // the last composition, reused while its inputs are the same
+
 	Config *manifest.AgentConfig
 	Logger *slog.Logger
 	// Now is the clock; nil means time.Now.
@@ -260,7 +262,7 @@ func (r *Reconciler) fetch(ctx context.Context, t *tick) error {
 // pinning every model through the model driver.
 func (r *Reconciler) render(ctx context.Context, t *tick) error {
 	confine := t.upTo != StepRender || len(r.Config.AllowPaths) > 0
-	comp, err := LoadDevice(r.Config, t.res.Snapshot, confine)
+	comp, err := r.composed.load(r.Config, t.res.Snapshot, confine)
 	if err != nil {
 		return err
 	}

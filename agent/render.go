@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"os"
+	"sync"
 
 	"github.com/tend-dev/tend/gitsource"
 	"github.com/tend-dev/tend/manifest"
@@ -54,4 +55,32 @@ func LoadDevice(c *manifest.AgentConfig, snap *gitsource.Snapshot, confine bool)
 // RenderOptions are render's options from the agent config.
 func RenderOptions(c *manifest.AgentConfig, resolver render.Resolver) render.Options {
 	return render.Options{Root: c.Root, StateDir: c.StateDir, AllowPaths: c.AllowPaths, CheckAllowPaths: true, Resolver: resolver}
+}
+
+// composeCache keeps the last composition of a tick: while the snapshot's
+// files are the very ones read last (gitsource reuses them while the
+// commit does not move) and the config is the same, the composition is
+// too, and a no-op tick does not parse and merge the profiles again.
+type composeCache struct {
+	mu   sync.Mutex
+	key  string
+	comp *manifest.Composed
+}
+
+func (cc *composeCache) load(c *manifest.AgentConfig, snap *gitsource.Snapshot, confine bool) (*manifest.Composed, error) {
+	if len(snap.Files) == 0 {
+		return LoadDevice(c, snap, confine)
+	}
+	key := fmt.Sprintf("%p %d %s %v %v %v %v %q %q", &snap.Files[0], len(snap.Files), c.Device, c.Labels, c.AllowPaths, confine, Revision(snap), c.Source.Path, c.Source.Paths)
+	cc.mu.Lock()
+	defer cc.mu.Unlock()
+	if cc.key == key {
+		return cc.comp, nil
+	}
+	comp, err := LoadDevice(c, snap, confine)
+	if err != nil {
+		return nil, err
+	}
+	cc.key, cc.comp = key, comp
+	return comp, nil
 }

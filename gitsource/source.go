@@ -221,7 +221,7 @@ func (f *fetcher) read(ctx context.Context, repo *git.Repository) (*Snapshot, er
 	if err := f.checkRewind(ctx, repo, commit, refspec); err != nil {
 		return nil, err
 	}
-	files, err := readFiles(commit, f.dirs, f.shown)
+	files, err := lastRead.files(f.opts.Dir, rev.String(), f.dirs, func() ([]File, error) { return readFiles(commit, f.dirs, f.shown) })
 	if err != nil {
 		return nil, err
 	}
