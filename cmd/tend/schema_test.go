@@ -10,7 +10,7 @@ import (
 func TestSchemaCommand(t *testing.T) {
 	out, errOut, code := tend(t, "schema")
 	require.Equal(t, 0, code, errOut)
-	require.Equal(t, "AgentConfig\nDevice\n", out)
+	require.Equal(t, "AgentConfig\nDevice\nProfile\n", out)
 
 	want, err := os.ReadFile("../../schema/device.json")
 	require.NoError(t, err)
