@@ -37,6 +37,7 @@ func Validate(ctx context.Context, repo *git.Repository, rev string, opts Option
 		return nil, err
 	}
 	var out []Checked
+	r := newReader(repo)
 	for _, t := range targets {
 		if err := ctx.Err(); err != nil {
 			return nil, err
@@ -58,15 +59,19 @@ func Validate(ctx context.Context, repo *git.Repository, rev string, opts Option
 			continue
 		}
 		if t.err == nil {
-			inputs, err := readInputs(repo, t.head)
-			if err == nil && len(inputs) == 0 {
+			in, err := r.read(t.head)
+			if err == nil && in.empty() {
 				if !perBranch {
 					continue // a folder without manifests is not a device
 				}
 				err = missing
 			}
+			var composed *manifest.Composed
 			if err == nil {
-				c.Device, err = load(t.name, inputs, opts.AllowPaths)
+				composed, err = compose(t.name, in, opts.AllowPaths)
+			}
+			if err == nil {
+				c.Device = composed.Device
 			}
 			if err != nil {
 				c.Device, c.Err = nil, err
