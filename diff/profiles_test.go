@@ -130,3 +130,51 @@ func TestRunProfileReachesNoDevice(t *testing.T) {
 	require.NoError(t, diff.WriteText(&txt, res))
 	require.Contains(t, txt.String(), "profile/edge-only reaches no device with a Device document in Git (it may still match devices known only by their agent config labels)")
 }
+
+// TestValidateProfiles: validate --all checks every profile once and says
+// which inventory devices each applies to, also with no device folder.
+func TestValidateProfiles(t *testing.T) {
+	r, _, _ := profileFleet(t)
+	ctx := context.Background()
+	checked, err := diff.Validate(ctx, open(t, r), "HEAD", profilePaths)
+	require.NoError(t, err)
+	require.Len(t, checked, 3)
+	for _, c := range checked {
+		require.NoError(t, c.Err, c.Name)
+	}
+	profiles, err := diff.ValidateProfiles(ctx, open(t, r), "HEAD", profilePaths, checked)
+	require.NoError(t, err)
+	reach := map[string][]string{}
+	for _, p := range profiles {
+		require.Equal(t, 3, p.Line, "%s: metadata.name's line", p.Name)
+		reach[p.Name] = p.Devices
+	}
+	require.Equal(t, map[string][]string{
+		"profile/base":           {"cam-001", "cam-002", "cam-003"},
+		"profile/edge-only":      nil,
+		"profile/orin-inference": {"cam-001", "cam-002"},
+		"profile/x86":            {"cam-003"},
+	}, reach)
+
+	t.Run("a broken profile is reported once, with file and line", func(t *testing.T) {
+		r.WriteFile("profiles/edge.yaml", profileDoc("edge-only", "  selector: {matchExpressions: [{key: tier, operator: Is, values: [edge]}]}\n"))
+		r.Commit("typo")
+		_, err := diff.ValidateProfiles(ctx, open(t, r), "HEAD", profilePaths, nil)
+		require.ErrorContains(t, err, `profiles/edge.yaml:5: spec.selector.matchExpressions[0].operator: unknown operator "Is"`)
+	})
+	t.Run("devices without a folder of their own", func(t *testing.T) {
+		r.Remove("devices")
+		r.WriteFile("profiles/edge.yaml", profileDoc("edge-only", "  selector: {matchLabels: {tier: edge}}\n"))
+		r.Commit("devices known by their labels only")
+		checked, err := diff.Validate(ctx, open(t, r), "HEAD", profilePaths)
+		require.NoError(t, err)
+		require.Empty(t, checked)
+		profiles, err := diff.ValidateProfiles(ctx, open(t, r), "HEAD", profilePaths, checked)
+		require.NoError(t, err)
+		require.Len(t, profiles, 4)
+	})
+	t.Run("a missing profiles folder", func(t *testing.T) {
+		_, err := diff.ValidateProfiles(ctx, open(t, r), "HEAD", diff.Options{Paths: []string{"profile", "devices/{device}"}}, nil)
+		require.ErrorContains(t, err, `source path "profile" not found at HEAD`)
+	})
+}

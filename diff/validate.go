@@ -20,6 +20,8 @@ type Checked struct {
 	Revision string           // name@sha1:commit
 	Device   *manifest.Device // nil when Err is set
 	Err      error
+	// Profiles are the profiles that apply to the device, by layer id.
+	Profiles []string
 }
 
 // Validate checks the manifests of every device found at rev, with the
@@ -72,6 +74,11 @@ func Validate(ctx context.Context, repo *git.Repository, rev string, opts Option
 			}
 			if err == nil {
 				c.Device = composed.Device
+				for _, l := range composed.Layers {
+					if l.Kind == manifest.KindProfile {
+						c.Profiles = append(c.Profiles, l.ID())
+					}
+				}
 			}
 			if err != nil {
 				c.Device, c.Err = nil, err
