@@ -5,7 +5,6 @@ import (
 	"fmt"
 
 	git "github.com/go-git/go-git/v5"
-
 )
 
 // CheckedProfile is a profile of the shared source paths as
