@@ -5,6 +5,7 @@ import (
 	"strings"
 
 	git "github.com/go-git/go-git/v5"
+	"github.com/go-git/go-git/v5/plumbing"
 	"github.com/go-git/go-git/v5/plumbing/object"
 
 	"github.com/tend-dev/tend/gitsource"
@@ -31,6 +32,11 @@ type sharedSet struct {
 type reader struct {
 	repo   *git.Repository
 	shared map[string]*sharedSet
+	// last is the device folder read last: a folder that is the same at
+	// base and head (a change of the shared paths only) is read once.
+	last      plumbing.Hash
+	lastPath  string
+	lastFiles []gitsource.File
 }
 
 func newReader(repo *git.Repository) *reader {
@@ -46,13 +52,9 @@ func (r *reader) read(loc *location) (*inputs, error) {
 	if loc == nil {
 		return nil, nil
 	}
-	tree, err := object.GetTree(r.repo.Storer, loc.Tree)
+	files, err := r.own(loc)
 	if err != nil {
-		return nil, fmt.Errorf("read tree of %s at %s: %w", displayPath(loc.Path), loc.Rev, err)
-	}
-	files, err := gitsource.TreeFiles(tree, loc.Path)
-	if err != nil {
-		return nil, fmt.Errorf("read files under %s at %s: %w", displayPath(loc.Path), loc.Rev, err)
+		return nil, err
 	}
 	if len(files) == 0 {
 		return nil, nil
@@ -69,6 +71,23 @@ func (r *reader) read(loc *location) (*inputs, error) {
 	}
 	in.shared, err = r.sharedAt(loc)
 	return in, err
+}
+
+// own returns the files of the device's folder.
+func (r *reader) own(loc *location) ([]gitsource.File, error) {
+	if loc.Tree == r.last && loc.Path == r.lastPath && !r.last.IsZero() {
+		return r.lastFiles, nil
+	}
+	tree, err := object.GetTree(r.repo.Storer, loc.Tree)
+	if err != nil {
+		return nil, fmt.Errorf("read tree of %s at %s: %w", displayPath(loc.Path), loc.Rev, err)
+	}
+	files, err := gitsource.TreeFiles(tree, loc.Path)
+	if err != nil {
+		return nil, fmt.Errorf("read files under %s at %s: %w", displayPath(loc.Path), loc.Rev, err)
+	}
+	r.last, r.lastPath, r.lastFiles = loc.Tree, loc.Path, files
+	return files, nil
 }
 
 // readTogether reads a device's folder and the shared paths in one, as
