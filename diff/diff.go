@@ -8,7 +8,6 @@ import (
 
 	git "github.com/go-git/go-git/v5"
 
-	"github.com/tend-dev/tend/manifest"
 	"github.com/tend-dev/tend/oci"
 	"github.com/tend-dev/tend/planner"
 	"github.com/tend-dev/tend/render"
@@ -74,6 +73,9 @@ type Device struct {
 	Path   string             // folder at head, or at base for a removed device
 	Plan   *planner.Changeset // nil when Status is Failed
 	Err    error              // set when Status is Failed
+	// Profiles says whether a profile applies to the device at base or
+	// head: text and markdown then name the layer of each action.
+	Profiles bool
 	// Note says why the plan may not be what the device will do: its
 	// manifests did not render at base, so the plan is against an empty
 	// device.
@@ -93,6 +95,12 @@ type Result struct {
 	Rendered int
 	// Resolved is set when model refs were resolved in their registries.
 	Resolved bool
+	// shared are the shared paths at base and head, with path targeting
+	// when they are apart from the device folders.
+	shared [2]*location
+	// Profiles are the profiles of the shared source paths that differ
+	// between base and head, by name, with the devices each reaches.
+	Profiles []ProfileChange
 }
 
 // Changes reports whether the change does anything to any device.
@@ -141,6 +149,11 @@ func Run(ctx context.Context, repo *git.Repository, base, head string, opts Opti
 	}
 	res.Resolved = opts.Resolve
 	r := newRenderer(opts)
+	r.reader = newReader(repo)
+	reach := newReach()
+	if err := reach.compareShared(r.reader, res.shared); err != nil {
+		return nil, err
+	}
 	for _, t := range targets {
 		if err := ctx.Err(); err != nil {
 			return nil, err
@@ -154,7 +167,7 @@ func Run(ctx context.Context, repo *git.Repository, base, head string, opts Opti
 			continue
 		}
 		res.Rendered++
-		d, listed, err := r.device(ctx, repo, t, opts)
+		d, seen, listed, err := r.device(ctx, t, opts)
 		if err != nil {
 			return nil, err
 		}
@@ -164,7 +177,11 @@ func Run(ctx context.Context, repo *git.Repository, base, head string, opts Opti
 		} else if d.Name != "" {
 			res.Unchanged++
 		}
+		if d.Name != "" {
+			reach.add(d, seen, listed)
+		}
 	}
+	res.Profiles = reach.result()
 	log.DebugContext(ctx, "diff", logKeyDevices, len(res.Devices)+res.Unchanged, logKeyChanged, len(res.Devices), logKeyRendered, res.Rendered)
 	return res, nil
 }
@@ -173,35 +190,30 @@ func Run(ctx context.Context, repo *git.Repository, base, head string, opts Opti
 // is false when the change does nothing to the device; a zero Device then
 // means the folder holds no manifests at either revision (not a device).
 // err is only for a cancelled context.
-func (r *renderer) device(ctx context.Context, repo *git.Repository, t target, opts Options) (d Device, listed bool, err error) {
+func (r *renderer) device(ctx context.Context, t target, opts Options) (d Device, seen layersSeen, listed bool, err error) {
 	d = Device{Name: t.name, Path: t.path()}
-	fail := func(err error) (Device, bool, error) {
+	fail := func(err error) (Device, layersSeen, bool, error) {
 		if ctx.Err() != nil {
-			return Device{}, false, ctx.Err()
+			return Device{}, seen, false, ctx.Err()
 		}
 		d.Status, d.Err, d.Plan = Failed, err, nil
-		return d, true, nil
+		return d, seen, true, nil
 	}
-	read := func(loc *location) ([]manifest.Input, error) {
-		if loc == nil {
-			return nil, nil
-		}
-		return readInputs(repo, loc)
-	}
-	baseIn, err := read(t.base)
+	baseIn, err := r.reader.read(t.base)
 	if err != nil {
 		return fail(err)
 	}
-	headIn, err := read(t.head)
+	headIn, err := r.reader.read(t.head)
 	if err != nil {
 		return fail(err)
 	}
+	seen.base, seen.head = baseIn.sharedSet(), headIn.sharedSet()
 	switch {
-	case len(baseIn) == 0 && len(headIn) == 0:
-		return Device{}, false, nil
-	case len(baseIn) == 0:
+	case baseIn.empty() && headIn.empty():
+		return Device{}, seen, false, nil
+	case baseIn.empty():
 		d.Status = Added
-	case len(headIn) == 0:
+	case headIn.empty():
 		d.Status, d.Path = Removed, t.base.Path
 	default:
 		d.Status = Changed
@@ -209,16 +221,17 @@ func (r *renderer) device(ctx context.Context, repo *git.Repository, t target, o
 
 	observed := planner.Observed{}
 	var base *render.Desired
-	if len(baseIn) > 0 {
+	if !baseIn.empty() {
 		rev := revisionString(t.baseRev)
-		dev, err := load(t.name, baseIn, opts.AllowPaths)
+		c, err := compose(t.name, baseIn, opts.AllowPaths)
 		var desired *render.Desired
 		if err == nil {
-			desired, err = r.desired(ctx, dev, rev)
+			seen.baseComposed = c
+			desired, err = r.desired(ctx, c.Device, rev)
 		}
 		base = desired
 		if ctx.Err() != nil {
-			return Device{}, false, ctx.Err()
+			return Device{}, seen, false, ctx.Err()
 		}
 		if err != nil {
 			d.Note = fmt.Sprintf("does not render at base %s, so this plan is against an empty device: %v", rev, oneLine(err))
@@ -227,19 +240,20 @@ func (r *renderer) device(ctx context.Context, repo *git.Repository, t target, o
 	}
 
 	rev := revisionString(t.headRev)
-	if len(headIn) == 0 {
+	if headIn.empty() {
 		// The agent of a device with no manifests fails ("no manifests for
 		// device") and keeps its last applied state: nothing is deleted.
 		d.Plan = &planner.Changeset{Device: t.name, Revision: rev}
 		d.Note = "no manifests at head: this device's agent will fail each tick with \"no manifests for device\" and keep " +
 			"its last applied state; nothing on it is deleted. To clear it first, commit it declaring nothing with allowEmpty."
-		return d, true, nil
+		return d, seen, true, nil
 	}
-	dev, err := load(t.name, headIn, opts.AllowPaths)
+	c, err := compose(t.name, headIn, opts.AllowPaths)
 	if err != nil {
 		return fail(fmt.Errorf("invalid manifests for device %s at %s:\n%w", t.name, rev, err))
 	}
-	desired, err := r.desired(ctx, dev, rev)
+	seen.headComposed = c
+	desired, err := r.desired(ctx, c.Device, rev)
 	if err != nil {
 		return fail(fmt.Errorf("device %s at %s: %w", t.name, rev, err))
 	}
@@ -256,8 +270,10 @@ func (r *renderer) device(ctx context.Context, repo *git.Repository, t target, o
 	if opts.Diff {
 		addDiffs(cs, base, desired, opts.Resolve)
 	}
+	setOrigins(cs, seen.baseComposed, seen.headComposed)
 	d.Plan = cs
-	return d, d.Status != Changed || !cs.Empty() || d.Note != "", nil
+	d.Profiles = seen.profileLayers()
+	return d, seen, d.Status != Changed || !cs.Empty() || d.Note != "", nil
 }
 
 // nameRefs says what changes about an unresolved model: its ref (the

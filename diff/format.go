@@ -84,13 +84,34 @@ func WriteText(w io.Writer, r *Result) error {
 			fmt.Fprintf(&b, "Error: %s\n", indent(d.Err.Error(), "  "))
 			continue
 		}
-		if err := planner.WriteText(&b, d.Plan); err != nil {
+		if err := planner.WriteText(&b, shownPlan(d)); err != nil {
 			return err
+		}
+	}
+	if len(r.Profiles) > 0 {
+		b.WriteString("\nProfiles changed:\n")
+		for _, p := range r.Profiles {
+			fmt.Fprintf(&b, "  %s\n", p.Summary(0))
 		}
 	}
 	fmt.Fprintf(&b, "\n%s\n", r.Totals())
 	_, err := io.WriteString(w, b.String())
 	return err
+}
+
+// shownPlan is the plan of d as text and markdown show it: the layer of
+// each action only when a profile applies to the device (otherwise every
+// action is its own Device document's).
+func shownPlan(d Device) *planner.Changeset {
+	if d.Profiles || d.Plan == nil {
+		return d.Plan
+	}
+	cs := *d.Plan
+	cs.Actions = append([]planner.Action(nil), cs.Actions...)
+	for i := range cs.Actions {
+		cs.Actions[i].Origin = ""
+	}
+	return &cs
 }
 
 // describe names a revision in a header: "main (1a2b3c4d5e6f)".
@@ -120,7 +141,9 @@ type JSONDiff struct {
 	Head          Revision     `json:"head"`
 	Resolved      bool         `json:"resolved"`
 	Devices       []JSONDevice `json:"devices"`
-	Totals        Totals       `json:"totals"`
+	// Profiles are the changed profiles and the devices each reaches.
+	Profiles []ProfileChange `json:"profiles,omitempty"`
+	Totals   Totals          `json:"totals"`
 }
 
 // JSONDevice is one device of a JSONDiff.
@@ -135,7 +158,7 @@ type JSONDevice struct {
 
 // JSON returns the machine-readable form of the diff.
 func (r *Result) JSON() JSONDiff {
-	out := JSONDiff{FormatVersion: FormatVersion, Base: r.Base, Head: r.Head, Resolved: r.Resolved, Devices: []JSONDevice{}, Totals: r.Totals()}
+	out := JSONDiff{FormatVersion: FormatVersion, Base: r.Base, Head: r.Head, Resolved: r.Resolved, Devices: []JSONDevice{}, Profiles: r.Profiles, Totals: r.Totals()}
 	for _, d := range r.Devices {
 		jd := JSONDevice{Device: d.Name, Status: d.Status, Path: d.Path, Note: d.Note}
 		if d.Plan != nil {

@@ -46,6 +46,9 @@ func WriteMarkdown(w io.Writer, r *Result, opts MarkdownOptions) error {
 	changing := t.Added + t.Removed + t.Changed
 	if changing == 0 && t.Errors == 0 {
 		fmt.Fprintf(&head, "**no device changes** (%s).\n", planner.Count(t.Devices, "device"))
+		if len(r.Profiles) > 0 {
+			head.WriteString("\n" + mdProfiles(r.Profiles))
+		}
 		_, err := io.WriteString(w, head.String())
 		return err
 	}
@@ -54,6 +57,7 @@ func WriteMarkdown(w io.Writer, r *Result, opts MarkdownOptions) error {
 		fmt.Fprintf(&head, ", **%d with errors**", t.Errors)
 	}
 	fmt.Fprintf(&head, ", %d unchanged.\n\nPlan: %d to add, %d to change, %d to delete.\n\n", t.Unchanged, t.Add, t.Change, t.Delete)
+	head.WriteString(mdProfiles(r.Profiles))
 	head.WriteString("| device | status | add | change | delete | restarts |")
 	if r.Resolved {
 		head.WriteString(" download |")
@@ -112,6 +116,24 @@ func WriteMarkdown(w io.Writer, r *Result, opts MarkdownOptions) error {
 	return err
 }
 
+// maxProfileDevices bounds the devices named per changed profile in a
+// comment; the text and JSON diffs name every one.
+const maxProfileDevices = 20
+
+// mdProfiles lists the changed profiles and the devices each reaches.
+func mdProfiles(ps []ProfileChange) string {
+	if len(ps) == 0 {
+		return ""
+	}
+	var b strings.Builder
+	b.WriteString("Profiles changed:\n\n")
+	for _, p := range ps {
+		fmt.Fprintf(&b, "- %s\n", mdEscape(p.Summary(maxProfileDevices)))
+	}
+	b.WriteString("\n")
+	return b.String()
+}
+
 func mdRevision(r Revision) string {
 	if r.Commit == "" {
 		return "`" + r.Name + "`"
@@ -163,7 +185,7 @@ func mdSection(d Device) string {
 	if d.Err != nil {
 		body = d.Err.Error()
 	} else {
-		body = actionLines(d.Plan, maxActionLines)
+		body = actionLines(shownPlan(d), maxActionLines)
 	}
 	fence := codeFence(body)
 	fmt.Fprintf(&b, "%stext\n%s\n%s\n\n", fence, strings.TrimRight(body, "\n"), fence)
@@ -190,7 +212,7 @@ func actionLines(cs *planner.Changeset, limit int) string {
 			fmt.Fprintf(&b, "… and %s more\n", planner.Count(len(cs.Actions)-limit, "action"))
 			break
 		}
-		fmt.Fprintf(&b, "%s %-*s  %s\n", a.Type.Symbol(), width, a.Resource, a.Reason)
+		fmt.Fprintf(&b, "%s %-*s  %s%s\n", a.Type.Symbol(), width, a.Resource, a.Reason, planner.OriginSuffix(a))
 	}
 	return b.String()
 }

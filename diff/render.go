@@ -2,62 +2,17 @@ package diff
 
 import (
 	"context"
-	"fmt"
 
-	git "github.com/go-git/go-git/v5"
-	"github.com/go-git/go-git/v5/plumbing/object"
-
-	"github.com/tend-dev/tend/gitsource"
 	"github.com/tend-dev/tend/manifest"
 	"github.com/tend-dev/tend/planner"
 	"github.com/tend-dev/tend/render"
 )
-
-// readInputs returns the manifest files of a device's folder at one
-// revision, with those of the shared source paths, named by their path in
-// the repo; none when the folder holds none (not a device). Symlinks and
-// submodules are skipped, as gitsource skips them, and a shared path that
-// is not in the commit is the agent's error.
-func readInputs(repo *git.Repository, loc *location) ([]manifest.Input, error) {
-	tree, err := object.GetTree(repo.Storer, loc.Tree)
-	if err != nil {
-		return nil, fmt.Errorf("read tree of %s at %s: %w", displayPath(loc.Path), loc.Rev, err)
-	}
-	files, err := gitsource.TreeFiles(tree, loc.Path)
-	if err != nil {
-		return nil, fmt.Errorf("read files under %s at %s: %w", displayPath(loc.Path), loc.Rev, err)
-	}
-	if len(files) > 0 && len(loc.Shared) > 0 {
-		commit, err := repo.CommitObject(loc.Commit)
-		if err != nil {
-			return nil, fmt.Errorf("read commit %s (%s): %w", loc.Commit, loc.Rev, err)
-		}
-		paths := []gitsource.Path{{Dir: loc.Path, PerDevice: loc.PerDevice}}
-		for _, s := range loc.Shared {
-			paths = append(paths, gitsource.Path{Dir: s.Path})
-		}
-		if files, err = gitsource.CommitFiles(commit, paths, loc.Rev); err != nil {
-			return nil, err
-		}
-	}
-	inputs := make([]manifest.Input, len(files))
-	for i, f := range files {
-		inputs[i] = manifest.Input{Name: f.Path, Data: f.Data, PerDevice: f.PerDevice || loc.PerDevice && len(loc.Shared) == 0}
-	}
-	return inputs, nil
-}
 
 func displayPath(p string) string {
 	if p == "" {
 		return "the repo root"
 	}
 	return p
-}
-
-// load parses and validates a device's manifests. Paths are not checked
-// against allowPaths: CI has no node and so no allowPaths, unless given.
-func load(device string, inputs []manifest.Input, allow []string) (*manifest.Device, error) {
-	return manifest.LoadDevice(device, inputs, manifest.ValidateOptions{AllowPaths: allow, CheckAllowPaths: len(allow) > 0})
 }
 
 // renderer renders devices without a node: under root "/" with the
@@ -69,6 +24,7 @@ func load(device string, inputs []manifest.Input, allow []string) (*manifest.Dev
 type renderer struct {
 	opts     render.Options
 	registry *render.Registry // with Resolve
+	reader   *reader
 }
 
 func newRenderer(opts Options) *renderer {
@@ -79,6 +35,16 @@ func newRenderer(opts Options) *renderer {
 		resolver = reg
 	}
 	return &renderer{opts: render.Options{AllowPaths: opts.AllowPaths, CheckAllowPaths: len(opts.AllowPaths) > 0, Resolver: resolver}, registry: reg}
+}
+
+// compose composes device from what was read of it, with its labels in
+// Git only: CI knows no agent config's labels.
+func compose(device string, in *inputs, allow []string) (*manifest.Composed, error) {
+	opts := manifest.ComposeOptions{Device: device, ValidateOptions: manifest.ValidateOptions{AllowPaths: allow, CheckAllowPaths: len(allow) > 0}}
+	if in.shared != nil {
+		return in.shared.parsed.Compose(in.own, opts)
+	}
+	return manifest.Compose(in.own, opts)
 }
 
 // reword says what a resolved model's update changes as a device's plan

@@ -70,3 +70,19 @@ func displayPatterns(opts Options) string {
 	}
 	return opts.Path
 }
+
+// apart reports whether the shared paths are apart from the device
+// folders: none holds them, or another shared path.
+func (s sources) apart() bool {
+	prefix, _, _ := strings.Cut(strings.ReplaceAll(s.device.raw, "\\", "/"), "{")
+	prefix = strings.Trim(path.Clean("/"+prefix), "/")
+	dirs := append([]string{prefix}, s.shared...)
+	for i, a := range dirs {
+		for j, b := range dirs {
+			if i != j && (within(a, b) || i == 0 && within(b, a)) {
+				return false
+			}
+		}
+	}
+	return true
+}

@@ -79,6 +79,9 @@ func discoverPaths(repo *git.Repository, base, head string, src sources, all boo
 	if err != nil {
 		return nil, nil, err
 	}
+	if src.apart() {
+		res.shared = [2]*location{{Commit: bc.Hash, Rev: base, Shared: bShared}, {Commit: hc.Hash, Rev: head, Shared: hShared}}
+	}
 	w := newWalker(repo, src.device)
 	var changed []pair
 	switch {

@@ -20,6 +20,8 @@ type Checked struct {
 	Revision string           // name@sha1:commit
 	Device   *manifest.Device // nil when Err is set
 	Err      error
+	// Profiles are the profiles that apply to the device, by layer id.
+	Profiles []string
 }
 
 // Validate checks the manifests of every device found at rev, with the
@@ -37,6 +39,7 @@ func Validate(ctx context.Context, repo *git.Repository, rev string, opts Option
 		return nil, err
 	}
 	var out []Checked
+	r := newReader(repo)
 	for _, t := range targets {
 		if err := ctx.Err(); err != nil {
 			return nil, err
@@ -58,15 +61,24 @@ func Validate(ctx context.Context, repo *git.Repository, rev string, opts Option
 			continue
 		}
 		if t.err == nil {
-			inputs, err := readInputs(repo, t.head)
-			if err == nil && len(inputs) == 0 {
+			in, err := r.read(t.head)
+			if err == nil && in.empty() {
 				if !perBranch {
 					continue // a folder without manifests is not a device
 				}
 				err = missing
 			}
+			var composed *manifest.Composed
 			if err == nil {
-				c.Device, err = load(t.name, inputs, opts.AllowPaths)
+				composed, err = compose(t.name, in, opts.AllowPaths)
+			}
+			if err == nil {
+				c.Device = composed.Device
+				for _, l := range composed.Layers {
+					if l.Kind == manifest.KindProfile {
+						c.Profiles = append(c.Profiles, l.ID())
+					}
+				}
 			}
 			if err != nil {
 				c.Device, c.Err = nil, err

@@ -147,9 +147,18 @@ func (s parsedSet) deviceNames() []string {
 // decoded unless its input is PerDevice (it is then an error): it is
 // checked by validating the fleet, not on every device.
 func parse(inputs []Input, device string) (parsedSet, Errors) {
+	var set parsedSet
+	errs := set.add(inputs, device)
+	errs = append(errs, set.checkProfileNames()...)
+	return set, errs
+}
+
+// add parses inputs into s, as parse does, without checking the profile
+// names.
+func (s *parsedSet) add(inputs []Input, device string) Errors {
 	sorted := append([]Input(nil), inputs...)
 	sort.Slice(sorted, func(i, j int) bool { return sorted[i].Name < sorted[j].Name })
-	var set parsedSet
+	set := s
 	var errs Errors
 	for _, in := range sorted {
 		if err := CheckSize(in.Name, int64(len(in.Data))); err != nil {
@@ -178,8 +187,7 @@ func parse(inputs []Input, device string) (parsedSet, Errors) {
 			}
 		}
 	}
-	errs = append(errs, set.checkProfileNames()...)
-	return set, errs
+	return errs
 }
 
 func (s *parsedSet) parseDevice(in Input, doc *yaml3.Node, device string, errs *Errors) {

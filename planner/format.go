@@ -32,7 +32,7 @@ func WriteText(w io.Writer, cs *Changeset) error {
 		b.WriteString("  No changes: the device matches its declaration.\n")
 	}
 	for _, a := range cs.Actions {
-		fmt.Fprintf(&b, "  %s %-*s  %s\n", a.Type.Symbol(), width, a.Resource, a.Reason)
+		fmt.Fprintf(&b, "  %s %-*s  %s%s\n", a.Type.Symbol(), width, a.Resource, a.Reason, OriginSuffix(a))
 		writeSkipped(&b, a)
 		writeDiff(&b, a.Diff)
 	}
@@ -66,6 +66,15 @@ func (c *Changeset) JSON() JSONPlan {
 // WriteJSON writes the plan for machines, indented, with a final newline.
 func WriteJSON(w io.Writer, cs *Changeset) error {
 	return encodeJSON(w, cs.JSON())
+}
+
+// OriginSuffix is what a text plan prints after an action's reason: the
+// layer its resource came from, in parentheses, or nothing.
+func OriginSuffix(a Action) string {
+	if a.Origin == "" {
+		return ""
+	}
+	return "  (" + a.Origin + ")"
 }
 
 // writeSkipped writes, under an action an apply leaves out, why.

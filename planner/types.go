@@ -182,6 +182,13 @@ type Action struct {
 	// Held, when set, says why this action is not applied now: the apply
 	// leaves it out and fails, naming it.
 	Held string `json:"held,omitempty"`
+	// Origin, in a CI diff, is the layer the resource's declaration came
+	// from (profile/NAME or device/NAME; for a delete, the layer that
+	// removed it with absent: true, or else declared it at base), with
+	// its file and line. Text plans print it after the reason.
+	Origin     string `json:"origin,omitempty"`
+	OriginFile string `json:"originFile,omitempty"`
+	OriginLine int    `json:"originLine,omitempty"`
 }
 
 // Drift says in words what was changed on the node ("content changed on

@@ -1,6 +1,7 @@
 package main
 
 import (
+	"errors"
 	"fmt"
 	"sort"
 	"strings"
@@ -27,7 +28,9 @@ func newValidateCommand(g *globals) *cobra.Command {
 			"given) the manifests are checked against its allowPaths.\n" +
 			"With --all, it checks every device of the fleet repo (--repo, default .) at --rev, found as tend diff\n" +
 			"finds them (--path with {device}, or --ref with {device} for a branch per device), and reports every\n" +
-			"invalid device at once; --resolve also resolves every model ref in its registry.",
+			"invalid device at once; --resolve also resolves every model ref in its registry. Every profile of the shared\n" +
+			"source paths is checked once (name, selector, variables) and listed with the devices it applies to; CI knows\n" +
+			"only the devices with a Device document in Git, and their labels in Git.",
 		RunE: func(cmd *cobra.Command, args []string) error {
 			out := cmd.OutOrStdout()
 			if all {
@@ -122,11 +125,43 @@ func (g *globals) validateAll(cmd *cobra.Command, rev string, resolve bool) erro
 		}
 		fmt.Fprintf(out, "valid: device %s at %s: %s\n", d.Name, d.Revision, agent.Count(d.Device))
 	}
-	if len(checked) == 0 {
+	profiles, perr := diff.ValidateProfiles(cmd.Context(), repo, rev, diffOptions(c, resolve, log), checked)
+	for _, p := range profiles {
+		fmt.Fprintf(out, "valid: %s (%s:%d): %s\n", p.Name, p.File, p.Line, profileReach(p.Devices))
+	}
+	if perr != nil {
+		fmt.Fprintf(out, "invalid: profiles at %s:\n  %s\n", rev, strings.ReplaceAll(perr.Error(), "\n", "\n  "))
+	}
+	if len(checked) == 0 && len(profiles) == 0 && perr == nil {
 		return fmt.Errorf("no devices at %s matching --path %q or --ref %q", rev, strings.Join(c.SourcePatterns(), ", "), c.Source.Ref)
 	}
+	if len(checked) == 0 {
+		fmt.Fprintf(out, "no device with a Device document at %s: devices known only by their agent config labels cannot be checked from Git\n", rev)
+	}
+	var failed []string
 	if len(invalid) > 0 {
-		return fmt.Errorf("%d of %s invalid: %s", len(invalid), planner.Count(len(checked), "device"), strings.Join(invalid, ", "))
+		failed = append(failed, fmt.Sprintf("%d of %s invalid: %s", len(invalid), planner.Count(len(checked), "device"), strings.Join(invalid, ", ")))
+	}
+	if perr != nil {
+		failed = append(failed, "the profiles of the shared source paths are invalid")
+	}
+	if len(failed) > 0 {
+		return errors.New(strings.Join(failed, "; "))
 	}
 	return nil
+}
+
+// maxReachNames bounds the devices named per profile.
+const maxReachNames = 10
+
+// profileReach says which inventory devices a profile applies to.
+func profileReach(devices []string) string {
+	if len(devices) == 0 {
+		return "applies to no device with a Device document in Git (it may still match devices known only by their agent config labels)"
+	}
+	names := devices
+	if len(names) > maxReachNames {
+		names = append(names[:maxReachNames:maxReachNames], fmt.Sprintf("… and %d more", len(devices)-maxReachNames))
+	}
+	return "applies to " + planner.Count(len(devices), "device") + ": " + strings.Join(names, ", ")
 }
