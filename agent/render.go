@@ -4,6 +4,8 @@ import (
 	"context"
 	"fmt"
 	"os"
+	"sort"
+	"strconv"
 	"sync"
 
 	"github.com/tend-dev/tend/gitsource"
@@ -57,10 +59,10 @@ func RenderOptions(c *manifest.AgentConfig, resolver render.Resolver) render.Opt
 	return render.Options{Root: c.Root, StateDir: c.StateDir, AllowPaths: c.AllowPaths, CheckAllowPaths: true, Resolver: resolver}
 }
 
-// composeCache keeps the last composition of a tick: while the snapshot's
-// files are the very ones read last (gitsource reuses them while the
-// commit does not move) and the config is the same, the composition is
-// too, and a no-op tick does not parse and merge the profiles again.
+// composeCache keeps the last composition of a tick: while the commit does
+// not move (gitsource then reuses the files it read) and the config is the
+// same, the composition is too, and a no-op tick does not parse and merge
+// the profiles again.
 type composeCache struct {
 	mu   sync.Mutex
 	key  string
@@ -71,7 +73,15 @@ func (cc *composeCache) load(c *manifest.AgentConfig, snap *gitsource.Snapshot, 
 	if len(snap.Files) == 0 {
 		return LoadDevice(c, snap, confine)
 	}
-	key := fmt.Sprintf("%p %d %s %v %v %v %v %q %q", &snap.Files[0], len(snap.Files), c.Device, c.Labels, c.AllowPaths, confine, Revision(snap), c.Source.Path, c.Source.Paths)
+	// A commit's files are the same at every read, so the revision and
+	// the paths stand for them; the rest is what composing reads of the
+	// config, quoted so that no two configs print alike.
+	labels := make([]string, 0, len(c.Labels))
+	for k, v := range c.Labels {
+		labels = append(labels, strconv.Quote(k)+"="+strconv.Quote(v))
+	}
+	sort.Strings(labels)
+	key := fmt.Sprintf("%q %q %q %q %q %q %v", Revision(snap), c.Source.Path, c.Source.Paths, c.Device, labels, c.AllowPaths, confine)
 	cc.mu.Lock()
 	defer cc.mu.Unlock()
 	if cc.key == key {

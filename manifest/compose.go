@@ -115,6 +115,7 @@ func (set parsedSet) compose(opts ComposeOptions, files int) (*Composed, error) 
 	for _, l := range layers {
 		c.Layers = append(c.Layers, l.docs...)
 	}
+	errs = append(errs, checkKeys(layers)...)
 	errs = append(errs, checkTies(layers)...)
 	vars := c.mergeVars(layers)
 	m := c.mergeResources(layers, &errs)
@@ -249,6 +250,25 @@ func (l *layer) addResources(info *document, models []Model, files []File, servi
 		s.Origin = origin(info, fmt.Sprintf("spec.services[%d]", i))
 		add("service/"+s.Name, s.Absent, s, s.Origin)
 	}
+}
+
+// checkKeys refuses a variable in a merge key (a model's or service's
+// name, a file's path): layers are merged by key before variables are
+// expanded, so /etc/infer/${device}.yaml in a profile and the same file
+// spelt out in a Device document would be two items, not one override.
+func checkKeys(layers []*layer) Errors {
+	var errs Errors
+	for _, l := range layers {
+		for _, e := range l.entries {
+			if strings.Contains(e.id, "${var:") || strings.Contains(e.id, "${device}") || strings.Contains(e.id, "${label:") {
+				field := keyField(e.id)
+				errs.add(e.origin.File, e.origin.Line(strings.TrimPrefix(field, ".")), e.origin.Field+field,
+					"%s: a variable in a %s is not supported: layers are merged by it before variables are expanded; write it out (a per-device file goes in the Device document)",
+					e.id, strings.TrimPrefix(field, "."))
+			}
+		}
+	}
+	return errs
 }
 
 // keyField is the field of an entry's key, for errors.

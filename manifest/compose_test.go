@@ -153,7 +153,7 @@ func TestComposeVars(t *testing.T) {
 	orin := profile("orin", "  selector: {matchLabels: {hw: orin}}\n  priority: 10\n  vars: {threshold: \"0.4\", camera: \"rtsp://${label:camera-ip}/${device}\"}\n")
 	dev := device("cam-017", "hw: orin, camera-ip: 10.0.0.7, site: plant-a", ""+
 		"  models: [{name: det, ref: \"r.local/${label:site}/det:${var:level}\", path: \"/opt/models/${device}\"}]\n"+
-		"  files:\n    - path: /etc/infer/${label:site}.yaml\n      content: \"t: ${var:threshold} cam: ${var:camera} home: ${HOME}\"\n      mode: \"${var:mode}\"\n"+
+		"  files:\n    - path: /etc/infer/plant-a.yaml\n      content: \"t: ${var:threshold} cam: ${var:camera} home: ${HOME} $${var:threshold} ${var:-x}\"\n      mode: \"${var:mode}\"\n"+
 		"  services:\n    - name: infer\n      command: [/bin/x, \"--t=${var:threshold}\", \"--m=${model:det}/m.onnx\", \"--port=808${replica}\"]\n"+
 		"      env: {LEVEL: \"${var:level}\", DEVICE: \"${device}\", CFG: \"${file:/etc/infer/plant-a.yaml}\"}\n"+
 		"      workingDir: /var/lib/${device}\n      user: \"${label:site}\"\n      health: {http: \"${var:url}\"}\n")
@@ -166,7 +166,8 @@ func TestComposeVars(t *testing.T) {
 	})
 	t.Run("file path, content and mode; other ${…} kept", func(t *testing.T) {
 		require.Equal(t, "/etc/infer/plant-a.yaml", d.Files[0].Path)
-		require.Equal(t, "t: 0.4 cam: rtsp://10.0.0.7/cam-017 home: ${HOME}", d.Files[0].Content)
+		require.Equal(t, "t: 0.4 cam: rtsp://10.0.0.7/cam-017 home: ${HOME} ${var:threshold} ${var:-x}", d.Files[0].Content,
+			"$${ is a literal ${, and ${var:-x} (a shell's) is no variable")
 		require.Equal(t, "0600", d.Files[0].Mode)
 	})
 	t.Run("service command, env, workingDir, user and health", func(t *testing.T) {
@@ -193,6 +194,15 @@ func TestComposeVars(t *testing.T) {
 		require.Equal(t, "cam-018", f.Devices["cam-018"].Device.Spec.Services[0].Env["DEVICE"])
 		require.Equal(t, "cam-017", f.Devices["cam-017"].Device.Spec.Services[0].Env["DEVICE"])
 	})
+}
+
+// A variable in a merge key is refused: layers merge by key before
+// variables are expanded.
+func TestComposeRefusesVariablesInKeys(t *testing.T) {
+	p := profile("p", "  selector: {}\n  files: [{path: \"/etc/infer/${device}.yaml\", content: x}]\n")
+	_, err := Compose(files("p.yaml", p), ComposeOptions{Device: "cam-017"})
+	require.EqualError(t, err, "p.yaml:6: spec.files[0].path: file/etc/infer/${device}.yaml: a variable in a path is not supported: "+
+		"layers are merged by it before variables are expanded; write it out (a per-device file goes in the Device document)")
 }
 
 func TestComposeBadVars(t *testing.T) {

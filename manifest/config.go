@@ -327,6 +327,11 @@ func (c *AgentConfig) expand(field, s string) (string, error) {
 		}
 		if label, ok := strings.CutPrefix(key, "label:"); ok {
 			if v, ok := c.Labels[label]; ok {
+				if !safeElement(v) && bad == nil {
+					// An empty label would make devices/{label:site} read
+					// devices/, every site's folder; a slash or .. another.
+					bad = &Error{Field: field, Msg: fmt.Sprintf("%q: label %s=%q cannot name a folder: a label used in a source path or ref must be a non-empty name without / or \\, and not . or ..", s, label, v)}
+				}
 				return v
 			}
 			if bad == nil {
@@ -434,4 +439,10 @@ func (c *AgentConfig) ValidateNode() error {
 		c.locate(e)
 	}
 	return errs.err()
+}
+
+// safeElement reports whether v can stand for one path element: not
+// empty, no separator, not . or ...
+func safeElement(v string) bool {
+	return v != "" && v != "." && v != ".." && !strings.ContainsAny(v, "/\\")
 }

@@ -66,9 +66,13 @@ func (x *expander) findLoops() {
 	}
 }
 
+// escaped is what "$${" reads as while a string is expanded: "$${" is a
+// literal "${" (a shell's ${HOME:-x} in a file, say), never a reference.
+const escaped = "\x00tend-escaped\x00{"
+
 func varRefs(s string) []string {
 	var out []string
-	for _, m := range reference.FindAllStringSubmatch(s, -1) {
+	for _, m := range reference.FindAllStringSubmatch(strings.ReplaceAll(s, "$${", escaped), -1) {
 		if name, ok := strings.CutPrefix(m[1], "var:"); ok {
 			out = append(out, name)
 		}
@@ -94,10 +98,12 @@ func (x *expander) expand(s string) (string, []string) {
 		return s, nil
 	}
 	var probs []string
-	out := reference.ReplaceAllStringFunc(s, func(m string) string {
+	out := reference.ReplaceAllStringFunc(strings.ReplaceAll(s, "$${", escaped), func(m string) string {
 		ref := m[2 : len(m)-1]
 		kind, arg, _ := strings.Cut(ref, ":")
 		switch {
+		case kind == "var" && !varName.MatchString(arg):
+			return m // not a variable's name (a shell's ${var:-x}): left as it is
 		case ref == "device":
 			return x.device
 		case kind == "label":
@@ -124,7 +130,7 @@ func (x *expander) expand(s string) (string, []string) {
 		}
 		return m
 	})
-	return out, probs
+	return strings.ReplaceAll(out, escaped, "${"), probs
 }
 
 // item returns a copy of a Model, File or Service value with every string
