@@ -30,7 +30,14 @@ type Runtime struct {
 
 	mu       sync.Mutex
 	children map[service.Proc]*child // by PID and StartTime; Limits is always ""
+	// stopped keeps how the last children Stop saw end, for a Wait that
+	// comes after Stop returned (at most maxStopped, oldest dropped).
+	stopped      map[service.Proc]service.ExitStatus
+	stoppedOrder []service.Proc
 }
+
+// maxStopped bounds the statuses kept for a Wait after Stop.
+const maxStopped = 64
 
 var _ service.Runtime = (*Runtime)(nil)
 
@@ -55,6 +62,7 @@ func New(cgroupParent string, log *slog.Logger) *Runtime {
 		log:      log,
 		cg:       detectCgroups(cgroupMount, cgroupParent),
 		children: map[service.Proc]*child{},
+		stopped:  map[service.Proc]service.ExitStatus{},
 	}
 }
 
@@ -246,12 +254,47 @@ func (e *Runtime) forget(p service.Proc) {
 	delete(e.children, procKey(p))
 }
 
+// forgetStopped forgets child c of p once Stop is done with it, keeping
+// how it ended for a Wait that has not collected it yet.
+func (e *Runtime) forgetStopped(p service.Proc, c *child) {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	k := procKey(p)
+	if e.children[k] != c {
+		return // Wait collected it
+	}
+	delete(e.children, k)
+	select {
+	case <-c.done:
+	default:
+		return
+	}
+	if len(e.stoppedOrder) == maxStopped {
+		delete(e.stopped, e.stoppedOrder[0])
+		e.stoppedOrder = e.stoppedOrder[1:]
+	}
+	e.stopped[k] = c.status
+	e.stoppedOrder = append(e.stoppedOrder, k)
+}
+
+// takeStopped returns, once, how a child Stop forgot ended.
+func (e *Runtime) takeStopped(p service.Proc) (service.ExitStatus, bool) {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	st, ok := e.stopped[procKey(p)]
+	delete(e.stopped, procKey(p))
+	return st, ok
+}
+
 // Alive implements service.Runtime.
 func (e *Runtime) Alive(p service.Proc) bool { return procAlive(p) }
 
-// Wait implements service.Runtime. After Stop returned for a child, its status is
-// gone: Wait then reports an unknown status, as for an adopted process.
+// Wait implements service.Runtime. A child that Stop ended reports its
+// status to a Wait that comes after (once, for the last maxStopped).
 func (e *Runtime) Wait(ctx context.Context, p service.Proc) (service.ExitStatus, error) {
+	if st, ok := e.takeStopped(p); ok {
+		return st, nil
+	}
 	if c := e.child(p); c != nil {
 		select {
 		case <-c.done:
@@ -304,7 +347,7 @@ func (e *Runtime) Stop(ctx context.Context, p service.Proc, grace time.Duration)
 	var signalLeader func(unix.Signal) error
 	var cg *instanceCgroup
 	if c := e.child(p); c != nil {
-		defer e.forget(p)
+		defer e.forgetStopped(p, c)
 		select {
 		case <-c.done:
 			// Exited before: its pid may be another process's by now, so

@@ -267,6 +267,14 @@ func TestStop(t *testing.T) {
 		assert.False(t, e.Alive(p))
 		assert.Equal(t, service.ExitStatus{Known: true, Code: -1, Signal: "terminated"}, <-waited, "ended by SIGTERM, no SIGKILL")
 	})
+	t.Run("a Wait after Stop still gets the status", func(t *testing.T) {
+		t.Parallel()
+		p := start(t, e, service.Instance{Command: []string{svcBin, "-sleep", "1h"}})
+		require.NoError(t, e.Stop(context.Background(), p, time.Hour))
+		st, err := e.Wait(waitCtx(t), p)
+		require.NoError(t, err)
+		assert.Equal(t, service.ExitStatus{Known: true, Code: -1, Signal: "terminated"}, st)
+	})
 	t.Run("already gone", func(t *testing.T) {
 		t.Parallel()
 		p := start(t, e, service.Instance{Command: []string{svcBin}})
