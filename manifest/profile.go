@@ -22,7 +22,7 @@ type Profile struct {
 	Origin Origin `json:"-"`
 }
 
-// ProfileMetadata names a profile.
+// ProfileMetadata names a profile or a rollout.
 type ProfileMetadata struct {
 	Name string `json:"name" jsonschema:"required"`
 }
