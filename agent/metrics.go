@@ -11,6 +11,7 @@ import (
 
 	"github.com/tend-dev/tend/drift"
 	"github.com/tend-dev/tend/planner"
+	"github.com/tend-dev/tend/rollout"
 )
 
 // Results of a source fetch, as tend_source_fetch_total names them.
@@ -38,6 +39,7 @@ type Metrics struct {
 	restarts    *prometheus.CounterVec
 	unreachable prometheus.Gauge
 	suspended   prometheus.Gauge
+	held        *prometheus.GaugeVec
 
 	mu       sync.Mutex
 	applied  string    // the revision tend_applied_revision_info names
@@ -96,6 +98,13 @@ func NewMetrics() *Metrics {
 			Help: "1 while the node is suspended (tend suspend, or suspend: true): changes are planned and reported, not applied.",
 		}),
 	}
+	m.held = prometheus.NewGaugeVec(prometheus.GaugeOpts{
+		Name: "tend_release_held",
+		Help: "1 while the device's rollout holds a release, by why: wave (its wave has not opened), window (outside the maintenance window), paused, gate.",
+	}, []string{"reason"})
+	for _, c := range rollout.Causes {
+		m.held.WithLabelValues(c)
+	}
 	for _, r := range []string{ResultSuccess, ResultError, ResultNoop} {
 		m.reconciles.WithLabelValues(r)
 	}
@@ -108,7 +117,7 @@ func NewMetrics() *Metrics {
 	m.reg.MustRegister(
 		collectors.NewGoCollector(),
 		collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}),
-		m.reconciles, m.duration, m.drifts, m.revision, m.lastSuccess, m.fetches, m.downloaded, m.convergence, m.restarts, m.unreachable, m.suspended,
+		m.reconciles, m.duration, m.drifts, m.revision, m.lastSuccess, m.fetches, m.downloaded, m.convergence, m.restarts, m.unreachable, m.suspended, m.held,
 	)
 	return m
 }
@@ -171,6 +180,17 @@ func (m *Metrics) Observe(res *Result, err error, fresh []drift.Event) {
 		m.unreachable.Set(0)
 		if res.Desired.Offline != nil || res.Desired.Held != nil {
 			m.unreachable.Set(1)
+		}
+	}
+	if res.Plan != nil {
+		// A tick that stopped before its plan knows nothing new of the
+		// rollout.
+		for _, c := range rollout.Causes {
+			v := 0.0
+			if res.Held != nil && res.Held.Cause == c {
+				v = 1
+			}
+			m.held.WithLabelValues(c).Set(v)
 		}
 	}
 	if err == nil {

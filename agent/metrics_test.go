@@ -64,6 +64,10 @@ func TestMetricsContract(t *testing.T) {
 		`tend_convergence_seconds_count`,
 		`tend_convergence_seconds_sum`,
 		`tend_suspended`,
+		`tend_release_held{reason="wave"}`,
+		`tend_release_held{reason="window"}`,
+		`tend_release_held{reason="paused"}`,
+		`tend_release_held{reason="gate"}`,
 	} {
 		v, ok := got[series]
 		require.True(t, ok, "%s missing", series)

@@ -39,6 +39,7 @@ const (
 	keyListen     = "listen"
 	keyDownloaded = "downloaded"
 	keySuspended  = "suspended"
+	keyHeld       = "held"
 )
 
 // Results of a tick, as logs and metrics name them.
@@ -123,6 +124,9 @@ type Result struct {
 	// Info describes declared resources for status: a model's ref and the
 	// digest it resolved to.
 	Info map[string]string
+	// Held says why the target was not taken, or is nil; Snapshot, Desired
+	// and Plan are then those of the applied revision.
+	Held *HeldRelease
 }
 
 // Offline says why models were kept at their applied version because their
@@ -193,7 +197,7 @@ func (r *Reconciler) run(ctx context.Context, upTo string) (*Result, error) {
 		{StepFetch, r.fetch},
 		{StepRender, r.render},
 		{StepObserve, r.observe},
-		{StepPlan, r.plan},
+		{StepPlan, r.planRelease},
 		{StepApply, r.applyPlan},
 	}); err != nil {
 		return &t.res, err
@@ -321,6 +325,15 @@ func (r *Reconciler) plan(ctx context.Context, t *tick) error {
 		}
 	}
 	return nil
+}
+
+// planRelease plans the target and holds it back when the device's
+// Rollout says to wait (see decideRelease).
+func (r *Reconciler) planRelease(ctx context.Context, t *tick) error {
+	if err := r.plan(ctx, t); err != nil {
+		return err
+	}
+	return r.decideRelease(ctx, t)
 }
 
 func (r *Reconciler) applyPlan(ctx context.Context, t *tick) error {

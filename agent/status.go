@@ -27,6 +27,12 @@ const (
 // applied, and nothing failed.
 const ResultSuspended = "suspended"
 
+// ResultHeld is the status's result of a tick whose device's rollout held
+// a release (Status.Held says why): the node kept its applied revision and
+// reverted drift to it. tend_reconcile_total counts it as success or noop,
+// by what the reverts did.
+const ResultHeld = "held"
+
 // Replica states in the status document.
 const (
 	ReplicaRunning    = "running"
@@ -44,7 +50,7 @@ type Status struct {
 	TargetRevision  string `json:"targetRevision,omitempty"`
 	LastReconcile   string `json:"lastReconcile"`         // RFC 3339; "" before the first tick
 	LastSuccess     string `json:"lastSuccess,omitempty"` // RFC 3339
-	Result          string `json:"result,omitempty"`      // success | noop | error | suspended
+	Result          string `json:"result,omitempty"`      // success | noop | error | suspended | held
 	// Pending counts the actions the last tick planned and did not apply
 	// because the node is suspended.
 	Pending int `json:"pending,omitempty"`
@@ -54,7 +60,10 @@ type Status struct {
 	LastError string `json:"lastError"`
 	// Warning says what the last tick could not do without failing: a
 	// model registry unreachable, the model kept at its applied version.
-	Warning             string           `json:"warning,omitempty"`
+	Warning string `json:"warning,omitempty"`
+	// Held says why the device's rollout held the target revision:
+	// "held: rollout wave 2 opens 2026-12-03T14:00Z".
+	Held                string           `json:"held,omitempty"`
 	ConsecutiveFailures int              `json:"consecutiveFailures,omitempty"`
 	Suspended           bool             `json:"suspended"`
 	SuspendReason       string           `json:"suspendReason,omitempty"` // who suspended it, when, and why

@@ -44,6 +44,9 @@ func (s Status) WriteText(w io.Writer, now time.Time) error {
 	if s.Warning != "" {
 		line("Warning", s.Warning)
 	}
+	if s.Held != "" {
+		line("Release", s.Held+"; drift is still reverted")
+	}
 	suspended := "no"
 	if s.Suspended {
 		suspended = "yes: no applies, drift is still observed"

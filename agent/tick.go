@@ -121,6 +121,9 @@ func LogTick(log *slog.Logger, device string, res *Result, err error, suspended 
 	if suspended {
 		attrs = append(attrs, keySuspended, true)
 	}
+	if res.Held != nil {
+		attrs = append(attrs, keyHeld, res.Held.Revision, keyReason, res.Held.Reason)
+	}
 	if off := res.Offline(); off != nil {
 		log.Warn("registry unreachable; models kept at their applied version", keyDevice, device, keyReason, off.Error())
 	}

@@ -100,6 +100,17 @@ func (t *Tracker) Observe(res *Result, err error, suspended string) []drift.Even
 		// applied commit, which is not the target.
 		s.TargetRevision = Revision(res.Snapshot)
 	}
+	if res.Plan != nil {
+		// A tick that stopped before its plan knows nothing new of the
+		// rollout.
+		s.Held = ""
+	}
+	if h := res.Held; h != nil {
+		s.TargetRevision, s.Held = h.Revision, h.Reason
+		if err == nil {
+			s.Result = ResultHeld
+		}
+	}
 	if err != nil {
 		s.LastError = err.Error()
 		s.ConsecutiveFailures++

@@ -383,6 +383,10 @@ func TestStatusText(t *testing.T) {
 		Result: ResultSuspended, Pending: 2, Suspended: true, SuspendReason: "tend suspend at 2026-03-01T11:00:00Z: maintenance"}
 	out.WriteString("---\n")
 	require.NoError(t, suspended.WriteText(&out, now))
+	held := Status{Device: "cam-017", AppliedRevision: "main@sha1:aaa", TargetRevision: "main@sha1:bbb", LastReconcile: "2026-03-01T12:05:00Z", LastSuccess: "2026-03-01T12:05:00Z",
+		Result: ResultHeld, Held: "held: rollout wave 2 opens 2026-03-01T14:00Z"}
+	out.WriteString("---\n")
+	require.NoError(t, held.WriteText(&out, now))
 	golden.Assert(t, "status.golden", out.Bytes())
 }
 

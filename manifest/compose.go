@@ -22,6 +22,9 @@ type Composed struct {
 	Resources []Provenance // by id, removed ones included
 	Vars      []Provenance // by id (var/NAME)
 	Warnings  []*Error     // in layer order
+	// Rollout is the rollout that governs the device, or nil: a release
+	// is then taken at once.
+	Rollout *Rollout
 }
 
 // Layer is one document that applied to the device.
@@ -104,6 +107,10 @@ func (set parsedSet) compose(opts ComposeOptions, files int) (*Composed, error) 
 	}
 	c := &Composed{}
 	labels, errs := c.mergeLabels(opts.Labels, docs)
+	if len(errs) > 0 {
+		return nil, errs
+	}
+	c.Rollout, errs = set.rollout(opts.Device, labels)
 	if len(errs) > 0 {
 		return nil, errs
 	}

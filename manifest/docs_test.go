@@ -25,13 +25,16 @@ var refused = map[string][]string{
 		`spec.services[0]: unknown field "network": services as containers are planned and not supported by this tend yet`,
 		`spec.services[0]: unknown field "devices": services as containers are planned and not supported by this tend yet`,
 	},
-	"DESIGN.md › Rollouts (`kind: Rollout`) *(planned)*": {
-		`kind: Rollout (rollouts in waves) is planned and not supported by this tend yet; declare the resources in a Device document`,
-	},
 	"DESIGN.md › Agent configuration (`/etc/tend/agent.yaml`)": {
 		`unknown field "notify": MQTT notifications are planned and not supported by this tend yet`,
 		`unknown field "runtime": container runtimes are planned and not supported by this tend yet`,
 	},
+}
+
+// partlyBuilt lists the planned sections whose examples this tend reads
+// although it does not do all they describe yet.
+var partlyBuilt = map[string]bool{
+	"DESIGN.md › Rollouts (`kind: Rollout`) *(planned)*": true,
 }
 
 // TestDocumentationExamples loads every YAML example of README.md,
@@ -72,10 +75,15 @@ func TestDocumentationExamples(t *testing.T) {
 					require.NoError(t, err)
 					require.Len(t, fleet.Profiles, 1)
 				})
+			case KindRollout:
+				t.Run(b.Where(), func(t *testing.T) {
+					_, err := LoadFleet([]Input{{Name: b.File, Data: b.Document("")}})
+					require.NoError(t, err)
+				})
 			default:
 				t.Errorf("%s: a yaml block that is not a tend document: start it with \"# fragment of a Device\" (or of an AgentConfig)", b.Where())
 			}
-			if strings.Contains(b.Heading, "(planned)") {
+			if strings.Contains(b.Heading, "(planned)") && !partlyBuilt[key] {
 				t.Errorf("%s: an example under a planned heading must be listed in refused", b.Where())
 			}
 		}

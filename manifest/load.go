@@ -123,10 +123,17 @@ type parsedProfile struct {
 	info *document
 }
 
-// parsedSet is every Device and Profile document of a set of inputs.
+type parsedRollout struct {
+	roll Rollout
+	info *document
+}
+
+// parsedSet is every Device, Profile and Rollout document of a set of
+// inputs.
 type parsedSet struct {
 	devices  []parsed
 	profiles []parsedProfile // by name
+	rollouts []parsedRollout // by name
 }
 
 func (s parsedSet) deviceNames() []string {
@@ -150,6 +157,7 @@ func parse(inputs []Input, device string) (parsedSet, Errors) {
 	var set parsedSet
 	errs := set.add(inputs, device)
 	errs = append(errs, set.checkProfileNames()...)
+	errs = append(errs, set.checkRolloutNames()...)
 	return set, errs
 }
 
@@ -182,8 +190,10 @@ func (s *parsedSet) add(inputs []Input, device string) Errors {
 				set.parseDevice(in, doc, device, &errs)
 			case api == APIVersion && kind == KindProfile:
 				set.parseProfile(in, doc, &errs)
+			case api == APIVersion && kind == KindRollout:
+				set.parseRollout(in, doc, &errs)
 			default:
-				errs.add(in.Name, line, "", "%s", kindError(api, kind, KindDevice+" or "+KindProfile))
+				errs.add(in.Name, line, "", "%s", kindError(api, kind, KindDevice+", "+KindProfile+" or "+KindRollout))
 			}
 		}
 	}
@@ -280,11 +290,11 @@ func lineOf(info *document, field string, fallback int) int {
 }
 
 // mayConcern reports whether data may hold a document for device: a Device
-// document naming it, or a Profile. Either has the name or the kind in its
+// document naming it, a Profile or a Rollout. Each has the name or the kind in its
 // text, unless written with a YAML escape (a backslash), so a file with
 // neither is another device's and need not be parsed. With 10,000 devices
 // in one repo this keeps composing one of them linear in bytes, not in
 // YAML nodes.
 func mayConcern(data []byte, device string) bool {
-	return bytes.Contains(data, []byte(device)) || bytes.Contains(data, []byte(KindProfile)) || bytes.IndexByte(data, '\\') >= 0
+	return bytes.Contains(data, []byte(device)) || bytes.Contains(data, []byte(KindProfile)) || bytes.Contains(data, []byte(KindRollout)) || bytes.IndexByte(data, '\\') >= 0
 }

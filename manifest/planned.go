@@ -2,14 +2,8 @@ package manifest
 
 import "fmt"
 
-// KindRollout is a planned kind: DESIGN.md describes it, this tend refuses
-// it with a message that says so.
-const KindRollout = "Rollout"
-
 // plannedKinds says what each planned kind is for.
-var plannedKinds = map[string]string{
-	KindRollout: "rollouts in waves",
-}
+var plannedKinds = map[string]string{}
 
 // plannedFields are fields of DESIGN.md that this tend does not read yet,
 // by the Go type they belong to and their name, with what they are for.

@@ -22,7 +22,7 @@ type Profile struct {
 	Origin Origin `json:"-"`
 }
 
-// ProfileMetadata names a profile.
+// ProfileMetadata names a profile or a rollout.
 type ProfileMetadata struct {
 	Name string `json:"name" jsonschema:"required"`
 }
@@ -126,19 +126,19 @@ func (s Selector) String() string {
 	return strings.Join(parts, ",")
 }
 
-// check reports what is wrong with s, the selector of a profile read from
-// info.
-func (s Selector) check(info *document, errs *Errors) {
+// check reports what is wrong with s, the selector at field (e.g.
+// spec.selector) of a document read from info.
+func (s Selector) check(info *document, field string, errs *Errors) {
 	at := func(field, format string, args ...any) {
 		errs.add(info.file, nearestLine(info, field), field, format, args...)
 	}
 	for _, k := range sortedKeys(s.MatchLabels) {
 		if k == "" {
-			at("spec.selector.matchLabels", "a label key may not be empty")
+			at(field+".matchLabels", "a label key may not be empty")
 		}
 	}
 	for i, r := range s.MatchExpressions {
-		f := fmt.Sprintf("spec.selector.matchExpressions[%d]", i)
+		f := fmt.Sprintf("%s.matchExpressions[%d]", field, i)
 		if r.Key == "" {
 			at(f+".key", "missing: the label this requirement is about")
 		}
@@ -164,23 +164,29 @@ var varName = regexp.MustCompile(`^[A-Za-z_][A-Za-z0-9_.-]*$`)
 // selector and variable names. Its resources are checked once merged into
 // a device (see Compose).
 func (p *Profile) check(info *document, errs *Errors) {
-	if p.Metadata.Name == "" {
-		errs.add(info.file, info.line, "metadata.name", "missing: the name of the profile")
-	} else if len(p.Metadata.Name) > 63 || !resourceName.MatchString(p.Metadata.Name) {
-		errs.add(info.file, lineOf(info, "metadata.name", info.line), "metadata.name",
-			"invalid name %q: use lowercase letters, digits, '-', '_' and '.', at most 63 characters", p.Metadata.Name)
-	}
+	checkName(info, "profile", p.Metadata.Name, errs)
 	if p.Spec.Selector == nil {
 		errs.add(info.file, nearestLine(info, "spec.selector"), "spec.selector",
 			"missing: the devices this profile applies to, e.g. {matchLabels: {hw: orin}}; {} applies to every device")
 	} else {
-		p.Spec.Selector.check(info, errs)
+		p.Spec.Selector.check(info, "spec.selector", errs)
 	}
 	for _, k := range sortedKeys(p.Spec.Vars) {
 		if !varName.MatchString(k) {
 			errs.add(info.file, lineOf(info, "spec.vars."+k, info.line), "spec.vars."+k,
 				"invalid variable name %q: use letters, digits, '_', '-' and '.', starting with a letter or '_'", k)
 		}
+	}
+}
+
+// checkName reports a missing or invalid metadata.name of a document of
+// what (profile, rollout).
+func checkName(info *document, what, name string, errs *Errors) {
+	if name == "" {
+		errs.add(info.file, info.line, "metadata.name", "missing: the name of the %s", what)
+	} else if len(name) > 63 || !resourceName.MatchString(name) {
+		errs.add(info.file, lineOf(info, "metadata.name", info.line), "metadata.name",
+			"invalid name %q: use lowercase letters, digits, '-', '_' and '.', at most 63 characters", name)
 	}
 }
 

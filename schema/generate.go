@@ -16,6 +16,7 @@ var kinds = map[string]any{
 	manifest.KindDevice:      manifest.Device{},
 	manifest.KindAgentConfig: manifest.AgentConfig{},
 	manifest.KindProfile:     manifest.Profile{},
+	manifest.KindRollout:     manifest.Rollout{},
 }
 
 // durationPattern is Go's duration syntax (time.ParseDuration), without a

@@ -51,8 +51,8 @@ func TestSchemasAreGenerated(t *testing.T) {
 			require.Equal(t, got, embedded)
 		})
 	}
-	_, err := Get("Rollout")
-	require.ErrorContains(t, err, `no schema for kind "Rollout": use one of AgentConfig, Device, Profile`)
+	_, err := Get("Fleet")
+	require.ErrorContains(t, err, `no schema for kind "Fleet": use one of AgentConfig, Device, Profile, Rollout`)
 }
 
 // compile compiles the committed schema of kind with a real JSON Schema

@@ -84,10 +84,14 @@ func writeSkipped(w io.Writer, res *agent.Result) {
 }
 
 // warnOffline says on stderr when models were kept at their applied
-// version because their registry could not be asked.
+// version because their registry could not be asked, and when the
+// device's rollout held a release.
 func warnOffline(w io.Writer, res *agent.Result) {
 	if off := res.Offline(); off != nil {
 		fmt.Fprintf(w, "Warning: %v\n", off)
+	}
+	if h := res.Held; h != nil {
+		fmt.Fprintf(w, "Release %s %s; the plan keeps %s and reverts drift only\n", h.Revision, h.Reason, agent.Revision(res.Snapshot))
 	}
 }
 

@@ -10,7 +10,7 @@ import (
 func TestSchemaCommand(t *testing.T) {
 	out, errOut, code := tend(t, "schema")
 	require.Equal(t, 0, code, errOut)
-	require.Equal(t, "AgentConfig\nDevice\nProfile\n", out)
+	require.Equal(t, "AgentConfig\nDevice\nProfile\nRollout\n", out)
 
 	want, err := os.ReadFile("../../schema/device.json")
 	require.NoError(t, err)
@@ -18,7 +18,7 @@ func TestSchemaCommand(t *testing.T) {
 	require.Equal(t, 0, code, errOut)
 	require.Equal(t, string(want), out)
 
-	_, errOut, code = tend(t, "schema", "Rollout")
+	_, errOut, code = tend(t, "schema", "Fleet")
 	require.Equal(t, 1, code)
-	require.Contains(t, errOut, `no schema for kind "Rollout": use one of AgentConfig, Device`)
+	require.Contains(t, errOut, `no schema for kind "Fleet": use one of AgentConfig, Device`)
 }

@@ -1,0 +1,90 @@
+package agent
+
+import (
+	"context"
+	"fmt"
+	"path/filepath"
+	"strings"
+	"time"
+
+	"github.com/tend-dev/tend/internal/atomicfile"
+	"github.com/tend-dev/tend/rollout"
+)
+
+// releasesFile records, in stateDir, when this device first saw the
+// release it is waiting for, so a restart does not reset a wave's after.
+const releasesFile = "releases.json"
+
+// HeldRelease says why a tick did not take a release (see rollout.Decide):
+// the node kept its applied revision and only reverted drift to it.
+type HeldRelease struct {
+	Revision  string    // the release held, ref@sha1:commit
+	Cause     string    // one of rollout.Causes
+	Reason    string    // held: rollout wave 2 opens 2026-12-03T14:00Z
+	Wave      int       // the device's wave, or rollout.NoWave
+	Opens     time.Time // when the wave or window opens; zero if not known
+	FirstSeen time.Time // when this device first saw the release
+}
+
+// releases is the content of releasesFile: commit → first seen.
+type releases map[string]time.Time
+
+// decideRelease, after the target is planned, holds a release the
+// device's Rollout says to wait for: the tick then renders, plans and
+// applies the last applied commit instead, reverting drift only (as Hold
+// does). A release is a commit other than the applied one whose plan does
+// more than revert drift; drift reverts are never held, and a device that
+// has applied nothing takes its first commit at once.
+func (r *Reconciler) decideRelease(ctx context.Context, t *tick) error {
+	comp, snap := t.res.Composed, t.res.Snapshot
+	if t.hold || comp == nil || comp.Rollout == nil || snap == nil || t.res.Plan.Empty() || onlyReverts(t.res.Plan.Actions) {
+		return nil
+	}
+	inv, err := t.node.applier.Inventory()
+	if err != nil {
+		return err
+	}
+	_, applied, ok := strings.Cut(inv.Revision, "@sha1:")
+	if !ok || len(applied) != 40 || applied == snap.Revision {
+		return nil
+	}
+	now := r.now()
+	seen, err := r.firstSeen(snap.Revision, now, t.upTo == StepApply)
+	if err != nil {
+		return err
+	}
+	d := rollout.Decide(now, seen, r.Config.Device, comp.Device.Metadata.Labels, comp.Rollout)
+	if d.Take {
+		return nil
+	}
+	t.res.Held = &HeldRelease{Revision: Revision(snap), Cause: d.Cause, Reason: d.Reason, Wave: d.Wave, Opens: d.Opens, FirstSeen: seen}
+	r.logger().InfoContext(ctx, "release held; the node keeps its applied revision and reverts drift to it",
+		keyDevice, r.Config.Device, keyRevision, Revision(snap), keyReason, d.Reason)
+	t.hold = true
+	for _, run := range []func(context.Context, *tick) error{r.fetchApplied, r.renderApplied, r.observe, r.planReverts} {
+		if err := run(ctx, t); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// firstSeen returns when this device first saw commit, now if never;
+// with record, it keeps that in stateDir (forgetting older releases: only
+// the one waiting matters).
+func (r *Reconciler) firstSeen(commit string, now time.Time, record bool) (time.Time, error) {
+	var seen releases
+	if _, err := atomicfile.ReadJSON(filepath.Join(r.Config.StateDir, releasesFile), &seen); err != nil {
+		r.logger().Warn("forgetting when releases were first seen", keyReason, err.Error())
+		seen = nil
+	}
+	if at, ok := seen[commit]; ok {
+		return at, nil
+	}
+	if record {
+		if err := atomicfile.WriteJSON(r.Config.StateDir, releasesFile, releases{commit: now.UTC()}, 0o600); err != nil {
+			return now, fmt.Errorf("record when release %s was first seen: %w", commit, err)
+		}
+	}
+	return now, nil
+}

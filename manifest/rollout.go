@@ -1,0 +1,198 @@
+package manifest
+
+import (
+	"fmt"
+	"net/url"
+	"sort"
+	"time"
+	_ "time/tzdata" // a window's time zone is found on a device without zoneinfo
+
+	"github.com/robfig/cron/v3"
+	yaml3 "go.yaml.in/yaml/v3"
+)
+
+// KindRollout is a document that says when the devices its selector
+// matches take a release: in waves, inside a window, unless paused.
+const KindRollout = "Rollout"
+
+// Rollout governs when each device it selects takes a release.
+type Rollout struct {
+	APIVersion string          `json:"apiVersion"`
+	Kind       string          `json:"kind"`
+	Metadata   ProfileMetadata `json:"metadata" jsonschema:"required"`
+	Spec       RolloutSpec     `json:"spec"`
+
+	Origin Origin `json:"-"`
+}
+
+// RolloutSpec is which devices a rollout governs, and how.
+type RolloutSpec struct {
+	// Selector picks the devices by their labels; {} matches every device.
+	Selector *Selector `json:"selector" jsonschema:"required"`
+	// Waves are the groups of devices, in the order they take a release.
+	Waves []Wave `json:"waves,omitempty"`
+	// Paused true: no device takes a release it has not taken.
+	Paused bool `json:"paused,omitempty"`
+	// Window is when a release may start; drift reverts are not held.
+	Window *Window `json:"window,omitempty"`
+	// Gate is asked before a release is taken.
+	Gate *Gate `json:"gate,omitempty"`
+}
+
+// Wave is one group of devices: those its selector matches, or, by a
+// stable hash of their name, the given percent of the fleet (cumulative:
+// 10 then 50 is 10% of the devices, then 40% more).
+type Wave struct {
+	Selector *Selector `json:"selector,omitempty"`
+	Percent  int       `json:"percent,omitempty"`
+	// After is how long after the device first saw a release its wave
+	// opens.
+	After Duration `json:"after,omitempty"`
+}
+
+// Window is a maintenance window: it opens at each time of Schedule, in
+// TimeZone, for Duration.
+type Window struct {
+	Schedule string   `json:"schedule" jsonschema:"required"`
+	Duration Duration `json:"duration" jsonschema:"required"`
+	// TimeZone is an IANA name such as Europe/Berlin; default UTC.
+	TimeZone string `json:"timeZone,omitempty"`
+
+	// Cron and Location are Schedule and TimeZone parsed.
+	Cron     cron.Schedule  `json:"-"`
+	Location *time.Location `json:"-"`
+}
+
+// Gate is a URL a device GETs before taking a release: 200 means go.
+type Gate struct {
+	URL string `json:"url" jsonschema:"required"`
+}
+
+// check reports what is wrong with a rollout beyond its shape, and parses
+// its window.
+func (r *Rollout) check(info *document, errs *Errors) {
+	checkName(info, "rollout", r.Metadata.Name, errs)
+	if r.Spec.Selector == nil {
+		errs.add(info.file, nearestLine(info, "spec.selector"), "spec.selector",
+			"missing: the devices this rollout governs, e.g. {matchLabels: {site: plant-a}}; {} governs every device")
+	} else {
+		r.Spec.Selector.check(info, "spec.selector", errs)
+	}
+	r.checkWaves(info, errs)
+	if w := r.Spec.Window; w != nil {
+		w.check(info, errs)
+	}
+	if g := r.Spec.Gate; g != nil {
+		u, err := url.Parse(g.URL)
+		if err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
+			errs.add(info.file, nearestLine(info, "spec.gate.url"), "spec.gate.url",
+				"invalid gate %q: use an http:// or https:// URL", g.URL)
+		}
+	}
+}
+
+// checkWaves reports a wave that is neither or both kinds, a percent out
+// of range, and percents or afters that decrease.
+func (r *Rollout) checkWaves(info *document, errs *Errors) {
+	lastPercent, lastAfter := 0, Duration(0)
+	for i, w := range r.Spec.Waves {
+		f := fmt.Sprintf("spec.waves[%d]", i)
+		at := func(field, format string, args ...any) {
+			errs.add(info.file, nearestLine(info, f+field), f+field, format, args...)
+		}
+		switch {
+		case w.Selector != nil && w.Percent != 0:
+			at("", "a wave has either a selector or a percent, not both: split it into two waves")
+		case w.Selector != nil:
+			w.Selector.check(info, f+".selector", errs)
+		case w.Percent < 1 || w.Percent > 100:
+			at(".percent", "percent %d is out of range: use 1 to 100 (or a selector for a named group)", w.Percent)
+		case w.Percent <= lastPercent:
+			at(".percent", "percent %d does not increase on the wave before (%d): percents are cumulative, e.g. 10, 50, 100", w.Percent, lastPercent)
+		default:
+			lastPercent = w.Percent
+		}
+		if w.After < lastAfter {
+			at(".after", "after %s is earlier than the wave before (%s): a later wave opens no sooner", w.After.D(), lastAfter.D())
+		} else {
+			lastAfter = w.After
+		}
+	}
+}
+
+// check parses w's schedule and time zone.
+func (w *Window) check(info *document, errs *Errors) {
+	c, err := cron.ParseStandard(w.Schedule)
+	if err != nil {
+		errs.add(info.file, nearestLine(info, "spec.window.schedule"), "spec.window.schedule",
+			"invalid schedule %q: %v; use a cron spec such as \"0 2 * * *\" (02:00 every day)", w.Schedule, err)
+	}
+	w.Cron = c
+	if w.Duration <= 0 {
+		errs.add(info.file, nearestLine(info, "spec.window.duration"), "spec.window.duration",
+			"missing: how long the window stays open, e.g. 3h")
+	}
+	loc, err := time.LoadLocation(w.TimeZone)
+	if err != nil || w.TimeZone == "Local" {
+		errs.add(info.file, nearestLine(info, "spec.window.timeZone"), "spec.window.timeZone",
+			"unknown time zone %q: use an IANA name such as Europe/Berlin, or UTC", w.TimeZone)
+	}
+	w.Location = loc
+}
+
+func (s *parsedSet) parseRollout(in Input, doc *yaml3.Node, errs *Errors) {
+	var p parsedRollout
+	info, derrs := decodeDocument(in.Name, doc, &p.roll)
+	*errs = append(*errs, derrs...)
+	if len(derrs) > 0 {
+		return
+	}
+	n := len(*errs)
+	p.roll.check(info, errs)
+	if len(*errs) > n {
+		return
+	}
+	p.info = info
+	p.roll.Origin = origin(info, "")
+	s.rollouts = append(s.rollouts, p)
+}
+
+// checkRolloutNames sorts the rollouts by name and reports a name used
+// twice.
+func (s *parsedSet) checkRolloutNames() Errors {
+	sort.SliceStable(s.rollouts, func(i, j int) bool { return s.rollouts[i].roll.Metadata.Name < s.rollouts[j].roll.Metadata.Name })
+	var errs Errors
+	for i := 1; i < len(s.rollouts); i++ {
+		a, b := s.rollouts[i-1], s.rollouts[i]
+		if a.roll.Metadata.Name == b.roll.Metadata.Name {
+			errs.add(b.info.file, lineOf(b.info, "metadata.name", b.info.line), "metadata.name",
+				"rollout/%s is declared twice (first at %s:%d); rollout names must be unique", b.roll.Metadata.Name, a.info.file, lineOf(a.info, "metadata.name", a.info.line))
+		}
+	}
+	return errs
+}
+
+// rollout returns the rollout whose selector matches labels, or nil; two
+// that match are an error naming both, at the second.
+func (s parsedSet) rollout(device string, labels map[string]string) (*Rollout, Errors) {
+	var first *parsedRollout
+	var errs Errors
+	for i := range s.rollouts {
+		p := &s.rollouts[i]
+		if !p.roll.Spec.Selector.Matches(labels) {
+			continue
+		}
+		if first == nil {
+			first = p
+			continue
+		}
+		errs.add(p.info.file, nearestLine(p.info, "spec.selector"), "spec.selector",
+			"rollout/%s and rollout/%s (%s:%d) both select device %s (labels %s): a device follows one rollout; narrow their selectors",
+			p.roll.Metadata.Name, first.roll.Metadata.Name, first.info.file, nearestLine(first.info, "spec.selector"), device, labelList(labels))
+	}
+	if first == nil {
+		return nil, errs
+	}
+	r := first.roll
+	return &r, errs
+}

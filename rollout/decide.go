@@ -1,0 +1,102 @@
+package rollout
+
+import (
+	"fmt"
+	"time"
+
+	"github.com/tend-dev/tend/manifest"
+)
+
+// Causes of a held release, the reason label of tend_release_held.
+const (
+	CauseWave   = "wave"
+	CauseWindow = "window"
+	CausePaused = "paused"
+	CauseGate   = "gate"
+)
+
+// Causes are every cause, in the order Decide checks them.
+var Causes = []string{CausePaused, CauseWave, CauseWindow, CauseGate}
+
+// Decision is whether a device takes a release now.
+type Decision struct {
+	Take   bool
+	Cause  string    // held: one of the Causes
+	Reason string    // held: what a user reads, "held: rollout paused"
+	Wave   int       // the device's wave, or NoWave
+	Opens  time.Time // held by a wave or window: when it opens; zero if not known
+}
+
+// Decide says whether device, with labels, takes at now a release it first
+// saw at firstSeen, under r (nil: at once). A paused rollout holds it; then
+// the device's wave, until firstSeen plus its after; then the window,
+// until it opens. Drift reverts are not releases and are never decided
+// here.
+func Decide(now, firstSeen time.Time, device string, labels map[string]string, r *manifest.Rollout) Decision {
+	if r == nil {
+		return Decision{Take: true}
+	}
+	wave, after := Wave(device, labels, r)
+	d := Decision{Wave: wave}
+	switch {
+	case r.Spec.Paused:
+		d.Cause, d.Reason = CausePaused, "held: rollout paused"
+	case wave == NoWave:
+		d.Cause = CauseWave
+		d.Reason = fmt.Sprintf("held: in no wave of rollout/%s (the device's bucket, %d, is past its last percent)", r.Metadata.Name, Bucket(device))
+	case after > 0 && now.Before(firstSeen.Add(after)):
+		d.Cause, d.Opens = CauseWave, firstSeen.Add(after)
+		d.Reason = fmt.Sprintf("held: rollout wave %d opens %s", wave, utc(d.Opens))
+	default:
+		if w := r.Spec.Window; w != nil {
+			if open, next := windowOpen(w, now); !open {
+				d.Cause, d.Opens = CauseWindow, next
+				d.Reason = fmt.Sprintf("held: outside maintenance window (opens %s)", local(w, now, next))
+				return d
+			}
+		}
+		d.Take = true
+	}
+	return d
+}
+
+// windowOpen reports whether w is open at now; if not, next is when it
+// opens. The window that opened last before now is open while now is
+// before its start plus the duration.
+func windowOpen(w *manifest.Window, now time.Time) (open bool, next time.Time) {
+	start := w.Cron.Next(now.Add(-w.Duration.D()).In(location(w)))
+	if !start.After(now) {
+		return true, start
+	}
+	return false, start
+}
+
+func location(w *manifest.Window) *time.Location {
+	if w.Location == nil {
+		return time.UTC
+	}
+	return w.Location
+}
+
+// utc writes t as 2026-12-03T14:00Z, with seconds only when it has some.
+func utc(t time.Time) string {
+	t = t.UTC()
+	if t.Second() != 0 {
+		return t.Format("2006-01-02T15:04:05Z")
+	}
+	return t.Format("2006-01-02T15:04Z")
+}
+
+// local writes t in w's time zone: 02:00 Europe/Berlin, with the date when
+// it is a day or more after now.
+func local(w *manifest.Window, now, t time.Time) string {
+	zone := w.TimeZone
+	if zone == "" {
+		zone = "UTC"
+	}
+	layout := "15:04"
+	if t.Sub(now) >= 24*time.Hour {
+		layout = "2006-01-02 15:04"
+	}
+	return t.In(location(w)).Format(layout) + " " + zone
+}
