@@ -18,6 +18,10 @@ import (
 // line): each names the field it does not read yet. Every other example
 // must be valid.
 var refused = map[string][]string{
+	// Rollouts are read; their gate is not asked yet.
+	"DESIGN.md › Rollouts (`kind: Rollout`) *(planned)*": {
+		`spec.gate: a rollout gate is planned and not supported by this tend yet; hold the fleet with paused: true`,
+	},
 	"DESIGN.md › Services as containers *(planned)*": {
 		`spec.services[0]: unknown field "image": services as containers are planned and not supported by this tend yet`,
 		`spec.services[0]: unknown field "args": services as containers are planned and not supported by this tend yet`,
@@ -29,12 +33,6 @@ var refused = map[string][]string{
 		`unknown field "notify": MQTT notifications are planned and not supported by this tend yet`,
 		`unknown field "runtime": container runtimes are planned and not supported by this tend yet`,
 	},
-}
-
-// partlyBuilt lists the planned sections whose examples this tend reads
-// although it does not do all they describe yet.
-var partlyBuilt = map[string]bool{
-	"DESIGN.md › Rollouts (`kind: Rollout`) *(planned)*": true,
 }
 
 // TestDocumentationExamples loads every YAML example of README.md,
@@ -83,7 +81,7 @@ func TestDocumentationExamples(t *testing.T) {
 			default:
 				t.Errorf("%s: a yaml block that is not a tend document: start it with \"# fragment of a Device\" (or of an AgentConfig)", b.Where())
 			}
-			if strings.Contains(b.Heading, "(planned)") && !partlyBuilt[key] {
+			if strings.Contains(b.Heading, "(planned)") {
 				t.Errorf("%s: an example under a planned heading must be listed in refused", b.Where())
 			}
 		}

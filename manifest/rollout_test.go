@@ -17,7 +17,6 @@ spec:
     - {percent: 10, after: 1h}
     - {percent: 100, after: 24h}
   window: {schedule: "0 2 * * *", duration: 3h, timeZone: Europe/Berlin}
-  gate: {url: "https://gate.example.com/ok?revision={revision}"}
 `
 
 const camDoc = `apiVersion: tend.dev/v1alpha1
@@ -91,8 +90,8 @@ func TestBadRollout(t *testing.T) {
 			`r.yaml:7: spec.waves[0]: a wave has either a selector or a percent, not both: split it into two waves`},
 		{"bad wave selector", "  waves:\n    - selector: {matchExpressions: [{key: ring, operator: Has}]}\n",
 			`r.yaml:7: spec.waves[0].selector.matchExpressions[0].operator: unknown operator "Has": use In, NotIn, Exists or DoesNotExist`},
-		{"gate not http", "  gate: {url: \"ftp://gate.example.com/\"}\n",
-			`r.yaml:6: spec.gate.url: invalid gate "ftp://gate.example.com/": use an http:// or https:// URL`},
+		{"a gate, not asked by this tend", "  gate: {url: \"https://gate.example.com/\"}\n",
+			`r.yaml:6: spec.gate: a rollout gate is planned and not supported by this tend yet; hold the fleet with paused: true`},
 		{"unknown field", "  wave: []\n",
 			`r.yaml:6: spec: unknown field "wave"`},
 	}
