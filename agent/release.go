@@ -3,10 +3,15 @@ package agent
 import (
 	"context"
 	"fmt"
+	"io"
+	"net/http"
+	"net/url"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"time"
 
+	"github.com/tend-dev/tend/gitsource"
 	"github.com/tend-dev/tend/internal/atomicfile"
 	"github.com/tend-dev/tend/rollout"
 )
@@ -54,6 +59,11 @@ func (r *Reconciler) decideRelease(ctx context.Context, t *tick) error {
 		return err
 	}
 	d := rollout.Decide(now, seen, r.Config.Device, comp.Device.Metadata.Labels, comp.Rollout)
+	if d.Take && comp.Rollout.Spec.Gate != nil {
+		if why := askGate(ctx, comp.Rollout.Spec.Gate.URL, r.Config.Device, d.Wave, snap.Revision); why != "" {
+			d.Take, d.Cause, d.Reason = false, rollout.CauseGate, "held: "+why
+		}
+	}
 	if d.Take {
 		return nil
 	}
@@ -87,4 +97,32 @@ func (r *Reconciler) firstSeen(commit string, now time.Time, record bool) (time.
 		}
 	}
 	return now, nil
+}
+
+// gateTimeout bounds one question to a rollout's gate.
+const gateTimeout = 10 * time.Second
+
+// askGate GETs a rollout's gate URL, with {revision} (the commit),
+// {device} and {wave} filled in: 200 means go, and it returns "". Any
+// other answer, or none, says why the release waits; it is asked again
+// at the next tick.
+func askGate(ctx context.Context, raw, device string, wave int, commit string) string {
+	u := strings.NewReplacer("{revision}", url.QueryEscape(commit), "{device}", url.QueryEscape(device),
+		"{wave}", strconv.Itoa(wave)).Replace(raw)
+	ctx, cancel := context.WithTimeout(ctx, gateTimeout)
+	defer cancel()
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet, u, nil)
+	if err != nil {
+		return "gate " + gitsource.RedactURL(u) + ": " + err.Error()
+	}
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		return "gate did not answer: " + gitsource.RedactURL(u)
+	}
+	_, _ = io.Copy(io.Discard, io.LimitReader(resp.Body, 64<<10))
+	_ = resp.Body.Close()
+	if resp.StatusCode != http.StatusOK {
+		return fmt.Sprintf("gate answered %d", resp.StatusCode)
+	}
+	return ""
 }

@@ -3,8 +3,11 @@ package agent
 import (
 	"context"
 	"fmt"
+	"net/http"
+	"net/http/httptest"
 	"os"
 	"path/filepath"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -118,6 +121,44 @@ func TestPausedRolloutHoldsRelease(t *testing.T) {
 
 	repo.WriteFile("devices/cam-017/rollout.yaml", "apiVersion: tend.dev/v1alpha1\nkind: Rollout\nmetadata: {name: default}\nspec: {selector: {}, paused: false}\n")
 	repo.Commit("resume the rollout")
+	h.scheduled()
+	require.NoError(t, h.err)
+	require.Nil(t, h.res.Held)
+	require.Equal(t, "v2", h.file(t))
+}
+
+// A gate is asked before a release is taken: anything but 200 holds it,
+// and the next tick asks again.
+func TestGateHoldsReleaseUntilItAnswers200(t *testing.T) {
+	var status atomic.Int32
+	status.Store(http.StatusServiceUnavailable)
+	asked := make(chan string, 10)
+	gate := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		asked <- r.URL.RawQuery
+		w.WriteHeader(int(status.Load()))
+	}))
+	defer gate.Close()
+	repo := testgit.NewRepo(t)
+	rollout := "apiVersion: tend.dev/v1alpha1\nkind: Rollout\nmetadata: {name: default}\nspec:\n  selector: {}\n" +
+		"  gate: {url: \"" + gate.URL + "/ok?revision={revision}&device={device}&wave={wave}\"}\n"
+	repo.WriteFile("devices/cam-017/d.yaml", fmt.Sprintf(oneFile, "v1"))
+	repo.WriteFile("devices/cam-017/rollout.yaml", rollout)
+	repo.Commit("v1")
+	h := newHeldLoop(t, repo)
+	h.scheduled()
+	require.NoError(t, h.err, "a device that applied nothing takes its first commit at once")
+	require.Equal(t, "v1", h.file(t))
+
+	repo.WriteFile("devices/cam-017/d.yaml", fmt.Sprintf(oneFile, "v2"))
+	v2 := repo.Commit("v2")
+	h.scheduled()
+	require.NoError(t, h.err)
+	require.Equal(t, "held: gate answered 503", h.res.Held.Reason)
+	require.Equal(t, "v1", h.file(t))
+	require.Equal(t, 1.0, heldMetrics(t, h)["gate"])
+	require.Equal(t, "revision="+v2+"&device=cam-017&wave=0", <-asked)
+
+	status.Store(http.StatusOK)
 	h.scheduled()
 	require.NoError(t, h.err)
 	require.Nil(t, h.res.Held)

@@ -2,6 +2,7 @@ package manifest
 
 import (
 	"fmt"
+	"net/url"
 	"sort"
 	"time"
 	_ "time/tzdata" // a window's time zone is found on a device without zoneinfo
@@ -81,11 +82,12 @@ func (r *Rollout) check(info *document, errs *Errors) {
 	if w := r.Spec.Window; w != nil {
 		w.check(info, errs)
 	}
-	if r.Spec.Gate != nil {
-		// Accepting a gate this tend does not ask would let releases
-		// through that a user meant to hold.
-		errs.add(info.file, nearestLine(info, "spec.gate"), "spec.gate",
-			"a rollout gate is planned and not supported by this tend yet; hold the fleet with paused: true")
+	if g := r.Spec.Gate; g != nil {
+		u, err := url.Parse(g.URL)
+		if err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
+			errs.add(info.file, nearestLine(info, "spec.gate.url"), "spec.gate.url",
+				"invalid gate %q: use an http:// or https:// URL", g.URL)
+		}
 	}
 }
 

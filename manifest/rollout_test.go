@@ -90,8 +90,8 @@ func TestBadRollout(t *testing.T) {
 			`r.yaml:7: spec.waves[0]: a wave has either a selector or a percent, not both: split it into two waves`},
 		{"bad wave selector", "  waves:\n    - selector: {matchExpressions: [{key: ring, operator: Has}]}\n",
 			`r.yaml:7: spec.waves[0].selector.matchExpressions[0].operator: unknown operator "Has": use In, NotIn, Exists or DoesNotExist`},
-		{"a gate, not asked by this tend", "  gate: {url: \"https://gate.example.com/\"}\n",
-			`r.yaml:6: spec.gate: a rollout gate is planned and not supported by this tend yet; hold the fleet with paused: true`},
+		{"gate not http", "  gate: {url: \"ftp://gate.example.com/\"}\n",
+			`r.yaml:6: spec.gate.url: invalid gate "ftp://gate.example.com/": use an http:// or https:// URL`},
 		{"unknown field", "  wave: []\n",
 			`r.yaml:6: spec: unknown field "wave"`},
 	}
