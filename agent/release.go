@@ -2,6 +2,8 @@ package agent
 
 import (
 	"context"
+	"crypto/sha256"
+	"encoding/hex"
 	"fmt"
 	"io"
 	"net/http"
@@ -13,6 +15,7 @@ import (
 
 	"github.com/tend-dev/tend/gitsource"
 	"github.com/tend-dev/tend/internal/atomicfile"
+	"github.com/tend-dev/tend/planner"
 	"github.com/tend-dev/tend/rollout"
 )
 
@@ -54,7 +57,7 @@ func (r *Reconciler) decideRelease(ctx context.Context, t *tick) error {
 		return nil
 	}
 	now := r.now()
-	seen, err := r.firstSeen(snap.Revision, now, t.upTo == StepApply)
+	seen, err := r.firstSeen(releaseKey(t.res.Desired.Desired), now, t.upTo == StepApply)
 	if err != nil {
 		return err
 	}
@@ -79,21 +82,36 @@ func (r *Reconciler) decideRelease(ctx context.Context, t *tick) error {
 	return nil
 }
 
-// firstSeen returns when this device first saw commit, now if never;
-// with record, it keeps that in stateDir (forgetting older releases: only
-// the one waiting matters).
-func (r *Reconciler) firstSeen(commit string, now time.Time, record bool) (time.Time, error) {
+// releaseKey names a release by what it declares for this device, not by
+// its commit: a later commit that does not change the device (resuming a
+// paused rollout, a change for other devices) is the same release, and
+// does not restart its wave's clock.
+func releaseKey(d planner.Desired) string {
+	h := sha256.New()
+	for _, res := range d.Resources {
+		fmt.Fprintf(h, "%q\n", res.ID)
+		for _, f := range res.Fields {
+			fmt.Fprintf(h, "%q=%q\n", f.Name, f.Value)
+		}
+	}
+	return "sha256:" + hex.EncodeToString(h.Sum(nil))
+}
+
+// firstSeen returns when this device first saw the release named key
+// (see releaseKey), now if never; with record, it keeps that in stateDir
+// (forgetting older releases: only the one waiting matters).
+func (r *Reconciler) firstSeen(key string, now time.Time, record bool) (time.Time, error) {
 	var seen releases
 	if _, err := atomicfile.ReadJSON(filepath.Join(r.Config.StateDir, releasesFile), &seen); err != nil {
 		r.logger().Warn("forgetting when releases were first seen", keyReason, err.Error())
 		seen = nil
 	}
-	if at, ok := seen[commit]; ok {
+	if at, ok := seen[key]; ok {
 		return at, nil
 	}
 	if record {
-		if err := atomicfile.WriteJSON(r.Config.StateDir, releasesFile, releases{commit: now.UTC()}, 0o600); err != nil {
-			return now, fmt.Errorf("record when release %s was first seen: %w", commit, err)
+		if err := atomicfile.WriteJSON(r.Config.StateDir, releasesFile, releases{key: now.UTC()}, 0o600); err != nil {
+			return now, fmt.Errorf("record when release %s was first seen: %w", key, err)
 		}
 	}
 	return now, nil
