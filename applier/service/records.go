@@ -1,0 +1,117 @@
+package service
+
+import (
+	"errors"
+	"fmt"
+	"io/fs"
+	"os"
+	"path/filepath"
+	"slices"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/tend-dev/tend/internal/atomicfile"
+)
+
+// instanceRecord is what is kept on disk about one running instance.
+type instanceRecord struct {
+	Instance  Instance  `json:"instance"`
+	Proc      Proc      `json:"proc"`
+	SpecHash  string    `json:"specHash"`
+	Policy    string    `json:"restart"`
+	StartedAt time.Time `json:"startedAt"`
+	Restarts  int       `json:"restarts"`
+	Crashes   int       `json:"crashes"` // quick exits in a row
+	LastExit  string    `json:"lastExit,omitempty"`
+	CleanExit bool      `json:"cleanExit,omitempty"` // the last exit was a clean exit 0
+	// BootID is the kernel's boot id when the process started: after a
+	// reboot, a pid and start time can match another process.
+	BootID string `json:"bootID,omitempty"`
+	// Probe, when the service has one, is checked every interval while
+	// the agent watches: failureThreshold failures in a row restart it.
+	Probe *Probe `json:"probe,omitempty"`
+	// Inputs are what the resources the service depends on were declared
+	// as when this instance started (see render.Service.Inputs); nil in a
+	// record of an older tend.
+	Inputs map[string]string `json:"inputs,omitempty"`
+	// Starting, when set, says the instance was being started then and
+	// its process is not known: tend died between the start and this
+	// record. What it started is found and stopped (see sweep).
+	Starting *time.Time `json:"starting,omitempty"`
+}
+
+func (s *Supervisor) recordPath(k instanceKey) string {
+	return filepath.Join(s.dir, k.service, strconv.Itoa(k.replica)+".json")
+}
+
+func (s *Supervisor) readRecord(k instanceKey) (*instanceRecord, error) {
+	var r instanceRecord
+	found, err := atomicfile.ReadJSON(s.recordPath(k), &r)
+	if errors.Is(err, atomicfile.ErrCorrupt) {
+		return nil, fmt.Errorf("%w; stop the process by hand and remove the file", err)
+	}
+	if err != nil || !found {
+		return nil, err
+	}
+	return &r, nil
+}
+
+func (s *Supervisor) writeRecord(r instanceRecord) error {
+	// A record holds the service's environment, which may hold secrets:
+	// readable by tend alone.
+	dir := filepath.Join(s.dir, r.Instance.Service)
+	if err := os.MkdirAll(dir, 0o700); err != nil {
+		return err
+	}
+	return atomicfile.WriteJSON(dir, strconv.Itoa(r.Instance.Replica)+".json", r, 0o600)
+}
+
+// serviceRecords reads the instance records of one service, by replica.
+func (s *Supervisor) serviceRecords(name string) ([]instanceRecord, error) {
+	entries, err := os.ReadDir(filepath.Join(s.dir, name))
+	if errors.Is(err, fs.ErrNotExist) {
+		return nil, nil
+	}
+	if err != nil {
+		return nil, err
+	}
+	var out []instanceRecord
+	for _, e := range entries {
+		n, ok := strings.CutSuffix(e.Name(), ".json")
+		replica, err := strconv.Atoi(n)
+		if !ok || err != nil {
+			continue
+		}
+		r, err := s.readRecord(instanceKey{name, replica})
+		if err != nil {
+			return nil, err
+		}
+		if r != nil {
+			out = append(out, *r)
+		}
+	}
+	slices.SortFunc(out, func(a, b instanceRecord) int { return a.Instance.Replica - b.Instance.Replica })
+	return out, nil
+}
+
+// records reads every instance record.
+func (s *Supervisor) records() ([]instanceRecord, error) {
+	entries, err := os.ReadDir(s.dir)
+	if errors.Is(err, fs.ErrNotExist) {
+		return nil, nil
+	}
+	if err != nil {
+		return nil, err
+	}
+	var out []instanceRecord
+	var errs []error
+	for _, e := range entries {
+		if e.IsDir() {
+			recs, err := s.serviceRecords(e.Name())
+			errs = append(errs, err)
+			out = append(out, recs...)
+		}
+	}
+	return out, errors.Join(errs...)
+}

@@ -1,0 +1,204 @@
+package service
+
+import (
+	"context"
+	"log/slog"
+
+	"github.com/tend-dev/tend/internal/backoff"
+	"github.com/tend-dev/tend/manifest"
+	"github.com/tend-dev/tend/planner"
+)
+
+// watchInstance waits for in's process to exit and restarts it as its
+// policy says, after a backoff that grows while it keeps exiting quickly.
+func (s *Supervisor) watchInstance(in *instance) {
+	s.wg.Add(1)
+	go func() {
+		defer s.wg.Done()
+		ctx, cancel := context.WithCancel(context.Background())
+		defer cancel()
+		stopped := in.cancel // exited returns the same instance: one channel for its life
+		go func() {
+			select {
+			case <-s.stop:
+			case <-stopped:
+			}
+			cancel()
+		}()
+		for {
+			mctx, stopMonitor := context.WithCancel(ctx)
+			go s.monitor(mctx, in.rec)
+			st, err := s.rt.Wait(ctx, in.rec.Proc)
+			stopMonitor()
+			if ctx.Err() != nil {
+				return
+			}
+			if err != nil {
+				s.log.Error("watch service", logKeyResource, planner.ServiceID(in.rec.Instance.Service), logKeyError, err.Error())
+				return
+			}
+			next, ok := s.exited(ctx, in, st)
+			if !ok {
+				return
+			}
+			in = next
+		}
+	}()
+}
+
+// monitor checks a running instance's health probe until ctx ends; an
+// instance that turns unhealthy is stopped, and its watcher restarts it as
+// its policy says.
+func (s *Supervisor) monitor(ctx context.Context, rec instanceRecord) {
+	if rec.Probe == nil {
+		return
+	}
+	key := instanceKey{rec.Instance.Service, rec.Instance.Replica}
+	s.setHealth(key, HealthOK) // it passed its probe to be started, or ran when adopted
+	rec.Probe.Monitor(ctx, func(healthy bool, err error) {
+		if healthy {
+			s.setHealth(key, HealthOK)
+			return
+		}
+		s.setHealth(key, HealthFailing+": "+err.Error())
+		s.log.ErrorContext(ctx, "service unhealthy; restarting it", logKeyResource, planner.ServiceID(rec.Instance.Service),
+			logKeyReplica, rec.Instance.Replica, logKeyPID, rec.Proc.PID, logKeyError, err.Error())
+		_ = s.rt.Stop(ctx, rec.Proc, DefaultStopTimeout)
+	})
+}
+
+func (s *Supervisor) setHealth(key instanceKey, h string) {
+	s.mu.Lock()
+	s.health[key] = h
+	s.mu.Unlock()
+}
+
+// exited handles an exit: it records it and, when the policy says so,
+// restarts the instance after the backoff, returning it with its new
+// process. Each step holds the replica's lock and first checks that the
+// instance is still the one this supervisor runs and that the record on
+// disk still names the process that exited: a tick that replaced or
+// stopped the replica meanwhile (here, or a `tend apply` in another
+// process) wins, and nothing is restarted behind its back.
+func (s *Supervisor) exited(ctx context.Context, in *instance, st ExitStatus) (*instance, bool) {
+	key := instanceKey{in.rec.Instance.Service, in.rec.Instance.Replica}
+	rec := in.rec
+	id := planner.ServiceID(key.service)
+	ran := s.now().Sub(rec.StartedAt)
+	rec.LastExit, rec.CleanExit = st.String(), !st.Failed()
+	if ran < stablePeriod {
+		rec.Crashes++
+	} else {
+		rec.Crashes = 1
+	}
+	restart := rec.Policy == manifest.RestartAlways || rec.Policy == "" || rec.Policy == manifest.RestartOnFailure && st.Failed()
+	unlock, err := s.lockKey(ctx, key)
+	if err != nil {
+		return nil, false // stopping
+	}
+	if !s.owns(key, in) {
+		s.giveUp(ctx, key, in)
+		unlock()
+		return nil, false
+	}
+	s.point("exited:owned")
+	s.mu.Lock()
+	in.pending = restart
+	s.mu.Unlock()
+	_ = s.writeRecord(rec)
+	unlock()
+	if !restart {
+		s.log.WarnContext(ctx, "service exited", logKeyResource, id, logKeyReplica, key.replica, "exit", rec.LastExit, "restart", rec.Policy)
+		return nil, false
+	}
+	delay := restartBackoff.Delay(rec.Crashes)
+	level := slog.LevelWarn
+	if rec.Crashes >= crashLoopAfter {
+		level = slog.LevelError
+	}
+	s.log.Log(ctx, level, "service exited; restarting", logKeyResource, id, logKeyReplica, key.replica,
+		"exit", rec.LastExit, "in", delay.String(), "crashes", rec.Crashes)
+	if backoff.Sleep(ctx, delay) != nil {
+		return nil, false
+	}
+	unlock, err = s.lockKey(ctx, key)
+	if err != nil {
+		return nil, false
+	}
+	defer unlock()
+	if !s.owns(key, in) {
+		s.giveUp(ctx, key, in)
+		return nil, false
+	}
+	proc, err := s.start(ctx, key, &rec)
+	if err != nil {
+		_ = s.writeRecord(rec) // the exit it recorded, not the start
+		s.log.ErrorContext(ctx, "restart service", logKeyResource, id, logKeyReplica, key.replica, logKeyError, err.Error())
+		s.mu.Lock()
+		in.pending = false
+		s.mu.Unlock()
+		return nil, false
+	}
+	rec.Proc, rec.StartedAt = proc, s.now()
+	rec.Restarts++
+	s.log.InfoContext(ctx, "service restarted", logKeyResource, id, logKeyReplica, key.replica, logKeyPID, proc.PID, "restarts", rec.Restarts)
+	if err := s.writeRecord(rec); err != nil {
+		s.log.ErrorContext(ctx, "record service", logKeyResource, id, logKeyError, err.Error())
+	}
+	s.mu.Lock()
+	in.rec, in.pending = rec, false
+	s.mu.Unlock()
+	s.restarted(key.service)
+	s.point("exited:restarted")
+	return in, true
+}
+
+// giveUp lets go of in, which is no longer the instance of key: Run or
+// Halt replaced or stopped it here, or another process's tend (a one-shot
+// apply) replaced it. Its restart is no longer pending. An instance another
+// process recorded and that runs is adopted, watched as this supervisor's
+// own. The caller holds the key's lock.
+func (s *Supervisor) giveUp(ctx context.Context, key instanceKey, in *instance) {
+	s.mu.Lock()
+	in.pending = false
+	mine := s.inst[key] == in && !in.stopping
+	watching := s.watching
+	s.mu.Unlock()
+	s.point("exited:gave-up")
+	if !mine || !watching {
+		return
+	}
+	rec, err := s.readRecord(key)
+	if err != nil || rec == nil || rec.Starting != nil || !s.alive(*rec) {
+		s.mu.Lock()
+		if s.inst[key] == in {
+			delete(s.inst, key)
+		}
+		s.mu.Unlock()
+		return
+	}
+	s.log.InfoContext(ctx, "service adopted", logKeyResource, planner.ServiceID(key.service), logKeyReplica, key.replica,
+		logKeyPID, rec.Proc.PID)
+	s.watchInstance(s.track(*rec))
+	s.point("exited:adopted")
+}
+
+// owns reports whether in is still the instance of key that this
+// supervisor runs, and the record on disk still names its process.
+// The caller holds the key's lock.
+func (s *Supervisor) owns(key instanceKey, in *instance) bool {
+	s.mu.Lock()
+	current := !in.stopping && s.inst[key] == in
+	proc := in.rec.Proc
+	s.mu.Unlock()
+	if !current {
+		return false
+	}
+	disk, err := s.readRecord(key)
+	return err == nil && disk != nil && disk.Proc.PID == proc.PID && disk.Proc.StartTime == proc.StartTime
+}
+
+// alive reports whether the process of r runs, in this boot.
+func (s *Supervisor) alive(r instanceRecord) bool {
+	return (r.BootID == "" || r.BootID == bootID()) && s.rt.Alive(r.Proc)
+}
