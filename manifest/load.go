@@ -156,8 +156,7 @@ func (s parsedSet) deviceNames() []string {
 func parse(inputs []Input, device string) (parsedSet, Errors) {
 	var set parsedSet
 	errs := set.add(inputs, device)
-	errs = append(errs, set.checkProfileNames()...)
-	errs = append(errs, set.checkRolloutNames()...)
+	errs = append(errs, set.checkNames()...)
 	return set, errs
 }
 
@@ -181,20 +180,13 @@ func (s *parsedSet) add(inputs []Input, device string) Errors {
 			errs = append(errs, err.(*Error))
 		}
 		for _, doc := range docs {
-			api, kind, line := header(doc)
-			switch {
-			case api == APIVersion && kind == KindDevice:
-				if device != "" && !in.PerDevice && metadataName(doc) != device {
-					continue
-				}
-				set.parseDevice(in, doc, device, &errs)
-			case api == APIVersion && kind == KindProfile:
-				set.parseProfile(in, doc, &errs)
-			case api == APIVersion && kind == KindRollout:
-				set.parseRollout(in, doc, &errs)
-			default:
-				errs.add(in.Name, line, "", "%s", kindError(api, kind, KindDevice+", "+KindProfile+" or "+KindRollout))
+			if !set.parseFleetDoc(in, doc, &errs) {
+				continue
 			}
+			if device != "" && !in.PerDevice && metadataName(doc) != device {
+				continue
+			}
+			set.parseDevice(in, doc, device, &errs)
 		}
 	}
 	return errs
@@ -221,36 +213,76 @@ func (s *parsedSet) parseDevice(in Input, doc *yaml3.Node, device string, errs *
 	s.devices = append(s.devices, p)
 }
 
-func (s *parsedSet) parseProfile(in Input, doc *yaml3.Node, errs *Errors) {
-	var p parsedProfile
-	info, derrs := decodeDocument(in.Name, doc, &p.prof)
-	*errs = append(*errs, derrs...)
-	if len(derrs) > 0 {
-		return
+// parseFleetDoc parses a Profile or Rollout document of in into s; a
+// document of another kind is an error. It reports true, and parses
+// nothing, for a Device document, which each caller decodes as it needs.
+func (s *parsedSet) parseFleetDoc(in Input, doc *yaml3.Node, errs *Errors) (isDevice bool) {
+	api, kind, line := header(doc)
+	switch {
+	case api == APIVersion && kind == KindDevice:
+		return true
+	case api == APIVersion && kind == KindProfile:
+		var p parsedProfile
+		if p.info = decodeChecked(in, doc, &p.prof, p.prof.check, errs); p.info != nil {
+			p.prof.Origin = origin(p.info, "")
+			s.profiles = append(s.profiles, p)
+		}
+	case api == APIVersion && kind == KindRollout:
+		var p parsedRollout
+		if p.info = decodeChecked(in, doc, &p.roll, p.roll.check, errs); p.info != nil {
+			p.roll.Origin = origin(p.info, "")
+			s.rollouts = append(s.rollouts, p)
+		}
+	default:
+		errs.add(in.Name, line, "", "%s", kindError(api, kind, KindDevice+", "+KindProfile+" or "+KindRollout))
 	}
-	n := len(*errs)
-	p.prof.check(info, errs)
-	if len(*errs) > n {
-		return
-	}
-	p.info = info
-	p.prof.Origin = origin(info, "")
-	s.profiles = append(s.profiles, p)
+	return false
 }
 
-// checkProfileNames sorts the profiles by name and reports a name used
-// twice: layers are told apart, and ordered, by name.
-func (s *parsedSet) checkProfileNames() Errors {
-	sort.SliceStable(s.profiles, func(i, j int) bool { return s.profiles[i].prof.Metadata.Name < s.profiles[j].prof.Metadata.Name })
+// decodeChecked decodes doc into v and runs check on it; it returns the
+// document, or nil when decoding or check reported a problem.
+func decodeChecked(in Input, doc *yaml3.Node, v any, check func(*document, *Errors), errs *Errors) *document {
+	info, derrs := decodeDocument(in.Name, doc, v)
+	*errs = append(*errs, derrs...)
+	if len(derrs) > 0 {
+		return nil
+	}
+	n := len(*errs)
+	check(info, errs)
+	if len(*errs) > n {
+		return nil
+	}
+	return info
+}
+
+func (p parsedProfile) name() string        { return p.prof.Metadata.Name }
+func (p parsedProfile) document() *document { return p.info }
+func (p parsedRollout) name() string        { return p.roll.Metadata.Name }
+func (p parsedRollout) document() *document { return p.info }
+
+// uniqueNames sorts items (profiles or rollouts, called kind) by name and
+// reports a name used twice: layers are told apart, and ordered, by name.
+func uniqueNames[T interface {
+	name() string
+	document() *document
+}](items []T, kind string) Errors {
+	sort.SliceStable(items, func(i, j int) bool { return items[i].name() < items[j].name() })
 	var errs Errors
-	for i := 1; i < len(s.profiles); i++ {
-		a, b := s.profiles[i-1], s.profiles[i]
-		if a.prof.Metadata.Name == b.prof.Metadata.Name {
-			errs.add(b.info.file, lineOf(b.info, "metadata.name", b.info.line), "metadata.name",
-				"profile/%s is declared twice (first at %s:%d); profile names must be unique", b.prof.Metadata.Name, a.info.file, lineOf(a.info, "metadata.name", a.info.line))
+	for i := 1; i < len(items); i++ {
+		a, b := items[i-1], items[i]
+		if a.name() == b.name() {
+			ai, bi := a.document(), b.document()
+			errs.add(bi.file, lineOf(bi, "metadata.name", bi.line), "metadata.name",
+				"%s/%s is declared twice (first at %s:%d); %s names must be unique", kind, b.name(), ai.file, lineOf(ai, "metadata.name", ai.line), kind)
 		}
 	}
 	return errs
+}
+
+// checkNames reports a profile or rollout name used twice, and leaves
+// both sorted by name.
+func (s *parsedSet) checkNames() Errors {
+	return append(uniqueNames(s.profiles, "profile"), uniqueNames(s.rollouts, "rollout")...)
 }
 
 // metadataName reads metadata.name of a mapping document without decoding

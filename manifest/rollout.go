@@ -3,12 +3,10 @@ package manifest
 import (
 	"fmt"
 	"net/url"
-	"sort"
 	"time"
 	_ "time/tzdata" // a window's time zone is found on a device without zoneinfo
 
 	"github.com/robfig/cron/v3"
-	yaml3 "go.yaml.in/yaml/v3"
 )
 
 // KindRollout is a document that says when the devices its selector
@@ -138,38 +136,6 @@ func (w *Window) check(info *document, errs *Errors) {
 			"unknown time zone %q: use an IANA name such as Europe/Berlin, or UTC", w.TimeZone)
 	}
 	w.Location = loc
-}
-
-func (s *parsedSet) parseRollout(in Input, doc *yaml3.Node, errs *Errors) {
-	var p parsedRollout
-	info, derrs := decodeDocument(in.Name, doc, &p.roll)
-	*errs = append(*errs, derrs...)
-	if len(derrs) > 0 {
-		return
-	}
-	n := len(*errs)
-	p.roll.check(info, errs)
-	if len(*errs) > n {
-		return
-	}
-	p.info = info
-	p.roll.Origin = origin(info, "")
-	s.rollouts = append(s.rollouts, p)
-}
-
-// checkRolloutNames sorts the rollouts by name and reports a name used
-// twice.
-func (s *parsedSet) checkRolloutNames() Errors {
-	sort.SliceStable(s.rollouts, func(i, j int) bool { return s.rollouts[i].roll.Metadata.Name < s.rollouts[j].roll.Metadata.Name })
-	var errs Errors
-	for i := 1; i < len(s.rollouts); i++ {
-		a, b := s.rollouts[i-1], s.rollouts[i]
-		if a.roll.Metadata.Name == b.roll.Metadata.Name {
-			errs.add(b.info.file, lineOf(b.info, "metadata.name", b.info.line), "metadata.name",
-				"rollout/%s is declared twice (first at %s:%d); rollout names must be unique", b.roll.Metadata.Name, a.info.file, lineOf(a.info, "metadata.name", a.info.line))
-		}
-	}
-	return errs
 }
 
 // rollout returns the rollout whose selector matches labels, or nil; two

@@ -13,6 +13,7 @@ import (
 // times. Shared.Compose(own, opts) is Compose(own + shared, opts).
 type Shared struct {
 	profiles []parsedProfile
+	rollouts []parsedRollout
 	devices  map[string][]sharedDoc // Device documents of profile files, by metadata.name
 	others   []Input                // files without a profile: parsed per device, as Compose does
 	errs     Errors                 // of the profile files: every device has them
@@ -33,7 +34,7 @@ func ParseShared(inputs []Input) *Shared {
 	s := &Shared{devices: map[string][]sharedDoc{}, files: len(inputs)}
 	var set parsedSet
 	for _, in := range sorted {
-		if in.PerDevice || !holdsProfile(in.Data) {
+		if in.PerDevice || !holdsFleetDoc(in.Data) {
 			s.others = append(s.others, in)
 			continue
 		}
@@ -46,19 +47,13 @@ func ParseShared(inputs []Input) *Shared {
 			s.errs = append(s.errs, err.(*Error))
 		}
 		for _, doc := range docs {
-			api, kind, line := header(doc)
-			switch {
-			case api == APIVersion && kind == KindDevice:
+			if set.parseFleetDoc(in, doc, &s.errs) {
 				name := metadataName(doc)
 				s.devices[name] = append(s.devices[name], sharedDoc{in: in, doc: doc})
-			case api == APIVersion && kind == KindProfile:
-				set.parseProfile(in, doc, &s.errs)
-			default:
-				s.errs.add(in.Name, line, "", "%s", kindError(api, kind, KindDevice+" or "+KindProfile))
 			}
 		}
 	}
-	s.profiles = set.profiles
+	s.profiles, s.rollouts = set.profiles, set.rollouts
 	return s
 }
 
@@ -75,8 +70,8 @@ func (s *Shared) Profiles() []*Profile {
 // Err returns the problems of the shared files that every device has:
 // those of the files holding profiles, and two profiles of one name.
 func (s *Shared) Err() error {
-	set := parsedSet{profiles: append([]parsedProfile(nil), s.profiles...)}
-	errs := append(append(Errors(nil), s.errs...), set.checkProfileNames()...)
+	set := parsedSet{profiles: append([]parsedProfile(nil), s.profiles...), rollouts: append([]parsedRollout(nil), s.rollouts...)}
+	errs := append(append(Errors(nil), s.errs...), set.checkNames()...)
 	sortErrors(errs)
 	return errs.err()
 }
@@ -91,7 +86,8 @@ func (s *Shared) Compose(own []Input, opts ComposeOptions) (*Composed, error) {
 	}
 	errs = append(errs, s.errs...)
 	set.profiles = append(set.profiles, s.profiles...)
-	errs = append(errs, set.checkProfileNames()...)
+	set.rollouts = append(set.rollouts, s.rollouts...)
+	errs = append(errs, set.checkNames()...)
 	if len(errs) > 0 {
 		sortErrors(errs)
 		return nil, errs
@@ -107,8 +103,8 @@ func (s *Shared) Compose(own []Input, opts ComposeOptions) (*Composed, error) {
 	return c, nil
 }
 
-// holdsProfile reports whether data may hold a Profile document (see
-// mayConcern).
-func holdsProfile(data []byte) bool {
-	return bytes.Contains(data, []byte(KindProfile)) || bytes.IndexByte(data, '\\') >= 0
+// holdsFleetDoc reports whether data may hold a Profile or Rollout
+// document (see mayConcern).
+func holdsFleetDoc(data []byte) bool {
+	return bytes.Contains(data, []byte(KindProfile)) || bytes.Contains(data, []byte(KindRollout)) || bytes.IndexByte(data, '\\') >= 0
 }

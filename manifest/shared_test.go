@@ -84,3 +84,21 @@ func errLines(err error) []string {
 	}
 	return out
 }
+
+// A shared file may hold a Rollout next to a Profile: it governs the
+// devices composed from the shared files, as when every file is composed
+// together, and a rollout name used twice is reported once.
+func TestSharedRollouts(t *testing.T) {
+	both := profile("all", "  selector: {}\n  files: [{path: /etc/infer/a, content: a}]\n") +
+		"---\napiVersion: tend.dev/v1alpha1\nkind: Rollout\nmetadata: {name: default}\nspec: {selector: {}, paused: true}\n"
+	shared := ParseShared(files("profiles/all.yaml", both))
+	require.NoError(t, shared.Err())
+	c, err := shared.Compose(files("devices/cam-017/d.yaml", device("cam-017", "hw: orin", "")), ComposeOptions{Device: "cam-017"})
+	require.NoError(t, err)
+	require.NotNil(t, c.Rollout)
+	require.True(t, c.Rollout.Spec.Paused)
+
+	twice := ParseShared(files("profiles/all.yaml", both, "profiles/again.yaml",
+		"apiVersion: tend.dev/v1alpha1\nkind: Rollout\nmetadata: {name: default}\nspec: {selector: {}}\n"))
+	require.ErrorContains(t, twice.Err(), "rollout/default is declared twice")
+}
