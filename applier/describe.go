@@ -20,6 +20,9 @@ type Describer interface {
 // Describe returns resource id as it is on the node, through its driver;
 // ok is false when the driver cannot describe it.
 func (a *Applier) Describe(ctx context.Context, id string, spec any) (c planner.Content, ok bool, err error) {
+	if err := ctx.Err(); err != nil {
+		return planner.Content{}, false, err
+	}
 	kind, err := planner.KindOf(id)
 	if err != nil {
 		return planner.Content{}, false, err

@@ -22,9 +22,6 @@ var _ applier.Describer = (*Driver)(nil)
 // alone is returned. Anything but a regular file, or nothing, is an
 // empty content.
 func (d *Driver) Describe(ctx context.Context, id string, spec any) (planner.Content, error) {
-	if err := ctx.Err(); err != nil {
-		return planner.Content{}, err
-	}
 	sensitive := false
 	if f, ok := spec.(render.File); ok {
 		sensitive = f.Sensitive

@@ -13,10 +13,7 @@ var _ applier.Describer = (*Driver)(nil)
 // Describe returns the model's active version as a diff shows it: the ref
 // (and policy) it was pulled for, the tag it resolved through and its
 // digest. A model with no active version is an empty content.
-func (d *Driver) Describe(ctx context.Context, id string, _ any) (planner.Content, error) {
-	if err := ctx.Err(); err != nil {
-		return planner.Content{}, err
-	}
+func (d *Driver) Describe(_ context.Context, id string, _ any) (planner.Content, error) {
 	rec, err := d.record(planner.ModelName(id))
 	if err != nil {
 		return planner.Content{}, err

@@ -15,10 +15,7 @@ var _ applier.Describer = (*Driver)(nil)
 // started (command, env, user, limits, restart policy, health probe),
 // named as render.Describe names a declared one. A service with no
 // instance record is an empty content.
-func (d *Driver) Describe(ctx context.Context, id string, _ any) (planner.Content, error) {
-	if err := ctx.Err(); err != nil {
-		return planner.Content{}, err
-	}
+func (d *Driver) Describe(_ context.Context, id string, _ any) (planner.Content, error) {
 	recs, err := d.sup.serviceRecords(planner.ServiceName(id))
 	if err != nil || len(recs) == 0 {
 		return planner.Content{}, err
