@@ -21,7 +21,7 @@ var _ applier.Describer = (*Driver)(nil)
 // content of a file its spec marks sensitive is not read: its size
 // alone is returned. Anything but a regular file, or nothing, is an
 // empty content.
-func (d *Driver) Describe(ctx context.Context, id string, spec any) (planner.Content, error) {
+func (d *Driver) Describe(_ context.Context, id string, spec any) (planner.Content, error) {
 	sensitive := false
 	if f, ok := spec.(render.File); ok {
 		sensitive = f.Sensitive
