@@ -12,6 +12,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/tend-dev/tend/internal/testgit"
+	"github.com/tend-dev/tend/internal/testoci"
 	"github.com/tend-dev/tend/rollout"
 )
 
@@ -134,4 +135,75 @@ func TestFleetRolloutInWaves(t *testing.T) {
 	repo.Commit("resume")
 	tickAll()
 	require.Equal(t, map[int]int{0: 2, 1: waves[1], 2: waves[2]}, took("v2"), "resumed, a day after they saw it: everyone")
+}
+
+// A model followed by a semver policy is released by waves too: a new
+// tag pushed to the registry, at the same commit, reaches the canary at
+// once; a device in a later wave keeps its applied digest (and says
+// which model waits) until its wave opens.
+func TestSemverModelRollsOutByWaves(t *testing.T) {
+	reg := testoci.Start(t)
+	v1 := reg.PushFiles(t, "models/m:1.0.0", map[string][]byte{"model.onnx": []byte("one")})
+	repo := testgit.NewRepo(t)
+	repo.WriteFile("profiles/all.yaml", "apiVersion: tend.dev/v1alpha1\nkind: Profile\nmetadata: {name: all}\nspec:\n  selector: {}\n"+
+		"  models:\n    - {name: m, ref: "+reg.Ref("models/m")+", policy: {semver: \">=1.0.0\"}}\n")
+	repo.WriteFile("profiles/rollout.yaml", "apiVersion: tend.dev/v1alpha1\nkind: Rollout\nmetadata: {name: default}\nspec:\n  selector: {}\n"+
+		"  waves:\n    - selector: {matchLabels: {ring: canary}}\n    - {percent: 100, after: 1h}\n")
+	commit := repo.Commit("follow m by semver")
+
+	now := time.Date(2026, 12, 3, 9, 0, 0, 0, time.UTC)
+	var fleet []*heldLoop
+	for i, name := range []string{"cam-001", "cam-002", "cam-003"} {
+		c := newConfig(t, repo.Dir())
+		c.Device = name
+		c.Source.Path, c.Source.Paths = "", []string{"profiles", "devices/{device}"}
+		c.Registries.Insecure = []string{reg.Host}
+		c.Labels = map[string]string{}
+		if i == 0 {
+			c.Labels["ring"] = "canary"
+		}
+		h := &heldLoop{}
+		h.Loop = NewLoop(&Reconciler{Config: c, Now: func() time.Time { return now }, Logger: slog.New(slog.DiscardHandler)},
+			LoopOptions{Schedule: everyTick(time.Hour), OnTick: func(r *Result, err error) { h.res, h.err = r, err }})
+		h.tracker, h.metrics, h.observed = NewTracker(c.Device, "test"), NewMetrics(), make(chan struct{})
+		fleet = append(fleet, h)
+	}
+	model := func(h *heldLoop) string {
+		b, err := os.ReadFile(filepath.Join(h.r.Config.StateDir, "models", "m", "current", "model.onnx"))
+		require.NoError(t, err)
+		return string(b)
+	}
+	tickAll := func() {
+		for _, h := range fleet {
+			h.res, h.err = nil, nil
+			h.tick(context.Background(), slog.New(slog.DiscardHandler), false)
+			require.NoError(t, h.err, h.r.Config.Device)
+		}
+	}
+	tickAll()
+	for _, h := range fleet {
+		require.Equal(t, "one", model(h), "the first release is taken at once")
+	}
+
+	v2 := reg.PushFiles(t, "models/m:1.1.0", map[string][]byte{"model.onnx": []byte("two")})
+	require.NotEqual(t, v1, v2)
+	tickAll()
+	require.Equal(t, "two", model(fleet[0]), "the canary takes the new tag at once")
+	for _, h := range fleet[1:] {
+		require.Equal(t, "one", model(h), "%s keeps its applied digest", h.r.Config.Device)
+		require.NotNil(t, h.res.Held, h.r.Config.Device)
+		require.Equal(t, "held: rollout wave 1 opens 2026-12-03T10:00Z", h.res.Held.Reason)
+		require.Equal(t, []string{"model/m"}, h.res.Held.Resources)
+		require.Equal(t, "HEAD@sha1:"+commit, h.res.Held.Revision, "the same commit: the release is the digest")
+		st := h.tracker.Status()
+		require.Equal(t, ResultHeld, st.Result)
+		require.Equal(t, 1.0, scrape(t, h.metrics)[`tend_release_held{reason="wave"}`])
+	}
+
+	now = now.Add(time.Hour)
+	tickAll()
+	for _, h := range fleet {
+		require.Equal(t, "two", model(h), "%s: the wave opened", h.r.Config.Device)
+		require.Nil(t, h.res.Held)
+	}
 }

@@ -26,6 +26,7 @@ const (
 	keyDuration   = "duration"
 	keyError      = "error"
 	keyResource   = "resource"
+	keyResources  = "resources"
 	keyReason     = "reason"
 	keyAdd        = "add"
 	keyChange     = "change"

@@ -9,6 +9,7 @@ import (
 	"net/http"
 	"net/url"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
 	"time"
@@ -27,6 +28,10 @@ const releasesFile = "releases.json"
 // the node kept its applied revision and only reverted drift to it.
 type HeldRelease struct {
 	Revision  string    // the release held, ref@sha1:commit
+	// Resources are what the release changes (not drift reverts), by id:
+	// with the applied commit, the models whose tag or semver policy
+	// resolved to a new digest.
+	Resources []string
 	Cause     string    // one of rollout.Causes
 	Reason    string    // held: rollout wave 2 opens 2026-12-03T14:00Z
 	Wave      int       // the device's wave, or rollout.NoWave
@@ -39,10 +44,12 @@ type releases map[string]time.Time
 
 // decideRelease, after the target is planned, holds a release the
 // device's Rollout says to wait for: the tick then renders, plans and
-// applies the last applied commit instead, reverting drift only (as Hold
-// does). A release is a commit other than the applied one whose plan does
-// more than revert drift; drift reverts are never held, and a device that
-// has applied nothing takes its first commit at once.
+// applies the last applied commit, with every model at its applied digest,
+// instead, reverting drift only (as Hold does). A release is a plan that
+// does more than revert drift: a commit that changes the device, or a
+// model digest newly resolved by a tag or semver policy at the applied
+// commit. Drift reverts are never held, and a device that has applied
+// nothing takes its first commit at once.
 func (r *Reconciler) decideRelease(ctx context.Context, t *tick) error {
 	comp, snap := t.res.Composed, t.res.Snapshot
 	if t.hold || comp == nil || comp.Rollout == nil || snap == nil || t.res.Plan.Empty() || onlyReverts(t.res.Plan.Actions) {
@@ -53,7 +60,7 @@ func (r *Reconciler) decideRelease(ctx context.Context, t *tick) error {
 		return err
 	}
 	_, applied, ok := strings.Cut(inv.Revision, "@sha1:")
-	if !ok || len(applied) != 40 || applied == snap.Revision {
+	if !ok || len(applied) != 40 {
 		return nil
 	}
 	now := r.now()
@@ -70,9 +77,10 @@ func (r *Reconciler) decideRelease(ctx context.Context, t *tick) error {
 	if d.Take {
 		return nil
 	}
-	t.res.Held = &HeldRelease{Revision: Revision(snap), Cause: d.Cause, Reason: d.Reason, Wave: d.Wave, Opens: d.Opens, FirstSeen: seen}
+	t.res.Held = &HeldRelease{Revision: Revision(snap), Resources: released(t.res.Plan.Actions),
+		Cause: d.Cause, Reason: d.Reason, Wave: d.Wave, Opens: d.Opens, FirstSeen: seen}
 	r.logger().InfoContext(ctx, "release held; the node keeps its applied revision and reverts drift to it",
-		keyDevice, r.Config.Device, keyRevision, Revision(snap), keyReason, d.Reason)
+		keyDevice, r.Config.Device, keyRevision, Revision(snap), keyResources, strings.Join(t.res.Held.Resources, ","), keyReason, d.Reason)
 	t.hold = true
 	for _, run := range []func(context.Context, *tick) error{r.fetchApplied, r.renderApplied, r.observe, r.planReverts} {
 		if err := run(ctx, t); err != nil {
@@ -80,6 +88,18 @@ func (r *Reconciler) decideRelease(ctx context.Context, t *tick) error {
 		}
 	}
 	return nil
+}
+
+// released lists the resources a plan's actions change, drift reverts
+// left out, in plan order.
+func released(actions []planner.Action) []string {
+	var ids []string
+	for _, a := range actions {
+		if !a.OnlyDrift() && !slices.Contains(ids, a.Resource) {
+			ids = append(ids, a.Resource)
+		}
+	}
+	return ids
 }
 
 // releaseKey names a release by what it declares for this device, not by

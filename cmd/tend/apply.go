@@ -91,7 +91,14 @@ func warnOffline(w io.Writer, res *agent.Result) {
 		fmt.Fprintf(w, "Warning: %v\n", off)
 	}
 	if h := res.Held; h != nil {
-		fmt.Fprintf(w, "Release %s %s; the plan keeps %s and reverts drift only\n", h.Revision, h.Reason, agent.Revision(res.Snapshot))
+		kept := agent.Revision(res.Snapshot)
+		if h.Revision == kept {
+			// The commit is the applied one: the release is a model
+			// digest newly resolved by its tag or semver policy.
+			fmt.Fprintf(w, "Release of %s at %s %s; the plan keeps the applied digests and reverts drift only\n", strings.Join(h.Resources, ", "), h.Revision, h.Reason)
+			return
+		}
+		fmt.Fprintf(w, "Release %s %s; the plan keeps %s and reverts drift only\n", h.Revision, h.Reason, kept)
 	}
 }
 
