@@ -72,7 +72,7 @@ func (r *DeviceRollout) String() string {
 // and, with bucket >= 0, the device's bucket.
 func who(waves []manifest.Wave, i, bucket int) string {
 	if len(waves) == 0 {
-		return "the only wave"
+		return "every device it governs"
 	}
 	w := waves[i]
 	if w.Selector != nil {

@@ -8,12 +8,14 @@ import (
 	"regexp"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/stretchr/testify/require"
 
 	"github.com/tend-dev/tend/diff"
 	"github.com/tend-dev/tend/internal/golden"
 	"github.com/tend-dev/tend/internal/testgit"
+	"github.com/tend-dev/tend/manifest"
 	"github.com/tend-dev/tend/rollout"
 )
 
@@ -231,5 +233,37 @@ func TestRunNoRollout(t *testing.T) {
 	require.NoError(t, diff.WriteJSON(&js, res))
 	for _, out := range []string{txt.String(), md.String(), js.String()} {
 		require.NotContains(t, strings.ToLower(out), "rollout")
+	}
+}
+
+// TestDeviceRolloutString covers the lines the fleet of TestRunRollouts
+// does not: a rollout without waves, one with only selector waves, a
+// wave with an after and a window, a window in UTC by default.
+func TestDeviceRolloutString(t *testing.T) {
+	canary := []manifest.Wave{{Selector: &manifest.Selector{MatchLabels: map[string]string{"ring": "canary"}}}}
+	window := &manifest.Window{Schedule: "30 1 * * 6", Duration: manifest.Duration(90 * time.Minute)}
+	gate := &manifest.Gate{URL: "https://gate.example.com/{device}"}
+	spec := func(waves []manifest.Wave, w *manifest.Window, g *manifest.Gate) *manifest.Rollout {
+		return &manifest.Rollout{Metadata: manifest.ProfileMetadata{Name: "r"}, Spec: manifest.RolloutSpec{Selector: &manifest.Selector{}, Waves: waves, Window: w, Gate: g}}
+	}
+	tests := []struct {
+		name string
+		r    diff.DeviceRollout
+		want string
+	}{
+		{"no waves", diff.DeviceRollout{Rollout: spec(nil, nil, nil), Bucket: 40},
+			"wave 0 of rollout/r (every device it governs), at once"},
+		{"selector waves only, not matched", diff.DeviceRollout{Rollout: spec(canary, nil, nil), Wave: rollout.NoWave, Bucket: 3},
+			"in no wave of rollout/r (no wave's selector matches it and there is no percent wave): held"},
+		{"an after, then a window in UTC, then a gate",
+			diff.DeviceRollout{Rollout: spec(append(canary, manifest.Wave{Percent: 100, After: manifest.Duration(90 * time.Minute)}), window, gate), Wave: 1, Bucket: 3, After: 90 * time.Minute},
+			"wave 1 of rollout/r (100%, bucket 3), opens 1h30m after the device sees the release, then inside the window 30 1 * * 6 for 1h30m (UTC), if the gate answers 200"},
+		{"an added device in no wave", diff.DeviceRollout{Rollout: spec([]manifest.Wave{{Percent: 20}}, nil, nil), Wave: rollout.NoWave, Bucket: 60, Added: true},
+			"in no wave of rollout/r (bucket 60 is past the last percent, 20), but an added device has applied nothing: it takes its first commit at once"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			require.Equal(t, tt.want, tt.r.String())
+		})
 	}
 }
