@@ -80,6 +80,10 @@ type Device struct {
 	// manifests did not render at base, so the plan is against an empty
 	// device.
 	Note string
+	// Rollout is when the device takes the change, under the Rollout at
+	// head that governs it; nil without one (it takes the change at its
+	// next tick) or when the change does nothing to the device.
+	Rollout *DeviceRollout
 }
 
 // Result is a diff of the whole fleet.
@@ -273,6 +277,7 @@ func (r *renderer) device(ctx context.Context, t target, opts Options) (d Device
 	setOrigins(cs, seen.baseComposed, seen.headComposed)
 	d.Plan = cs
 	d.Profiles = seen.profileLayers()
+	d.Rollout = deviceRollout(d, c)
 	return d, seen, d.Status != Changed || !cs.Empty() || d.Note != "", nil
 }
 

@@ -66,8 +66,9 @@ func (t Totals) String() string {
 }
 
 // WriteText writes the diff for people: for every device that changes,
-// its status and the planner's text plan; for every device that cannot be
-// planned, why; and the totals.
+// its status, its rollout wave and when it takes the change (when a
+// rollout governs it) and the planner's text plan; for every device that
+// cannot be planned, why; and the totals.
 func WriteText(w io.Writer, r *Result) error {
 	var b strings.Builder
 	fmt.Fprintf(&b, "Diff of %s → %s\n", describe(r.Base), describe(r.Head))
@@ -83,6 +84,9 @@ func WriteText(w io.Writer, r *Result) error {
 		if d.Err != nil {
 			fmt.Fprintf(&b, "Error: %s\n", indent(d.Err.Error(), "  "))
 			continue
+		}
+		if d.Rollout != nil {
+			fmt.Fprintf(&b, "Rollout: %s\n", d.Rollout)
 		}
 		if err := planner.WriteText(&b, shownPlan(d)); err != nil {
 			return err
@@ -154,6 +158,8 @@ type JSONDevice struct {
 	Plan   *planner.JSONPlan `json:"plan,omitempty"`
 	Error  string            `json:"error,omitempty"`
 	Note   string            `json:"note,omitempty"`
+	// Rollout is set when a rollout governs the device's change.
+	Rollout *JSONRollout `json:"rollout,omitempty"`
 }
 
 // JSON returns the machine-readable form of the diff.
@@ -167,6 +173,9 @@ func (r *Result) JSON() JSONDiff {
 		}
 		if d.Err != nil {
 			jd.Error = d.Err.Error()
+		}
+		if d.Rollout != nil {
+			jd.Rollout = d.Rollout.JSON()
 		}
 		out.Devices = append(out.Devices, jd)
 	}

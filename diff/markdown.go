@@ -27,10 +27,12 @@ type MarkdownOptions struct {
 	Limit int
 }
 
-// WriteMarkdown writes the diff as a pull-request comment: a summary, a
-// table of the devices that change (add, change, delete, restarts, and the
-// download size when models were resolved) and a collapsible section per
-// device with its plan. What does not fit in the limit is left out: table
+// WriteMarkdown writes the diff as a pull-request comment: a summary, the
+// rollouts that govern the changed devices (their waves, when each opens
+// and how many of the devices fall in it), a table of the devices that
+// change (add, change, delete, restarts, and the download size when
+// models were resolved) and a collapsible section per device with its
+// plan. What does not fit in the limit is left out: table
 // rows first keep their place, then the sections, and a note counts the
 // devices left out.
 func WriteMarkdown(w io.Writer, r *Result, opts MarkdownOptions) error {
@@ -58,6 +60,7 @@ func WriteMarkdown(w io.Writer, r *Result, opts MarkdownOptions) error {
 	}
 	fmt.Fprintf(&head, ", %d unchanged.\n\nPlan: %d to add, %d to change, %d to delete.\n\n", t.Unchanged, t.Add, t.Change, t.Delete)
 	head.WriteString(mdProfiles(r.Profiles))
+	head.WriteString(mdRollouts(r.Devices))
 	head.WriteString("| device | status | add | change | delete | restarts |")
 	if r.Resolved {
 		head.WriteString(" download |")

@@ -1,0 +1,269 @@
+package diff_test
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"fmt"
+	"regexp"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/require"
+
+	"github.com/tend-dev/tend/diff"
+	"github.com/tend-dev/tend/internal/golden"
+	"github.com/tend-dev/tend/internal/testgit"
+	"github.com/tend-dev/tend/manifest"
+	"github.com/tend-dev/tend/rollout"
+)
+
+var rolloutPaths = diff.Options{Paths: []string{"fleet", "devices/{device}"}}
+
+// rolloutDoc is a Rollout document; spec is its spec's lines.
+func rolloutDoc(name, spec string) string {
+	return "apiVersion: tend.dev/v1alpha1\nkind: Rollout\nmetadata: {name: " + name + "}\nspec:\n" + spec
+}
+
+// bucketed is the first name prefix-N whose bucket is in [lo, hi).
+func bucketed(t *testing.T, prefix string, lo, hi int) string {
+	t.Helper()
+	for i := range 1000 {
+		name := fmt.Sprintf("%s-%d", prefix, i)
+		if b := rollout.Bucket(name); b >= lo && b < hi {
+			return name
+		}
+	}
+	t.Fatalf("no %s-N with a bucket in [%d, %d)", prefix, lo, hi)
+	return ""
+}
+
+// rolloutFleet is devices of three sites, each governed by its own
+// rollout, and one no rollout governs. Site a has a three-wave rollout
+// with a gate: a canary by selector, a device in each percent wave, one
+// past the last percent, one added and one removed at head. Site b's
+// rollout has a window; site c's is paused at head (not at base: the
+// Rollout at head governs). Every device's file changes at head. names
+// maps each role (the name with its number cut) to its device's name.
+func rolloutFleet(t *testing.T) (r *testgit.Repo, names map[string]string) {
+	r = testgit.NewRepo(t)
+	names = map[string]string{
+		"a-canary":  "a-canary",
+		"b-wave1":   bucketed(t, "b-wave1", 0, 10),
+		"c-wave2":   bucketed(t, "c-wave2", 10, 50),
+		"d-nowave":  bucketed(t, "d-nowave", 50, 100),
+		"e-added":   "e-added",
+		"g-removed": "g-removed",
+		"n-night":   "n-night",
+		"p-paused":  "p-paused",
+		"z-free":    "z-free",
+	}
+	labels := map[string]string{
+		"a-canary": "site: a, ring: canary", "b-wave1": "site: a", "c-wave2": "site: a", "d-nowave": "site: a",
+		"e-added": "site: a, ring: canary", "g-removed": "site: a", "n-night": "site: b", "p-paused": "site: c", "z-free": "hw: x86",
+	}
+	write := func(role, content string) {
+		n := names[role]
+		r.WriteFile("devices/"+n+"/device.yaml", labelled(n, labels[role], "  files: [{path: /etc/infer/config.yaml, content: \""+content+"\"}]\n"))
+	}
+	defaults := rolloutDoc("default", "  selector: {matchLabels: {site: a}}\n  waves:\n"+
+		"    - selector: {matchLabels: {ring: canary}}\n    - {percent: 10, after: 1h}\n    - {percent: 50, after: 6h}\n"+
+		"  gate: {url: \"https://ci:s3cret@gate.example.com/ok?wave={wave}\"}\n")
+	r.WriteFile("fleet/default.yaml", defaults)
+	r.WriteFile("fleet/night.yaml", rolloutDoc("night", "  selector: {matchLabels: {site: b}}\n  waves: [{percent: 100}]\n"+
+		"  window: {schedule: \"0 2 * * *\", duration: 3h, timeZone: Europe/Berlin}\n"))
+	frozen := func(paused bool) string {
+		return rolloutDoc("frozen", fmt.Sprintf("  selector: {matchLabels: {site: c}}\n  waves: [{percent: 100, after: 90m}]\n  paused: %t\n", paused))
+	}
+	r.WriteFile("fleet/frozen.yaml", frozen(false))
+	for role := range names {
+		if role != "e-added" {
+			write(role, "v1")
+		}
+	}
+	r.Commit("fleet")
+	for role := range names {
+		if role != "g-removed" {
+			write(role, "v2")
+		}
+	}
+	r.Remove("devices/g-removed")
+	r.WriteFile("fleet/frozen.yaml", frozen(true))
+	r.Commit("v2 everywhere, site c paused")
+	return r, names
+}
+
+var buckets = regexp.MustCompile(`bucket \d+( is|\))`)
+
+// byRole writes out with each device's name replaced by its role, so a
+// golden file does not depend on which names the hash put in each wave.
+func byRole(out []byte, names map[string]string) []byte {
+	for role, n := range names {
+		out = bytes.ReplaceAll(out, []byte(n), []byte(role))
+	}
+	return buckets.ReplaceAll(commits.ReplaceAll(out, []byte("<commit>")), []byte("bucket <n>$1"))
+}
+
+func TestRunRollouts(t *testing.T) {
+	r, names := rolloutFleet(t)
+	res, err := diff.Run(context.Background(), open(t, r), "HEAD~1", "HEAD", rolloutPaths)
+	require.NoError(t, err)
+	require.Len(t, res.Devices, len(names))
+	res.Base, res.Head = diff.Revision{Name: "main"}, diff.Revision{Name: "change"}
+	bucket := func(role string) int { return rollout.Bucket(names[role]) }
+
+	t.Run("text", func(t *testing.T) {
+		var txt bytes.Buffer
+		require.NoError(t, diff.WriteText(&txt, res))
+		want := map[string]string{
+			"a-canary": "Rollout: wave 0 of rollout/default (selector ring=canary), at once, if the gate answers 200",
+			"b-wave1":  fmt.Sprintf("Rollout: wave 1 of rollout/default (10%%, bucket %d), opens 1h after the device sees the release, if the gate answers 200", bucket("b-wave1")),
+			"c-wave2":  fmt.Sprintf("Rollout: wave 2 of rollout/default (50%%, bucket %d), opens 6h after the device sees the release, if the gate answers 200", bucket("c-wave2")),
+			"d-nowave": fmt.Sprintf("Rollout: in no wave of rollout/default (bucket %d is past the last percent, 50): held", bucket("d-nowave")),
+			"e-added":  "Rollout: wave 0 of rollout/default (selector ring=canary), but an added device has applied nothing: it takes its first commit at once",
+			"n-night":  fmt.Sprintf("Rollout: wave 0 of rollout/night (100%%, bucket %d), inside the window 0 2 * * * for 3h (Europe/Berlin)", bucket("n-night")),
+			"p-paused": fmt.Sprintf("Rollout: wave 0 of rollout/frozen (100%%, bucket %d), paused: held until a commit sets paused: false", bucket("p-paused")),
+		}
+		for _, section := range strings.Split(txt.String(), "\n=== ")[1:] {
+			device, _, _ := strings.Cut(section, ":")
+			role := ""
+			for ro, n := range names {
+				if n == device {
+					role = ro
+				}
+			}
+			require.NotEmpty(t, role, device)
+			var got []string
+			for _, line := range strings.Split(section, "\n") {
+				if strings.HasPrefix(line, "Rollout:") {
+					got = append(got, line)
+				}
+			}
+			if w, ok := want[role]; ok {
+				require.Equal(t, []string{w}, got, role)
+			} else {
+				require.Empty(t, got, "%s: a removed device, or one no rollout governs, has no rollout line", role)
+			}
+		}
+		golden.Assert(t, "rollouts.txt.golden", byRole(txt.Bytes(), names))
+	})
+
+	t.Run("JSON", func(t *testing.T) {
+		var js bytes.Buffer
+		require.NoError(t, diff.WriteJSON(&js, res))
+		var got struct {
+			Devices []struct {
+				Device  string         `json:"device"`
+				Status  string         `json:"status"`
+				Rollout map[string]any `json:"rollout"`
+			} `json:"devices"`
+		}
+		require.NoError(t, json.Unmarshal(js.Bytes(), &got))
+		rollouts := map[string]map[string]any{}
+		for _, d := range got.Devices {
+			if d.Rollout != nil {
+				rollouts[d.Device] = d.Rollout
+			}
+		}
+		gate := map[string]any{"url": "https://gate.example.com/ok?wave={wave}"}
+		entry := func(role, name string, wave int, after string, paused bool) map[string]any {
+			return map[string]any{"name": name, "wave": float64(wave), "bucket": float64(bucket(role)), "after": after, "paused": paused}
+		}
+		withGate := func(m map[string]any) map[string]any { m["gate"] = gate; return m }
+		added := withGate(entry("e-added", "rollout/default", 0, "0s", false))
+		added["added"] = true
+		night := entry("n-night", "rollout/night", 0, "0s", false)
+		night["window"] = map[string]any{"schedule": "0 2 * * *", "duration": "3h0m0s", "timeZone": "Europe/Berlin"}
+		require.Equal(t, map[string]map[string]any{
+			names["a-canary"]: withGate(entry("a-canary", "rollout/default", 0, "0s", false)),
+			names["b-wave1"]:  withGate(entry("b-wave1", "rollout/default", 1, "1h0m0s", false)),
+			names["c-wave2"]:  withGate(entry("c-wave2", "rollout/default", 2, "6h0m0s", false)),
+			names["d-nowave"]: withGate(entry("d-nowave", "rollout/default", rollout.NoWave, "0s", false)),
+			names["e-added"]:  added,
+			names["n-night"]:  night,
+			names["p-paused"]: entry("p-paused", "rollout/frozen", 0, "1h30m0s", true),
+		}, rollouts)
+		require.NotContains(t, js.String(), "s3cret", "the gate's credentials are not printed")
+	})
+
+	t.Run("markdown", func(t *testing.T) {
+		var md bytes.Buffer
+		require.NoError(t, diff.WriteMarkdown(&md, res, diff.MarkdownOptions{}))
+		out := md.String()
+		require.Contains(t, out, "Rollout `rollout/default`: 5 changed devices.\n\n"+
+			"| wave | who | opens | changed devices |\n|--:|:--|:--|--:|\n"+
+			"| 0 | selector ring=canary | at once | 2 |\n"+
+			"| 1 | 10% | 1h after the device sees the release | 1 |\n"+
+			"| 2 | 50% | 6h after the device sees the release | 1 |\n"+
+			"| none | bucket 50 or more, past the last percent | held | 1 |\n")
+		require.Contains(t, out, "- **Paused**: no device takes this change until a commit sets `paused: false`.")
+		require.Contains(t, out, "inside the window `0 2 * * *` for 3h (Europe/Berlin)")
+		require.Contains(t, out, "No rollout governs 1 changed device: it takes the change at its next tick.")
+		require.Less(t, strings.Index(out, "Rollout `rollout/default`"), strings.Index(out, "Rollout `rollout/frozen`"))
+		require.Less(t, strings.Index(out, "Rollout `rollout/frozen`"), strings.Index(out, "Rollout `rollout/night`"))
+		golden.Assert(t, "rollouts.md.golden", byRole(md.Bytes(), names))
+	})
+}
+
+// TestRunRolloutNoRelease: a change that does nothing to the devices (a
+// rollout paused) gives no device and no rollout section.
+func TestRunRolloutNoRelease(t *testing.T) {
+	r, _ := rolloutFleet(t)
+	r.WriteFile("fleet/night.yaml", rolloutDoc("night", "  selector: {matchLabels: {site: b}}\n  paused: true\n"))
+	r.Commit("pause night")
+	res, err := diff.Run(context.Background(), open(t, r), "HEAD~1", "HEAD", rolloutPaths)
+	require.NoError(t, err)
+	require.Empty(t, res.Devices)
+	var md bytes.Buffer
+	require.NoError(t, diff.WriteMarkdown(&md, res, diff.MarkdownOptions{}))
+	require.NotContains(t, md.String(), "Rollout")
+}
+
+// TestRunNoRollout: a diff in which no rollout governs a changed device
+// has no rollout line or section, and its JSON no rollout field.
+func TestRunNoRollout(t *testing.T) {
+	r, base, head := profileFleet(t)
+	res, err := diff.Run(context.Background(), open(t, r), base, head, profilePaths)
+	require.NoError(t, err)
+	require.NotEmpty(t, res.Devices)
+	var txt, md, js bytes.Buffer
+	require.NoError(t, diff.WriteText(&txt, res))
+	require.NoError(t, diff.WriteMarkdown(&md, res, diff.MarkdownOptions{}))
+	require.NoError(t, diff.WriteJSON(&js, res))
+	for _, out := range []string{txt.String(), md.String(), js.String()} {
+		require.NotContains(t, strings.ToLower(out), "rollout")
+	}
+}
+
+// TestDeviceRolloutString covers the lines the fleet of TestRunRollouts
+// does not: a rollout without waves, one with only selector waves, a
+// wave with an after and a window, a window in UTC by default.
+func TestDeviceRolloutString(t *testing.T) {
+	canary := []manifest.Wave{{Selector: &manifest.Selector{MatchLabels: map[string]string{"ring": "canary"}}}}
+	window := &manifest.Window{Schedule: "30 1 * * 6", Duration: manifest.Duration(90 * time.Minute)}
+	gate := &manifest.Gate{URL: "https://gate.example.com/{device}"}
+	spec := func(waves []manifest.Wave, w *manifest.Window, g *manifest.Gate) *manifest.Rollout {
+		return &manifest.Rollout{Metadata: manifest.ProfileMetadata{Name: "r"}, Spec: manifest.RolloutSpec{Selector: &manifest.Selector{}, Waves: waves, Window: w, Gate: g}}
+	}
+	tests := []struct {
+		name string
+		r    diff.DeviceRollout
+		want string
+	}{
+		{"no waves", diff.DeviceRollout{Rollout: spec(nil, nil, nil), Bucket: 40},
+			"wave 0 of rollout/r (every device it governs), at once"},
+		{"selector waves only, not matched", diff.DeviceRollout{Rollout: spec(canary, nil, nil), Wave: rollout.NoWave, Bucket: 3},
+			"in no wave of rollout/r (no wave's selector matches it and there is no percent wave): held"},
+		{"an after, then a window in UTC, then a gate",
+			diff.DeviceRollout{Rollout: spec(append(canary, manifest.Wave{Percent: 100, After: manifest.Duration(90 * time.Minute)}), window, gate), Wave: 1, Bucket: 3, After: 90 * time.Minute},
+			"wave 1 of rollout/r (100%, bucket 3), opens 1h30m after the device sees the release, then inside the window 30 1 * * 6 for 1h30m (UTC), if the gate answers 200"},
+		{"an added device in no wave", diff.DeviceRollout{Rollout: spec([]manifest.Wave{{Percent: 20}}, nil, nil), Wave: rollout.NoWave, Bucket: 60, Added: true},
+			"in no wave of rollout/r (bucket 60 is past the last percent, 20), but an added device has applied nothing: it takes its first commit at once"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			require.Equal(t, tt.want, tt.r.String())
+		})
+	}
+}
