@@ -1,6 +1,7 @@
 package agent
 
 import (
+	"context"
 	"log/slog"
 
 	"github.com/tend-dev/tend/applier"
@@ -11,6 +12,7 @@ import (
 	"github.com/tend-dev/tend/internal/confine"
 	"github.com/tend-dev/tend/manifest"
 	"github.com/tend-dev/tend/oci"
+	"github.com/tend-dev/tend/render"
 )
 
 // CgroupParent is the cgroup under which every service instance gets its
@@ -19,8 +21,22 @@ const CgroupParent = "tend"
 
 // node is the applier of one tick and the drivers it works through.
 type node struct {
-	applier *applier.Applier
-	models  *model.Driver // also render's resolver
+	applier  *applier.Applier
+	models   *model.Driver   // also render's resolver of models
+	services *service.Driver // and of container images
+}
+
+// resolver pins models through the model driver and container images
+// through the service driver, against what each last applied.
+func (n *node) resolver() render.Resolver { return nodeResolver{n.models, n.services} }
+
+type nodeResolver struct {
+	*model.Driver
+	images *service.Driver
+}
+
+func (r nodeResolver) ResolveImage(ctx context.Context, service, ref string) (render.Resolution, error) {
+	return r.images.ResolveImage(ctx, service, ref)
 }
 
 // openNode makes the drivers for c's node (services run through sup, or a
@@ -40,12 +56,13 @@ func openNode(c *manifest.AgentConfig, sup *service.Supervisor, meter oci.Meter,
 	if sup == nil {
 		sup = NewSupervisor(c, log)
 	}
+	services := service.NewDriver(c.StateDir, sup, mopts.Registry)
 	a, err := applier.New(applier.Config{Root: tree.Root(), StateDir: c.StateDir, Logger: log},
-		file.New(tree), models, service.NewDriver(c.StateDir, sup))
+		file.New(tree), models, services)
 	if err != nil {
 		return nil, err
 	}
-	return &node{applier: a, models: models}, nil
+	return &node{applier: a, models: models, services: services}, nil
 }
 
 // NewSupervisor returns the supervisor of c's services, running them as

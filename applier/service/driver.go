@@ -15,6 +15,7 @@ import (
 	"github.com/tend-dev/tend/internal/atomicfile"
 	"github.com/tend-dev/tend/internal/backoff"
 	"github.com/tend-dev/tend/manifest"
+	"github.com/tend-dev/tend/oci"
 	"github.com/tend-dev/tend/planner"
 	"github.com/tend-dev/tend/render"
 )
@@ -33,8 +34,9 @@ const (
 // Supervisor. An update touches only the replicas whose spec differs or
 // that are not running, and scaling starts or stops only the difference.
 type Driver struct {
-	sup   *Supervisor
-	state string // stateDir
+	sup      *Supervisor
+	state    string      // stateDir
+	registry oci.Options // how container images are resolved
 }
 
 // record is what tend keeps about a service as a whole, beside the records
@@ -42,6 +44,11 @@ type Driver struct {
 type record struct {
 	SpecHash string `json:"specHash"`
 	Replicas int    `json:"replicas"`
+	// A container service's image as declared, the digest it ran and the
+	// tag it resolved through.
+	Image       string `json:"image,omitempty"`
+	ImageDigest string `json:"imageDigest,omitempty"`
+	ImageTag    string `json:"imageTag,omitempty"`
 }
 
 var (
@@ -49,9 +56,10 @@ var (
 	_ applier.Undoer = (*Driver)(nil)
 )
 
-// NewDriver returns a driver running services through sup.
-func NewDriver(stateDir string, sup *Supervisor) *Driver {
-	return &Driver{sup: sup, state: stateDir}
+// NewDriver returns a driver running services through sup; registry
+// says how the images of container services are resolved.
+func NewDriver(stateDir string, sup *Supervisor, registry oci.Options) *Driver {
+	return &Driver{sup: sup, state: stateDir, registry: registry}
 }
 
 // Kind returns planner.KindService.
@@ -126,7 +134,15 @@ func (d *Driver) Observe(ctx context.Context, id string, spec any) (planner.Stat
 			down = append(down, fmt.Sprintf("replica %d %s", in.Replica, what))
 		}
 	}
-	st := planner.State{Exists: true, Fields: []planner.Field{{Name: planner.FieldSpec, Value: hash}, {Name: planner.FieldReplicas, Value: strconv.Itoa(running)}}}
+	st := planner.State{Exists: true, Fields: []planner.Field{{Name: planner.FieldSpec, Value: hash}}}
+	if s, ok := spec.(render.Service); (ok && s.Image != "") || (rec != nil && rec.ImageDigest != "") {
+		image := ""
+		if rec != nil {
+			image = rec.ImageDigest
+		}
+		st.Fields = append(st.Fields, planner.Field{Name: planner.FieldImage, Value: image})
+	}
+	st.Fields = append(st.Fields, planner.Field{Name: planner.FieldReplicas, Value: strconv.Itoa(running)})
 	if rec != nil && running < rec.Replicas {
 		st.Note = fmt.Sprintf("%d of %d replicas not running", rec.Replicas-running, rec.Replicas)
 		if len(down) > 0 {
@@ -206,7 +222,7 @@ func (d *Driver) Apply(ctx context.Context, a planner.Action, spec any) error {
 			}
 		}
 	}
-	return d.saveRecord(name, record{SpecHash: s.Hash, Replicas: len(wanted)})
+	return d.saveRecord(name, record{SpecHash: s.Hash, Replicas: len(wanted), Image: s.Image, ImageDigest: s.ImageDigest, ImageTag: s.ImageTag})
 }
 
 // startSettle is how long a service without a health probe must keep
