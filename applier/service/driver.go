@@ -34,10 +34,27 @@ const (
 // Supervisor. An update touches only the replicas whose spec differs or
 // that are not running, and scaling starts or stops only the difference.
 type Driver struct {
-	sup      *Supervisor
-	state    string      // stateDir
-	registry oci.Options // how container images are resolved
+	sup   *Supervisor
+	state string // stateDir
+	opts  DriverOptions
 }
+
+// DriverOptions configure a Driver.
+type DriverOptions struct {
+	// Device names the node: the dev.tend.device label of its containers.
+	Device string
+	// Registry says how container images are resolved (the credentials
+	// and insecure registries of models).
+	Registry oci.Options
+}
+
+// Labels tend puts on every container it creates: the device, the
+// resource (service/NAME) and the hash of the spec it runs.
+const (
+	LabelDevice   = "dev.tend.device"
+	LabelResource = "dev.tend.resource"
+	LabelSpec     = "dev.tend.spec"
+)
 
 // record is what tend keeps about a service as a whole, beside the records
 // of its instances: the spec and replica count last applied.
@@ -56,10 +73,9 @@ var (
 	_ applier.Undoer = (*Driver)(nil)
 )
 
-// NewDriver returns a driver running services through sup; registry
-// says how the images of container services are resolved.
-func NewDriver(stateDir string, sup *Supervisor, registry oci.Options) *Driver {
-	return &Driver{sup: sup, state: stateDir, registry: registry}
+// NewDriver returns a driver running services through sup.
+func NewDriver(stateDir string, sup *Supervisor, opts DriverOptions) *Driver {
+	return &Driver{sup: sup, state: stateDir, opts: opts}
 }
 
 // Kind returns planner.KindService.
@@ -81,6 +97,14 @@ func (d *Driver) instances(s render.Service) ([]Instance, []*Probe) {
 		ins[i] = Instance{
 			Service: s.Name, Replica: i, Command: r.Command, Env: r.Env, WorkingDir: r.WorkingDir,
 			User: r.User, Group: r.Group, Memory: r.Memory, CPUMilli: r.CPUMilli, LogFile: LogFile(d.state, s.Name, i),
+		}
+		if r.Image != "" {
+			in := &ins[i]
+			in.Image, in.Args, in.Network, in.Devices, in.LogFile = r.Image, r.Args, r.Network, r.Devices, ""
+			for _, m := range r.Mounts {
+				in.Mounts = append(in.Mounts, Mount{Source: m.Source, Target: m.Target, ReadOnly: m.ReadOnly})
+			}
+			in.Labels = map[string]string{LabelDevice: d.opts.Device, LabelResource: planner.ServiceID(s.Name), LabelSpec: s.Hash}
 		}
 		probes[i] = ProbeFrom(r.Health, func(s string) string { return s })
 	}

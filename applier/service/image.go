@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 
+	"github.com/tend-dev/tend/applier"
 	"github.com/tend-dev/tend/oci"
 	"github.com/tend-dev/tend/planner"
 	"github.com/tend-dev/tend/render"
@@ -24,7 +25,7 @@ func (d *Driver) ResolveImage(ctx context.Context, service, ref string) (render.
 	if err != nil {
 		return render.Resolution{}, err
 	}
-	pinned, err := oci.Resolve(ctx, ref, "", d.registry)
+	pinned, err := oci.Resolve(ctx, ref, "", d.opts.Registry)
 	if err != nil {
 		same := rec != nil && rec.Image == ref && rec.ImageDigest != ""
 		switch {
@@ -55,4 +56,25 @@ func ImageReason(oldRef, oldDigest, ref string, pinned oci.Resolved) string {
 		s += " (tag " + pinned.Tag + " moved)"
 	}
 	return s
+}
+
+var _ applier.Preparer = (*Driver)(nil)
+
+// Prepare pulls the image of a container service that a plan creates or
+// updates before any action of the plan runs: an image that cannot be
+// pulled (it does not exist, not for this platform, the registry refuses)
+// fails the plan with nothing stopped.
+func (d *Driver) Prepare(ctx context.Context, a planner.Action, spec any) error {
+	s, ok := spec.(render.Service)
+	if !ok || s.Image == "" || len(s.Replicas) == 0 {
+		return nil
+	}
+	p, ok := d.sup.rt.(Puller)
+	if !ok {
+		return nil
+	}
+	if err := p.Pull(ctx, s.Replicas[0].Image); err != nil {
+		return fmt.Errorf("image %s: %w", s.Image, err)
+	}
+	return nil
 }
