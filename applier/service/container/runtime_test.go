@@ -186,6 +186,12 @@ func TestListOnlyTends(t *testing.T) {
 		require.True(t, strings.HasPrefix(c.Name, "tend-dev-a-"), c.Name)
 	}
 	require.Equal(t, map[string]string{a.Container: "running", aJob.Container: "exited"}, ids)
+
+	// A listed container is adopted as the Proc Start returned.
+	adopted, err := e.rt.Proc(ctx, a.Container)
+	require.NoError(t, err)
+	require.Equal(t, a, adopted)
+	require.True(t, e.rt.Alive(adopted))
 }
 
 // Logs returns what the program printed on stdout and stderr.

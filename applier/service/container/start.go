@@ -63,12 +63,24 @@ func (r *Runtime) Start(ctx context.Context, in service.Instance) (service.Proc,
 		}
 		return service.Proc{}, r.engineError(fmt.Errorf("service %s: start container %s: %w", in.Service, name, err))
 	}
-	res, err := r.cli.ContainerInspect(ctx, created.ID, client.ContainerInspectOptions{})
+	p, err := r.Proc(ctx, created.ID)
 	if err != nil {
-		return service.Proc{}, r.engineError(fmt.Errorf("service %s: inspect container %s: %w", in.Service, short(created.ID), err))
+		return service.Proc{}, fmt.Errorf("service %s: %w", in.Service, err)
 	}
-	p := service.Proc{Container: created.ID, Limits: strings.Join(created.Warnings, "; ")}
-	if st := res.Container.State; st != nil {
+	p.Limits = strings.Join(created.Warnings, "; ")
+	return p, nil
+}
+
+// Proc is the running container id as a service.Proc (its main pid and
+// that process's start time), for a container found by List and adopted.
+// A container that is not running has PID 0.
+func (r *Runtime) Proc(ctx context.Context, id string) (service.Proc, error) {
+	res, err := r.cli.ContainerInspect(ctx, id, client.ContainerInspectOptions{})
+	if err != nil {
+		return service.Proc{}, r.engineError(fmt.Errorf("inspect container %s: %w", short(id), err))
+	}
+	p := service.Proc{Container: res.Container.ID}
+	if st := res.Container.State; st != nil && st.Running {
 		p.PID = st.Pid
 		p.StartTime = startTime(st.Pid)
 	}
