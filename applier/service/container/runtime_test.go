@@ -125,12 +125,9 @@ func TestOOMKilled(t *testing.T) {
 	e := setup(t)
 	in := e.instance("edge-1", "hog", "-alloc", "256")
 	in.Memory = 32 << 20
-	p, err := e.rt.Start(context.Background(), in)
-	if err != nil {
-		// svc may be killed before Start inspects it: nothing to wait for.
-		t.Fatalf("start: %v", err)
-	}
-	t.Cleanup(func() { _ = e.rt.Stop(context.Background(), p, 0) })
+	// svc may be killed before Start inspects it (PID 0): Wait still
+	// finds its status.
+	p := e.start(t, in)
 	st, err := e.rt.Wait(context.Background(), p)
 	require.NoError(t, err)
 	require.True(t, st.OOMKilled, "status %s", st)
