@@ -9,6 +9,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"sync"
 	"syscall"
@@ -116,10 +117,15 @@ func start() (*engine, error) {
 	if os.Geteuid() != 0 {
 		return nil, errors.New("dockerd needs root: run the tests as root to run them against a private Docker Engine")
 	}
+	sweep()
 	// Short paths under /tmp, not $TMPDIR: the socket path (and the
 	// containerd socket under the exec root) must fit in 108 bytes.
-	dir, err := os.MkdirTemp("/tmp", "tdk-")
+	dir, err := os.MkdirTemp("/tmp", dirPrefix)
 	if err != nil {
+		return nil, fmt.Errorf("testdocker: %w", err)
+	}
+	if err := os.WriteFile(filepath.Join(dir, ownerFile), []byte(strconv.Itoa(os.Getpid())), 0o644); err != nil {
+		os.RemoveAll(dir)
 		return nil, fmt.Errorf("testdocker: %w", err)
 	}
 	e := &engine{dir: dir, done: make(chan struct{}), log: filepath.Join(dir, "dockerd.log")}
@@ -241,6 +247,43 @@ func unmountUnder(dir string) {
 	for i := len(points) - 1; i >= 0; i-- {
 		_ = syscall.Unmount(points[i], syscall.MNT_DETACH)
 	}
+}
+
+// An engine's folder is /tmp/tdk-*; its owner file holds the pid of the
+// test binary that started it.
+const (
+	dirPrefix = "tdk-"
+	ownerFile = "owner"
+)
+
+// sweep removes the folders of engines whose test binary was killed
+// before Main could stop them (dockerd itself ends with its test binary:
+// Pdeathsig).
+func sweep() {
+	dirs, _ := filepath.Glob(filepath.Join("/tmp", dirPrefix+"*"))
+	for _, dir := range dirs {
+		if alive(filepath.Join(dir, ownerFile)) || alive(filepath.Join(dir, "dockerd.pid")) {
+			continue
+		}
+		if _, err := os.Stat(filepath.Join(dir, ownerFile)); err != nil {
+			continue // not an engine of ours
+		}
+		unmountUnder(dir)
+		_ = os.RemoveAll(dir)
+	}
+}
+
+// alive reports whether the pid in file is a running process.
+func alive(file string) bool {
+	b, err := os.ReadFile(file)
+	if err != nil {
+		return false
+	}
+	pid, err := strconv.Atoi(strings.TrimSpace(string(b)))
+	if err != nil || pid <= 0 {
+		return false
+	}
+	return syscall.Kill(pid, 0) == nil
 }
 
 // addCleanup registers f for Main to run after the tests.

@@ -28,7 +28,8 @@ type Image struct {
 
 // SvcDir is the folder of svc, the test program of the images tests run:
 // it prints "svc up pid N" on stdout (then -say's text) and "svc stderr" on
-// stderr, and runs until SIGTERM (exit 0), or exits with -exit N.
+// stderr, and runs until SIGTERM (exit 0), or exits with -exit N; -alloc N
+// allocates and touches N MiB first.
 func SvcDir() string {
 	_, file, _, _ := runtime.Caller(0)
 	return filepath.Join(filepath.Dir(file), "testdata", "svc")
