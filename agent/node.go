@@ -3,11 +3,13 @@ package agent
 import (
 	"context"
 	"log/slog"
+	"os"
 
 	"github.com/tend-dev/tend/applier"
 	"github.com/tend-dev/tend/applier/file"
 	"github.com/tend-dev/tend/applier/model"
 	"github.com/tend-dev/tend/applier/service"
+	"github.com/tend-dev/tend/applier/service/container"
 	"github.com/tend-dev/tend/applier/service/process"
 	"github.com/tend-dev/tend/internal/confine"
 	"github.com/tend-dev/tend/manifest"
@@ -68,7 +70,20 @@ func openNode(c *manifest.AgentConfig, sup *service.Supervisor, meter oci.Meter,
 // NewSupervisor returns the supervisor of c's services, running them as
 // processes. It watches nothing until started.
 func NewSupervisor(c *manifest.AgentConfig, log *slog.Logger) *service.Supervisor {
-	return service.NewSupervisor(c.StateDir, process.New(CgroupParent, log), log)
+	return service.NewSupervisor(c.StateDir, service.Runtimes{Process: process.New(CgroupParent, log), Container: ContainerRuntime(c)}, log)
+}
+
+// ContainerRuntime is the engine that runs c's container services
+// (runtime.docker.host, else DOCKER_HOST, else Docker's socket), pulling
+// with the credentials of registries.dockerConfig. It does not connect
+// until a container is asked for. Nil when the address cannot be used (the
+// config's validation refuses it first).
+func ContainerRuntime(c *manifest.AgentConfig) service.Runtime {
+	rt, err := container.New(container.Options{Host: c.DockerHost(os.Getenv), Keychain: oci.Keychain(c.Registries.DockerConfig)})
+	if err != nil {
+		return nil
+	}
+	return rt
 }
 
 // RegistryOptions say how to reach registries, from the agent config.

@@ -73,7 +73,7 @@ func (d *Driver) Prepare(ctx context.Context, a planner.Action, spec any) error 
 	if !ok {
 		return nil
 	}
-	if err := p.Pull(ctx, s.Name, s.Replicas[0].Image); err != nil {
+	if err := p.EnsureImage(ctx, s.Name, s.Replicas[0].Image); err != nil {
 		return fmt.Errorf("image %s: %w", s.Image, err)
 	}
 	return nil

@@ -78,18 +78,19 @@ func (r Runtimes) Orphans(in Instance, since time.Time) ([]Proc, error) {
 // so that an image that cannot be pulled fails a plan before anything is
 // stopped.
 type Puller interface {
-	Pull(ctx context.Context, service, image string) error
+	// EnsureImage pulls image for service unless the engine has it.
+	EnsureImage(ctx context.Context, service, image string) error
 }
 
-// Pull pulls image, for service, through the container runtime, when it
-// pulls.
-func (r Runtimes) Pull(ctx context.Context, service, image string) error {
+// EnsureImage pulls image, for service, through the container runtime,
+// when it pulls.
+func (r Runtimes) EnsureImage(ctx context.Context, service, image string) error {
 	rt, err := r.of(true)
 	if err != nil {
 		return err
 	}
 	if p, ok := rt.(Puller); ok {
-		return p.Pull(ctx, service, image)
+		return p.EnsureImage(ctx, service, image)
 	}
 	return nil
 }

@@ -30,6 +30,11 @@ func (r *Runtime) ensureImage(ctx context.Context, in service.Instance) error {
 	return r.Pull(ctx, in.Service, in.Image)
 }
 
+// EnsureImage pulls image for svc unless the engine has it already.
+func (r *Runtime) EnsureImage(ctx context.Context, svc, image string) error {
+	return r.ensureImage(ctx, service.Instance{Service: svc, Image: image})
+}
+
 // Pull has the engine pull image (image@digest or a tag), with the
 // credentials the keychain gives for its registry.
 func (r *Runtime) Pull(ctx context.Context, svc, image string) error {

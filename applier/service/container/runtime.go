@@ -23,9 +23,9 @@ const DefaultHost = "unix:///var/run/docker.sock"
 // Labels on every container the runtime creates. Device, Resource and
 // Spec come from Instance.Labels; the runtime sets Replica and Invocation.
 const (
-	LabelDevice     = "dev.tend.device"
-	LabelResource   = "dev.tend.resource"
-	LabelSpec       = "dev.tend.spec"
+	LabelDevice     = service.LabelDevice
+	LabelResource   = service.LabelResource
+	LabelSpec       = service.LabelSpec
 	LabelReplica    = "dev.tend.replica"
 	LabelInvocation = "dev.tend.invocation"
 )

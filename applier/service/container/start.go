@@ -87,6 +87,15 @@ func (r *Runtime) Proc(ctx context.Context, id string) (service.Proc, error) {
 	return p, nil
 }
 
+// entrypoint is the container's entrypoint: nil (the image's) unless
+// command names one; an empty list would clear the image's.
+func entrypoint(command []string) []string {
+	if len(command) == 0 {
+		return nil
+	}
+	return command
+}
+
 // spec is the container's configuration, after checking what can be
 // checked on this node: the network mode, device paths, mount sources.
 func (r *Runtime) spec(in service.Instance) (*container.Config, *container.HostConfig, error) {
@@ -123,7 +132,7 @@ func (r *Runtime) spec(in service.Instance) (*container.Config, *container.HostC
 	cfg := &container.Config{
 		Image:      in.Image,
 		Cmd:        in.Args,
-		Entrypoint: in.Command,
+		Entrypoint: entrypoint(in.Command),
 		Env:        env,
 		User:       user,
 		WorkingDir: in.WorkingDir,
