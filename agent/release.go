@@ -27,7 +27,7 @@ const releasesFile = "releases.json"
 // HeldRelease says why a tick did not take a release (see rollout.Decide):
 // the node kept its applied revision and only reverted drift to it.
 type HeldRelease struct {
-	Revision  string    // the release held, ref@sha1:commit
+	Revision string // the release held, ref@sha1:commit
 	// Resources are what the release changes (not drift reverts), by id:
 	// with the applied commit, the models whose tag or semver policy
 	// resolved to a new digest.

@@ -164,3 +164,73 @@ func TestGateHoldsReleaseUntilItAnswers200(t *testing.T) {
 	require.Nil(t, h.res.Held)
 	require.Equal(t, "v2", h.file(t))
 }
+
+// A closed maintenance window holds a release, while drift is still
+// reverted; the release is taken once the window opens on its schedule,
+// in its time zone.
+func TestWindowHoldsReleaseUntilItOpens(t *testing.T) {
+	repo := testgit.NewRepo(t)
+	repo.WriteFile("devices/cam-017/d.yaml", fmt.Sprintf(oneFile, "v1"))
+	repo.WriteFile("devices/cam-017/rollout.yaml", "apiVersion: tend.dev/v1alpha1\nkind: Rollout\nmetadata: {name: default}\nspec:\n  selector: {}\n"+
+		"  window: {schedule: \"0 2 * * *\", duration: 3h, timeZone: Europe/Berlin}\n")
+	repo.Commit("v1")
+	h := newHeldLoop(t, repo)
+	berlin, err := time.LoadLocation("Europe/Berlin")
+	require.NoError(t, err)
+	now := time.Date(2026, 12, 3, 12, 0, 0, 0, berlin) // outside 02:00–05:00
+	h.r.Now = func() time.Time { return now }
+	h.scheduled()
+	require.NoError(t, h.err)
+	require.Equal(t, "v1", h.file(t), "the first commit is taken at once")
+
+	repo.WriteFile("devices/cam-017/d.yaml", fmt.Sprintf(oneFile, "v2"))
+	repo.Commit("v2")
+	h.scheduled()
+	require.NoError(t, h.err)
+	require.NotNil(t, h.res.Held)
+	require.Equal(t, "held: outside maintenance window (opens 02:00 Europe/Berlin)", h.res.Held.Reason)
+	require.Equal(t, time.Date(2026, 12, 4, 2, 0, 0, 0, berlin), h.res.Held.Opens.In(berlin))
+	require.Equal(t, 1.0, heldMetrics(t, h)["window"])
+	require.Equal(t, "v1", h.file(t))
+
+	require.NoError(t, os.WriteFile(filepath.Join(h.r.Config.Root, "etc/infer/a"), []byte("edited by hand"), 0o644))
+	now = time.Date(2026, 12, 4, 1, 59, 0, 0, berlin)
+	h.scheduled()
+	require.NoError(t, h.err)
+	require.Equal(t, "v1", h.file(t), "drift is reverted outside the window; the release still waits")
+	require.Equal(t, "window", rolloutCause(h))
+
+	now = time.Date(2026, 12, 4, 2, 0, 0, 0, berlin)
+	h.scheduled()
+	require.NoError(t, h.err)
+	require.Nil(t, h.res.Held)
+	require.Equal(t, "v2", h.file(t), "the window opened")
+	require.Equal(t, 0.0, heldMetrics(t, h)["window"])
+}
+
+func rolloutCause(h *heldLoop) string {
+	if h.res.Held == nil {
+		return ""
+	}
+	return h.res.Held.Cause
+}
+
+// A commit whose Rollout is invalid fails the tick with the error validate
+// gives, naming the file and line, and the node keeps its applied release.
+func TestBadRolloutKeepsAppliedRelease(t *testing.T) {
+	repo := testgit.NewRepo(t)
+	repo.WriteFile("devices/cam-017/d.yaml", fmt.Sprintf(oneFile, "v1"))
+	repo.Commit("v1")
+	h := newHeldLoop(t, repo)
+	h.scheduled()
+	require.NoError(t, h.err)
+
+	repo.WriteFile("devices/cam-017/d.yaml", fmt.Sprintf(oneFile, "v2"))
+	repo.WriteFile("devices/cam-017/rollout.yaml", "apiVersion: tend.dev/v1alpha1\nkind: Rollout\nmetadata: {name: default}\nspec:\n  selector: {}\n"+
+		"  waves:\n    - {percent: 50}\n    - {percent: 10}\n")
+	repo.Commit("v2 with a bad rollout")
+	h.scheduled()
+	require.Error(t, h.err)
+	require.Contains(t, h.err.Error(), "devices/cam-017/rollout.yaml:8: spec.waves[1].percent: percent 10 does not increase on the wave before (50)")
+	require.Equal(t, "v1", h.file(t), "the node keeps its applied release")
+}

@@ -93,12 +93,12 @@ func TestSSHDeadlineDialer(t *testing.T) {
 			require.NoError(t, err)
 			acc, err := src.Auth.access(stored, urlAuth, slog.New(slog.DiscardHandler))
 			require.NoError(t, err)
-			acc = acc.withDeadline(time.Now().Add(500 * time.Millisecond))
+			start := time.Now() // before the deadline is set: a busy machine may pause between the two
+			acc = acc.withDeadline(start.Add(500 * time.Millisecond))
 			require.True(t, strings.HasPrefix(acc.proxy.URL, deadlineScheme+"://"), acc.proxy.URL)
 
 			remote := git.NewRemote(memory.NewStorage(), &config.RemoteConfig{Name: "origin", URLs: []string{stored}})
 			done := make(chan error, 1)
-			start := time.Now()
 			go func() {
 				_, err := remote.List(&git.ListOptions{Auth: acc.auth, ProxyOptions: acc.proxy})
 				done <- err
@@ -142,10 +142,10 @@ func TestFetchSSHServerSilent(t *testing.T) {
 	for name, src := range sshForms(t, port) {
 		t.Run(name, func(t *testing.T) {
 			src.Ref = "main"
+			start := time.Now() // before the deadline is set: a busy machine may pause between the two
 			ctx, cancel := context.WithTimeout(context.Background(), time.Second)
 			defer cancel()
 			done := make(chan error, 1)
-			start := time.Now()
 			go func() {
 				_, err := Fetch(ctx, src, Options{Dir: filepath.Join(t.TempDir(), "git")})
 				done <- err

@@ -78,8 +78,13 @@ func location(w *manifest.Window) *time.Location {
 	return w.Location
 }
 
-// utc writes t as 2026-12-03T14:00Z, with seconds only when it has some.
+// utc writes t as 2026-12-03T14:00Z, with seconds only when it has some;
+// a fraction of a second rounds up, so a wave never opens after the time
+// its reason names.
 func utc(t time.Time) string {
+	if f := t.Truncate(time.Second); !f.Equal(t) {
+		t = f.Add(time.Second)
+	}
 	t = t.UTC()
 	if t.Second() != 0 {
 		return t.Format("2006-01-02T15:04:05Z")

@@ -151,3 +151,13 @@ func TestDecide(t *testing.T) {
 		})
 	}
 }
+
+// A wave that opens within a second names the next whole second, never
+// one before it opens.
+func TestReasonRoundsUp(t *testing.T) {
+	seen := time.Date(2026, 12, 3, 13, 59, 59, 400_000_000, time.UTC)
+	r := &manifest.Rollout{Spec: manifest.RolloutSpec{Waves: []manifest.Wave{{Percent: 100, After: manifest.Duration(3 * time.Second)}}}}
+	d := Decide(seen, seen, "cam-017", nil, r)
+	require.Equal(t, "held: rollout wave 0 opens 2026-12-03T14:00:03Z", d.Reason)
+	require.Equal(t, seen.Add(3*time.Second), d.Opens)
+}
