@@ -1,6 +1,7 @@
 package container_test
 
 import (
+	"bytes"
 	"context"
 	"fmt"
 	"os"
@@ -17,6 +18,7 @@ import (
 
 	"github.com/tend-dev/tend/agent"
 	"github.com/tend-dev/tend/applier/service"
+	"github.com/tend-dev/tend/applier/service/container"
 	"github.com/tend-dev/tend/internal/testdocker"
 	"github.com/tend-dev/tend/internal/testgit"
 	"github.com/tend-dev/tend/internal/testoci"
@@ -191,4 +193,38 @@ func TestAgentNoEngine(t *testing.T) {
 	require.Error(t, err)
 	require.Contains(t, err.Error(), n.c.Runtime.Docker.Host)
 	require.Contains(t, err.Error(), "systemctl start docker")
+}
+
+// tend logs reads a container service's output through the engine, each
+// line after its replica when there are several.
+func TestAgentContainerLogs(t *testing.T) {
+	n := newNode(t)
+	n.declare(t, "    - name: web\n      image: "+n.img.Tag+"\n      replicas: 2\n      args: [-say, \"hi from ${replica}\"]\n")
+	_, err := n.apply(t)
+	require.NoError(t, err)
+	ids, err := service.Containers(n.c.StateDir, "web")
+	require.NoError(t, err)
+	require.Len(t, ids, 2)
+	rt, err := container.New(container.Options{Host: n.c.Runtime.Docker.Host})
+	require.NoError(t, err)
+	defer rt.Close()
+
+	var all bytes.Buffer
+	require.NoError(t, rt.WriteLogs(context.Background(), &all, "web", ids, -1, false))
+	require.Contains(t, all.String(), "replica 0 | hi from 0\n")
+	require.Contains(t, all.String(), "replica 1 | hi from 1\n")
+	require.Contains(t, all.String(), "replica 1 | svc stderr\n")
+
+	var one bytes.Buffer
+	require.NoError(t, rt.WriteLogs(context.Background(), &one, "web", ids, 1, false))
+	require.Contains(t, one.String(), "hi from 1\n")
+	require.NotContains(t, one.String(), "replica")
+	require.NotContains(t, one.String(), "hi from 0")
+
+	err = rt.WriteLogs(context.Background(), &one, "web", ids, 5, false)
+	require.EqualError(t, err, "no container for service/web replica 5: it has not run on this node")
+
+	none, err := service.Containers(n.c.StateDir, "other")
+	require.NoError(t, err)
+	require.Empty(t, none, "a service that never ran has no containers")
 }
