@@ -58,7 +58,7 @@ func openNode(c *manifest.AgentConfig, sup *service.Supervisor, meter oci.Meter,
 	if sup == nil {
 		sup = NewSupervisor(c, log)
 	}
-	services := service.NewDriver(c.StateDir, sup, service.DriverOptions{Device: c.Device, Registry: mopts.Registry})
+	services := service.NewDriver(c.StateDir, sup, service.DriverOptions{Device: c.Device, Registry: mopts.Registry, KeepImages: mopts.KeepVersions})
 	a, err := applier.New(applier.Config{Root: tree.Root(), StateDir: c.StateDir, Logger: log},
 		file.New(tree), models, services)
 	if err != nil {

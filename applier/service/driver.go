@@ -46,6 +46,9 @@ type DriverOptions struct {
 	// Registry says how container images are resolved (the credentials
 	// and insecure registries of models).
 	Registry oci.Options
+	// KeepImages is how many images no declared service runs stay on the
+	// engine, the most recently used, for a rollback to start again.
+	KeepImages int
 }
 
 // Labels tend puts on every container it creates: the device, the

@@ -228,3 +228,52 @@ func TestAgentContainerLogs(t *testing.T) {
 	require.NoError(t, err)
 	require.Empty(t, none, "a service that never ran has no containers")
 }
+
+// After a successful apply, a container of this device that no record
+// names is removed (another device's stays), and of the images no service
+// runs any more, the one used last stays for a rollback and older ones go.
+func TestAgentPrunesContainersAndImages(t *testing.T) {
+	n := newNode(t)
+	n.c.Models.KeepVersions = new(int)
+	*n.c.Models.KeepVersions = 1
+	n.declare(t, "    - name: web\n      image: "+n.img.Tag+"\n")
+	_, err := n.apply(t)
+	require.NoError(t, err)
+	first := n.img.Ref
+
+	// A stray container with this device's labels, and one of another
+	// device.
+	rt, err := container.New(container.Options{Host: n.c.Runtime.Docker.Host})
+	require.NoError(t, err)
+	defer rt.Close()
+	stray := func(device string) service.Proc {
+		p, err := rt.Start(context.Background(), service.Instance{Service: "ghost", Image: n.img.Ref,
+			Labels: map[string]string{service.LabelDevice: device, service.LabelResource: "service/ghost"}})
+		require.NoError(t, err)
+		return p
+	}
+	mine, other := stray(n.c.Device), stray(n.c.Device+"-other")
+	t.Cleanup(func() { _ = rt.Stop(context.Background(), other, 0) })
+
+	second := n.moveTag(t)
+	_, err = n.apply(t)
+	require.NoError(t, err)
+	_, err = n.cli.ContainerInspect(context.Background(), mine.Container, client.ContainerInspectOptions{})
+	require.Error(t, err, "the stray container of this device is removed")
+	_, err = n.cli.ContainerInspect(context.Background(), other.Container, client.ContainerInspectOptions{})
+	require.NoError(t, err, "another device's container stays")
+	require.True(t, n.hasImage(t, first), "the image used last before stays for a rollback")
+
+	require.NoError(t, rt.Stop(context.Background(), other, 0)) // it uses the first image
+	n.moveTag(t)
+	_, err = n.apply(t)
+	require.NoError(t, err)
+	require.False(t, n.hasImage(t, first), "an image two versions back is removed")
+	require.True(t, n.hasImage(t, n.reg.Ref("infer/svc")+"@"+second))
+}
+
+func (n *node) hasImage(t *testing.T, ref string) bool {
+	t.Helper()
+	_, err := n.cli.ImageInspect(context.Background(), ref)
+	return err == nil
+}

@@ -24,3 +24,5 @@ func (r *Runtime) engineError(err error) error {
 // isNotFound reports whether the engine answered that the object does not
 // exist.
 func isNotFound(err error) bool { return cerrdefs.IsNotFound(err) }
+
+func isConflict(err error) bool { return cerrdefs.IsConflict(err) }
