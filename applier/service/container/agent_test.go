@@ -7,7 +7,9 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
+	"syscall"
 	"testing"
+	"time"
 
 	"github.com/google/go-containerregistry/pkg/name"
 	"github.com/google/go-containerregistry/pkg/v1/mutate"
@@ -276,4 +278,41 @@ func (n *node) hasImage(t *testing.T, ref string) bool {
 	t.Helper()
 	_, err := n.cli.ImageInspect(context.Background(), ref)
 	return err == nil
+}
+
+// An agent watching a container service sees its main process killed at
+// once, through the engine, and starts a replacement under the restart
+// policy: one supervisor, the engine's own restart policy off.
+func TestAgentRestartsKilledContainer(t *testing.T) {
+	n := newNode(t)
+	n.declare(t, "    - name: web\n      image: "+n.img.Tag+"\n")
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	sup := agent.NewSupervisor(n.c, nil)
+	require.NoError(t, sup.Start(ctx))
+	defer sup.Stop()
+	_, err := (&agent.Reconciler{Config: n.c, Supervisor: sup}).Apply(ctx)
+	require.NoError(t, err)
+	ids, err := service.Containers(n.c.StateDir, "web")
+	require.NoError(t, err)
+	first := ids[0]
+	in, err := n.cli.ContainerInspect(ctx, first, client.ContainerInspectOptions{})
+	require.NoError(t, err)
+	require.NoError(t, syscall.Kill(in.Container.State.Pid, syscall.SIGKILL))
+
+	deadline := time.Now().Add(30 * time.Second) // fails the test only
+	for {
+		states, err := sup.Instances("web")
+		require.NoError(t, err)
+		if len(states) == 1 && states[0].Alive && states[0].Container != first {
+			require.Equal(t, 1, states[0].Restarts)
+			require.Contains(t, states[0].LastExit, "killed by signal killed")
+			break
+		}
+		require.True(t, time.Now().Before(deadline), "no replacement for the killed container: %+v", states)
+		time.Sleep(20 * time.Millisecond)
+	}
+	cs := n.containers(t)
+	require.Len(t, cs, 1, "the killed container was replaced, not left beside its replacement")
+	require.Equal(t, "running", string(cs[0].State))
 }
