@@ -103,7 +103,7 @@ func (d *Driver) instances(s render.Service) ([]Instance, []*Probe) {
 		}
 		if r.Image != "" {
 			in := &ins[i]
-			in.Image, in.Args, in.Network, in.Devices, in.LogFile = r.Image, r.Args, r.Network, r.Devices, ""
+			in.Image, in.Args, in.Network, in.Devices, in.GPUs, in.LogFile = r.Image, r.Args, r.Network, r.Devices, r.GPUs, ""
 			for _, m := range r.Mounts {
 				in.Mounts = append(in.Mounts, Mount{Source: m.Source, Target: m.Target, ReadOnly: m.ReadOnly})
 			}

@@ -34,6 +34,7 @@ type Instance struct {
 	Mounts  []Mount           `json:",omitempty"` // bind mounts
 	Network string            `json:",omitempty"` // host (the default) | none | bridge
 	Devices []string          `json:",omitempty"` // host device paths, each as HOST[:CONTAINER[:PERMISSIONS]]
+	GPUs    string            `json:",omitempty"` // "all" or a count, through the engine's NVIDIA runtime
 	Labels  map[string]string `json:",omitempty"` // on the container: dev.tend.device, dev.tend.resource, dev.tend.spec
 }
 

@@ -250,6 +250,9 @@ func TestStartErrors(t *testing.T) {
 		{"memory limit the engine refuses", func(in *service.Instance) {
 			in.Memory = 1 << 20
 		}, true, []string{"refused", "Minimum memory limit", "resources.memory"}},
+		{"gpus without the NVIDIA runtime", func(in *service.Instance) {
+			in.GPUs = "all"
+		}, true, []string{"gpus all: the engine has no NVIDIA runtime", "NVIDIA Container Toolkit"}},
 		{"unknown network", func(in *service.Instance) {
 			in.Network = "overlay"
 		}, true, []string{`network "overlay"`}},

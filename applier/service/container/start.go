@@ -9,6 +9,7 @@ import (
 	"os"
 	"regexp"
 	"slices"
+	"strconv"
 	"strings"
 
 	cerrdefs "github.com/containerd/errdefs"
@@ -60,6 +61,9 @@ func (r *Runtime) Start(ctx context.Context, in service.Instance) (service.Proc,
 		_ = r.remove(context.WithoutCancel(ctx), created.ID)
 		if cerrdefs.IsInvalidArgument(err) || cerrdefs.IsNotFound(err) {
 			return service.Proc{}, service.Invalidf("service %s: the engine could not start its container from %s: %v", in.Service, in.Image, err)
+		}
+		if in.GPUs != "" && strings.Contains(err.Error(), "could not select device driver") {
+			return service.Proc{}, service.Invalidf("service %s: gpus %s: the engine has no NVIDIA runtime (%v): install the NVIDIA Container Toolkit on the device, or remove gpus from the manifest", in.Service, in.GPUs, err)
 		}
 		return service.Proc{}, r.engineError(fmt.Errorf("service %s: start container %s: %w", in.Service, name, err))
 	}
@@ -168,6 +172,18 @@ func (r *Runtime) spec(in service.Instance) (*container.Config, *container.HostC
 			return nil, nil, service.Invalidf("service %s: device %s: %v", in.Service, dm.PathOnHost, unwrapPath(err))
 		}
 		host.Devices = append(host.Devices, dm)
+	}
+	if in.GPUs != "" {
+		// As docker run --gpus: the NVIDIA runtime's device request.
+		count := -1
+		if in.GPUs != "all" {
+			n, err := strconv.Atoi(in.GPUs)
+			if err != nil || n < 1 {
+				return nil, nil, service.Invalidf("service %s: gpus %q: use all or a count such as 1", in.Service, in.GPUs)
+			}
+			count = n
+		}
+		host.DeviceRequests = []container.DeviceRequest{{Driver: "nvidia", Count: count, Capabilities: [][]string{{"gpu"}}}}
 	}
 	return cfg, host, nil
 }
