@@ -9,6 +9,7 @@ import (
 	"slices"
 	"strconv"
 	"strings"
+	"sync"
 	"time"
 
 	"github.com/tend-dev/tend/applier"
@@ -37,6 +38,9 @@ type Driver struct {
 	sup   *Supervisor
 	state string // stateDir
 	opts  DriverOptions
+
+	mu       sync.Mutex
+	resolved map[string]resolvedImage // by image ref, for the driver's life (a tick)
 }
 
 // DriverOptions configure a Driver.

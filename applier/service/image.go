@@ -25,7 +25,7 @@ func (d *Driver) ResolveImage(ctx context.Context, service, ref string) (render.
 	if err != nil {
 		return render.Resolution{}, err
 	}
-	pinned, err := oci.Resolve(ctx, ref, "", d.opts.Registry)
+	pinned, err := d.resolve(ctx, ref)
 	if err != nil {
 		same := rec != nil && rec.Image == ref && rec.ImageDigest != ""
 		switch {
@@ -42,6 +42,29 @@ func (d *Driver) ResolveImage(ctx context.Context, service, ref string) (render.
 		res.Reason = ImageReason(rec.Image, rec.ImageDigest, ref, pinned)
 	}
 	return res, nil
+}
+
+// resolve pins ref in its registry, once per driver (a tick): services
+// that run one image ask its registry once.
+func (d *Driver) resolve(ctx context.Context, ref string) (oci.Resolved, error) {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	if r, ok := d.resolved[ref]; ok {
+		return r.pinned, r.err
+	}
+	pinned, err := oci.Resolve(ctx, ref, "", d.opts.Registry)
+	if ctx.Err() == nil {
+		if d.resolved == nil {
+			d.resolved = map[string]resolvedImage{}
+		}
+		d.resolved[ref] = resolvedImage{pinned, err}
+	}
+	return pinned, err
+}
+
+type resolvedImage struct {
+	pinned oci.Resolved
+	err    error
 }
 
 // ImageReason says why a container service's image changes, as plans

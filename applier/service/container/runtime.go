@@ -6,6 +6,7 @@ import (
 	"math"
 	"os"
 	"strconv"
+	"sync"
 	"syscall"
 	"time"
 
@@ -49,6 +50,13 @@ type Runtime struct {
 	host string
 	cli  *client.Client
 	kc   authn.Keychain
+
+	mu sync.Mutex
+	// waiting counts, by container id, the Waits in progress: while one
+	// waits, the engine has not said the container stopped, and Alive
+	// needs no call to the engine (an agent's no-op tick asks it nothing
+	// about the containers it watches).
+	waiting map[string]int
 }
 
 var _ service.Runtime = (*Runtime)(nil)
@@ -92,6 +100,12 @@ func (r *Runtime) Alive(p service.Proc) bool {
 	if p.Container == "" {
 		return false
 	}
+	r.mu.Lock()
+	waited := r.waiting[p.Container] > 0
+	r.mu.Unlock()
+	if waited {
+		return true
+	}
 	ctx, cancel := context.WithTimeout(context.Background(), aliveTimeout)
 	defer cancel()
 	res, err := r.cli.ContainerInspect(ctx, p.Container, client.ContainerInspectOptions{})
@@ -109,6 +123,30 @@ func (r *Runtime) Alive(p service.Proc) bool {
 // returns Known=false. The engine reports a death by signal N as exit
 // code 128+N, which Wait reads as that signal.
 func (r *Runtime) Wait(ctx context.Context, p service.Proc) (service.ExitStatus, error) {
+	if !r.Alive(p) {
+		// Not running now (or another process in it): nothing to wait
+		// for, and no wait to count as alive.
+		return r.waited(ctx, p)
+	}
+	r.mu.Lock()
+	if r.waiting == nil {
+		r.waiting = map[string]int{}
+	}
+	r.waiting[p.Container]++
+	r.mu.Unlock()
+	defer func() {
+		r.mu.Lock()
+		if r.waiting[p.Container]--; r.waiting[p.Container] <= 0 {
+			delete(r.waiting, p.Container)
+		}
+		r.mu.Unlock()
+	}()
+	return r.waited(ctx, p)
+}
+
+// waited blocks until p's container is not running and reads how it
+// ended.
+func (r *Runtime) waited(ctx context.Context, p service.Proc) (service.ExitStatus, error) {
 	res := r.cli.ContainerWait(ctx, p.Container, client.ContainerWaitOptions{Condition: container.WaitConditionNotRunning})
 	var code int64
 	select {
