@@ -168,3 +168,78 @@ func cpuTime(b *testing.B) time.Duration {
 	}
 	return time.Duration(ru.Utime.Nano() + ru.Stime.Nano())
 }
+
+// BenchmarkAgentKillToReplacement: an agent's supervisor watching
+// container services; each iteration kills the main process of a service
+// of its own (so no restart backoff has grown) and waits until a
+// replacement container runs. p50 over the iterations, the supervisor's
+// first-restart delay (200 ms) included.
+func BenchmarkAgentKillToReplacement(b *testing.B) {
+	host := testdocker.Host(b)
+	reg := testoci.Start(b)
+	img := testdocker.PushProgram(b, reg.Host, "infer/svc", testdocker.SvcDir())
+	services := b.N // one service per kill: none has a restart backoff grown
+	repo := testgit.NewRepo(b)
+	var decl strings.Builder
+	for i := range services {
+		fmt.Fprintf(&decl, "    - {name: web%d, image: %s}\n", i, img.Tag)
+	}
+	repo.WriteFile("devices/killbench/d.yaml", "apiVersion: tend.dev/v1alpha1\nkind: Device\nmetadata: {name: killbench}\nspec:\n  services:\n"+decl.String())
+	repo.Commit("services")
+	dir := b.TempDir()
+	c := &manifest.AgentConfig{Device: "killbench", Source: manifest.SourceConfig{URL: repo.Dir(), Path: "devices/{device}"},
+		StateDir: filepath.Join(dir, "state"), Root: filepath.Join(dir, "root"),
+		Registries: manifest.Registries{Insecure: []string{reg.Host}}, Runtime: manifest.RuntimeConfig{Docker: manifest.DockerRuntime{Host: host}}}
+	c.SetDefaults("")
+	if err := os.MkdirAll(c.Root, 0o755); err != nil {
+		b.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	sup := agent.NewSupervisor(c, nil)
+	if err := sup.Start(ctx); err != nil {
+		b.Fatal(err)
+	}
+	b.Cleanup(func() {
+		sup.Stop()
+		cli, err := client.New(client.WithHost(host))
+		if err != nil {
+			return
+		}
+		defer cli.Close()
+		list, _ := cli.ContainerList(context.Background(), client.ContainerListOptions{All: true,
+			Filters: make(client.Filters).Add("label", service.LabelDevice+"=killbench")})
+		for _, c := range list.Items {
+			_, _ = cli.ContainerRemove(context.Background(), c.ID, client.ContainerRemoveOptions{Force: true})
+		}
+	})
+	if _, err := (&agent.Reconciler{Config: c, Supervisor: sup}).Apply(ctx); err != nil {
+		b.Fatal(err)
+	}
+	var took []time.Duration
+	b.ResetTimer()
+	for i := range b.N {
+		name := fmt.Sprintf("web%d", i)
+		states, err := sup.Instances(name)
+		if err != nil || len(states) != 1 || !states[0].Alive {
+			b.Fatalf("%s not running: %v %+v", name, err, states)
+		}
+		old := states[0].Container
+		t0 := time.Now()
+		if err := unix.Kill(states[0].PID, unix.SIGKILL); err != nil {
+			b.Fatal(err)
+		}
+		for {
+			states, err := sup.Instances(name)
+			if err != nil {
+				b.Fatal(err)
+			}
+			if len(states) == 1 && states[0].Alive && states[0].Container != old {
+				break
+			}
+			time.Sleep(5 * time.Millisecond)
+		}
+		took = append(took, time.Since(t0))
+	}
+	b.ReportMetric(p50ms(took), "p50_ms")
+}
