@@ -83,14 +83,23 @@ func ImageReason(oldRef, oldDigest, ref string, pinned oci.Resolved) string {
 
 var _ applier.Preparer = (*Driver)(nil)
 
-// Prepare pulls the image of a container service that a plan creates or
-// updates before any action of the plan runs: an image that cannot be
-// pulled (it does not exist, not for this platform, the registry refuses)
-// fails the plan with nothing stopped.
+// Prepare checks the instances of a container service that a plan
+// creates or updates (device nodes, mount sources, limits) and pulls its
+// image, before any action of the plan runs: an instance that cannot run,
+// or an image that cannot be pulled (it does not exist, not for this
+// platform, the registry refuses), fails the plan with nothing stopped.
 func (d *Driver) Prepare(ctx context.Context, a planner.Action, spec any) error {
 	s, ok := spec.(render.Service)
 	if !ok || s.Image == "" || len(s.Replicas) == 0 {
 		return nil
+	}
+	if c, ok := d.sup.rt.(Checker); ok {
+		ins, _ := d.instances(s)
+		for _, in := range ins {
+			if err := c.Check(in); err != nil {
+				return fmt.Errorf("replica %d: %w", in.Replica, err)
+			}
+		}
 	}
 	p, ok := d.sup.rt.(Puller)
 	if !ok {

@@ -94,3 +94,21 @@ func (r Runtimes) EnsureImage(ctx context.Context, service, image string) error 
 	}
 	return nil
 }
+
+// Checker is a Runtime that can tell, before anything is stopped, whether
+// an instance can run on this node as declared.
+type Checker interface {
+	Check(in Instance) error
+}
+
+// Check asks in's runtime, when it checks.
+func (r Runtimes) Check(in Instance) error {
+	rt, err := r.of(in.Image != "")
+	if err != nil {
+		return err
+	}
+	if c, ok := rt.(Checker); ok {
+		return c.Check(in)
+	}
+	return nil
+}

@@ -6,12 +6,15 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"runtime"
 	"strings"
 	"syscall"
 	"testing"
 	"time"
 
 	"github.com/google/go-containerregistry/pkg/name"
+	v1 "github.com/google/go-containerregistry/pkg/v1"
+	"github.com/google/go-containerregistry/pkg/v1/empty"
 	"github.com/google/go-containerregistry/pkg/v1/mutate"
 	"github.com/google/go-containerregistry/pkg/v1/remote"
 	mcontainer "github.com/moby/moby/api/types/container"
@@ -315,4 +318,95 @@ func TestAgentRestartsKilledContainer(t *testing.T) {
 	cs := n.containers(t)
 	require.Len(t, cs, 1, "the killed container was replaced, not left beside its replacement")
 	require.Equal(t, "running", string(cs[0].State))
+}
+
+// What cannot run as declared fails the plan before anything is stopped:
+// a device node the node lacks, a memory limit below the engine's
+// minimum, a tag moved to an image with no build for this platform. The
+// running container and the rest of the node stay as they were.
+func TestAgentBadContainerStopsNothing(t *testing.T) {
+	n := newNode(t)
+	n.declare(t, "    - name: web\n      image: "+n.img.Tag+"\n")
+	_, err := n.apply(t)
+	require.NoError(t, err)
+	before := n.containers(t)
+	require.Len(t, before, 1)
+
+	arm := n.reg.Ref("infer/arm:1")
+	n.pushOtherPlatform(t, arm)
+	for _, tc := range []struct{ name, decl, want string }{
+		{"device missing", "      devices: [/dev/tend-no-such-device]\n", "device /dev/tend-no-such-device does not exist on this node"},
+		{"memory below the minimum", "      resources: {memory: 1Mi}\n", "resources.memory 1Mi is below the engine's minimum, 6Mi"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			n.declare(t, "    - name: web\n      image: "+n.img.Tag+"\n      args: [-say, changed]\n"+tc.decl)
+			_, err := n.apply(t)
+			require.Error(t, err)
+			require.Contains(t, err.Error(), tc.want)
+			after := n.containers(t)
+			require.Len(t, after, 1)
+			require.Equal(t, before[0].ID, after[0].ID, "nothing was stopped")
+			require.Equal(t, "running", string(after[0].State))
+		})
+	}
+	t.Run("no build for this platform", func(t *testing.T) {
+		n.declare(t, "    - name: web\n      image: "+arm+"\n")
+		_, err := n.apply(t)
+		require.Error(t, err)
+		require.Contains(t, err.Error(), "service/web")
+		require.Contains(t, err.Error(), "has no build for this node's platform, linux/"+runtime.GOARCH+": push one for it")
+		after := n.containers(t)
+		require.Len(t, after, 1)
+		require.Equal(t, before[0].ID, after[0].ID, "nothing was stopped")
+	})
+}
+
+// pushOtherPlatform pushes, under ref, an index whose only image is built
+// for another architecture than this node's.
+func (n *node) pushOtherPlatform(t *testing.T, ref string) {
+	t.Helper()
+	src, err := name.ParseReference(n.img.Ref, name.Insecure)
+	require.NoError(t, err)
+	img, err := remote.Image(src)
+	require.NoError(t, err)
+	other := "arm64"
+	if runtime.GOARCH == "arm64" {
+		other = "amd64"
+	}
+	cf, err := img.ConfigFile()
+	require.NoError(t, err)
+	cf = cf.DeepCopy()
+	cf.Architecture = other
+	img, err = mutate.ConfigFile(img, cf)
+	require.NoError(t, err)
+	idx := mutate.AppendManifests(empty.Index, mutate.IndexAddendum{Add: img,
+		Descriptor: v1.Descriptor{Platform: &v1.Platform{OS: "linux", Architecture: other}}})
+	dst, err := name.ParseReference(ref, name.Insecure)
+	require.NoError(t, err)
+	require.NoError(t, remote.WriteIndex(dst, idx))
+}
+
+// A container that exits at its start fails the update, and the whole
+// plan is rolled back: the container of the last applied commit runs
+// again, and the commit is quarantined on this node.
+func TestAgentRollsBackContainer(t *testing.T) {
+	n := newNode(t)
+	n.declare(t, "    - name: web\n      image: "+n.img.Tag+"\n      args: [-say, good]\n")
+	_, err := n.apply(t)
+	require.NoError(t, err)
+
+	bad := n.declare(t, "    - name: web\n      image: "+n.img.Tag+"\n      args: [-exit, \"3\"]\n      health: {tcp: \"127.0.0.1:1\", startupGrace: 2s}\n")
+	_, err = n.apply(t)
+	require.Error(t, err)
+	require.Contains(t, err.Error(), "rolled back")
+	cs := n.containers(t)
+	require.Len(t, cs, 1)
+	require.Equal(t, "running", string(cs[0].State))
+	in, err := n.cli.ContainerInspect(context.Background(), cs[0].ID, client.ContainerInspectOptions{})
+	require.NoError(t, err)
+	require.Equal(t, []string{"-say", "good"}, in.Container.Config.Cmd, "the last applied container runs again")
+
+	_, err = n.apply(t)
+	require.Error(t, err)
+	require.Contains(t, err.Error(), "commit "+bad[:12]+" was rolled back on this node")
 }

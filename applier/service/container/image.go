@@ -3,6 +3,7 @@ package container
 import (
 	"context"
 	"fmt"
+	"runtime"
 	"strings"
 
 	cerrdefs "github.com/containerd/errdefs"
@@ -56,6 +57,8 @@ func (r *Runtime) Pull(ctx context.Context, svc, image string) error {
 		return nil
 	case client.IsErrConnectionFailed(err):
 		return r.engineError(fmt.Errorf("service %s: pull %s: %w", svc, image, err))
+	case strings.Contains(err.Error(), "no matching manifest"):
+		return service.Invalidf("service %s: image %s has no build for this node's platform, linux/%s: push one for it, or pin a tag that has one (%v)", svc, image, runtime.GOARCH, err)
 	case cerrdefs.IsNotFound(err):
 		return service.Invalidf("service %s: image %s does not exist in its registry: push it, or fix image in the manifest (%v)", svc, image, err)
 	case isAuthError(err):

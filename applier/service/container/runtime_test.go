@@ -249,7 +249,7 @@ func TestStartErrors(t *testing.T) {
 		}, true, []string{"mount source /nonexistent/tend"}},
 		{"memory limit the engine refuses", func(in *service.Instance) {
 			in.Memory = 1 << 20
-		}, true, []string{"refused", "Minimum memory limit", "resources.memory"}},
+		}, true, []string{"resources.memory 1Mi is below the engine's minimum, 6Mi"}},
 		{"gpus without the NVIDIA runtime", func(in *service.Instance) {
 			in.GPUs = "all"
 		}, true, []string{"gpus all: the engine has no NVIDIA runtime", "NVIDIA Container Toolkit"}},

@@ -91,6 +91,17 @@ func (r *Runtime) Proc(ctx context.Context, id string) (service.Proc, error) {
 	return p, nil
 }
 
+// minMemory is the lowest memory limit Docker's engine accepts.
+const minMemory = 6 << 20
+
+// Check reports, asking the engine nothing, whether in can run on this
+// node as declared: its network, device nodes, mount sources and memory
+// limit. A plan checks every instance it starts before it stops anything.
+func (r *Runtime) Check(in service.Instance) error {
+	_, _, err := r.spec(in)
+	return err
+}
+
 // entrypoint is the container's entrypoint: nil (the image's) unless
 // command names one; an empty list would clear the image's.
 func entrypoint(command []string) []string {
@@ -149,6 +160,9 @@ func (r *Runtime) spec(in service.Instance) (*container.Config, *container.HostC
 	}
 	// The limit holds for memory and swap together, as for a process:
 	// the engine's default would let the container swap as much again.
+	if in.Memory > 0 && in.Memory < minMemory {
+		return nil, nil, service.Invalidf("service %s: resources.memory %s is below the engine's minimum, %s: raise it", in.Service, service.FormatBytes(in.Memory), service.FormatBytes(minMemory))
+	}
 	host.Memory = in.Memory
 	if in.Memory > 0 {
 		host.MemorySwap = in.Memory
