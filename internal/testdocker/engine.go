@@ -189,11 +189,11 @@ func (e *engine) waitReady() error {
 		}
 		select {
 		case <-e.done:
-			return fmt.Errorf("dockerd exited at start (%s):\n%s", e.cmd.ProcessState, e.logTail())
+			return fmt.Errorf("%s exited at start (%s):\n%s", filepath.Base(e.cmd.Path), e.cmd.ProcessState, e.logTail())
 		default:
 		}
 		if time.Now().After(deadline) {
-			return fmt.Errorf("dockerd did not answer on %s within %s: %v\n%s", e.socket(), startTimeout, err, e.logTail())
+			return fmt.Errorf("%s did not answer on %s within %s: %v\n%s", filepath.Base(e.cmd.Path), e.socket(), startTimeout, err, e.logTail())
 		}
 		time.Sleep(50 * time.Millisecond)
 	}
@@ -231,21 +231,28 @@ func (e *engine) logTail() string {
 	return strings.Join(lines, "\n")
 }
 
-// unmountUnder detaches every mount point below dir, deepest first.
+// unmountUnder detaches every mount point below dir, deepest first, and
+// again while some are left (a point can hold mounts stacked on it, as
+// Podman's storage does).
 func unmountUnder(dir string) {
-	b, err := os.ReadFile("/proc/self/mounts")
-	if err != nil {
-		return
-	}
-	var points []string
-	for _, line := range strings.Split(string(b), "\n") {
-		f := strings.Fields(line)
-		if len(f) > 1 && strings.HasPrefix(f[1], dir+"/") {
-			points = append(points, f[1])
+	for range 5 {
+		b, err := os.ReadFile("/proc/self/mounts")
+		if err != nil {
+			return
 		}
-	}
-	for i := len(points) - 1; i >= 0; i-- {
-		_ = syscall.Unmount(points[i], syscall.MNT_DETACH)
+		var points []string
+		for _, line := range strings.Split(string(b), "\n") {
+			f := strings.Fields(line)
+			if len(f) > 1 && strings.HasPrefix(f[1], dir+"/") {
+				points = append(points, f[1])
+			}
+		}
+		if len(points) == 0 {
+			return
+		}
+		for i := len(points) - 1; i >= 0; i-- {
+			_ = syscall.Unmount(points[i], syscall.MNT_DETACH)
+		}
 	}
 }
 
