@@ -5,7 +5,7 @@ LDFLAGS := -s -w -X main.version=$(VERSION) -X main.commit=$(COMMIT)
 PKGS    := ./...
 STATICCHECK ?= $(GO) run honnef.co/go/tools/cmd/staticcheck@v0.8.2
 
-.PHONY: build test fuzz lint fmt vet tidy demo bench clean
+.PHONY: build test fuzz lint fmt vet tidy demo demo-containers bench clean
 
 build:
 	$(GO) build -trimpath -ldflags "$(LDFLAGS)" -o bin/tend ./cmd/tend
@@ -48,6 +48,11 @@ tidy:
 demo: build
 	bash examples/demo.sh
 
+# The service as a container, on a private dockerd (Debian's docker.io);
+# run as root.
+demo-containers: build
+	bash examples/demo-containers.sh
+
 # Benchmarks, with ratios against the reference tools where they apply
 # (git ls-remote; the oras CLI, installed here, for model pulls).
 bench: build
@@ -55,4 +60,4 @@ bench: build
 	$(GO) test -run '^$$' -bench . -benchmem $(PKGS)
 
 clean:
-	rm -rf bin .demo
+	rm -rf bin .demo .demo-containers

@@ -115,8 +115,8 @@ func errorsWithoutPlace(err error) []string {
 
 // TestExampleFleet loads examples/agent.yaml as the agent does and composes
 // every device of examples/fleet with the fleet's profiles under its
-// allowPaths; every other YAML file of examples/ is named here as not
-// tend's.
+// allowPaths, and every device of examples/containers alone; every other
+// YAML file of examples/ is named here as not tend's.
 func TestExampleFleet(t *testing.T) {
 	c, err := LoadConfig("../examples/agent.yaml")
 	require.NoError(t, err)
@@ -140,6 +140,24 @@ func TestExampleFleet(t *testing.T) {
 			require.Len(t, c.Device.Spec.Services, 1, "the inference profile applies")
 		})
 	}
+	// examples/containers (make demo-containers): one device, no profiles,
+	// under the same allowPaths; its service is a container.
+	dirs, err = filepath.Glob("../examples/containers/devices/*")
+	require.NoError(t, err)
+	require.NotEmpty(t, dirs)
+	for _, dir := range dirs {
+		t.Run(dir, func(t *testing.T) {
+			own, err := ReadFiles([]string{dir})
+			require.NoError(t, err)
+			for i := range own {
+				own[i].PerDevice = true
+			}
+			c, err := Compose(own, ComposeOptions{Device: filepath.Base(dir), ValidateOptions: opts})
+			require.NoError(t, err)
+			require.Len(t, c.Device.Spec.Services, 1)
+			require.True(t, c.Device.Spec.Services[0].Container(), "the service runs as a container")
+		})
+	}
 	notTend := map[string]bool{
 		"../examples/prometheus/alerts.yaml": true, "../examples/ci/gitlab-ci.yml": true, "../examples/ci/github-actions.yaml": true,
 	}
@@ -153,7 +171,7 @@ func TestExampleFleet(t *testing.T) {
 		}
 		tend := strings.Contains(string(data), "apiVersion: "+APIVersion)
 		checked := p == "../examples/agent.yaml" || strings.HasPrefix(p, "../examples/fleet/devices/") ||
-			strings.HasPrefix(p, "../examples/fleet/profiles/")
+			strings.HasPrefix(p, "../examples/fleet/profiles/") || strings.HasPrefix(p, "../examples/containers/devices/")
 		switch {
 		case notTend[p] && tend:
 			t.Errorf("%s is a tend document: check it here", p)

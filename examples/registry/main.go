@@ -1,9 +1,11 @@
 // Command registry is the OCI registry `make demo` serves example models
 // from: go-containerregistry's in-process registry on loopback, with every
 // folder of examples/models pushed as an ORAS-style artifact (one layer per
-// file, named by its title annotation) tagged v1. It writes host:port to
-// the file -ready names once the models are pushed, and serves until it is
-// stopped.
+// file, named by its title annotation) tagged v1. With -program and -image
+// (`make demo-containers`) it also builds that Go main package statically
+// and pushes it FROM scratch as an image, the program its entrypoint. It
+// writes host:port to the file -ready names once everything is pushed, and
+// serves until it is stopped.
 package main
 
 import (
@@ -16,25 +18,33 @@ import (
 	"os"
 	"os/signal"
 	"path/filepath"
+	"strings"
 	"syscall"
 
 	"github.com/google/go-containerregistry/pkg/registry"
 
+	"github.com/tend-dev/tend/internal/testdocker"
 	"github.com/tend-dev/tend/internal/testoci"
 )
 
 func main() {
 	addr := flag.String("addr", "127.0.0.1:0", "address to listen on")
 	models := flag.String("models", "examples/models", "folder of model folders to push")
-	ready := flag.String("ready", "", "file to write host:port to once the models are pushed")
+	ready := flag.String("ready", "", "file to write host:port to once the models (and the image) are pushed")
+	program := flag.String("program", "", "folder of a Go main package to build statically and push as -image")
+	image := flag.String("image", "", "REPO:TAG the -program image is pushed as (e.g. apps/hello:v1)")
 	flag.Parse()
-	if err := run(*addr, *models, *ready); err != nil {
+	if (*program == "") != (*image == "") {
+		fmt.Fprintln(os.Stderr, "registry: -program and -image go together: -program examples/hello-container -image apps/hello:v1")
+		os.Exit(2)
+	}
+	if err := run(*addr, *models, *ready, *program, *image); err != nil {
 		fmt.Fprintln(os.Stderr, "registry:", err)
 		os.Exit(1)
 	}
 }
 
-func run(addr, models, ready string) error {
+func run(addr, models, ready, program, image string) error {
 	ln, err := net.Listen("tcp", addr)
 	if err != nil {
 		return err
@@ -69,6 +79,11 @@ func run(addr, models, ready string) error {
 		}
 		fmt.Printf("pushed %s/models/%s:v1 → %s (%d files)\n", host, d.Name(), digest, len(files))
 	}
+	if program != "" {
+		if err := pushProgram(host, program, image); err != nil {
+			return err
+		}
+	}
 	if ready != "" {
 		if err := os.WriteFile(ready, []byte(host), 0o644); err != nil {
 			return err
@@ -78,4 +93,28 @@ func run(addr, models, ready string) error {
 	signal.Notify(stop, syscall.SIGTERM, os.Interrupt)
 	<-stop
 	return srv.Close()
+}
+
+// pushProgram builds the Go main package in dir statically and pushes it
+// FROM scratch to the registry at host as image (REPO:TAG).
+func pushProgram(host, dir, image string) error {
+	repo, tag, ok := strings.Cut(image, ":")
+	if !ok || repo == "" || tag == "" {
+		return fmt.Errorf("-image %q: use REPO:TAG, e.g. apps/hello:v1", image)
+	}
+	tmp, err := os.MkdirTemp("", "registry-program-")
+	if err != nil {
+		return err
+	}
+	defer os.RemoveAll(tmp)
+	bin := filepath.Join(tmp, "prog")
+	if err := testdocker.BuildProgram(dir, bin); err != nil {
+		return err
+	}
+	img, err := testdocker.PushImage(host, repo, tag, bin)
+	if err != nil {
+		return err
+	}
+	fmt.Printf("pushed %s → %s (%s, FROM scratch)\n", img.Tag, img.Digest, dir)
+	return nil
 }

@@ -1,7 +1,9 @@
 // Package testdocker runs a private Docker Engine (Debian's dockerd) for a
 // test package, and builds test images FROM scratch around a static Go
 // program and pushes them to a test registry (internal/testoci), from which
-// the engine pulls them: the machine has no internet.
+// the engine pulls them: the machine has no internet. BuildProgram and
+// PushImage take no testing.TB: examples/registry uses them to push the
+// image of `make demo-containers`.
 //
 // One engine serves a whole test binary: the package's TestMain calls Main,
 // and the first test that calls Host starts the engine (a few seconds);

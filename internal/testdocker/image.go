@@ -19,9 +19,9 @@ import (
 	"github.com/google/go-containerregistry/pkg/v1/tarball"
 )
 
-// Image is a test image pushed to a registry.
+// Image is an image pushed to a registry.
 type Image struct {
-	Tag    string // HOST/REPO:latest
+	Tag    string // HOST/REPO:TAG
 	Ref    string // HOST/REPO@sha256:…, what a container runs
 	Digest string // sha256:… of the manifest
 }
@@ -42,61 +42,85 @@ var binaries struct {
 	path map[string]string
 }
 
-// PushProgram builds the Go main package in dir as a static binary
-// (CGO_ENABLED=0, once per test binary), puts it FROM scratch in an image
-// as /prog, its entrypoint, and pushes the image to registry (host:port,
-// plain HTTP) as repo:latest.
+// PushProgram builds the Go main package in dir as a static binary (once
+// per test binary) and pushes it FROM scratch to registry (host:port,
+// plain HTTP) as repo:latest, as BuildProgram and PushImage do.
 func PushProgram(t testing.TB, registry, repo, dir string) Image {
 	t.Helper()
-	bin := build(t, dir)
-	data, err := os.ReadFile(bin)
+	img, err := PushImage(registry, repo, "latest", build(t, dir))
 	if err != nil {
 		t.Fatal(err)
+	}
+	return img
+}
+
+// BuildProgram compiles the Go main package in dir as a static binary
+// (CGO_ENABLED=0, with the go command in PATH) at out.
+func BuildProgram(dir, out string) error {
+	abs, err := filepath.Abs(out)
+	if err != nil {
+		return fmt.Errorf("build %s: %w", dir, err)
+	}
+	cmd := exec.Command("go", "build", "-trimpath", "-o", abs, ".")
+	cmd.Dir = dir
+	cmd.Env = append(os.Environ(), "CGO_ENABLED=0")
+	if b, err := cmd.CombinedOutput(); err != nil {
+		return fmt.Errorf("build %s: %w\n%s", dir, err, b)
+	}
+	return nil
+}
+
+// PushImage puts the program at bin FROM scratch in an image as /prog,
+// its entrypoint, for linux on this machine's architecture, and pushes the
+// image to registry (host:port, plain HTTP) as repo:tag.
+func PushImage(registry, repo, tag, bin string) (Image, error) {
+	data, err := os.ReadFile(bin)
+	if err != nil {
+		return Image{}, fmt.Errorf("image of %s: %w", bin, err)
 	}
 	var layer bytes.Buffer
 	tw := tar.NewWriter(&layer)
 	if err := tw.WriteHeader(&tar.Header{Name: "prog", Mode: 0o755, Size: int64(len(data)), Typeflag: tar.TypeReg}); err != nil {
-		t.Fatal(err)
+		return Image{}, fmt.Errorf("image of %s: %w", bin, err)
 	}
 	if _, err := tw.Write(data); err != nil {
-		t.Fatal(err)
+		return Image{}, fmt.Errorf("image of %s: %w", bin, err)
 	}
 	if err := tw.Close(); err != nil {
-		t.Fatal(err)
+		return Image{}, fmt.Errorf("image of %s: %w", bin, err)
 	}
 	l, err := tarball.LayerFromOpener(func() (io.ReadCloser, error) {
 		return io.NopCloser(bytes.NewReader(layer.Bytes())), nil
 	})
 	if err != nil {
-		t.Fatal(err)
+		return Image{}, fmt.Errorf("image of %s: %w", bin, err)
 	}
 	img, err := mutate.AppendLayers(empty.Image, l)
 	if err != nil {
-		t.Fatal(err)
+		return Image{}, fmt.Errorf("image of %s: %w", bin, err)
 	}
 	cf, err := img.ConfigFile()
 	if err != nil {
-		t.Fatal(err)
+		return Image{}, fmt.Errorf("image of %s: %w", bin, err)
 	}
 	cf = cf.DeepCopy()
 	cf.OS, cf.Architecture = "linux", runtime.GOARCH
 	cf.Config.Entrypoint = []string{"/prog"}
-	img, err = mutate.ConfigFile(img, cf)
-	if err != nil {
-		t.Fatal(err)
+	if img, err = mutate.ConfigFile(img, cf); err != nil {
+		return Image{}, fmt.Errorf("image of %s: %w", bin, err)
 	}
-	tag, err := name.NewTag(registry+"/"+repo+":latest", name.Insecure)
+	ref, err := name.NewTag(registry+"/"+repo+":"+tag, name.Insecure)
 	if err != nil {
-		t.Fatal(err)
+		return Image{}, fmt.Errorf("image of %s: %w", bin, err)
 	}
-	if err := remote.Write(tag, img); err != nil {
-		t.Fatalf("push %s: %v", tag, err)
+	if err := remote.Write(ref, img); err != nil {
+		return Image{}, fmt.Errorf("push %s: %w", ref, err)
 	}
 	d, err := img.Digest()
 	if err != nil {
-		t.Fatal(err)
+		return Image{}, fmt.Errorf("image of %s: %w", bin, err)
 	}
-	return Image{Tag: tag.String(), Ref: registry + "/" + repo + "@" + d.String(), Digest: d.String()}
+	return Image{Tag: ref.String(), Ref: registry + "/" + repo + "@" + d.String(), Digest: d.String()}, nil
 }
 
 // build compiles the main package in dir statically, once per test binary.
@@ -116,11 +140,8 @@ func build(t testing.TB, dir string) string {
 		addCleanup(func() { os.RemoveAll(d) })
 	}
 	out := filepath.Join(binaries.dir, fmt.Sprintf("prog%d", len(binaries.path)))
-	cmd := exec.Command("go", "build", "-trimpath", "-o", out, ".")
-	cmd.Dir = dir
-	cmd.Env = append(os.Environ(), "CGO_ENABLED=0")
-	if b, err := cmd.CombinedOutput(); err != nil {
-		t.Fatalf("build %s: %v\n%s", dir, err, b)
+	if err := BuildProgram(dir, out); err != nil {
+		t.Fatal(err)
 	}
 	binaries.path[dir] = out
 	return out

@@ -3,9 +3,12 @@ package testdocker_test
 import (
 	"context"
 	"os"
+	"path/filepath"
 	"strings"
 	"testing"
 
+	"github.com/google/go-containerregistry/pkg/name"
+	"github.com/google/go-containerregistry/pkg/v1/remote"
 	"github.com/moby/moby/client"
 	"github.com/stretchr/testify/require"
 
@@ -54,4 +57,27 @@ func TestPushProgramPulls(t *testing.T) {
 	require.NoError(t, err)
 	require.Contains(t, in.RepoDigests, img.Ref)
 	require.Equal(t, []string{"/prog"}, in.Config.Entrypoint)
+}
+
+// PushImage pushes under the tag it is given, and the registry answers
+// that tag with the digest it returns; BuildProgram names a folder that
+// does not build.
+func TestPushImageTag(t *testing.T) {
+	reg := testoci.Start(t)
+	bin := filepath.Join(t.TempDir(), "svc")
+	require.NoError(t, testdocker.BuildProgram(testdocker.SvcDir(), bin))
+	img, err := testdocker.PushImage(reg.Host, "apps/svc", "v1", bin)
+	require.NoError(t, err)
+	require.Equal(t, reg.Host+"/apps/svc:v1", img.Tag)
+	require.Equal(t, reg.Host+"/apps/svc@"+img.Digest, img.Ref)
+	ref, err := name.ParseReference(img.Tag, name.Insecure)
+	require.NoError(t, err)
+	desc, err := remote.Head(ref)
+	require.NoError(t, err)
+	require.Equal(t, img.Digest, desc.Digest.String())
+
+	err = testdocker.BuildProgram(t.TempDir(), filepath.Join(t.TempDir(), "none"))
+	require.ErrorContains(t, err, "build ")
+	_, err = testdocker.PushImage(reg.Host, "apps/none", "v1", filepath.Join(t.TempDir(), "none"))
+	require.ErrorContains(t, err, "none")
 }
