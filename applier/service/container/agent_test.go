@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"fmt"
+	"net/http"
 	"os"
 	"path/filepath"
 	"runtime"
@@ -409,4 +410,44 @@ func TestAgentRollsBackContainer(t *testing.T) {
 	_, err = n.apply(t)
 	require.Error(t, err)
 	require.Contains(t, err.Error(), "commit "+bad[:12]+" was rolled back on this node")
+}
+
+// A new image whose registry cannot be reached holds its service: the
+// running container stays, and the rest of the commit is applied. The
+// same image with its registry down keeps its digest, a warning only.
+func TestAgentUnreachableRegistry(t *testing.T) {
+	n := newNode(t)
+	n.declare(t, "    - name: web\n      image: "+n.img.Tag+"\n")
+	_, err := n.apply(t)
+	require.NoError(t, err)
+	before := n.containers(t)
+	require.Len(t, before, 1)
+
+	down := "127.0.0.1:1/infer/svc:2"
+	n.c.Registries.Insecure = append(n.c.Registries.Insecure, "127.0.0.1:1")
+	n.repo.WriteFile("devices/"+n.c.Device+"/d.yaml", "apiVersion: tend.dev/v1alpha1\nkind: Device\nmetadata: {name: "+n.c.Device+"}\nspec:\n"+
+		"  files:\n    - {path: /etc/infer/greeting, content: changed}\n  services:\n    - name: web\n      image: "+down+"\n")
+	n.repo.Commit("a new image on a registry that is down")
+	res, _ := n.apply(t)
+	require.NotNil(t, res.Desired)
+	require.ErrorContains(t, res.Desired.Held, "service/web held")
+	b, err := os.ReadFile(filepath.Join(n.c.Root, "etc/infer/greeting"))
+	require.NoError(t, err)
+	require.Equal(t, "changed", string(b), "the rest of the commit is applied")
+	after := n.containers(t)
+	require.Len(t, after, 1)
+	require.Equal(t, before[0].ID, after[0].ID, "the held service's container stays")
+
+	// The applied image, its registry gone: offline, the digest kept.
+	n.declare(t, "    - name: web\n      image: "+n.img.Tag+"\n")
+	_, err = n.apply(t)
+	require.NoError(t, err)
+	running := n.containers(t)
+	n.reg.Use(func(w http.ResponseWriter, _ *http.Request) bool { panic(http.ErrAbortHandler) })
+	defer n.reg.Use(nil)
+	res, err = n.apply(t)
+	require.NoError(t, err)
+	require.ErrorContains(t, res.Offline(), "service/web kept at "+planner.ShortDigest(n.img.Digest))
+	require.True(t, res.Plan.Empty(), "%v", res.Plan.Actions)
+	require.Equal(t, running[0].ID, n.containers(t)[0].ID)
 }
