@@ -49,7 +49,7 @@ func Unreachable(err error) bool {
 	var op *net.OpError
 	var dns *net.DNSError
 	return errors.As(err, &op) || errors.As(err, &dns) || errors.Is(err, context.DeadlineExceeded) ||
-		errors.Is(err, oci.ErrStalled) || errors.Is(err, io.ErrUnexpectedEOF) ||
+		errors.Is(err, oci.ErrStalled) || errors.Is(err, io.ErrUnexpectedEOF) || errors.Is(err, io.EOF) ||
 		errors.Is(err, syscall.ECONNREFUSED) || errors.Is(err, syscall.ECONNRESET) ||
 		errors.Is(err, syscall.EHOSTUNREACH) || errors.Is(err, syscall.ENETUNREACH) || errors.Is(err, syscall.ETIMEDOUT)
 }

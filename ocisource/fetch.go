@@ -148,7 +148,7 @@ func (f *fetcher) read(ctx context.Context) (*gitsource.Snapshot, string, error)
 	} else {
 		desc, err := f.opts.Client.head(ctx, f.ref)
 		if err != nil {
-			return nil, "", fmt.Errorf("resolve %s: %w", f.shown, oci.ExplainHead(ctx, f.ref, err, f.opts.Client.opts))
+			return nil, "", oci.ExplainHead(ctx, f.ref, err, f.opts.Client.opts)
 		}
 		digest = desc.Digest.String()
 	}

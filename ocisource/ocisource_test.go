@@ -124,11 +124,11 @@ func count(reg *testoci.Registry) *requests {
 
 func TestPublishIsReproducible(t *testing.T) {
 	when := time.Date(2026, 1, 2, 3, 4, 5, 0, time.FixedZone("CET", 3600))
-	origin, commit := fleetRepo(t, "one", when)
+	origin, _ := fleetRepo(t, "one", when)
 	origin.WriteFile("bin/run.sh", "#!/bin/sh\n")
 	require.NoError(t, os.Chmod(filepath.Join(origin.Dir(), "bin/run.sh"), 0o755))
 	require.NoError(t, os.Symlink("../README.md", filepath.Join(origin.Dir(), "bin/readme")))
-	commit = origin.CommitAt("with a script and a symlink", when)
+	commit := origin.CommitAt("with a script and a symlink", when)
 	clones := make([]string, 2)
 	for i := range clones {
 		clones[i] = filepath.Join(t.TempDir(), "clone")
