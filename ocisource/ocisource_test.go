@@ -47,7 +47,7 @@ func fleetRepo(t *testing.T, content string, when time.Time) (*testgit.Repo, str
 	return r, r.CommitAt("first", when)
 }
 
-func openRepo(t *testing.T, dir string) *git.Repository {
+func openRepo(t testing.TB, dir string) *git.Repository {
 	t.Helper()
 	repo, err := git.PlainOpen(dir)
 	require.NoError(t, err)
