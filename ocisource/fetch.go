@@ -262,7 +262,11 @@ func checkManifest(m *v1.Manifest) error {
 	if string(m.Config.MediaType) == ConfigMediaType && len(layers) == 1 && layers[0] == ContentMediaType {
 		return nil
 	}
-	return fmt.Errorf("config %s and %d layers [%s]", orNone(string(m.Config.MediaType)), len(layers), strings.Join(layers, ", "))
+	noun := "layers"
+	if len(layers) == 1 {
+		noun = "layer"
+	}
+	return fmt.Errorf("config %s and %d %s [%s]", orNone(string(m.Config.MediaType)), len(layers), noun, strings.Join(layers, ", "))
 }
 
 func orNone(s string) string {

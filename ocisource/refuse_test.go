@@ -33,7 +33,7 @@ func TestFetchRefusesBadArtifacts(t *testing.T) {
 		{"missing tag", func(tag string) {}, "tag missing-tag not found in " + reg.Host + "/fleet", oci.ErrNotFound},
 		{"wrong media type", func(tag string) {
 			reg.PushFiles(t, "fleet:"+tag, map[string][]byte{"d.yaml": []byte("x")})
-		}, "has config application/vnd.oci.empty.v1+json and 1 layers [application/octet-stream]; a fleet artifact has config " + ocisource.ConfigMediaType, ocisource.ErrNotFleet},
+		}, "has config application/vnd.oci.empty.v1+json and 1 layer [application/octet-stream]; a fleet artifact has config " + ocisource.ConfigMediaType, ocisource.ErrNotFleet},
 		{"two layers", func(tag string) {
 			reg.Push(t, "fleet:"+tag, ocisource.ConfigMediaType, []byte("{}"), []testoci.Layer{
 				{Data: tgz(t, file("a.yaml")), MediaType: ocisource.ContentMediaType}, {Data: tgz(t, file("b.yaml")), MediaType: ocisource.ContentMediaType}})
