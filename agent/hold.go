@@ -137,6 +137,17 @@ func (a appliedDigests) Resolve(ctx context.Context, m manifest.Model) (render.R
 	return render.Declared{}.Resolve(ctx, m)
 }
 
+// ResolveImage pins a container service's image to the digest it last
+// applied; without one, by its declaration (a change, not applied).
+func (a appliedDigests) ResolveImage(ctx context.Context, service, ref string) (render.Resolution, error) {
+	for _, f := range a.inv.Resources[planner.ServiceID(service)].Fields {
+		if f.Name == planner.FieldImage {
+			return render.Resolution{Digest: f.Value}, nil
+		}
+	}
+	return render.Declared{}.ResolveImage(ctx, service, ref)
+}
+
 // holdDrift runs Hold in a tick that the failure backoff holds off, and
 // reports what it reverted. While suspended nothing is applied, so
 // nothing is held either.

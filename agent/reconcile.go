@@ -275,7 +275,7 @@ func (r *Reconciler) render(ctx context.Context, t *tick) error {
 	for _, w := range comp.Warnings {
 		r.logger().WarnContext(ctx, "manifest warning", keyDevice, r.Config.Device, keyReason, w.Error())
 	}
-	opts := RenderOptions(r.Config, t.node.models)
+	opts := RenderOptions(r.Config, t.node.resolver())
 	opts.CheckAllowPaths = confine
 	t.res.Desired, err = render.Render(ctx, comp.Device, Revision(t.res.Snapshot), opts)
 	return err

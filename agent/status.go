@@ -88,10 +88,13 @@ type ServiceStatus struct {
 
 // ReplicaStatus is one instance of a service.
 type ReplicaStatus struct {
-	Replica  int    `json:"replica"`
-	PID      int    `json:"pid,omitempty"` // while it runs
-	State    string `json:"state"`         // running | restarting | exited | not started
-	Restarts int    `json:"restarts"`
+	Replica int `json:"replica"`
+	PID     int `json:"pid,omitempty"` // while it runs
+	// A container's id while it runs, and its image by digest.
+	Container string `json:"container,omitempty"`
+	Image     string `json:"image,omitempty"`
+	State     string `json:"state"` // running | restarting | exited | not started
+	Restarts  int    `json:"restarts"`
 	// Health is what its probe last said ("healthy", or "unhealthy: …");
 	// empty without a probe.
 	Health    string `json:"health,omitempty"`

@@ -3,6 +3,7 @@ package agent
 import (
 	"fmt"
 	"io"
+	"slices"
 	"strings"
 	"text/tabwriter"
 	"time"
@@ -122,7 +123,15 @@ func writeServices(b *strings.Builder, services []ServiceStatus) {
 	b.WriteString("\nServices:\n")
 	// Health last: an unhealthy probe's message is long.
 	tw := tabwriter.NewWriter(b, 0, 0, 2, ' ', 0)
-	fmt.Fprintln(tw, "  SERVICE\tREPLICA\tSTATE\tPID\tRESTARTS\tLAST EXIT\tHEALTH")
+	// Containers add a column, their id and image digest.
+	containers := slices.ContainsFunc(services, func(s ServiceStatus) bool {
+		return slices.ContainsFunc(s.Replicas, func(r ReplicaStatus) bool { return r.Image != "" })
+	})
+	if containers {
+		fmt.Fprintln(tw, "  SERVICE\tREPLICA\tSTATE\tPID\tCONTAINER\tRESTARTS\tLAST EXIT\tHEALTH")
+	} else {
+		fmt.Fprintln(tw, "  SERVICE\tREPLICA\tSTATE\tPID\tRESTARTS\tLAST EXIT\tHEALTH")
+	}
 	dash := func(s string) string {
 		if s == "" {
 			return "-"
@@ -138,10 +147,35 @@ func writeServices(b *strings.Builder, services []ServiceStatus) {
 			if r.CrashLoop {
 				state += " (crash loop)"
 			}
+			if containers {
+				fmt.Fprintf(tw, "  %s\t%d\t%s\t%s\t%s\t%d\t%s\t%s\n", strings.TrimPrefix(svc.ID, "service/"), r.Replica, state, pid,
+					containerColumn(r), r.Restarts, dash(r.LastExit), dash(r.Health))
+				continue
+			}
 			fmt.Fprintf(tw, "  %s\t%d\t%s\t%s\t%d\t%s\t%s\n", strings.TrimPrefix(svc.ID, "service/"), r.Replica, state, pid, r.Restarts, dash(r.LastExit), dash(r.Health))
 		}
 	}
 	tw.Flush()
+}
+
+// containerColumn is a container's short id and its image's short
+// digest: "3f2a9c1b7d4e sha256:ab12cd34ef56"; "-" for a process.
+func containerColumn(r ReplicaStatus) string {
+	if r.Image == "" {
+		return "-"
+	}
+	id := r.Container
+	if len(id) > 12 {
+		id = id[:12]
+	}
+	if id == "" {
+		id = "-"
+	}
+	digest := r.Image
+	if _, d, ok := strings.Cut(r.Image, "@"); ok {
+		digest = planner.ShortDigest(d)
+	}
+	return id + " " + digest
 }
 
 func orNone(s string) string {

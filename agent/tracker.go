@@ -282,7 +282,7 @@ func replicaStatus(declared int, states []service.InstanceState) []ReplicaStatus
 		}
 		rs := ReplicaStatus{Replica: i, State: ReplicaNotStarted}
 		if ok {
-			rs = ReplicaStatus{Replica: i, PID: st.PID, State: ReplicaExited, Restarts: st.Restarts,
+			rs = ReplicaStatus{Replica: i, PID: st.PID, Container: st.Container, Image: st.Image, State: ReplicaExited, Restarts: st.Restarts,
 				Health: st.Health, LastExit: st.LastExit, CrashLoop: st.CrashLoop}
 			switch {
 			case st.Alive:

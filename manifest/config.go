@@ -29,6 +29,8 @@ type AgentConfig struct {
 	Registries Registries        `json:"registries,omitempty"`
 	Models     ModelsConfig      `json:"models,omitempty"`
 	Listen     string            `json:"listen,omitempty"`
+	// Runtime says where services with image: run.
+	Runtime RuntimeConfig `json:"runtime,omitempty"`
 	// Report, when set, posts the status document to a collector.
 	Report *Report `json:"report,omitempty"`
 	// Suspend stops applies; drift is still observed and reported.
@@ -120,6 +122,35 @@ const (
 type Registries struct {
 	Insecure     []string `json:"insecure,omitempty"`
 	DockerConfig string   `json:"dockerConfig,omitempty"`
+}
+
+// RuntimeConfig configures the container engine of services with image:.
+type RuntimeConfig struct {
+	Docker DockerRuntime `json:"docker,omitempty"`
+}
+
+// DockerRuntime is a Docker Engine API endpoint: Docker's socket, or
+// Podman's compatible one.
+type DockerRuntime struct {
+	// Host is the engine's address, unix:///var/run/docker.sock by
+	// default; DOCKER_HOST in tend's environment sets it too.
+	Host string `json:"host,omitempty"`
+}
+
+// DefaultDockerHost is the engine a container service runs on when
+// neither runtime.docker.host nor DOCKER_HOST names one.
+const DefaultDockerHost = "unix:///var/run/docker.sock"
+
+// DockerHost returns the engine's address: runtime.docker.host, else
+// DOCKER_HOST from env, else DefaultDockerHost.
+func (c *AgentConfig) DockerHost(env func(string) string) string {
+	if h := c.Runtime.Docker.Host; h != "" {
+		return h
+	}
+	if h := env("DOCKER_HOST"); h != "" {
+		return h
+	}
+	return DefaultDockerHost
 }
 
 // Defaults for AgentConfig fields left empty.
@@ -255,6 +286,11 @@ func (c *AgentConfig) Validate() error {
 	for i, h := range c.Registries.Insecure {
 		if h == "" || strings.ContainsAny(h, "/ ") {
 			errs.add("", 0, fmt.Sprintf("registries.insecure[%d]", i), "%q is not a registry host: use host or host:port, e.g. registry.local:5000", h)
+		}
+	}
+	if h := c.Runtime.Docker.Host; h != "" {
+		if u, err := url.Parse(h); err != nil || (u.Scheme != "unix" && u.Scheme != "tcp" && u.Scheme != "ssh" && u.Scheme != "http" && u.Scheme != "https") {
+			errs.add("", 0, "runtime.docker.host", "%q is not an engine address: use unix:///var/run/docker.sock (Docker), unix:///run/podman/podman.sock (Podman) or tcp://HOST:2376", h)
 		}
 	}
 	if r := c.Report; r != nil {

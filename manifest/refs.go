@@ -41,6 +41,12 @@ func (s Service) Deps() []string {
 	for _, c := range s.Command {
 		scan(c)
 	}
+	for _, c := range s.Args {
+		scan(c)
+	}
+	for _, m := range s.Mounts {
+		scan(m.Source)
+	}
 	for _, v := range s.Env {
 		scan(v)
 	}

@@ -70,10 +70,27 @@ type File struct {
 	Origin Origin `json:"-"`
 }
 
-// Service is a supervised process.
+// Service is a supervised process, or with Image a container run through
+// the Docker Engine API: exactly one of Command and Image is set.
 type Service struct {
-	Name        string            `json:"name" jsonschema:"required"`
-	Command     []string          `json:"command" jsonschema:"required,minItems=1"`
+	Name    string   `json:"name" jsonschema:"required"`
+	Command []string `json:"command,omitempty" jsonschema:"minItems=1"`
+	// Image is a container image, by tag or @sha256:digest; the tag is
+	// resolved to a digest every tick and the container runs that digest.
+	Image string `json:"image,omitempty"`
+	// Args are given to a container's entrypoint.
+	Args []string `json:"args,omitempty"`
+	// Mounts bind a ${model:NAME}, ${file:PATH} or a path under
+	// allowPaths into a container.
+	Mounts []Mount `json:"mounts,omitempty"`
+	// Network is a container's network: host (the default), none or
+	// bridge.
+	Network string `json:"network,omitempty" jsonschema:"enum=host,enum=none,enum=bridge"`
+	// Devices are host device nodes given to a container, e.g.
+	// /dev/nvidia0.
+	Devices []string `json:"devices,omitempty"`
+	// GPUs asks the engine's NVIDIA runtime for GPUs: "all" or a count.
+	GPUs        string            `json:"gpus,omitempty"`
 	Env         map[string]string `json:"env,omitempty"`
 	WorkingDir  string            `json:"workingDir,omitempty"`
 	User        string            `json:"user,omitempty"`
@@ -90,6 +107,23 @@ type Service struct {
 
 	Origin Origin `json:"-"`
 }
+
+// Mount binds a path of the node into a container.
+type Mount struct {
+	Source   string `json:"source" jsonschema:"required"`
+	Target   string `json:"target" jsonschema:"required"`
+	ReadOnly bool   `json:"readOnly,omitempty"`
+}
+
+// Container reports whether s runs as a container (Image is set).
+func (s Service) Container() bool { return s.Image != "" }
+
+// Container networks.
+const (
+	NetworkHost   = "host"
+	NetworkNone   = "none"
+	NetworkBridge = "bridge"
+)
 
 // Resources are the limits a service runs under.
 type Resources struct {

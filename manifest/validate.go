@@ -208,8 +208,22 @@ func Under(p, dir string) bool {
 func (v validator) service(s Service) {
 	o := s.Origin
 	v.name(o, s.Name)
-	if len(s.Command) == 0 || s.Command[0] == "" {
-		v.at(o, ".command", "missing: the program and its arguments, e.g. [\"/opt/infer/bin/server\", \"--port\", \"8080\"]")
+	switch {
+	case s.Image != "" && len(s.Command) > 0:
+		v.at(o, ".image", "set either command (a process) or image (a container), not both; a container's arguments go in args")
+	case s.Image != "":
+		v.container(o, s)
+	case len(s.Command) == 0 || s.Command[0] == "":
+		v.at(o, ".command", "missing: the program and its arguments, e.g. [\"/opt/infer/bin/server\", \"--port\", \"8080\"], or image: for a container")
+	default:
+		for _, f := range []struct {
+			name string
+			set  bool
+		}{{"args", len(s.Args) > 0}, {"mounts", len(s.Mounts) > 0}, {"network", s.Network != ""}, {"devices", len(s.Devices) > 0}, {"gpus", s.GPUs != ""}} {
+			if f.set {
+				v.at(o, "."+f.name, "is for a container (a service with image:); a process service sees the node as it is")
+			}
+		}
 	}
 	for i, arg := range s.Command {
 		v.refs(o, fmt.Sprintf(".command[%d]", i), arg)
@@ -251,6 +265,56 @@ func (v validator) service(s Service) {
 	}
 	for i, r := range s.RestartOn {
 		v.ref(o, fmt.Sprintf(".restartOn[%d]", i), r)
+	}
+}
+
+// container checks the fields of a service run as a container.
+func (v validator) container(o Origin, s Service) {
+	if _, err := name.ParseReference(s.Image); err != nil || strings.Contains(s.Image, "${") {
+		why := "it holds a ${…} reference"
+		if err != nil {
+			why = err.Error()
+		}
+		v.at(o, ".image", "invalid image reference %q: %s; write REGISTRY/REPOSITORY:TAG or @sha256:…", s.Image, why)
+	}
+	for i, arg := range s.Args {
+		v.refs(o, fmt.Sprintf(".args[%d]", i), arg)
+	}
+	for i, m := range s.Mounts {
+		field := fmt.Sprintf(".mounts[%d]", i)
+		switch {
+		case m.Source == "":
+			v.at(o, field+".source", "missing: ${model:NAME}, ${file:PATH} or an absolute path under allowPaths")
+		case strings.HasPrefix(m.Source, "${"):
+			if !reference.MatchString(m.Source) || reference.FindStringIndex(m.Source)[1] != len(m.Source) || reference.FindStringIndex(m.Source)[0] != 0 {
+				v.at(o, field+".source", "%q: a reference is the whole source, as ${model:NAME} or ${file:PATH}", m.Source)
+				break
+			}
+			v.refs(o, field+".source", m.Source)
+		default:
+			v.path(o, field+".source", m.Source)
+		}
+		if m.Target == "" || !strings.HasPrefix(m.Target, "/") || path.Clean(m.Target) != m.Target {
+			v.at(o, field+".target", "%q: use a clean absolute path inside the container, such as /models/detector", m.Target)
+		}
+	}
+	switch s.Network {
+	case "", NetworkHost, NetworkNone, NetworkBridge:
+	default:
+		v.at(o, ".network", "invalid network %q: use host, none or bridge", s.Network)
+	}
+	for i, d := range s.Devices {
+		if !strings.HasPrefix(d, "/dev/") || path.Clean(d) != d {
+			v.at(o, fmt.Sprintf(".devices[%d]", i), "%q: use a device node of the host, such as /dev/nvidia0", d)
+		}
+	}
+	if g := s.GPUs; g != "" && g != "all" {
+		if n, err := strconv.Atoi(g); err != nil || n < 1 {
+			v.at(o, ".gpus", "invalid gpus %q: use all or a count such as 1", g)
+		}
+	}
+	if s.Health != nil && len(s.Health.Exec) > 0 {
+		v.at(o, ".health.exec", "is not supported for a container yet: probe it with http or tcp (a container runs on the host network by default)")
 	}
 }
 

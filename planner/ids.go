@@ -46,12 +46,13 @@ func KindOf(id string) (Kind, error) {
 // Fields the planner compares, by kind, in the order Resource.Fields holds
 // them: a file's content digest and mode; a model's digest (of the
 // manifest or index of the version active at its path); a service's spec
-// hash and replica count.
+// hash, for a container its image digest, and its replica count.
 const (
 	FieldContent  = "content"
 	FieldMode     = "mode"
 	FieldDigest   = "digest"
 	FieldSpec     = "spec"
+	FieldImage    = "image"
 	FieldReplicas = "replicas"
 )
 

@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"maps"
 	"slices"
+	"strings"
 
 	v1 "github.com/google/go-containerregistry/pkg/v1"
 
@@ -54,8 +55,38 @@ func serviceFields(s Service) []planner.Field {
 		return []planner.Field{{Name: "restart", Value: restart}}
 	}
 	r := s.Replicas[0]
-	cmd, _ := json.Marshal(r.Command)
-	f := []planner.Field{{Name: "command", Value: string(cmd)}}
+	var f []planner.Field
+	if s.Image != "" {
+		f = append(f, planner.Field{Name: "image", Value: s.Image})
+		if r.Image != s.Image {
+			f = append(f, planner.Field{Name: "image.digest", Value: s.ImageDigest})
+		}
+		if len(r.Args) > 0 {
+			args, _ := json.Marshal(r.Args)
+			f = append(f, planner.Field{Name: "args", Value: string(args)})
+		}
+		for _, m := range r.Mounts {
+			v := m.Source
+			if m.ReadOnly {
+				v += " (read-only)"
+			}
+			f = append(f, planner.Field{Name: "mount." + m.Target, Value: v})
+		}
+		network := r.Network
+		if network == "" {
+			network = manifest.NetworkHost
+		}
+		f = append(f, planner.Field{Name: "network", Value: network})
+		if len(r.Devices) > 0 {
+			f = append(f, planner.Field{Name: "devices", Value: strings.Join(r.Devices, " ")})
+		}
+		if r.GPUs != "" {
+			f = append(f, planner.Field{Name: "gpus", Value: r.GPUs})
+		}
+	} else {
+		cmd, _ := json.Marshal(r.Command)
+		f = append(f, planner.Field{Name: "command", Value: string(cmd)})
+	}
 	for _, k := range slices.Sorted(maps.Keys(r.Env)) {
 		f = append(f, planner.Field{Name: "env." + k, Value: r.Env[k]})
 	}

@@ -124,7 +124,17 @@ func Render(ctx context.Context, dev *manifest.Device, revision string, opts Opt
 		values[r.ID] = fieldValues(r.Fields)
 	}
 	for _, s := range dev.Spec.Services {
-		spec, r, err := service(s, refs)
+		image, err := resolveImage(ctx, s, resolver)
+		if err != nil {
+			return nil, fmt.Errorf("%s%s: image %s: %w", planner.ServiceID(s.Name), origin(s.Origin), s.Image, err)
+		}
+		if image.Held != nil {
+			held = append(held, fmt.Errorf("%s held: %w", planner.ServiceID(s.Name), image.Held))
+		}
+		if image.Offline != nil {
+			offline = append(offline, image.Offline)
+		}
+		spec, r, err := service(s, refs, func(p string) string { return filepath.Join(root, p) }, image)
 		if err == nil && d.Specs[r.ID] != nil {
 			err = errors.New("declared twice")
 		}

@@ -6,6 +6,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"strconv"
+	"strings"
 
 	"github.com/tend-dev/tend/manifest"
 	"github.com/tend-dev/tend/planner"
@@ -14,7 +15,10 @@ import (
 // service expands s (refs gives the value of ${model:…} and ${file:…}) and
 // returns its spec and its planner resource. The hash covers the spec with
 // ${replica} still in it, so adding a replica does not change it.
-func service(s manifest.Service, refs func(ref string) string) (Service, planner.Resource, error) {
+//
+// A container's mount source that is a path, not a reference, is a path
+// of the node: hostPath places it under the root.
+func service(s manifest.Service, refs func(ref string) string, hostPath func(string) string, image Resolution) (Service, planner.Resource, error) {
 	replicas := 1
 	if s.Replicas != nil {
 		replicas = *s.Replicas
@@ -29,6 +33,15 @@ func service(s manifest.Service, refs func(ref string) string) (Service, planner
 		return refs(ref)
 	})
 	spec := Service{Name: s.Name, Hash: specHash(tmpl), Restart: s.Restart, StopTimeout: s.StopTimeout.D()}
+	pinned := ""
+	if s.Container() {
+		spec.Image, spec.ImageDigest, spec.ImageTag = s.Image, image.Digest, image.Tag
+		spec.Hash = containerHash(tmpl, image.Digest)
+		pinned = s.Image
+		if strings.HasPrefix(image.Digest, "sha256:") {
+			pinned = Repository(s.Image) + "@" + image.Digest
+		}
+	}
 	var memory, cpu int64
 	if r := s.Resources; r != nil {
 		var err error
@@ -51,15 +64,52 @@ func service(s manifest.Service, refs func(ref string) string) (Service, planner
 			}
 			return "${" + ref + "}"
 		})
+		for i, m := range s.Mounts {
+			if !strings.HasPrefix(m.Source, "${") {
+				e.Mounts[i].Source = hostPath(m.Source)
+			}
+		}
 		spec.Replicas = append(spec.Replicas, Replica{
 			Command: e.Command, Env: e.Env, WorkingDir: e.WorkingDir, User: e.User, Group: e.Group,
 			Memory: memory, CPUMilli: cpu, Health: e.Health,
+			Image: pinned, Args: e.Args, Mounts: e.Mounts, Network: e.Network, Devices: e.Devices, GPUs: e.GPUs,
 		})
 	}
-	return spec, planner.Resource{
-		ID: planner.ServiceID(s.Name), Kind: planner.KindService, Deps: s.Deps(),
-		Fields: []planner.Field{{Name: planner.FieldSpec, Value: spec.Hash}, {Name: planner.FieldReplicas, Value: strconv.Itoa(replicas)}},
-	}, nil
+	fields := []planner.Field{{Name: planner.FieldSpec, Value: spec.Hash}}
+	if s.Container() {
+		fields = append(fields, planner.Field{Name: planner.FieldImage, Value: image.Digest})
+	}
+	fields = append(fields, planner.Field{Name: planner.FieldReplicas, Value: strconv.Itoa(replicas)})
+	r := planner.Resource{ID: planner.ServiceID(s.Name), Kind: planner.KindService, Deps: s.Deps(), Fields: fields, Reason: image.Reason}
+	if image.Held != nil {
+		r.Held = image.Held.Error()
+	}
+	return spec, r, nil
+}
+
+// containerHash is the hash of what a container service's instances run
+// with, its image digest included: a tag that moves replaces them. Its
+// input is fixed, as specHash's is; a process service's hash has none of
+// these fields, so adding them restarted no process.
+func containerHash(tmpl manifest.Service, digest string) string {
+	b, _ := json.Marshal(struct {
+		Image, Digest string
+		Args          []string
+		Mounts        []manifest.Mount
+		Network       string
+		Devices       []string
+		GPUs          string
+		Env           map[string]string
+		WorkingDir    string
+		User, Group   string
+		Restart       string
+		Resources     *manifest.Resources
+		Health        *manifest.Health
+		StopTimeout   manifest.Duration
+	}{tmpl.Image, digest, tmpl.Args, tmpl.Mounts, tmpl.Network, tmpl.Devices, tmpl.GPUs, tmpl.Env, tmpl.WorkingDir,
+		tmpl.User, tmpl.Group, tmpl.Restart, tmpl.Resources, tmpl.Health, tmpl.StopTimeout})
+	sum := sha256.Sum256(b)
+	return "sha256:" + hex.EncodeToString(sum[:])
 }
 
 // specHash is the hash of what a service's instances run with. Its input
@@ -91,6 +141,19 @@ func expandService(s manifest.Service, value func(string) string) manifest.Servi
 		out.Env = make(map[string]string, len(s.Env))
 		for k, v := range s.Env {
 			out.Env[k] = manifest.Expand(v, value)
+		}
+	}
+	if s.Args != nil {
+		out.Args = make([]string, len(s.Args))
+		for i, a := range s.Args {
+			out.Args[i] = manifest.Expand(a, value)
+		}
+	}
+	if s.Mounts != nil {
+		out.Mounts = make([]manifest.Mount, len(s.Mounts))
+		for i, m := range s.Mounts {
+			out.Mounts[i] = m
+			out.Mounts[i].Source = manifest.Expand(m.Source, value)
 		}
 	}
 	out.WorkingDir = manifest.Expand(s.WorkingDir, value)

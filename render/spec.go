@@ -38,6 +38,9 @@ type Service struct {
 	Restart     string // always (""), on-failure or never
 	StopTimeout time.Duration
 	Replicas    []Replica
+	// Image is a container service's image as declared, with the digest
+	// it resolved to and the tag it resolved through; "" for a process.
+	Image, ImageDigest, ImageTag string
 	// Inputs holds, by id, what each resource the service depends on is
 	// declared as (its fields' values): an instance started with other
 	// values owes a restart.
@@ -54,4 +57,13 @@ type Replica struct {
 	Memory     int64 // bytes; 0 = no limit
 	CPUMilli   int64 // millicores; 0 = no limit
 	Health     *manifest.Health
+	// A container's (Image is set): the image by digest (REPO@sha256:…),
+	// the entrypoint's arguments, its mounts with every source a path on
+	// the node, its network, device nodes and GPUs.
+	Image   string
+	Args    []string
+	Mounts  []manifest.Mount
+	Network string
+	Devices []string
+	GPUs    string
 }

@@ -53,6 +53,16 @@ func Generate(kind string, comments map[string]string) ([]byte, error) {
 			onlyKeyWhenAbsent(d, key)
 		}
 	}
+	if d, ok := s.Definitions["Service"]; ok {
+		// A service is a process (command) or a container (image), not
+		// both: when it is not absent, exactly one of them.
+		if d.Else == nil {
+			d.If = &jsonschema.Schema{Properties: jsonschema.NewProperties(), Required: []string{"absent"}}
+			d.If.Properties.Set("absent", &jsonschema.Schema{Const: true})
+			d.Else = &jsonschema.Schema{}
+		}
+		d.Else.OneOf = []*jsonschema.Schema{{Required: []string{"command"}}, {Required: []string{"image"}}}
+	}
 	s.Description = fmt.Sprintf("A tend %s document (%s).", kind, manifest.APIVersion)
 	if p, ok := s.Properties.Get("apiVersion"); ok {
 		p.Const = manifest.APIVersion

@@ -173,6 +173,7 @@ func TestSchemasRejectBadDocuments(t *testing.T) {
 		{"other kind", device, phead + "spec: {selector: {}}\n", "kind"},
 		{"model without ref", device, head + "spec:\n  models: [{name: m}]\n", "ref"},
 		{"absent: false needs a command", device, head + "spec:\n  services: [{name: s, absent: false}]\n", "command"},
+		{"a service is a process or a container, not both", device, head + "spec:\n  services: [{name: s, command: [x], image: r.local/s:1}]\n", "oneOf"},
 		{"profile without selector", profile, phead + "spec: {priority: 1}\n", "selector"},
 		{"profile with labels", profile, "apiVersion: tend.dev/v1alpha1\nkind: Profile\nmetadata: {name: p, labels: {a: b}}\nspec: {selector: {}}\n", "labels"},
 		{"unknown operator", profile, phead + "spec:\n  selector: {matchExpressions: [{key: hw, operator: Has}]}\n", "operator"},

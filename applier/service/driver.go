@@ -9,12 +9,14 @@ import (
 	"slices"
 	"strconv"
 	"strings"
+	"sync"
 	"time"
 
 	"github.com/tend-dev/tend/applier"
 	"github.com/tend-dev/tend/internal/atomicfile"
 	"github.com/tend-dev/tend/internal/backoff"
 	"github.com/tend-dev/tend/manifest"
+	"github.com/tend-dev/tend/oci"
 	"github.com/tend-dev/tend/planner"
 	"github.com/tend-dev/tend/render"
 )
@@ -35,13 +37,42 @@ const (
 type Driver struct {
 	sup   *Supervisor
 	state string // stateDir
+	opts  DriverOptions
+
+	mu       sync.Mutex
+	resolved map[string]resolvedImage // by image ref, for the driver's life (a tick)
 }
+
+// DriverOptions configure a Driver.
+type DriverOptions struct {
+	// Device names the node: the dev.tend.device label of its containers.
+	Device string
+	// Registry says how container images are resolved (the credentials
+	// and insecure registries of models).
+	Registry oci.Options
+	// KeepImages is how many images no declared service runs stay on the
+	// engine, the most recently used, for a rollback to start again.
+	KeepImages int
+}
+
+// Labels tend puts on every container it creates: the device, the
+// resource (service/NAME) and the hash of the spec it runs.
+const (
+	LabelDevice   = "dev.tend.device"
+	LabelResource = "dev.tend.resource"
+	LabelSpec     = "dev.tend.spec"
+)
 
 // record is what tend keeps about a service as a whole, beside the records
 // of its instances: the spec and replica count last applied.
 type record struct {
 	SpecHash string `json:"specHash"`
 	Replicas int    `json:"replicas"`
+	// A container service's image as declared, the digest it ran and the
+	// tag it resolved through.
+	Image       string `json:"image,omitempty"`
+	ImageDigest string `json:"imageDigest,omitempty"`
+	ImageTag    string `json:"imageTag,omitempty"`
 }
 
 var (
@@ -50,8 +81,8 @@ var (
 )
 
 // NewDriver returns a driver running services through sup.
-func NewDriver(stateDir string, sup *Supervisor) *Driver {
-	return &Driver{sup: sup, state: stateDir}
+func NewDriver(stateDir string, sup *Supervisor, opts DriverOptions) *Driver {
+	return &Driver{sup: sup, state: stateDir, opts: opts}
 }
 
 // Kind returns planner.KindService.
@@ -73,6 +104,14 @@ func (d *Driver) instances(s render.Service) ([]Instance, []*Probe) {
 		ins[i] = Instance{
 			Service: s.Name, Replica: i, Command: r.Command, Env: r.Env, WorkingDir: r.WorkingDir,
 			User: r.User, Group: r.Group, Memory: r.Memory, CPUMilli: r.CPUMilli, LogFile: LogFile(d.state, s.Name, i),
+		}
+		if r.Image != "" {
+			in := &ins[i]
+			in.Image, in.Args, in.Network, in.Devices, in.GPUs, in.LogFile = r.Image, r.Args, r.Network, r.Devices, r.GPUs, ""
+			for _, m := range r.Mounts {
+				in.Mounts = append(in.Mounts, Mount{Source: m.Source, Target: m.Target, ReadOnly: m.ReadOnly})
+			}
+			in.Labels = map[string]string{LabelDevice: d.opts.Device, LabelResource: planner.ServiceID(s.Name), LabelSpec: s.Hash}
 		}
 		probes[i] = ProbeFrom(r.Health, func(s string) string { return s })
 	}
@@ -126,7 +165,15 @@ func (d *Driver) Observe(ctx context.Context, id string, spec any) (planner.Stat
 			down = append(down, fmt.Sprintf("replica %d %s", in.Replica, what))
 		}
 	}
-	st := planner.State{Exists: true, Fields: []planner.Field{{Name: planner.FieldSpec, Value: hash}, {Name: planner.FieldReplicas, Value: strconv.Itoa(running)}}}
+	st := planner.State{Exists: true, Fields: []planner.Field{{Name: planner.FieldSpec, Value: hash}}}
+	if s, ok := spec.(render.Service); (ok && s.Image != "") || (rec != nil && rec.ImageDigest != "") {
+		image := ""
+		if rec != nil {
+			image = rec.ImageDigest
+		}
+		st.Fields = append(st.Fields, planner.Field{Name: planner.FieldImage, Value: image})
+	}
+	st.Fields = append(st.Fields, planner.Field{Name: planner.FieldReplicas, Value: strconv.Itoa(running)})
 	if rec != nil && running < rec.Replicas {
 		st.Note = fmt.Sprintf("%d of %d replicas not running", rec.Replicas-running, rec.Replicas)
 		if len(down) > 0 {
@@ -206,7 +253,7 @@ func (d *Driver) Apply(ctx context.Context, a planner.Action, spec any) error {
 			}
 		}
 	}
-	return d.saveRecord(name, record{SpecHash: s.Hash, Replicas: len(wanted)})
+	return d.saveRecord(name, record{SpecHash: s.Hash, Replicas: len(wanted), Image: s.Image, ImageDigest: s.ImageDigest, ImageTag: s.ImageTag})
 }
 
 // startSettle is how long a service without a health probe must keep

@@ -115,3 +115,24 @@ func (s *Supervisor) records() ([]instanceRecord, error) {
 	}
 	return out, errors.Join(errs...)
 }
+
+// Containers returns, by replica, the container id recorded for each
+// instance of service name that runs as a container ("" for one not
+// started yet); none for a process service. It reads records only.
+func Containers(stateDir, name string) (map[int]string, error) {
+	recs, err := (&Supervisor{dir: filepath.Join(stateDir, "services")}).serviceRecords(name)
+	if err != nil {
+		return nil, err
+	}
+	var out map[int]string
+	for _, r := range recs {
+		if r.Instance.Image == "" {
+			continue
+		}
+		if out == nil {
+			out = map[int]string{}
+		}
+		out[r.Instance.Replica] = r.Proc.Container
+	}
+	return out, nil
+}

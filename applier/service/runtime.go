@@ -25,6 +25,24 @@ type Instance struct {
 	// systemd's $INVOCATION_ID does: what a tend killed while starting it
 	// left running is found by it (see Sweeper), even after an exec.
 	Invocation string `json:",omitempty"`
+
+	// Container fields, for a service with an image (see the container
+	// runtime); empty for a process. Command, when set, replaces the
+	// image's entrypoint; LogFile is unused (the engine keeps the logs).
+	Image   string            `json:",omitempty"` // image@sha256:digest (or a tag, pulled as it is)
+	Args    []string          `json:",omitempty"` // after the entrypoint
+	Mounts  []Mount           `json:",omitempty"` // bind mounts
+	Network string            `json:",omitempty"` // host (the default) | none | bridge
+	Devices []string          `json:",omitempty"` // host device paths, each as HOST[:CONTAINER[:PERMISSIONS]]
+	GPUs    string            `json:",omitempty"` // "all" or a count, through the engine's NVIDIA runtime
+	Labels  map[string]string `json:",omitempty"` // on the container: dev.tend.device, dev.tend.resource, dev.tend.spec
+}
+
+// Mount is a host path bound into a container.
+type Mount struct {
+	Source   string `json:"source"`
+	Target   string `json:"target"`
+	ReadOnly bool   `json:"readOnly,omitempty"`
 }
 
 // InvocationEnv is the variable that carries Instance.Invocation.
@@ -41,6 +59,9 @@ type Proc struct {
 	// Limits is a warning when resources were asked for and could not be
 	// applied (no writable cgroup); "" otherwise. Never a silent no-op.
 	Limits string `json:"limits,omitempty"`
+	// Container is the engine's id of the container whose main process PID
+	// is; "" for a process.
+	Container string `json:"container,omitempty"`
 }
 
 // ExitStatus is how a process ended.

@@ -103,6 +103,8 @@ type InstanceState struct {
 	Restarts  int
 	LastExit  string
 	PID       int    // of the process, while it is alive
+	Container string // a container's id, while it is alive
+	Image     string // a container's image, by digest
 	Health    string // HealthOK, or HealthFailing and why; "" without a probe or while not watched
 	Limits    string // a warning when resource limits could not be applied
 	// Inputs are what its dependencies were declared as when it started;
@@ -179,8 +181,9 @@ func (s *Supervisor) Instances(name string) ([]InstanceState, error) {
 		st := InstanceState{Replica: r.Instance.Replica, SpecHash: r.SpecHash, Restarts: r.Restarts, LastExit: r.LastExit,
 			Alive: s.alive(r), CrashLoop: r.Crashes >= crashLoopAfter, Limits: r.Proc.Limits, Inputs: r.Inputs}
 		if st.Alive {
-			st.PID = r.Proc.PID
+			st.PID, st.Container = r.Proc.PID, r.Proc.Container
 		}
+		st.Image = r.Instance.Image
 		// Done only for an exit seen: after a reboot nothing was seen, and
 		// the service starts again.
 		st.Done = !st.Alive && r.LastExit != "" && r.BootID == bootID() &&

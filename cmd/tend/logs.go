@@ -2,6 +2,7 @@ package main
 
 import (
 	"fmt"
+	"os"
 	"os/signal"
 	"strconv"
 	"strings"
@@ -9,7 +10,10 @@ import (
 
 	"github.com/spf13/cobra"
 
+	"github.com/tend-dev/tend/agent"
 	"github.com/tend-dev/tend/applier/service"
+	"github.com/tend-dev/tend/applier/service/container"
+	"github.com/tend-dev/tend/planner"
 )
 
 func newLogsCommand(g *globals) *cobra.Command {
@@ -32,6 +36,16 @@ func newLogsCommand(g *globals) *cobra.Command {
 			}
 			ctx, stop := signal.NotifyContext(cmd.Context(), syscall.SIGINT, syscall.SIGTERM)
 			defer stop()
+			if ids, err := service.Containers(c.StateDir, name); err != nil {
+				return err
+			} else if len(ids) > 0 {
+				rt, ok := agent.ContainerRuntime(c).(*container.Runtime)
+				if !ok {
+					return fmt.Errorf("%s runs as a container, and %q is not an engine address: fix runtime.docker.host or DOCKER_HOST", planner.ServiceID(name), c.DockerHost(os.Getenv))
+				}
+				defer rt.Close()
+				return rt.WriteLogs(ctx, cmd.OutOrStdout(), name, ids, replica, follow)
+			}
 			return service.WriteLogs(ctx, cmd.OutOrStdout(), c.StateDir, name, replica, follow)
 		},
 	}

@@ -69,7 +69,7 @@ func (n *Node) Open() (*applier.Applier, *model.Driver) {
 	models, err := model.New(n.StateDir, tree, n.Models, n.Logger())
 	require.NoError(n.T, err)
 	a, err := applier.New(applier.Config{Root: n.Root, StateDir: n.StateDir, Logger: n.Logger(), Now: n.Now},
-		file.New(tree), models, service.NewDriver(n.StateDir, n.Sup))
+		file.New(tree), models, service.NewDriver(n.StateDir, n.Sup, service.DriverOptions{Device: n.Device, Registry: n.Models.Registry}))
 	require.NoError(n.T, err)
 	return a, models
 }

@@ -1,0 +1,318 @@
+package container_test
+
+import (
+	"bytes"
+	"context"
+	"fmt"
+	"os"
+	"path/filepath"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/google/go-containerregistry/pkg/name"
+	"github.com/google/go-containerregistry/pkg/v1/mutate"
+	"github.com/google/go-containerregistry/pkg/v1/remote"
+	mcontainer "github.com/moby/moby/api/types/container"
+	"github.com/moby/moby/client"
+	"github.com/stretchr/testify/require"
+
+	"github.com/tend-dev/tend/agent"
+	"github.com/tend-dev/tend/applier/service"
+	"github.com/tend-dev/tend/applier/service/container"
+	"github.com/tend-dev/tend/internal/testdocker"
+	"github.com/tend-dev/tend/internal/testgit"
+	"github.com/tend-dev/tend/internal/testoci"
+	"github.com/tend-dev/tend/manifest"
+	"github.com/tend-dev/tend/planner"
+)
+
+// node is one device whose services run on the package's private engine,
+// reading a fleet repo and pulling from a test registry.
+type node struct {
+	c    *manifest.AgentConfig
+	repo *testgit.Repo
+	reg  *testoci.Registry
+	cli  *client.Client
+	img  testdocker.Image
+}
+
+func newNode(t *testing.T) *node {
+	t.Helper()
+	host := testdocker.Host(t)
+	reg := testoci.Start(t)
+	img := testdocker.PushProgram(t, reg.Host, "infer/svc", testdocker.SvcDir())
+	repo := testgit.NewRepo(t)
+	dir := t.TempDir()
+	c := &manifest.AgentConfig{Device: "cam-" + strings.ToLower(strings.ReplaceAll(t.Name(), "/", "-")), Source: manifest.SourceConfig{URL: repo.Dir(), Path: "devices/{device}"},
+		StateDir: filepath.Join(dir, "state"), Root: filepath.Join(dir, "root"), AllowPaths: []string{"/etc/infer"},
+		Registries: manifest.Registries{Insecure: []string{reg.Host}}, Runtime: manifest.RuntimeConfig{Docker: manifest.DockerRuntime{Host: host}}}
+	c.SetDefaults("")
+	require.NoError(t, os.MkdirAll(c.Root, 0o755))
+	cli, err := client.New(client.WithHost(host))
+	require.NoError(t, err)
+	t.Cleanup(func() { _ = cli.Close() })
+	n := &node{c: c, repo: repo, reg: reg, cli: cli, img: img}
+	t.Cleanup(func() { n.removeAll(t) })
+	return n
+}
+
+// declare commits the device's services.
+func (n *node) declare(t *testing.T, services string) string {
+	t.Helper()
+	n.repo.WriteFile("devices/"+n.c.Device+"/d.yaml", "apiVersion: tend.dev/v1alpha1\nkind: Device\nmetadata: {name: "+n.c.Device+"}\nspec:\n"+
+		"  files:\n    - {path: /etc/infer/greeting, content: hello}\n  services:\n"+services)
+	return n.repo.Commit("services")
+}
+
+func (n *node) apply(t *testing.T) (*agent.Result, error) {
+	t.Helper()
+	return (&agent.Reconciler{Config: n.c}).Apply(context.Background())
+}
+
+// containers lists tend's containers of this device on the engine.
+func (n *node) containers(t *testing.T) []mcontainer.Summary {
+	t.Helper()
+	res, err := n.cli.ContainerList(context.Background(), client.ContainerListOptions{All: true,
+		Filters: make(client.Filters).Add("label", service.LabelDevice+"="+n.c.Device)})
+	require.NoError(t, err)
+	return res.Items
+}
+
+func (n *node) removeAll(t *testing.T) {
+	for _, c := range n.containers(t) {
+		_, _ = n.cli.ContainerRemove(context.Background(), c.ID, client.ContainerRemoveOptions{Force: true})
+	}
+}
+
+// moveTag pushes another image (the same program, another config) under
+// the image's tag and returns its digest.
+func (n *node) moveTag(t *testing.T) string {
+	t.Helper()
+	ref, err := name.ParseReference(n.img.Tag, name.Insecure)
+	require.NoError(t, err)
+	img, err := remote.Image(ref)
+	require.NoError(t, err)
+	cf, err := img.ConfigFile()
+	require.NoError(t, err)
+	cf = cf.DeepCopy()
+	cf.Config.Env = append(cf.Config.Env, "BUILD=2")
+	moved, err := mutate.ConfigFile(img, cf)
+	require.NoError(t, err)
+	require.NoError(t, remote.Write(ref, moved))
+	d, err := moved.Digest()
+	require.NoError(t, err)
+	return d.String()
+}
+
+// A container service runs the digest its tag resolved to, with tend's
+// labels and the engine's restart policy off; status shows its container
+// and image. Removed by hand, it is drift, restored at the next tick. A
+// tag that moves replaces it, and the plan names the digests and the tag.
+func TestAgentRunsContainerService(t *testing.T) {
+	n := newNode(t)
+	n.declare(t, "    - name: web\n      image: "+n.img.Tag+"\n      args: [-say, hello]\n"+
+		"      mounts: [{source: /etc/infer/greeting, target: /greeting, readOnly: true}]\n")
+	res, err := n.apply(t)
+	require.NoError(t, err)
+	require.Len(t, res.Applied, 2)
+
+	cs := n.containers(t)
+	require.Len(t, cs, 1)
+	c := cs[0]
+	require.Equal(t, "running", string(c.State))
+	require.Equal(t, "service/web", c.Labels[service.LabelResource])
+	require.NotEmpty(t, c.Labels[service.LabelSpec])
+	in, err := n.cli.ContainerInspect(context.Background(), c.ID, client.ContainerInspectOptions{})
+	require.NoError(t, err)
+	require.Equal(t, n.img.Ref, in.Container.Config.Image, "the container runs the resolved digest")
+	require.Equal(t, "no", string(in.Container.HostConfig.RestartPolicy.Name), "tend is the one supervisor")
+	require.Equal(t, "host", string(in.Container.HostConfig.NetworkMode))
+	require.Len(t, in.Container.HostConfig.Mounts, 1)
+	m := in.Container.HostConfig.Mounts[0]
+	require.Equal(t, []any{filepath.Join(n.c.Root, "etc/infer/greeting"), "/greeting", true}, []any{m.Source, m.Target, m.ReadOnly})
+
+	// Removed by hand: drift, restored.
+	_, err = n.cli.ContainerRemove(context.Background(), c.ID, client.ContainerRemoveOptions{Force: true})
+	require.NoError(t, err)
+	res, err = n.apply(t)
+	require.NoError(t, err)
+	require.Len(t, res.Drift, 1)
+	require.Equal(t, "service/web", res.Drift[0].Resource)
+	cs = n.containers(t)
+	require.Len(t, cs, 1)
+	require.NotEqual(t, c.ID, cs[0].ID)
+	require.Equal(t, "running", string(cs[0].State))
+
+	// Nothing changed: nothing to do.
+	res, err = n.apply(t)
+	require.NoError(t, err)
+	require.True(t, res.Plan.Empty(), "%v", res.Plan.Actions)
+
+	// The tag moves: the container is replaced, and the plan says why.
+	moved := n.moveTag(t)
+	res, err = n.apply(t)
+	require.NoError(t, err)
+	require.Len(t, res.Applied, 1)
+	a := res.Applied[0]
+	require.Equal(t, planner.Update, a.Type)
+	require.Equal(t, fmt.Sprintf("update: image %s → %s (tag latest moved)", planner.ShortDigest(n.img.Digest), planner.ShortDigest(moved)), a.Reason)
+	cs = n.containers(t)
+	require.Len(t, cs, 1)
+	in, err = n.cli.ContainerInspect(context.Background(), cs[0].ID, client.ContainerInspectOptions{})
+	require.NoError(t, err)
+	require.True(t, strings.HasSuffix(in.Container.Config.Image, "@"+moved), in.Container.Config.Image)
+}
+
+// An image the registry does not have fails the tick before anything is
+// stopped: the running container stays.
+func TestAgentMissingImageStopsNothing(t *testing.T) {
+	n := newNode(t)
+	n.declare(t, "    - name: web\n      image: "+n.img.Tag+"\n")
+	_, err := n.apply(t)
+	require.NoError(t, err)
+	before := n.containers(t)
+	require.Len(t, before, 1)
+
+	n.declare(t, "    - name: web\n      image: "+n.reg.Ref("infer/svc:nope")+"\n")
+	_, err = n.apply(t)
+	require.Error(t, err)
+	require.Contains(t, err.Error(), "service/web")
+	require.Contains(t, err.Error(), n.reg.Ref("infer/svc:nope"))
+	after := n.containers(t)
+	require.Len(t, after, 1)
+	require.Equal(t, before[0].ID, after[0].ID, "nothing was stopped")
+	require.Equal(t, "running", string(after[0].State))
+}
+
+// No engine at the socket: the error names it and says how to start one.
+func TestAgentNoEngine(t *testing.T) {
+	n := newNode(t)
+	n.c.Runtime.Docker.Host = "unix://" + filepath.Join(t.TempDir(), "none.sock")
+	n.declare(t, "    - name: web\n      image: "+n.img.Tag+"\n")
+	_, err := n.apply(t)
+	require.Error(t, err)
+	require.Contains(t, err.Error(), n.c.Runtime.Docker.Host)
+	require.Contains(t, err.Error(), "systemctl start docker")
+}
+
+// tend logs reads a container service's output through the engine, each
+// line after its replica when there are several.
+func TestAgentContainerLogs(t *testing.T) {
+	n := newNode(t)
+	n.declare(t, "    - name: web\n      image: "+n.img.Tag+"\n      replicas: 2\n      args: [-say, \"hi from ${replica}\"]\n")
+	_, err := n.apply(t)
+	require.NoError(t, err)
+	ids, err := service.Containers(n.c.StateDir, "web")
+	require.NoError(t, err)
+	require.Len(t, ids, 2)
+	rt, err := container.New(container.Options{Host: n.c.Runtime.Docker.Host})
+	require.NoError(t, err)
+	defer rt.Close()
+
+	var all bytes.Buffer
+	require.NoError(t, rt.WriteLogs(context.Background(), &all, "web", ids, -1, false))
+	require.Contains(t, all.String(), "replica 0 | hi from 0\n")
+	require.Contains(t, all.String(), "replica 1 | hi from 1\n")
+	require.Contains(t, all.String(), "replica 1 | svc stderr\n")
+
+	var one bytes.Buffer
+	require.NoError(t, rt.WriteLogs(context.Background(), &one, "web", ids, 1, false))
+	require.Contains(t, one.String(), "hi from 1\n")
+	require.NotContains(t, one.String(), "replica")
+	require.NotContains(t, one.String(), "hi from 0")
+
+	err = rt.WriteLogs(context.Background(), &one, "web", ids, 5, false)
+	require.EqualError(t, err, "no container for service/web replica 5: it has not run on this node")
+
+	none, err := service.Containers(n.c.StateDir, "other")
+	require.NoError(t, err)
+	require.Empty(t, none, "a service that never ran has no containers")
+}
+
+// After a successful apply, a container of this device that no record
+// names is removed (another device's stays), and of the images no service
+// runs any more, the one used last stays for a rollback and older ones go.
+func TestAgentPrunesContainersAndImages(t *testing.T) {
+	n := newNode(t)
+	n.c.Models.KeepVersions = new(int)
+	*n.c.Models.KeepVersions = 1
+	n.declare(t, "    - name: web\n      image: "+n.img.Tag+"\n")
+	_, err := n.apply(t)
+	require.NoError(t, err)
+	first := n.img.Ref
+
+	// A stray container with this device's labels, and one of another
+	// device.
+	rt, err := container.New(container.Options{Host: n.c.Runtime.Docker.Host})
+	require.NoError(t, err)
+	defer rt.Close()
+	stray := func(device string) service.Proc {
+		p, err := rt.Start(context.Background(), service.Instance{Service: "ghost", Image: n.img.Ref,
+			Labels: map[string]string{service.LabelDevice: device, service.LabelResource: "service/ghost"}})
+		require.NoError(t, err)
+		return p
+	}
+	mine, other := stray(n.c.Device), stray(n.c.Device+"-other")
+	t.Cleanup(func() { _ = rt.Stop(context.Background(), other, 0) })
+
+	second := n.moveTag(t)
+	_, err = n.apply(t)
+	require.NoError(t, err)
+	_, err = n.cli.ContainerInspect(context.Background(), mine.Container, client.ContainerInspectOptions{})
+	require.Error(t, err, "the stray container of this device is removed")
+	_, err = n.cli.ContainerInspect(context.Background(), other.Container, client.ContainerInspectOptions{})
+	require.NoError(t, err, "another device's container stays")
+	require.True(t, n.hasImage(t, first), "the image used last before stays for a rollback")
+
+	require.NoError(t, rt.Stop(context.Background(), other, 0)) // it uses the first image
+	n.moveTag(t)
+	_, err = n.apply(t)
+	require.NoError(t, err)
+	require.False(t, n.hasImage(t, first), "an image two versions back is removed")
+	require.True(t, n.hasImage(t, n.reg.Ref("infer/svc")+"@"+second))
+}
+
+func (n *node) hasImage(t *testing.T, ref string) bool {
+	t.Helper()
+	_, err := n.cli.ImageInspect(context.Background(), ref)
+	return err == nil
+}
+
+// An agent watching a container service sees its main process killed at
+// once, through the engine, and starts a replacement under the restart
+// policy: one supervisor, the engine's own restart policy off.
+func TestAgentRestartsKilledContainer(t *testing.T) {
+	n := newNode(t)
+	n.declare(t, "    - name: web\n      image: "+n.img.Tag+"\n")
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	sup := agent.NewSupervisor(n.c, nil)
+	require.NoError(t, sup.Start(ctx))
+	defer sup.Stop()
+	_, err := (&agent.Reconciler{Config: n.c, Supervisor: sup}).Apply(ctx)
+	require.NoError(t, err)
+	ids, err := service.Containers(n.c.StateDir, "web")
+	require.NoError(t, err)
+	first := ids[0]
+	in, err := n.cli.ContainerInspect(ctx, first, client.ContainerInspectOptions{})
+	require.NoError(t, err)
+	require.NoError(t, syscall.Kill(in.Container.State.Pid, syscall.SIGKILL))
+
+	deadline := time.Now().Add(30 * time.Second) // fails the test only
+	for {
+		states, err := sup.Instances("web")
+		require.NoError(t, err)
+		if len(states) == 1 && states[0].Alive && states[0].Container != first {
+			require.Equal(t, 1, states[0].Restarts)
+			require.Contains(t, states[0].LastExit, "killed by signal killed")
+			break
+		}
+		require.True(t, time.Now().Before(deadline), "no replacement for the killed container: %+v", states)
+		time.Sleep(20 * time.Millisecond)
+	}
+	cs := n.containers(t)
+	require.Len(t, cs, 1, "the killed container was replaced, not left beside its replacement")
+	require.Equal(t, "running", string(cs[0].State))
+}

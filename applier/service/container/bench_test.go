@@ -1,0 +1,245 @@
+package container_test
+
+import (
+	"context"
+	"fmt"
+	"net"
+	"net/http"
+	"net/http/httputil"
+	"os"
+	"path/filepath"
+	"slices"
+	"strings"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/moby/moby/client"
+	"github.com/tend-dev/tend/agent"
+	"github.com/tend-dev/tend/applier/service"
+	"github.com/tend-dev/tend/internal/testdocker"
+	"github.com/tend-dev/tend/internal/testgit"
+	"github.com/tend-dev/tend/internal/testoci"
+	"github.com/tend-dev/tend/manifest"
+	"golang.org/x/sys/unix"
+)
+
+// BenchmarkKillToReplacement measures what a supervisor does when a
+// container's main process dies: from SIGKILL to the pid, through Wait
+// returning its status, to Start returning with a replacement running
+// (the image already on the engine). p50_ms is the median of the
+// iterations, p50_wait_ms that of the part until Wait returned.
+func BenchmarkKillToReplacement(b *testing.B) {
+	e := setup(b)
+	ctx := context.Background()
+	in := e.instance("bench", "web")
+	p, err := e.rt.Start(ctx, in)
+	if err != nil {
+		b.Fatal(err)
+	}
+	b.Cleanup(func() { _ = e.rt.Stop(ctx, p, 0) })
+	var took, waited []time.Duration
+	for b.Loop() {
+		done := e.waitAsync(p)
+		t0 := time.Now()
+		if err := unix.Kill(p.PID, unix.SIGKILL); err != nil {
+			b.Fatal(err)
+		}
+		if res := <-done; res.err != nil || res.st.Signal != "killed" {
+			b.Fatalf("wait: %v (%s)", res.err, res.st)
+		}
+		waited = append(waited, time.Since(t0))
+		p, err = e.rt.Start(ctx, in)
+		if err != nil {
+			b.Fatal(err)
+		}
+		took = append(took, time.Since(t0))
+		if !e.rt.Alive(p) {
+			b.Fatal("replacement not running")
+		}
+	}
+	b.ReportMetric(p50ms(took), "p50_ms")
+	b.ReportMetric(p50ms(waited), "p50_wait_ms")
+}
+
+// p50ms is the median of d in milliseconds.
+func p50ms(d []time.Duration) float64 {
+	slices.Sort(d)
+	return float64(d[len(d)/2].Microseconds()) / 1000
+}
+
+// BenchmarkNoopTick10Containers: an agent's tick that finds its ten
+// container services as declared (one image), watched by its supervisor.
+// It reports the engine API calls and registry requests of each tick,
+// counted by a proxy in front of the engine's socket, and tend's CPU time.
+func BenchmarkNoopTick10Containers(b *testing.B) {
+	host := testdocker.Host(b)
+	reg := testoci.Start(b)
+	var registry atomic.Int64
+	reg.Use(func(http.ResponseWriter, *http.Request) bool { registry.Add(1); return false })
+	img := testdocker.PushProgram(b, reg.Host, "infer/svc", testdocker.SvcDir())
+	proxy, calls := countingEngine(b, strings.TrimPrefix(host, "unix://"))
+
+	repo := testgit.NewRepo(b)
+	var services strings.Builder
+	for i := range 10 {
+		fmt.Fprintf(&services, "    - {name: web%d, image: %s}\n", i, img.Tag)
+	}
+	repo.WriteFile("devices/bench/d.yaml", "apiVersion: tend.dev/v1alpha1\nkind: Device\nmetadata: {name: bench}\nspec:\n  services:\n"+services.String())
+	repo.Commit("ten containers")
+	dir := b.TempDir()
+	c := &manifest.AgentConfig{Device: "bench", Source: manifest.SourceConfig{URL: repo.Dir(), Path: "devices/{device}"},
+		StateDir: filepath.Join(dir, "state"), Root: filepath.Join(dir, "root"),
+		Registries: manifest.Registries{Insecure: []string{reg.Host}}, Runtime: manifest.RuntimeConfig{Docker: manifest.DockerRuntime{Host: "unix://" + proxy}}}
+	c.SetDefaults("")
+	if err := os.MkdirAll(c.Root, 0o755); err != nil {
+		b.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	sup := agent.NewSupervisor(c, nil)
+	if err := sup.Start(ctx); err != nil {
+		b.Fatal(err)
+	}
+	r := &agent.Reconciler{Config: c, Supervisor: sup}
+	b.Cleanup(func() {
+		sup.Stop()
+		cli, err := client.New(client.WithHost(host))
+		if err != nil {
+			return
+		}
+		defer cli.Close()
+		list, _ := cli.ContainerList(context.Background(), client.ContainerListOptions{All: true,
+			Filters: make(client.Filters).Add("label", service.LabelDevice+"=bench")})
+		for _, c := range list.Items {
+			_, _ = cli.ContainerRemove(context.Background(), c.ID, client.ContainerRemoveOptions{Force: true})
+		}
+	})
+	if _, err := r.Apply(ctx); err != nil {
+		b.Fatal(err)
+	}
+	engine0, registry0, cpu0 := calls.Load(), registry.Load(), cpuTime(b)
+	for b.Loop() {
+		res, err := r.Apply(ctx)
+		if err != nil {
+			b.Fatal(err)
+		}
+		if !res.Plan.Empty() {
+			b.Fatalf("not a no-op tick: %v", res.Plan.Actions)
+		}
+	}
+	n := float64(b.N)
+	b.ReportMetric(float64(calls.Load()-engine0)/n, "engine_calls/tick")
+	b.ReportMetric(float64(registry.Load()-registry0)/n, "registry_requests/tick")
+	b.ReportMetric(float64((cpuTime(b)-cpu0).Microseconds())/1000/n, "cpu_ms/tick")
+}
+
+// countingEngine serves the engine at socket on a socket of its own,
+// counting each API call (the long-lived waits among them).
+func countingEngine(b *testing.B, socket string) (string, *atomic.Int64) {
+	b.Helper()
+	path := filepath.Join(b.TempDir(), "e.sock")
+	ln, err := net.Listen("unix", path)
+	if err != nil {
+		b.Fatal(err)
+	}
+	var calls atomic.Int64
+	rp := &httputil.ReverseProxy{
+		Rewrite: func(pr *httputil.ProxyRequest) { pr.Out.URL.Scheme, pr.Out.URL.Host = "http", "engine" },
+		Transport: &http.Transport{DialContext: func(ctx context.Context, _, _ string) (net.Conn, error) {
+			return (&net.Dialer{}).DialContext(ctx, "unix", socket)
+		}},
+		FlushInterval: -1,
+	}
+	srv := &http.Server{Handler: http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		calls.Add(1)
+		rp.ServeHTTP(w, r)
+	})}
+	go func() { _ = srv.Serve(ln) }()
+	b.Cleanup(func() { _ = srv.Close() })
+	return path, &calls
+}
+
+// cpuTime is the CPU time this process has used, user and system.
+func cpuTime(b *testing.B) time.Duration {
+	var ru unix.Rusage
+	if err := unix.Getrusage(unix.RUSAGE_SELF, &ru); err != nil {
+		b.Fatal(err)
+	}
+	return time.Duration(ru.Utime.Nano() + ru.Stime.Nano())
+}
+
+// BenchmarkAgentKillToReplacement: an agent's supervisor watching
+// container services; each iteration kills the main process of a service
+// of its own (so no restart backoff has grown) and waits until a
+// replacement container runs. p50 over the iterations, the supervisor's
+// first-restart delay (200 ms) included.
+func BenchmarkAgentKillToReplacement(b *testing.B) {
+	host := testdocker.Host(b)
+	reg := testoci.Start(b)
+	img := testdocker.PushProgram(b, reg.Host, "infer/svc", testdocker.SvcDir())
+	services := b.N // one service per kill: none has a restart backoff grown
+	repo := testgit.NewRepo(b)
+	var decl strings.Builder
+	for i := range services {
+		fmt.Fprintf(&decl, "    - {name: web%d, image: %s}\n", i, img.Tag)
+	}
+	repo.WriteFile("devices/killbench/d.yaml", "apiVersion: tend.dev/v1alpha1\nkind: Device\nmetadata: {name: killbench}\nspec:\n  services:\n"+decl.String())
+	repo.Commit("services")
+	dir := b.TempDir()
+	c := &manifest.AgentConfig{Device: "killbench", Source: manifest.SourceConfig{URL: repo.Dir(), Path: "devices/{device}"},
+		StateDir: filepath.Join(dir, "state"), Root: filepath.Join(dir, "root"),
+		Registries: manifest.Registries{Insecure: []string{reg.Host}}, Runtime: manifest.RuntimeConfig{Docker: manifest.DockerRuntime{Host: host}}}
+	c.SetDefaults("")
+	if err := os.MkdirAll(c.Root, 0o755); err != nil {
+		b.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	sup := agent.NewSupervisor(c, nil)
+	if err := sup.Start(ctx); err != nil {
+		b.Fatal(err)
+	}
+	b.Cleanup(func() {
+		sup.Stop()
+		cli, err := client.New(client.WithHost(host))
+		if err != nil {
+			return
+		}
+		defer cli.Close()
+		list, _ := cli.ContainerList(context.Background(), client.ContainerListOptions{All: true,
+			Filters: make(client.Filters).Add("label", service.LabelDevice+"=killbench")})
+		for _, c := range list.Items {
+			_, _ = cli.ContainerRemove(context.Background(), c.ID, client.ContainerRemoveOptions{Force: true})
+		}
+	})
+	if _, err := (&agent.Reconciler{Config: c, Supervisor: sup}).Apply(ctx); err != nil {
+		b.Fatal(err)
+	}
+	var took []time.Duration
+	b.ResetTimer()
+	for i := range b.N {
+		name := fmt.Sprintf("web%d", i)
+		states, err := sup.Instances(name)
+		if err != nil || len(states) != 1 || !states[0].Alive {
+			b.Fatalf("%s not running: %v %+v", name, err, states)
+		}
+		old := states[0].Container
+		t0 := time.Now()
+		if err := unix.Kill(states[0].PID, unix.SIGKILL); err != nil {
+			b.Fatal(err)
+		}
+		for {
+			states, err := sup.Instances(name)
+			if err != nil {
+				b.Fatal(err)
+			}
+			if len(states) == 1 && states[0].Alive && states[0].Container != old {
+				break
+			}
+			time.Sleep(5 * time.Millisecond)
+		}
+		took = append(took, time.Since(t0))
+	}
+	b.ReportMetric(p50ms(took), "p50_ms")
+}

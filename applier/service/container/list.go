@@ -1,0 +1,67 @@
+package container
+
+import (
+	"context"
+	"fmt"
+	"io"
+	"strconv"
+	"strings"
+
+	"github.com/moby/moby/api/pkg/stdcopy"
+	"github.com/moby/moby/client"
+)
+
+// Container is one of tend's containers as the engine lists it.
+type Container struct {
+	ID      string
+	Name    string // without the engine's leading "/"
+	Image   string // as created: image@digest
+	ImageID string // sha256:… of the image's config
+	State   string // created, running, exited, …
+	Labels  map[string]string
+}
+
+// List returns the containers, running or not, that carry tend's labels
+// for device (dev.tend.device=device and a dev.tend.replica): those tend
+// may adopt or prune, and no other. One list call.
+func (r *Runtime) List(ctx context.Context, device string) ([]Container, error) {
+	res, err := r.cli.ContainerList(ctx, client.ContainerListOptions{
+		All:     true,
+		Filters: make(client.Filters).Add("label", LabelDevice+"="+device, LabelReplica),
+	})
+	if err != nil {
+		return nil, r.engineError(fmt.Errorf("list containers: %w", err))
+	}
+	out := make([]Container, 0, len(res.Items))
+	for _, c := range res.Items {
+		var n string
+		if len(c.Names) > 0 {
+			n = strings.TrimPrefix(c.Names[0], "/")
+		}
+		out = append(out, Container{ID: c.ID, Name: n, Image: c.Image, ImageID: c.ImageID, State: string(c.State), Labels: c.Labels})
+	}
+	return out, nil
+}
+
+// Logs writes what the container printed, stdout and stderr interleaved as
+// the engine stored them, to w: the last tail lines (all when tail <= 0),
+// then, with follow, what it prints until it stops or ctx ends.
+func (r *Runtime) Logs(ctx context.Context, w io.Writer, id string, tail int, follow bool) error {
+	t := "all"
+	if tail > 0 {
+		t = strconv.Itoa(tail)
+	}
+	rc, err := r.cli.ContainerLogs(ctx, id, client.ContainerLogsOptions{ShowStdout: true, ShowStderr: true, Tail: t, Follow: follow})
+	if err != nil {
+		if isNotFound(err) {
+			return fmt.Errorf("logs of container %s: no such container on %s: %w", short(id), r.host, err)
+		}
+		return r.engineError(fmt.Errorf("logs of container %s: %w", short(id), err))
+	}
+	defer rc.Close()
+	// The stream is multiplexed: the runtime never allocates a TTY.
+	if _, err := stdcopy.StdCopy(w, w, rc); err != nil && ctx.Err() == nil {
+		return fmt.Errorf("logs of container %s: %w", short(id), err)
+	}
+	return nil
+}

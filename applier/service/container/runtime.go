@@ -1,0 +1,219 @@
+package container
+
+import (
+	"context"
+	"fmt"
+	"math"
+	"os"
+	"strconv"
+	"sync"
+	"syscall"
+	"time"
+
+	"github.com/google/go-containerregistry/pkg/authn"
+	"github.com/moby/moby/api/types/container"
+	"github.com/moby/moby/client"
+
+	"github.com/tend-dev/tend/applier/service"
+)
+
+// DefaultHost is the engine's address when neither Options.Host nor
+// DOCKER_HOST names one.
+const DefaultHost = "unix:///var/run/docker.sock"
+
+// Labels on every container the runtime creates. Device, Resource and
+// Spec come from Instance.Labels; the runtime sets Replica and Invocation.
+const (
+	LabelDevice     = service.LabelDevice
+	LabelResource   = service.LabelResource
+	LabelSpec       = service.LabelSpec
+	LabelReplica    = "dev.tend.replica"
+	LabelInvocation = "dev.tend.invocation"
+)
+
+// aliveTimeout bounds Alive's inspect call (Alive has no context).
+const aliveTimeout = 10 * time.Second
+
+// Options configure a Runtime.
+type Options struct {
+	// Host is the engine's address (runtime.docker.host): unix:///…,
+	// tcp://…; "" = $DOCKER_HOST, else DefaultHost.
+	Host string
+	// Keychain gives the credentials the engine pulls with
+	// (registries.dockerConfig: oci.Keychain); nil = anonymous pulls.
+	Keychain authn.Keychain
+}
+
+// Runtime runs service instances as containers on one engine. It is safe
+// for concurrent use.
+type Runtime struct {
+	host string
+	cli  *client.Client
+	kc   authn.Keychain
+
+	mu sync.Mutex
+	// waiting counts, by container id, the Waits in progress: while one
+	// waits, the engine has not said the container stopped, and Alive
+	// needs no call to the engine (an agent's no-op tick asks it nothing
+	// about the containers it watches).
+	waiting map[string]int
+}
+
+var _ service.Runtime = (*Runtime)(nil)
+
+// New returns a Runtime for the engine at opts.Host. It does not connect:
+// the first call negotiates the API version.
+func New(opts Options) (*Runtime, error) {
+	host := opts.Host
+	if host == "" {
+		host = os.Getenv("DOCKER_HOST")
+	}
+	if host == "" {
+		host = DefaultHost
+	}
+	cli, err := client.New(client.WithHost(host))
+	if err != nil {
+		return nil, fmt.Errorf("container engine at %s: %w (set runtime.docker.host to unix:///PATH or tcp://HOST:PORT)", host, err)
+	}
+	return &Runtime{host: host, cli: cli, kc: opts.Keychain}, nil
+}
+
+// Host is the engine's address.
+func (r *Runtime) Host() string { return r.host }
+
+// Close releases the client's idle connections.
+func (r *Runtime) Close() error { return r.cli.Close() }
+
+// APIVersion pings the engine and returns the API version the client
+// negotiated with it (at most what both sides speak).
+func (r *Runtime) APIVersion(ctx context.Context) (string, error) {
+	if _, err := r.cli.Ping(ctx, client.PingOptions{NegotiateAPIVersion: true}); err != nil {
+		return "", r.engineError(fmt.Errorf("ping: %w", err))
+	}
+	return r.cli.ClientVersion(), nil
+}
+
+// Alive reports whether p's container is running with the same main
+// process. An engine that does not answer (within 10 s) counts as not
+// alive: the next Start reports why.
+func (r *Runtime) Alive(p service.Proc) bool {
+	if p.Container == "" {
+		return false
+	}
+	r.mu.Lock()
+	waited := r.waiting[p.Container] > 0
+	r.mu.Unlock()
+	if waited {
+		return true
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), aliveTimeout)
+	defer cancel()
+	res, err := r.cli.ContainerInspect(ctx, p.Container, client.ContainerInspectOptions{})
+	if err != nil {
+		return false
+	}
+	c := res.Container
+	return c.ID == p.Container && c.State != nil && c.State.Running &&
+		(p.PID == 0 || c.State.Pid == p.PID)
+}
+
+// Wait blocks until p's container is not running, or ctx ends, and returns
+// its exit status from the engine (Known, for every container: the engine
+// keeps the status whoever started it). A container already removed
+// returns Known=false. The engine reports a death by signal N as exit
+// code 128+N, which Wait reads as that signal.
+func (r *Runtime) Wait(ctx context.Context, p service.Proc) (service.ExitStatus, error) {
+	if !r.Alive(p) {
+		// Not running now (or another process in it): nothing to wait
+		// for, and no wait to count as alive.
+		return r.waited(ctx, p)
+	}
+	r.mu.Lock()
+	if r.waiting == nil {
+		r.waiting = map[string]int{}
+	}
+	r.waiting[p.Container]++
+	r.mu.Unlock()
+	defer func() {
+		r.mu.Lock()
+		if r.waiting[p.Container]--; r.waiting[p.Container] <= 0 {
+			delete(r.waiting, p.Container)
+		}
+		r.mu.Unlock()
+	}()
+	return r.waited(ctx, p)
+}
+
+// waited blocks until p's container is not running and reads how it
+// ended.
+func (r *Runtime) waited(ctx context.Context, p service.Proc) (service.ExitStatus, error) {
+	res := r.cli.ContainerWait(ctx, p.Container, client.ContainerWaitOptions{Condition: container.WaitConditionNotRunning})
+	var code int64
+	select {
+	case w := <-res.Result:
+		if w.Error != nil && w.Error.Message != "" {
+			return service.ExitStatus{}, fmt.Errorf("wait for container %s: %s", short(p.Container), w.Error.Message)
+		}
+		code = w.StatusCode
+	case err := <-res.Error:
+		if isNotFound(err) {
+			return service.ExitStatus{}, nil
+		}
+		if ctx.Err() != nil {
+			return service.ExitStatus{}, ctx.Err()
+		}
+		return service.ExitStatus{}, r.engineError(fmt.Errorf("wait for container %s: %w", short(p.Container), err))
+	}
+	st := exitStatus(code)
+	// The OOM killer's mark is in the container's state (gone if Stop
+	// removed it meanwhile).
+	if in, err := r.cli.ContainerInspect(ctx, p.Container, client.ContainerInspectOptions{}); err == nil && in.Container.State != nil {
+		st.OOMKilled = in.Container.State.OOMKilled
+		if st.OOMKilled && in.Container.HostConfig != nil {
+			st.MemoryLimit = in.Container.HostConfig.Memory
+		}
+	}
+	return st, nil
+}
+
+// exitStatus reads an engine's exit code: 128+N is death by signal N.
+func exitStatus(code int64) service.ExitStatus {
+	if code > 128 && code <= 128+64 {
+		return service.ExitStatus{Known: true, Code: -1, Signal: syscall.Signal(code - 128).String()}
+	}
+	return service.ExitStatus{Known: true, Code: int(code)}
+}
+
+// Stop stops p's container (SIGTERM, SIGKILL after grace, rounded up to
+// whole seconds as the engine counts) and removes it. A container already
+// gone is no error.
+func (r *Runtime) Stop(ctx context.Context, p service.Proc, grace time.Duration) error {
+	if p.Container == "" {
+		return nil
+	}
+	secs := int(math.Ceil(grace.Seconds()))
+	if _, err := r.cli.ContainerStop(ctx, p.Container, client.ContainerStopOptions{Timeout: &secs}); err != nil && !isNotFound(err) {
+		return r.engineError(fmt.Errorf("stop container %s: %w", short(p.Container), err))
+	}
+	return r.remove(ctx, p.Container)
+}
+
+// remove removes a container, running or not; one already gone is no
+// error.
+func (r *Runtime) remove(ctx context.Context, id string) error {
+	if _, err := r.cli.ContainerRemove(ctx, id, client.ContainerRemoveOptions{Force: true}); err != nil && !isNotFound(err) {
+		return r.engineError(fmt.Errorf("remove container %s: %w", short(id), err))
+	}
+	return nil
+}
+
+// short is the 12-character id the docker CLI prints.
+func short(id string) string {
+	if len(id) > 12 {
+		return id[:12]
+	}
+	return id
+}
+
+// replicaLabel is the value of LabelReplica.
+func replicaLabel(n int) string { return strconv.Itoa(n) }
