@@ -55,6 +55,9 @@ func TestPublishThenApply(t *testing.T) {
 	require.Contains(t, errOut, "tag nope not found in "+host+"/fleet; close tags: main")
 
 	// CI commands read Git, not the artifact.
+	_, errOut, code = tend(t, "publish", "--repo", target, target)
+	require.Equal(t, 1, code)
+	require.Contains(t, errOut, "tend publish reads the Git fleet repo")
 	_, errOut, code = tend(t, "diff", "--repo", target, "--base", "main", "--head", "main")
 	require.Equal(t, 1, code)
 	require.Contains(t, errOut, "is a published artifact: tend diff and validate --all read the Git fleet repo")

@@ -36,6 +36,9 @@ func newPublishCommand(g *globals) *cobra.Command {
 				here := "." // the checkout, not the source.url a device's config names
 				o.Repo = &here
 			}
+			if ocisource.IsURL(*o.Repo) {
+				return fmt.Errorf("--repo %s: tend publish reads the Git fleet repo (a local checkout or a URL) and pushes to the oci:// URL it is given", *o.Repo)
+			}
 			o.Ref, o.Paths = nil, nil // a device's ref and paths play no part
 			c, err := agent.LoadCIConfig(g.config, o)
 			if err != nil {
