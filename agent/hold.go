@@ -8,7 +8,6 @@ import (
 	"time"
 
 	"github.com/tend-dev/tend/applier"
-	"github.com/tend-dev/tend/gitsource"
 	"github.com/tend-dev/tend/manifest"
 	"github.com/tend-dev/tend/planner"
 	"github.com/tend-dev/tend/render"
@@ -45,8 +44,8 @@ func (r *Reconciler) Hold(ctx context.Context) (*Result, error) {
 	return &t.res, err
 }
 
-// fetchApplied reads the last applied commit from the clone in stateDir; a
-// commit named by its full hash that is in the clone needs no remote. It
+// fetchApplied reads the last applied commit from the clone in stateDir (or
+// the fleet artifact kept for it) with no remote (see appliedSnapshot). It
 // leaves the tick without a snapshot (and stops it) when nothing was
 // applied yet.
 func (r *Reconciler) fetchApplied(ctx context.Context, t *tick) error {
@@ -64,9 +63,7 @@ func (r *Reconciler) fetchApplied(ctx context.Context, t *tick) error {
 	if err != nil {
 		return err
 	}
-	// No key ring: the commit was verified when it was applied.
-	src := gitsource.Source{URL: c.Source.URL, Ref: commit, Paths: SourcePaths(paths), LastApplied: commit, Auth: GitAuth(c)}
-	snap, err := gitsource.Fetch(ctx, src, gitsource.Options{Dir: GitDir(c.StateDir), Logger: r.logger()})
+	snap, err := appliedSnapshot(ctx, c, commit, paths, r.logger())
 	if err != nil {
 		return err
 	}

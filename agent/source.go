@@ -6,10 +6,12 @@ import (
 	"fmt"
 	"log/slog"
 	"strings"
+	"sync"
 
 	"github.com/tend-dev/tend/applier"
 	"github.com/tend-dev/tend/gitsource"
 	"github.com/tend-dev/tend/manifest"
+	"github.com/tend-dev/tend/ocisource"
 )
 
 // Snapshot fetches this device's manifests from the fleet repo, holding the
@@ -49,20 +51,27 @@ func (r *Reconciler) lock(ctx context.Context) (func() error, error) {
 // fetch reads this device's manifests from the fleet repo into the clone in
 // stateDir; the caller holds the lock.
 func fetch(ctx context.Context, c *manifest.AgentConfig, inv *applier.Inventory, log *slog.Logger) (*gitsource.Snapshot, error) {
-	return fetchInto(ctx, c, inv, GitDir(c.StateDir), log)
+	return fetchInto(ctx, c, inv, SourceDir(c), log)
 }
 
 // fetchInto reads this device's manifests from the fleet repo into the
-// clone in dir. With inv nil, the node's state plays no part: no rewind
-// check, no quarantine.
+// clone in dir (or, from a published artifact, into the artifacts kept
+// in dir). With inv nil, the node's state plays no part: no rewind check,
+// no quarantine.
 func fetchInto(ctx context.Context, c *manifest.AgentConfig, inv *applier.Inventory, dir string, log *slog.Logger) (*gitsource.Snapshot, error) {
 	ref, paths, err := c.ExpandSource()
 	if err != nil {
 		return nil, err
 	}
+	oci := ocisource.IsURL(c.Source.URL)
 	src := gitsource.Source{URL: c.Source.URL, Ref: ref, Paths: SourcePaths(paths), AllowRewind: c.Source.AllowRewind}
 	if inv != nil {
 		src.LastApplied = lastApplied(inv, ref)
+		if oci {
+			// An artifact's revision names the ref it was published
+			// from, whatever the URL's tag: the commit alone counts.
+			_, src.LastApplied, _ = strings.Cut(inv.Revision, "@sha1:")
+		}
 		q, err := applier.LoadQuarantine(c.StateDir)
 		if err != nil {
 			return nil, err
@@ -80,18 +89,27 @@ func fetchInto(ctx context.Context, c *manifest.AgentConfig, inv *applier.Invent
 	}
 	ctx, cancel := context.WithTimeout(ctx, c.Source.Timeout.D())
 	defer cancel()
-	snap, err := gitsource.Fetch(ctx, src, gitsource.Options{Dir: dir, Logger: log})
+	var snap *gitsource.Snapshot
+	where := gitsource.RedactURL(c.Source.URL) + "@" + displayRef(ref)
+	what := "fleet repo"
+	if oci {
+		where, what = c.Source.URL, "fleet artifact"
+		snap, err = ocisource.Fetch(ctx, ocisource.Source{URL: c.Source.URL, Paths: src.Paths, LastApplied: src.LastApplied,
+			AllowRewind: src.AllowRewind, Quarantined: src.Quarantined}, ocisource.Options{Dir: dir, Client: ociClient(c), Logger: log})
+	} else {
+		snap, err = gitsource.Fetch(ctx, src, gitsource.Options{Dir: dir, Logger: log})
+	}
 	explain := func(err error) error {
 		if errors.Is(err, gitsource.ErrQuarantined) {
 			return err // the repo was fetched: the commit is refused here
 		}
 		if errors.Is(err, gitsource.ErrSharedPathNotFound) {
-			return fmt.Errorf("source.paths of device %s in %s@%s: %w", c.Device, gitsource.RedactURL(c.Source.URL), displayRef(ref), err)
+			return fmt.Errorf("source.paths of device %s in %s: %w", c.Device, where, err)
 		}
 		if errors.Is(err, gitsource.ErrPathNotFound) {
-			return fmt.Errorf("no manifests for device %s at %s in %s@%s: %w", c.Device, displayPaths(paths), gitsource.RedactURL(c.Source.URL), displayRef(ref), err)
+			return fmt.Errorf("no manifests for device %s at %s in %s: %w", c.Device, displayPaths(paths), where, err)
 		}
-		return fmt.Errorf("fetch fleet repo: %w", err)
+		return fmt.Errorf("fetch %s: %w", what, err)
 	}
 	if err != nil {
 		return nil, explain(err)
@@ -156,6 +174,44 @@ func displayRef(ref string) string {
 
 // GitDir is where the persistent clone of the fleet repo lives.
 func GitDir(stateDir string) string { return stateDir + "/git" }
+
+// OCIDir is where the fleet artifacts of an oci:// source are kept
+// unpacked: the target's, and the last applied one's.
+func OCIDir(stateDir string) string { return stateDir + "/oci" }
+
+// SourceDir is where c's source is kept on the node: OCIDir for an
+// oci:// source, else GitDir.
+func SourceDir(c *manifest.AgentConfig) string {
+	if ocisource.IsURL(c.Source.URL) {
+		return OCIDir(c.StateDir)
+	}
+	return GitDir(c.StateDir)
+}
+
+// ociClients keep a registry session per registry configuration from one
+// tick to the next, so that a poll is one manifest HEAD.
+var ociClients sync.Map
+
+func ociClient(c *manifest.AgentConfig) *ocisource.Client {
+	key := fmt.Sprintf("%q %q", c.Registries.Insecure, c.Registries.DockerConfig)
+	if v, ok := ociClients.Load(key); ok {
+		return v.(*ocisource.Client)
+	}
+	v, _ := ociClients.LoadOrStore(key, ocisource.NewClient(RegistryOptions(c)))
+	return v.(*ocisource.Client)
+}
+
+// appliedSnapshot reads the applied commit from the node's copy of the
+// source, with no remote: from the clone (a commit named by its full hash
+// that is in the clone needs no fetch), or from the artifact kept for it.
+func appliedSnapshot(ctx context.Context, c *manifest.AgentConfig, commit string, paths []manifest.SourcePath, log *slog.Logger) (*gitsource.Snapshot, error) {
+	if ocisource.IsURL(c.Source.URL) {
+		return ocisource.Applied(OCIDir(c.StateDir), c.Source.URL, commit, SourcePaths(paths))
+	}
+	// No key ring: the commit was verified when it was applied.
+	src := gitsource.Source{URL: c.Source.URL, Ref: commit, Paths: SourcePaths(paths), LastApplied: commit, Auth: GitAuth(c)}
+	return gitsource.Fetch(ctx, src, gitsource.Options{Dir: GitDir(c.StateDir), Logger: log})
+}
 
 func displayPath(p string) string {
 	if p == "" || p == "." {

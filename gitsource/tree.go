@@ -63,12 +63,29 @@ func readFiles(commit *object.Commit, dirs []Path, shown string) ([]File, error)
 	if err != nil {
 		return nil, fmt.Errorf("read tree of %s at %s: %w", shown, rev, err)
 	}
+	return collect(dirs, shown, rev, func(d Path) ([]File, error) {
+		tree, err := subtree(root, d.Dir, shown, rev)
+		if err != nil {
+			return nil, err
+		}
+		found, err := TreeFiles(tree, d.Dir)
+		if err != nil {
+			return nil, fmt.Errorf("read files under %q in %s at %s: %w", displayDir(d.Dir), shown, rev, err)
+		}
+		return found, nil
+	})
+}
+
+// collect gathers the files read reads under each of dirs, each once,
+// sorted by path, with the rules of readFiles; read returns an error
+// wrapping ErrPathNotFound for a folder that is not there.
+func collect(dirs []Path, shown, rev string, read func(Path) ([]File, error)) ([]File, error) {
 	byPath := map[string]int{}
 	var files []File
 	var missing []error
 	var shared []string // missing paths without {device}
 	for _, d := range dirs {
-		tree, err := subtree(root, d.Dir, shown, rev)
+		found, err := read(d)
 		if errors.Is(err, ErrPathNotFound) {
 			missing = append(missing, err)
 			if !d.PerDevice {
@@ -78,10 +95,6 @@ func readFiles(commit *object.Commit, dirs []Path, shown string) ([]File, error)
 		}
 		if err != nil {
 			return nil, err
-		}
-		found, err := TreeFiles(tree, d.Dir)
-		if err != nil {
-			return nil, fmt.Errorf("read files under %q in %s at %s: %w", displayDir(d.Dir), shown, rev, err)
 		}
 		for _, f := range found {
 			f.PerDevice = d.PerDevice

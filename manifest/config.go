@@ -247,11 +247,9 @@ func (c *AgentConfig) Validate() error {
 		errs.add("", 0, "device", "invalid device name %q: use letters, digits, '-', '_' and '.'", c.Device)
 	}
 	if c.Source.URL == "" {
-		errs.add("", 0, "source.url", "missing: the fleet repo (https, ssh, scp-like or a local path); set source.url or --repo")
+		errs.add("", 0, "source.url", "missing: the fleet repo (https, ssh, scp-like, a local path, or oci://HOST/REPO:TAG for a published artifact); set source.url or --repo")
 	}
-	if strings.HasPrefix(c.Source.URL, "oci://") {
-		errs.add("", 0, "source.url", "%q: a fleet published as an OCI artifact is not supported by this tend yet; use the Git URL of the fleet repo", c.Source.URL)
-	}
+	c.checkOCI(&errs)
 	if !c.checkPaths(&errs) {
 		// ExpandSource would read source.paths alone
 	} else if _, _, err := c.ExpandSource(); err != nil {
@@ -412,6 +410,34 @@ func (c *AgentConfig) locate(e *Error) {
 	}
 }
 
+// IsOCI reports whether a source URL names a fleet published as an OCI
+// artifact: oci://HOST/REPO:TAG or oci://HOST/REPO@sha256:DIGEST.
+func IsOCI(u string) bool { return strings.HasPrefix(u, "oci://") }
+
+// ociRef matches what follows oci:// in a source URL: a repository with a
+// tag or a digest.
+var ociRef = regexp.MustCompile(`^[^/@]+/[^@:]+(:[A-Za-z0-9_][A-Za-z0-9._-]{0,127}|@sha256:[0-9a-f]{64})$`)
+
+// checkOCI checks an oci:// source: a tag or digest in the URL, and none
+// of the source fields that only a Git repo has.
+func (c *AgentConfig) checkOCI(errs *Errors) {
+	if !IsOCI(c.Source.URL) {
+		return
+	}
+	if !ociRef.MatchString(strings.TrimPrefix(c.Source.URL, "oci://")) {
+		errs.add("", 0, "source.url", "%q names no artifact: use oci://HOST/REPO:TAG or oci://HOST/REPO@sha256:DIGEST", c.Source.URL)
+	}
+	if c.Source.Ref != "" {
+		errs.add("", 0, "source.ref", "%q is set with an oci:// source.url: the artifact's tag or digest is part of the URL; remove source.ref", c.Source.Ref)
+	}
+	if c.Source.Verify != nil {
+		errs.add("", 0, "source.verify", "commit signatures cannot be checked in a published artifact, which holds no commits; use the Git URL of the fleet repo to verify them")
+	}
+	if c.Source.Auth != nil {
+		errs.add("", 0, "source.auth", "registry credentials of an oci:// source come from registries.dockerConfig (or docker login), as for models; remove source.auth")
+	}
+}
+
 // IsLocalPath reports whether a source URL is a path on this machine rather
 // than a URL (scheme://…) or an scp-like address (host:path).
 func IsLocalPath(u string) bool {
@@ -438,6 +464,9 @@ func IsConfig(data []byte) bool {
 // device) uses besides the source URL: the source paths and allowPaths.
 func (c *AgentConfig) ValidateCI() error {
 	var errs Errors
+	if IsOCI(c.Source.URL) {
+		errs.add("", 0, "source.url", "%q is a published artifact: tend diff and validate --all read the Git fleet repo; pass --repo with its path or URL", c.Source.URL)
+	}
 	c.checkPaths(&errs)
 	c.checkAllowPaths(&errs)
 	for _, e := range errs {

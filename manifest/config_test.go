@@ -1,6 +1,7 @@
 package manifest
 
 import (
+	"strings"
 	"testing"
 
 	"github.com/stretchr/testify/require"
@@ -89,8 +90,14 @@ func TestConfigErrors(t *testing.T) {
 		{"bad verifyInterval", "apiVersion: tend.dev/v1alpha1\nkind: AgentConfig\nsource: {url: x}\nmodels: {verifyInterval: daily}\n", `invalid duration "daily"`},
 		{"relative token file", "apiVersion: tend.dev/v1alpha1\nkind: AgentConfig\nsource:\n  url: x\n  auth: {tokenFile: token}\n", `agent.yaml:5: source.auth.tokenFile: "token" must be an absolute path`},
 		{"wrong kind", "apiVersion: tend.dev/v1alpha1\nkind: Device\n", `expected apiVersion: tend.dev/v1alpha1 and kind: AgentConfig`},
-		{"oci source", "apiVersion: tend.dev/v1alpha1\nkind: AgentConfig\nsource: {url: \"oci://registry.local:5000/fleet:main\"}\n",
-			`agent.yaml:3: source.url: "oci://registry.local:5000/fleet:main": a fleet published as an OCI artifact is not supported by this tend yet`},
+		{"oci source without a tag", "apiVersion: tend.dev/v1alpha1\nkind: AgentConfig\nsource: {url: \"oci://registry.local:5000/fleet\"}\n",
+			`agent.yaml:3: source.url: "oci://registry.local:5000/fleet" names no artifact: use oci://HOST/REPO:TAG`},
+		{"oci source with a ref", "apiVersion: tend.dev/v1alpha1\nkind: AgentConfig\nsource: {url: \"oci://registry.local:5000/fleet:main\", ref: main}\n",
+			`source.ref: "main" is set with an oci:// source.url: the artifact's tag or digest is part of the URL`},
+		{"oci source with verify", "apiVersion: tend.dev/v1alpha1\nkind: AgentConfig\nsource: {url: \"oci://registry.local:5000/fleet:main\", verify: {keyring: /etc/tend/k.asc}}\n",
+			`source.verify: commit signatures cannot be checked in a published artifact`},
+		{"oci source with auth", "apiVersion: tend.dev/v1alpha1\nkind: AgentConfig\nsource: {url: \"oci://registry.local:5000/fleet:main\", auth: {tokenFile: /t}}\n",
+			`source.auth: registry credentials of an oci:// source come from registries.dockerConfig`},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -100,6 +107,22 @@ func TestConfigErrors(t *testing.T) {
 				err = c.Validate()
 			}
 			require.ErrorContains(t, err, tt.want)
+		})
+	}
+}
+
+func TestOCISourceConfig(t *testing.T) {
+	for _, url := range []string{
+		"oci://registry.local:5000/fleet:main",
+		"oci://ghcr.io/acme/fleet/config:v1.2.3",
+		"oci://registry.local/fleet@sha256:" + strings.Repeat("ab", 32),
+	} {
+		t.Run(url, func(t *testing.T) {
+			c, err := ParseConfig("agent.yaml", []byte("apiVersion: tend.dev/v1alpha1\nkind: AgentConfig\nsource: {url: \""+url+"\", path: \"devices/{device}\"}\n"))
+			require.NoError(t, err)
+			c.SetDefaults("host")
+			require.NoError(t, c.Validate())
+			require.ErrorContains(t, c.ValidateCI(), "is a published artifact: tend diff and validate --all read the Git fleet repo")
 		})
 	}
 }

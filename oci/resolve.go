@@ -182,3 +182,16 @@ func hasCode(te *transport.Error, codes ...transport.ErrorCode) bool {
 	}
 	return false
 }
+
+// RemoteOptions are the go-containerregistry options that reach a
+// registry as tend does: its credentials, plain HTTP where insecure (see
+// NameOptions), and the stall timeout.
+func (o Options) RemoteOptions(ctx context.Context) []remote.Option { return o.remoteOptions(ctx) }
+
+// ExplainHead turns a failed HEAD or GET of ref's manifest into tend's
+// errors: ErrNotFound naming the tag and the closest tags the repository
+// has (one more request to list them), ErrUnauthorized with what to check,
+// or the error with the ref.
+func ExplainHead(ctx context.Context, ref name.Reference, err error, opts Options) error {
+	return headError(ctx, ref, err, opts)
+}

@@ -57,6 +57,7 @@ func newRootCommand() *cobra.Command {
 		newPlanCommand(g),
 		newApplyCommand(g),
 		newDiffCommand(g),
+		newPublishCommand(g),
 		newAgentCommand(g),
 		newSchemaCommand(),
 		newVersionCommand(),

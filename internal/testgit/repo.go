@@ -6,6 +6,7 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
+	"time"
 )
 
 // Repo is a non-bare Git repository on disk, driven by the git command line.
@@ -73,6 +74,16 @@ func (r *Repo) Commit(msg string) string {
 	r.t.Helper()
 	r.Git("add", "-A")
 	r.Git("commit", "--quiet", "--allow-empty", "-m", msg)
+	return r.Head()
+}
+
+// CommitAt commits as Commit does, with when as the author and committer
+// date, and returns the new commit's full hash.
+func (r *Repo) CommitAt(msg string, when time.Time) string {
+	r.t.Helper()
+	r.Git("add", "-A")
+	date := when.Format(time.RFC3339)
+	r.run([]string{"GIT_AUTHOR_DATE=" + date, "GIT_COMMITTER_DATE=" + date}, "", nil, "commit", "--quiet", "--allow-empty", "-m", msg)
 	return r.Head()
 }
 

@@ -19,6 +19,14 @@ import (
 // installs it and its absence is a failure. With -short it is skipped.
 func StartDistribution(t testing.TB) string {
 	t.Helper()
+	host, _ := StartDistributionProcess(t)
+	return host
+}
+
+// StartDistributionProcess is StartDistribution, and also returns the
+// process id of the server, for a benchmark that reads its CPU time.
+func StartDistributionProcess(t testing.TB) (host string, pid int) {
+	t.Helper()
 	if testing.Short() {
 		t.Skip("end-to-end: a separate docker-registry server; make test runs it, -short skips it")
 	}
@@ -67,7 +75,7 @@ http:
 		resp, err := http.Get("http://" + addr + "/v2/")
 		if err == nil {
 			resp.Body.Close()
-			return addr
+			return addr, cmd.Process.Pid
 		}
 		if time.Now().After(deadline) {
 			t.Fatalf("docker-registry did not answer on %s: %v", addr, err)

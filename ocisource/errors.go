@@ -1,0 +1,55 @@
+package ocisource
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"net"
+	"net/http"
+	"syscall"
+
+	"github.com/google/go-containerregistry/pkg/v1/remote/transport"
+
+	"github.com/tend-dev/tend/oci"
+)
+
+// refusal is a target fetched and refused on this node: it matches its
+// kind (gitsource.ErrRewind, gitsource.ErrQuarantined) with errors.Is.
+type refusal struct {
+	msg  string
+	kind error
+}
+
+func (e *refusal) Error() string { return e.msg }
+func (e *refusal) Unwrap() error { return e.kind }
+
+func refuse(kind error, format string, args ...any) error {
+	return &refusal{msg: fmt.Sprintf(format, args...), kind: kind}
+}
+
+// Unreachable reports whether err is trouble reaching the registry that
+// may pass (no answer, a stall, a server or proxy briefly failing), not an
+// answer: a missing tag, refused credentials or a refused artifact are not.
+func Unreachable(err error) bool {
+	var r *refusal
+	if err == nil || errors.Is(err, context.Canceled) || errors.As(err, &r) ||
+		errors.Is(err, oci.ErrNotFound) || errors.Is(err, oci.ErrUnauthorized) || errors.Is(err, ErrNotFleet) {
+		return false
+	}
+	var te *transport.Error
+	if errors.As(err, &te) {
+		switch te.StatusCode {
+		case http.StatusRequestTimeout, http.StatusTooManyRequests, http.StatusInternalServerError,
+			http.StatusBadGateway, http.StatusServiceUnavailable, http.StatusGatewayTimeout:
+			return true
+		}
+		return false
+	}
+	var op *net.OpError
+	var dns *net.DNSError
+	return errors.As(err, &op) || errors.As(err, &dns) || errors.Is(err, context.DeadlineExceeded) ||
+		errors.Is(err, oci.ErrStalled) || errors.Is(err, io.ErrUnexpectedEOF) || errors.Is(err, io.EOF) ||
+		errors.Is(err, syscall.ECONNREFUSED) || errors.Is(err, syscall.ECONNRESET) ||
+		errors.Is(err, syscall.EHOSTUNREACH) || errors.Is(err, syscall.ENETUNREACH) || errors.Is(err, syscall.ETIMEDOUT)
+}

@@ -1,0 +1,355 @@
+package ocisource
+
+import (
+	"context"
+	"crypto/sha256"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"os"
+	"path/filepath"
+	"strings"
+	"time"
+
+	"github.com/google/go-containerregistry/pkg/name"
+	v1 "github.com/google/go-containerregistry/pkg/v1"
+	"github.com/google/go-containerregistry/pkg/v1/types"
+
+	"github.com/tend-dev/tend/gitsource"
+	"github.com/tend-dev/tend/internal/atomicfile"
+	"github.com/tend-dev/tend/oci"
+)
+
+// Bounds of a fleet artifact: its one layer as downloaded, and what it
+// unpacks to. A fleet repo is text; these leave room for a large one.
+const (
+	MaxLayerBytes    = 64 << 20
+	MaxUnpackedBytes = 512 << 20
+)
+
+// Source says which artifact holds a device's manifests and how far to
+// trust it.
+type Source struct {
+	URL   string           // oci://HOST/REPO:TAG or oci://HOST/REPO@sha256:…
+	Paths []gitsource.Path // folders of the tree the device reads
+	// LastApplied is the commit the node last applied ("" for none). A
+	// target created before it is refused unless AllowRewind.
+	LastApplied string
+	AllowRewind bool
+	// Quarantined holds commits this node rolled back, with why: such a
+	// target is refused and the last applied commit held.
+	Quarantined map[string]string
+}
+
+// Options configure Fetch.
+type Options struct {
+	Dir    string       // where artifacts are kept unpacked, e.g. stateDir/oci; created if missing
+	Client *Client      // reaches the registry
+	Logger *slog.Logger // nil = discard
+}
+
+// Log keys.
+const (
+	logKeyURL      = "url"
+	logKeyDigest   = "digest"
+	logKeyRevision = "revision"
+	logKeyFiles    = "files"
+	logKeyError    = "error"
+)
+
+// Fetch resolves the artifact src.URL names to a manifest digest (one HEAD
+// request for a tag, none for a digest), downloads and unpacks it into
+// opts.Dir unless it is kept there already, and reads the manifest files
+// under src's paths from it. It keeps the artifact of the last applied
+// commit, which Applied and a hold read, and removes older ones.
+//
+// Like gitsource.Fetch, when the target cannot be used (the registry is
+// unreachable, the tag is missing, the artifact is refused) and the
+// artifact of the last applied commit is kept, it returns that one with
+// the cause in Snapshot.Stale.
+func Fetch(ctx context.Context, src Source, opts Options) (*gitsource.Snapshot, error) {
+	f := &fetcher{src: src, opts: opts, st: store{dir: opts.Dir}, log: opts.Logger}
+	if f.log == nil {
+		f.log = slog.New(slog.DiscardHandler)
+	}
+	if f.opts.Client == nil {
+		return nil, errors.New("ocisource: no client")
+	}
+	ref, err := ParseURL(src.URL, opts.Client.opts)
+	if err != nil {
+		return nil, err
+	}
+	f.ref, f.shown = ref, Scheme+ref.String()
+	if err := os.MkdirAll(opts.Dir, 0o755); err != nil {
+		return nil, fmt.Errorf("fleet artifacts folder: %w", err)
+	}
+	snap, digest, err := f.read(ctx)
+	if err == nil {
+		if perr := f.st.prune(src.LastApplied, digest); perr != nil {
+			f.log.WarnContext(ctx, "could not remove older fleet artifacts", logKeyError, perr.Error())
+		}
+		return snap, nil
+	}
+	if errors.Is(ctx.Err(), context.Canceled) {
+		return nil, err
+	}
+	if held := f.hold(err); held != nil {
+		return held, nil
+	}
+	return nil, err
+}
+
+// Applied reads the manifest files of commit from the artifact kept in
+// dir, with no registry: the revision a node applied, held while the
+// registry or the target cannot be used.
+func Applied(dir, url, commit string, paths []gitsource.Path) (*gitsource.Snapshot, error) {
+	k, ok := store{dir: dir}.byCommit(commit)
+	if !ok {
+		return nil, fmt.Errorf("the fleet artifact of the applied commit %s is not kept in %s", short(commit), dir)
+	}
+	files, err := k.files(paths, url)
+	if err != nil {
+		return nil, err
+	}
+	return &gitsource.Snapshot{URL: url, Ref: k.Ref, Revision: k.Commit, Files: files}, nil
+}
+
+// ParseURL reads oci://HOST/REPO:TAG or oci://HOST/REPO@sha256:… as a
+// reference; a tag or digest must be given.
+func ParseURL(u string, opts oci.Options) (name.Reference, error) {
+	raw, ok := strings.CutPrefix(u, Scheme)
+	if !ok {
+		return nil, fmt.Errorf("source.url %q: not an oci:// URL", u)
+	}
+	ref, err := name.ParseReference(raw, append(opts.NameOptions(raw), name.StrictValidation)...)
+	if err != nil {
+		return nil, fmt.Errorf("source.url %q: %w; use oci://HOST/REPO:TAG or oci://HOST/REPO@sha256:DIGEST", u, err)
+	}
+	return ref, nil
+}
+
+// fetcher is one Fetch.
+type fetcher struct {
+	src   Source
+	opts  Options
+	st    store
+	log   *slog.Logger
+	ref   name.Reference
+	shown string
+}
+
+// read resolves, downloads when needed, checks and reads the target.
+func (f *fetcher) read(ctx context.Context) (*gitsource.Snapshot, string, error) {
+	digest := ""
+	if d, ok := f.ref.(name.Digest); ok {
+		digest = d.DigestStr()
+	} else {
+		desc, err := f.opts.Client.head(ctx, f.ref)
+		if err != nil {
+			return nil, "", oci.ExplainHead(ctx, f.ref, err, f.opts.Client.opts)
+		}
+		digest = desc.Digest.String()
+	}
+	k, ok := f.st.load(digest)
+	fetched := !ok
+	if !ok {
+		var err error
+		if k, err = f.download(ctx, digest); err != nil {
+			return nil, "", err
+		}
+	}
+	if why, ok := f.src.Quarantined[k.Commit]; ok {
+		return nil, "", refuse(gitsource.ErrQuarantined, "commit %s was rolled back on this node: %s; push a fix as a new commit, or run tend retry to try this one again", short(k.Commit), why)
+	}
+	if err := f.checkRewind(ctx, k); err != nil {
+		return nil, "", err
+	}
+	files, err := k.files(f.src.Paths, f.shown)
+	if err != nil {
+		return nil, "", err
+	}
+	msg := "unchanged"
+	if fetched {
+		msg = "fetched"
+	}
+	f.log.DebugContext(ctx, msg, logKeyURL, f.shown, logKeyDigest, digest, logKeyRevision, k.Commit, logKeyFiles, len(files))
+	return &gitsource.Snapshot{URL: f.shown, Ref: f.refName(k), Revision: k.Commit, Files: files, Fetched: fetched}, digest, nil
+}
+
+// refName is the ref the snapshot is named by: the revision's, else the
+// URL's tag ("" for a digest: shown as HEAD).
+func (f *fetcher) refName(k *kept) string {
+	if k.Ref != "" {
+		return k.Ref
+	}
+	if t, ok := f.ref.(name.Tag); ok {
+		return t.TagStr()
+	}
+	return ""
+}
+
+// checkRewind refuses a target created before the artifact of the last
+// applied commit, unless src.AllowRewind. When that artifact is not kept
+// (the node followed a Git source before, or its stateDir lost it) there
+// is nothing to compare with, and the target is taken.
+func (f *fetcher) checkRewind(ctx context.Context, k *kept) error {
+	last := strings.ToLower(f.src.LastApplied)
+	if f.src.AllowRewind || last == "" || last == k.Commit {
+		return nil
+	}
+	applied, ok := f.st.byCommit(last)
+	if !ok {
+		f.log.DebugContext(ctx, "no kept artifact of the last applied commit; the rewind check has nothing to compare with", logKeyURL, f.shown, logKeyRevision, last)
+		return nil
+	}
+	if k.Created.Before(applied.Created) {
+		return refuse(gitsource.ErrRewind, "target %s of %s was created %s, before the last applied commit %s (created %s): an older commit pushed to the tag; refusing to rewind; set source.allowRewind: true, or run tend apply --allow-rewind once, to accept it",
+			short(k.Commit), f.shown, k.Created.UTC().Format(time.RFC3339), short(last), applied.Created.UTC().Format(time.RFC3339))
+	}
+	return nil
+}
+
+// download reads the manifest of digest, checks it is a fleet artifact,
+// and unpacks its layer into the store.
+func (f *fetcher) download(ctx context.Context, digest string) (*kept, error) {
+	dref := f.ref.Context().Digest(digest)
+	desc, err := f.opts.Client.manifest(ctx, dref)
+	if err != nil {
+		return nil, fmt.Errorf("read manifest of %s: %w", f.shown, oci.ExplainHead(ctx, dref, err, f.opts.Client.opts))
+	}
+	if desc.MediaType != types.OCIManifestSchema1 && desc.MediaType != types.DockerManifestSchema2 {
+		return nil, fmt.Errorf("%w: %s (%s) is a %s; %s", ErrNotFleet, f.shown, digest, desc.MediaType, expected)
+	}
+	m, err := v1.ParseManifest(strings.NewReader(string(desc.Manifest)))
+	if err != nil {
+		return nil, fmt.Errorf("%w: manifest of %s (%s): %w", ErrNotFleet, f.shown, digest, err)
+	}
+	if err := checkManifest(m); err != nil {
+		return nil, fmt.Errorf("%w: %s (%s) has %s; %s", ErrNotFleet, f.shown, digest, err.Error(), expected)
+	}
+	ref, commit, err := ParseRevision(m.Annotations[AnnotationRevision])
+	if err != nil {
+		return nil, fmt.Errorf("%s (%s): %w", f.shown, digest, err)
+	}
+	created, err := time.Parse(time.RFC3339, m.Annotations[AnnotationCreated])
+	if err != nil {
+		return nil, fmt.Errorf("%w: %s (%s): annotation %s %q is not an RFC 3339 time; the rewind check needs it", ErrNotFleet, f.shown, digest, AnnotationCreated, m.Annotations[AnnotationCreated])
+	}
+	l := m.Layers[0]
+	if l.Size > MaxLayerBytes || l.Size < 0 {
+		return nil, fmt.Errorf("%w: %s (%s): its layer is %s; a fleet artifact may be at most %s", ErrNotFleet, f.shown, digest, oci.HumanBytes(l.Size), oci.HumanBytes(MaxLayerBytes))
+	}
+	k := &kept{Digest: digest, URL: f.shown, Ref: ref, Commit: commit, Created: created, Source: m.Annotations[AnnotationSource]}
+	if err := f.unpack(ctx, k, l); err != nil {
+		return nil, err
+	}
+	k.dir = f.st.folder(digest)
+	f.log.InfoContext(ctx, "fleet artifact fetched", logKeyURL, f.shown, logKeyDigest, digest, logKeyRevision, Revision(ref, commit))
+	return k, nil
+}
+
+// expected says what a fleet artifact is, for errors.
+var expected = fmt.Sprintf("a fleet artifact has config %s and one layer %s (tend publish and flux push artifact make them)", ConfigMediaType, ContentMediaType)
+
+// checkManifest says what is found when m is not a fleet artifact's.
+func checkManifest(m *v1.Manifest) error {
+	var layers []string
+	for _, l := range m.Layers {
+		layers = append(layers, string(l.MediaType))
+	}
+	if string(m.Config.MediaType) == ConfigMediaType && len(layers) == 1 && layers[0] == ContentMediaType {
+		return nil
+	}
+	noun := "layers"
+	if len(layers) == 1 {
+		noun = "layer"
+	}
+	return fmt.Errorf("config %s and %d %s [%s]", orNone(string(m.Config.MediaType)), len(layers), noun, strings.Join(layers, ", "))
+}
+
+func orNone(s string) string {
+	if s == "" {
+		return "(none)"
+	}
+	return s
+}
+
+// unpack downloads layer l into a temp folder of the store, checking its
+// digest and size as it unpacks (confined as oci.Extract is: nothing lands
+// outside the folder, no link points out of it, at most
+// MaxUnpackedBytes), and renames the folder into place once whole.
+func (f *fetcher) unpack(ctx context.Context, k *kept, l v1.Descriptor) (err error) {
+	tmp, err := os.MkdirTemp(f.st.dir, tempPrefix)
+	if err != nil {
+		return fmt.Errorf("unpack %s: %w", f.shown, err)
+	}
+	defer func() {
+		if err != nil {
+			_ = os.RemoveAll(tmp)
+		}
+	}()
+	if err := os.Mkdir(filepath.Join(tmp, treeDir), 0o755); err != nil {
+		return err
+	}
+	layer, err := f.opts.Client.layer(ctx, f.ref.Context().Digest(l.Digest.String()))
+	if err != nil {
+		return fmt.Errorf("download layer %s of %s: %w", l.Digest, f.shown, err)
+	}
+	rc, err := layer.Compressed()
+	if err != nil {
+		f.opts.Client.reset()
+		return fmt.Errorf("download layer %s of %s: %w", l.Digest, f.shown, err)
+	}
+	defer rc.Close()
+	h := sha256.New()
+	body := io.TeeReader(io.LimitReader(rc, l.Size+1), h)
+	if err := oci.Extract(body, oci.Gzip, filepath.Join(tmp, treeDir), &oci.Budget{Limit: MaxUnpackedBytes}); err != nil {
+		f.opts.Client.reset()
+		return fmt.Errorf("unpack layer %s of %s: %w", l.Digest, f.shown, err)
+	}
+	_, err = io.Copy(io.Discard, body) // what follows the tar: the gzip trailer, padding
+	if err != nil {
+		f.opts.Client.reset()
+		return fmt.Errorf("download layer %s of %s: %w", l.Digest, f.shown, err)
+	}
+	if got := "sha256:" + hex.EncodeToString(h.Sum(nil)); got != l.Digest.String() {
+		return fmt.Errorf("%w: layer %s of %s: the registry sent content of digest %s", ErrNotFleet, l.Digest, f.shown, got)
+	}
+	if err := atomicfile.WriteJSON(tmp, metaFile, k, 0o644); err != nil {
+		return err
+	}
+	final := f.st.folder(k.Digest)
+	_ = os.RemoveAll(final) // a folder left without its metadata
+	if err := atomicfile.Rename(tmp, final); err != nil {
+		return fmt.Errorf("keep unpacked artifact %s: %w", k.Digest, err)
+	}
+	return nil
+}
+
+// hold falls back to the artifact of the last applied commit when the
+// target cannot be used, as gitsource does with its clone; nil when it
+// is not kept.
+func (f *fetcher) hold(cause error) *gitsource.Snapshot {
+	if f.src.LastApplied == "" {
+		return nil
+	}
+	k, ok := f.st.byCommit(f.src.LastApplied)
+	if !ok {
+		return nil
+	}
+	files, err := k.files(f.src.Paths, f.shown)
+	if err != nil {
+		return nil
+	}
+	last := short(k.Commit)
+	stale := fmt.Errorf("holding the last applied commit %s: %w", last, cause)
+	switch {
+	case errors.Is(cause, gitsource.ErrQuarantined):
+		stale = fmt.Errorf("%w; holding the last applied commit %s", cause, last)
+	case Unreachable(cause):
+		stale = fmt.Errorf("%s is unreachable; holding the last applied commit %s from the artifact kept in stateDir: %w", f.shown, last, cause)
+	}
+	return &gitsource.Snapshot{URL: f.shown, Ref: f.refName(k), Revision: k.Commit, Files: files, Stale: stale}
+}

@@ -1,0 +1,143 @@
+package ocisource
+
+import (
+	"errors"
+	"fmt"
+	"io/fs"
+	"os"
+	"path/filepath"
+	"strings"
+	"time"
+
+	"github.com/tend-dev/tend/gitsource"
+	"github.com/tend-dev/tend/internal/atomicfile"
+)
+
+// Where a kept artifact lives: Dir/sha256-<hex>/ holds metaFile and the
+// unpacked layer in treeDir. A folder appears under its final name only
+// once complete (unpacked into a temp folder, then renamed).
+const (
+	metaFile   = "artifact.json"
+	treeDir    = "tree"
+	tempPrefix = ".tmp-"
+)
+
+// kept is an unpacked artifact and what its manifest said.
+type kept struct {
+	Digest  string    `json:"digest"`  // of the manifest
+	URL     string    `json:"url"`     // where it was fetched from
+	Ref     string    `json:"ref"`     // from the revision annotation, "" for none
+	Commit  string    `json:"commit"`  // from the revision annotation
+	Created time.Time `json:"created"` // the created annotation
+	Source  string    `json:"source,omitempty"`
+
+	dir string // its folder
+}
+
+// store is the folder of kept artifacts.
+type store struct{ dir string }
+
+func (s store) folder(digest string) string {
+	return filepath.Join(s.dir, strings.Replace(digest, ":", "-", 1))
+}
+
+// load returns the kept artifact of digest, false when there is none.
+func (s store) load(digest string) (*kept, bool) {
+	dir := s.folder(digest)
+	var k kept
+	if ok, err := atomicfile.ReadJSON(filepath.Join(dir, metaFile), &k); !ok || err != nil || k.Digest != digest {
+		return nil, false
+	}
+	k.dir = dir
+	return &k, true
+}
+
+// all returns every kept artifact.
+func (s store) all() []*kept {
+	entries, _ := os.ReadDir(s.dir)
+	var out []*kept
+	for _, e := range entries {
+		if !e.IsDir() || strings.HasPrefix(e.Name(), tempPrefix) {
+			continue
+		}
+		if k, ok := s.load(strings.Replace(e.Name(), "-", ":", 1)); ok {
+			out = append(out, k)
+		}
+	}
+	return out
+}
+
+// byCommit returns the kept artifact of commit (the newest fetched, when
+// several were published from it), false when there is none.
+func (s store) byCommit(commit string) (*kept, bool) {
+	var best *kept
+	var bestTime time.Time
+	for _, k := range s.all() {
+		if k.Commit != strings.ToLower(commit) {
+			continue
+		}
+		fi, err := os.Stat(filepath.Join(k.dir, metaFile))
+		if err != nil {
+			continue
+		}
+		if best == nil || fi.ModTime().After(bestTime) {
+			best, bestTime = k, fi.ModTime()
+		}
+	}
+	return best, best != nil
+}
+
+// prune removes every kept artifact but those of keep (digests) and of
+// the commit applied ("" for none), and what interrupted unpacks left.
+func (s store) prune(applied string, keep ...string) error {
+	entries, err := os.ReadDir(s.dir)
+	if errors.Is(err, fs.ErrNotExist) {
+		return nil
+	}
+	if err != nil {
+		return err
+	}
+	var errs []error
+	for _, e := range entries {
+		name := e.Name()
+		if !strings.HasPrefix(name, tempPrefix) {
+			digest := strings.Replace(name, "-", ":", 1)
+			if keepIt(digest, keep) {
+				continue
+			}
+			if k, ok := s.load(digest); ok && applied != "" && k.Commit == strings.ToLower(applied) {
+				continue
+			}
+		}
+		if err := os.RemoveAll(filepath.Join(s.dir, name)); err != nil {
+			errs = append(errs, err)
+		}
+	}
+	return errors.Join(errs...)
+}
+
+func keepIt(digest string, keep []string) bool {
+	for _, k := range keep {
+		if k == digest {
+			return true
+		}
+	}
+	return false
+}
+
+// files reads the manifest files under paths from the kept tree.
+func (k *kept) files(paths []gitsource.Path, shown string) ([]gitsource.File, error) {
+	root, err := os.OpenRoot(filepath.Join(k.dir, treeDir))
+	if err != nil {
+		return nil, fmt.Errorf("open unpacked artifact %s: %w", k.Digest, err)
+	}
+	defer root.Close()
+	return gitsource.DirFiles(root, paths, shown, short(k.Commit))
+}
+
+func short(commit string) string {
+	if len(commit) > 12 {
+		return commit[:12]
+	}
+	return commit
+}
