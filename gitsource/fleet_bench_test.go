@@ -3,8 +3,6 @@ package gitsource_test
 import (
 	"context"
 	"fmt"
-	"net/http"
-	"net/http/cgi"
 	"net/http/httptest"
 	"os"
 	"os/exec"
@@ -17,35 +15,16 @@ import (
 
 	"github.com/tend-dev/tend/gitsource"
 	"github.com/tend-dev/tend/internal/testgit"
+	"github.com/tend-dev/tend/internal/testmeter"
 )
 
 // countingServer serves parent over smart HTTP with the real git
 // http-backend and counts the bytes it sends.
 func countingServer(b *testing.B, parent string) (*httptest.Server, *atomic.Int64) {
-	out, err := exec.Command("git", "--exec-path").Output()
-	if err != nil {
-		b.Fatal(err)
-	}
-	backend := &cgi.Handler{
-		Path: filepath.Join(strings.TrimSpace(string(out)), "git-http-backend"),
-		Env:  []string{"GIT_PROJECT_ROOT=" + parent, "GIT_HTTP_EXPORT_ALL=1"},
-	}
-	var sent atomic.Int64
-	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		backend.ServeHTTP(countWriter{w, &sent}, r)
-	}))
+	var m testmeter.Meter
+	srv := httptest.NewServer(m.Handler(testgit.HTTPHandler(b, parent)))
 	b.Cleanup(srv.Close)
-	return srv, &sent
-}
-
-type countWriter struct {
-	http.ResponseWriter
-	n *atomic.Int64
-}
-
-func (c countWriter) Write(p []byte) (int, error) {
-	c.n.Add(int64(len(p)))
-	return c.ResponseWriter.Write(p)
+	return srv, &m.Bytes
 }
 
 // fleetRepo is a fleet of n devices with a few commits of history.

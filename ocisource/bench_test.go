@@ -3,81 +3,27 @@ package ocisource_test
 import (
 	"context"
 	"fmt"
-	"io"
-	"net/http"
 	"net/http/httptest"
-	"os"
 	"path/filepath"
-	"strconv"
 	"strings"
-	"sync/atomic"
-	"syscall"
 	"testing"
 	"time"
 
 	"github.com/tend-dev/tend/gitsource"
 	"github.com/tend-dev/tend/internal/testgit"
+	"github.com/tend-dev/tend/internal/testmeter"
 	"github.com/tend-dev/tend/internal/testoci"
 	"github.com/tend-dev/tend/oci"
 	"github.com/tend-dev/tend/ocisource"
 )
 
-// traffic counts requests and the body bytes of responses.
-type traffic struct{ requests, bytes atomic.Int64 }
-
-type countingBody struct {
-	io.ReadCloser
-	n *atomic.Int64
-}
-
-func (c countingBody) Read(p []byte) (int, error) {
-	n, err := c.ReadCloser.Read(p)
-	c.n.Add(int64(n))
-	return n, err
-}
-
-// RoundTrip counts what a client is sent.
-func (c *traffic) RoundTrip(r *http.Request) (*http.Response, error) {
-	c.requests.Add(1)
-	resp, err := http.DefaultTransport.RoundTrip(r)
-	if err == nil {
-		resp.Body = countingBody{resp.Body, &c.bytes}
-	}
-	return resp, err
-}
-
-type countingWriter struct {
-	http.ResponseWriter
-	n *atomic.Int64
-}
-
-func (c countingWriter) Write(p []byte) (int, error) {
-	c.n.Add(int64(len(p)))
-	return c.ResponseWriter.Write(p)
-}
-
-// childrenCPU is the CPU time of the children of this process that ended:
-// the git http-backend CGI processes.
-func childrenCPU(b *testing.B) time.Duration {
-	var ru syscall.Rusage
-	if err := syscall.Getrusage(syscall.RUSAGE_CHILDREN, &ru); err != nil {
-		b.Fatal(err)
-	}
-	return time.Duration(ru.Utime.Nano() + ru.Stime.Nano())
-}
-
-// processCPU is the CPU time process pid used so far, from /proc.
+// processCPU is the CPU time process pid used so far.
 func processCPU(b *testing.B, pid int) time.Duration {
-	raw, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid))
+	d, err := testmeter.ProcessCPU(pid)
 	if err != nil {
 		b.Fatal(err)
 	}
-	// Past the command name in parentheses: state is field 3, utime 14,
-	// stime 15, in clock ticks (USER_HZ, 100 on Linux).
-	fields := strings.Fields(string(raw[strings.LastIndexByte(string(raw), ')')+2:]))
-	utime, _ := strconv.ParseInt(fields[11], 10, 64)
-	stime, _ := strconv.ParseInt(fields[12], 10, 64)
-	return time.Duration(utime+stime) * 10 * time.Millisecond
+	return d
 }
 
 // benchFleet is a fleet repo of n devices, with extra branches besides
@@ -116,12 +62,8 @@ func BenchmarkNoopPoll(b *testing.B) {
 	}
 	gitPoll := func(b *testing.B, branches int) result {
 		repo, commit := benchFleet(b, 1000, branches)
-		var requests, bytes atomic.Int64
-		backend := testgit.HTTPHandler(b, filepath.Dir(repo.Dir()))
-		srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-			requests.Add(1)
-			backend.ServeHTTP(countingWriter{w, &bytes}, r)
-		}))
+		var m testmeter.Meter
+		srv := httptest.NewServer(m.Handler(testgit.HTTPHandler(b, filepath.Dir(repo.Dir()))))
 		b.Cleanup(srv.Close)
 		src := gitsource.Source{URL: repo.URL(srv.URL), Ref: "main", Paths: paths}
 		dir := filepath.Join(b.TempDir(), "git")
@@ -129,16 +71,15 @@ func BenchmarkNoopPoll(b *testing.B) {
 			b.Fatal(err)
 		}
 		src.LastApplied = commit
-		requests.Store(0)
-		bytes.Store(0)
-		before := childrenCPU(b)
+		m.Reset()
+		before := testmeter.ChildrenCPU()
 		for range gitPolls {
 			snap, err := gitsource.Fetch(context.Background(), src, gitsource.Options{Dir: dir})
 			if err != nil || snap.Fetched {
 				b.Fatalf("not a no-op: %v", err)
 			}
 		}
-		return result{(childrenCPU(b) - before) / gitPolls, float64(requests.Load()) / gitPolls, float64(bytes.Load()) / gitPolls}
+		return result{(testmeter.ChildrenCPU() - before) / gitPolls, float64(m.Requests.Load()) / gitPolls, float64(m.Bytes.Load()) / gitPolls}
 	}
 	ociPoll := func(b *testing.B) result {
 		host, pid := testoci.StartDistributionProcess(b)
@@ -147,16 +88,15 @@ func BenchmarkNoopPoll(b *testing.B) {
 			ocisource.PublishOptions{Registry: oci.Options{Insecure: []string{host}}}); err != nil {
 			b.Fatal(err)
 		}
-		tr := &traffic{}
-		client := ocisource.NewClient(oci.Options{Insecure: []string{host}, Transport: tr})
+		var m testmeter.Meter
+		client := ocisource.NewClient(oci.Options{Insecure: []string{host}, Transport: m.Transport(nil)})
 		src := ocisource.Source{URL: "oci://" + host + "/fleet:main", Paths: paths}
 		opts := ocisource.Options{Dir: filepath.Join(b.TempDir(), "oci"), Client: client}
 		if _, err := ocisource.Fetch(context.Background(), src, opts); err != nil {
 			b.Fatal(err)
 		}
 		src.LastApplied = commit
-		tr.requests.Store(0)
-		tr.bytes.Store(0)
+		m.Reset()
 		before := processCPU(b, pid)
 		for range ociPolls {
 			snap, err := ocisource.Fetch(context.Background(), src, opts)
@@ -164,7 +104,7 @@ func BenchmarkNoopPoll(b *testing.B) {
 				b.Fatalf("not a no-op: %v", err)
 			}
 		}
-		return result{(processCPU(b, pid) - before) / ociPolls, float64(tr.requests.Load()) / ociPolls, float64(tr.bytes.Load()) / ociPolls}
+		return result{(processCPU(b, pid) - before) / ociPolls, float64(m.Requests.Load()) / ociPolls, float64(m.Bytes.Load()) / ociPolls}
 	}
 	for b.Loop() {
 		git1, gitMany, reg := gitPoll(b, 0), gitPoll(b, 1000), ociPoll(b)
