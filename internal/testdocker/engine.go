@@ -210,12 +210,18 @@ func (e *engine) stop() error {
 		<-e.done
 	}
 	// What the engine left mounted under its data root would make
-	// RemoveAll fail: unmount it first.
-	unmountUnder(e.dir)
-	if err := os.RemoveAll(e.dir); err != nil {
-		return fmt.Errorf("remove the engine's folder: %w", err)
+	// RemoveAll fail: unmount it first. A helper the engine started (such
+	// as Podman's container cleanup) may still mount it for a moment:
+	// try again for a while.
+	var err error
+	for range 50 {
+		unmountUnder(e.dir)
+		if err = os.RemoveAll(e.dir); err == nil {
+			return nil
+		}
+		time.Sleep(200 * time.Millisecond)
 	}
-	return nil
+	return fmt.Errorf("remove the engine's folder: %w", err)
 }
 
 // logTail is the end of dockerd's log, for a failure message.

@@ -144,25 +144,51 @@ func (r *Runtime) Wait(ctx context.Context, p service.Proc) (service.ExitStatus,
 	return r.waited(ctx, p)
 }
 
+// A wait also asks the engine for the container's state once, a moment
+// after it began, then now and then: an engine (Docker 20.10) can miss
+// telling a wait that began as the container exited.
+const (
+	waitFirstCheck = time.Second
+	waitRecheck    = time.Minute
+)
+
 // waited blocks until p's container is not running and reads how it
 // ended.
 func (r *Runtime) waited(ctx context.Context, p service.Proc) (service.ExitStatus, error) {
-	res := r.cli.ContainerWait(ctx, p.Container, client.ContainerWaitOptions{Condition: container.WaitConditionNotRunning})
+	wctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	res := r.cli.ContainerWait(wctx, p.Container, client.ContainerWaitOptions{Condition: container.WaitConditionNotRunning})
+	recheck := time.NewTimer(waitFirstCheck)
+	defer recheck.Stop()
 	var code int64
-	select {
-	case w := <-res.Result:
-		if w.Error != nil && w.Error.Message != "" {
-			return service.ExitStatus{}, fmt.Errorf("wait for container %s: %s", short(p.Container), w.Error.Message)
+wait:
+	for {
+		select {
+		case w := <-res.Result:
+			if w.Error != nil && w.Error.Message != "" {
+				return service.ExitStatus{}, fmt.Errorf("wait for container %s: %s", short(p.Container), w.Error.Message)
+			}
+			code = w.StatusCode
+			break wait
+		case err := <-res.Error:
+			if isNotFound(err) {
+				return service.ExitStatus{}, nil
+			}
+			if ctx.Err() != nil {
+				return service.ExitStatus{}, ctx.Err()
+			}
+			return service.ExitStatus{}, r.engineError(fmt.Errorf("wait for container %s: %w", short(p.Container), err))
+		case <-recheck.C:
+			in, err := r.cli.ContainerInspect(ctx, p.Container, client.ContainerInspectOptions{})
+			if isNotFound(err) {
+				return service.ExitStatus{}, nil
+			}
+			if err == nil && in.Container.State != nil && !in.Container.State.Running {
+				code = int64(in.Container.State.ExitCode)
+				break wait
+			}
+			recheck.Reset(waitRecheck)
 		}
-		code = w.StatusCode
-	case err := <-res.Error:
-		if isNotFound(err) {
-			return service.ExitStatus{}, nil
-		}
-		if ctx.Err() != nil {
-			return service.ExitStatus{}, ctx.Err()
-		}
-		return service.ExitStatus{}, r.engineError(fmt.Errorf("wait for container %s: %w", short(p.Container), err))
 	}
 	st := exitStatus(code)
 	// The OOM killer's mark is in the container's state (gone if Stop

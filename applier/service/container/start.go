@@ -95,9 +95,13 @@ func (r *Runtime) Proc(ctx context.Context, id string) (service.Proc, error) {
 const minMemory = 6 << 20
 
 // Check reports, asking the engine nothing, whether in can run on this
-// node as declared: its network, device nodes, mount sources and memory
-// limit. A plan checks every instance it starts before it stops anything.
+// node as declared: its network, device nodes and memory limit (mount
+// sources are checked at the start). A plan checks every
+// instance it starts before it stops anything.
 func (r *Runtime) Check(in service.Instance) error {
+	// Mount sources are not checked: a file or model the same plan
+	// declares is there only once its action ran, before the start.
+	in.Mounts = nil
 	_, _, err := r.spec(in)
 	return err
 }
