@@ -76,7 +76,7 @@ func (m *MQTTNotify) Check(prefix string) Errors {
 		}
 	}
 	if m.PasswordFile != "" && m.UsernameFile == "" {
-		errs.add("", 0, field("usernameFile"), "missing: passwordFile is set, and MQTT sends a password only with a user name")
+		errs.add("", 0, field("usernameFile"), "missing: a password is set, and MQTT sends one only with a user name")
 	}
 	if m.CAFile != "" && err == nil && slices.Contains(mqttPlainSchemes, u.Scheme) {
 		errs.add("", 0, field("caFile"), "is set but %s:// is not TLS: use ssl:// or mqtts:// (wss:// for WebSocket)", u.Scheme)

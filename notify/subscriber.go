@@ -104,6 +104,7 @@ func (s *Subscriber) run(ctx context.Context) {
 				return
 			case err = <-lost:
 			}
+			err = fmt.Errorf("connection to MQTT broker %s lost: %w", redact(s.Config.URL), err)
 			log.Warn("notify: connection to the broker lost; polling on schedule continues", keyError, err.Error())
 			down = time.Time{}
 		}
