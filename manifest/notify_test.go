@@ -27,7 +27,7 @@ func TestNotifyConfig(t *testing.T) {
 		{"wildcard topic", "    url: tcp://broker:1883\n    topic: tend/#\n", `agent.yaml:7: notify.mqtt.topic: "tend/#" has a wildcard (+ or #): name one topic`},
 		{"single-level wildcard", "    url: tcp://broker:1883\n    topic: tend/+/main\n", `has a wildcard`},
 		{"relative password file", "    url: tcp://broker:1883\n    topic: t\n    usernameFile: /u\n    passwordFile: mqtt-password\n", `agent.yaml:9: notify.mqtt.passwordFile: "mqtt-password" must be an absolute path`},
-		{"password without user", "    url: tcp://broker:1883\n    topic: t\n    passwordFile: /p\n", `notify.mqtt.usernameFile: missing: passwordFile is set`},
+		{"password without user", "    url: tcp://broker:1883\n    topic: t\n    passwordFile: /p\n", `notify.mqtt.usernameFile: missing: a password is set, and MQTT sends one only with a user name`},
 		{"ca file without tls", "    url: tcp://broker:1883\n    topic: t\n    caFile: /ca.pem\n", `agent.yaml:8: notify.mqtt.caFile: is set but tcp:// is not TLS: use ssl:// or mqtts://`},
 		{"unknown field", "    url: tcp://broker:1883\n    topic: t\n    qos: 2\n", `agent.yaml:8: notify.mqtt: unknown field "qos"`},
 	}
