@@ -101,6 +101,7 @@ func connect(ctx context.Context, c mqtt.Client, cfg manifest.MQTTNotify) error 
 	ctx, cancel := context.WithTimeout(ctx, ConnectTimeout+time.Second)
 	defer cancel()
 	if err := wait(ctx, c.Connect()); err != nil {
+		c.Disconnect(0) // abandons an attempt still under way
 		return connectError(cfg, err)
 	}
 	return nil
