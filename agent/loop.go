@@ -40,6 +40,8 @@ type LoopOptions struct {
 	// OnHold, if set, is called when such a tick reverted drift to the
 	// applied revision (see Reconciler.Hold).
 	OnHold func(*Result)
+	// Notify tunes the subscription of notify.mqtt.
+	Notify NotifyOptions
 }
 
 // Loop runs the reconciler on a schedule: Start, then Stop (or Run).
@@ -229,6 +231,11 @@ func (l *Loop) serve(ctx context.Context, log *slog.Logger) error {
 		}
 		log.Info("status server listening", keyListen, addr.String())
 		l.stops = append(l.stops, srv.Stop)
+	}
+	if n := c.Notify; n != nil && n.MQTT != nil {
+		// Polling on the schedule stays the floor: a broker down changes
+		// nothing else.
+		l.stops = append(l.stops, l.startNotify(ctx, *n.MQTT, log))
 	}
 	if r := c.Report; r != nil {
 		rep, err := NewReporter(*r, c.StateDir, log)

@@ -40,6 +40,7 @@ type Metrics struct {
 	unreachable prometheus.Gauge
 	suspended   prometheus.Gauge
 	held        *prometheus.GaugeVec
+	notified    *prometheus.CounterVec
 
 	mu       sync.Mutex
 	applied  string    // the revision tend_applied_revision_info names
@@ -105,6 +106,14 @@ func NewMetrics() *Metrics {
 	for _, c := range rollout.Causes {
 		m.held.WithLabelValues(c)
 	}
+	m.notified = prometheus.NewCounterVec(prometheus.CounterOpts{
+		Name: "tend_notify_total",
+		Help: "Messages on the notify.mqtt topic by result: tick (asked for a tick, at once or at the end of the 5 s window), " +
+			"skipped (no tick of its own: its revision is the applied one, or a tick is already due) or error (a malformed payload, ignored).",
+	}, []string{"result"})
+	for _, r := range []string{NotifyTick, NotifySkipped, NotifyError} {
+		m.notified.WithLabelValues(r)
+	}
 	for _, r := range []string{ResultSuccess, ResultError, ResultNoop} {
 		m.reconciles.WithLabelValues(r)
 	}
@@ -118,6 +127,7 @@ func NewMetrics() *Metrics {
 		collectors.NewGoCollector(),
 		collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}),
 		m.reconciles, m.duration, m.drifts, m.revision, m.lastSuccess, m.fetches, m.downloaded, m.convergence, m.restarts, m.unreachable, m.suspended, m.held,
+		m.notified,
 	)
 	return m
 }
@@ -131,6 +141,12 @@ func (m *Metrics) Handler() http.Handler {
 // service.Supervisor.OnRestart).
 func (m *Metrics) ServiceRestarted(service string) {
 	m.restarts.WithLabelValues(service).Inc()
+}
+
+// Notified counts one notify message by result (NotifyTick, NotifySkipped,
+// NotifyError).
+func (m *Metrics) Notified(result string) {
+	m.notified.WithLabelValues(result).Inc()
 }
 
 // SetSuspended sets tend_suspended.

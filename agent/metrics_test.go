@@ -68,6 +68,9 @@ func TestMetricsContract(t *testing.T) {
 		`tend_release_held{reason="window"}`,
 		`tend_release_held{reason="paused"}`,
 		`tend_release_held{reason="gate"}`,
+		`tend_notify_total{result="tick"}`,
+		`tend_notify_total{result="skipped"}`,
+		`tend_notify_total{result="error"}`,
 	} {
 		v, ok := got[series]
 		require.True(t, ok, "%s missing", series)

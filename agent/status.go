@@ -70,6 +70,9 @@ type Status struct {
 	Resources           []ResourceStatus `json:"resources"`
 	Services            []ServiceStatus  `json:"services"`
 	Drift               []drift.Record   `json:"drift"`
+	// Notify is the subscription of notify.mqtt: connected, or since
+	// when and why not; absent without notify.
+	Notify *NotifyStatus `json:"notify,omitempty"`
 }
 
 // ResourceStatus is one resource in the status document.

@@ -56,6 +56,13 @@ func (s Status) WriteText(w io.Writer, now time.Time) error {
 		}
 	}
 	line("Suspended", suspended)
+	if n := s.Notify; n != nil {
+		if n.Connected {
+			line("Notify", fmt.Sprintf("subscribed to %s on %s since %s", n.Topic, n.Broker, ago(n.Since, now)))
+		} else {
+			line("Notify", fmt.Sprintf("not connected to %s since %s: %s; polling on schedule continues", n.Broker, ago(n.Since, now), n.Error))
+		}
+	}
 	writeServices(&b, s.Services)
 
 	ok := 0

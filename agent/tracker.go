@@ -62,6 +62,21 @@ func (t *Tracker) SetApplied(rev string) {
 	t.notify()
 }
 
+// SetNotify records the state of the notify subscription.
+func (t *Tracker) SetNotify(s NotifyStatus) {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	t.status.Notify = &s
+	t.notify()
+}
+
+// Applied returns the revision last applied in full.
+func (t *Tracker) Applied() string {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	return t.status.AppliedRevision
+}
+
 // SetInstances makes the status list each declared service's instances
 // as fn reports them, read when the status is.
 func (t *Tracker) SetInstances(fn Instances) {

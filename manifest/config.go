@@ -35,6 +35,9 @@ type AgentConfig struct {
 	Report *Report `json:"report,omitempty"`
 	// Suspend stops applies; drift is still observed and reported.
 	Suspend bool `json:"suspend,omitempty"`
+	// Notify, when set, has the agent tick as soon as CI says the fleet
+	// changed (tend notify), besides its schedule.
+	Notify *Notify `json:"notify,omitempty"`
 
 	file    string            // where the config was read from, for error messages
 	lines   map[string]int    // field path → line in file
@@ -297,6 +300,9 @@ func (c *AgentConfig) Validate() error {
 		if u, err := url.Parse(r.URL); err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
 			errs.add("", 0, "report.url", "not an http(s) URL: use e.g. https://collector.example.com/v1/status")
 		}
+	}
+	if n := c.Notify; n != nil && n.MQTT != nil {
+		errs = append(errs, n.MQTT.Check("notify.mqtt")...)
 	}
 	if _, err := cron.ParseStandard(c.Schedule); err != nil {
 		errs.add("", 0, "schedule", "invalid schedule %q: %v; use a cron spec or \"@every 30s\"", c.Schedule, err)

@@ -177,7 +177,7 @@ func TestSchemasRejectBadDocuments(t *testing.T) {
 		{"profile without selector", profile, phead + "spec: {priority: 1}\n", "selector"},
 		{"profile with labels", profile, "apiVersion: tend.dev/v1alpha1\nkind: Profile\nmetadata: {name: p, labels: {a: b}}\nspec: {selector: {}}\n", "labels"},
 		{"unknown operator", profile, phead + "spec:\n  selector: {matchExpressions: [{key: hw, operator: Has}]}\n", "operator"},
-		{"config field of a planned feature", config, "apiVersion: tend.dev/v1alpha1\nkind: AgentConfig\nnotify: {}\n", "notify"},
+		{"notify without a topic", config, "apiVersion: tend.dev/v1alpha1\nkind: AgentConfig\nnotify: {mqtt: {url: \"tcp://broker:1883\"}}\n", "topic"},
 		{"config duration", config, "apiVersion: tend.dev/v1alpha1\nkind: AgentConfig\njitter: soon\n", "jitter"},
 	}
 	for _, tt := range tests {

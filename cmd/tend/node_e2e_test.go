@@ -226,7 +226,7 @@ func TestValidateWritesNoState(t *testing.T) {
 // Each command's help lists the flags it uses, and only those.
 func TestHelpPerCommand(t *testing.T) {
 	for _, command := range []string{"", "validate", "render", "plan", "apply", "agent", "diff", "publish", "status",
-		"suspend", "resume", "retry", "logs", "version"} {
+		"suspend", "resume", "retry", "logs", "notify", "version"} {
 		t.Run(command, func(t *testing.T) {
 			args, name := []string{command, "--help"}, command
 			if command == "" {

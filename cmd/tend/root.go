@@ -59,6 +59,7 @@ func newRootCommand() *cobra.Command {
 		newDiffCommand(g),
 		newPublishCommand(g),
 		newAgentCommand(g),
+		newNotifyCommand(g),
 		newSchemaCommand(),
 		newVersionCommand(),
 	)

@@ -1,0 +1,188 @@
+package notify
+
+import (
+	"context"
+	"net"
+	"os"
+	"path/filepath"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/require"
+
+	"github.com/tend-dev/tend/internal/testmqtt"
+	"github.com/tend-dev/tend/manifest"
+)
+
+func TestParsePayload(t *testing.T) {
+	tests := []struct {
+		name, payload, revision string
+		malformed               bool
+	}{
+		{"empty", "", "", false},
+		{"revision", `{"revision": "main@sha1:abc"}`, "main@sha1:abc", false},
+		{"other fields ignored", `{"revision": "abc", "by": "ci"}`, "abc", false},
+		{"no revision", `{}`, "", false},
+		{"not json", "merged!", "", true},
+		{"not an object", `["abc"]`, "", true},
+		{"null", `null`, "", true},
+		{"revision not a string", `{"revision": 42}`, "", true},
+		{"too long", `{"revision": "` + string(make([]byte, MaxPayload)) + `"}`, "", true},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			p, err := ParsePayload([]byte(tt.payload))
+			if tt.malformed {
+				require.ErrorIs(t, err, ErrMalformed)
+				return
+			}
+			require.NoError(t, err)
+			require.Equal(t, tt.revision, p.Revision)
+		})
+	}
+	p, err := ParsePayload(Payload{Revision: "main@sha1:abc"}.Encode())
+	require.NoError(t, err)
+	require.Equal(t, "main@sha1:abc", p.Revision)
+}
+
+// subscription is a running Subscriber whose messages and states a test
+// waits for.
+type subscription struct {
+	*Subscriber
+	messages chan []byte
+	states   chan State
+}
+
+func subscribe(t *testing.T, cfg manifest.MQTTNotify) *subscription {
+	t.Helper()
+	s := &subscription{messages: make(chan []byte, 100), states: make(chan State, 100)}
+	s.Subscriber = &Subscriber{Config: cfg, ClientID: "tend-" + t.Name(),
+		Backoff:   func(int) time.Duration { return 20 * time.Millisecond },
+		OnMessage: func(b []byte) { s.messages <- b },
+		OnState:   func(st State) { s.states <- st },
+	}
+	s.Start(context.Background())
+	t.Cleanup(s.Stop)
+	return s
+}
+
+// waitState returns the first state that ok accepts.
+func (s *subscription) waitState(t *testing.T, ok func(State) bool) State {
+	t.Helper()
+	timeout := time.After(30 * time.Second)
+	for {
+		select {
+		case st := <-s.states:
+			if ok(st) {
+				return st
+			}
+		case <-timeout:
+			t.Fatal("the subscriber did not reach the state")
+		}
+	}
+}
+
+func (s *subscription) message(t *testing.T) []byte {
+	t.Helper()
+	select {
+	case b := <-s.messages:
+		return b
+	case <-time.After(30 * time.Second):
+		t.Fatal("no message")
+		return nil
+	}
+}
+
+func connected(st State) bool { return st.Connected }
+
+func TestPublishReachesSubscriber(t *testing.T) {
+	b := testmqtt.Start(t, testmqtt.Options{})
+	cfg := manifest.MQTTNotify{URL: b.URL, Topic: "tend/fleet/main"}
+	s := subscribe(t, cfg)
+	s.waitState(t, connected)
+	require.NoError(t, Publish(context.Background(), cfg, Payload{Revision: "main@sha1:abc"}))
+	require.JSONEq(t, `{"revision": "main@sha1:abc"}`, string(s.message(t)))
+}
+
+// The broker killed and restarted: the subscriber says it is down and why,
+// connects again, subscribes again (the session is clean), and hears the
+// next message.
+func TestSubscriberReconnectsAndResubscribes(t *testing.T) {
+	b := testmqtt.Start(t, testmqtt.Options{})
+	cfg := manifest.MQTTNotify{URL: b.URL, Topic: "tend/fleet/main"}
+	s := subscribe(t, cfg)
+	s.waitState(t, connected)
+	b.Kill()
+	down := s.waitState(t, func(st State) bool { return !st.Connected && st.Err != nil })
+	require.False(t, down.Since.IsZero())
+	// Every failed attempt while it is down keeps the time it went down.
+	again := s.waitState(t, func(st State) bool { return !st.Connected })
+	require.Equal(t, down.Since, again.Since)
+	require.ErrorContains(t, again.Err, "cannot reach MQTT broker "+b.URL)
+	b.Restart()
+	s.waitState(t, connected)
+	require.NoError(t, Publish(context.Background(), cfg, Payload{}))
+	require.Equal(t, "{}", string(s.message(t)))
+}
+
+func writeFile(t *testing.T, content string) string {
+	t.Helper()
+	f := filepath.Join(t.TempDir(), "secret")
+	require.NoError(t, os.WriteFile(f, []byte(content), 0o600))
+	return f
+}
+
+func TestCredentials(t *testing.T) {
+	b := testmqtt.Start(t, testmqtt.Options{Users: map[string]string{"ci": "right-password"}})
+	good := manifest.MQTTNotify{URL: b.URL, Topic: "tend/fleet/main", UsernameFile: writeFile(t, "ci\n"), PasswordFile: writeFile(t, "right-password\n")}
+	t.Run("accepted", func(t *testing.T) {
+		s := subscribe(t, good)
+		s.waitState(t, connected)
+		require.NoError(t, Publish(context.Background(), good, Payload{Revision: "abc"}))
+		require.JSONEq(t, `{"revision": "abc"}`, string(s.message(t)))
+	})
+	bad := good
+	bad.PasswordFile = writeFile(t, "wrong-password")
+	t.Run("refused by publish", func(t *testing.T) {
+		err := Publish(context.Background(), bad, Payload{})
+		require.ErrorContains(t, err, "MQTT broker "+b.URL+" refused the connection (not Authorized) with the user name and password from "+bad.UsernameFile+" and "+bad.PasswordFile)
+		require.NotContains(t, err.Error(), "wrong-password")
+	})
+	t.Run("refused to the subscriber", func(t *testing.T) {
+		s := subscribe(t, bad)
+		st := s.waitState(t, func(State) bool { return true })
+		require.False(t, st.Connected)
+		require.ErrorContains(t, st.Err, "refused the connection")
+	})
+	t.Run("anonymous refused", func(t *testing.T) {
+		err := Publish(context.Background(), manifest.MQTTNotify{URL: b.URL, Topic: "t"}, Payload{})
+		require.ErrorContains(t, err, "refused the connection (not Authorized) with no user name")
+	})
+	t.Run("unreadable password file", func(t *testing.T) {
+		missing := good
+		missing.PasswordFile = filepath.Join(t.TempDir(), "missing")
+		require.ErrorContains(t, Publish(context.Background(), missing, Payload{}), "read the MQTT password: open "+missing.PasswordFile)
+	})
+}
+
+func TestTLS(t *testing.T) {
+	b := testmqtt.Start(t, testmqtt.Options{TLS: true})
+	cfg := manifest.MQTTNotify{URL: b.URL, Topic: "tend/fleet/main", CAFile: b.CAFile}
+	s := subscribe(t, cfg)
+	s.waitState(t, connected)
+	require.NoError(t, Publish(context.Background(), cfg, Payload{Revision: "abc"}))
+	require.JSONEq(t, `{"revision": "abc"}`, string(s.message(t)))
+
+	cfg.CAFile = ""
+	require.ErrorContains(t, Publish(context.Background(), cfg, Payload{}), "TLS: tls: failed to verify certificate: x509: certificate signed by unknown authority; give the CA")
+}
+
+func TestPublishToNoBroker(t *testing.T) {
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	require.NoError(t, err)
+	addr := l.Addr().String()
+	require.NoError(t, l.Close())
+	err = Publish(context.Background(), manifest.MQTTNotify{URL: "tcp://" + addr, Topic: "t"}, Payload{})
+	require.ErrorContains(t, err, "cannot reach MQTT broker tcp://"+addr+": ")
+	require.ErrorContains(t, err, "connection refused; check the URL and that the broker runs and listens there")
+}
