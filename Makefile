@@ -59,5 +59,16 @@ bench: build
 	$(GO) install oras.land/oras/cmd/oras@v1.3.6
 	$(GO) test -run '^$$' -bench . -benchmem $(PKGS)
 
+# The fleet simulation: AGENTS agents in one process against the git
+# http-backend (a folder or a branch per device) and an OCI artifact on
+# docker-registry, each with and without MQTT notify on mosquitto; prints
+# the table of README "Fleet scale". INTERVAL is each agent's polling.
+AGENTS ?= 100
+INTERVAL ?= 10s
+MODES ?=
+fleet-sim:
+	$(GO) test -run '^$$' -bench FleetSim -benchtime 1x -timeout 60m ./internal/fleetsim \
+		-args -fleetsim.agents $(AGENTS) -fleetsim.interval $(INTERVAL) -fleetsim.modes "$(MODES)"
+
 clean:
 	rm -rf bin .demo .demo-containers

@@ -13,6 +13,7 @@ import (
 	"slices"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -22,8 +23,10 @@ import (
 	"github.com/tend-dev/tend/agent"
 	"github.com/tend-dev/tend/internal/testgit"
 	"github.com/tend-dev/tend/internal/testmeter"
+	"github.com/tend-dev/tend/internal/testmqtt"
 	"github.com/tend-dev/tend/internal/testoci"
 	"github.com/tend-dev/tend/manifest"
+	"github.com/tend-dev/tend/notify"
 	"github.com/tend-dev/tend/oci"
 	"github.com/tend-dev/tend/ocisource"
 )
@@ -36,7 +39,8 @@ var (
 
 // scenario is one way a fleet reads its desired state.
 type scenario struct {
-	name string
+	name   string
+	notify bool // agents subscribe to an MQTT broker; tend notify follows each change
 	// setup makes the fleet source for n devices and returns the agent
 	// config of device i, a function that commits a change for every
 	// device (and publishes or notifies as the scenario does) and returns
@@ -221,10 +225,16 @@ func (f *fleet) tick(device string) func(*agent.Result, error) {
 // make fleet-sim runs it; -fleetsim.agents, -fleetsim.interval and
 // -fleetsim.modes tune it.
 func BenchmarkFleetSim(b *testing.B) {
-	scenarios := []scenario{
-		{"git http-backend, path per device", gitPath},
-		{"git http-backend, branch per device", gitBranches},
-		{"OCI artifact on docker-registry", ociArtifact},
+	var scenarios []scenario
+	for _, notify := range []bool{false, true} {
+		suffix := ""
+		if notify {
+			suffix = " + MQTT notify"
+		}
+		scenarios = append(scenarios,
+			scenario{"git http-backend, path per device" + suffix, notify, gitPath},
+			scenario{"git http-backend, branch per device" + suffix, notify, gitBranches},
+			scenario{"OCI artifact on docker-registry" + suffix, notify, ociArtifact})
 	}
 	var rows []string
 	for _, sc := range scenarios {
@@ -237,11 +247,16 @@ func BenchmarkFleetSim(b *testing.B) {
 			}
 		})
 	}
-	fmt.Printf("\n| scenario (%d agents, poll every %s + jitter) | requests/poll | bytes/poll | server CPU/poll | commit → 50%% | 99%% | 100%% |\n|---|---|---|---|---|---|---|\n", *agents, *interval)
+	fmt.Printf("\n| scenario (%d agents; polls every %s + up to %s jitter, with notify every %s) | requests/poll | bytes/poll | server CPU/poll | change → 50%% | 99%% | 100%% applied |\n|---|---|---|---|---|---|---|\n",
+		*agents, *interval, *interval, notifyInterval)
 	for _, r := range rows {
 		fmt.Println(r)
 	}
 }
+
+// notifyInterval is the polling floor of agents that are notified: no
+// poll falls in a run, so what applies a change is the notification.
+const notifyInterval = 5 * time.Minute
 
 func run(b *testing.B, sc scenario) string {
 	n := *agents
@@ -249,11 +264,23 @@ func run(b *testing.B, sc scenario) string {
 	f := &fleet{applied: map[string]map[string]time.Time{}}
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
-	sched := cron.Every(*interval)
-	log := slog.New(slog.DiscardHandler)
+	every := *interval
+	var broker *testmqtt.Broker
+	var topic manifest.MQTTNotify
+	if sc.notify {
+		broker = testmqtt.Start(b, testmqtt.Options{})
+		topic = manifest.MQTTNotify{URL: broker.URL, Topic: "tend/fleet/main"}
+		every = notifyInterval
+	}
+	subscribed := &countHandler{message: "notify: subscribed"}
+	log := slog.New(subscribed)
 	for i := range n {
 		c := config(i)
-		l := agent.NewLoop(&agent.Reconciler{Config: c, Logger: log}, agent.LoopOptions{Schedule: sched, Jitter: *interval, OnTick: f.tick(c.Device)})
+		if sc.notify {
+			c.Notify = &manifest.Notify{MQTT: &topic}
+		}
+		// The loop ticks at once (within the jitter), then on schedule.
+		l := agent.NewLoop(&agent.Reconciler{Config: c, Logger: log}, agent.LoopOptions{Schedule: cron.Every(every), Jitter: *interval, OnTick: f.tick(c.Device)})
 		if err := l.Start(ctx); err != nil {
 			b.Fatal(err)
 		}
@@ -264,26 +291,47 @@ func run(b *testing.B, sc scenario) string {
 			_ = l.Stop()
 		}
 	}()
-	// Every agent applies the first generation, then the quiet window.
+	// Every agent applies the first generation (and subscribes).
 	waitAll(b, f, n, func(device string, revs map[string]time.Time) bool { return len(revs) > 0 })
-	f.mu.Lock()
-	polls0 := f.polls
-	f.mu.Unlock()
-	req0, bytes0, cpu0 := m.Requests.Load(), m.Bytes.Load(), m.cpu()
-	time.Sleep(2 * *interval) // the measurement window: polls happen in it
-	f.mu.Lock()
-	polls := f.polls - polls0
-	f.mu.Unlock()
-	if polls == 0 {
-		b.Fatal("no poll in the window")
+	poll := "| – | – | – "
+	if !sc.notify {
+		// The quiet window: what each poll costs the server.
+		f.mu.Lock()
+		polls0 := f.polls
+		f.mu.Unlock()
+		req0, bytes0, cpu0 := m.Requests.Load(), m.Bytes.Load(), m.cpu()
+		time.Sleep(2 * *interval) // the measurement window: polls happen in it
+		f.mu.Lock()
+		polls := f.polls - polls0
+		f.mu.Unlock()
+		if polls == 0 {
+			b.Fatal("no poll in the window")
+		}
+		perPoll := func(v int64) float64 { return float64(v) / float64(polls) }
+		cpu := time.Duration(perPoll(int64(m.cpu() - cpu0)))
+		poll = fmt.Sprintf("| %.1f | %.0f | %s ", perPoll(m.Requests.Load()-req0), perPoll(m.Bytes.Load()-bytes0), cpu.Round(10*time.Microsecond))
+	} else {
+		deadline := time.Now().Add(time.Minute)
+		for subscribed.n.Load() < int64(n) {
+			if time.Now().After(deadline) {
+				b.Fatalf("%d of %d agents subscribed", subscribed.n.Load(), n)
+			}
+			time.Sleep(20 * time.Millisecond)
+		}
 	}
-	perPoll := func(v int64) float64 { return float64(v) / float64(polls) }
-	reqs, bytes, cpu := perPoll(m.Requests.Load()-req0), perPoll(m.Bytes.Load()-bytes0), time.Duration(perPoll(int64(m.cpu()-cpu0)))
 
-	want := change()
+	// Time counts from the change (a commit, or the commits of every
+	// branch, and the publish) or, notified, from the notification.
 	t0 := time.Now()
-	var took []time.Duration
+	rev := change()
+	if sc.notify {
+		t0 = time.Now()
+		if err := notify.Publish(ctx, topic, notify.Payload{Revision: rev}); err != nil {
+			b.Fatal(err)
+		}
+	}
 	waitAll(b, f, n, func(device string, revs map[string]time.Time) bool { return len(revs) > 1 })
+	var took []time.Duration
 	f.mu.Lock()
 	for _, revs := range f.applied {
 		var last time.Time
@@ -295,13 +343,30 @@ func run(b *testing.B, sc scenario) string {
 		took = append(took, last.Sub(t0))
 	}
 	f.mu.Unlock()
-	_ = want
 	slices.Sort(took)
 	pct := func(p float64) time.Duration {
 		return took[min(len(took)-1, int(float64(len(took))*p))].Round(10 * time.Millisecond)
 	}
-	return fmt.Sprintf("| %s | %.1f | %.0f | %s | %s | %s | %s |", sc.name, reqs, bytes, cpu.Round(10*time.Microsecond), pct(0.5), pct(0.99), took[len(took)-1].Round(10*time.Millisecond))
+	return fmt.Sprintf("| %s %s| %s | %s | %s |", sc.name, poll, pct(0.5), pct(0.99), took[len(took)-1].Round(10*time.Millisecond))
 }
+
+// countHandler discards log records, counting those with one message.
+type countHandler struct {
+	message string
+	n       atomic.Int64
+}
+
+func (h *countHandler) Enabled(context.Context, slog.Level) bool { return true }
+
+func (h *countHandler) Handle(_ context.Context, r slog.Record) error {
+	if r.Message == h.message {
+		h.n.Add(1)
+	}
+	return nil
+}
+
+func (h *countHandler) WithAttrs([]slog.Attr) slog.Handler { return h }
+func (h *countHandler) WithGroup(string) slog.Handler      { return h }
 
 // waitAll waits until every device's applied revisions satisfy ok.
 func waitAll(b *testing.B, f *fleet, n int, ok func(string, map[string]time.Time) bool) {
