@@ -66,9 +66,10 @@ bench: build
 AGENTS ?= 100
 INTERVAL ?= 10s
 MODES ?=
+PROFILE ?= false
 fleet-sim:
 	$(GO) test -run '^$$' -bench FleetSim -benchtime 1x -timeout 60m ./internal/fleetsim \
-		-args -fleetsim.agents $(AGENTS) -fleetsim.interval $(INTERVAL) -fleetsim.modes "$(MODES)"
+		-args -fleetsim.agents $(AGENTS) -fleetsim.interval $(INTERVAL) -fleetsim.modes "$(MODES)" -fleetsim.profile=$(PROFILE)
 
 clean:
 	rm -rf bin .demo .demo-containers

@@ -35,6 +35,7 @@ var (
 	agents   = flag.Int("fleetsim.agents", 100, "agents in the fleet")
 	interval = flag.Duration("fleetsim.interval", 10*time.Second, "each agent's polling interval (with jitter of as much again)")
 	only     = flag.String("fleetsim.modes", "", "comma-separated scenarios to run (default: all)")
+	profile  = flag.Bool("fleetsim.profile", false, "one profile for every device instead of a folder per device (path and OCI scenarios)")
 )
 
 // scenario is one way a fleet reads its desired state.
@@ -58,6 +59,27 @@ type meter struct {
 
 func deviceName(i int) string { return fmt.Sprintf("dev-%04d", i) }
 
+// writeFleet writes generation gen of the fleet: a document per device,
+// or with -fleetsim.profile one profile that selects every device.
+func writeFleet(repo *testgit.Repo, n int, gen string) {
+	if *profile {
+		repo.WriteFile("profiles/all.yaml", "apiVersion: tend.dev/v1alpha1\nkind: Profile\nmetadata: {name: all}\nspec:\n  selector: {}\n"+
+			"  files:\n    - {path: /etc/infer/config.yaml, content: \"generation: "+gen+"\"}\n")
+		return
+	}
+	for i := range n {
+		repo.WriteFile("devices/"+deviceName(i)+"/device.yaml", deviceDoc(i, gen))
+	}
+}
+
+// fleetPath is the folder a device reads in the path and OCI scenarios.
+func fleetPath() string {
+	if *profile {
+		return "profiles"
+	}
+	return "devices/{device}"
+}
+
 func deviceDoc(i int, gen string) string {
 	return fmt.Sprintf("apiVersion: tend.dev/v1alpha1\nkind: Device\nmetadata: {name: %s}\nspec:\n  files:\n    - {path: /etc/infer/config.yaml, content: \"generation: %s\"}\n", deviceName(i), gen)
 }
@@ -65,21 +87,17 @@ func deviceDoc(i int, gen string) string {
 // gitPath is one branch, a folder per device (source.path devices/{device}).
 func gitPath(b *testing.B, n int) (func(int) *manifest.AgentConfig, func() string, *meter) {
 	repo := testgit.NewRepo(b)
-	for i := range n {
-		repo.WriteFile("devices/"+deviceName(i)+"/device.yaml", deviceDoc(i, "1"))
-	}
+	writeFleet(repo, n, "1")
 	repo.Commit("generation 1")
 	m := &meter{cpu: testmeter.ChildrenCPU}
 	url := serveGit(b, repo, m)
 	config := func(i int) *manifest.AgentConfig {
-		return agentConfig(b, i, manifest.SourceConfig{URL: url, Ref: "main", Path: "devices/{device}"})
+		return agentConfig(b, i, manifest.SourceConfig{URL: url, Ref: "main", Path: fleetPath()})
 	}
 	gen := 1
 	change := func() string {
 		gen++
-		for i := range n {
-			repo.WriteFile("devices/"+deviceName(i)+"/device.yaml", deviceDoc(i, fmt.Sprint(gen)))
-		}
+		writeFleet(repo, n, fmt.Sprint(gen))
 		return "main@sha1:" + repo.Commit(fmt.Sprintf("generation %d", gen))
 	}
 	return config, change, m
@@ -127,9 +145,7 @@ func gitBranches(b *testing.B, n int) (func(int) *manifest.AgentConfig, func() s
 // agents HEAD its tag.
 func ociArtifact(b *testing.B, n int) (func(int) *manifest.AgentConfig, func() string, *meter) {
 	repo := testgit.NewRepo(b)
-	for i := range n {
-		repo.WriteFile("devices/"+deviceName(i)+"/device.yaml", deviceDoc(i, "1"))
-	}
+	writeFleet(repo, n, "1")
 	repo.Commit("generation 1")
 	registry, pid := testoci.StartDistributionProcess(b)
 	m := &meter{cpu: func() time.Duration {
@@ -160,16 +176,14 @@ func ociArtifact(b *testing.B, n int) (func(int) *manifest.AgentConfig, func() s
 	}
 	publish()
 	config := func(i int) *manifest.AgentConfig {
-		c := agentConfig(b, i, manifest.SourceConfig{URL: artifact, Path: "devices/{device}"})
+		c := agentConfig(b, i, manifest.SourceConfig{URL: artifact, Path: fleetPath()})
 		c.Registries.Insecure = []string{host}
 		return c
 	}
 	gen := 1
 	change := func() string {
 		gen++
-		for i := range n {
-			repo.WriteFile("devices/"+deviceName(i)+"/device.yaml", deviceDoc(i, fmt.Sprint(gen)))
-		}
+		writeFleet(repo, n, fmt.Sprint(gen))
 		repo.Commit(fmt.Sprintf("generation %d", gen))
 		return publish()
 	}
