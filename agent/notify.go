@@ -131,8 +131,11 @@ func (n *notifier) message(payload []byte) {
 	case n.last.IsZero() || now.Sub(n.last) >= NotifyWindow:
 		n.last = now
 		n.mu.Unlock()
-		n.trigger()
-		n.count(NotifyTick)
+		if n.trigger() {
+			n.count(NotifyTick)
+		} else {
+			n.count(NotifySkipped) // a tick was already due
+		}
 		return
 	}
 	n.pending = n.clock.AfterFunc(n.last.Add(NotifyWindow).Sub(now), n.due)

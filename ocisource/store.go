@@ -87,8 +87,13 @@ func (s store) byCommit(commit string) (*kept, bool) {
 	return best, best != nil
 }
 
+// staleTemp is the age past which an unpacking folder is a leftover of a
+// tend that died, removed by the next prune.
+const staleTemp = time.Hour
+
 // prune removes every kept artifact but those of keep (digests) and of
-// the commit applied ("" for none), and what interrupted unpacks left.
+// the commit applied ("" for none), and what interrupted unpacks left
+// (an hour ago or more: a younger one may be in use).
 func (s store) prune(applied string, keep ...string) error {
 	entries, err := os.ReadDir(s.dir)
 	if errors.Is(err, fs.ErrNotExist) {
@@ -100,7 +105,13 @@ func (s store) prune(applied string, keep ...string) error {
 	var errs []error
 	for _, e := range entries {
 		name := e.Name()
-		if !strings.HasPrefix(name, tempPrefix) {
+		if strings.HasPrefix(name, tempPrefix) {
+			// Another tend (a plan run by hand beside the agent) may be
+			// unpacking into it now: only an old one is left over.
+			if fi, err := e.Info(); err == nil && time.Since(fi.ModTime()) < staleTemp {
+				continue
+			}
+		} else {
 			digest := strings.Replace(name, "-", ":", 1)
 			if keepIt(digest, keep) {
 				continue

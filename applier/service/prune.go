@@ -15,7 +15,7 @@ import (
 // ContainerPruner is a container Runtime that removes what tend no longer
 // needs: containers of the device that no record names, and images.
 type ContainerPruner interface {
-	Prune(ctx context.Context, device string, live map[string]bool) ([]string, error)
+	Prune(ctx context.Context, device string, live func() (map[string]bool, error)) ([]string, error)
 	RemoveImage(ctx context.Context, image string) error
 }
 
@@ -48,15 +48,18 @@ func (d *Driver) Finish(ctx context.Context, declared map[string]any) error {
 	if !ok {
 		return nil
 	}
-	recs, err := d.sup.records()
-	if err != nil {
-		return err
-	}
-	live := map[string]bool{}
-	for _, r := range recs {
-		if r.Instance.Invocation != "" {
-			live[r.Instance.Invocation] = true
+	live := func() (map[string]bool, error) {
+		recs, err := d.sup.records()
+		if err != nil {
+			return nil, err
 		}
+		names := map[string]bool{}
+		for _, r := range recs {
+			if r.Instance.Invocation != "" {
+				names[r.Instance.Invocation] = true
+			}
+		}
+		return names, nil
 	}
 	removed, err := p.Prune(ctx, d.opts.Device, live)
 	for _, id := range removed {

@@ -69,6 +69,8 @@ func (r *Runtime) Start(ctx context.Context, in service.Instance) (service.Proc,
 	}
 	p, err := r.Proc(ctx, created.ID)
 	if err != nil {
+		// Not recorded, so not left running: nothing would stop it.
+		_ = r.remove(context.WithoutCancel(ctx), created.ID)
 		return service.Proc{}, fmt.Errorf("service %s: %w", in.Service, err)
 	}
 	p.Limits = strings.Join(created.Warnings, "; ")
