@@ -113,8 +113,13 @@ spec:
 
 	repo.WriteFile("profiles/all.yaml", profile("v2"))
 	v2 := repo.Commit("v2")
+	// The agents are processes that push nothing: their /status is
+	// sampled, every 20 ms, until each applied the release (30 s fails
+	// the test only).
 	deadline := time.Now().Add(30 * time.Second)
-	for done := false; !done; {
+	sample := time.NewTicker(20 * time.Millisecond)
+	defer sample.Stop()
+	for done := false; !done; <-sample.C {
 		require.False(t, time.Now().After(deadline), "the release did not roll out within 30s")
 		done = true
 		for _, d := range fleet {
@@ -175,7 +180,6 @@ spec:
 					time.Now().Before(d.firstSeen.Add(waveAfter))
 			}
 		}
-		time.Sleep(20 * time.Millisecond)
 	}
 
 	canary := fleet[0].appliedAt(t, "/etc/infer/model.txt")

@@ -34,7 +34,7 @@ import (
 var (
 	agents   = flag.Int("fleetsim.agents", 100, "agents in the fleet")
 	interval = flag.Duration("fleetsim.interval", 10*time.Second, "each agent's polling interval (with jitter of as much again)")
-	only     = flag.String("fleetsim.modes", "", "comma-separated scenarios to run (default: all)")
+	only     = flag.String("fleetsim.modes", "", "scenarios to run, separated by ; (default: all)")
 	profile  = flag.Bool("fleetsim.profile", false, "one profile for every device instead of a folder per device (path and OCI scenarios)")
 )
 
@@ -213,10 +213,36 @@ type fleet struct {
 	polls   int
 	applied map[string]map[string]time.Time // device → revision → when applied
 	loops   []*agent.Loop
+	ticked  chan struct{} // has a value after a tick since it was last read
+}
+
+// await waits until done, checked at each tick, or fails at deadline.
+func (f *fleet) await(b *testing.B, deadline time.Time, done func() (bool, string)) {
+	timer := time.NewTimer(time.Until(deadline))
+	defer timer.Stop()
+	for {
+		f.mu.Lock()
+		ok, why := done()
+		f.mu.Unlock()
+		if ok {
+			return
+		}
+		select {
+		case <-f.ticked:
+		case <-timer.C:
+			b.Fatal(why)
+		}
+	}
 }
 
 func (f *fleet) tick(device string) func(*agent.Result, error) {
 	return func(r *agent.Result, err error) {
+		defer func() {
+			select {
+			case f.ticked <- struct{}{}:
+			default:
+			}
+		}()
 		f.mu.Lock()
 		defer f.mu.Unlock()
 		f.polls++
@@ -252,7 +278,7 @@ func BenchmarkFleetSim(b *testing.B) {
 	}
 	var rows []string
 	for _, sc := range scenarios {
-		if *only != "" && !slices.Contains(strings.Split(*only, ","), sc.name) {
+		if *only != "" && !slices.Contains(strings.Split(*only, ";"), sc.name) {
 			continue
 		}
 		b.Run(strings.NewReplacer(" ", "_", ",", "").Replace(sc.name), func(b *testing.B) {
@@ -275,7 +301,7 @@ const notifyInterval = 5 * time.Minute
 func run(b *testing.B, sc scenario) string {
 	n := *agents
 	config, change, m := sc.setup(b, n)
-	f := &fleet{applied: map[string]map[string]time.Time{}}
+	f := &fleet{applied: map[string]map[string]time.Time{}, ticked: make(chan struct{}, 1)}
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
 	every := *interval
@@ -286,7 +312,7 @@ func run(b *testing.B, sc scenario) string {
 		topic = manifest.MQTTNotify{URL: broker.URL, Topic: "tend/fleet/main"}
 		every = notifyInterval
 	}
-	subscribed := &countHandler{message: "notify: subscribed"}
+	subscribed := &countHandler{message: "notify: subscribed", counted: make(chan struct{}, 1)}
 	log := slog.New(subscribed)
 	for i := range n {
 		c := config(i)
@@ -314,23 +340,25 @@ func run(b *testing.B, sc scenario) string {
 		polls0 := f.polls
 		f.mu.Unlock()
 		req0, bytes0, cpu0 := m.Requests.Load(), m.Bytes.Load(), m.cpu()
-		time.Sleep(2 * *interval) // the measurement window: polls happen in it
+		// The measurement window: two polls per agent.
+		f.await(b, time.Now().Add(10**interval+time.Minute), func() (bool, string) {
+			return f.polls-polls0 >= 2*n, fmt.Sprintf("%d polls of %d in the window", f.polls-polls0, 2*n)
+		})
 		f.mu.Lock()
 		polls := f.polls - polls0
 		f.mu.Unlock()
-		if polls == 0 {
-			b.Fatal("no poll in the window")
-		}
 		perPoll := func(v int64) float64 { return float64(v) / float64(polls) }
 		cpu := time.Duration(perPoll(int64(m.cpu() - cpu0)))
 		poll = fmt.Sprintf("| %.1f | %.0f | %s ", perPoll(m.Requests.Load()-req0), perPoll(m.Bytes.Load()-bytes0), cpu.Round(10*time.Microsecond))
 	} else {
-		deadline := time.Now().Add(time.Minute)
+		timer := time.NewTimer(time.Minute)
+		defer timer.Stop()
 		for subscribed.n.Load() < int64(n) {
-			if time.Now().After(deadline) {
+			select {
+			case <-subscribed.counted:
+			case <-timer.C:
 				b.Fatalf("%d of %d agents subscribed", subscribed.n.Load(), n)
 			}
-			time.Sleep(20 * time.Millisecond)
 		}
 	}
 
@@ -368,6 +396,7 @@ func run(b *testing.B, sc scenario) string {
 type countHandler struct {
 	message string
 	n       atomic.Int64
+	counted chan struct{} // has a value after a count since it was last read
 }
 
 func (h *countHandler) Enabled(context.Context, slog.Level) bool { return true }
@@ -375,6 +404,10 @@ func (h *countHandler) Enabled(context.Context, slog.Level) bool { return true }
 func (h *countHandler) Handle(_ context.Context, r slog.Record) error {
 	if r.Message == h.message {
 		h.n.Add(1)
+		select {
+		case h.counted <- struct{}{}:
+		default:
+		}
 	}
 	return nil
 }
@@ -384,22 +417,13 @@ func (h *countHandler) WithGroup(string) slog.Handler      { return h }
 
 // waitAll waits until every device's applied revisions satisfy ok.
 func waitAll(b *testing.B, f *fleet, n int, ok func(string, map[string]time.Time) bool) {
-	deadline := time.Now().Add(10**interval + time.Minute)
-	for {
-		f.mu.Lock()
+	f.await(b, time.Now().Add(10**interval+time.Minute), func() (bool, string) {
 		done := 0
 		for i := range n {
 			if ok(deviceName(i), f.applied[deviceName(i)]) {
 				done++
 			}
 		}
-		f.mu.Unlock()
-		if done == n {
-			return
-		}
-		if time.Now().After(deadline) {
-			b.Fatalf("%d of %d agents applied", done, n)
-		}
-		time.Sleep(20 * time.Millisecond)
-	}
+		return done == n, fmt.Sprintf("%d of %d agents applied", done, n)
+	})
 }

@@ -302,20 +302,27 @@ func TestAgentRestartsKilledContainer(t *testing.T) {
 	first := ids[0]
 	in, err := n.cli.ContainerInspect(ctx, first, client.ContainerInspectOptions{})
 	require.NoError(t, err)
+	restarted := make(chan string, 1)
+	sup.OnRestart(func(service string) {
+		select { // fn must not block
+		case restarted <- service:
+		default:
+		}
+	})
 	require.NoError(t, syscall.Kill(in.Container.State.Pid, syscall.SIGKILL))
 
-	deadline := time.Now().Add(30 * time.Second) // fails the test only
-	for {
-		states, err := sup.Instances("web")
-		require.NoError(t, err)
-		if len(states) == 1 && states[0].Alive && states[0].Container != first {
-			require.Equal(t, 1, states[0].Restarts)
-			require.Contains(t, states[0].LastExit, "killed by signal killed")
-			break
-		}
-		require.True(t, time.Now().Before(deadline), "no replacement for the killed container: %+v", states)
-		time.Sleep(20 * time.Millisecond)
+	select {
+	case <-restarted:
+	case <-time.After(30 * time.Second): // fails the test only
+		t.Fatal("no replacement for the killed container")
 	}
+	states, err := sup.Instances("web")
+	require.NoError(t, err)
+	require.Len(t, states, 1)
+	require.True(t, states[0].Alive)
+	require.NotEqual(t, first, states[0].Container)
+	require.Equal(t, 1, states[0].Restarts)
+	require.Contains(t, states[0].LastExit, "killed by signal killed")
 	cs := n.containers(t)
 	require.Len(t, cs, 1, "the killed container was replaced, not left beside its replacement")
 	require.Equal(t, "running", string(cs[0].State))
