@@ -8,6 +8,7 @@ import (
 	"text/tabwriter"
 	"time"
 
+	"github.com/tend-dev/tend/manifest"
 	"github.com/tend-dev/tend/planner"
 )
 
@@ -214,12 +215,5 @@ func shortDuration(d time.Duration) string {
 	if d >= time.Hour {
 		d = d.Round(time.Minute)
 	}
-	s := d.String()
-	if strings.HasSuffix(s, "m0s") {
-		s = strings.TrimSuffix(s, "0s")
-	}
-	if strings.HasSuffix(s, "h0m") {
-		s = strings.TrimSuffix(s, "0m")
-	}
-	return s
+	return manifest.FormatDuration(d)
 }

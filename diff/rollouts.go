@@ -111,7 +111,7 @@ func lastPercent(waves []manifest.Wave) int {
 func opens(after time.Duration, spec manifest.RolloutSpec) string {
 	var parts []string
 	if after > 0 {
-		parts = append(parts, "opens "+shortDuration(after)+" after the device sees the release")
+		parts = append(parts, "opens "+manifest.FormatDuration(after)+" after the device sees the release")
 	}
 	if w := spec.Window; w != nil {
 		in := "inside the window " + windowText(w)
@@ -131,7 +131,7 @@ func opens(after time.Duration, spec manifest.RolloutSpec) string {
 
 // windowText is a window as a user wrote it: 0 2 * * * for 3h (Europe/Berlin).
 func windowText(w *manifest.Window) string {
-	return fmt.Sprintf("%s for %s (%s)", w.Schedule, shortDuration(w.Duration.D()), zone(w))
+	return fmt.Sprintf("%s for %s (%s)", w.Schedule, manifest.FormatDuration(w.Duration.D()), zone(w))
 }
 
 // zone is a window's time zone, UTC when it names none.
@@ -148,18 +148,6 @@ func pick(n int, one, many string) string {
 		return one
 	}
 	return many
-}
-
-// shortDuration writes d as a rollout declares it: 1h, 90m is 1h30m, 45s.
-func shortDuration(d time.Duration) string {
-	s := d.String()
-	if strings.HasSuffix(s, "m0s") {
-		s = strings.TrimSuffix(s, "0s")
-	}
-	if strings.HasSuffix(s, "h0m") {
-		s = strings.TrimSuffix(s, "0m")
-	}
-	return s
 }
 
 // JSONRollout is a device's DeviceRollout in a JSONDiff.
@@ -241,7 +229,7 @@ func mdRollouts(ds []Device) string {
 		for i := range n {
 			when := "at once"
 			if len(spec.Waves) > 0 && spec.Waves[i].After > 0 {
-				when = shortDuration(spec.Waves[i].After.D()) + " after the device sees the release"
+				when = manifest.FormatDuration(spec.Waves[i].After.D()) + " after the device sees the release"
 			}
 			fmt.Fprintf(&b, "| %d | %s | %s | %d |\n", i, mdEscape(who(spec.Waves, i, -1)), when, g.byWave[i])
 		}
@@ -254,7 +242,7 @@ func mdRollouts(ds []Device) string {
 		}
 		if w := spec.Window; w != nil {
 			notes = append(notes, fmt.Sprintf("Window: once its wave opens, a device takes the change only inside the window `%s` for %s (%s).",
-				w.Schedule, shortDuration(w.Duration.D()), zone(w)))
+				w.Schedule, manifest.FormatDuration(w.Duration.D()), zone(w)))
 		}
 		if spec.Gate != nil {
 			notes = append(notes, "Gate: then each device asks the gate, and takes the change if it answers 200.")

@@ -3,6 +3,7 @@ package manifest
 import (
 	"encoding/json"
 	"fmt"
+	"strings"
 	"time"
 )
 
@@ -172,6 +173,20 @@ type Duration time.Duration
 
 // D returns d as a time.Duration.
 func (d Duration) D() time.Duration { return time.Duration(d) }
+
+// FormatDuration writes d in Go syntax without its zero tails, as a
+// manifest would declare it: 1h, 1h30m, 45s (Duration.String writes
+// 1h0m0s).
+func FormatDuration(d time.Duration) string {
+	s := d.String()
+	if strings.HasSuffix(s, "m0s") {
+		s = strings.TrimSuffix(s, "0s")
+	}
+	if strings.HasSuffix(s, "h0m") {
+		s = strings.TrimSuffix(s, "0m")
+	}
+	return s
+}
 
 // MarshalJSON writes d in Go syntax.
 func (d Duration) MarshalJSON() ([]byte, error) {
