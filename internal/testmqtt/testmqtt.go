@@ -14,6 +14,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/tend-dev/tend/internal/testserver"
+
 	"github.com/tend-dev/tend/internal/testgit"
 )
 
@@ -53,24 +55,8 @@ func Start(t testing.TB, o Options) *Broker {
 	if testing.Short() {
 		t.Skip("end-to-end: a mosquitto broker; make test runs it, -short skips it")
 	}
-	bin, err := exec.LookPath("mosquitto")
-	if err != nil {
-		bin = "/usr/sbin/mosquitto" // Debian's, outside a user's PATH
-		if _, err := os.Stat(bin); err != nil {
-			if os.Getenv("CI") != "" {
-				t.Fatal("mosquitto is not installed (apt-get install mosquitto)")
-			}
-			t.Skip("mosquitto is not installed (apt-get install mosquitto)")
-		}
-	}
-	l, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	addr := l.Addr().String()
-	if err := l.Close(); err != nil {
-		t.Fatal(err)
-	}
+	bin := testserver.Program(t, "mosquitto", "mosquitto")
+	addr := testserver.FreeAddr(t)
 	_, port, _ := net.SplitHostPort(addr)
 	dir := t.TempDir()
 	b := &Broker{t: t, bin: bin, addr: addr, conf: filepath.Join(dir, "mosquitto.conf"), URL: "tcp://" + addr}

@@ -3,13 +3,14 @@ package testoci
 import (
 	"bytes"
 	"fmt"
-	"net"
 	"net/http"
 	"os"
 	"os/exec"
 	"path/filepath"
 	"testing"
 	"time"
+
+	"github.com/tend-dev/tend/internal/testserver"
 )
 
 // StartDistribution runs Debian's docker-registry (CNCF distribution) as a
@@ -30,21 +31,8 @@ func StartDistributionProcess(t testing.TB) (host string, pid int) {
 	if testing.Short() {
 		t.Skip("end-to-end: a separate docker-registry server; make test runs it, -short skips it")
 	}
-	bin, err := exec.LookPath("docker-registry")
-	if err != nil {
-		if os.Getenv("CI") != "" {
-			t.Fatal("docker-registry is not installed (apt-get install docker-registry)")
-		}
-		t.Skip("docker-registry is not installed (apt-get install docker-registry)")
-	}
-	l, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	addr := l.Addr().String()
-	if err := l.Close(); err != nil {
-		t.Fatal(err)
-	}
+	bin := testserver.Program(t, "docker-registry", "docker-registry")
+	addr := testserver.FreeAddr(t)
 	dir := t.TempDir()
 	cfg := filepath.Join(dir, "config.yml")
 	if err := os.WriteFile(cfg, fmt.Appendf(nil, `version: 0.1
