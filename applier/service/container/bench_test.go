@@ -80,44 +80,8 @@ func BenchmarkNoopTick10Containers(b *testing.B) {
 	img := testdocker.PushProgram(b, reg.Host, "infer/svc", testdocker.SvcDir())
 	proxy, calls := countingEngine(b, strings.TrimPrefix(host, "unix://"))
 
-	repo := testgit.NewRepo(b)
-	var services strings.Builder
-	for i := range 10 {
-		fmt.Fprintf(&services, "    - {name: web%d, image: %s}\n", i, img.Tag)
-	}
-	repo.WriteFile("devices/bench/d.yaml", "apiVersion: tend.dev/v1alpha1\nkind: Device\nmetadata: {name: bench}\nspec:\n  services:\n"+services.String())
-	repo.Commit("ten containers")
-	dir := b.TempDir()
-	c := &manifest.AgentConfig{Device: "bench", Source: manifest.SourceConfig{URL: repo.Dir(), Path: "devices/{device}"},
-		StateDir: filepath.Join(dir, "state"), Root: filepath.Join(dir, "root"),
-		Registries: manifest.Registries{Insecure: []string{reg.Host}}, Runtime: manifest.RuntimeConfig{Docker: manifest.DockerRuntime{Host: "unix://" + proxy}}}
-	c.SetDefaults("")
-	if err := os.MkdirAll(c.Root, 0o755); err != nil {
-		b.Fatal(err)
-	}
-	ctx, cancel := context.WithCancel(context.Background())
-	defer cancel()
-	sup := agent.NewSupervisor(c, nil)
-	if err := sup.Start(ctx); err != nil {
-		b.Fatal(err)
-	}
-	r := &agent.Reconciler{Config: c, Supervisor: sup}
-	b.Cleanup(func() {
-		sup.Stop()
-		cli, err := client.New(client.WithHost(host))
-		if err != nil {
-			return
-		}
-		defer cli.Close()
-		list, _ := cli.ContainerList(context.Background(), client.ContainerListOptions{All: true,
-			Filters: make(client.Filters).Add("label", service.LabelDevice+"=bench")})
-		for _, c := range list.Items {
-			_, _ = cli.ContainerRemove(context.Background(), c.ID, client.ContainerRemoveOptions{Force: true})
-		}
-	})
-	if _, err := r.Apply(ctx); err != nil {
-		b.Fatal(err)
-	}
+	r := benchAgent(b, "bench", 10, img.Tag, reg.Host, "unix://"+proxy, host)
+	ctx := b.Context()
 	engine0, registry0, cpu0 := calls.Load(), registry.Load(), cpuTime(b)
 	for b.Loop() {
 		res, err := r.Apply(ctx)
@@ -178,44 +142,8 @@ func BenchmarkAgentKillToReplacement(b *testing.B) {
 	host := testdocker.Host(b)
 	reg := testoci.Start(b)
 	img := testdocker.PushProgram(b, reg.Host, "infer/svc", testdocker.SvcDir())
-	services := b.N // one service per kill: none has a restart backoff grown
-	repo := testgit.NewRepo(b)
-	var decl strings.Builder
-	for i := range services {
-		fmt.Fprintf(&decl, "    - {name: web%d, image: %s}\n", i, img.Tag)
-	}
-	repo.WriteFile("devices/killbench/d.yaml", "apiVersion: tend.dev/v1alpha1\nkind: Device\nmetadata: {name: killbench}\nspec:\n  services:\n"+decl.String())
-	repo.Commit("services")
-	dir := b.TempDir()
-	c := &manifest.AgentConfig{Device: "killbench", Source: manifest.SourceConfig{URL: repo.Dir(), Path: "devices/{device}"},
-		StateDir: filepath.Join(dir, "state"), Root: filepath.Join(dir, "root"),
-		Registries: manifest.Registries{Insecure: []string{reg.Host}}, Runtime: manifest.RuntimeConfig{Docker: manifest.DockerRuntime{Host: host}}}
-	c.SetDefaults("")
-	if err := os.MkdirAll(c.Root, 0o755); err != nil {
-		b.Fatal(err)
-	}
-	ctx, cancel := context.WithCancel(context.Background())
-	defer cancel()
-	sup := agent.NewSupervisor(c, nil)
-	if err := sup.Start(ctx); err != nil {
-		b.Fatal(err)
-	}
-	b.Cleanup(func() {
-		sup.Stop()
-		cli, err := client.New(client.WithHost(host))
-		if err != nil {
-			return
-		}
-		defer cli.Close()
-		list, _ := cli.ContainerList(context.Background(), client.ContainerListOptions{All: true,
-			Filters: make(client.Filters).Add("label", service.LabelDevice+"=killbench")})
-		for _, c := range list.Items {
-			_, _ = cli.ContainerRemove(context.Background(), c.ID, client.ContainerRemoveOptions{Force: true})
-		}
-	})
-	if _, err := (&agent.Reconciler{Config: c, Supervisor: sup}).Apply(ctx); err != nil {
-		b.Fatal(err)
-	}
+	// One service per kill: none has a restart backoff grown.
+	sup := benchAgent(b, "killbench", b.N, img.Tag, reg.Host, host, host).Supervisor
 	restarted := make(chan string, 1)
 	sup.OnRestart(func(service string) {
 		select { // fn must not block
@@ -243,4 +171,48 @@ func BenchmarkAgentKillToReplacement(b *testing.B) {
 		}
 	}
 	b.ReportMetric(p50ms(took), "p50_ms")
+}
+
+// benchAgent is device's reconciler with its services, n containers of
+// image (from registry), applied, on the engine at engine, its supervisor
+// watching them; the containers are removed from the engine at host when
+// the benchmark ends.
+func benchAgent(b *testing.B, device string, n int, image, registry, engine, host string) *agent.Reconciler {
+	repo := testgit.NewRepo(b)
+	var decl strings.Builder
+	for i := range n {
+		fmt.Fprintf(&decl, "    - {name: web%d, image: %s}\n", i, image)
+	}
+	repo.WriteFile("devices/"+device+"/d.yaml", "apiVersion: tend.dev/v1alpha1\nkind: Device\nmetadata: {name: "+device+"}\nspec:\n  services:\n"+decl.String())
+	repo.Commit("services")
+	dir := b.TempDir()
+	c := &manifest.AgentConfig{Device: device, Source: manifest.SourceConfig{URL: repo.Dir(), Path: "devices/{device}"},
+		StateDir: filepath.Join(dir, "state"), Root: filepath.Join(dir, "root"),
+		Registries: manifest.Registries{Insecure: []string{registry}}, Runtime: manifest.RuntimeConfig{Docker: manifest.DockerRuntime{Host: engine}}}
+	c.SetDefaults("")
+	if err := os.MkdirAll(c.Root, 0o755); err != nil {
+		b.Fatal(err)
+	}
+	sup := agent.NewSupervisor(c, nil)
+	if err := sup.Start(b.Context()); err != nil {
+		b.Fatal(err)
+	}
+	b.Cleanup(func() {
+		sup.Stop()
+		cli, err := client.New(client.WithHost(host))
+		if err != nil {
+			return
+		}
+		defer cli.Close()
+		list, _ := cli.ContainerList(context.Background(), client.ContainerListOptions{All: true,
+			Filters: make(client.Filters).Add("label", service.LabelDevice+"="+device)})
+		for _, c := range list.Items {
+			_, _ = cli.ContainerRemove(context.Background(), c.ID, client.ContainerRemoveOptions{Force: true})
+		}
+	})
+	r := &agent.Reconciler{Config: c, Supervisor: sup}
+	if _, err := r.Apply(b.Context()); err != nil {
+		b.Fatal(err)
+	}
+	return r
 }
