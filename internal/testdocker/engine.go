@@ -118,42 +118,57 @@ func start() (*engine, error) {
 		return nil, errors.New("dockerd needs root: run the tests as root to run them against a private Docker Engine")
 	}
 	sweep()
-	// Short paths under /tmp, not $TMPDIR: the socket path (and the
-	// containerd socket under the exec root) must fit in 108 bytes.
+	dir, err := newDir(map[string]string{"daemon.json": "{}\n"})
+	if err != nil {
+		return nil, err
+	}
+	return launch(dir, "dockerd.log", nil, bin,
+		"--config-file", filepath.Join(dir, "daemon.json"),
+		"--data-root", filepath.Join(dir, "d"),
+		"--exec-root", filepath.Join(dir, "x"),
+		"--pidfile", filepath.Join(dir, "dockerd.pid"),
+		"-H", "unix://"+filepath.Join(dir, socketName),
+		"--iptables=false", "--ip6tables=false", "--bridge=none",
+	)
+}
+
+// newDir makes an engine's folder, with its owner file (see sweep) and
+// files (name → content). Short paths under /tmp, not $TMPDIR: the socket
+// path (and the containerd socket under dockerd's exec root) must fit in
+// 108 bytes.
+func newDir(files map[string]string) (string, error) {
 	dir, err := os.MkdirTemp("/tmp", dirPrefix)
 	if err != nil {
-		return nil, fmt.Errorf("testdocker: %w", err)
+		return "", fmt.Errorf("testdocker: %w", err)
 	}
-	if err := os.WriteFile(filepath.Join(dir, ownerFile), []byte(strconv.Itoa(os.Getpid())), 0o644); err != nil {
-		os.RemoveAll(dir)
-		return nil, fmt.Errorf("testdocker: %w", err)
+	files[ownerFile] = strconv.Itoa(os.Getpid())
+	for name, content := range files {
+		if err := os.WriteFile(filepath.Join(dir, name), []byte(content), 0o644); err != nil {
+			os.RemoveAll(dir)
+			return "", fmt.Errorf("testdocker: %w", err)
+		}
 	}
-	e := &engine{dir: dir, done: make(chan struct{}), log: filepath.Join(dir, "dockerd.log")}
-	cfg := filepath.Join(dir, "daemon.json")
-	if err := os.WriteFile(cfg, []byte("{}\n"), 0o644); err != nil {
-		os.RemoveAll(dir)
-		return nil, fmt.Errorf("testdocker: %w", err)
-	}
+	return dir, nil
+}
+
+// launch runs the engine bin with args (and env added to tend's) in dir,
+// logging to dir/logName, ending with the test binary even when it is
+// killed, and waits until it answers on its socket.
+func launch(dir, logName string, env []string, bin string, args ...string) (*engine, error) {
+	e := &engine{dir: dir, done: make(chan struct{}), log: filepath.Join(dir, logName)}
 	logf, err := os.Create(e.log)
 	if err != nil {
 		os.RemoveAll(dir)
 		return nil, fmt.Errorf("testdocker: %w", err)
 	}
 	defer logf.Close()
-	e.cmd = exec.Command(bin,
-		"--config-file", cfg,
-		"--data-root", filepath.Join(dir, "d"),
-		"--exec-root", filepath.Join(dir, "x"),
-		"--pidfile", filepath.Join(dir, "dockerd.pid"),
-		"-H", "unix://"+e.socket(),
-		"--iptables=false", "--ip6tables=false", "--bridge=none",
-	)
+	e.cmd = exec.Command(bin, args...)
+	e.cmd.Env = append(os.Environ(), env...)
 	e.cmd.Stdout, e.cmd.Stderr = logf, logf
-	// dockerd ends with the test binary even when it is killed.
 	e.cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGTERM}
 	if err := e.cmd.Start(); err != nil {
 		os.RemoveAll(dir)
-		return nil, fmt.Errorf("testdocker: start dockerd: %w", err)
+		return nil, fmt.Errorf("testdocker: start %s: %w", filepath.Base(bin), err)
 	}
 	go func() {
 		_ = e.cmd.Wait()
@@ -166,7 +181,10 @@ func start() (*engine, error) {
 	return e, nil
 }
 
-func (e *engine) socket() string { return filepath.Join(e.dir, "d.sock") }
+// socketName is the engine's socket in its folder.
+const socketName = "d.sock"
+
+func (e *engine) socket() string { return filepath.Join(e.dir, socketName) }
 
 // waitReady polls the engine's /_ping until it answers OK, dockerd exits,
 // or startTimeout passes.

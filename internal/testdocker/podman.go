@@ -6,7 +6,6 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
-	"strconv"
 	"strings"
 	"syscall"
 	"testing"
@@ -48,59 +47,26 @@ func startPodman(insecure []string) (*engine, error) {
 	if os.Geteuid() != 0 {
 		return nil, errors.New("podman's service needs root here: run the tests as root to run them against Podman")
 	}
-	dir, err := os.MkdirTemp("/tmp", dirPrefix)
-	if err != nil {
-		return nil, fmt.Errorf("testdocker: %w", err)
-	}
-	if err := os.WriteFile(filepath.Join(dir, ownerFile), []byte(strconv.Itoa(os.Getpid())), 0o644); err != nil {
-		os.RemoveAll(dir)
-		return nil, fmt.Errorf("testdocker: %w", err)
-	}
 	var conf strings.Builder
 	conf.WriteString("unqualified-search-registries = []\n")
 	for _, r := range insecure {
 		fmt.Fprintf(&conf, "[[registry]]\nlocation = %q\ninsecure = true\n", r)
 	}
-	if err := os.WriteFile(filepath.Join(dir, "registries.conf"), []byte(conf.String()), 0o644); err != nil {
-		os.RemoveAll(dir)
-		return nil, fmt.Errorf("testdocker: %w", err)
-	}
 	// Podman raises a container's open-files and process limits to its own
 	// defaults, which a sandbox may forbid: keep the test's limits.
 	var files, procs syscall.Rlimit
 	if err := errors.Join(syscall.Getrlimit(syscall.RLIMIT_NOFILE, &files), syscall.Getrlimit(unix.RLIMIT_NPROC, &procs)); err != nil {
-		os.RemoveAll(dir)
 		return nil, fmt.Errorf("testdocker: %w", err)
 	}
-	containersConf := fmt.Sprintf("[containers]\ndefault_ulimits = [\"nofile=%d:%d\", \"nproc=%d:%d\"]\n", files.Cur, files.Max, procs.Cur, procs.Max)
-	if err := os.WriteFile(filepath.Join(dir, "containers.conf"), []byte(containersConf), 0o644); err != nil {
-		os.RemoveAll(dir)
-		return nil, fmt.Errorf("testdocker: %w", err)
-	}
-	e := &engine{dir: dir, done: make(chan struct{}), log: filepath.Join(dir, "podman.log")}
-	logf, err := os.Create(e.log)
+	dir, err := newDir(map[string]string{
+		"registries.conf": conf.String(),
+		"containers.conf": fmt.Sprintf("[containers]\ndefault_ulimits = [\"nofile=%d:%d\", \"nproc=%d:%d\"]\n", files.Cur, files.Max, procs.Cur, procs.Max),
+	})
 	if err != nil {
-		os.RemoveAll(dir)
-		return nil, fmt.Errorf("testdocker: %w", err)
-	}
-	defer logf.Close()
-	e.cmd = exec.Command(bin, "--root", filepath.Join(dir, "r"), "--runroot", filepath.Join(dir, "rr"),
-		"--tmpdir", filepath.Join(dir, "t"), "system", "service", "--time", "0", "unix://"+e.socket())
-	e.cmd.Env = append(os.Environ(), "CONTAINERS_REGISTRIES_CONF="+filepath.Join(dir, "registries.conf"),
-		"CONTAINERS_CONF="+filepath.Join(dir, "containers.conf"))
-	e.cmd.Stdout, e.cmd.Stderr = logf, logf
-	e.cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGTERM}
-	if err := e.cmd.Start(); err != nil {
-		os.RemoveAll(dir)
-		return nil, fmt.Errorf("testdocker: start podman: %w", err)
-	}
-	go func() {
-		_ = e.cmd.Wait()
-		close(e.done)
-	}()
-	if err := e.waitReady(); err != nil {
-		_ = e.stop()
 		return nil, err
 	}
-	return e, nil
+	return launch(dir, "podman.log",
+		[]string{"CONTAINERS_REGISTRIES_CONF=" + filepath.Join(dir, "registries.conf"), "CONTAINERS_CONF=" + filepath.Join(dir, "containers.conf")},
+		bin, "--root", filepath.Join(dir, "r"), "--runroot", filepath.Join(dir, "rr"),
+		"--tmpdir", filepath.Join(dir, "t"), "system", "service", "--time", "0", "unix://"+filepath.Join(dir, socketName))
 }
