@@ -233,6 +233,7 @@ func (e *engine) stop() error {
 	// try again for a while.
 	var err error
 	for range 50 {
+		killUnder(e.dir)
 		unmountUnder(e.dir)
 		if err = os.RemoveAll(e.dir); err == nil {
 			return nil
@@ -253,6 +254,22 @@ func (e *engine) logTail() string {
 		lines = lines[len(lines)-30:]
 	}
 	return strings.Join(lines, "\n")
+}
+
+// killUnder kills the processes whose command line names dir: what the
+// engine started and left behind (Podman's conmon runs "podman container
+// cleanup", which mounts the storage again).
+func killUnder(dir string) {
+	procs, _ := filepath.Glob("/proc/[0-9]*/cmdline")
+	for _, p := range procs {
+		b, err := os.ReadFile(p)
+		if err != nil || !strings.Contains(string(b), dir+"/") {
+			continue
+		}
+		if pid, err := strconv.Atoi(filepath.Base(filepath.Dir(p))); err == nil && pid != os.Getpid() {
+			_ = syscall.Kill(pid, syscall.SIGKILL)
+		}
+	}
 }
 
 // unmountUnder detaches every mount point below dir, deepest first, and
