@@ -99,32 +99,36 @@ func containerHash(tmpl manifest.Service, digest string) string {
 		Network       string
 		Devices       []string
 		GPUs          string
-		Env           map[string]string
-		WorkingDir    string
-		User, Group   string
-		Restart       string
-		Resources     *manifest.Resources
-		Health        *manifest.Health
-		StopTimeout   manifest.Duration
-	}{tmpl.Image, digest, tmpl.Args, tmpl.Mounts, tmpl.Network, tmpl.Devices, tmpl.GPUs, tmpl.Env, tmpl.WorkingDir,
-		tmpl.User, tmpl.Group, tmpl.Restart, tmpl.Resources, tmpl.Health, tmpl.StopTimeout})
+		runSpec
+	}{tmpl.Image, digest, tmpl.Args, tmpl.Mounts, tmpl.Network, tmpl.Devices, tmpl.GPUs, runOf(tmpl)})
 	sum := sha256.Sum256(b)
 	return "sha256:" + hex.EncodeToString(sum[:])
+}
+
+// runSpec is what a process or a container service runs with besides its
+// program: embedded in the hash inputs, its fields are written in place,
+// so the hashes stay as they were before it was shared.
+type runSpec struct {
+	Env         map[string]string
+	WorkingDir  string
+	User, Group string
+	Restart     string
+	Resources   *manifest.Resources
+	Health      *manifest.Health
+	StopTimeout manifest.Duration
+}
+
+func runOf(s manifest.Service) runSpec {
+	return runSpec{s.Env, s.WorkingDir, s.User, s.Group, s.Restart, s.Resources, s.Health, s.StopTimeout}
 }
 
 // specHash is the hash of what a service's instances run with. Its input
 // is fixed: a change here restarts every service of every node once.
 func specHash(tmpl manifest.Service) string {
 	b, _ := json.Marshal(struct {
-		Command     []string
-		Env         map[string]string
-		WorkingDir  string
-		User, Group string
-		Restart     string
-		Resources   *manifest.Resources
-		Health      *manifest.Health
-		StopTimeout manifest.Duration
-	}{tmpl.Command, tmpl.Env, tmpl.WorkingDir, tmpl.User, tmpl.Group, tmpl.Restart, tmpl.Resources, tmpl.Health, tmpl.StopTimeout})
+		Command []string
+		runSpec
+	}{tmpl.Command, runOf(tmpl)})
 	sum := sha256.Sum256(b)
 	return "sha256:" + hex.EncodeToString(sum[:])
 }
