@@ -16,6 +16,7 @@ import (
 	"github.com/tend-dev/tend/applier"
 	"github.com/tend-dev/tend/internal/testgit"
 	"github.com/tend-dev/tend/internal/testoci"
+	"github.com/tend-dev/tend/manifest"
 )
 
 // heldLoop is a loop whose ticks a test runs one by one, with the tracker
@@ -29,7 +30,11 @@ type heldLoop struct {
 
 func newHeldLoop(t *testing.T, repo *testgit.Repo) *heldLoop {
 	t.Helper()
-	c := newConfig(t, repo.Dir())
+	return heldLoopOf(newConfig(t, repo.Dir()))
+}
+
+// heldLoopOf is a held loop of config c: ticks hourly, an hour of backoff.
+func heldLoopOf(c *manifest.AgentConfig) *heldLoop {
 	h := &heldLoop{}
 	h.Loop = NewLoop(&Reconciler{Config: c}, LoopOptions{
 		Schedule:  everyTick(time.Hour),

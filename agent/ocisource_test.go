@@ -41,16 +41,7 @@ func TestOCISource(t *testing.T) {
 
 	c := newConfig(t, "oci://"+reg.Ref("fleet:main"))
 	c.Registries.Insecure = []string{reg.Host}
-	h := &heldLoop{}
-	h.Loop = NewLoop(&Reconciler{Config: c}, LoopOptions{
-		Schedule:  everyTick(time.Hour),
-		Backoff:   func(int) time.Duration { return time.Hour },
-		OnHeldOff: func() { h.heldOff++ },
-		OnTick:    func(r *Result, err error) { h.res, h.err = r, err },
-	})
-	h.tracker = NewTracker(c.Device, "test")
-	h.metrics = NewMetrics()
-	h.observed = make(chan struct{})
+	h := heldLoopOf(c)
 	var held []*Result
 	h.opts.OnHold = func(r *Result) { held = append(held, r) }
 
