@@ -13,21 +13,8 @@ tend=${TEND:-$top/bin/tend}
 sandbox=${DEMO_DIR:-$top/.demo-containers}
 port=8097 # the service's, in examples/containers
 
-if [[ -t 1 ]]; then # bold headings on a terminal only
-	say() { printf '\n\033[1m== %s\033[0m\n' "$*"; }
-else
-	say() { printf '\n== %s\n' "$*"; }
-fi
-wait_for() { # wait_for SECONDS CMD... : poll until CMD succeeds
-	local deadline=$((SECONDS + $1)); shift
-	until "$@"; do
-		if ((SECONDS >= deadline)); then echo "timed out waiting for: $*" >&2; return 1; fi
-		sleep 0.2
-	done
-}
-gone() { # gone PID: the process has exited (a zombie no one reaped counts)
-	! kill -0 "$1" 2>/dev/null || [[ "$(sed -n 's/.*) \(.\).*/\1/p' "/proc/$1/stat" 2>/dev/null)" == Z ]]
-}
+# shellcheck source=examples/demo-lib.sh
+. "$here/demo-lib.sh"
 http_get() { # http_get PATH: the body of GET http://127.0.0.1:$port/PATH, curl or bash's /dev/tcp
 	if command -v curl >/dev/null; then
 		curl -fsS --max-time 5 "http://127.0.0.1:$port$1"

@@ -9,22 +9,8 @@ top=$(cd "$here/.." && pwd)
 tend=${TEND:-$top/bin/tend}
 sandbox=${DEMO_DIR:-$top/.demo}
 
-if [[ -t 1 ]]; then # bold headings on a terminal only
-	say() { printf '\n\033[1m== %s\033[0m\n' "$*"; }
-else
-	say() { printf '\n== %s\n' "$*"; }
-fi
-wait_for() { # wait_for SECONDS CMD... : poll until CMD succeeds
-	local deadline=$((SECONDS + $1)); shift
-	until "$@"; do
-		if ((SECONDS >= deadline)); then echo "timed out waiting for: $*" >&2; return 1; fi
-		sleep 0.2
-	done
-}
-
-gone() { # gone PID: the process has exited (a zombie no one reaped counts)
-	! kill -0 "$1" 2>/dev/null || [[ "$(sed -n 's/.*) \(.\).*/\1/p' "/proc/$1/stat" 2>/dev/null)" == Z ]]
-}
+# shellcheck source=examples/demo-lib.sh
+. "$here/demo-lib.sh"
 agent='' registry=''
 record="$sandbox/state/services/infer/0.json" # the demo service's record
 service_pid() { sed -n 's/.*"pid": \([0-9]*\).*/\1/p' "$record" 2>/dev/null; }
