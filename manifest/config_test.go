@@ -86,6 +86,8 @@ func TestConfigErrors(t *testing.T) {
 		{"relative docker config", "apiVersion: tend.dev/v1alpha1\nkind: AgentConfig\nsource: {url: x}\nregistries: {dockerConfig: config.json}\n", `agent.yaml:4: registries.dockerConfig: "config.json" must be the absolute path`},
 		{"insecure registry with a path", "apiVersion: tend.dev/v1alpha1\nkind: AgentConfig\nsource: {url: x}\nregistries:\n  insecure: [registry.local:5000/models]\n", `registries.insecure[0]: "registry.local:5000/models" is not a registry host`},
 		{"report url not http", "apiVersion: tend.dev/v1alpha1\nkind: AgentConfig\nsource: {url: x}\nreport: {url: \"ftp://user:secret@collector\"}\n", `report.url: not an http(s) URL`},
+		{"docker host not an engine address", "apiVersion: tend.dev/v1alpha1\nkind: AgentConfig\nsource: {url: x}\nruntime: {docker: {host: /var/run/docker.sock}}\n",
+			`agent.yaml:4: runtime.docker.host: "/var/run/docker.sock" is not an engine address: use unix:///var/run/docker.sock (Docker)`},
 		{"negative keepVersions", "apiVersion: tend.dev/v1alpha1\nkind: AgentConfig\nsource: {url: x}\nmodels: {keepVersions: -1}\n", `agent.yaml:4: models.keepVersions: -1 is negative`},
 		{"bad verifyInterval", "apiVersion: tend.dev/v1alpha1\nkind: AgentConfig\nsource: {url: x}\nmodels: {verifyInterval: daily}\n", `invalid duration "daily"`},
 		{"relative token file", "apiVersion: tend.dev/v1alpha1\nkind: AgentConfig\nsource:\n  url: x\n  auth: {tokenFile: token}\n", `agent.yaml:5: source.auth.tokenFile: "token" must be an absolute path`},
@@ -125,4 +127,22 @@ func TestOCISourceConfig(t *testing.T) {
 			require.ErrorContains(t, c.ValidateCI(), "is a published artifact: tend diff and validate --all read the Git fleet repo")
 		})
 	}
+}
+
+// The engine of container services: runtime.docker.host, else
+// DOCKER_HOST, else Docker's socket.
+func TestDockerHost(t *testing.T) {
+	env := func(v string) func(string) string {
+		return func(k string) string {
+			if k == "DOCKER_HOST" {
+				return v
+			}
+			return ""
+		}
+	}
+	c := &AgentConfig{}
+	require.Equal(t, DefaultDockerHost, c.DockerHost(env("")))
+	require.Equal(t, "unix:///run/podman/podman.sock", c.DockerHost(env("unix:///run/podman/podman.sock")))
+	c.Runtime.Docker.Host = "tcp://10.0.0.2:2376"
+	require.Equal(t, "tcp://10.0.0.2:2376", c.DockerHost(env("unix:///run/podman/podman.sock")))
 }
