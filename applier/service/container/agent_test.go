@@ -169,27 +169,6 @@ func TestAgentRunsContainerService(t *testing.T) {
 	require.True(t, strings.HasSuffix(in.Container.Config.Image, "@"+moved), in.Container.Config.Image)
 }
 
-// An image the registry does not have fails the tick before anything is
-// stopped: the running container stays.
-func TestAgentMissingImageStopsNothing(t *testing.T) {
-	n := newNode(t)
-	n.declare(t, "    - name: web\n      image: "+n.img.Tag+"\n")
-	_, err := n.apply(t)
-	require.NoError(t, err)
-	before := n.containers(t)
-	require.Len(t, before, 1)
-
-	n.declare(t, "    - name: web\n      image: "+n.reg.Ref("infer/svc:nope")+"\n")
-	_, err = n.apply(t)
-	require.Error(t, err)
-	require.Contains(t, err.Error(), "service/web")
-	require.Contains(t, err.Error(), n.reg.Ref("infer/svc:nope"))
-	after := n.containers(t)
-	require.Len(t, after, 1)
-	require.Equal(t, before[0].ID, after[0].ID, "nothing was stopped")
-	require.Equal(t, "running", string(after[0].State))
-}
-
 // No engine at the socket: the error names it and says how to start one.
 func TestAgentNoEngine(t *testing.T) {
 	n := newNode(t)
@@ -329,9 +308,9 @@ func TestAgentRestartsKilledContainer(t *testing.T) {
 }
 
 // What cannot run as declared fails the plan before anything is stopped:
-// a device node the node lacks, a memory limit below the engine's
-// minimum, a tag moved to an image with no build for this platform. The
-// running container and the rest of the node stay as they were.
+// an image the registry does not have, a tag moved to an image with no
+// build for this platform, a device node the node lacks, a memory limit
+// below the engine's minimum. The running container stays as it was.
 func TestAgentBadContainerStopsNothing(t *testing.T) {
 	n := newNode(t)
 	n.declare(t, "    - name: web\n      image: "+n.img.Tag+"\n")
@@ -342,14 +321,18 @@ func TestAgentBadContainerStopsNothing(t *testing.T) {
 
 	arm := n.reg.Ref("infer/arm:1")
 	n.pushOtherPlatform(t, arm)
-	for _, tc := range []struct{ name, decl, want string }{
-		{"device missing", "      devices: [/dev/tend-no-such-device]\n", "device /dev/tend-no-such-device does not exist on this node"},
-		{"memory below the minimum", "      resources: {memory: 1Mi}\n", "resources.memory 1Mi is below the engine's minimum, 6Mi"},
+	missing := n.reg.Ref("infer/svc:nope")
+	for _, tc := range []struct{ name, image, decl, want string }{
+		{"image missing", missing, "", missing},
+		{"no build for this platform", arm, "", "has no build for this node's platform, linux/" + runtime.GOARCH + ": push one for it"},
+		{"device missing", n.img.Tag, "      devices: [/dev/tend-no-such-device]\n", "device /dev/tend-no-such-device does not exist on this node"},
+		{"memory below the minimum", n.img.Tag, "      resources: {memory: 1Mi}\n", "resources.memory 1Mi is below the engine's minimum, 6Mi"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			n.declare(t, "    - name: web\n      image: "+n.img.Tag+"\n      args: [-say, changed]\n"+tc.decl)
+			n.declare(t, "    - name: web\n      image: "+tc.image+"\n      args: [-say, changed]\n"+tc.decl)
 			_, err := n.apply(t)
 			require.Error(t, err)
+			require.Contains(t, err.Error(), "service/web")
 			require.Contains(t, err.Error(), tc.want)
 			after := n.containers(t)
 			require.Len(t, after, 1)
@@ -357,16 +340,6 @@ func TestAgentBadContainerStopsNothing(t *testing.T) {
 			require.Equal(t, "running", string(after[0].State))
 		})
 	}
-	t.Run("no build for this platform", func(t *testing.T) {
-		n.declare(t, "    - name: web\n      image: "+arm+"\n")
-		_, err := n.apply(t)
-		require.Error(t, err)
-		require.Contains(t, err.Error(), "service/web")
-		require.Contains(t, err.Error(), "has no build for this node's platform, linux/"+runtime.GOARCH+": push one for it")
-		after := n.containers(t)
-		require.Len(t, after, 1)
-		require.Equal(t, before[0].ID, after[0].ID, "nothing was stopped")
-	})
 }
 
 // pushOtherPlatform pushes, under ref, an index whose only image is built
