@@ -124,16 +124,20 @@ func TestExampleFleet(t *testing.T) {
 	require.NotEmpty(t, dirs)
 	profiles, err := ReadFiles([]string{"../examples/fleet/profiles"})
 	require.NoError(t, err)
+	// compose composes the device of folder dir with shared documents.
+	compose := func(t *testing.T, dir string, labels map[string]string, shared []Input) *Composed {
+		own, err := ReadFiles([]string{dir})
+		require.NoError(t, err)
+		for i := range own {
+			own[i].PerDevice = true
+		}
+		c, err := Compose(append(own, shared...), ComposeOptions{Device: filepath.Base(dir), Labels: labels, ValidateOptions: opts})
+		require.NoError(t, err)
+		return c
+	}
 	for _, dir := range dirs {
 		t.Run(dir, func(t *testing.T) {
-			own, err := ReadFiles([]string{dir})
-			require.NoError(t, err)
-			for i := range own {
-				own[i].PerDevice = true
-			}
-			c, err := Compose(append(own, profiles...), ComposeOptions{Device: filepath.Base(dir), Labels: c.Labels, ValidateOptions: opts})
-			require.NoError(t, err)
-			require.Len(t, c.Device.Spec.Services, 1, "the inference profile applies")
+			require.Len(t, compose(t, dir, c.Labels, profiles).Device.Spec.Services, 1, "the inference profile applies")
 		})
 	}
 	// examples/containers (make demo-containers): one device, no profiles,
@@ -143,13 +147,7 @@ func TestExampleFleet(t *testing.T) {
 	require.NotEmpty(t, dirs)
 	for _, dir := range dirs {
 		t.Run(dir, func(t *testing.T) {
-			own, err := ReadFiles([]string{dir})
-			require.NoError(t, err)
-			for i := range own {
-				own[i].PerDevice = true
-			}
-			c, err := Compose(own, ComposeOptions{Device: filepath.Base(dir), ValidateOptions: opts})
-			require.NoError(t, err)
+			c := compose(t, dir, nil, nil)
 			require.Len(t, c.Device.Spec.Services, 1)
 			require.True(t, c.Device.Spec.Services[0].Container(), "the service runs as a container")
 		})
