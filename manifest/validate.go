@@ -280,8 +280,13 @@ func (v validator) container(o Origin, s Service) {
 	for i, arg := range s.Args {
 		v.refs(o, fmt.Sprintf(".args[%d]", i), arg)
 	}
+	targets := map[string]int{}
 	for i, m := range s.Mounts {
 		field := fmt.Sprintf(".mounts[%d]", i)
+		if first, ok := targets[m.Target]; ok && m.Target != "" {
+			v.at(o, field+".target", "%q is the target of mounts[%d] too: a container path takes one mount", m.Target, first)
+		}
+		targets[m.Target] = i
 		switch {
 		case m.Source == "":
 			v.at(o, field+".source", "missing: ${model:NAME}, ${file:PATH} or an absolute path under allowPaths")
