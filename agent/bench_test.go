@@ -10,7 +10,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/tend-dev/tend/internal/testgit"
+	"github.com/tend-dev/tend/internal/testkit/testgit"
 	"github.com/tend-dev/tend/manifest"
 )
 

@@ -16,9 +16,9 @@ import (
 	mqtt "github.com/eclipse/paho.mqtt.golang"
 	"github.com/stretchr/testify/require"
 
-	"github.com/tend-dev/tend/internal/golden"
-	"github.com/tend-dev/tend/internal/testgit"
-	"github.com/tend-dev/tend/internal/testmqtt"
+	"github.com/tend-dev/tend/internal/testkit/golden"
+	"github.com/tend-dev/tend/internal/testkit/testgit"
+	"github.com/tend-dev/tend/internal/testkit/testmqtt"
 	"github.com/tend-dev/tend/manifest"
 	"github.com/tend-dev/tend/notify"
 )

@@ -14,8 +14,8 @@ import (
 	git "github.com/go-git/go-git/v5"
 	"github.com/stretchr/testify/require"
 
-	"github.com/tend-dev/tend/internal/testgit"
-	"github.com/tend-dev/tend/internal/testoci"
+	"github.com/tend-dev/tend/internal/testkit/testgit"
+	"github.com/tend-dev/tend/internal/testkit/testoci"
 	"github.com/tend-dev/tend/oci"
 	"github.com/tend-dev/tend/ocisource"
 )

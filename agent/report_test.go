@@ -20,7 +20,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/tend-dev/tend/drift"
-	"github.com/tend-dev/tend/internal/testfs"
+	"github.com/tend-dev/tend/internal/testkit/testfs"
 	"github.com/tend-dev/tend/manifest"
 )
 

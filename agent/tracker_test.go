@@ -15,7 +15,7 @@ import (
 
 	"github.com/tend-dev/tend/drift"
 	"github.com/tend-dev/tend/gitsource"
-	"github.com/tend-dev/tend/internal/golden"
+	"github.com/tend-dev/tend/internal/testkit/golden"
 	"github.com/tend-dev/tend/planner"
 )
 

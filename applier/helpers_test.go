@@ -4,7 +4,7 @@ import (
 	"io/fs"
 	"testing"
 
-	"github.com/tend-dev/tend/internal/testfs"
+	"github.com/tend-dev/tend/internal/testkit/testfs"
 )
 
 func tree(t testing.TB, dir string) []string  { return testfs.Tree(t, dir) }

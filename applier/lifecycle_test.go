@@ -9,7 +9,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/tend-dev/tend/applier"
-	"github.com/tend-dev/tend/internal/testnode"
+	"github.com/tend-dev/tend/internal/testkit/testnode"
 	"github.com/tend-dev/tend/manifest"
 	"github.com/tend-dev/tend/planner"
 	"github.com/tend-dev/tend/render"

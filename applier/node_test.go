@@ -11,8 +11,8 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/tend-dev/tend/applier"
-	"github.com/tend-dev/tend/internal/testfs"
-	"github.com/tend-dev/tend/internal/testnode"
+	"github.com/tend-dev/tend/internal/testkit/testfs"
+	"github.com/tend-dev/tend/internal/testkit/testnode"
 	"github.com/tend-dev/tend/manifest"
 	"github.com/tend-dev/tend/planner"
 	"github.com/tend-dev/tend/render"

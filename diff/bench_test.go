@@ -9,7 +9,7 @@ import (
 	git "github.com/go-git/go-git/v5"
 
 	"github.com/tend-dev/tend/diff"
-	"github.com/tend-dev/tend/internal/testgit"
+	"github.com/tend-dev/tend/internal/testkit/testgit"
 )
 
 // BenchmarkDiff times a whole diff (open the repo, find every device at

@@ -21,7 +21,7 @@ import (
 	gitssh "github.com/go-git/go-git/v5/plumbing/transport/ssh"
 	"github.com/stretchr/testify/require"
 
-	"github.com/tend-dev/tend/internal/testgit"
+	"github.com/tend-dev/tend/internal/testkit/testgit"
 )
 
 func TestEndpoint(t *testing.T) {

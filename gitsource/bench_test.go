@@ -7,7 +7,7 @@ import (
 	"testing"
 
 	"github.com/tend-dev/tend/gitsource"
-	"github.com/tend-dev/tend/internal/testgit"
+	"github.com/tend-dev/tend/internal/testkit/testgit"
 )
 
 // benchRepo is a small fleet repo already fetched into a clone.

@@ -9,7 +9,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/tend-dev/tend/gitsource"
-	"github.com/tend-dev/tend/internal/testgit"
+	"github.com/tend-dev/tend/internal/testkit/testgit"
 )
 
 // fleet is a fleet repo with this history on main:

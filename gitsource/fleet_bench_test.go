@@ -14,8 +14,8 @@ import (
 	"time"
 
 	"github.com/tend-dev/tend/gitsource"
-	"github.com/tend-dev/tend/internal/testgit"
-	"github.com/tend-dev/tend/internal/testmeter"
+	"github.com/tend-dev/tend/internal/testkit/testgit"
+	"github.com/tend-dev/tend/internal/testkit/testmeter"
 )
 
 // countingServer serves parent over smart HTTP with the real git

@@ -7,7 +7,7 @@ import (
 
 	"github.com/stretchr/testify/require"
 
-	"github.com/tend-dev/tend/internal/golden"
+	"github.com/tend-dev/tend/internal/testkit/golden"
 )
 
 // profile returns a Profile document; spec is its spec's lines, indented

@@ -1,3 +1,3 @@
 package manifest
 
-import _ "github.com/tend-dev/tend/internal/golden" // defines -update
+import _ "github.com/tend-dev/tend/internal/testkit/golden" // defines -update

@@ -10,7 +10,7 @@ import (
 
 	"github.com/stretchr/testify/require"
 
-	"github.com/tend-dev/tend/internal/testmqtt"
+	"github.com/tend-dev/tend/internal/testkit/testmqtt"
 	"github.com/tend-dev/tend/manifest"
 )
 

@@ -17,7 +17,7 @@ import (
 	"github.com/google/go-containerregistry/pkg/v1/remote"
 	"github.com/stretchr/testify/require"
 
-	_ "github.com/tend-dev/tend/internal/golden"
+	_ "github.com/tend-dev/tend/internal/testkit/golden"
 )
 
 // push writes a random artifact to the in-process registry under each tag

@@ -10,9 +10,9 @@ import (
 	"time"
 
 	"github.com/tend-dev/tend/gitsource"
-	"github.com/tend-dev/tend/internal/testgit"
-	"github.com/tend-dev/tend/internal/testmeter"
-	"github.com/tend-dev/tend/internal/testoci"
+	"github.com/tend-dev/tend/internal/testkit/testgit"
+	"github.com/tend-dev/tend/internal/testkit/testmeter"
+	"github.com/tend-dev/tend/internal/testkit/testoci"
 	"github.com/tend-dev/tend/oci"
 	"github.com/tend-dev/tend/ocisource"
 )

@@ -11,7 +11,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/tend-dev/tend/gitsource"
-	"github.com/tend-dev/tend/internal/testoci"
+	"github.com/tend-dev/tend/internal/testkit/testoci"
 	"github.com/tend-dev/tend/oci"
 	"github.com/tend-dev/tend/ocisource"
 )

@@ -8,7 +8,7 @@ import (
 
 	"github.com/stretchr/testify/require"
 
-	"github.com/tend-dev/tend/internal/golden"
+	"github.com/tend-dev/tend/internal/testkit/golden"
 )
 
 var planOpts = DiffOptions{From: "node", To: "declared"}

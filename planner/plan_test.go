@@ -8,7 +8,7 @@ import (
 
 	"github.com/stretchr/testify/require"
 
-	"github.com/tend-dev/tend/internal/golden"
+	"github.com/tend-dev/tend/internal/testkit/golden"
 )
 
 func file(path, digest, mode string) Resource {

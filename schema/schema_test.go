@@ -17,7 +17,7 @@ import (
 	yaml3 "go.yaml.in/yaml/v3"
 
 	"github.com/tend-dev/tend/internal/docyaml"
-	"github.com/tend-dev/tend/internal/golden"
+	"github.com/tend-dev/tend/internal/testkit/golden"
 	"github.com/tend-dev/tend/manifest"
 )
 

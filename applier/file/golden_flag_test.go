@@ -1,4 +1,4 @@
 package file
 
-// The -update flag of internal/golden, so that go test ./... -update works.
-import _ "github.com/tend-dev/tend/internal/golden"
+// The -update flag of internal/testkit/golden, so that go test ./... -update works.
+import _ "github.com/tend-dev/tend/internal/testkit/golden"

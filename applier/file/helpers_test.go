@@ -9,7 +9,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/tend-dev/tend/internal/confine"
-	"github.com/tend-dev/tend/internal/testfs"
+	"github.com/tend-dev/tend/internal/testkit/testfs"
 	"github.com/tend-dev/tend/planner"
 	"github.com/tend-dev/tend/render"
 )

@@ -12,7 +12,7 @@ import (
 
 	"github.com/tend-dev/tend/applier/service"
 	"github.com/tend-dev/tend/applier/service/process"
-	"github.com/tend-dev/tend/internal/testnode"
+	"github.com/tend-dev/tend/internal/testkit/testnode"
 )
 
 // The agent's watcher and a `tend apply` (another process, here another

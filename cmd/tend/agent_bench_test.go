@@ -8,7 +8,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/tend-dev/tend/internal/testgit"
+	"github.com/tend-dev/tend/internal/testkit/testgit"
 )
 
 // BenchmarkAgentIdle runs `tend agent` on a device with 100 managed files

@@ -20,7 +20,7 @@ import (
 
 	"github.com/stretchr/testify/require"
 
-	"github.com/tend-dev/tend/internal/testgit"
+	"github.com/tend-dev/tend/internal/testkit/testgit"
 )
 
 // runningAgent is a `tend agent` with its status server on a free port.

@@ -8,7 +8,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/tend-dev/tend/internal/testgit"
+	"github.com/tend-dev/tend/internal/testkit/testgit"
 )
 
 // BenchmarkNoopApply times a no-op `tend apply` (nothing changed upstream,

@@ -19,8 +19,8 @@ import (
 	"testing"
 	"time"
 
-	"github.com/tend-dev/tend/internal/testgit"
-	"github.com/tend-dev/tend/internal/testoci"
+	"github.com/tend-dev/tend/internal/testkit/testgit"
+	"github.com/tend-dev/tend/internal/testkit/testoci"
 )
 
 const orasInstall = "go install oras.land/oras/cmd/oras@v1.3.6"

@@ -17,8 +17,8 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/tend-dev/tend/agent"
-	"github.com/tend-dev/tend/internal/golden"
-	"github.com/tend-dev/tend/internal/testgit"
+	"github.com/tend-dev/tend/internal/testkit/golden"
+	"github.com/tend-dev/tend/internal/testkit/testgit"
 )
 
 // nodeOnlyConfig writes an agent config with no source, only what the

@@ -7,8 +7,8 @@ import (
 
 	"github.com/stretchr/testify/require"
 
-	"github.com/tend-dev/tend/internal/testgit"
-	"github.com/tend-dev/tend/internal/testoci"
+	"github.com/tend-dev/tend/internal/testkit/testgit"
+	"github.com/tend-dev/tend/internal/testkit/testoci"
 )
 
 // CI publishes the fleet repo to Debian's docker-registry with tend

@@ -7,8 +7,8 @@ import (
 
 	"github.com/stretchr/testify/require"
 
-	"github.com/tend-dev/tend/internal/golden"
-	"github.com/tend-dev/tend/internal/testgit"
+	"github.com/tend-dev/tend/internal/testkit/golden"
+	"github.com/tend-dev/tend/internal/testkit/testgit"
 )
 
 // profileFleetRepo is a fleet of profiles (profiles/) and three inventory

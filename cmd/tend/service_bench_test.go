@@ -9,7 +9,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/tend-dev/tend/internal/testgit"
+	"github.com/tend-dev/tend/internal/testkit/testgit"
 )
 
 // agentBenchNode is a device for benchmarks reading its manifests from repoURL.

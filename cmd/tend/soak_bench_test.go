@@ -13,8 +13,8 @@ import (
 	"testing"
 	"time"
 
-	"github.com/tend-dev/tend/internal/testgit"
-	"github.com/tend-dev/tend/internal/testoci"
+	"github.com/tend-dev/tend/internal/testkit/testgit"
+	"github.com/tend-dev/tend/internal/testkit/testoci"
 )
 
 // soakTicks is how many ticks BenchmarkAgentSoak runs the agent through.

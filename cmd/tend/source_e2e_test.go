@@ -7,7 +7,7 @@ import (
 
 	"github.com/stretchr/testify/require"
 
-	"github.com/tend-dev/tend/internal/testgit"
+	"github.com/tend-dev/tend/internal/testkit/testgit"
 )
 
 // withConfig points the node at an agent config file with extra source

@@ -23,8 +23,8 @@ import (
 
 	"github.com/google/go-containerregistry/pkg/registry"
 
-	"github.com/tend-dev/tend/internal/testdocker"
-	"github.com/tend-dev/tend/internal/testoci"
+	"github.com/tend-dev/tend/internal/testkit/testdocker"
+	"github.com/tend-dev/tend/internal/testkit/testoci"
 )
 
 func main() {

@@ -25,9 +25,9 @@ import (
 	"github.com/tend-dev/tend/agent"
 	"github.com/tend-dev/tend/applier/service"
 	"github.com/tend-dev/tend/applier/service/container"
-	"github.com/tend-dev/tend/internal/testdocker"
-	"github.com/tend-dev/tend/internal/testgit"
-	"github.com/tend-dev/tend/internal/testoci"
+	"github.com/tend-dev/tend/internal/testkit/testdocker"
+	"github.com/tend-dev/tend/internal/testkit/testgit"
+	"github.com/tend-dev/tend/internal/testkit/testoci"
 	"github.com/tend-dev/tend/manifest"
 	"github.com/tend-dev/tend/planner"
 )

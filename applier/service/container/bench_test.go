@@ -17,9 +17,9 @@ import (
 	"github.com/moby/moby/client"
 	"github.com/tend-dev/tend/agent"
 	"github.com/tend-dev/tend/applier/service"
-	"github.com/tend-dev/tend/internal/testdocker"
-	"github.com/tend-dev/tend/internal/testgit"
-	"github.com/tend-dev/tend/internal/testoci"
+	"github.com/tend-dev/tend/internal/testkit/testdocker"
+	"github.com/tend-dev/tend/internal/testkit/testgit"
+	"github.com/tend-dev/tend/internal/testkit/testoci"
 	"github.com/tend-dev/tend/manifest"
 	"golang.org/x/sys/unix"
 )

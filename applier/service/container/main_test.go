@@ -10,8 +10,8 @@ import (
 
 	"github.com/tend-dev/tend/applier/service"
 	"github.com/tend-dev/tend/applier/service/container"
-	"github.com/tend-dev/tend/internal/testdocker"
-	"github.com/tend-dev/tend/internal/testoci"
+	"github.com/tend-dev/tend/internal/testkit/testdocker"
+	"github.com/tend-dev/tend/internal/testkit/testoci"
 )
 
 func TestMain(m *testing.M) { os.Exit(testdocker.Main(m)) }

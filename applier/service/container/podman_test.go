@@ -11,8 +11,8 @@ import (
 	"golang.org/x/sys/unix"
 
 	"github.com/tend-dev/tend/applier/service/container"
-	"github.com/tend-dev/tend/internal/testdocker"
-	"github.com/tend-dev/tend/internal/testoci"
+	"github.com/tend-dev/tend/internal/testkit/testdocker"
+	"github.com/tend-dev/tend/internal/testkit/testoci"
 )
 
 // The runtime on Podman's Docker-compatible API, the second engine: the

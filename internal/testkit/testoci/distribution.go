@@ -10,7 +10,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/tend-dev/tend/internal/testserver"
+	"github.com/tend-dev/tend/internal/testkit/testserver"
 )
 
 // StartDistribution runs Debian's docker-registry (CNCF distribution) as a

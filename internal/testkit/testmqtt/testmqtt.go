@@ -14,9 +14,9 @@ import (
 	"testing"
 	"time"
 
-	"github.com/tend-dev/tend/internal/testserver"
+	"github.com/tend-dev/tend/internal/testkit/testserver"
 
-	"github.com/tend-dev/tend/internal/testgit"
+	"github.com/tend-dev/tend/internal/testkit/testgit"
 )
 
 // Options say how the broker accepts clients.

@@ -1,6 +1,6 @@
 // Package testdocker runs a private Docker Engine (Debian's dockerd) for a
 // test package, and builds test images FROM scratch around a static Go
-// program and pushes them to a test registry (internal/testoci), from which
+// program and pushes them to a test registry (internal/testkit/testoci), from which
 // the engine pulls them: the machine has no internet. BuildProgram and
 // PushImage take no testing.TB: examples/registry uses them to push the
 // image of `make demo-containers`.

@@ -12,8 +12,8 @@ import (
 	"github.com/moby/moby/client"
 	"github.com/stretchr/testify/require"
 
-	"github.com/tend-dev/tend/internal/testdocker"
-	"github.com/tend-dev/tend/internal/testoci"
+	"github.com/tend-dev/tend/internal/testkit/testdocker"
+	"github.com/tend-dev/tend/internal/testkit/testoci"
 )
 
 func TestMain(m *testing.M) { os.Exit(testdocker.Main(m)) }
