@@ -8,6 +8,8 @@ import (
 	"sort"
 	"strconv"
 	"strings"
+
+	"github.com/tend-dev/tend/internal/errkind"
 )
 
 var (
@@ -146,16 +148,8 @@ func urlSecrets(rawURL string) []string {
 	return out
 }
 
-// notFoundError is a message of its own that still matches one of the
+// notFound is a message of its own that still matches one of the
 // sentinels above with errors.Is.
-type notFoundError struct {
-	msg  string
-	kind error
-}
-
-func (e *notFoundError) Error() string { return e.msg }
-func (e *notFoundError) Unwrap() error { return e.kind }
-
 func notFound(kind error, format string, args ...any) error {
-	return &notFoundError{msg: fmt.Sprintf(format, args...), kind: kind}
+	return errkind.New(kind, format, args...)
 }

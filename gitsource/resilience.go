@@ -23,6 +23,7 @@ import (
 
 	"github.com/tend-dev/tend/internal/atomicfile"
 	"github.com/tend-dev/tend/internal/backoff"
+	"github.com/tend-dev/tend/internal/errkind"
 )
 
 // Retries of a transient failure within one fetch: a flaky link gets a
@@ -274,25 +275,17 @@ var errDamaged = errors.New("damaged clone")
 // or fetching from it. Whatever it says, it is not the clone's damage.
 var errRemote = errors.New("remote")
 
-// remoteErr is an error the remote caused: errors.Is reports errRemote,
-// and its message is only its own.
-type remoteErr struct{ err error }
-
-func (e *remoteErr) Error() string        { return e.err.Error() }
-func (e *remoteErr) Unwrap() error        { return e.err }
-func (e *remoteErr) Is(target error) bool { return target == errRemote }
-
 // fromRemote runs op, which talks to the remote, and marks what it returns
 // (or a panic in go-git while it parses what the remote sent) as the
 // remote's.
 func fromRemote(op func() error) (err error) {
 	defer func() {
 		if r := recover(); r != nil {
-			err = &remoteErr{fmt.Errorf("the remote sent what go-git could not read: %v", r)}
+			err = errkind.New(errRemote, "the remote sent what go-git could not read: %v", r)
 		}
 	}()
 	if err := op(); err != nil {
-		return &remoteErr{err}
+		return errkind.Mark(errRemote, err)
 	}
 	return nil
 }

@@ -8,6 +8,8 @@ import (
 	git "github.com/go-git/go-git/v5"
 	"github.com/go-git/go-git/v5/config"
 	"github.com/go-git/go-git/v5/plumbing"
+
+	"github.com/tend-dev/tend/internal/errkind"
 )
 
 // target is a configured ref resolved against the remote's advertised refs.
@@ -80,8 +82,8 @@ func resolveRemote(refs []*plumbing.Reference, ref, shown string) (target, error
 // fetch.
 func checked(t target, name plumbing.ReferenceName, shown string) (target, error) {
 	if t.hash.IsZero() {
-		return target{}, &remoteErr{fmt.Errorf("%s advertises %s at the all-zero id, which names no commit: the server is broken; "+
-			"the node stays at its last applied commit", shown, name)}
+		return target{}, errkind.New(errRemote, "%s advertises %s at the all-zero id, which names no commit: the server is broken; "+
+			"the node stays at its last applied commit", shown, name)
 	}
 	return t, nil
 }

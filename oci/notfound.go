@@ -12,6 +12,8 @@ import (
 	"github.com/google/go-containerregistry/pkg/name"
 	"github.com/google/go-containerregistry/pkg/v1/remote"
 	"github.com/google/go-containerregistry/pkg/v1/remote/transport"
+
+	"github.com/tend-dev/tend/internal/errkind"
 )
 
 // How many tags a not-found error shows.
@@ -20,14 +22,9 @@ const (
 	listedTagsShown = 10
 )
 
-// notFoundError is an ErrNotFound with a message of its own.
-type notFoundError struct{ msg string }
-
-func (e *notFoundError) Error() string { return e.msg }
-func (e *notFoundError) Unwrap() error { return ErrNotFound }
-
+// notFoundf is an ErrNotFound with a message of its own.
 func notFoundf(format string, args ...any) error {
-	return &notFoundError{msg: fmt.Sprintf(format, args...)}
+	return errkind.New(ErrNotFound, format, args...)
 }
 
 // tagNotFound explains a tag the registry does not have: it lists the

@@ -5,6 +5,8 @@ import (
 	"errors"
 	"fmt"
 	"time"
+
+	"github.com/tend-dev/tend/internal/errkind"
 )
 
 // Instance is one replica of a service, as started: every ${…} already
@@ -149,16 +151,8 @@ type Sweeper interface {
 // under. Not worth retrying before the manifest or the node changes.
 var ErrInvalidInstance = errors.New("invalid service instance")
 
-// invalidError is an error that errors.Is reports as ErrInvalidInstance,
-// with a message that is only its own.
-type invalidError struct{ err error }
-
-func (e *invalidError) Error() string        { return e.err.Error() }
-func (e *invalidError) Unwrap() error        { return e.err }
-func (e *invalidError) Is(target error) bool { return target == ErrInvalidInstance }
-
 // Invalidf formats an error that matches ErrInvalidInstance, for a
 // Runtime that refuses an instance before anything runs.
 func Invalidf(format string, args ...any) error {
-	return &invalidError{fmt.Errorf(format, args...)}
+	return errkind.New(ErrInvalidInstance, format, args...)
 }
