@@ -1,0 +1,172 @@
+package layering
+
+import (
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"os/exec"
+	"sort"
+	"strings"
+	"testing"
+)
+
+const module = "github.com/tend-dev/tend/"
+
+// Ranks of DESIGN.md's flow: a package imports packages of its own rank
+// or a lower one. The vocabulary (manifest's documents, planner's plan
+// types, both pure) and the helpers under internal/ sit below every stage.
+var ranks = map[string]int{
+	"internal/atomicfile": 0, "internal/backoff": 0, "internal/confine": 0, "internal/docyaml": 0,
+	"internal/errkind": 0, "internal/failpoint": 0, "internal/layering": 0,
+	"manifest": 0, "planner": 0,
+
+	"source": 1, "gitsource": 1, "ocisource": 1, "oci": 1, "notify": 1, "schema": 1,
+	"render":  2,
+	"rollout": 3,
+	"applier": 4, "drift": 4,
+	"agent": 5, "diff": 5,
+	"cmd/tend": 6,
+}
+
+// Prefixes of packages outside the ranks: test support may import
+// anything (production code may not import it), and the example programs
+// of make demo stand beside the product.
+const (
+	testkit  = "internal/testkit/"
+	examples = "examples/"
+)
+
+// nodeOnly are the packages that act on a node; ciOnly, those the CI
+// commands (validate, render, diff, schema, publish, notify) are built
+// from, which must not reach the node's (CI has no node, and they build
+// for every platform).
+var (
+	nodeOnly = []string{"applier", "agent", "drift"}
+	ciOnly   = []string{"manifest", "render", "diff", "schema", "source", "gitsource", "ocisource", "notify", "rollout", "planner"}
+)
+
+// rank is the rank of pkg (relative to the module), or of the package it
+// is under (applier/model is the applier's).
+func rank(pkg string) (int, bool) {
+	for p := pkg; ; {
+		if r, ok := ranks[p]; ok {
+			return r, true
+		}
+		i := strings.LastIndexByte(p, '/')
+		if i < 0 {
+			return 0, false
+		}
+		p = p[:i]
+	}
+}
+
+func under(pkg, root string) bool { return pkg == root || strings.HasPrefix(pkg, root+"/") }
+
+// check returns one line per broken rule of graph (package → the module's
+// packages it imports, all relative to the module).
+func check(graph map[string][]string) []string {
+	var bad []string
+	for pkg, imports := range graph {
+		if strings.HasPrefix(pkg, testkit) || strings.HasPrefix(pkg, examples) {
+			continue
+		}
+		from, ok := rank(pkg)
+		if !ok {
+			bad = append(bad, fmt.Sprintf("%s has no rank: add it to ranks in internal/layering where DESIGN.md's flow puts it", pkg))
+			continue
+		}
+		for _, imp := range imports {
+			if strings.HasPrefix(imp, testkit) {
+				bad = append(bad, fmt.Sprintf("%s imports the test helper %s: production code must not", pkg, imp))
+				continue
+			}
+			if pkg == "applier" && imp != "applier" && under(imp, "applier") {
+				bad = append(bad, fmt.Sprintf("applier imports its driver %s: the orchestrator is handed its drivers", imp))
+			}
+			to, ok := rank(imp)
+			if ok && to > from {
+				bad = append(bad, fmt.Sprintf("%s (rank %d) imports the later stage %s (rank %d)", pkg, from, imp, to))
+			}
+			for _, ci := range ciOnly {
+				for _, node := range nodeOnly {
+					if under(pkg, ci) && under(imp, node) {
+						bad = append(bad, fmt.Sprintf("%s, a package of the CI commands, imports %s, which acts on a node", pkg, imp))
+					}
+				}
+			}
+		}
+	}
+	sort.Strings(bad)
+	return bad
+}
+
+// graph lists the module's packages and what each imports of the module,
+// test files left out, from go list.
+func graph(t *testing.T) map[string][]string {
+	t.Helper()
+	out, err := exec.Command("go", "list", "-json", module+"...").Output()
+	if err != nil {
+		var ee *exec.ExitError
+		if errors.As(err, &ee) {
+			t.Fatalf("go list: %v\n%s", err, ee.Stderr)
+		}
+		t.Fatalf("go list: %v", err)
+	}
+	g := map[string][]string{}
+	dec := json.NewDecoder(strings.NewReader(string(out)))
+	for {
+		var p struct {
+			ImportPath string
+			Imports    []string
+		}
+		if err := dec.Decode(&p); err == io.EOF {
+			break
+		} else if err != nil {
+			t.Fatalf("go list output: %v", err)
+		}
+		pkg := strings.TrimPrefix(p.ImportPath, module)
+		g[pkg] = nil
+		for _, imp := range p.Imports {
+			if rel, ok := strings.CutPrefix(imp, module); ok {
+				g[pkg] = append(g[pkg], rel)
+			}
+		}
+	}
+	return g
+}
+
+func TestImportsFollowTheFlow(t *testing.T) {
+	g := graph(t)
+	if _, ok := g["cmd/tend"]; !ok || len(g) < 20 {
+		t.Fatalf("go list found %d packages, without cmd/tend: not the module", len(g))
+	}
+	for _, line := range check(g) {
+		t.Error(line)
+	}
+}
+
+// TestCheckFindsBrokenRules feeds check a graph with each rule broken
+// once, so the test above cannot pass by checking nothing.
+func TestCheckFindsBrokenRules(t *testing.T) {
+	got := check(map[string][]string{
+		"render":               {"manifest", "planner", "applier/model"},
+		"gitsource":            {"internal/testkit/testgit"},
+		"applier":              {"planner", "applier/file"},
+		"rollout":              {"render", "manifest"},
+		"cmd/tend":             {"agent", "diff", "source"},
+		"internal/testkit/foo": {"agent"},
+		"examples/registry":    {"internal/testkit/testoci"},
+		"newstage":             {"manifest"},
+	})
+	want := []string{
+		"applier imports its driver applier/file: the orchestrator is handed its drivers",
+		"gitsource imports the test helper internal/testkit/testgit: production code must not",
+		"newstage has no rank: add it to ranks in internal/layering where DESIGN.md's flow puts it",
+		"render (rank 2) imports the later stage applier/model (rank 4)",
+		"render, a package of the CI commands, imports applier/model, which acts on a node",
+	}
+	if strings.Join(got, "\n") != strings.Join(want, "\n") {
+		t.Errorf("check found:\n%s\nwant:\n%s", strings.Join(got, "\n"), strings.Join(want, "\n"))
+	}
+}
