@@ -10,7 +10,7 @@ import (
 
 	"github.com/stretchr/testify/require"
 
-	"github.com/tend-dev/tend/internal/docyaml"
+	"github.com/tend-dev/tend/internal/testkit/docyaml"
 )
 
 // refused lists the documentation's examples of what is planned, by file

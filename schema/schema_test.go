@@ -16,7 +16,7 @@ import (
 	"github.com/stretchr/testify/require"
 	yaml3 "go.yaml.in/yaml/v3"
 
-	"github.com/tend-dev/tend/internal/docyaml"
+	"github.com/tend-dev/tend/internal/testkit/docyaml"
 	"github.com/tend-dev/tend/internal/testkit/golden"
 	"github.com/tend-dev/tend/manifest"
 )

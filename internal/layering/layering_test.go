@@ -17,7 +17,7 @@ const module = "github.com/tend-dev/tend/"
 // or a lower one. The vocabulary (manifest's documents, planner's plan
 // types, both pure) and the helpers under internal/ sit below every stage.
 var ranks = map[string]int{
-	"internal/atomicfile": 0, "internal/backoff": 0, "internal/confine": 0, "internal/docyaml": 0,
+	"internal/atomicfile": 0, "internal/backoff": 0, "internal/confine": 0,
 	"internal/errkind": 0, "internal/failpoint": 0, "internal/layering": 0,
 	"manifest": 0, "planner": 0,
 
