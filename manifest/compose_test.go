@@ -2,6 +2,7 @@ package manifest
 
 import (
 	"bytes"
+	"fmt"
 	"strings"
 	"testing"
 
@@ -361,4 +362,47 @@ func TestLoadFleet(t *testing.T) {
 	devices, err := LoadDevices(files("orin.yaml", orin, "a.yaml", device("cam-a", "hw: orin", uses)), allow)
 	require.NoError(t, err, "a reference to a profile's model validates")
 	require.Contains(t, devices, "cam-a")
+}
+
+// TestComposeBoundsExpansion: variables used in variables multiply (a 1 KB
+// profile of 28 doubling variables asks for 16 GB); each expanded string
+// and a device's expanded resources have a budget, and going over it is an
+// error that names the variable, not an out-of-memory death.
+func TestComposeBoundsExpansion(t *testing.T) {
+	doubling := "  selector: {}\n  vars:\n    v00: \"" + strings.Repeat("x", 64) + "\"\n"
+	for i := 1; i <= 28; i++ {
+		doubling += fmt.Sprintf("    v%02d: \"${var:v%02d}${var:v%02d}\"\n", i, i-1, i-1)
+	}
+	doubling += "  files: [{path: /etc/infer/a, content: \"${var:v28}\"}]\n"
+	chain := ""
+	for i := 28; i > 15; i-- {
+		chain += fmt.Sprintf("${var:v%02d} (p.yaml:%d) uses ", i, i+7)
+	}
+	big := strings.Repeat("y", 600<<10)
+	many := "  selector: {}\n  vars: {big: \"" + big + "\"}\n  files:\n"
+	for i := range 60 {
+		many += fmt.Sprintf("    - {path: /etc/infer/f%02d, content: \"${var:big}\"}\n", i)
+	}
+	tests := []struct {
+		name   string
+		inputs []Input
+		want   string
+	}{
+		{"a variable doubled 28 times", files("p.yaml", profile("p", doubling)),
+			"p.yaml:36: spec.files[0].content: file/etc/infer/a: " + chain + "${var:v15} (p.yaml:22) expands to more than 1 MiB " +
+				"(variables used in variables multiply); a string with every variable in it expanded is at most 1 MiB: put large content in a model artifact"},
+		{"one field that repeats a large variable", files("p.yaml", profile("p", "  selector: {}\n  vars: {big: \""+big+"\"}\n"+
+			"  files: [{path: /etc/infer/a, content: \"${var:big}${var:big}\"}]\n")),
+			"p.yaml:7: spec.files[0].content: file/etc/infer/a: expands to more than 1 MiB (variables used in variables multiply); " +
+				"a string with every variable in it expanded is at most 1 MiB: put large content in a model artifact"},
+		{"a device whose resources add up past the budget", files("p.yaml", profile("p", many)),
+			"p.yaml:62: spec.files[54].content: file/etc/infer/f54: the device's resources expand to more than 32 MiB in all; put large content in a model artifact"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			_, err := Compose(tt.inputs, ComposeOptions{Device: "cam-017", ValidateOptions: allow})
+			require.ErrorIs(t, err, ErrInvalid)
+			require.Equal(t, tt.want, err.Error())
+		})
+	}
 }

@@ -18,7 +18,23 @@ type expander struct {
 	probs  map[string][]string // why a variable cannot be resolved
 	loops  map[string]bool     // variables in a loop (reported once, at the variable)
 	errs   *Errors
+	total  int  // bytes of every expanded field so far
+	over   bool // total went over MaxExpandedDeviceBytes (reported once)
 }
+
+// Budgets of expansion: a variable used twice in each of its neighbours
+// doubles at every level, so a 1 KB profile could ask for gigabytes.
+const (
+	// MaxExpandedBytes bounds one string (a variable's value or a field)
+	// with every variable in it expanded: a manifest file's own limit.
+	MaxExpandedBytes = MaxFileBytes
+	// MaxExpandedDeviceBytes bounds every expanded field of one device.
+	MaxExpandedDeviceBytes = 32 << 20
+
+	expandsTo       = "expands to more than "
+	maxExpandedText = "1 MiB"
+	maxDeviceText   = "32 MiB"
+)
 
 func newExpander(device string, labels map[string]string, vars map[string]entry) *expander {
 	x := &expander{device: device, labels: labels, vars: vars, value: map[string]string{},
@@ -98,6 +114,21 @@ func (x *expander) expand(s string) (string, []string) {
 		return s, nil
 	}
 	var probs []string
+	size, over := len(s), false
+	// grow charges what a reference adds; past the budget the rest of s
+	// expands to nothing, and the string is reported once.
+	grow := func(m, v string) string {
+		if over {
+			return ""
+		}
+		if size += len(v) - len(m); size > MaxExpandedBytes {
+			over = true
+			probs = append(probs, fmt.Sprintf(expandsTo+"%s (variables used in variables multiply); "+
+				"a string with every variable in it expanded is at most %s: put large content in a model artifact", maxExpandedText, maxExpandedText))
+			return ""
+		}
+		return v
+	}
 	out := reference.ReplaceAllStringFunc(strings.ReplaceAll(s, "$${", escaped), func(m string) string {
 		ref := m[2 : len(m)-1]
 		kind, arg, _ := strings.Cut(ref, ":")
@@ -105,10 +136,10 @@ func (x *expander) expand(s string) (string, []string) {
 		case kind == "var" && !varName.MatchString(arg):
 			return m // not a variable's name (a shell's ${var:-x}): left as it is
 		case ref == "device":
-			return x.device
+			return grow(m, x.device)
 		case kind == "label":
 			if v, ok := x.labels[arg]; ok {
-				return v
+				return grow(m, v)
 			}
 			probs = append(probs, fmt.Sprintf("${label:%s} is not defined: the device has no label %q (its labels: %s); set it in the agent config's labels or the Device document",
 				arg, arg, strings.Join(sortedKeys(x.labels), ", ")))
@@ -124,12 +155,21 @@ func (x *expander) expand(s string) (string, []string) {
 			}
 			v, inner := x.resolve(arg)
 			for _, p := range inner {
-				probs = append(probs, fmt.Sprintf("${var:%s} (%s:%d) uses %s", arg, e.from.File, e.from.Line, p))
+				verb := "uses "
+				if strings.HasPrefix(p, expandsTo) {
+					verb = ""
+				}
+				if p := fmt.Sprintf("${var:%s} (%s:%d) %s%s", arg, e.from.File, e.from.Line, verb, p); !slices.Contains(probs, p) {
+					probs = append(probs, p) // once, however often the variable is used
+				}
 			}
-			return v
+			return grow(m, v)
 		}
 		return m
 	})
+	if over {
+		return "", probs
+	}
 	return strings.ReplaceAll(out, escaped, "${"), probs
 }
 
@@ -143,6 +183,14 @@ func (x *expander) item(id string, value any) any {
 		out, probs := x.expand(s)
 		for _, p := range probs {
 			x.errs.add(o.File, o.Line(field), o.Field+field, "%s: %s", id, p)
+		}
+		if x.total += len(out); x.total > MaxExpandedDeviceBytes && !x.over {
+			x.over = true
+			x.errs.add(o.File, o.Line(field), o.Field+field, "%s: the device's resources expand to more than %s in all; "+
+				"put large content in a model artifact", id, maxDeviceText)
+		}
+		if x.over {
+			return ""
 		}
 		return out
 	}).Interface()
