@@ -118,6 +118,20 @@ func (r *Rollout) checkWaves(info *document, errs *Errors) {
 	}
 }
 
+// firesYearly reports whether c fires within a year of the start of each
+// year of a leap cycle (so 29 February, every fourth year, does not):
+// robfig/cron's Next returns the zero time for a schedule that never
+// fires, which would otherwise read as a window always open.
+func firesYearly(c cron.Schedule) bool {
+	for year := 2025; year < 2029; year++ {
+		from := time.Date(year, time.January, 1, 0, 0, 0, 0, time.UTC)
+		if next := c.Next(from); next.IsZero() || next.Sub(from) > 366*24*time.Hour {
+			return false
+		}
+	}
+	return true
+}
+
 // check parses w's schedule and time zone.
 func (w *Window) check(info *document, errs *Errors) {
 	c, err := cron.ParseStandard(w.Schedule)
@@ -126,6 +140,10 @@ func (w *Window) check(info *document, errs *Errors) {
 			"invalid schedule %q: %v; use a cron spec such as \"0 2 * * *\" (02:00 every day)", w.Schedule, err)
 	}
 	w.Cron = c
+	if c != nil && !firesYearly(c) {
+		errs.add(info.file, nearestLine(info, "spec.window.schedule"), "spec.window.schedule",
+			"schedule %q opens the window less than once a year (or never: a day no month has); use a cron spec such as \"0 2 * * *\" (02:00 every day)", w.Schedule)
+	}
 	if w.Duration <= 0 {
 		errs.add(info.file, nearestLine(info, "spec.window.duration"), "spec.window.duration",
 			"missing: how long the window stays open, e.g. 3h")

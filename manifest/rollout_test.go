@@ -74,6 +74,10 @@ func TestBadRollout(t *testing.T) {
 	tests := []struct{ name, spec, want string }{
 		{"bad cron", `  window: {schedule: "0 25 * * *", duration: 1h}` + "\n",
 			`r.yaml:6: spec.window.schedule: invalid schedule "0 25 * * *": end of range (25) above maximum (23): 25; use a cron spec such as "0 2 * * *" (02:00 every day)`},
+		{"schedule that never fires", `  window: {schedule: "0 2 30 2 *", duration: 1h}` + "\n",
+			`r.yaml:6: spec.window.schedule: schedule "0 2 30 2 *" opens the window less than once a year (or never: a day no month has); use a cron spec such as "0 2 * * *" (02:00 every day)`},
+		{"schedule every fourth year", `  window: {schedule: "0 2 29 2 *", duration: 1h}` + "\n",
+			`r.yaml:6: spec.window.schedule: schedule "0 2 29 2 *" opens the window less than once a year (or never: a day no month has); use a cron spec such as "0 2 * * *" (02:00 every day)`},
 		{"unknown time zone", "  window:\n    schedule: \"0 2 * * *\"\n    duration: 1h\n    timeZone: Europe/Gotham\n",
 			`r.yaml:9: spec.window.timeZone: unknown time zone "Europe/Gotham": use an IANA name such as Europe/Berlin, or UTC`},
 		{"window without duration", "  window: {schedule: \"0 2 * * *\"}\n",

@@ -52,6 +52,9 @@ func Decide(now, firstSeen time.Time, device string, labels map[string]string, r
 			if open, next := windowOpen(w, now); !open {
 				d.Cause, d.Opens = CauseWindow, next
 				d.Reason = fmt.Sprintf("held: outside maintenance window (opens %s)", local(w, now, next))
+				if next.IsZero() {
+					d.Reason = fmt.Sprintf("held: maintenance window %q never opens; fix spec.window.schedule of rollout/%s", w.Schedule, r.Metadata.Name)
+				}
 				return d
 			}
 		}
@@ -65,6 +68,9 @@ func Decide(now, firstSeen time.Time, device string, labels map[string]string, r
 // before its start plus the duration.
 func windowOpen(w *manifest.Window, now time.Time) (open bool, next time.Time) {
 	start := w.Cron.Next(now.Add(-w.Duration.D()).In(location(w)))
+	if start.IsZero() {
+		return false, start // a schedule that never fires (30 February) is a window never open
+	}
 	if !start.After(now) {
 		return true, start
 	}

@@ -99,6 +99,7 @@ func TestDecide(t *testing.T) {
 	lateEvening := window(t, "0 23 * * *", 3*time.Hour, "Europe/Berlin")
 	early := window(t, "0 1 * * *", 3*time.Hour, "Europe/Berlin")
 	weekly := window(t, "0 2 * * 1", time.Hour, "Europe/Berlin")
+	never := window(t, "0 2 30 2 *", 24*time.Hour, "Europe/Berlin") // 30 February: robfig's Next is zero
 	canary := map[string]string{"ring": "canary"}
 	tests := []struct {
 		name   string
@@ -121,6 +122,8 @@ func TestDecide(t *testing.T) {
 			Decision{Cause: CausePaused, Reason: "held: rollout paused", Wave: 0}},
 		{"window closed", rollout(false, nightly), at("2026-12-03 14:00"), "cam-004", canary,
 			Decision{Cause: CauseWindow, Reason: "held: outside maintenance window (opens 02:00 Europe/Berlin)", Opens: at("2026-12-04 02:00")}},
+		{"window that never opens", rollout(false, never), at("2026-12-04 02:30"), "cam-004", canary,
+			Decision{Cause: CauseWindow, Reason: `held: maintenance window "0 2 30 2 *" never opens; fix spec.window.schedule of rollout/default`}},
 		{"window open", rollout(false, nightly), at("2026-12-04 04:59"), "cam-004", canary, Decision{Take: true}},
 		{"window closed at its end", rollout(false, nightly), at("2026-12-04 05:00"), "cam-004", canary,
 			Decision{Cause: CauseWindow, Reason: "held: outside maintenance window (opens 02:00 Europe/Berlin)", Opens: at("2026-12-05 02:00")}},
