@@ -144,7 +144,7 @@ func ParseConfig(file string, data []byte) (*AgentConfig, error) {
 		return nil, Errors{{File: file, Line: line, Msg: kindError(api, kind, KindAgentConfig)}}
 	}
 	c := AgentConfig{file: file}
-	info, errs := decodeDocument(file, docs[0], &c)
+	info, errs := decodeDocument(file, len(data), docs[0], &c)
 	if len(errs) > 0 {
 		return nil, errs
 	}

@@ -107,7 +107,7 @@ func problemLine(data []byte) int {
 
 // decodeDocument checks a document node against the Go type of out, records
 // the line of every field, and decodes it into out strictly.
-func decodeDocument(file string, doc *yaml3.Node, out any) (*document, Errors) {
+func decodeDocument(file string, size int, doc *yaml3.Node, out any) (*document, Errors) {
 	root := doc.Content[0]
 	d := &document{file: file, line: root.Line, lines: map[string]int{}}
 	var errs Errors
@@ -115,7 +115,7 @@ func decodeDocument(file string, doc *yaml3.Node, out any) (*document, Errors) {
 		errs.add(file, root.Line, "", "a document must be a mapping with apiVersion, kind, metadata and spec")
 		return d, errs
 	}
-	w := walker{file: file, lines: d.lines, errs: &errs, nodes: new(int)}
+	w := walker{file: file, lines: d.lines, errs: &errs, nodes: new(int), bytes: new(int), maxBytes: maxExpansion(size)}
 	value := w.walk(root, reflect.TypeOf(out).Elem(), "")
 	if len(errs) > 0 {
 		return d, errs
@@ -139,7 +139,17 @@ type walker struct {
 	lines map[string]int
 	errs  *Errors
 	nodes *int // nodes visited so far, aliases expanded
+	bytes *int // scalar bytes visited so far, aliases expanded
+	// maxBytes bounds bytes: aliases of one large string multiply bytes,
+	// not nodes.
+	maxBytes int
 }
+
+// maxExpansion is the most scalar bytes a document of a file of size
+// bytes may expand to through aliases: a few times the file, so that
+// ordinary anchors (a shared env block) pass and 1,000 aliases of a
+// 500 KB string do not.
+func maxExpansion(size int) int { return 4*size + 64<<10 }
 
 // maxNodes bounds the nodes one document may expand to, so a few aliases
 // cannot make a small file take gigabytes (a "billion laughs" document).
@@ -158,6 +168,12 @@ func (w walker) walk(n *yaml3.Node, t reflect.Type, path string) any {
 	if *w.nodes++; *w.nodes > maxNodes {
 		if *w.nodes == maxNodes+1 {
 			w.errs.add(w.file, n.Line, path, "the document expands to more than %d nodes (aliases included); split it or drop the aliases", maxNodes)
+		}
+		return nil
+	}
+	if *w.bytes += len(n.Value); *w.bytes > w.maxBytes {
+		if *w.bytes-len(n.Value) <= w.maxBytes {
+			w.errs.add(w.file, n.Line, path, "the document expands to more than %d bytes through aliases (4 times its file and 64 KiB); split it or drop the aliases", w.maxBytes)
 		}
 		return nil
 	}

@@ -194,7 +194,7 @@ func (s *parsedSet) add(inputs []Input, device string) Errors {
 
 func (s *parsedSet) parseDevice(in Input, doc *yaml3.Node, device string, errs *Errors) {
 	p := parsed{perDevice: in.PerDevice}
-	info, derrs := decodeDocument(in.Name, doc, &p.dev)
+	info, derrs := decodeDocument(in.Name, len(in.Data), doc, &p.dev)
 	*errs = append(*errs, derrs...)
 	if len(derrs) > 0 {
 		return
@@ -242,7 +242,7 @@ func (s *parsedSet) parseFleetDoc(in Input, doc *yaml3.Node, errs *Errors) (isDe
 // decodeChecked decodes doc into v and runs check on it; it returns the
 // document, or nil when decoding or check reported a problem.
 func decodeChecked(in Input, doc *yaml3.Node, v any, check func(*document, *Errors), errs *Errors) *document {
-	info, derrs := decodeDocument(in.Name, doc, v)
+	info, derrs := decodeDocument(in.Name, len(in.Data), doc, v)
 	*errs = append(*errs, derrs...)
 	if len(derrs) > 0 {
 		return nil

@@ -225,12 +225,17 @@ func TestHostileYAML(t *testing.T) {
 	// 2,000 services, each with the same 100-argument command, from a
 	// file of a few kilobytes: 200,000 nodes once the aliases expand.
 	bomb := header + "spec:\n  services:\n  - &svc\n    name: s\n    command: &cmd [" +
-		strings.TrimSuffix(strings.Repeat("&a "+strings.Repeat("x", 100)+",", 1)+strings.Repeat("*a,", 99), ",") + "]\n" +
+		strings.TrimSuffix(strings.Repeat("&a x,", 1)+strings.Repeat("*a,", 99), ",") + "]\n" +
 		strings.Repeat("  - *svc\n", 1999)
+	// 1,000 aliases of one 500 KB string: few nodes, 500 MB once expanded.
+	wide := header + "spec:\n  services:\n  - name: s\n    command: [&big " + strings.Repeat("y", 500<<10) + ", " +
+		strings.TrimSuffix(strings.Repeat("*big, ", 1000), ", ") + "]\n"
 	tests := []struct{ name, doc, want string }{
 		{"duplicate key drops nothing silently", header + "spec:\n  files: [{path: /etc/infer/a, content: a}]\nspec:\n  files: []\n", `d.yaml:6: duplicate key "spec" (first at line 4)`},
 		{"duplicate label", header + "spec: {}\n---\n" + "apiVersion: tend.dev/v1alpha1\nkind: Device\nmetadata: {name: cam-017, labels: {a: x, a: y}}\n", `duplicate key "a"`},
 		{"alias bomb", bomb, "expands to more than 100000 nodes"},
+		{"aliases of one large string", wide, fmt.Sprintf("d.yaml:7: spec.services[0].command[4]: the document expands to more than %d bytes through aliases "+
+			"(4 times its file and 64 KiB); split it or drop the aliases", maxExpansion(len(wide)))},
 		{"merge key", header + "spec:\n  files:\n  - &f {path: /etc/infer/a, content: a}\n  - <<: *f\n    path: /etc/infer/b\n", "merge keys (<<) are not supported"},
 		{"binary tag", header + "spec:\n  files:\n  - {path: /etc/infer/a, content: !!binary aGVsbG8=}\n", "YAML tag !!binary is not supported"},
 		{"long name", header + "spec:\n  files:\n  - {path: /etc/infer/" + strings.Repeat("n", 256) + ", content: a}\n", "is longer than 255 bytes"},
