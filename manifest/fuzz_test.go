@@ -2,6 +2,7 @@ package manifest
 
 import (
 	"errors"
+	"strconv"
 	"strings"
 	"testing"
 	"unicode"
@@ -62,4 +63,39 @@ func declaredPaths(d *Device) []string {
 		}
 	}
 	return out
+}
+
+// FuzzExpand composes a profile whose variables and file content are
+// arbitrary strings: expansion never panics, an error names a file, and
+// what composes keeps every expanded string within MaxExpandedBytes and
+// the device within MaxExpandedDeviceBytes, however the variables refer to
+// one another.
+func FuzzExpand(f *testing.F) {
+	for _, s := range [][3]string{
+		{"x", "${var:a}${var:a}", "${var:b}${var:b}${var:b}"},
+		{"${var:c}", "${var:a}", "${var:b}"},
+		{"$${var:a}", "${device}-${label:site}", "${var:nope}"},
+		{strings.Repeat("z", 4096), "${var:a}${var:a}${var:a}${var:a}", "${var:b}${var:b}${var:b}${var:b}"},
+	} {
+		f.Add(s[0], s[1], s[2])
+	}
+	f.Fuzz(func(t *testing.T, a, b, c string) {
+		quote := func(s string) string { return strconv.Quote(s) }
+		doc := "apiVersion: tend.dev/v1alpha1\nkind: Profile\nmetadata: {name: p}\nspec:\n  selector: {}\n" +
+			"  vars: {a: " + quote(a) + ", b: " + quote(b) + ", c: " + quote(c) + "}\n" +
+			"  files:\n    - {path: /etc/infer/x, content: \"${var:c}${var:c}\"}\n"
+		comp, err := Compose([]Input{{Name: "p.yaml", Data: []byte(doc)}},
+			ComposeOptions{Device: "cam-017", Labels: map[string]string{"site": "lab"}, ValidateOptions: allow})
+		if err != nil {
+			if !errors.Is(err, ErrInvalid) || !strings.Contains(err.Error(), "p.yaml") {
+				t.Fatalf("error does not name the file: %v", err)
+			}
+			return
+		}
+		for _, f := range comp.Device.Spec.Files {
+			if len(f.Content) > MaxExpandedBytes {
+				t.Fatalf("%s expanded to %d bytes", f.Path, len(f.Content))
+			}
+		}
+	})
 }
