@@ -3,6 +3,7 @@ package oci
 import (
 	"archive/tar"
 	"compress/gzip"
+	"context"
 	"errors"
 	"fmt"
 	"io"
@@ -33,8 +34,18 @@ type Budget struct {
 	Written int64
 }
 
-// entryCost is what one entry costs the budget besides its content.
+// entryCost is what one entry costs the budget besides its content: an
+// entry's own, and each folder created for it that the tar does not list.
 const entryCost = 4096
+
+// Bounds of one entry's name, checked before anything is made for it: a
+// deep path costs a walk per folder, and the kernel refuses longer ones
+// anyway (PATH_MAX, NAME_MAX).
+const (
+	maxNameBytes = 4096
+	maxNameParts = 128
+	maxPartBytes = 255
+)
 
 // take counts n more bytes, or fails once the budget is spent.
 func (b *Budget) take(n int64) error {
@@ -77,7 +88,7 @@ const (
 // a file or folder is writable by its owner alone. What files take is counted
 // against b (nil: no bound), so a layer cannot write more than the room
 // it was given.
-func Extract(r io.Reader, compression, dir string, b *Budget) error {
+func Extract(ctx context.Context, r io.Reader, compression, dir string, b *Budget) error {
 	switch compression {
 	case Gzip:
 		zr, err := gzip.NewReader(r)
@@ -102,8 +113,12 @@ func Extract(r io.Reader, compression, dir string, b *Budget) error {
 		return err
 	}
 	defer root.Close()
+	x := extractor{root: root, b: b, folders: map[string]bool{}}
 	tr := tar.NewReader(r)
 	for {
+		if err := ctx.Err(); err != nil {
+			return fmt.Errorf("extract: %w", err)
+		}
 		h, err := tr.Next()
 		if errors.Is(err, io.EOF) {
 			return nil
@@ -111,13 +126,23 @@ func Extract(r io.Reader, compression, dir string, b *Budget) error {
 		if err != nil {
 			return fmt.Errorf("read tar: %w", err)
 		}
-		if err := extractEntry(root, tr, h, b); err != nil {
+		if err := x.entry(tr, h); err != nil {
 			return err
 		}
 	}
 }
 
-func extractEntry(root *os.Root, tr *tar.Reader, h *tar.Header, b *Budget) error {
+// extractor unpacks the entries of one tar into root.
+type extractor struct {
+	root *os.Root
+	b    *Budget
+	// folders are the paths known to be real folders (made here, or
+	// checked once): each is looked at once, however many entries lie
+	// under it, so a tar's cost is linear in its names.
+	folders map[string]bool
+}
+
+func (x *extractor) entry(tr *tar.Reader, h *tar.Header) error {
 	if h.Typeflag == tar.TypeXGlobalHeader {
 		return nil // pax metadata for the whole archive (git archive writes one), not a file
 	}
@@ -128,28 +153,27 @@ func extractEntry(root *os.Root, tr *tar.Reader, h *tar.Header, b *Budget) error
 	if name == "." {
 		return nil
 	}
-	if err := b.take(entryCost); err != nil {
+	if err := x.b.take(entryCost); err != nil {
 		return fmt.Errorf("%s: %w", h.Name, err)
 	}
-	if err := realParents(root, name, kinds[h.Typeflag]); err != nil {
+	if err := x.parents(name, kinds[h.Typeflag]); errors.Is(err, ErrTooLarge) {
+		return fmt.Errorf("%s: %w", h.Name, err)
+	} else if err != nil {
 		return fmt.Errorf("%w: %s: %w", ErrUnsafeArchive, h.Name, err)
 	}
+	root := x.root
 	// Permission bits only (no setuid, setgid or sticky), and no group or
 	// other write: nobody but tend may change what a version holds.
 	mode := fs.FileMode(h.Mode).Perm() &^ 0o022
-	if dir := path.Dir(name); dir != "." {
-		if err := root.MkdirAll(dir, 0o755); err != nil {
-			return fmt.Errorf("%w: %s: %w", ErrUnsafeArchive, h.Name, err)
-		}
-	}
 	switch h.Typeflag {
 	case tar.TypeDir:
 		if fi, err := root.Lstat(name); err == nil && !fi.IsDir() {
 			return fmt.Errorf("%w: %s: folder entry over an earlier %s", ErrUnsafeArchive, h.Name, fi.Mode().Type())
 		}
-		if err := root.MkdirAll(name, 0o755); err != nil {
+		if err := root.Mkdir(name, 0o755); err != nil && !errors.Is(err, fs.ErrExist) {
 			return fmt.Errorf("%w: %s: %w", ErrUnsafeArchive, h.Name, err)
 		}
+		x.folders[name] = true
 		// A 1777 folder in the tar is 0755 here.
 		return root.Chmod(name, mode|0o700)
 	case tar.TypeReg:
@@ -157,7 +181,7 @@ func extractEntry(root *os.Root, tr *tar.Reader, h *tar.Header, b *Budget) error
 		if err != nil {
 			return fmt.Errorf("%w: %s: %w", ErrUnsafeArchive, h.Name, err)
 		}
-		if _, err := io.Copy(budgetWriter{f, b}, tr); err != nil {
+		if _, err := io.Copy(budgetWriter{f, x.b}, tr); err != nil {
 			f.Close()
 			return fmt.Errorf("extract %s: %w", h.Name, err)
 		}
@@ -191,30 +215,42 @@ func extractEntry(root *os.Root, tr *tar.Reader, h *tar.Header, b *Budget) error
 	return fmt.Errorf("%w: %s: entries of type %q (device nodes, fifos…) are not extracted", ErrUnsafeArchive, h.Name, string(h.Typeflag))
 }
 
-// realParents refuses a name whose parent folders, as already on disk,
-// include a symlink (planted by an earlier entry). Following it would land
-// the entry somewhere its name does not say, so a link target checked
-// against the name could point out of the folder ("d/b -> ..", then
-// "d/b/e -> .." lands as "e -> .."). Every entry therefore sits under real
-// folders only, which confinedLink relies on. kind names the entry in the
-// error ("symlink", "file").
-func realParents(root *os.Root, name, kind string) error {
+// parents makes the folders above name that do not exist yet, each
+// charged to the budget as an entry, and refuses a name whose parent
+// folders, as already on disk, include a symlink (planted by an earlier
+// entry) or a file. Following a link would land the entry somewhere its
+// name does not say, so a link target checked against the name could
+// point out of the folder ("d/b -> ..", then "d/b/e -> .." lands as "e ->
+// .."). Every entry therefore sits under real folders only, which
+// confinedLink relies on. kind names the entry in the error ("symlink",
+// "file").
+func (x *extractor) parents(name, kind string) error {
 	dir := path.Dir(name)
-	if dir == "." {
+	if dir == "." || x.folders[dir] {
 		return nil
 	}
 	p := ""
 	for _, c := range strings.Split(dir, "/") {
 		p = path.Join(p, c)
-		fi, err := root.Lstat(p)
+		if x.folders[p] {
+			continue
+		}
+		fi, err := x.root.Lstat(p)
 		if errors.Is(err, fs.ErrNotExist) {
-			return nil // MkdirAll creates the rest as real folders
+			if err := x.b.take(entryCost); err != nil {
+				return err
+			}
+			if err := x.root.Mkdir(p, 0o755); err != nil {
+				return err
+			}
+			x.folders[p] = true
+			continue
 		}
 		if err != nil {
 			return err
 		}
 		if fi.Mode()&fs.ModeSymlink != 0 {
-			target, err := root.Readlink(p)
+			target, err := x.root.Readlink(p)
 			if err != nil {
 				return err
 			}
@@ -228,6 +264,7 @@ func realParents(root *os.Root, name, kind string) error {
 		if !fi.IsDir() {
 			return fmt.Errorf("parent %q is not a folder", p)
 		}
+		x.folders[p] = true
 	}
 	return nil
 }
@@ -278,12 +315,24 @@ func confinedLink(name, target string) error {
 // entryName cleans a tar entry name and refuses one that is absolute or
 // climbs out with "..".
 func entryName(n string) (string, error) {
+	if len(n) > maxNameBytes {
+		return "", fmt.Errorf("%w: a name of %d bytes (%.40q…); names are at most %d bytes", ErrUnsafeArchive, len(n), n, maxNameBytes)
+	}
 	if path.IsAbs(n) || strings.HasPrefix(n, "\\") {
 		return "", fmt.Errorf("%w: %q is absolute", ErrUnsafeArchive, n)
 	}
 	clean := path.Clean(n)
 	if clean == ".." || strings.HasPrefix(clean, "../") {
 		return "", fmt.Errorf("%w: %q climbs out of the folder", ErrUnsafeArchive, n)
+	}
+	parts := strings.Split(clean, "/")
+	if len(parts) > maxNameParts {
+		return "", fmt.Errorf("%w: %.40q… is %d folders deep; names are at most %d deep", ErrUnsafeArchive, n, len(parts)-1, maxNameParts-1)
+	}
+	for _, p := range parts {
+		if len(p) > maxPartBytes {
+			return "", fmt.Errorf("%w: %.40q… has a part of %d bytes; each part of a name is at most %d bytes", ErrUnsafeArchive, n, len(p), maxPartBytes)
+		}
 	}
 	return clean, nil
 }

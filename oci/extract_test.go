@@ -4,8 +4,11 @@ import (
 	"archive/tar"
 	"bytes"
 	"compress/gzip"
+	"context"
+	"fmt"
 	"os"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"testing"
 
@@ -56,7 +59,7 @@ func TestExtract(t *testing.T) {
 	for _, c := range []string{Uncompressed, Gzip, Zstd} {
 		t.Run("model folder "+c, func(t *testing.T) {
 			dir := t.TempDir()
-			err := Extract(tarball(t, c,
+			err := Extract(context.Background(), tarball(t, c,
 				entry{name: "model/", typ: tar.TypeDir, mode: 0o755},
 				entry{name: "model/model.onnx", typ: tar.TypeReg, body: "weights"},
 				entry{name: "model/run.sh", typ: tar.TypeReg, body: "#!/bin/sh\n", mode: 0o755},
@@ -119,7 +122,7 @@ func TestExtract(t *testing.T) {
 			parent := t.TempDir()
 			dir := filepath.Join(parent, "a", "b", "dest")
 			require.NoError(t, os.MkdirAll(dir, 0o755))
-			err := Extract(tarball(t, Uncompressed, tc.entries...), Uncompressed, dir, nil)
+			err := Extract(context.Background(), tarball(t, Uncompressed, tc.entries...), Uncompressed, dir, nil)
 			require.ErrorIs(t, err, ErrUnsafeArchive)
 			// Nothing landed outside the folder.
 			var outside []string
@@ -137,7 +140,7 @@ func TestExtract(t *testing.T) {
 
 func TestExtractSaysWhereALinkedEntryWouldLand(t *testing.T) {
 	dir := t.TempDir()
-	err := Extract(tarball(t, Uncompressed,
+	err := Extract(context.Background(), tarball(t, Uncompressed,
 		entry{name: "d/b", typ: tar.TypeSymlink, link: ".."},
 		entry{name: "d/b/e", typ: tar.TypeSymlink, link: ".."},
 	), Uncompressed, dir, nil)
@@ -149,7 +152,7 @@ func TestExtractSaysWhereALinkedEntryWouldLand(t *testing.T) {
 
 func TestExtractKeepsRelativeLinksInside(t *testing.T) {
 	dir := t.TempDir()
-	err := Extract(tarball(t, Gzip,
+	err := Extract(context.Background(), tarball(t, Gzip,
 		entry{name: "pax_global_header", typ: tar.TypeXGlobalHeader},
 		entry{name: "model/model.onnx", typ: tar.TypeReg, body: "weights"},
 		entry{name: "model/current.onnx", typ: tar.TypeSymlink, link: "model.onnx"},
@@ -205,4 +208,71 @@ func linksOut(t *testing.T, dir string) []string {
 		return nil
 	}))
 	return out
+}
+
+// TestExtractBoundsNames: a deep or long name is refused before any folder
+// is made for it (the kernel would refuse it later, after the walk of
+// every folder above it), while a tree at the depth bound unpacks.
+func TestExtractBoundsNames(t *testing.T) {
+	deep := func(n int) string { return strings.Repeat("d/", n) + "f" }
+	tests := []struct {
+		name, entry, want string
+	}{
+		{"too deep", deep(maxNameParts), fmt.Sprintf("is %d folders deep; names are at most %d deep", maxNameParts, maxNameParts-1)},
+		{"too long", strings.Repeat("n", maxNameBytes+1), fmt.Sprintf("a name of %d bytes", maxNameBytes+1)},
+		{"a part too long", "a/" + strings.Repeat("p", maxPartBytes+1), fmt.Sprintf("has a part of %d bytes", maxPartBytes+1)},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			dir := t.TempDir()
+			err := Extract(context.Background(), tarball(t, Uncompressed, entry{name: tt.entry, typ: tar.TypeReg, body: "x"}), Uncompressed, dir, nil)
+			require.ErrorIs(t, err, ErrUnsafeArchive)
+			require.ErrorContains(t, err, tt.want)
+			left, err := os.ReadDir(dir)
+			require.NoError(t, err)
+			require.Empty(t, left, "nothing is made for a refused name")
+		})
+	}
+	t.Run("at the bound", func(t *testing.T) {
+		dir := t.TempDir()
+		var entries []entry
+		for i := range 50 {
+			entries = append(entries, entry{name: deep(maxNameParts-2) + "/" + strconv.Itoa(i), typ: tar.TypeReg, body: "x"})
+		}
+		require.NoError(t, Extract(context.Background(), tarball(t, Uncompressed, entries...), Uncompressed, dir, nil))
+		data, err := os.ReadFile(filepath.Join(dir, filepath.FromSlash(deep(maxNameParts-2)), "49"))
+		require.NoError(t, err)
+		require.Equal(t, "x", string(data))
+	})
+}
+
+// TestExtractChargesImplicitFolders: folders a tar does not list but its
+// names need are made, and each costs the budget as an entry does, so
+// files in fresh folder chains cannot fill a file system's inodes while
+// the budget counts their few bytes.
+func TestExtractChargesImplicitFolders(t *testing.T) {
+	var entries []entry
+	for i := range 200 {
+		entries = append(entries, entry{name: fmt.Sprintf("c%03d/a/b/c/d/f", i), typ: tar.TypeReg, body: "x"})
+	}
+	// The entries alone cost 200 × 4 KiB; with their 1,000 folders, 6 times that.
+	b := &Budget{Limit: 2 * 200 * entryCost}
+	err := Extract(context.Background(), tarball(t, Uncompressed, entries...), Uncompressed, t.TempDir(), b)
+	require.ErrorIs(t, err, ErrTooLarge)
+
+	b = &Budget{Limit: 7 * 200 * entryCost}
+	require.NoError(t, Extract(context.Background(), tarball(t, Uncompressed, entries...), Uncompressed, t.TempDir(), b))
+	require.Equal(t, int64(6*200*entryCost+200), b.Written, "each entry, each folder made for it, each byte")
+}
+
+// TestExtractStopsWithItsContext: a tick's timeout or a shutdown ends an
+// unpack between entries.
+func TestExtractStopsWithItsContext(t *testing.T) {
+	ctx, cancel := context.WithCancel(context.Background())
+	cancel()
+	dir := t.TempDir()
+	err := Extract(ctx, tarball(t, Uncompressed, entry{name: "a", typ: tar.TypeReg, body: "x"}), Uncompressed, dir, nil)
+	require.ErrorIs(t, err, context.Canceled)
+	_, err = os.Stat(filepath.Join(dir, "a"))
+	require.ErrorIs(t, err, os.ErrNotExist)
 }

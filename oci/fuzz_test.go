@@ -4,6 +4,7 @@ import (
 	"archive/tar"
 	"bytes"
 	"compress/gzip"
+	"context"
 	"encoding/json"
 	"io/fs"
 	"os"
@@ -57,7 +58,7 @@ func FuzzExtract(f *testing.F) {
 		if gzipped {
 			compression = Gzip
 		}
-		_ = Extract(bytes.NewReader(layer), compression, dir, &Budget{Limit: 1 << 20})
+		_ = Extract(context.Background(), bytes.NewReader(layer), compression, dir, &Budget{Limit: 1 << 20})
 		entries, err := os.ReadDir(parent)
 		if err != nil || len(entries) != 1 {
 			t.Fatalf("written beside the folder: %v %v", entries, err)

@@ -78,7 +78,7 @@ func (s *Store) Materialise(ctx context.Context, a *Artifact, dir string, limit 
 				return err
 			}
 			if unpack {
-				err = s.unpack(root, dir, e, budget)
+				err = s.unpack(ctx, root, dir, e, budget)
 			} else {
 				err = s.place(root, dir, e)
 			}
@@ -137,14 +137,14 @@ func (s *Store) place(root *os.Root, dir string, e Entry) error {
 }
 
 // unpack extracts a tar entry into its path in the version folder.
-func (s *Store) unpack(root *os.Root, dir string, e Entry, b *Budget) error {
+func (s *Store) unpack(ctx context.Context, root *os.Root, dir string, e Entry, b *Budget) error {
 	f, err := os.Open(s.Path(e.Digest))
 	if err != nil {
 		return err
 	}
 	defer f.Close()
 	if e.Path == "" {
-		return Extract(f, e.Compression, dir, b)
+		return Extract(ctx, f, e.Compression, dir, b)
 	}
 	if err := root.MkdirAll(e.Path, 0o755); err != nil {
 		return err
@@ -160,13 +160,13 @@ func (s *Store) unpack(root *os.Root, dir string, e Entry, b *Budget) error {
 			return fmt.Errorf("%w: %q is not a folder", ErrUnsafeArchive, p)
 		}
 	}
-	return extractUnder(f, e.Compression, e.Path, filepath.Join(dir, filepath.FromSlash(e.Path)), b)
+	return extractUnder(ctx, f, e.Compression, e.Path, filepath.Join(dir, filepath.FromSlash(e.Path)), b)
 }
 
 // extractUnder extracts a tar whose names all start with prefix, as ORAS
 // tars a folder, into dir with the prefix taken off. A name outside the
 // prefix is refused.
-func extractUnder(r io.Reader, compression, prefix, dir string, b *Budget) error {
+func extractUnder(ctx context.Context, r io.Reader, compression, prefix, dir string, b *Budget) error {
 	dr, closeDecompressor, err := decompress(r, compression)
 	if err != nil {
 		return err
@@ -179,7 +179,7 @@ func extractUnder(r io.Reader, compression, prefix, dir string, b *Budget) error
 		pw.CloseWithError(err)
 		done <- err
 	}()
-	err = Extract(pr, Uncompressed, dir, b)
+	err = Extract(ctx, pr, Uncompressed, dir, b)
 	pr.Close() // stops retar if Extract gave up first
 	if rerr := <-done; rerr != nil && !errors.Is(rerr, io.ErrClosedPipe) {
 		return rerr

@@ -305,7 +305,7 @@ func (f *fetcher) unpack(ctx context.Context, k *kept, l v1.Descriptor) (err err
 	defer rc.Close()
 	h := sha256.New()
 	body := io.TeeReader(io.LimitReader(rc, l.Size+1), h)
-	if err := oci.Extract(body, oci.Gzip, filepath.Join(tmp, treeDir), &oci.Budget{Limit: MaxUnpackedBytes}); err != nil {
+	if err := oci.Extract(ctx, body, oci.Gzip, filepath.Join(tmp, treeDir), &oci.Budget{Limit: MaxUnpackedBytes}); err != nil {
 		f.opts.Client.reset()
 		return fmt.Errorf("unpack layer %s of %s: %w", l.Digest, f.shown, err)
 	}
