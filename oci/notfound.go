@@ -10,7 +10,6 @@ import (
 
 	"github.com/Masterminds/semver/v3"
 	"github.com/google/go-containerregistry/pkg/name"
-	"github.com/google/go-containerregistry/pkg/v1/remote"
 	"github.com/google/go-containerregistry/pkg/v1/remote/transport"
 
 	"github.com/tend-dev/tend/internal/errkind"
@@ -33,7 +32,7 @@ func notFoundf(format string, args ...any) error {
 // nothing.
 func tagNotFound(ctx context.Context, ref name.Tag, opts Options) error {
 	repo, tag := ref.Context(), ref.TagStr()
-	tags, err := remote.List(repo, opts.remoteOptions(ctx)...)
+	tags, err := listTags(ctx, repo, opts)
 	var te *transport.Error
 	switch {
 	case errors.As(err, &te) && (te.StatusCode == http.StatusNotFound || hasCode(te, transport.NameUnknownErrorCode)):

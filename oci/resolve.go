@@ -90,7 +90,7 @@ func highest(ctx context.Context, repo name.Repository, semverRange string, opts
 	if err != nil {
 		return "", fmt.Errorf("policy.semver %q: %w", semverRange, err)
 	}
-	tags, err := remote.List(repo, opts.remoteOptions(ctx)...)
+	tags, err := listTags(ctx, repo, opts)
 	if err != nil {
 		return "", classify(repo.String(), err)
 	}
