@@ -14,9 +14,16 @@ import (
 // then go without sending a byte of its body, when Options set none.
 const DefaultTimeout = time.Minute
 
+// MinProgress is what a body must send within each timeout to count as
+// moving (with the default timeout, about 0.5 KB/s); a body that ends
+// sooner is done, however small.
+const MinProgress = 32 << 10
+
 // ErrStalled: the registry answered nothing for the timeout (a hung server,
-// a black-holed network). Requests are bounded by silence, not by length,
-// so a big download that keeps moving is never cut.
+// a black-holed network), or sent less than MinProgress bytes in it (a
+// server that trickles a byte now and then). Requests are bounded by
+// progress, not by length, so a big download that keeps moving is never
+// cut.
 var ErrStalled = errors.New("registry stalled")
 
 // transport returns the RoundTripper every request of o goes through: o's
@@ -64,8 +71,8 @@ func (t stallTransport) explain(ctx context.Context, req *http.Request, err erro
 	if !errors.Is(context.Cause(ctx), errStall) {
 		return err
 	}
-	return fmt.Errorf("%w: %s sent nothing for %s (%s %s); check the registry and the network",
-		ErrStalled, req.URL.Host, t.timeout, req.Method, req.URL.Path)
+	return fmt.Errorf("%w: %s sent nothing, or less than %d bytes, for %s (%s %s); check the registry and the network",
+		ErrStalled, req.URL.Host, MinProgress, t.timeout, req.Method, req.URL.Path)
 }
 
 // stallBody is a response body whose reads keep its request alive.
@@ -77,11 +84,13 @@ type stallBody struct {
 	cancel context.CancelCauseFunc
 	timer  *time.Timer
 	once   sync.Once
+	moved  int // bytes read since the timer was last reset
 }
 
 func (b *stallBody) Read(p []byte) (int, error) {
 	n, err := b.rc.Read(p)
-	if n > 0 {
+	if b.moved += n; b.moved >= MinProgress {
+		b.moved = 0
 		b.timer.Reset(b.t.timeout)
 	}
 	if err != nil && err != io.EOF {
