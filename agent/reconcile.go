@@ -8,6 +8,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/tend-dev/tend/agent/status"
 	"github.com/tend-dev/tend/applier"
 	"github.com/tend-dev/tend/applier/service"
 	"github.com/tend-dev/tend/drift"
@@ -41,13 +42,6 @@ const (
 	keyDownloaded = "downloaded"
 	keySuspended  = "suspended"
 	keyHeld       = "held"
-)
-
-// Results of a tick, as logs and metrics name them.
-const (
-	ResultSuccess = "success" // actions were applied
-	ResultNoop    = "noop"    // nothing to do
-	ResultError   = "error"
 )
 
 // Steps of a tick, as Result.FailedStep names them.
@@ -139,16 +133,10 @@ func (r *Result) Offline() error {
 	return r.Desired.Offline
 }
 
-// Outcome names the result for logs and metrics.
+// Outcome names the result for logs and metrics (status.ResultSuccess,
+// status.ResultNoop, status.ResultError).
 func (r *Result) Outcome(err error) string {
-	switch {
-	case err != nil:
-		return ResultError
-	case len(r.Applied) > 0:
-		return ResultSuccess
-	default:
-		return ResultNoop
-	}
+	return status.Outcome(err, len(r.Applied))
 }
 
 // tick carries the state of one reconcile from step to step.

@@ -72,10 +72,11 @@ func (l *Loop) tick(parent context.Context, log *slog.Logger, manual bool) {
 	}
 	LogTick(log, l.r.Config.Device, res, err, suspended)
 	if l.tracker != nil {
-		fresh := l.tracker.Observe(res, err, why)
+		st := statusTick(res)
+		fresh := l.tracker.Observe(st, err, why)
 		l.metrics.SetSuspended(suspended)
-		l.metrics.Observe(res, err, fresh)
-		l.lastStatus.write(log, l.r.Config, l.tracker.Status(), time.Now())
+		l.metrics.Observe(st, err, fresh)
+		l.lastStatus.Write(log, l.r.Config, l.tracker.Status(), time.Now())
 		l.first.Do(func() { close(l.observed) })
 	}
 	if l.opts.OnTick != nil {
