@@ -3,11 +3,8 @@ package agent
 import (
 	"context"
 	"errors"
-	"fmt"
 	"log/slog"
 	"time"
-
-	"github.com/robfig/cron/v3"
 
 	"github.com/tend-dev/tend/internal/backoff"
 	"github.com/tend-dev/tend/planner"
@@ -133,13 +130,4 @@ func LogTick(log *slog.Logger, device string, res *Result, err error, suspended 
 		return
 	}
 	log.Info("reconciled", attrs...)
-}
-
-// ParseSchedule parses a robfig/cron spec ("@every 30s", "*/5 * * * *").
-func ParseSchedule(spec string) (cron.Schedule, error) {
-	s, err := cron.ParseStandard(spec)
-	if err != nil {
-		return nil, fmt.Errorf("invalid schedule %q: %w", spec, err)
-	}
-	return s, nil
 }
