@@ -57,6 +57,7 @@ const (
 // Reconciler runs one reconcile for the device its config names.
 type Reconciler struct {
 	composed composeCache // the last composition, reused while its inputs are the same
+	nodes    nodeCache    // the node's drivers, opened by the first tick and kept
 
 	Config *manifest.AgentConfig
 	Logger *slog.Logger
@@ -224,10 +225,11 @@ func (r *Reconciler) steps(ctx context.Context, t *tick, steps []step) error {
 	return nil
 }
 
-// open makes the drivers and the applier of this tick; the applier's
-// inventory (read once) serves the source's rewind check and the observer.
+// open makes the drivers and the applier, or takes those of the last tick,
+// and begins this tick; the applier's inventory (read once) serves the
+// source's rewind check and the observer.
 func (r *Reconciler) open(_ context.Context, t *tick) error {
-	n, err := openNode(r.Config, r.Supervisor, r.Meter, r.logger())
+	n, err := r.nodes.open(r.Config, r.Supervisor, r.Meter, r.logger())
 	if err != nil {
 		return err
 	}
