@@ -1,7 +1,7 @@
 // Package agent runs reconciles: one tick is the ordered steps of DESIGN.md's
 // flow (fetch, render, observe, plan, apply, report), stopping at the first
 // error so the node keeps its last good state; Run repeats ticks on a
-// schedule with jitter.
+// schedule with jitter, and hands what each did to package status.
 //
 // The CLI's plan and apply call the same Reconciler as the daemon, so what
 // `tend plan` prints is what the agent will do.

@@ -9,6 +9,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/tend-dev/tend/agent/status"
+
 	"github.com/stretchr/testify/require"
 
 	"github.com/tend-dev/tend/internal/testkit/testgit"
@@ -78,7 +80,7 @@ func TestFleetRolloutInWaves(t *testing.T) {
 		h := &heldLoop{}
 		h.Loop = NewLoop(&Reconciler{Config: c, Now: func() time.Time { return now }, Logger: slog.New(slog.DiscardHandler)},
 			LoopOptions{Schedule: everyTick(time.Hour), OnTick: func(r *Result, err error) { h.res, h.err = r, err }})
-		h.tracker, h.metrics, h.observed = NewTracker(c.Device, "test"), NewMetrics(), make(chan struct{})
+		h.tracker, h.metrics, h.observed = status.NewTracker(c.Device, "test"), status.NewMetrics(), make(chan struct{})
 		d.loop = h
 		fleet = append(fleet, d)
 	}
@@ -165,7 +167,7 @@ func TestSemverModelRollsOutByWaves(t *testing.T) {
 		h := &heldLoop{}
 		h.Loop = NewLoop(&Reconciler{Config: c, Now: func() time.Time { return now }, Logger: slog.New(slog.DiscardHandler)},
 			LoopOptions{Schedule: everyTick(time.Hour), OnTick: func(r *Result, err error) { h.res, h.err = r, err }})
-		h.tracker, h.metrics, h.observed = NewTracker(c.Device, "test"), NewMetrics(), make(chan struct{})
+		h.tracker, h.metrics, h.observed = status.NewTracker(c.Device, "test"), status.NewMetrics(), make(chan struct{})
 		fleet = append(fleet, h)
 	}
 	model := func(h *heldLoop) string {
@@ -196,7 +198,7 @@ func TestSemverModelRollsOutByWaves(t *testing.T) {
 		require.Equal(t, []string{"model/m"}, h.res.Held.Resources)
 		require.Equal(t, "HEAD@sha1:"+commit, h.res.Held.Revision, "the same commit: the release is the digest")
 		st := h.tracker.Status()
-		require.Equal(t, ResultHeld, st.Result)
+		require.Equal(t, status.ResultHeld, st.Result)
 		require.Equal(t, 1.0, scrape(t, h.metrics)[`tend_release_held{reason="wave"}`])
 	}
 

@@ -170,8 +170,9 @@ func (l *Loop) holdDrift(ctx context.Context, log *slog.Logger) {
 	log.Info("drift reverted to the applied revision while backing off after failures", keyDevice, device,
 		keyRevision, Revision(res.Snapshot), keyDrift, len(res.Drift), keyDuration, res.Duration.Round(time.Millisecond).String())
 	if l.tracker != nil {
-		l.metrics.ObserveHold(res, l.tracker.ObserveHold(res))
-		l.lastStatus.write(log, l.r.Config, l.tracker.Status(), time.Now())
+		st := statusTick(res)
+		l.metrics.ObserveHold(st, l.tracker.ObserveHold(st))
+		l.lastStatus.Write(log, l.r.Config, l.tracker.Status(), time.Now())
 	}
 	if l.opts.OnHold != nil {
 		l.opts.OnHold(res)

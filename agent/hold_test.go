@@ -11,6 +11,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/tend-dev/tend/agent/status"
+
 	"github.com/stretchr/testify/require"
 
 	"github.com/tend-dev/tend/applier"
@@ -42,8 +44,8 @@ func heldLoopOf(c *manifest.AgentConfig) *heldLoop {
 		OnHeldOff: func() { h.heldOff++ },
 		OnTick:    func(r *Result, err error) { h.res, h.err = r, err },
 	})
-	h.tracker = NewTracker(c.Device, "test")
-	h.metrics = NewMetrics()
+	h.tracker = status.NewTracker(c.Device, "test")
+	h.metrics = status.NewMetrics()
 	h.observed = make(chan struct{})
 	return h
 }

@@ -2,12 +2,12 @@ package agent
 
 import (
 	"fmt"
-	"log/slog"
 	"os"
 	"path/filepath"
 	"syscall"
 	"testing"
-	"time"
+
+	"github.com/tend-dev/tend/agent/status"
 
 	"github.com/stretchr/testify/require"
 
@@ -21,7 +21,7 @@ func TestLastStatusIsWrittenWhenItChanges(t *testing.T) {
 	repo.WriteFile("devices/cam-017/d.yaml", fmt.Sprintf(oneFile, "a"))
 	repo.Commit("one")
 	h := newHeldLoop(t, repo)
-	file := filepath.Join(h.r.Config.StateDir, StatusFile)
+	file := filepath.Join(h.r.Config.StateDir, status.File)
 	inode := func() uint64 {
 		t.Helper()
 		fi, err := os.Stat(file)
@@ -48,24 +48,7 @@ func TestLastStatusIsWrittenWhenItChanges(t *testing.T) {
 	repo.Commit("b in the way")
 	h.scheduled()
 	require.Error(t, h.err)
-	data, _, err := ReadLastStatus(h.r.Config.StateDir)
+	data, _, err := status.ReadLast(h.r.Config.StateDir)
 	require.NoError(t, err)
 	require.Contains(t, string(data), "is a directory")
-}
-
-// Past statusRefresh the file is written even when only its times changed,
-// so the time it was written says how recent it is.
-func TestLastStatusIsRefreshed(t *testing.T) {
-	dir := t.TempDir()
-	c := newConfig(t, dir)
-	var w lastStatus
-	now := time.Date(2026, 12, 2, 10, 0, 0, 0, time.UTC)
-	s := Status{Device: "cam-017", LastReconcile: now.Format(time.RFC3339)}
-	w.write(slog.New(slog.DiscardHandler), c, s, now)
-	require.Equal(t, now, w.written)
-	s.LastReconcile = now.Add(time.Minute).Format(time.RFC3339)
-	w.write(slog.New(slog.DiscardHandler), c, s, now.Add(time.Minute))
-	require.Equal(t, now, w.written, "only the time changed")
-	w.write(slog.New(slog.DiscardHandler), c, s, now.Add(statusRefresh))
-	require.Equal(t, now.Add(statusRefresh), w.written)
 }

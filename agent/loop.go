@@ -12,6 +12,7 @@ import (
 
 	"github.com/robfig/cron/v3"
 
+	"github.com/tend-dev/tend/agent/status"
 	"github.com/tend-dev/tend/applier"
 )
 
@@ -53,8 +54,8 @@ type Loop struct {
 	tickStarted atomic.Int64 // unix nanoseconds; 0 between ticks
 
 	// Made by Start.
-	tracker  *Tracker
-	metrics  *Metrics
+	tracker  *status.Tracker
+	metrics  *status.Metrics
 	observed chan struct{} // closed once the first tick is in the tracker
 	first    sync.Once
 	cancel   context.CancelFunc
@@ -68,7 +69,7 @@ type Loop struct {
 	failedGit  bool      // it failed to reach the fleet repo
 	peeked     bool      // a backoff peek fetched the commit the next tick uses
 	suspendLog bool      // suspension was logged
-	lastStatus lastStatus
+	lastStatus status.LastWriter
 }
 
 // DefaultTickTimeout bounds one reconcile when the loop sets none.
@@ -211,8 +212,8 @@ func (l *Loop) loop(ctx context.Context, log *slog.Logger) {
 // them.
 func (l *Loop) serve(ctx context.Context, log *slog.Logger) error {
 	c := l.r.Config
-	l.tracker = NewTracker(c.Device, l.opts.Version)
-	l.metrics = NewMetrics()
+	l.tracker = status.NewTracker(c.Device, l.opts.Version)
+	l.metrics = status.NewMetrics()
 	l.observed = make(chan struct{})
 	if sup := l.r.Supervisor; sup != nil {
 		l.tracker.SetInstances(sup.Instances)
@@ -224,7 +225,7 @@ func (l *Loop) serve(ctx context.Context, log *slog.Logger) error {
 		l.metrics.SetApplied(inv.Revision)
 	}
 	if l.opts.Listen != "" {
-		srv := NewServer(l.opts.Listen, l.tracker, l.metrics, l.Trigger, l.Alive, log)
+		srv := status.NewServer(l.opts.Listen, l.tracker, l.metrics, l.Trigger, l.Alive, log)
 		addr, err := srv.Start(ctx)
 		if err != nil {
 			return fmt.Errorf("status server: %w; set listen: (or --listen) to another address, or to off for none", err)
@@ -238,7 +239,7 @@ func (l *Loop) serve(ctx context.Context, log *slog.Logger) error {
 		l.stops = append(l.stops, l.startNotify(ctx, *n.MQTT, log))
 	}
 	if r := c.Report; r != nil {
-		rep, err := NewReporter(*r, c.StateDir, log)
+		rep, err := status.NewReporter(*r, c.StateDir, log)
 		if err != nil {
 			log.Error("status reports disabled", keyError, err.Error())
 			return nil

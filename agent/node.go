@@ -4,6 +4,7 @@ import (
 	"context"
 	"log/slog"
 	"os"
+	"sync"
 
 	"github.com/tend-dev/tend/applier"
 	"github.com/tend-dev/tend/applier/file"
@@ -21,7 +22,8 @@ import (
 // own.
 const CgroupParent = "tend"
 
-// node is the applier of one tick and the drivers it works through.
+// node is the applier and the drivers it works through, kept from tick to
+// tick (see nodeCache).
 type node struct {
 	applier  *applier.Applier
 	models   *model.Driver   // also render's resolver of models
@@ -39,6 +41,32 @@ type nodeResolver struct {
 
 func (r nodeResolver) ResolveImage(ctx context.Context, service, ref string) (render.Resolution, error) {
 	return r.images.ResolveImage(ctx, service, ref)
+}
+
+// nodeCache keeps a Reconciler's node: its drivers and applier are made
+// once, by the first tick, and serve every later one, each of which
+// begins by having them forget what the last one read (applier.Begin). A
+// tick that cannot open the node fails, and the next one tries again; a
+// new supervisor (an agent started again) makes a new node.
+type nodeCache struct {
+	mu   sync.Mutex
+	node *node
+	sup  *service.Supervisor // the one node was opened with
+}
+
+// open returns the node, opening it the first time, and begins a tick.
+func (nc *nodeCache) open(c *manifest.AgentConfig, sup *service.Supervisor, meter oci.Meter, log *slog.Logger) (*node, error) {
+	nc.mu.Lock()
+	defer nc.mu.Unlock()
+	if nc.node == nil || nc.sup != sup {
+		n, err := openNode(c, sup, meter, log)
+		if err != nil {
+			return nil, err
+		}
+		nc.node, nc.sup = n, sup
+	}
+	nc.node.applier.Begin()
+	return nc.node, nil
 }
 
 // openNode makes the drivers for c's node (services run through sup, or a

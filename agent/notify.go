@@ -7,6 +7,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/tend-dev/tend/agent/status"
 	"github.com/tend-dev/tend/manifest"
 	"github.com/tend-dev/tend/notify"
 )
@@ -15,18 +16,6 @@ import (
 // messages: a message inside the window after one is folded into one tick
 // at the window's end.
 const NotifyWindow = 5 * time.Second
-
-// Results of a notify message, as tend_notify_total names them.
-const (
-	// NotifyTick: the message asked for a tick, at once or at the end of
-	// the window.
-	NotifyTick = "tick"
-	// NotifySkipped: no tick of its own: its revision is the applied one,
-	// or the tick it asks for is already due.
-	NotifySkipped = "skipped"
-	// NotifyError: a payload that is not {"revision": "…"}: ignored.
-	NotifyError = "error"
-)
 
 // NotifyOptions tune the subscription of notify.mqtt; the zero value is
 // what the agent uses. Tests set them.
@@ -52,18 +41,6 @@ func (systemClock) AfterFunc(d time.Duration, f func()) func() bool {
 	return time.AfterFunc(d, f).Stop
 }
 
-// NotifyStatus is the MQTT subscription in the status document.
-type NotifyStatus struct {
-	Broker    string `json:"broker"` // URL, without credentials
-	Topic     string `json:"topic"`
-	Connected bool   `json:"connected"`
-	// Since is when it connected, or lost (or first failed to make) the
-	// connection; RFC 3339.
-	Since string `json:"since"`
-	// Error is why it is not connected.
-	Error string `json:"error,omitempty"`
-}
-
 // notifier turns the messages of a notify subscription into ticks: one
 // at once, and at most one more per window, never for the applied
 // revision.
@@ -86,7 +63,7 @@ func (l *Loop) startNotify(ctx context.Context, cfg manifest.MQTTNotify, log *sl
 		n.clock = systemClock{}
 	}
 	broker := cfg.URL // Validate refuses credentials in it
-	l.tracker.SetNotify(NotifyStatus{Broker: broker, Topic: cfg.Topic, Since: rfc3339(time.Now()), Error: "connecting"})
+	l.tracker.SetNotify(status.Notify{Broker: broker, Topic: cfg.Topic, Since: status.RFC3339(time.Now()), Error: "connecting"})
 	sub := &notify.Subscriber{
 		Config:    cfg,
 		ClientID:  "tend-" + l.r.Config.Device,
@@ -94,7 +71,7 @@ func (l *Loop) startNotify(ctx context.Context, cfg manifest.MQTTNotify, log *sl
 		Backoff:   l.opts.Notify.Backoff,
 		OnMessage: n.message,
 		OnState: func(st notify.State) {
-			s := NotifyStatus{Broker: broker, Topic: cfg.Topic, Connected: st.Connected, Since: rfc3339(st.Since)}
+			s := status.Notify{Broker: broker, Topic: cfg.Topic, Connected: st.Connected, Since: status.RFC3339(st.Since)}
 			if st.Err != nil {
 				s.Error = st.Err.Error()
 			}
@@ -114,11 +91,11 @@ func (n *notifier) message(payload []byte) {
 	if err != nil {
 		// The payload is never trusted, nor logged: only its fault.
 		n.log.Debug("notify: message ignored", keyError, err.Error())
-		n.count(NotifyError)
+		n.count(status.NotifyError)
 		return
 	}
 	if p.Revision != "" && sameRevision(p.Revision, n.applied()) {
-		n.count(NotifySkipped)
+		n.count(status.NotifySkipped)
 		return
 	}
 	n.mu.Lock()
@@ -126,21 +103,21 @@ func (n *notifier) message(payload []byte) {
 	switch {
 	case n.pending != nil:
 		n.mu.Unlock()
-		n.count(NotifySkipped)
+		n.count(status.NotifySkipped)
 		return
 	case n.last.IsZero() || now.Sub(n.last) >= NotifyWindow:
 		n.last = now
 		n.mu.Unlock()
 		if n.trigger() {
-			n.count(NotifyTick)
+			n.count(status.NotifyTick)
 		} else {
-			n.count(NotifySkipped) // a tick was already due
+			n.count(status.NotifySkipped) // a tick was already due
 		}
 		return
 	}
 	n.pending = n.clock.AfterFunc(n.last.Add(NotifyWindow).Sub(now), n.due)
 	n.mu.Unlock()
-	n.count(NotifyTick)
+	n.count(status.NotifyTick)
 }
 
 // due asks for the tick held back to the window's end.

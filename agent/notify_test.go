@@ -13,10 +13,11 @@ import (
 	"testing"
 	"time"
 
+	"github.com/tend-dev/tend/agent/status"
+
 	mqtt "github.com/eclipse/paho.mqtt.golang"
 	"github.com/stretchr/testify/require"
 
-	"github.com/tend-dev/tend/internal/testkit/golden"
 	"github.com/tend-dev/tend/internal/testkit/testgit"
 	"github.com/tend-dev/tend/internal/testkit/testmqtt"
 	"github.com/tend-dev/tend/manifest"
@@ -37,7 +38,7 @@ type fakeTimer struct {
 	stopped bool
 }
 
-func newFakeClock() *fakeClock { return &fakeClock{now: tickT0} }
+func newFakeClock() *fakeClock { return &fakeClock{now: clockT0} }
 
 func (c *fakeClock) Now() time.Time {
 	c.mu.Lock()
@@ -88,13 +89,13 @@ type notified struct {
 	*notifier
 	clock    *fakeClock
 	triggers atomic.Int64
-	metrics  *Metrics
+	metrics  *status.Metrics
 	applied  atomic.Value
 }
 
 func newNotified(t *testing.T, cfg manifest.MQTTNotify) *notified {
 	t.Helper()
-	n := &notified{clock: newFakeClock(), metrics: NewMetrics()}
+	n := &notified{clock: newFakeClock(), metrics: status.NewMetrics()}
 	n.applied.Store("")
 	n.notifier = &notifier{
 		trigger: func() bool { n.triggers.Add(1); return true },
@@ -124,7 +125,7 @@ func newNotified(t *testing.T, cfg manifest.MQTTNotify) *notified {
 func (n *notified) counts(t *testing.T) map[string]float64 {
 	got := scrape(t, n.metrics)
 	out := map[string]float64{}
-	for _, r := range []string{NotifyTick, NotifySkipped, NotifyError} {
+	for _, r := range []string{status.NotifyTick, status.NotifySkipped, status.NotifyError} {
 		out[r] = got[`tend_notify_total{result="`+r+`"}`]
 	}
 	return out
@@ -136,7 +137,7 @@ func (n *notified) waitCounted(t *testing.T, total float64) map[string]float64 {
 	var c map[string]float64
 	require.Eventually(t, func() bool {
 		c = n.counts(t)
-		return c[NotifyTick]+c[NotifySkipped]+c[NotifyError] == total
+		return c[status.NotifyTick]+c[status.NotifySkipped]+c[status.NotifyError] == total
 	}, 30*time.Second, 5*time.Millisecond)
 	return c
 }
@@ -165,7 +166,7 @@ func TestNotifyFloodTicksOncePerWindow(t *testing.T) {
 	for i := range 50 {
 		publish(t, cfg, fmt.Sprintf(`{"revision":"main@sha1:%040d"}`, i))
 	}
-	require.Equal(t, map[string]float64{NotifyTick: 2, NotifySkipped: 48, NotifyError: 0}, n.waitCounted(t, 50))
+	require.Equal(t, map[string]float64{status.NotifyTick: 2, status.NotifySkipped: 48, status.NotifyError: 0}, n.waitCounted(t, 50))
 	require.Equal(t, int64(1), n.triggers.Load(), "one tick at once, one held to the window's end")
 
 	n.clock.Advance(NotifyWindow - time.Millisecond)
@@ -191,15 +192,15 @@ func TestNotifyPayloads(t *testing.T) {
 	for _, p := range []string{`{"revision":"main@sha1:` + commit + `"}`, `{"revision":"` + commit + `"}`, `{"revision":"sha1:` + commit + `"}`} {
 		publish(t, cfg, p)
 	}
-	require.Equal(t, map[string]float64{NotifySkipped: 3, NotifyTick: 0, NotifyError: 0}, n.waitCounted(t, 3))
+	require.Equal(t, map[string]float64{status.NotifySkipped: 3, status.NotifyTick: 0, status.NotifyError: 0}, n.waitCounted(t, 3))
 	for _, p := range []string{"merged!", `["main"]`, `{"revision": 7}`, "null"} {
 		publish(t, cfg, p)
 	}
-	require.Equal(t, map[string]float64{NotifySkipped: 3, NotifyTick: 0, NotifyError: 4}, n.waitCounted(t, 7))
+	require.Equal(t, map[string]float64{status.NotifySkipped: 3, status.NotifyTick: 0, status.NotifyError: 4}, n.waitCounted(t, 7))
 	require.Zero(t, n.triggers.Load())
 
 	publish(t, cfg, `{"revision":"main@sha1:fedcba9876543210fedcba9876543210fedcba98"}`)
-	require.Equal(t, map[string]float64{NotifySkipped: 3, NotifyTick: 1, NotifyError: 4}, n.waitCounted(t, 8))
+	require.Equal(t, map[string]float64{status.NotifySkipped: 3, status.NotifyTick: 1, status.NotifyError: 4}, n.waitCounted(t, 8))
 	require.Equal(t, int64(1), n.triggers.Load(), "another revision ticks")
 }
 
@@ -259,9 +260,9 @@ func (nl *notifyLoop) tick(t *testing.T) {
 	}
 }
 
-func (nl *notifyLoop) waitNotify(t *testing.T, ok func(*NotifyStatus) bool) *NotifyStatus {
+func (nl *notifyLoop) waitNotify(t *testing.T, ok func(*status.Notify) bool) *status.Notify {
 	t.Helper()
-	var s *NotifyStatus
+	var s *status.Notify
 	require.Eventually(t, func() bool {
 		s = nl.tracker.Status().Notify
 		return s != nil && ok(s)
@@ -282,8 +283,8 @@ func TestNotifyTicksTheAgentNow(t *testing.T) {
 	c.Notify = &manifest.Notify{MQTT: &manifest.MQTTNotify{URL: b.URL, Topic: "tend/fleet/main"}}
 	nl := startNotifyLoop(t, c, time.Hour)
 	nl.tick(t) // the first, at start
-	st := nl.waitNotify(t, func(s *NotifyStatus) bool { return s.Connected })
-	require.Equal(t, &NotifyStatus{Broker: b.URL, Topic: "tend/fleet/main", Connected: true, Since: st.Since}, st)
+	st := nl.waitNotify(t, func(s *status.Notify) bool { return s.Connected })
+	require.Equal(t, &status.Notify{Broker: b.URL, Topic: "tend/fleet/main", Connected: true, Since: st.Since}, st)
 
 	repo.WriteFile("devices/cam-017/d.yaml", fmt.Sprintf(oneFile, "two"))
 	two := repo.Commit("two")
@@ -293,7 +294,7 @@ func TestNotifyTicksTheAgentNow(t *testing.T) {
 	require.Equal(t, 1.0, scrape(t, nl.metrics)[`tend_notify_total{result="tick"}`])
 
 	b.Kill()
-	down := nl.waitNotify(t, func(s *NotifyStatus) bool { return !s.Connected && strings.Contains(s.Error, "cannot reach") })
+	down := nl.waitNotify(t, func(s *status.Notify) bool { return !s.Connected && strings.Contains(s.Error, "cannot reach") })
 	require.Contains(t, down.Error, "cannot reach MQTT broker "+b.URL+": dial tcp ")
 	var text bytes.Buffer
 	require.NoError(t, nl.tracker.Status().WriteText(&text, time.Now()))
@@ -301,7 +302,7 @@ func TestNotifyTicksTheAgentNow(t *testing.T) {
 	require.Contains(t, text.String(), "; polling on schedule continues")
 
 	b.Restart()
-	nl.waitNotify(t, func(s *NotifyStatus) bool { return s.Connected })
+	nl.waitNotify(t, func(s *status.Notify) bool { return s.Connected })
 	repo.WriteFile("devices/cam-017/d.yaml", fmt.Sprintf(oneFile, "three"))
 	three := repo.Commit("three")
 	// The window after the last notified tick may not be over: the tick
@@ -323,7 +324,7 @@ func TestNotifyRefusedCredentialsKeepsPolling(t *testing.T) {
 	c.Notify = &manifest.Notify{MQTT: &manifest.MQTTNotify{URL: b.URL, Topic: "tend/fleet/main",
 		UsernameFile: writeSecret(t, dir, "user", "cam-017\n"), PasswordFile: writeSecret(t, dir, "password", "wrong-secret\n")}}
 	nl := startNotifyLoop(t, c, 20*time.Millisecond)
-	st := nl.waitNotify(t, func(s *NotifyStatus) bool { return strings.Contains(s.Error, "refused") })
+	st := nl.waitNotify(t, func(s *status.Notify) bool { return strings.Contains(s.Error, "refused") })
 	require.False(t, st.Connected)
 	require.Contains(t, st.Error, "MQTT broker "+b.URL+" refused the connection (not Authorized) with the user name and password from ")
 	repo.WriteFile("devices/cam-017/d.yaml", fmt.Sprintf(oneFile, "two"))
@@ -338,20 +339,4 @@ func writeSecret(t *testing.T, dir, name, content string) string {
 	f := filepath.Join(dir, name)
 	require.NoError(t, os.WriteFile(f, []byte(content), 0o600))
 	return f
-}
-
-func TestStatusTextNotify(t *testing.T) {
-	now := tickT0.Add(5*time.Minute + 42*time.Second)
-	var out bytes.Buffer
-	for _, n := range []*NotifyStatus{
-		{Broker: "ssl://broker.example.com:8883", Topic: "tend/fleet/main", Connected: true, Since: "2026-03-01T12:00:00Z"},
-		{Broker: "ssl://broker.example.com:8883", Topic: "tend/fleet/main", Since: "2026-03-01T12:04:00Z",
-			Error: "cannot reach MQTT broker ssl://broker.example.com:8883: dial tcp: connection refused; check the URL and that the broker runs and listens there"},
-	} {
-		s := Status{Device: "cam-017", AppliedRevision: "main@sha1:aaa", LastReconcile: "2026-03-01T12:05:00Z", LastSuccess: "2026-03-01T12:05:00Z",
-			Result: ResultNoop, Notify: n}
-		require.NoError(t, s.WriteText(&out, now))
-		out.WriteString("---\n")
-	}
-	golden.Assert(t, "status-notify.golden", out.Bytes())
 }

@@ -11,6 +11,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/tend-dev/tend/agent/status"
+
 	git "github.com/go-git/go-git/v5"
 	"github.com/stretchr/testify/require"
 
@@ -63,7 +65,7 @@ func TestOCISource(t *testing.T) {
 	})
 	h.scheduled()
 	require.NoError(t, h.err)
-	require.Equal(t, ResultNoop, h.res.Outcome(nil))
+	require.Equal(t, status.ResultNoop, h.res.Outcome(nil))
 	require.Equal(t, int64(1), heads.Load(), "one manifest HEAD")
 	require.Equal(t, int64(0), blobs.Load(), "no download")
 	require.Equal(t, int64(1), all.Load(), "nothing else")

@@ -8,6 +8,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/tend-dev/tend/agent/status"
+
 	"github.com/stretchr/testify/require"
 
 	"github.com/tend-dev/tend/internal/testkit/testgit"
@@ -53,14 +55,14 @@ func TestTickReadsEverySourcePath(t *testing.T) {
 
 	tick()
 	require.NoError(t, tickErr)
-	require.Equal(t, ResultNoop, res.Outcome(tickErr))
+	require.Equal(t, status.ResultNoop, res.Outcome(tickErr))
 
 	repo.WriteFile("profiles/base.yaml", fmt.Sprintf(deviceFile, "/etc/infer/base", "v2"))
 	second := repo.Commit("shared folder only")
 	tick()
 	require.NoError(t, tickErr)
 	require.Equal(t, second, res.Snapshot.Revision)
-	require.Equal(t, ResultSuccess, res.Outcome(tickErr))
+	require.Equal(t, status.ResultSuccess, res.Outcome(tickErr))
 	require.Equal(t, 1, res.Plan.Summary().Change)
 	require.Equal(t, "v2", read("etc/infer/base"))
 

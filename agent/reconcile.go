@@ -8,6 +8,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/tend-dev/tend/agent/status"
 	"github.com/tend-dev/tend/applier"
 	"github.com/tend-dev/tend/applier/service"
 	"github.com/tend-dev/tend/drift"
@@ -43,13 +44,6 @@ const (
 	keyHeld       = "held"
 )
 
-// Results of a tick, as logs and metrics name them.
-const (
-	ResultSuccess = "success" // actions were applied
-	ResultNoop    = "noop"    // nothing to do
-	ResultError   = "error"
-)
-
 // Steps of a tick, as Result.FailedStep names them.
 const (
 	StepOpen    = "open"
@@ -63,6 +57,7 @@ const (
 // Reconciler runs one reconcile for the device its config names.
 type Reconciler struct {
 	composed composeCache // the last composition, reused while its inputs are the same
+	nodes    nodeCache    // the node's drivers, opened by the first tick and kept
 
 	Config *manifest.AgentConfig
 	Logger *slog.Logger
@@ -139,16 +134,10 @@ func (r *Result) Offline() error {
 	return r.Desired.Offline
 }
 
-// Outcome names the result for logs and metrics.
+// Outcome names the result for logs and metrics (status.ResultSuccess,
+// status.ResultNoop, status.ResultError).
 func (r *Result) Outcome(err error) string {
-	switch {
-	case err != nil:
-		return ResultError
-	case len(r.Applied) > 0:
-		return ResultSuccess
-	default:
-		return ResultNoop
-	}
+	return status.Outcome(err, len(r.Applied))
 }
 
 // tick carries the state of one reconcile from step to step.
@@ -236,10 +225,11 @@ func (r *Reconciler) steps(ctx context.Context, t *tick, steps []step) error {
 	return nil
 }
 
-// open makes the drivers and the applier of this tick; the applier's
-// inventory (read once) serves the source's rewind check and the observer.
+// open makes the drivers and the applier, or takes those of the last tick,
+// and begins this tick; the applier's inventory (read once) serves the
+// source's rewind check and the observer.
 func (r *Reconciler) open(_ context.Context, t *tick) error {
-	n, err := openNode(r.Config, r.Supervisor, r.Meter, r.logger())
+	n, err := r.nodes.open(r.Config, r.Supervisor, r.Meter, r.logger())
 	if err != nil {
 		return err
 	}

@@ -11,6 +11,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/tend-dev/tend/agent/status"
+
 	"github.com/stretchr/testify/require"
 
 	"github.com/tend-dev/tend/internal/testkit/testgit"
@@ -64,7 +66,7 @@ func TestRolloutHoldsReleaseUntilItsWaveOpens(t *testing.T) {
 	require.Equal(t, "held: rollout wave 0 opens 2026-12-03T14:00Z", h.res.Held.Reason)
 	require.Equal(t, "v1", h.file(t), "the node keeps the applied release")
 	st := h.tracker.Status()
-	require.Equal(t, ResultHeld, st.Result)
+	require.Equal(t, status.ResultHeld, st.Result)
 	require.Equal(t, "held: rollout wave 0 opens 2026-12-03T14:00Z", st.Held)
 	require.Equal(t, "HEAD@sha1:"+second, st.AppliedRevision)
 	require.Equal(t, "HEAD@sha1:"+release, st.TargetRevision)
@@ -93,7 +95,7 @@ func TestRolloutHoldsReleaseUntilItsWaveOpens(t *testing.T) {
 	require.Nil(t, h.res.Held)
 	require.Equal(t, "v2", h.file(t), "the wave opened")
 	st = h.tracker.Status()
-	require.Equal(t, ResultSuccess, st.Result)
+	require.Equal(t, status.ResultSuccess, st.Result)
 	require.Empty(t, st.Held)
 	require.Equal(t, "HEAD@sha1:"+release, st.AppliedRevision)
 	require.Equal(t, map[string]float64{"wave": 0, "window": 0, "paused": 0, "gate": 0}, heldMetrics(t, h))

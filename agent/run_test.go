@@ -15,6 +15,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/tend-dev/tend/agent/status"
+
 	"github.com/stretchr/testify/require"
 
 	"github.com/tend-dev/tend/applier"
@@ -55,7 +57,7 @@ func TestLoopTicksUntilCancelled(t *testing.T) {
 		},
 	})
 	require.NoError(t, loop.Run(ctx))
-	require.Equal(t, []string{ResultSuccess, ResultNoop, ResultNoop}, results)
+	require.Equal(t, []string{status.ResultSuccess, status.ResultNoop, status.ResultNoop}, results)
 	require.Contains(t, logs.String(), "msg=reconciled device=cam-017 result=success")
 	require.Contains(t, logs.String(), "add=1")
 }
@@ -122,14 +124,14 @@ func TestLoopBacksOffButTriesNewCommits(t *testing.T) {
 	require.Eventually(t, func() bool { return len(got()) == 1 }, 10*time.Second, 5*time.Millisecond)
 	// Three scheduled ticks come and are held off: none of them runs.
 	require.Eventually(t, func() bool { return heldOff.Load() >= 3 }, 10*time.Second, 5*time.Millisecond)
-	require.Equal(t, []string{ResultError}, got(), "ticks in the backoff ran in full")
+	require.Equal(t, []string{status.ResultError}, got(), "ticks in the backoff ran in full")
 
 	require.True(t, loop.Trigger())
 	require.Eventually(t, func() bool { return len(got()) == 2 }, 10*time.Second, 5*time.Millisecond)
 
 	repo.WriteFile("devices/cam-017/d.yaml", fmt.Sprintf(oneFile, "fixed"))
 	repo.Commit("fixed")
-	require.Eventually(t, func() bool { g := got(); return len(g) == 3 && g[2] == ResultSuccess }, 10*time.Second, 5*time.Millisecond)
+	require.Eventually(t, func() bool { g := got(); return len(g) == 3 && g[2] == status.ResultSuccess }, 10*time.Second, 5*time.Millisecond)
 	cancel()
 	require.NoError(t, <-done)
 }

@@ -7,6 +7,8 @@ import (
 	"path/filepath"
 	"testing"
 
+	"github.com/tend-dev/tend/agent/status"
+
 	"github.com/stretchr/testify/require"
 
 	"github.com/tend-dev/tend/internal/testkit/testgit"
@@ -27,7 +29,7 @@ func TestSuspendedStatusAndGauge(t *testing.T) {
 	require.True(t, st.Suspended)
 	require.Contains(t, st.SuspendReason, "tend suspend at ")
 	require.Contains(t, st.SuspendReason, ": maintenance")
-	require.Equal(t, ResultSuspended, st.Result)
+	require.Equal(t, status.ResultSuspended, st.Result)
 	require.Equal(t, 1, st.Pending)
 	got := scrape(t, h.metrics)
 	require.Equal(t, 1.0, got[`tend_suspended`])
@@ -40,7 +42,7 @@ func TestSuspendedStatusAndGauge(t *testing.T) {
 	st = h.tracker.Status()
 	require.False(t, st.Suspended)
 	require.Empty(t, st.SuspendReason)
-	require.Equal(t, ResultSuccess, st.Result)
+	require.Equal(t, status.ResultSuccess, st.Result)
 	require.Zero(t, st.Pending)
 	require.Equal(t, 0.0, scrape(t, h.metrics)[`tend_suspended`])
 	b, err := json.Marshal(st)
@@ -63,7 +65,7 @@ func TestSuspendedTickWithAFailingActionFailsNothing(t *testing.T) {
 	require.Zero(t, h.failures, "no backoff starts")
 
 	st := h.tracker.Status()
-	require.Equal(t, ResultSuspended, st.Result)
+	require.Equal(t, status.ResultSuspended, st.Result)
 	require.Equal(t, 2, st.Pending)
 	require.Equal(t, 1.0, scrape(t, h.metrics)[`tend_reconcile_total{result="noop"}`])
 }

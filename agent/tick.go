@@ -3,11 +3,8 @@ package agent
 import (
 	"context"
 	"errors"
-	"fmt"
 	"log/slog"
 	"time"
-
-	"github.com/robfig/cron/v3"
 
 	"github.com/tend-dev/tend/internal/backoff"
 	"github.com/tend-dev/tend/planner"
@@ -72,10 +69,11 @@ func (l *Loop) tick(parent context.Context, log *slog.Logger, manual bool) {
 	}
 	LogTick(log, l.r.Config.Device, res, err, suspended)
 	if l.tracker != nil {
-		fresh := l.tracker.Observe(res, err, why)
+		st := statusTick(res)
+		fresh := l.tracker.Observe(st, err, why)
 		l.metrics.SetSuspended(suspended)
-		l.metrics.Observe(res, err, fresh)
-		l.lastStatus.write(log, l.r.Config, l.tracker.Status(), time.Now())
+		l.metrics.Observe(st, err, fresh)
+		l.lastStatus.Write(log, l.r.Config, l.tracker.Status(), time.Now())
 		l.first.Do(func() { close(l.observed) })
 	}
 	if l.opts.OnTick != nil {
@@ -132,13 +130,4 @@ func LogTick(log *slog.Logger, device string, res *Result, err error, suspended 
 		return
 	}
 	log.Info("reconciled", attrs...)
-}
-
-// ParseSchedule parses a robfig/cron spec ("@every 30s", "*/5 * * * *").
-func ParseSchedule(spec string) (cron.Schedule, error) {
-	s, err := cron.ParseStandard(spec)
-	if err != nil {
-		return nil, fmt.Errorf("invalid schedule %q: %w", spec, err)
-	}
-	return s, nil
 }

@@ -26,8 +26,8 @@ type Config struct {
 
 // Applier observes the node and applies plans to it through its drivers,
 // keeping the inventory in StateDir. Callers hold Lock on StateDir around
-// Observe and Apply. An Applier serves one tick: it reads the inventory
-// once.
+// Observe and Apply. An Applier reads the inventory once a tick (see
+// Begin).
 type Applier struct {
 	root     string
 	stateDir string

@@ -1,10 +1,12 @@
 package main
 
 import (
+	"fmt"
 	"os"
 	"os/signal"
 	"syscall"
 
+	"github.com/robfig/cron/v3"
 	"github.com/spf13/cobra"
 
 	"github.com/tend-dev/tend/agent"
@@ -23,7 +25,7 @@ func newAgentCommand(g *globals) *cobra.Command {
 			if err != nil {
 				return err
 			}
-			sched, err := agent.ParseSchedule(c.Schedule)
+			sched, err := parseSchedule(c.Schedule)
 			if err != nil {
 				return err
 			}
@@ -47,4 +49,13 @@ func newAgentCommand(g *globals) *cobra.Command {
 	g.addFlags(cmd, logFlags, []string{"device"}, sourceFlags, nodeFlags,
 		[]string{"allow-empty", "keep-versions", "schedule", "jitter", "listen"})
 	return cmd
+}
+
+// parseSchedule parses a robfig/cron spec ("@every 30s", "*/5 * * * *").
+func parseSchedule(spec string) (cron.Schedule, error) {
+	s, err := cron.ParseStandard(spec)
+	if err != nil {
+		return nil, fmt.Errorf("invalid schedule %q: %w", spec, err)
+	}
+	return s, nil
 }

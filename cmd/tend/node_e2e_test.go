@@ -14,9 +14,10 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/tend-dev/tend/agent/status"
+
 	"github.com/stretchr/testify/require"
 
-	"github.com/tend-dev/tend/agent"
 	"github.com/tend-dev/tend/internal/testkit/golden"
 	"github.com/tend-dev/tend/internal/testkit/testgit"
 )
@@ -52,9 +53,9 @@ func TestNodeCommandsNeedNoSource(t *testing.T) {
 	require.Equal(t, 1, code)
 	require.Equal(t, "Error: listen is off, and no agent has written a status in "+stateDir+
 		": has the agent run on this node, with this stateDir?\n", errOut)
-	tr := agent.NewTracker("cam-017", "v1")
+	tr := status.NewTracker("cam-017", "v1")
 	tr.SetApplied("main@sha1:aaa")
-	require.NoError(t, agent.WriteLastStatus(stateDir, tr.Status()))
+	require.NoError(t, status.WriteLast(stateDir, tr.Status()))
 	out, errOut, code = tend(t, "status", "--config", config)
 	require.Equal(t, 0, code, errOut)
 	require.Regexp(t, `^Listen is off; last status written at \S+Z from `+regexp.QuoteMeta(filepath.Join(stateDir, "status.json"))+`\.\n\n`, out)
@@ -74,10 +75,10 @@ func TestStatusFromStateDirWhenNoAgentAnswers(t *testing.T) {
 	n := newNode(t, repo.Dir(), "--schedule", "@every 1s")
 	a := startAgent(t, n)
 	eventually(t, func() bool { return a.status()["appliedRevision"] == "HEAD@sha1:"+rev })
-	eventually(t, func() bool { _, err := os.Stat(filepath.Join(n.state, agent.StatusFile)); return err == nil })
+	eventually(t, func() bool { _, err := os.Stat(filepath.Join(n.state, status.File)); return err == nil })
 	a.stop()
 
-	file := filepath.Join(n.state, agent.StatusFile)
+	file := filepath.Join(n.state, status.File)
 	out, errOut, code := tend(t, "status", "--listen", a.addr, "--state-dir", n.state)
 	require.Equal(t, 0, code, errOut)
 	require.Regexp(t, `^No agent answered at `+regexp.QuoteMeta(a.addr)+`; last status written at \S+Z from `+regexp.QuoteMeta(file)+`\.\n\n`, out)
@@ -86,7 +87,7 @@ func TestStatusFromStateDirWhenNoAgentAnswers(t *testing.T) {
 	out, errOut, code = tend(t, "status", "--listen", a.addr, "--state-dir", n.state, "--format", "json")
 	require.Equal(t, 0, code, errOut)
 	require.Contains(t, errOut, "No agent answered at "+a.addr)
-	var s agent.Status
+	var s status.Status
 	require.NoError(t, json.Unmarshal([]byte(out), &s), "stdout is the status document alone")
 	require.Equal(t, "HEAD@sha1:"+rev, s.AppliedRevision)
 }

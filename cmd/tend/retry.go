@@ -1,12 +1,16 @@
 package main
 
 import (
+	"context"
 	"fmt"
+	"os"
+	"path/filepath"
 	"time"
 
 	"github.com/spf13/cobra"
 
 	"github.com/tend-dev/tend/agent"
+	"github.com/tend-dev/tend/applier"
 )
 
 func newRetryCommand(g *globals) *cobra.Command {
@@ -28,7 +32,7 @@ func newRetryCommand(g *globals) *cobra.Command {
 			if len(args) == 1 {
 				commit = args[0]
 			}
-			cleared, err := agent.Retry(cmd.Context(), c.StateDir, commit, g.lockTimeout)
+			cleared, err := retry(cmd.Context(), c.StateDir, commit, g.lockTimeout)
 			if err != nil {
 				return err
 			}
@@ -50,4 +54,29 @@ func newRetryCommand(g *globals) *cobra.Command {
 	}
 	g.addFlags(cmd, logFlags, []string{"state-dir", "listen", "lock-timeout"})
 	return cmd
+}
+
+// retry forgets the quarantine of commit (a full or abbreviated hash), or
+// of every quarantined commit when it is "", so that the next reconcile
+// applies it again, and returns what it forgot. It waits for the stateDir
+// lock at most lockTimeout (zero: agent.DefaultLockTimeout). A stateDir
+// without a quarantine is left as it is.
+func retry(ctx context.Context, stateDir, commit string, lockTimeout time.Duration) ([]applier.Quarantined, error) {
+	if _, err := os.Stat(filepath.Join(stateDir, applier.QuarantineFile)); err != nil {
+		return applier.Unquarantine(stateDir, commit) // nothing to change: no lock, no stateDir made
+	}
+	if lockTimeout <= 0 {
+		lockTimeout = agent.DefaultLockTimeout
+	}
+	lockCtx, cancel := context.WithTimeout(ctx, lockTimeout)
+	defer cancel()
+	unlock, err := applier.Lock(lockCtx, stateDir)
+	if err != nil && ctx.Err() != nil {
+		return nil, ctx.Err() // interrupted, not a second tend
+	}
+	if err != nil {
+		return nil, err
+	}
+	defer unlock()
+	return applier.Unquarantine(stateDir, commit)
 }

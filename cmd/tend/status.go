@@ -13,9 +13,10 @@ import (
 	"strings"
 	"time"
 
+	"github.com/tend-dev/tend/agent/status"
+
 	"github.com/spf13/cobra"
 
-	"github.com/tend-dev/tend/agent"
 	"github.com/tend-dev/tend/manifest"
 )
 
@@ -56,10 +57,10 @@ func newStatusCommand(g *globals) *cobra.Command {
 				_, err := out.Write(body)
 				return err
 			}
-			var s agent.Status
+			var s status.Status
 			if err := json.Unmarshal(body, &s); err != nil {
 				if note != "" {
-					return fmt.Errorf("%s is not a status document: %w", filepath.Join(c.StateDir, agent.StatusFile), err)
+					return fmt.Errorf("%s is not a status document: %w", filepath.Join(c.StateDir, status.File), err)
 				}
 				return fmt.Errorf("the agent on %s answered GET /status with what is not a status document: %w", c.Listen, err)
 			}
@@ -87,8 +88,8 @@ func readStatus(ctx context.Context, c *manifest.AgentConfig) (body []byte, note
 		}
 		asked = err
 	}
-	file := filepath.Join(c.StateDir, agent.StatusFile)
-	body, at, err := agent.ReadLastStatus(c.StateDir)
+	file := filepath.Join(c.StateDir, status.File)
+	body, at, err := status.ReadLast(c.StateDir)
 	switch {
 	case errors.Is(err, fs.ErrNotExist) && asked != nil:
 		return nil, "", fmt.Errorf("%w, and no agent has written a status in %s: is the agent running, with this stateDir?", asked, c.StateDir)

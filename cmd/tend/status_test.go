@@ -8,27 +8,27 @@ import (
 	"testing"
 	"time"
 
+	"github.com/tend-dev/tend/agent/status"
+
 	"github.com/stretchr/testify/require"
 
-	"github.com/tend-dev/tend/agent"
 	"github.com/tend-dev/tend/drift"
-	"github.com/tend-dev/tend/gitsource"
 	"github.com/tend-dev/tend/planner"
 )
 
 // statusAgent serves the status of an agent that saw drift while suspended,
-// from a real agent.Server in the test process, and returns its address.
-func statusAgent(t *testing.T) (string, *agent.Tracker) {
+// from a real status.Server in the test process, and returns its address.
+func statusAgent(t *testing.T) (string, *status.Tracker) {
 	t.Helper()
-	tr := agent.NewTracker("cam-017", "v1.2.3")
+	tr := status.NewTracker("cam-017", "v1.2.3")
 	tr.SetApplied("main@sha1:aaa")
 	started := time.Now().Add(-time.Minute)
 	plan := &planner.Changeset{Device: "cam-017", Revision: "main@sha1:aaa", Unchanged: 2, Actions: []planner.Action{
 		{Type: planner.Update, Resource: "file/etc/infer/config.yaml", Kind: planner.KindFile, Reason: "drift: content changed on node", Drift: "content changed on node"},
 	}}
-	tr.Observe(&agent.Result{Snapshot: &gitsource.Snapshot{Ref: "main", Revision: "aaa"}, Plan: plan,
+	tr.Observe(&status.Tick{Revision: "main@sha1:aaa", Target: "main@sha1:aaa", Fetch: status.FetchUnchanged, Plan: plan,
 		Drift: drift.Detect(plan, started), Started: started, Duration: time.Second}, nil, "tend suspend")
-	s := agent.NewServer("127.0.0.1:0", tr, agent.NewMetrics(), func() bool { return true }, func() bool { return true }, nil)
+	s := status.NewServer("127.0.0.1:0", tr, status.NewMetrics(), func() bool { return true }, func() bool { return true }, nil)
 	addr, err := s.Start(t.Context())
 	require.NoError(t, err)
 	t.Cleanup(s.Stop)
@@ -59,7 +59,7 @@ func TestStatusCommand(t *testing.T) {
 	t.Run("json as received", func(t *testing.T) {
 		stdout, stderr, code := tend(t, "status", "--listen", addr, "--format", "json")
 		require.Equal(t, 0, code, stderr)
-		var got agent.Status
+		var got status.Status
 		require.NoError(t, json.Unmarshal([]byte(stdout), &got))
 		want := tr.Status()
 		// Times went through RFC 3339 and back.

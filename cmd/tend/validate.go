@@ -56,7 +56,7 @@ func newValidateCommand(g *globals) *cobra.Command {
 				// A config among the files gives the allowPaths, unless
 				// a flag or --config did.
 				fromFiles := !g.flags.Changed("allow-path") && !g.flags.Changed("config")
-				checked, err := agent.ValidateFiles(args, opts, fromFiles)
+				checked, err := validateFiles(args, opts, fromFiles)
 				if err != nil {
 					return err
 				}
@@ -69,7 +69,7 @@ func newValidateCommand(g *globals) *cobra.Command {
 				}
 				sort.Strings(names)
 				for _, n := range names {
-					fmt.Fprintf(out, "valid: device %s: %s\n", n, agent.Count(checked.Devices[n]))
+					fmt.Fprintf(out, "valid: device %s: %s\n", n, count(checked.Devices[n]))
 				}
 				if checked.AllowFrom != "" && len(names) > 0 {
 					fmt.Fprintf(out, "(paths checked against the allowPaths of %s)\n", checked.AllowFrom)
@@ -84,7 +84,7 @@ func newValidateCommand(g *globals) *cobra.Command {
 			if err != nil {
 				return err
 			}
-			fmt.Fprintf(out, "valid: device %s at %s: %s\n", c.Device, agent.Revision(snap), agent.Count(dev))
+			fmt.Fprintf(out, "valid: device %s at %s: %s\n", c.Device, agent.Revision(snap), count(dev))
 			return nil
 		},
 	}
@@ -123,7 +123,7 @@ func (g *globals) validateAll(cmd *cobra.Command, rev string, resolve bool) erro
 			fmt.Fprintf(out, "invalid: device %s at %s:\n  %s\n", d.Name, d.Revision, strings.ReplaceAll(d.Err.Error(), "\n", "\n  "))
 			continue
 		}
-		fmt.Fprintf(out, "valid: device %s at %s: %s\n", d.Name, d.Revision, agent.Count(d.Device))
+		fmt.Fprintf(out, "valid: device %s at %s: %s\n", d.Name, d.Revision, count(d.Device))
 	}
 	profiles, perr := diff.ValidateProfiles(cmd.Context(), repo, rev, diffOptions(c, resolve, log), checked)
 	for _, p := range profiles {

@@ -1,4 +1,4 @@
-package agent
+package status
 
 import (
 	"errors"
@@ -221,7 +221,7 @@ type meter struct {
 
 func newMeter() meter { return meter{Metrics: NewMetrics(), tracker: NewTracker("cam-017", "")} }
 
-func (m meter) Observe(res *Result, err error) {
+func (m meter) Observe(res *Tick, err error) {
 	m.Metrics.Observe(res, err, m.tracker.Observe(res, err, ""))
 }
 
@@ -229,7 +229,7 @@ func (m meter) Observe(res *Result, err error) {
 // service from the first tick that declares it, and counts restarts.
 func TestMetricsServiceRestarts(t *testing.T) {
 	m := NewMetrics()
-	m.Observe(&Result{Declared: []string{planner.FileID("/etc/infer/a"), planner.ServiceID("infer")}}, nil, nil)
+	m.Observe(&Tick{Declared: []string{planner.FileID("/etc/infer/a"), planner.ServiceID("infer")}}, nil, nil)
 	got := scrape(t, m)
 	v, ok := got[`tend_service_restarts_total{service="infer"}`]
 	require.True(t, ok, "no series for a declared service")
@@ -244,7 +244,7 @@ func TestMetricsServiceRestarts(t *testing.T) {
 // the registry again.
 func TestRegistryUnreachableIsAWarning(t *testing.T) {
 	m := newMeter()
-	off := &Result{Desired: &render.Desired{Offline: errors.New("model/yolo kept at sha256:0123456789ab (r/yolo:v1): registry unreachable: 503")}}
+	off := &Tick{Desired: &render.Desired{Offline: errors.New("model/yolo kept at sha256:0123456789ab (r/yolo:v1): registry unreachable: 503")}}
 	m.Observe(off, nil)
 	require.Equal(t, 1.0, scrape(t, m.Metrics)[`tend_registry_unreachable`])
 	st := m.tracker.Status()
@@ -252,7 +252,7 @@ func TestRegistryUnreachableIsAWarning(t *testing.T) {
 	require.Empty(t, st.LastError)
 	require.Equal(t, "model/yolo kept at sha256:0123456789ab (r/yolo:v1): registry unreachable: 503", st.Warning)
 
-	m.Observe(&Result{Desired: &render.Desired{}}, nil)
+	m.Observe(&Tick{Desired: &render.Desired{}}, nil)
 	require.Zero(t, scrape(t, m.Metrics)[`tend_registry_unreachable`])
 	require.Empty(t, m.tracker.Status().Warning)
 }

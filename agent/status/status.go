@@ -1,4 +1,4 @@
-package agent
+package status
 
 import (
 	"crypto/sha256"
@@ -9,9 +9,9 @@ import (
 	"github.com/tend-dev/tend/drift"
 )
 
-// StatusFormatVersion is the version of the status document: GET /status,
+// FormatVersion is the version of the status document: GET /status,
 // `tend status --format json`, and what is posted to a collector.
-const StatusFormatVersion = "1"
+const FormatVersion = "1"
 
 // Resource states in the status document.
 const (
@@ -72,7 +72,19 @@ type Status struct {
 	Drift               []drift.Record   `json:"drift"`
 	// Notify is the subscription of notify.mqtt: connected, or since
 	// when and why not; absent without notify.
-	Notify *NotifyStatus `json:"notify,omitempty"`
+	Notify *Notify `json:"notify,omitempty"`
+}
+
+// Notify is the MQTT subscription in the status document.
+type Notify struct {
+	Broker    string `json:"broker"` // URL, without credentials
+	Topic     string `json:"topic"`
+	Connected bool   `json:"connected"`
+	// Since is when it connected, or lost (or first failed to make) the
+	// connection; RFC 3339.
+	Since string `json:"since"`
+	// Error is why it is not connected.
+	Error string `json:"error,omitempty"`
 }
 
 // ResourceStatus is one resource in the status document.
@@ -115,8 +127,8 @@ func (s Status) Fingerprint() string {
 	return hex.EncodeToString(sum[:])
 }
 
-// rfc3339 formats t for the status document, "" for the zero time.
-func rfc3339(t time.Time) string {
+// RFC3339 formats t for the status document, "" for the zero time.
+func RFC3339(t time.Time) string {
 	if t.IsZero() {
 		return ""
 	}

@@ -1,38 +1,40 @@
-package agent
+package main
 
 import (
 	"errors"
+
+	"github.com/tend-dev/tend/agent"
 
 	"github.com/tend-dev/tend/manifest"
 	"github.com/tend-dev/tend/planner"
 )
 
-// FileCheck is what the files given to tend validate hold.
-type FileCheck struct {
+// fileCheck is what the files given to tend validate hold.
+type fileCheck struct {
 	Devices map[string]*manifest.Device
-	Configs []CheckedConfig // in file name order
+	Configs []checkedConfig // in file name order
 	// AllowFrom is the config file whose allowPaths the devices were
 	// checked against; "" when they came from flags or no config.
 	AllowFrom string
 }
 
-// CheckedConfig is an agent config file that validates.
-type CheckedConfig struct {
+// checkedConfig is an agent config file that validates.
+type checkedConfig struct {
 	File   string
 	Config *manifest.AgentConfig
 }
 
-// ValidateFiles checks the given files and folders (folders are walked for
+// validateFiles checks the given files and folders (folders are walked for
 // *.yaml and *.yml): every Device document, merged by device name, and
 // every file of kind AgentConfig as the agent reads its config. With
 // configAllows, when exactly one config is among them, the devices are
 // checked against its allowPaths instead of opts'.
-func ValidateFiles(paths []string, opts manifest.ValidateOptions, configAllows bool) (*FileCheck, error) {
+func validateFiles(paths []string, opts manifest.ValidateOptions, configAllows bool) (*fileCheck, error) {
 	inputs, err := manifest.ReadFiles(paths)
 	if err != nil {
 		return nil, err
 	}
-	out := &FileCheck{}
+	out := &fileCheck{}
 	var errs manifest.Errors
 	var manifests []manifest.Input
 	for _, in := range inputs {
@@ -40,7 +42,7 @@ func ValidateFiles(paths []string, opts manifest.ValidateOptions, configAllows b
 			manifests = append(manifests, in)
 			continue
 		}
-		c, err := LoadConfig(in.Name, Overrides{})
+		c, err := agent.LoadConfig(in.Name, agent.Overrides{})
 		var cerrs manifest.Errors
 		switch {
 		case errors.As(err, &cerrs):
@@ -48,7 +50,7 @@ func ValidateFiles(paths []string, opts manifest.ValidateOptions, configAllows b
 		case err != nil:
 			return nil, err
 		default:
-			out.Configs = append(out.Configs, CheckedConfig{File: in.Name, Config: c})
+			out.Configs = append(out.Configs, checkedConfig{File: in.Name, Config: c})
 		}
 	}
 	if configAllows && len(out.Configs) == 1 && len(errs) == 0 {
@@ -69,7 +71,7 @@ func ValidateFiles(paths []string, opts manifest.ValidateOptions, configAllows b
 	return out, nil
 }
 
-// Count describes a device's resources in a few words.
-func Count(d *manifest.Device) string {
+// count describes a device's resources in a few words.
+func count(d *manifest.Device) string {
 	return planner.Count(len(d.Spec.Models), "model") + ", " + planner.Count(len(d.Spec.Files), "file") + ", " + planner.Count(len(d.Spec.Services), "service")
 }

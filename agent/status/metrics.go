@@ -1,4 +1,4 @@
-package agent
+package status
 
 import (
 	"net/http"
@@ -14,11 +14,16 @@ import (
 	"github.com/tend-dev/tend/rollout"
 )
 
-// Results of a source fetch, as tend_source_fetch_total names them.
+// Results of a notify message, as tend_notify_total names them.
 const (
-	fetchChanged   = "changed"
-	fetchUnchanged = "unchanged"
-	fetchError     = "error"
+	// NotifyTick: the message asked for a tick, at once or at the end of
+	// the window.
+	NotifyTick = "tick"
+	// NotifySkipped: no tick of its own: its revision is the applied one,
+	// or the tick it asks for is already due.
+	NotifySkipped = "skipped"
+	// NotifyError: a payload that is not {"revision": "…"}: ignored.
+	NotifyError = "error"
 )
 
 // Metrics are the agent's Prometheus metrics, as DESIGN.md names them, in a
@@ -120,7 +125,7 @@ func NewMetrics() *Metrics {
 	for _, k := range []planner.Kind{planner.KindFile, planner.KindModel, planner.KindService} {
 		m.drifts.WithLabelValues(k.String())
 	}
-	for _, r := range []string{fetchChanged, fetchUnchanged, fetchError} {
+	for _, r := range []string{FetchChanged, FetchUnchanged, FetchError} {
 		m.fetches.WithLabelValues(r)
 	}
 	m.reg.MustRegister(
@@ -168,20 +173,15 @@ func (m *Metrics) SetApplied(rev string) {
 
 // Observe counts one tick, and the drift events new in it (see
 // Tracker.Observe).
-func (m *Metrics) Observe(res *Result, err error, fresh []drift.Event) {
+func (m *Metrics) Observe(res *Tick, err error, fresh []drift.Event) {
 	if res == nil {
-		res = &Result{}
+		res = &Tick{}
 	}
 	end := tickEnd(res)
-	m.reconciles.WithLabelValues(res.Outcome(err)).Inc()
+	m.reconciles.WithLabelValues(res.outcome(err)).Inc()
 	m.duration.Observe(res.Duration.Seconds())
-	switch {
-	case fetchFailed(res):
-		m.fetches.WithLabelValues(fetchError).Inc()
-	case res.Snapshot != nil && res.Snapshot.Fetched:
-		m.fetches.WithLabelValues(fetchChanged).Inc()
-	case res.Snapshot != nil:
-		m.fetches.WithLabelValues(fetchUnchanged).Inc()
+	if res.Fetch != "" {
+		m.fetches.WithLabelValues(res.Fetch).Inc()
 	}
 	if res.Downloaded > 0 {
 		m.downloaded.Add(float64(res.Downloaded))
@@ -219,8 +219,8 @@ func (m *Metrics) Observe(res *Result, err error, fresh []drift.Event) {
 		m.drifts.WithLabelValues(e.Kind).Inc()
 	}
 	done := settled(res, err)
-	if done && res.Snapshot != nil {
-		m.setApplied(Revision(res.Snapshot))
+	if done && res.Revision != "" {
+		m.setApplied(res.Revision)
 	}
 	if m.diverged.IsZero() && (err != nil || (res.Plan != nil && !res.Plan.Empty())) {
 		m.diverged = res.Started
@@ -235,9 +235,9 @@ func (m *Metrics) Observe(res *Result, err error, fresh []drift.Event) {
 }
 
 // ObserveHold counts what a tick held off by the failure backoff did
-// (see Reconciler.Hold): the drift events new in it and the bytes it
+// (the agent's Reconciler.Hold): the drift events new in it and the bytes it
 // pulled. It is not a reconcile: tend_reconcile_total does not count it.
-func (m *Metrics) ObserveHold(res *Result, fresh []drift.Event) {
+func (m *Metrics) ObserveHold(res *Tick, fresh []drift.Event) {
 	if res.Downloaded > 0 {
 		m.downloaded.Add(float64(res.Downloaded))
 	}

@@ -1,4 +1,4 @@
-package agent
+package status
 
 import (
 	"fmt"
@@ -6,7 +6,6 @@ import (
 	"slices"
 	"strings"
 	"sync"
-	"time"
 
 	"github.com/tend-dev/tend/applier/service"
 	"github.com/tend-dev/tend/drift"
@@ -38,7 +37,7 @@ type Instances func(name string) ([]service.InstanceState, error)
 // NewTracker returns the tracker of a device's agent, before its first tick.
 func NewTracker(device, version string) *Tracker {
 	t := &Tracker{
-		status:    Status{FormatVersion: StatusFormatVersion, Device: device, Version: version},
+		status:    Status{FormatVersion: FormatVersion, Device: device, Version: version},
 		resources: map[string]ResourceStatus{},
 		drift:     drift.NewTracker(DriftHistory),
 		changed:   make(chan struct{}, 1),
@@ -63,7 +62,7 @@ func (t *Tracker) SetApplied(rev string) {
 }
 
 // SetNotify records the state of the notify subscription.
-func (t *Tracker) SetNotify(s NotifyStatus) {
+func (t *Tracker) SetNotify(s Notify) {
 	t.mu.Lock()
 	defer t.mu.Unlock()
 	t.status.Notify = &s
@@ -96,24 +95,24 @@ func (t *Tracker) Status() Status {
 // new in it (see drift.Tracker). Suspended says why the node is suspended,
 // "" when it is not: the tick only planned, and its actions stay pending or
 // drifted.
-func (t *Tracker) Observe(res *Result, err error, suspended string) []drift.Event {
+func (t *Tracker) Observe(res *Tick, err error, suspended string) []drift.Event {
 	if res == nil {
-		res = &Result{}
+		res = &Tick{}
 	}
 	end := tickEnd(res)
 	t.mu.Lock()
 	defer t.mu.Unlock()
 	s := &t.status
-	s.LastReconcile = rfc3339(end)
-	s.Result, s.Pending = res.Outcome(err), 0
+	s.LastReconcile = RFC3339(end)
+	s.Result, s.Pending = res.outcome(err), 0
 	if suspended != "" && err == nil && res.Plan != nil && !res.Plan.Empty() {
 		s.Result, s.Pending = ResultSuspended, len(res.Plan.Actions)
 	}
 	s.Suspended, s.SuspendReason = suspended != "", suspended
-	if res.Snapshot != nil && res.FailedStep != StepFetch {
+	if res.Target != "" {
 		// A failed fetch holds the node at a snapshot of its last
 		// applied commit, which is not the target.
-		s.TargetRevision = Revision(res.Snapshot)
+		s.TargetRevision = res.Target
 	}
 	if res.Plan != nil {
 		// A tick that stopped before its plan knows nothing new of the
@@ -132,18 +131,18 @@ func (t *Tracker) Observe(res *Result, err error, suspended string) []drift.Even
 	} else {
 		s.LastError = ""
 		s.ConsecutiveFailures = 0
-		s.LastSuccess = rfc3339(end)
+		s.LastSuccess = RFC3339(end)
 	}
 	if res.Desired != nil {
 		// A tick that stopped before its render knows nothing new of
 		// registries.
 		s.Warning = ""
-		if off := res.Offline(); off != nil {
+		if off := res.offline(); off != nil {
 			s.Warning = off.Error()
 		}
 	}
-	if settled(res, err) && res.Snapshot != nil && suspended == "" {
-		s.AppliedRevision = Revision(res.Snapshot)
+	if settled(res, err) && res.Revision != "" && suspended == "" {
+		s.AppliedRevision = res.Revision
 	}
 	t.observeResources(res, err)
 	t.observeServices(res)
@@ -158,9 +157,9 @@ func (t *Tracker) Observe(res *Result, err error, suspended string) []drift.Even
 }
 
 // ObserveHold records what a tick held off by the failure backoff
-// reverted (see Reconciler.Hold), and returns the drift events new in it.
+// reverted (the agent's Reconciler.Hold), and returns the drift events new in it.
 // The last tick's result and error stand: the target still fails.
-func (t *Tracker) ObserveHold(res *Result) []drift.Event {
+func (t *Tracker) ObserveHold(res *Tick) []drift.Event {
 	end := tickEnd(res)
 	t.mu.Lock()
 	defer t.mu.Unlock()
@@ -185,7 +184,7 @@ func (t *Tracker) ObserveHold(res *Result) []drift.Event {
 // observeResources sets the state of every resource the plan acts on, and
 // marks ok those it no longer acts on. A tick that stopped before its plan
 // knows nothing new of them.
-func (t *Tracker) observeResources(res *Result, err error) {
+func (t *Tracker) observeResources(res *Tick, err error) {
 	if res.Plan == nil {
 		return
 	}
@@ -254,7 +253,7 @@ func (t *Tracker) observeResources(res *Result, err error) {
 
 // observeServices keeps the declared services and their replica counts
 // from a tick that rendered and planned.
-func (t *Tracker) observeServices(res *Result) {
+func (t *Tracker) observeServices(res *Tick) {
 	if res.Declared == nil || res.Desired == nil {
 		return
 	}
@@ -335,34 +334,6 @@ func (t *Tracker) snapshot() Status {
 	s.Drift = t.drift.Recent()
 	s.Services = t.services()
 	return s
-}
-
-// tickEnd is when a tick ended; now for a result that does not say (the
-// lock could not be taken).
-func tickEnd(res *Result) time.Time {
-	if res.Started.IsZero() {
-		return time.Now()
-	}
-	return res.Started.Add(res.Duration)
-}
-
-// settled reports whether a tick ended with nothing left to do: no error,
-// and every action of its plan applied.
-func settled(res *Result, err error) bool {
-	return err == nil && (res.Plan == nil || len(res.Applied) >= len(res.Plan.Actions))
-}
-
-// appliedIDs returns the resources whose action succeeded and stayed: not
-// undone by a rollback.
-func appliedIDs(res *Result) map[string]bool {
-	ids := make(map[string]bool, len(res.Applied))
-	for _, a := range res.Applied {
-		ids[a.Resource] = true
-	}
-	for _, id := range res.RolledBack {
-		delete(ids, id)
-	}
-	return ids
 }
 
 // maxDriftLines is how many drift events the text status prints.

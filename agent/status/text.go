@@ -1,4 +1,4 @@
-package agent
+package status
 
 import (
 	"fmt"
@@ -107,10 +107,10 @@ func (s Status) WriteText(w io.Writer, now time.Time) error {
 			if d.Reverted != "" {
 				reverted = "reverted " + d.Reverted
 				if t, err := time.Parse(time.RFC3339Nano, d.Reverted); err == nil {
-					reverted = "reverted " + rfc3339(t)
+					reverted = "reverted " + RFC3339(t)
 				}
 			}
-			fmt.Fprintf(tw, "  %s\t%s\t%s\t%s\n", rfc3339(d.Time), d.Resource, d.Reason, reverted)
+			fmt.Fprintf(tw, "  %s\t%s\t%s\t%s\n", RFC3339(d.Time), d.Resource, d.Reason, reverted)
 		}
 		tw.Flush()
 	}

@@ -1,4 +1,4 @@
-package agent
+package status
 
 import (
 	"bytes"
@@ -112,7 +112,7 @@ type reportStatus struct {
 
 func newReportStatus(revision string) *reportStatus {
 	return &reportStatus{s: Status{
-		FormatVersion: StatusFormatVersion, Device: "cam-017", Version: "1.2.3",
+		FormatVersion: FormatVersion, Device: "cam-017", Version: "1.2.3",
 		AppliedRevision: revision, LastReconcile: time.Now().UTC().Format(time.RFC3339),
 		Result: ResultNoop, Resources: []ResourceStatus{{ID: "file:/etc/infer/a", State: StateOK}}, Drift: []drift.Record{},
 	}}

@@ -1,4 +1,4 @@
-package agent
+package status
 
 import (
 	"bytes"
@@ -14,7 +14,6 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/tend-dev/tend/drift"
-	"github.com/tend-dev/tend/gitsource"
 	"github.com/tend-dev/tend/internal/testkit/golden"
 	"github.com/tend-dev/tend/planner"
 )
@@ -22,8 +21,7 @@ import (
 // tickT0 is when the first tick of a test sequence starts.
 var tickT0 = time.Date(2026, 3, 1, 12, 0, 0, 0, time.UTC)
 
-// fakeTick describes one tick's Result by hand, as the reconciler would
-// fill it.
+// fakeTick describes one tick by hand, as the agent would report it.
 type fakeTick struct {
 	at         time.Duration // start, after tickT0
 	took       time.Duration // default 1s
@@ -38,13 +36,23 @@ type fakeTick struct {
 	downloaded int64
 }
 
-func (f fakeTick) result() *Result {
-	res := &Result{Started: tickT0.Add(f.at), Duration: f.took, FailedStep: f.failedStep, Downloaded: f.downloaded, RolledBack: f.rolledBack}
+func (f fakeTick) result() *Tick {
+	res := &Tick{Started: tickT0.Add(f.at), Duration: f.took, Downloaded: f.downloaded, RolledBack: f.rolledBack}
 	if res.Duration == 0 {
 		res.Duration = time.Second
 	}
 	if f.commit != "" {
-		res.Snapshot = &gitsource.Snapshot{Ref: "main", Revision: f.commit, Fetched: f.fetched}
+		res.Revision = "main@sha1:" + f.commit
+		res.Fetch = FetchUnchanged
+		if f.fetched {
+			res.Fetch = FetchChanged
+		}
+		if f.failedStep != "fetch" {
+			res.Target = res.Revision
+		}
+	}
+	if f.failedStep == "fetch" {
+		res.Fetch = FetchError
 	}
 	if f.failedStep == "open" || f.failedStep == "fetch" && f.commit == "" {
 		return res
@@ -93,7 +101,7 @@ func resourceLines(rs []ResourceStatus) []string {
 func driftLines(ds []drift.Record) []string {
 	out := []string{}
 	for _, d := range ds {
-		out = append(out, fmt.Sprintf("%s %s %s seen %s reverted %q", d.Kind, d.Resource, d.Reason, rfc3339(d.Time), d.Reverted))
+		out = append(out, fmt.Sprintf("%s %s %s seen %s reverted %q", d.Kind, d.Resource, d.Reason, RFC3339(d.Time), d.Reverted))
 	}
 	return out
 }
@@ -113,7 +121,7 @@ func TestTrackerFollowsTicks(t *testing.T) {
 		model   = "model/detector"
 		service = "service/infer"
 	)
-	at := func(d time.Duration) string { return rfc3339(tickT0.Add(d)) }
+	at := func(d time.Duration) string { return RFC3339(tickT0.Add(d)) }
 	pullErr := errors.New("apply model/detector: pull registry.local:5000/detector: connection refused")
 	fetchErr := errors.New("fetch fleet repo: https://git.example.com/fleet.git: connection refused")
 	steps := []struct {
@@ -227,13 +235,13 @@ func TestTrackerFollowsTicks(t *testing.T) {
 			res := st.tick.result()
 			tr.Observe(res, st.err, st.suspended)
 			s := tr.Status()
-			require.Equal(t, StatusFormatVersion, s.FormatVersion)
+			require.Equal(t, FormatVersion, s.FormatVersion)
 			require.Equal(t, "cam-017", s.Device)
 			require.Equal(t, "v1.2.3", s.Version)
 			require.Equal(t, st.result, s.Result)
 			require.Equal(t, st.applied, s.AppliedRevision)
 			require.Equal(t, st.target, s.TargetRevision)
-			require.Equal(t, rfc3339(res.Started.Add(res.Duration)), s.LastReconcile)
+			require.Equal(t, RFC3339(res.Started.Add(res.Duration)), s.LastReconcile)
 			require.Equal(t, st.lastSuccess, s.LastSuccess)
 			require.Equal(t, st.lastError, s.LastError)
 			require.Equal(t, st.failures, s.ConsecutiveFailures)
@@ -274,7 +282,7 @@ func TestTrackerDriftGoneByItself(t *testing.T) {
 	tr.Observe(fakeTick{at: time.Minute, commit: "aaa", unchanged: 1}.result(), nil, "tend suspend")
 	s := tr.Status()
 	require.Equal(t, []string{"file/etc/infer/extra ok: "}, resourceLines(s.Resources))
-	require.Equal(t, rfc3339(tickT0.Add(time.Minute+time.Second)), s.Drift[0].Reverted, "no longer seen")
+	require.Equal(t, RFC3339(tickT0.Add(time.Minute+time.Second)), s.Drift[0].Reverted, "no longer seen")
 
 	// Seen again later: a new event.
 	drifted.at = 2 * time.Minute
@@ -346,7 +354,7 @@ func TestTrackerConcurrentUse(t *testing.T) {
 
 func TestStatusText(t *testing.T) {
 	s := Status{
-		FormatVersion: StatusFormatVersion, Device: "cam-017", Version: "v1.2.3",
+		FormatVersion: FormatVersion, Device: "cam-017", Version: "v1.2.3",
 		AppliedRevision: "main@sha1:aaa", TargetRevision: "main@sha1:bbb",
 		LastReconcile: "2026-03-01T12:05:00Z", LastSuccess: "2026-03-01T12:01:00Z",
 		Result: ResultError, ConsecutiveFailures: 3,

@@ -1,4 +1,4 @@
-package agent
+package status
 
 import (
 	"encoding/json"

@@ -1,4 +1,4 @@
-package agent
+package status
 
 import (
 	"encoding/json"
@@ -13,31 +13,34 @@ import (
 	"github.com/tend-dev/tend/manifest"
 )
 
-// StatusFile in stateDir holds the status document of the agent's last
+// File in stateDir holds the status document of the agent's last
 // tick, so `tend status` can answer when no agent does.
-const StatusFile = "status.json"
+const File = "status.json"
 
 // maxStatusBytes bounds what is read of the status file.
 const maxStatusBytes = 16 << 20
 
-// WriteLastStatus records s in stateDir, atomically.
-func WriteLastStatus(stateDir string, s Status) error {
-	return atomicfile.WriteJSON(stateDir, StatusFile, s, 0o644)
+// WriteLast records s in stateDir, atomically.
+func WriteLast(stateDir string, s Status) error {
+	return atomicfile.WriteJSON(stateDir, File, s, 0o644)
 }
 
 // statusRefresh is how old the status file may grow while nothing but its
 // times changed.
 const statusRefresh = 15 * time.Minute
 
-// lastStatus writes the status file when the status changed in more than
+// LastWriter writes the status file when the status changed in more than
 // its times, or every statusRefresh: a no-op tick every 30 s does not
-// rewrite (and fsync) a file on flash storage.
-type lastStatus struct {
+// rewrite (and fsync) a file on flash storage. The zero value is ready to
+// use.
+type LastWriter struct {
 	key     string
 	written time.Time
 }
 
-func (w *lastStatus) write(log *slog.Logger, c *manifest.AgentConfig, s Status, now time.Time) {
+// Write records s, the status of c's agent at now, unless the file holds
+// the same content and is recent; a failure is logged, not returned.
+func (w *LastWriter) Write(log *slog.Logger, c *manifest.AgentConfig, s Status, now time.Time) {
 	k := s
 	k.LastReconcile, k.LastSuccess = "", ""
 	b, err := json.Marshal(k)
@@ -45,18 +48,18 @@ func (w *lastStatus) write(log *slog.Logger, c *manifest.AgentConfig, s Status, 
 	if err == nil && key == w.key && now.Sub(w.written) < statusRefresh {
 		return
 	}
-	if err := WriteLastStatus(c.StateDir, s); err != nil {
+	if err := WriteLast(c.StateDir, s); err != nil {
 		log.Warn("last status not written to stateDir; tend status needs a running agent", keyDevice, c.Device, keyError, err.Error())
 		return
 	}
 	w.key, w.written = key, now
 }
 
-// ReadLastStatus returns the status document an agent last wrote in
+// ReadLast returns the status document an agent last wrote in
 // stateDir, as written, and when it was written. A stateDir without one
 // is an error that wraps fs.ErrNotExist.
-func ReadLastStatus(stateDir string) ([]byte, time.Time, error) {
-	f, err := os.Open(filepath.Join(stateDir, StatusFile))
+func ReadLast(stateDir string) ([]byte, time.Time, error) {
+	f, err := os.Open(filepath.Join(stateDir, File))
 	if err != nil {
 		return nil, time.Time{}, fmt.Errorf("read the last status: %w", err)
 	}

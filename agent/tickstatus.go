@@ -1,0 +1,34 @@
+package agent
+
+import "github.com/tend-dev/tend/agent/status"
+
+// statusTick is what the status and the metrics read of a tick's result.
+func statusTick(res *Result) *status.Tick {
+	if res == nil {
+		res = &Result{}
+	}
+	t := &status.Tick{
+		Started: res.Started, Duration: res.Duration,
+		Desired: res.Desired, Plan: res.Plan, Drift: res.Drift,
+		Applied: res.Applied, Failed: res.Failed, RolledBack: res.RolledBack,
+		Downloaded: res.Downloaded, Declared: res.Declared, Notes: res.Notes, Info: res.Info,
+	}
+	if snap := res.Snapshot; snap != nil {
+		t.Revision = Revision(snap)
+		if res.FailedStep != StepFetch {
+			t.Target = t.Revision
+		}
+	}
+	switch {
+	case fetchFailed(res):
+		t.Fetch = status.FetchError
+	case res.Snapshot != nil && res.Snapshot.Fetched:
+		t.Fetch = status.FetchChanged
+	case res.Snapshot != nil:
+		t.Fetch = status.FetchUnchanged
+	}
+	if h := res.Held; h != nil {
+		t.Held = &status.Held{Revision: h.Revision, Cause: h.Cause, Reason: h.Reason}
+	}
+	return t
+}
