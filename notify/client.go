@@ -39,7 +39,8 @@ func clientOptions(cfg manifest.MQTTNotify, clientID string) (*mqtt.ClientOption
 		SetConnectTimeout(ConnectTimeout).
 		SetWriteTimeout(ConnectTimeout).
 		SetKeepAlive(30 * time.Second).
-		SetPingTimeout(10 * time.Second)
+		SetPingTimeout(10 * time.Second).
+		SetCustomOpenConnectionFn(openConn)
 	if cfg.UsernameFile != "" {
 		user, err := readSecret("user name", cfg.UsernameFile)
 		if err != nil {

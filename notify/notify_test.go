@@ -8,6 +8,7 @@ import (
 	"testing"
 	"time"
 
+	mqtt "github.com/eclipse/paho.mqtt.golang"
 	"github.com/stretchr/testify/require"
 
 	"github.com/tend-dev/tend/internal/testkit/testmqtt"
@@ -185,4 +186,47 @@ func TestPublishToNoBroker(t *testing.T) {
 	err = Publish(context.Background(), manifest.MQTTNotify{URL: "tcp://" + addr, Topic: "t"}, Payload{})
 	require.ErrorContains(t, err, "cannot reach MQTT broker tcp://"+addr+": ")
 	require.ErrorContains(t, err, "connection refused; check the URL and that the broker runs and listens there")
+}
+
+// A message far over MaxPayload (the broker takes up to 256 MB by
+// default) is refused by its packet header, before it is read into
+// memory: the subscriber drops the connection saying why, connects again
+// and hears the next message; OnMessage never sees the large one.
+func TestSubscriberRefusesOversizedPackets(t *testing.T) {
+	b := testmqtt.Start(t, testmqtt.Options{})
+	cfg := manifest.MQTTNotify{URL: b.URL, Topic: "tend/fleet/main"}
+	s := subscribe(t, cfg)
+	s.waitState(t, connected)
+
+	// A raw publisher: tend notify only ever sends small payloads.
+	opts, err := clientOptions(cfg, "tend-test-big")
+	require.NoError(t, err)
+	pub := mqtt.NewClient(opts)
+	require.NoError(t, connect(context.Background(), pub, cfg))
+	defer pub.Disconnect(0)
+	tok := pub.Publish(cfg.Topic, 1, false, make([]byte, 4<<20))
+	require.NoError(t, wait(context.Background(), tok))
+
+	down := s.waitState(t, func(st State) bool { return !st.Connected && st.Err != nil })
+	require.ErrorContains(t, down.Err, "over 65536")
+	s.waitState(t, connected)
+	require.NoError(t, Publish(context.Background(), cfg, Payload{}))
+	require.Equal(t, "{}", string(s.message(t)), "the large message never reached OnMessage")
+}
+
+// packetCap follows packets split anywhere across reads.
+func TestPacketCapFollowsHeaders(t *testing.T) {
+	// CONNACK (2 bytes), a PUBLISH of 200 bytes (two-byte length), PINGRESP.
+	stream := append([]byte{0x20, 0x02, 0, 0, 0x30, 0xc8, 0x01}, make([]byte, 200)...)
+	stream = append(stream, 0xd0, 0x00)
+	for split := 1; split < len(stream); split++ {
+		c := &packetCap{max: 256}
+		require.NoError(t, c.follow(stream[:split]))
+		require.NoError(t, c.follow(stream[split:]))
+		require.Equal(t, inHeader, c.state, "split at %d", split)
+	}
+	c := &packetCap{max: 100}
+	require.ErrorIs(t, c.follow(stream), ErrPacketTooLarge)
+	c = &packetCap{max: 1 << 30}
+	require.ErrorIs(t, c.follow([]byte{0x30, 0xff, 0xff, 0xff, 0xff}), ErrPacketTooLarge, "a fifth length byte")
 }
