@@ -124,11 +124,14 @@ type outcome struct {
 // gives it ShutdownGrace more, so the node holds the old revision or the
 // new one, never part of each. Pulls, the long part, are done by then.
 // Past the grace the action in flight fails, and a service's failure rolls
-// the plan back. stop releases it.
+// the plan back. stop releases it, and returns once its watch of the
+// tick is over, so a tick that ends after its apply is not taken for one
+// that ended during it.
 func (a *Applier) graced(tick context.Context) (ctx context.Context, stop func()) {
 	ctx, cancel := context.WithCancel(context.WithoutCancel(tick))
-	finished := make(chan struct{})
+	finished, watched := make(chan struct{}), make(chan struct{})
 	go func() {
+		defer close(watched)
 		select {
 		case <-finished:
 			return
@@ -142,7 +145,7 @@ func (a *Applier) graced(tick context.Context) (ctx context.Context, stop func()
 			cancel()
 		}
 	}()
-	return ctx, func() { close(finished); cancel() }
+	return ctx, func() { close(finished); cancel(); <-watched }
 }
 
 // run applies the plan's actions in order, stopping at the first error; a
