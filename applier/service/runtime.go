@@ -183,3 +183,27 @@ type ContainerHandle interface {
 type ImageSpec interface {
 	ImageRef() string
 }
+
+// pidOf is h's pid, 0 for no handle.
+func pidOf(h Handle) int {
+	if h == nil {
+		return 0
+	}
+	return h.PID()
+}
+
+// warningOf is what h's start warned of, "" for none.
+func warningOf(h Handle) string {
+	if w, ok := h.(Warner); ok {
+		return w.Warning()
+	}
+	return ""
+}
+
+// sameHandle reports whether a and b hold one instance.
+func sameHandle(a, b Handle) bool {
+	if a == nil || b == nil {
+		return a == nil && b == nil
+	}
+	return a.ID() == b.ID()
+}
