@@ -3,15 +3,14 @@ package agent
 import (
 	"context"
 	"log/slog"
-	"os"
 	"sync"
 
 	"github.com/tend-dev/tend/applier"
 	"github.com/tend-dev/tend/applier/file"
 	"github.com/tend-dev/tend/applier/model"
 	"github.com/tend-dev/tend/applier/service"
-	"github.com/tend-dev/tend/applier/service/container"
-	"github.com/tend-dev/tend/applier/service/process"
+	_ "github.com/tend-dev/tend/applier/service/container" // registers the container runtime
+	_ "github.com/tend-dev/tend/applier/service/process"   // registers the process runtime
 	"github.com/tend-dev/tend/internal/confine"
 	"github.com/tend-dev/tend/manifest"
 	"github.com/tend-dev/tend/oci"
@@ -95,23 +94,18 @@ func openNode(c *manifest.AgentConfig, sup *service.Supervisor, meter oci.Meter,
 	return &node{applier: a, models: models, services: services}, nil
 }
 
-// NewSupervisor returns the supervisor of c's services, running them as
-// processes. It watches nothing until started.
+// NewSupervisor returns the supervisor of c's services, running each on
+// the runtime of its kind. It watches nothing until started.
 func NewSupervisor(c *manifest.AgentConfig, log *slog.Logger) *service.Supervisor {
-	return service.NewSupervisor(c.StateDir, service.Runtimes{Process: process.New(CgroupParent, log), Container: ContainerRuntime(c)}, log)
+	return service.NewSupervisor(c.StateDir, Runtimes(c, log), log)
 }
 
-// ContainerRuntime is the engine that runs c's container services
-// (runtime.docker.host, else DOCKER_HOST, else Docker's socket), pulling
-// with the credentials of registries.dockerConfig. It does not connect
-// until a container is asked for. Nil when the address cannot be used (the
-// config's validation refuses it first).
-func ContainerRuntime(c *manifest.AgentConfig) service.Runtime {
-	rt, err := container.New(container.Options{Host: c.DockerHost(os.Getenv), Keychain: oci.Keychain(c.Registries.DockerConfig)})
-	if err != nil {
-		return nil
-	}
-	return rt
+// Runtimes are the runtimes of c's services, one of each registered kind
+// (the process runtime; the container runtime on the engine at
+// runtime.docker.host, else DOCKER_HOST, else Docker's socket, which it
+// does not connect to until a container is asked for).
+func Runtimes(c *manifest.AgentConfig, log *slog.Logger) *service.Runtimes {
+	return service.Open(service.Config{Agent: c, CgroupParent: CgroupParent, Log: log})
 }
 
 // RegistryOptions say how to reach registries, from the agent config.

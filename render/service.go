@@ -32,9 +32,10 @@ func service(s manifest.Service, refs func(ref string) string, hostPath func(str
 		}
 		return refs(ref)
 	})
-	spec := Service{Name: s.Name, Hash: specHash(tmpl), Restart: s.Restart, StopTimeout: s.StopTimeout.D()}
+	spec := Service{Name: s.Name, Kind: KindProcess, Hash: specHash(tmpl), Restart: s.Restart, StopTimeout: s.StopTimeout.D()}
 	pinned := ""
 	if s.Container() {
+		spec.Kind = KindContainer
 		spec.Image, spec.ImageDigest, spec.ImageTag = s.Image, image.Digest, image.Tag
 		spec.Hash = containerHash(tmpl, image.Digest)
 		pinned = s.Image

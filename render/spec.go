@@ -30,10 +30,19 @@ type Model struct {
 	Held    error
 }
 
+// The kinds of runtime a service runs on, as its manifest declares it.
+const (
+	KindProcess   = "process"
+	KindContainer = "container"
+)
+
 // Service is a service with every reference expanded, one Replica per
 // instance to run.
 type Service struct {
-	Name        string
+	Name string
+	// Kind is the kind of runtime that runs it: KindProcess for a
+	// command, KindContainer for an image.
+	Kind        string
 	Hash        string // of the expanded spec: the field plans compare
 	Restart     string // always (""), on-failure or never
 	StopTimeout time.Duration

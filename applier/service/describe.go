@@ -21,12 +21,19 @@ func (d *Driver) Describe(_ context.Context, id string, _ any) (planner.Content,
 		return planner.Content{}, err
 	}
 	r := recs[0]
-	in := r.Instance
-	c, _ := render.Describe(render.Service{Restart: r.Policy, Replicas: []render.Replica{{
-		Command: in.Command, Env: in.Env, WorkingDir: in.WorkingDir, User: in.User, Group: in.Group,
-		Memory: in.Memory, CPUMilli: in.CPUMilli, Health: probeHealth(r.Probe),
-	}}})
+	var rep render.Replica
+	if d, ok := r.Instance.Spec.(Describable); ok {
+		rep = d.Describe()
+	}
+	rep.Health = probeHealth(r.Probe)
+	c, _ := render.Describe(render.Service{Restart: r.Policy, Replicas: []render.Replica{rep}})
 	return c, nil
+}
+
+// Describable is a Spec that says what it runs in the terms a manifest
+// declares it (command, env, user, limits), for Describe.
+type Describable interface {
+	Describe() render.Replica
 }
 
 // probeHealth returns what a probe checks, as a manifest declares it.

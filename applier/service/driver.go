@@ -39,29 +39,27 @@ type Driver struct {
 	state string // stateDir
 	opts  DriverOptions
 
-	mu       sync.Mutex
-	resolved map[string]resolvedImage // by image ref, for the driver's life (a tick)
+	mu        sync.Mutex
+	resolvers map[string]render.ImageResolver // by kind, for one tick (see Forget)
 }
 
-// DriverOptions configure a Driver.
+// DriverOptions configure a Driver: what its runtimes are told of the
+// node (see Node).
 type DriverOptions struct {
 	// Device names the node: the dev.tend.device label of its containers.
 	Device string
-	// Registry says how container images are resolved (the credentials
-	// and insecure registries of models).
+	// Registry says how images are resolved (the credentials and
+	// insecure registries of models).
 	Registry oci.Options
 	// KeepImages is how many images no declared service runs stay on the
 	// engine, the most recently used, for a rollback to start again.
 	KeepImages int
 }
 
-// Labels tend puts on every container it creates: the device, the
-// resource (service/NAME) and the hash of the spec it runs.
-const (
-	LabelDevice   = "dev.tend.device"
-	LabelResource = "dev.tend.resource"
-	LabelSpec     = "dev.tend.spec"
-)
+// node is what the driver tells its runtimes of the node.
+func (d *Driver) node() Node {
+	return Node{Device: d.opts.Device, StateDir: d.state, Registry: d.opts.Registry, KeepImages: d.opts.KeepImages}
+}
 
 // record is what tend keeps about a service as a whole, beside the records
 // of its instances: the spec and replica count last applied.
@@ -96,26 +94,30 @@ func LogFile(stateDir, name string, replica int) string {
 	return filepath.Join(stateDir, "logs", name, strconv.Itoa(replica)+".log")
 }
 
-// instances returns the instances and probes of s, one per replica.
-func (d *Driver) instances(s render.Service) ([]Instance, []*Probe) {
+// runtime is the runtime of s's kind.
+func (d *Driver) runtime(s render.Service) (Runtime, error) {
+	return d.sup.rts.Get(s.Kind)
+}
+
+// instances returns the instances and probes of s, one per replica, each
+// with the spec its runtime makes of it.
+func (d *Driver) instances(s render.Service) ([]Instance, []*Probe, error) {
+	rt, err := d.runtime(s)
+	if err != nil {
+		return nil, nil, err
+	}
+	node := d.node()
 	ins := make([]Instance, len(s.Replicas))
 	probes := make([]*Probe, len(s.Replicas))
 	for i, r := range s.Replicas {
-		ins[i] = Instance{
-			Service: s.Name, Replica: i, Command: r.Command, Env: r.Env, WorkingDir: r.WorkingDir,
-			User: r.User, Group: r.Group, Memory: r.Memory, CPUMilli: r.CPUMilli, LogFile: LogFile(d.state, s.Name, i),
+		spec, err := rt.Spec(s, i, node)
+		if err != nil {
+			return nil, nil, fmt.Errorf("replica %d: %w", i, err)
 		}
-		if r.Image != "" {
-			in := &ins[i]
-			in.Image, in.Args, in.Network, in.Devices, in.GPUs, in.LogFile = r.Image, r.Args, r.Network, r.Devices, r.GPUs, ""
-			for _, m := range r.Mounts {
-				in.Mounts = append(in.Mounts, Mount{Source: m.Source, Target: m.Target, ReadOnly: m.ReadOnly})
-			}
-			in.Labels = map[string]string{LabelDevice: d.opts.Device, LabelResource: planner.ServiceID(s.Name), LabelSpec: s.Hash}
-		}
+		ins[i] = Instance{Service: s.Name, Replica: i, Spec: spec}
 		probes[i] = ProbeFrom(r.Health, func(s string) string { return s })
 	}
-	return ins, probes
+	return ins, probes, nil
 }
 
 // Observe reports a service's spec hash (the one last applied, or that of
@@ -233,7 +235,10 @@ func (d *Driver) Apply(ctx context.Context, a planner.Action, spec any) error {
 	for _, in := range insts {
 		byReplica[in.Replica] = in
 	}
-	wanted, probes := d.instances(s)
+	wanted, probes, err := d.instances(s)
+	if err != nil {
+		return err
+	}
 	// Replicas are updated one at a time, each checked before the next, so
 	// a bad update stops at its first replica.
 	for i, in := range wanted {
@@ -241,7 +246,7 @@ func (d *Driver) Apply(ctx context.Context, a planner.Action, spec any) error {
 		if a.Type != planner.Restart && !a.Restart && ok && (cur.Alive || cur.Pending || cur.Done) && cur.SpecHash == s.Hash {
 			continue // this replica is as declared: untouched
 		}
-		spec := Spec{Hash: s.Hash, Policy: s.Restart, Grace: grace, Probe: probes[i], Inputs: s.Inputs}
+		spec := RunSpec{Hash: s.Hash, Policy: s.Restart, Grace: grace, Probe: probes[i], Inputs: s.Inputs}
 		if err := d.startHealthy(ctx, in, spec); err != nil {
 			return fmt.Errorf("replica %d: %w", i, err)
 		}
@@ -274,7 +279,7 @@ var errExited = errors.New("exited")
 // first start has passed; only then is the update a failure (and rolled
 // back). While an agent watches, its supervisor may have restarted the
 // instance first: that instance is the one waited for.
-func (d *Driver) startHealthy(ctx context.Context, in Instance, spec Spec) error {
+func (d *Driver) startHealthy(ctx context.Context, in Instance, spec RunSpec) error {
 	grace := startupGrace
 	if spec.Probe != nil {
 		grace = spec.Probe.grace()
@@ -289,7 +294,7 @@ func (d *Driver) startHealthy(ctx context.Context, in Instance, spec Spec) error
 		if err == nil && spec.Probe != nil {
 			p := *spec.Probe
 			p.StartupGrace = max(grace-time.Since(start), time.Millisecond)
-			err = p.WaitHealthy(ctx, func() bool { return d.sup.rt.Alive(proc) })
+			err = p.WaitHealthy(ctx, proc.Alive)
 		}
 		if err == nil || !errors.Is(err, errExited) || !restarts(spec.Policy) {
 			return err
@@ -303,7 +308,7 @@ func (d *Driver) startHealthy(ctx context.Context, in Instance, spec Spec) error
 		if err := backoff.Sleep(ctx, wait); err != nil {
 			return err
 		}
-		if cur, ok := d.sup.running(in.Service, in.Replica); ok && cur != proc {
+		if cur, ok := d.sup.running(in.Service, in.Replica); ok && !sameHandle(cur, proc) {
 			proc, err = cur, nil // the watcher restarted it
 			continue
 		}
@@ -320,7 +325,7 @@ func restarts(policy string) bool {
 // health probe then checks the rest): one that exits fails its start
 // (errExited). A service whose restart policy lets it finish (never,
 // on-failure) may exit.
-func (d *Driver) settle(ctx context.Context, policy string, p Proc) error {
+func (d *Driver) settle(ctx context.Context, policy string, p Handle) error {
 	if !restarts(policy) {
 		return nil
 	}
@@ -329,8 +334,8 @@ func (d *Driver) settle(ctx context.Context, policy string, p Proc) error {
 		return ctx.Err()
 	case <-time.After(startSettle):
 	}
-	if !d.sup.rt.Alive(p) {
-		return fmt.Errorf("%w: pid %d %w within %s of its start; see tend logs", ErrUnhealthy, p.PID, errExited, startSettle)
+	if !p.Alive() {
+		return fmt.Errorf("%w: pid %d %w within %s of its start; see tend logs", ErrUnhealthy, p.PID(), errExited, startSettle)
 	}
 	return nil
 }
@@ -391,10 +396,10 @@ func (d *Driver) Undo(_ context.Context, a planner.Action, _ any) (func(context.
 		was := map[int]bool{}
 		for _, o := range old {
 			was[o.Instance.Replica] = true
-			if n, ok := current[o.Instance.Replica]; ok && n.Proc == o.Proc && n.SpecHash == o.SpecHash {
+			if n, ok := current[o.Instance.Replica]; ok && sameHandle(n.Proc, o.Proc) && n.SpecHash == o.SpecHash {
 				continue // never touched by the plan: still on the old inputs
 			}
-			spec := Spec{Hash: o.SpecHash, Policy: o.Policy, Grace: DefaultStopTimeout, Probe: o.Probe, Inputs: o.Inputs}
+			spec := RunSpec{Hash: o.SpecHash, Policy: o.Policy, Grace: DefaultStopTimeout, Probe: o.Probe, Inputs: o.Inputs}
 			if _, err := d.sup.Run(ctx, o.Instance, spec); err != nil {
 				return err
 			}

@@ -100,7 +100,7 @@ func newNode(t *testing.T, watch bool, allow ...string) *node {
 // the one before it must be stopped.
 func (n *node) newSupervisor(watch bool) {
 	n.t.Helper()
-	n.Sup = service.NewSupervisor(n.StateDir, process.New(testnode.CgroupParent, nil), slog.New(n.log))
+	n.Sup = service.NewSupervisor(n.StateDir, service.RuntimesOf(process.New(testnode.CgroupParent, nil)), slog.New(n.log))
 	if watch {
 		require.NoError(n.t, n.Sup.Start(context.Background()))
 	}

@@ -25,8 +25,12 @@ func (s *Supervisor) Records(name string) ([]Record, error) {
 	recs, err := s.serviceRecords(name)
 	out := make([]Record, 0, len(recs))
 	for _, r := range recs {
-		out = append(out, Record{Replica: r.Instance.Replica, PID: r.Proc.PID, Alive: s.rt.Alive(r.Proc),
-			Command: r.Instance.Command, Restarts: r.Restarts, Crashes: r.Crashes, LastExit: r.LastExit, Limits: r.Proc.Limits})
+		var command []string
+		if d, ok := r.Instance.Spec.(Describable); ok {
+			command = d.Describe().Command
+		}
+		out = append(out, Record{Replica: r.Instance.Replica, PID: pidOf(r.Proc), Alive: r.Proc != nil && r.Proc.Alive(),
+			Command: command, Restarts: r.Restarts, Crashes: r.Crashes, LastExit: r.LastExit, Limits: warningOf(r.Proc)})
 	}
 	return out, err
 }
@@ -37,7 +41,7 @@ func (s *Supervisor) RecordedPIDs() ([]int, error) {
 	recs, err := s.records()
 	pids := make([]int, 0, len(recs))
 	for _, r := range recs {
-		pids = append(pids, r.Proc.PID)
+		pids = append(pids, pidOf(r.Proc))
 	}
 	return pids, err
 }

@@ -4,10 +4,11 @@ import "github.com/tend-dev/tend/applier"
 
 var _ applier.Forgetter = (*Driver)(nil)
 
-// Forget drops the images the driver resolved in the last tick: the next
-// tick asks their registries again, so a moved tag is seen.
+// Forget drops the image resolvers of the last tick, and with them the
+// images they resolved: the next tick asks their registries again, so a
+// moved tag is seen.
 func (d *Driver) Forget() {
 	d.mu.Lock()
 	defer d.mu.Unlock()
-	d.resolved = nil
+	d.resolvers = nil
 }

@@ -2,111 +2,97 @@ package service
 
 import (
 	"context"
-	"errors"
-	"fmt"
 
 	"github.com/tend-dev/tend/applier"
-	"github.com/tend-dev/tend/oci"
 	"github.com/tend-dev/tend/planner"
 	"github.com/tend-dev/tend/render"
 )
 
+// ImageResolving is a Runtime whose services run images pinned to a
+// digest at render time. The driver asks it for a resolver once (a tick:
+// services that run one image ask its registry once); applied says what a
+// service last applied (the zero AppliedImage when nothing).
+type ImageResolving interface {
+	ImageResolver(node Node, applied func(service string) (AppliedImage, error)) render.ImageResolver
+}
+
+// AppliedImage is the image a service last applied: as declared, the
+// digest it ran and the tag it resolved through.
+type AppliedImage struct {
+	Image, Digest, Tag string
+}
+
+// Preparer is a Runtime that checks, before any action of a plan runs,
+// that the instances a plan starts can run (and fetches what they need),
+// so that a plan that cannot work fails with nothing stopped.
+type Preparer interface {
+	Prepare(ctx context.Context, s render.Service, ins []Instance) error
+}
+
 var _ render.ImageResolver = (*Driver)(nil)
 
-// ResolveImage pins the image of a container service to a digest: one
-// HEAD of its tag in its registry, with the registry options the driver
-// was given (the same credentials as models). Against what the service
-// last applied: a registry that cannot be asked while the image is the
-// one applied keeps the applied digest (the device is offline, a
-// warning); a new image that cannot be asked holds the service; an image
-// the registry says does not exist, or refuses, fails the render.
+// ResolveImage pins the image of a service through the runtime that
+// resolves images, against what the service last applied; by its
+// declaration (render.Declared) on a node without one.
 func (d *Driver) ResolveImage(ctx context.Context, service, ref string) (render.Resolution, error) {
-	rec, err := d.record(service)
-	if err != nil {
-		return render.Resolution{}, err
+	r := d.imageResolver()
+	if r == nil {
+		return render.Declared{}.ResolveImage(ctx, service, ref)
 	}
-	pinned, err := d.resolve(ctx, ref)
-	if err != nil {
-		same := rec != nil && rec.Image == ref && rec.ImageDigest != ""
-		switch {
-		case ctx.Err() != nil, errors.Is(err, oci.ErrNotFound), errors.Is(err, oci.ErrUnauthorized):
-			return render.Resolution{}, err
-		case !same:
-			return render.Resolution{Digest: ref, Held: fmt.Errorf("image %s cannot be resolved: %w", ref, err)}, nil
-		}
-		return render.Resolution{Digest: rec.ImageDigest, Tag: rec.ImageTag,
-			Offline: fmt.Errorf("%s kept at %s (%s): registry unreachable: %w", planner.ServiceID(service), planner.ShortDigest(rec.ImageDigest), ref, err)}, nil
-	}
-	res := render.Resolution{Digest: pinned.Digest, Tag: pinned.Tag}
-	if rec != nil && rec.ImageDigest != "" && rec.ImageDigest != pinned.Digest {
-		res.Reason = ImageReason(rec.Image, rec.ImageDigest, ref, pinned)
-	}
-	return res, nil
+	return r.ResolveImage(ctx, service, ref)
 }
 
-// resolve pins ref in its registry, once per driver (a tick): services
-// that run one image ask its registry once.
-func (d *Driver) resolve(ctx context.Context, ref string) (oci.Resolved, error) {
+// imageResolver is the driver's resolver of images, made once.
+func (d *Driver) imageResolver() render.ImageResolver {
 	d.mu.Lock()
 	defer d.mu.Unlock()
-	if r, ok := d.resolved[ref]; ok {
-		return r.pinned, r.err
+	if r, ok := d.resolvers["image"]; ok {
+		return r
 	}
-	pinned, err := oci.Resolve(ctx, ref, "", d.opts.Registry)
-	if ctx.Err() == nil {
-		if d.resolved == nil {
-			d.resolved = map[string]resolvedImage{}
+	var r render.ImageResolver
+	for _, rt := range d.sup.rts.All() {
+		if ir, ok := rt.(ImageResolving); ok {
+			r = ir.ImageResolver(d.node(), d.appliedImage)
+			break
 		}
-		d.resolved[ref] = resolvedImage{pinned, err}
 	}
-	return pinned, err
+	if d.resolvers == nil {
+		d.resolvers = map[string]render.ImageResolver{}
+	}
+	d.resolvers["image"] = r
+	return r
 }
 
-type resolvedImage struct {
-	pinned oci.Resolved
-	err    error
-}
-
-// ImageReason says why a container service's image changes, as plans
-// print it: "image sha256:ab… → sha256:cd… (tag 24.08 moved)", or with
-// another ref "(image REF)".
-func ImageReason(oldRef, oldDigest, ref string, pinned oci.Resolved) string {
-	s := "image " + planner.ShortDigest(oldDigest) + " → " + planner.ShortDigest(pinned.Digest)
-	switch {
-	case oldRef != ref:
-		s += " (image " + ref + ")"
-	case pinned.Tag != "":
-		s += " (tag " + pinned.Tag + " moved)"
+// appliedImage is the image service last applied, from its record.
+func (d *Driver) appliedImage(service string) (AppliedImage, error) {
+	rec, err := d.record(service)
+	if err != nil || rec == nil {
+		return AppliedImage{}, err
 	}
-	return s
+	return AppliedImage{Image: rec.Image, Digest: rec.ImageDigest, Tag: rec.ImageTag}, nil
 }
 
 var _ applier.Preparer = (*Driver)(nil)
 
-// Prepare checks the instances of a container service that a plan
-// creates or updates (device nodes, mount sources, limits) and pulls its
-// image, before any action of the plan runs: an instance that cannot run,
-// or an image that cannot be pulled (it does not exist, not for this
-// platform, the registry refuses), fails the plan with nothing stopped.
+// Prepare has the runtime of a service that a plan creates or updates
+// check its instances and fetch what they need (a container's image),
+// when it prepares, before any action of the plan runs.
 func (d *Driver) Prepare(ctx context.Context, a planner.Action, spec any) error {
 	s, ok := spec.(render.Service)
-	if !ok || s.Image == "" || len(s.Replicas) == 0 {
+	if !ok || len(s.Replicas) == 0 {
 		return nil
 	}
-	if c, ok := d.sup.rt.(Checker); ok {
-		ins, _ := d.instances(s)
-		for _, in := range ins {
-			if err := c.Check(in); err != nil {
-				return fmt.Errorf("replica %d: %w", in.Replica, err)
-			}
-		}
+	rt, err := d.runtime(s)
+	if err != nil {
+		return err
 	}
-	p, ok := d.sup.rt.(Puller)
+	p, ok := rt.(Preparer)
 	if !ok {
 		return nil
 	}
-	if err := p.EnsureImage(ctx, s.Name, s.Replicas[0].Image); err != nil {
-		return fmt.Errorf("image %s: %w", s.Image, err)
+	ins, _, err := d.instances(s)
+	if err != nil {
+		return err
 	}
-	return nil
+	return p.Prepare(ctx, s, ins)
 }

@@ -38,7 +38,7 @@ func TestServiceOneOwnerAcrossProcesses(t *testing.T) {
 			agentAt <- point
 		}
 	})
-	apply := service.NewSupervisor(n.StateDir, process.New(testnode.CgroupParent, nil), nil)
+	apply := service.NewSupervisor(n.StateDir, service.RuntimesOf(process.New(testnode.CgroupParent, nil)), nil)
 	applyWaits := make(chan struct{}, 1)
 	apply.SetHook(func(point string) {
 		if point == "lock:busy" {
@@ -52,15 +52,15 @@ func TestServiceOneOwnerAcrossProcesses(t *testing.T) {
 	require.NoError(t, syscall.Kill(old, syscall.SIGKILL))
 	require.Equal(t, "exited:owned", <-agentAt, "the watcher saw the exit and owns the replica")
 
-	in := service.Instance{Service: "infer", Replica: 0, Command: svc.Command, Env: map[string]string{"INDEX": "0"},
-		LogFile: service.LogFile(n.StateDir, "infer", 0)}
+	in := service.Instance{Service: "infer", Replica: 0, Spec: process.Spec{Command: svc.Command, Env: map[string]string{"INDEX": "0"},
+		LogFile: service.LogFile(n.StateDir, "infer", 0)}}
 	type started struct {
-		proc service.Proc
+		proc service.Handle
 		err  error
 	}
 	done := make(chan started, 1)
 	go func() {
-		p, err := apply.Run(context.Background(), in, service.Spec{Hash: "sha256:apply", Policy: "always", Grace: 2 * time.Second})
+		p, err := apply.Run(context.Background(), in, service.RunSpec{Hash: "sha256:apply", Policy: "always", Grace: 2 * time.Second})
 		done <- started{p, err}
 	}()
 	// The apply waits for the replica the watcher owns; it must not
@@ -78,7 +78,7 @@ func TestServiceOneOwnerAcrossProcesses(t *testing.T) {
 	require.NoError(t, got.err)
 	recs := n.records("infer")
 	require.Len(t, recs, 1)
-	require.Equal(t, got.proc.PID, recs[0].PID, "the record names the apply's instance")
+	require.Equal(t, got.proc.PID(), recs[0].PID, "the record names the apply's instance")
 	require.True(t, recs[0].Alive)
 	require.ErrorIs(t, syscall.Kill(old, 0), syscall.ESRCH)
 
@@ -88,7 +88,7 @@ func TestServiceOneOwnerAcrossProcesses(t *testing.T) {
 	for _, st := range n.instances("infer") {
 		require.False(t, st.Pending, "a restart the watcher gave up is still pending")
 	}
-	require.NoError(t, syscall.Kill(got.proc.PID, syscall.SIGKILL))
+	require.NoError(t, syscall.Kill(got.proc.PID(), syscall.SIGKILL))
 	require.Equal(t, "exited:owned", <-agentAt)
 	require.Equal(t, "exited:restarted", <-agentAt, "the agent does not watch the instance the apply started")
 }

@@ -2,51 +2,29 @@ package service
 
 import (
 	"context"
-	"errors"
-	"fmt"
-	"path/filepath"
-	"slices"
 
 	"github.com/tend-dev/tend/applier"
-	"github.com/tend-dev/tend/internal/atomicfile"
 	"github.com/tend-dev/tend/render"
 )
 
-// ContainerPruner is a container Runtime that removes what tend no longer
-// needs: containers of the device that no record names, and images.
-type ContainerPruner interface {
-	Prune(ctx context.Context, device string, live func() (map[string]bool, error)) ([]string, error)
-	RemoveImage(ctx context.Context, image string) error
+// Finisher is a Runtime that cleans up once a plan applied in full: what
+// it runs that no record names, and what it keeps that no declared
+// service needs (images). declared are the services declared, of every
+// kind; live returns the invocation of every recorded instance.
+type Finisher interface {
+	Finish(ctx context.Context, node Node, declared []render.Service, live func() (map[string]bool, error)) error
 }
-
-// imagesFile lists, in stateDir/services, the images (REPO@sha256:…) that
-// container services ran, the most recently used first.
-const imagesFile = "images.json"
 
 var _ applier.Finisher = (*Driver)(nil)
 
-// Finish, once a plan applied in full, removes the containers of this
-// device that carry tend's labels and that no instance record names, and
-// the images that no declared service runs, keeping the
-// DriverOptions.KeepImages used last before them (what a rollback starts
-// again). A node that runs no container asks no engine.
+// Finish, once a plan applied in full, lets every runtime that cleans up
+// do so (see Finisher).
 func (d *Driver) Finish(ctx context.Context, declared map[string]any) error {
-	var images []string
+	var services []render.Service
 	for _, spec := range declared {
-		if s, ok := spec.(render.Service); ok && s.Image != "" && len(s.Replicas) > 0 && !slices.Contains(images, s.Replicas[0].Image) {
-			images = append(images, s.Replicas[0].Image)
+		if s, ok := spec.(render.Service); ok {
+			services = append(services, s)
 		}
-	}
-	var used []string
-	if _, err := atomicfile.ReadJSON(filepath.Join(d.sup.dir, imagesFile), &used); err != nil {
-		return err
-	}
-	if len(images) == 0 && len(used) == 0 {
-		return nil
-	}
-	p, ok := pruner(d.sup.rt)
-	if !ok {
-		return nil
 	}
 	live := func() (map[string]bool, error) {
 		recs, err := d.sup.records()
@@ -61,49 +39,12 @@ func (d *Driver) Finish(ctx context.Context, declared map[string]any) error {
 		}
 		return names, nil
 	}
-	removed, err := p.Prune(ctx, d.opts.Device, live)
-	for _, id := range removed {
-		d.sup.log.WarnContext(ctx, "removed a container of this device that no service record names", "container", id)
-	}
-	var errs []error
-	errs = append(errs, err)
-	keep, drop := keptImages(images, used, d.opts.KeepImages)
-	for _, image := range drop {
-		if err := p.RemoveImage(ctx, image); err != nil {
-			errs = append(errs, err)
-			keep = append(keep, image) // asked again next time
+	for _, rt := range d.sup.rts.All() {
+		if f, ok := rt.(Finisher); ok {
+			if err := f.Finish(ctx, d.node(), services, live); err != nil {
+				return err
+			}
 		}
-	}
-	errs = append(errs, atomicfile.WriteJSON(d.sup.dir, imagesFile, keep, 0o644))
-	if err := errors.Join(errs...); err != nil {
-		return fmt.Errorf("prune containers and images: %w", err)
 	}
 	return nil
-}
-
-// pruner is the container runtime of rt, when it prunes.
-func pruner(rt Runtime) (ContainerPruner, bool) {
-	if r, ok := rt.(Runtimes); ok {
-		rt = r.Container
-	}
-	p, ok := rt.(ContainerPruner)
-	return p, ok
-}
-
-// keptImages returns the images to keep, most recently used first: those
-// in use, then the keep used last before them; and those to remove.
-func keptImages(inUse, used []string, keep int) (kept, drop []string) {
-	kept = slices.Clone(inUse)
-	n := 0
-	for _, image := range used {
-		switch {
-		case slices.Contains(kept, image):
-		case n < keep:
-			kept = append(kept, image)
-			n++
-		default:
-			drop = append(drop, image)
-		}
-	}
-	return kept, drop
 }

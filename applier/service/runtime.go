@@ -2,49 +2,61 @@ package service
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"time"
 
 	"github.com/tend-dev/tend/internal/errkind"
+	"github.com/tend-dev/tend/oci"
+	"github.com/tend-dev/tend/render"
 )
 
 // Instance is one replica of a service, as started: every ${…} already
-// expanded.
+// expanded. The core knows which service and replica it is and under
+// which invocation it starts; what it runs is its Spec, which only the
+// runtime of the Spec's kind reads.
 type Instance struct {
-	Service    string
-	Replica    int
-	Command    []string          // Command[0]: an absolute path, or a name looked up in PATH
-	Env        map[string]string // the whole environment besides PATH (DefaultPath unless Env sets PATH); nothing is inherited from tend
-	WorkingDir string            // "" = "/"
-	User       string            // name or numeric uid; "" = tend's own user
-	Group      string            // name or numeric gid; "" = the user's primary group
-	Memory     int64             // bytes; 0 = no limit
-	CPUMilli   int64             // millicores; 0 = no limit
-	LogFile    string            // stdout and stderr are appended here (O_APPEND); the folder is created; "" = discarded
+	Service string
+	Replica int
 	// Invocation is unique to one start of the instance (set by the
-	// supervisor) and reaches the process as $TEND_INVOCATION_ID, as
+	// supervisor) and reaches the instance as $TEND_INVOCATION_ID, as
 	// systemd's $INVOCATION_ID does: what a tend killed while starting it
 	// left running is found by it (see Sweeper), even after an exec.
-	Invocation string `json:",omitempty"`
-
-	// Container fields, for a service with an image (see the container
-	// runtime); empty for a process. Command, when set, replaces the
-	// image's entrypoint; LogFile is unused (the engine keeps the logs).
-	Image   string            `json:",omitempty"` // image@sha256:digest (or a tag, pulled as it is)
-	Args    []string          `json:",omitempty"` // after the entrypoint
-	Mounts  []Mount           `json:",omitempty"` // bind mounts
-	Network string            `json:",omitempty"` // host (the default) | none | bridge
-	Devices []string          `json:",omitempty"` // host device paths, each as HOST[:CONTAINER[:PERMISSIONS]]
-	GPUs    string            `json:",omitempty"` // "all" or a count, through the engine's NVIDIA runtime
-	Labels  map[string]string `json:",omitempty"` // on the container: dev.tend.device, dev.tend.resource, dev.tend.spec
+	Invocation string
+	Spec       Spec
 }
 
-// Mount is a host path bound into a container.
-type Mount struct {
-	Source   string `json:"source"`
-	Target   string `json:"target"`
-	ReadOnly bool   `json:"readOnly,omitempty"`
+// Spec is what one instance runs, in its runtime's terms (a command line
+// and its user for a process, an image and its mounts for a container).
+// A runtime makes it from the rendered service (Runtime.Spec) and decodes
+// it from a record (Runtime.DecodeSpec); the supervisor stores it as JSON,
+// its fields beside the instance's Service, Replica and Invocation.
+type Spec interface {
+	// Kind is the kind of the runtime that runs it, as registered.
+	Kind() string
+}
+
+// Handle is a runtime's hold on one started instance. The supervisor
+// keeps it, as JSON, in the instance's record, and after an agent restart
+// gets it back through Runtime.Recover: what is inside is the runtime's
+// alone (a pid and its start time, a container id).
+type Handle interface {
+	// ID is the instance's identity, unique across restarts of tend: two
+	// handles with one ID hold one running instance.
+	ID() string
+	// PID is the instance's main process on this node, as logs and status
+	// show it; 0 when there is none to show.
+	PID() int
+	// Alive reports whether the instance still runs, as the one started.
+	Alive() bool
+	// Wait blocks until the instance exits or ctx ends, and says how it
+	// ended (Known=false when the runtime cannot know: an adopted process).
+	// Safe to call once per handle, from any goroutine.
+	Wait(ctx context.Context) (ExitStatus, error)
+	// Stop stops the instance (asking it to end, killing it after grace)
+	// and returns once it is gone. One already gone is no error.
+	Stop(ctx context.Context, grace time.Duration) error
 }
 
 // InvocationEnv is the variable that carries Instance.Invocation.
@@ -52,19 +64,6 @@ const InvocationEnv = "TEND_INVOCATION_ID"
 
 // DefaultPath is an instance's PATH when its Env sets none.
 const DefaultPath = "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin"
-
-// Proc identifies one running process across agent restarts: a pid is
-// reused by the kernel, the pair (pid, start time) is not.
-type Proc struct {
-	PID       int    `json:"pid"`
-	StartTime uint64 `json:"startTime"` // field 22 of /proc/PID/stat, clock ticks since boot
-	// Limits is a warning when resources were asked for and could not be
-	// applied (no writable cgroup); "" otherwise. Never a silent no-op.
-	Limits string `json:"limits,omitempty"`
-	// Container is the engine's id of the container whose main process PID
-	// is; "" for a process.
-	Container string `json:"container,omitempty"`
-}
 
 // ExitStatus is how a process ended.
 type ExitStatus struct {
@@ -116,33 +115,51 @@ func FormatBytes(n int64) string {
 	return fmt.Sprint(n)
 }
 
-// Runtime runs service instances. The exec runtime is the embedded default;
-// a container runtime can implement the same interface.
+// Runtime runs the instances of one kind of spec ("process",
+// "container"): the service driver and the supervisor call it, and never
+// look inside its specs or handles. A runtime registers a Factory for its
+// kind (see Register); what else it can do is an optional interface it
+// implements (Sweeper, Preparer, ImageResolving, Finisher, LogWriter).
 type Runtime interface {
-	// Start starts the instance in its own session and process group
-	// (setsid), detached: it survives tend's exit. It returns once the
-	// process runs (exec succeeded). A command or user/group that does not
-	// exist is an error that names it and says what to do, returned before
-	// anything runs.
-	Start(ctx context.Context, in Instance) (Proc, error)
-	// Alive reports whether p is still the same running process (pid
-	// alive, start time matches, not a zombie).
-	Alive(p Proc) bool
-	// Wait blocks until p exits or ctx ends. For a process this runtime
-	// started (a child), it reaps it and returns the real status; for any
-	// other (adopted after a restart of tend) it waits through a pidfd and
-	// returns Known=false. Safe to call once per Proc, from any goroutine.
-	Wait(ctx context.Context, p Proc) (ExitStatus, error)
-	// Stop sends SIGTERM to p's process group, waits up to grace, then
-	// SIGKILL to the group, and returns once p is gone (and reaped, if a
-	// child). A p already gone is no error.
-	Stop(ctx context.Context, p Proc, grace time.Duration) error
+	// Kind is the kind of spec it runs, as registered.
+	Kind() string
+	// Spec is the spec of replica i of s on this node.
+	Spec(s render.Service, i int, node Node) (Spec, error)
+	// DecodeSpec decodes a spec from its JSON in a record.
+	DecodeSpec(raw json.RawMessage) (Spec, error)
+	// Start starts in detached: it survives tend's exit. It returns once
+	// the instance runs. An instance that cannot run as declared (a
+	// command, user, image or device that does not exist) is an
+	// ErrInvalidInstance error that names it and says what to do,
+	// returned before anything runs.
+	Start(ctx context.Context, in Instance) (Handle, error)
+	// Recover returns the handle of an instance this kind of runtime
+	// started, from its JSON in a record: how the next tend adopts it.
+	Recover(raw json.RawMessage) (Handle, error)
 }
 
-// Sweeper is a Runtime that can find the processes it started for an
-// instance since a time, when tend died before it recorded them.
+// Node is what a runtime is told of the node, with what it is asked.
+type Node struct {
+	Device   string // the device's name
+	StateDir string
+	// Registry says how images are resolved (the credentials and
+	// insecure registries of models).
+	Registry oci.Options
+	// KeepImages is how many images no declared service runs stay, the
+	// most recently used, for a rollback to start again.
+	KeepImages int
+}
+
+// Sweeper is a Runtime that can find the instances it started since a
+// time, when tend died before it recorded them.
 type Sweeper interface {
-	Orphans(in Instance, since time.Time) ([]Proc, error)
+	Orphans(in Instance, since time.Time) ([]Handle, error)
+}
+
+// Warner is a Handle whose start left a warning (resources asked for that
+// could not be applied): never a silent no-op.
+type Warner interface {
+	Warning() string
 }
 
 // ErrInvalidInstance: the instance cannot start as declared: its command,
@@ -155,4 +172,38 @@ var ErrInvalidInstance = errors.New("invalid service instance")
 // Runtime that refuses an instance before anything runs.
 func Invalidf(format string, args ...any) error {
 	return errkind.New(ErrInvalidInstance, format, args...)
+}
+
+// ContainerHandle is a Handle on a container: status shows its id.
+type ContainerHandle interface {
+	ContainerID() string
+}
+
+// ImageSpec is a Spec that runs an image: status shows it, by digest.
+type ImageSpec interface {
+	ImageRef() string
+}
+
+// pidOf is h's pid, 0 for no handle.
+func pidOf(h Handle) int {
+	if h == nil {
+		return 0
+	}
+	return h.PID()
+}
+
+// warningOf is what h's start warned of, "" for none.
+func warningOf(h Handle) string {
+	if w, ok := h.(Warner); ok {
+		return w.Warning()
+	}
+	return ""
+}
+
+// sameHandle reports whether a and b hold one instance.
+func sameHandle(a, b Handle) bool {
+	if a == nil || b == nil {
+		return a == nil && b == nil
+	}
+	return a.ID() == b.ID()
 }

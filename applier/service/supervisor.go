@@ -32,14 +32,15 @@ var (
 // status shows it.
 const crashLoopAfter = 3
 
-// Supervisor runs service instances through a Runtime and keeps a record of
+// Supervisor runs service instances through the runtime of each one's
+// kind and keeps a record of
 // each in stateDir/services/NAME/REPLICA.json, so that the next tend adopts
 // them instead of restarting them. When watching (the agent), it sees an
 // instance exit at once and restarts it as its restart policy says, with
 // crash-loop backoff; a one-shot apply starts instances detached and
 // leaves them.
 type Supervisor struct {
-	rt  Runtime
+	rts *Runtimes
 	dir string // stateDir/services
 	log *slog.Logger
 	now func() time.Time
@@ -73,8 +74,9 @@ type instanceKey struct {
 	replica int
 }
 
-// Spec is how an instance runs, besides the instance itself.
-type Spec struct {
+// RunSpec is how the supervisor runs an instance, besides what the
+// instance runs.
+type RunSpec struct {
 	Hash   string        // of the service's expanded spec
 	Policy string        // restart policy: always (""), on-failure, never
 	Grace  time.Duration // between SIGTERM and SIGKILL when stopped
@@ -119,12 +121,13 @@ const (
 	HealthFailing = "unhealthy" // followed by ": " and the last failure
 )
 
-// NewSupervisor returns a supervisor keeping its records in stateDir.
-func NewSupervisor(stateDir string, rt Runtime, log *slog.Logger) *Supervisor {
+// NewSupervisor returns a supervisor running instances on rts and keeping
+// its records in stateDir.
+func NewSupervisor(stateDir string, rts *Runtimes, log *slog.Logger) *Supervisor {
 	if log == nil {
 		log = slog.New(slog.DiscardHandler)
 	}
-	return &Supervisor{rt: rt, dir: filepath.Join(stateDir, "services"), log: log, now: time.Now,
+	return &Supervisor{rts: rts, dir: filepath.Join(stateDir, "services"), log: log, now: time.Now,
 		inst: map[instanceKey]*instance{}, keys: map[instanceKey]*sync.Mutex{}, health: map[instanceKey]string{},
 		stop: make(chan struct{})}
 }
@@ -152,7 +155,7 @@ func (s *Supervisor) Start(ctx context.Context) error {
 		}
 		in := s.track(r)
 		s.log.InfoContext(ctx, "service adopted", logKeyResource, planner.ServiceID(r.Instance.Service),
-			logKeyReplica, r.Instance.Replica, logKeyPID, r.Proc.PID)
+			logKeyReplica, r.Instance.Replica, logKeyPID, pidOf(r.Proc))
 		s.watchInstance(in)
 	}
 	return err
@@ -179,11 +182,16 @@ func (s *Supervisor) Instances(name string) ([]InstanceState, error) {
 	out := make([]InstanceState, 0, len(recs))
 	for _, r := range recs {
 		st := InstanceState{Replica: r.Instance.Replica, SpecHash: r.SpecHash, Restarts: r.Restarts, LastExit: r.LastExit,
-			Alive: s.alive(r), CrashLoop: r.Crashes >= crashLoopAfter, Limits: r.Proc.Limits, Inputs: r.Inputs}
+			Alive: s.alive(r), CrashLoop: r.Crashes >= crashLoopAfter, Limits: warningOf(r.Proc), Inputs: r.Inputs}
 		if st.Alive {
-			st.PID, st.Container = r.Proc.PID, r.Proc.Container
+			st.PID = r.Proc.PID()
+			if c, ok := r.Proc.(ContainerHandle); ok {
+				st.Container = c.ContainerID()
+			}
 		}
-		st.Image = r.Instance.Image
+		if im, ok := r.Instance.Spec.(ImageSpec); ok {
+			st.Image = im.ImageRef()
+		}
 		// Done only for an exit seen: after a reboot nothing was seen, and
 		// the service starts again.
 		st.Done = !st.Alive && r.LastExit != "" && r.BootID == bootID() &&
@@ -193,7 +201,7 @@ func (s *Supervisor) Instances(name string) ([]InstanceState, error) {
 		if in := s.inst[key]; in != nil && in.pending {
 			st.Pending = true
 		}
-		if in := s.inst[key]; st.Alive && in != nil && in.rec.Proc == r.Proc {
+		if in := s.inst[key]; st.Alive && in != nil && sameHandle(in.rec.Proc, r.Proc) {
 			st.Health = s.health[key]
 		}
 		s.mu.Unlock()
@@ -203,42 +211,45 @@ func (s *Supervisor) Instances(name string) ([]InstanceState, error) {
 }
 
 // Run starts one instance, first stopping the one running in its place.
-func (s *Supervisor) Run(ctx context.Context, in Instance, spec Spec) (Proc, error) {
+func (s *Supervisor) Run(ctx context.Context, in Instance, spec RunSpec) (Handle, error) {
 	key := instanceKey{in.Service, in.Replica}
+	if in.Spec == nil {
+		return nil, fmt.Errorf("start %s replica %d: no spec", planner.ServiceID(in.Service), in.Replica)
+	}
 	unlock, err := s.lockKey(ctx, key)
 	if err != nil {
-		return Proc{}, err
+		return nil, err
 	}
 	defer unlock()
 	restarts, again := 0, false
 	if old, err := s.readRecord(key); err == nil && old != nil {
 		restarts, again = old.Restarts, old.Starting == nil
 		if err := s.halt(ctx, key, old, spec.Grace); err != nil {
-			return Proc{}, err
+			return nil, err
 		}
 		failpoint.Hit("service:stopped")
 	}
-	rec := instanceRecord{Instance: in, SpecHash: spec.Hash, Policy: spec.Policy, Restarts: restarts, BootID: bootID(),
-		Probe: spec.Probe, Inputs: spec.Inputs}
+	rec := instanceRecord{Kind: in.Spec.Kind(), Instance: in, recordState: recordState{SpecHash: spec.Hash, Policy: spec.Policy,
+		Restarts: restarts, BootID: bootID(), Probe: spec.Probe, Inputs: spec.Inputs}}
 	proc, err := s.start(ctx, key, &rec)
 	if err != nil {
 		_ = os.Remove(s.recordPath(key))
 		return proc, fmt.Errorf("start replica %d: %w", in.Replica, err)
 	}
-	if proc.Limits != "" {
-		s.log.WarnContext(ctx, proc.Limits, logKeyResource, planner.ServiceID(in.Service), logKeyReplica, in.Replica)
+	if w := warningOf(proc); w != "" {
+		s.log.WarnContext(ctx, w, logKeyResource, planner.ServiceID(in.Service), logKeyReplica, in.Replica)
 	}
 	failpoint.Hit("service:started")
 	rec.Proc, rec.StartedAt = proc, s.now()
 	if err := s.writeRecord(rec); err != nil {
-		_ = s.rt.Stop(ctx, proc, spec.Grace)
+		_ = proc.Stop(ctx, spec.Grace)
 		return proc, err
 	}
 	failpoint.Hit("service:recorded")
 	if again {
 		s.restarted(in.Service)
 	}
-	s.log.InfoContext(ctx, "service started", logKeyResource, planner.ServiceID(in.Service), logKeyReplica, in.Replica, logKeyPID, proc.PID)
+	s.log.InfoContext(ctx, "service started", logKeyResource, planner.ServiceID(in.Service), logKeyReplica, in.Replica, logKeyPID, proc.PID())
 	s.mu.Lock()
 	watching := s.watching
 	s.mu.Unlock()
@@ -274,14 +285,16 @@ func (s *Supervisor) halt(ctx context.Context, key instanceKey, rec *instanceRec
 		delete(s.inst, key)
 	}
 	s.mu.Unlock()
-	running := s.rt.Alive(rec.Proc)
-	if err := s.rt.Stop(ctx, rec.Proc, grace); err != nil {
-		return fmt.Errorf("stop %s replica %d (pid %d): %w", planner.ServiceID(key.service), key.replica, rec.Proc.PID, err)
+	running := rec.Proc != nil && rec.Proc.Alive()
+	if rec.Proc != nil {
+		if err := rec.Proc.Stop(ctx, grace); err != nil {
+			return fmt.Errorf("stop %s replica %d (pid %d): %w", planner.ServiceID(key.service), key.replica, rec.Proc.PID(), err)
+		}
 	}
 	if err := os.Remove(s.recordPath(key)); err != nil && !errors.Is(err, fs.ErrNotExist) {
 		return err
 	}
-	attrs := []any{logKeyResource, planner.ServiceID(key.service), logKeyReplica, key.replica, logKeyPID, rec.Proc.PID}
+	attrs := []any{logKeyResource, planner.ServiceID(key.service), logKeyReplica, key.replica, logKeyPID, pidOf(rec.Proc)}
 	if !running {
 		// Already gone: what it left (its group, its cgroup) was cleaned
 		// up, but nothing was stopped.
@@ -299,16 +312,20 @@ func (s *Supervisor) halt(ctx context.Context, key instanceKey, rec *instanceRec
 // rec. Its record says it is being started before it is: if tend dies
 // before it knows the process, the next tend finds and stops it (see
 // sweep) instead of running a second.
-func (s *Supervisor) start(ctx context.Context, key instanceKey, rec *instanceRecord) (Proc, error) {
+func (s *Supervisor) start(ctx context.Context, key instanceKey, rec *instanceRecord) (Handle, error) {
+	rt, err := s.rts.Get(rec.Kind)
+	if err != nil {
+		return nil, err
+	}
 	rec.Instance.Invocation = newInvocation()
 	intent := *rec
 	now := s.now()
-	intent.Proc, intent.BootID, intent.Starting = Proc{}, bootID(), &now
+	intent.Proc, intent.BootID, intent.Starting = nil, bootID(), &now
 	if err := s.writeRecord(intent); err != nil {
-		return Proc{}, err
+		return nil, err
 	}
 	failpoint.Hit("service:starting")
-	return s.rt.Start(ctx, rec.Instance)
+	return rt.Start(ctx, rec.Instance)
 }
 
 // newInvocation returns a fresh Instance.Invocation: 128 random bits.
@@ -319,17 +336,18 @@ func newInvocation() string {
 // sweep stops what an instance whose start was not recorded (tend died in
 // between) left running, found by the runtime, and forgets the record.
 func (s *Supervisor) sweep(ctx context.Context, key instanceKey, rec *instanceRecord, grace time.Duration) error {
-	if f, ok := s.rt.(Sweeper); ok && (rec.BootID == "" || rec.BootID == bootID()) {
+	rt, _ := s.rts.Get(rec.Kind)
+	if f, ok := rt.(Sweeper); ok && (rec.BootID == "" || rec.BootID == bootID()) {
 		orphans, err := f.Orphans(rec.Instance, *rec.Starting)
 		if err != nil {
 			return fmt.Errorf("find what %s replica %d started: %w", planner.ServiceID(key.service), key.replica, err)
 		}
 		for _, p := range orphans {
-			if err := s.rt.Stop(ctx, p, grace); err != nil {
-				return fmt.Errorf("stop %s replica %d (pid %d), started but not recorded: %w", planner.ServiceID(key.service), key.replica, p.PID, err)
+			if err := p.Stop(ctx, grace); err != nil {
+				return fmt.Errorf("stop %s replica %d (pid %d), started but not recorded: %w", planner.ServiceID(key.service), key.replica, p.PID(), err)
 			}
 			s.log.WarnContext(ctx, "stopped an instance whose start was not recorded", logKeyResource, planner.ServiceID(key.service),
-				logKeyReplica, key.replica, logKeyPID, p.PID)
+				logKeyReplica, key.replica, logKeyPID, p.PID())
 		}
 	}
 	if err := os.Remove(s.recordPath(key)); err != nil && !errors.Is(err, fs.ErrNotExist) {
@@ -339,10 +357,10 @@ func (s *Supervisor) sweep(ctx context.Context, key instanceKey, rec *instanceRe
 }
 
 // running returns the process recorded for a replica when it runs.
-func (s *Supervisor) running(name string, replica int) (Proc, bool) {
+func (s *Supervisor) running(name string, replica int) (Handle, bool) {
 	rec, err := s.readRecord(instanceKey{name, replica})
 	if err != nil || rec == nil || rec.Starting != nil || !s.alive(*rec) {
-		return Proc{}, false
+		return nil, false
 	}
 	return rec.Proc, true
 }

@@ -28,7 +28,7 @@ func (s *Supervisor) watchInstance(in *instance) {
 		for {
 			mctx, stopMonitor := context.WithCancel(ctx)
 			go s.monitor(mctx, in.rec)
-			st, err := s.rt.Wait(ctx, in.rec.Proc)
+			st, err := in.rec.Proc.Wait(ctx)
 			stopMonitor()
 			if ctx.Err() != nil {
 				return
@@ -62,8 +62,8 @@ func (s *Supervisor) monitor(ctx context.Context, rec instanceRecord) {
 		}
 		s.setHealth(key, HealthFailing+": "+err.Error())
 		s.log.ErrorContext(ctx, "service unhealthy; restarting it", logKeyResource, planner.ServiceID(rec.Instance.Service),
-			logKeyReplica, rec.Instance.Replica, logKeyPID, rec.Proc.PID, logKeyError, err.Error())
-		_ = s.rt.Stop(ctx, rec.Proc, DefaultStopTimeout)
+			logKeyReplica, rec.Instance.Replica, logKeyPID, rec.Proc.PID(), logKeyError, err.Error())
+		_ = rec.Proc.Stop(ctx, DefaultStopTimeout)
 	})
 }
 
@@ -141,7 +141,7 @@ func (s *Supervisor) exited(ctx context.Context, in *instance, st ExitStatus) (*
 	}
 	rec.Proc, rec.StartedAt = proc, s.now()
 	rec.Restarts++
-	s.log.InfoContext(ctx, "service restarted", logKeyResource, id, logKeyReplica, key.replica, logKeyPID, proc.PID, "restarts", rec.Restarts)
+	s.log.InfoContext(ctx, "service restarted", logKeyResource, id, logKeyReplica, key.replica, logKeyPID, proc.PID(), "restarts", rec.Restarts)
 	if err := s.writeRecord(rec); err != nil {
 		s.log.ErrorContext(ctx, "record service", logKeyResource, id, logKeyError, err.Error())
 	}
@@ -178,7 +178,7 @@ func (s *Supervisor) giveUp(ctx context.Context, key instanceKey, in *instance) 
 		return
 	}
 	s.log.InfoContext(ctx, "service adopted", logKeyResource, planner.ServiceID(key.service), logKeyReplica, key.replica,
-		logKeyPID, rec.Proc.PID)
+		logKeyPID, rec.Proc.PID())
 	s.watchInstance(s.track(*rec))
 	s.point("exited:adopted")
 }
@@ -195,10 +195,10 @@ func (s *Supervisor) owns(key instanceKey, in *instance) bool {
 		return false
 	}
 	disk, err := s.readRecord(key)
-	return err == nil && disk != nil && disk.Proc.PID == proc.PID && disk.Proc.StartTime == proc.StartTime
+	return err == nil && disk != nil && disk.Proc != nil && sameHandle(disk.Proc, proc)
 }
 
 // alive reports whether the process of r runs, in this boot.
 func (s *Supervisor) alive(r instanceRecord) bool {
-	return (r.BootID == "" || r.BootID == bootID()) && s.rt.Alive(r.Proc)
+	return (r.BootID == "" || r.BootID == bootID()) && r.Proc != nil && r.Proc.Alive()
 }

@@ -122,3 +122,36 @@ func (t *tail) copy(w io.Writer, partial bool) error {
 		}
 	}
 }
+
+// LogWriter is a Runtime that keeps its instances' output itself (a
+// container engine) and writes it: the output of a service's replicas
+// (replica < 0: all of them, each line prefixed with its replica when
+// there are several; handles by replica, nil for one not started yet) to
+// w, with follow until ctx ends.
+type LogWriter interface {
+	WriteLogs(ctx context.Context, w io.Writer, name string, handles map[int]Handle, replica int, follow bool) error
+}
+
+// Logs writes the output of a service's replicas to w (see WriteLogs):
+// through the runtime of its kind when that keeps the output (LogWriter),
+// else from its log files in stateDir.
+func Logs(ctx context.Context, w io.Writer, rts *Runtimes, stateDir, name string, replica int, follow bool) error {
+	recs, err := (&Supervisor{dir: filepath.Join(stateDir, "services"), rts: rts}).serviceRecords(name)
+	if err != nil {
+		return err
+	}
+	if len(recs) > 0 {
+		rt, err := rts.Get(recs[0].Kind)
+		if err != nil {
+			return fmt.Errorf("logs of %s: %w", planner.ServiceID(name), err)
+		}
+		if lw, ok := rt.(LogWriter); ok {
+			handles := make(map[int]Handle, len(recs))
+			for _, r := range recs {
+				handles[r.Instance.Replica] = r.Proc
+			}
+			return lw.WriteLogs(ctx, w, name, handles, replica, follow)
+		}
+	}
+	return WriteLogs(ctx, w, stateDir, name, replica, follow)
+}

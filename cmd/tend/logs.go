@@ -2,7 +2,6 @@ package main
 
 import (
 	"fmt"
-	"os"
 	"os/signal"
 	"strconv"
 	"strings"
@@ -12,8 +11,6 @@ import (
 
 	"github.com/tend-dev/tend/agent"
 	"github.com/tend-dev/tend/applier/service"
-	"github.com/tend-dev/tend/applier/service/container"
-	"github.com/tend-dev/tend/planner"
 )
 
 func newLogsCommand(g *globals) *cobra.Command {
@@ -36,17 +33,9 @@ func newLogsCommand(g *globals) *cobra.Command {
 			}
 			ctx, stop := signal.NotifyContext(cmd.Context(), syscall.SIGINT, syscall.SIGTERM)
 			defer stop()
-			if ids, err := service.Containers(c.StateDir, name); err != nil {
-				return err
-			} else if len(ids) > 0 {
-				rt, ok := agent.ContainerRuntime(c).(*container.Runtime)
-				if !ok {
-					return fmt.Errorf("%s runs as a container, and %q is not an engine address: fix runtime.docker.host or DOCKER_HOST", planner.ServiceID(name), c.DockerHost(os.Getenv))
-				}
-				defer rt.Close()
-				return rt.WriteLogs(ctx, cmd.OutOrStdout(), name, ids, replica, follow)
-			}
-			return service.WriteLogs(ctx, cmd.OutOrStdout(), c.StateDir, name, replica, follow)
+			rts := agent.Runtimes(c, nil)
+			defer rts.Close()
+			return service.Logs(ctx, cmd.OutOrStdout(), rts, c.StateDir, name, replica, follow)
 		},
 	}
 	g.addFlags(cmd, logFlags, []string{"state-dir"})

@@ -79,7 +79,7 @@ func (n *node) apply(t *testing.T) (*agent.Result, error) {
 func (n *node) containers(t *testing.T) []mcontainer.Summary {
 	t.Helper()
 	res, err := n.cli.ContainerList(context.Background(), client.ContainerListOptions{All: true,
-		Filters: make(client.Filters).Add("label", service.LabelDevice+"="+n.c.Device)})
+		Filters: make(client.Filters).Add("label", container.LabelDevice+"="+n.c.Device)})
 	require.NoError(t, err)
 	return res.Items
 }
@@ -126,8 +126,8 @@ func TestAgentRunsContainerService(t *testing.T) {
 	require.Len(t, cs, 1)
 	c := cs[0]
 	require.Equal(t, "running", string(c.State))
-	require.Equal(t, "service/web", c.Labels[service.LabelResource])
-	require.NotEmpty(t, c.Labels[service.LabelSpec])
+	require.Equal(t, "service/web", c.Labels[container.LabelResource])
+	require.NotEmpty(t, c.Labels[container.LabelSpec])
 	in, err := n.cli.ContainerInspect(context.Background(), c.ID, client.ContainerInspectOptions{})
 	require.NoError(t, err)
 	require.Equal(t, n.img.Ref, in.Container.Config.Image, "the container runs the resolved digest")
@@ -187,31 +187,29 @@ func TestAgentContainerLogs(t *testing.T) {
 	n.declare(t, "    - name: web\n      image: "+n.img.Tag+"\n      replicas: 2\n      args: [-say, \"hi from ${replica}\"]\n")
 	_, err := n.apply(t)
 	require.NoError(t, err)
-	ids, err := service.Containers(n.c.StateDir, "web")
-	require.NoError(t, err)
-	require.Len(t, ids, 2)
-	rt, err := container.New(container.Options{Host: n.c.Runtime.Docker.Host})
-	require.NoError(t, err)
-	defer rt.Close()
+	rts := agent.Runtimes(n.c, nil)
+	defer rts.Close()
+	logs := func(w *bytes.Buffer, name string, replica int) error {
+		return service.Logs(context.Background(), w, rts, n.c.StateDir, name, replica, false)
+	}
 
 	var all bytes.Buffer
-	require.NoError(t, rt.WriteLogs(context.Background(), &all, "web", ids, -1, false))
+	require.NoError(t, logs(&all, "web", -1))
 	require.Contains(t, all.String(), "replica 0 | hi from 0\n")
 	require.Contains(t, all.String(), "replica 1 | hi from 1\n")
 	require.Contains(t, all.String(), "replica 1 | svc stderr\n")
 
 	var one bytes.Buffer
-	require.NoError(t, rt.WriteLogs(context.Background(), &one, "web", ids, 1, false))
+	require.NoError(t, logs(&one, "web", 1))
 	require.Contains(t, one.String(), "hi from 1\n")
 	require.NotContains(t, one.String(), "replica")
 	require.NotContains(t, one.String(), "hi from 0")
 
-	err = rt.WriteLogs(context.Background(), &one, "web", ids, 5, false)
+	err = logs(&one, "web", 5)
 	require.EqualError(t, err, "no container for service/web replica 5: it has not run on this node")
 
-	none, err := service.Containers(n.c.StateDir, "other")
-	require.NoError(t, err)
-	require.Empty(t, none, "a service that never ran has no containers")
+	err = logs(&one, "other", -1)
+	require.ErrorContains(t, err, "no logs for service/other", "a service that never ran has no logs")
 }
 
 // After a successful apply, a container of this device that no record
@@ -231,9 +229,9 @@ func TestAgentPrunesContainersAndImages(t *testing.T) {
 	rt, err := container.New(container.Options{Host: n.c.Runtime.Docker.Host})
 	require.NoError(t, err)
 	defer rt.Close()
-	stray := func(device string) service.Proc {
-		p, err := rt.Start(context.Background(), service.Instance{Service: "ghost", Image: n.img.Ref,
-			Labels: map[string]string{service.LabelDevice: device, service.LabelResource: "service/ghost"}})
+	stray := func(device string) container.Proc {
+		p, err := rt.Run(context.Background(), container.Instance{Service: "ghost", Image: n.img.Ref,
+			Labels: map[string]string{container.LabelDevice: device, container.LabelResource: "service/ghost"}})
 		require.NoError(t, err)
 		return p
 	}
@@ -276,9 +274,10 @@ func TestAgentRestartsKilledContainer(t *testing.T) {
 	defer sup.Stop()
 	_, err := (&agent.Reconciler{Config: n.c, Supervisor: sup}).Apply(ctx)
 	require.NoError(t, err)
-	ids, err := service.Containers(n.c.StateDir, "web")
+	insts, err := sup.Instances("web")
 	require.NoError(t, err)
-	first := ids[0]
+	require.Len(t, insts, 1)
+	first := insts[0].Container
 	in, err := n.cli.ContainerInspect(ctx, first, client.ContainerInspectOptions{})
 	require.NoError(t, err)
 	restarted := make(chan string, 1)

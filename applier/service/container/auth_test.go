@@ -33,7 +33,7 @@ func TestPullWithCredentials(t *testing.T) {
 	})
 	ctx := context.Background()
 
-	_, err := e.rt.Start(ctx, e.instance("edge-1", "web"))
+	_, err := e.rt.Run(ctx, e.instance("edge-1", "web"))
 	require.Error(t, err)
 	t.Log(err)
 	require.False(t, errorsIsInvalid(err), "%v", err)
@@ -42,7 +42,7 @@ func TestPullWithCredentials(t *testing.T) {
 	rt, err := tc.New(tc.Options{Host: e.rt.Host(), Keychain: keychain{"tend", "s3cret"}})
 	require.NoError(t, err)
 	defer rt.Close()
-	p, err := rt.Start(ctx, e.instance("edge-1", "web"))
+	p, err := rt.Run(ctx, e.instance("edge-1", "web"))
 	require.NoError(t, err)
 	defer rt.Stop(ctx, p, 0)
 	require.True(t, rt.Alive(p))

@@ -15,13 +15,14 @@ import (
 	"time"
 
 	"github.com/moby/moby/client"
+	"golang.org/x/sys/unix"
+
 	"github.com/tend-dev/tend/agent"
-	"github.com/tend-dev/tend/applier/service"
+	"github.com/tend-dev/tend/applier/service/container"
 	"github.com/tend-dev/tend/internal/testkit/testdocker"
 	"github.com/tend-dev/tend/internal/testkit/testgit"
 	"github.com/tend-dev/tend/internal/testkit/testoci"
 	"github.com/tend-dev/tend/manifest"
-	"golang.org/x/sys/unix"
 )
 
 // BenchmarkKillToReplacement measures what a supervisor does when a
@@ -33,7 +34,7 @@ func BenchmarkKillToReplacement(b *testing.B) {
 	e := setup(b)
 	ctx := context.Background()
 	in := e.instance("bench", "web")
-	p, err := e.rt.Start(ctx, in)
+	p, err := e.rt.Run(ctx, in)
 	if err != nil {
 		b.Fatal(err)
 	}
@@ -49,7 +50,7 @@ func BenchmarkKillToReplacement(b *testing.B) {
 			b.Fatalf("wait: %v (%s)", res.err, res.st)
 		}
 		waited = append(waited, time.Since(t0))
-		p, err = e.rt.Start(ctx, in)
+		p, err = e.rt.Run(ctx, in)
 		if err != nil {
 			b.Fatal(err)
 		}
@@ -205,7 +206,7 @@ func benchAgent(b *testing.B, device string, n int, image, registry, engine, hos
 		}
 		defer cli.Close()
 		list, _ := cli.ContainerList(context.Background(), client.ContainerListOptions{All: true,
-			Filters: make(client.Filters).Add("label", service.LabelDevice+"="+device)})
+			Filters: make(client.Filters).Add("label", container.LabelDevice+"="+device)})
 		for _, c := range list.Items {
 			_, _ = cli.ContainerRemove(context.Background(), c.ID, client.ContainerRemoveOptions{Force: true})
 		}

@@ -20,7 +20,7 @@ import (
 // registry does not have (or a reference that does not parse) is a
 // service.ErrInvalidInstance error naming it; an unreachable registry is
 // worth retrying.
-func (r *Runtime) ensureImage(ctx context.Context, in service.Instance) error {
+func (r *Runtime) ensureImage(ctx context.Context, in Instance) error {
 	_, err := r.cli.ImageInspect(ctx, in.Image)
 	if err == nil {
 		return nil
@@ -33,7 +33,7 @@ func (r *Runtime) ensureImage(ctx context.Context, in service.Instance) error {
 
 // EnsureImage pulls image for svc unless the engine has it already.
 func (r *Runtime) EnsureImage(ctx context.Context, svc, image string) error {
-	return r.ensureImage(ctx, service.Instance{Service: svc, Image: image})
+	return r.ensureImage(ctx, Instance{Service: svc, Image: image})
 }
 
 // Pull has the engine pull image (image@digest or a tag), with the

@@ -40,8 +40,8 @@ func setup(t testing.TB) env {
 }
 
 // instance is replica 0 of service svc on device, running the svc image.
-func (e env) instance(device, svc string, args ...string) service.Instance {
-	return service.Instance{
+func (e env) instance(device, svc string, args ...string) container.Instance {
+	return container.Instance{
 		Service: svc,
 		Image:   e.img.Ref,
 		Args:    args,
@@ -54,9 +54,9 @@ func (e env) instance(device, svc string, args ...string) service.Instance {
 }
 
 // start starts in and stops its container when the test ends.
-func (e env) start(t testing.TB, in service.Instance) service.Proc {
+func (e env) start(t testing.TB, in container.Instance) container.Proc {
 	t.Helper()
-	p, err := e.rt.Start(context.Background(), in)
+	p, err := e.rt.Run(context.Background(), in)
 	require.NoError(t, err)
 	t.Cleanup(func() { _ = e.rt.Stop(context.Background(), p, 0) })
 	return p
@@ -71,7 +71,7 @@ func (e env) inspect(t testing.TB, id string) client.ContainerInspectResult {
 }
 
 // waitAsync runs Wait in the background, as the supervisor does.
-func (e env) waitAsync(p service.Proc) <-chan waitResult {
+func (e env) waitAsync(p container.Proc) <-chan waitResult {
 	ch := make(chan waitResult, 1)
 	go func() {
 		st, err := e.rt.Wait(context.Background(), p)

@@ -33,7 +33,7 @@ func TestPodman(t *testing.T) {
 
 	e := env{rt: rt, img: img, reg: reg}
 	in := e.instance("podman-dev", "web", "-say", "on podman")
-	p, err := rt.Start(ctx, in)
+	p, err := rt.Run(ctx, in)
 	if err != nil && strings.Contains(err.Error(), "error setting rlimit") {
 		// Podman's runc sets the container's process limits, which a
 		// sandboxed machine (this one, a CI runner) may refuse even at

@@ -3,6 +3,7 @@ package container
 import (
 	"context"
 	"fmt"
+	"log/slog"
 	"math"
 	"os"
 	"strconv"
@@ -21,12 +22,14 @@ import (
 // DOCKER_HOST names one.
 const DefaultHost = "unix:///var/run/docker.sock"
 
-// Labels on every container the runtime creates. Device, Resource and
-// Spec come from Instance.Labels; the runtime sets Replica and Invocation.
+// Labels on every container the runtime creates: the device, the resource
+// (service/NAME) and the hash of the spec it runs come from
+// Instance.Labels (Runtime.Spec sets them); the runtime sets Replica and
+// Invocation.
 const (
-	LabelDevice     = service.LabelDevice
-	LabelResource   = service.LabelResource
-	LabelSpec       = service.LabelSpec
+	LabelDevice     = "dev.tend.device"
+	LabelResource   = "dev.tend.resource"
+	LabelSpec       = "dev.tend.spec"
 	LabelReplica    = "dev.tend.replica"
 	LabelInvocation = "dev.tend.invocation"
 )
@@ -42,6 +45,8 @@ type Options struct {
 	// Keychain gives the credentials the engine pulls with
 	// (registries.dockerConfig: oci.Keychain); nil = anonymous pulls.
 	Keychain authn.Keychain
+	// Log hears what Finish removes; nil discards.
+	Log *slog.Logger
 }
 
 // Runtime runs service instances as containers on one engine. It is safe
@@ -50,6 +55,7 @@ type Runtime struct {
 	host string
 	cli  *client.Client
 	kc   authn.Keychain
+	log  *slog.Logger
 
 	mu sync.Mutex
 	// waiting counts, by container id, the Waits in progress: while one
@@ -58,8 +64,6 @@ type Runtime struct {
 	// about the containers it watches).
 	waiting map[string]int
 }
-
-var _ service.Runtime = (*Runtime)(nil)
 
 // New returns a Runtime for the engine at opts.Host. It does not connect:
 // the first call negotiates the API version.
@@ -75,7 +79,11 @@ func New(opts Options) (*Runtime, error) {
 	if err != nil {
 		return nil, fmt.Errorf("container engine at %s: %w (set runtime.docker.host to unix:///PATH or tcp://HOST:PORT)", host, err)
 	}
-	return &Runtime{host: host, cli: cli, kc: opts.Keychain}, nil
+	log := opts.Log
+	if log == nil {
+		log = slog.New(slog.DiscardHandler)
+	}
+	return &Runtime{host: host, cli: cli, kc: opts.Keychain, log: log}, nil
 }
 
 // Host is the engine's address.
@@ -96,7 +104,7 @@ func (r *Runtime) APIVersion(ctx context.Context) (string, error) {
 // Alive reports whether p's container is running with the same main
 // process. An engine that does not answer (within 10 s) counts as not
 // alive: the next Start reports why.
-func (r *Runtime) Alive(p service.Proc) bool {
+func (r *Runtime) Alive(p Proc) bool {
 	if p.Container == "" {
 		return false
 	}
@@ -122,7 +130,7 @@ func (r *Runtime) Alive(p service.Proc) bool {
 // keeps the status whoever started it). A container already removed
 // returns Known=false. The engine reports a death by signal N as exit
 // code 128+N, which Wait reads as that signal.
-func (r *Runtime) Wait(ctx context.Context, p service.Proc) (service.ExitStatus, error) {
+func (r *Runtime) Wait(ctx context.Context, p Proc) (service.ExitStatus, error) {
 	if !r.Alive(p) {
 		// Not running now (or another process in it): nothing to wait
 		// for, and no wait to count as alive.
@@ -154,7 +162,7 @@ const (
 
 // waited blocks until p's container is not running and reads how it
 // ended.
-func (r *Runtime) waited(ctx context.Context, p service.Proc) (service.ExitStatus, error) {
+func (r *Runtime) waited(ctx context.Context, p Proc) (service.ExitStatus, error) {
 	wctx, cancel := context.WithCancel(ctx)
 	defer cancel()
 	res := r.cli.ContainerWait(wctx, p.Container, client.ContainerWaitOptions{Condition: container.WaitConditionNotRunning})
@@ -213,7 +221,7 @@ func exitStatus(code int64) service.ExitStatus {
 // Stop stops p's container (SIGTERM, SIGKILL after grace, rounded up to
 // whole seconds as the engine counts) and removes it. A container already
 // gone is no error.
-func (r *Runtime) Stop(ctx context.Context, p service.Proc, grace time.Duration) error {
+func (r *Runtime) Stop(ctx context.Context, p Proc, grace time.Duration) error {
 	if p.Container == "" {
 		return nil
 	}

@@ -23,17 +23,17 @@ func TestStartKillWait(t *testing.T) {
 	e := setup(t)
 	for _, tt := range []struct {
 		name string
-		kill func(t *testing.T, p service.Proc)
+		kill func(t *testing.T, p tc.Proc)
 		want service.ExitStatus
 	}{
-		{"SIGKILL to the main pid", func(t *testing.T, p service.Proc) {
+		{"SIGKILL to the main pid", func(t *testing.T, p tc.Proc) {
 			require.NoError(t, unix.Kill(p.PID, unix.SIGKILL))
 		}, service.ExitStatus{Known: true, Code: -1, Signal: "killed"}},
-		{"SIGTERM through the engine", func(t *testing.T, p service.Proc) {
+		{"SIGTERM through the engine", func(t *testing.T, p tc.Proc) {
 			_, err := e.cli.ContainerKill(context.Background(), p.Container, client.ContainerKillOptions{Signal: "SIGTERM"})
 			require.NoError(t, err)
 		}, service.ExitStatus{Known: true, Code: 0}},
-		{"SIGKILL through the engine", func(t *testing.T, p service.Proc) {
+		{"SIGKILL through the engine", func(t *testing.T, p tc.Proc) {
 			_, err := e.cli.ContainerKill(context.Background(), p.Container, client.ContainerKillOptions{Signal: "SIGKILL"})
 			require.NoError(t, err)
 		}, service.ExitStatus{Known: true, Code: -1, Signal: "killed"}},
@@ -93,7 +93,7 @@ func TestCreateSpec(t *testing.T) {
 	in.CPUMilli = 500
 	in.Env = map[string]string{"LOG_LEVEL": "info"}
 	in.Invocation = "inv-1"
-	in.Mounts = []service.Mount{{Source: dir, Target: "/models/m", ReadOnly: true}}
+	in.Mounts = []tc.Mount{{Source: dir, Target: "/models/m", ReadOnly: true}}
 	in.Devices = []string{"/dev/null:/dev/xnull"}
 	p := e.start(t, in)
 
@@ -231,36 +231,36 @@ func TestStartErrors(t *testing.T) {
 	ctx := context.Background()
 	for _, tt := range []struct {
 		name    string
-		edit    func(*service.Instance)
+		edit    func(*tc.Instance)
 		invalid bool
 		want    []string
 	}{
-		{"image not in the registry", func(in *service.Instance) {
+		{"image not in the registry", func(in *tc.Instance) {
 			in.Image = e.reg.Host + "/test/missing:1.0"
 		}, true, []string{e.reg.Host + "/test/missing:1.0", "does not exist"}},
-		{"digest not in the registry", func(in *service.Instance) {
+		{"digest not in the registry", func(in *tc.Instance) {
 			in.Image = e.reg.Host + "/test/svc@sha256:" + strings.Repeat("0", 64)
 		}, true, []string{"sha256:000000", "does not exist"}},
-		{"device path missing", func(in *service.Instance) {
+		{"device path missing", func(in *tc.Instance) {
 			in.Devices = []string{"/dev/tend-no-such-device"}
 		}, true, []string{"device /dev/tend-no-such-device does not exist"}},
-		{"mount source missing", func(in *service.Instance) {
-			in.Mounts = []service.Mount{{Source: "/nonexistent/tend", Target: "/m"}}
+		{"mount source missing", func(in *tc.Instance) {
+			in.Mounts = []tc.Mount{{Source: "/nonexistent/tend", Target: "/m"}}
 		}, true, []string{"mount source /nonexistent/tend"}},
-		{"memory limit the engine refuses", func(in *service.Instance) {
+		{"memory limit the engine refuses", func(in *tc.Instance) {
 			in.Memory = 1 << 20
 		}, true, []string{"resources.memory 1Mi is below the engine's minimum, 6Mi"}},
-		{"gpus without the NVIDIA runtime", func(in *service.Instance) {
+		{"gpus without the NVIDIA runtime", func(in *tc.Instance) {
 			in.GPUs = "all"
 		}, true, []string{"gpus all: the engine has no NVIDIA runtime", "NVIDIA Container Toolkit"}},
-		{"unknown network", func(in *service.Instance) {
+		{"unknown network", func(in *tc.Instance) {
 			in.Network = "overlay"
 		}, true, []string{`network "overlay"`}},
 	} {
 		t.Run(tt.name, func(t *testing.T) {
 			in := e.instance("err-dev", "bad")
 			tt.edit(&in)
-			p, err := e.rt.Start(ctx, in)
+			p, err := e.rt.Run(ctx, in)
 			if err == nil {
 				_ = e.rt.Stop(ctx, p, 0)
 			}
@@ -283,7 +283,7 @@ func TestNoEngine(t *testing.T) {
 	rt, err := tc.New(tc.Options{Host: "unix://" + sock})
 	require.NoError(t, err)
 	defer rt.Close()
-	_, err = rt.Start(context.Background(), service.Instance{Service: "web", Image: "registry.local/x@sha256:" + strings.Repeat("a", 64)})
+	_, err = rt.Run(context.Background(), tc.Instance{Service: "web", Image: "registry.local/x@sha256:" + strings.Repeat("a", 64)})
 	require.ErrorIs(t, err, tc.ErrNoEngine)
 	t.Log(err)
 	require.False(t, errorsIsInvalid(err), "worth retrying: the engine may come up")

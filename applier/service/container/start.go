@@ -27,7 +27,8 @@ const (
 	logMaxFiles = "3"
 )
 
-// Start creates and starts a container for in: the image pulled first if
+// Run creates and starts a container for in (the runtime's Start, on
+// its own types): the image pulled first if
 // the engine lacks it, restart policy "no" (tend restarts it), the host's
 // network unless in.Network says otherwise, in's memory (memory and swap
 // together) and CPU limits, environment, user, working directory, bind
@@ -38,54 +39,54 @@ const (
 // refuses to create (a memory limit below its minimum, say) is a
 // service.ErrInvalidInstance error, returned before anything runs. A
 // container of the same name left by an earlier start is removed first.
-func (r *Runtime) Start(ctx context.Context, in service.Instance) (service.Proc, error) {
+func (r *Runtime) Run(ctx context.Context, in Instance) (Proc, error) {
 	cfg, host, err := r.spec(in)
 	if err != nil {
-		return service.Proc{}, err
+		return Proc{}, err
 	}
 	if err := r.ensureImage(ctx, in); err != nil {
-		return service.Proc{}, err
+		return Proc{}, err
 	}
 	name := Name(in)
 	if err := r.removeStale(ctx, name); err != nil {
-		return service.Proc{}, err
+		return Proc{}, err
 	}
 	created, err := r.cli.ContainerCreate(ctx, client.ContainerCreateOptions{Name: name, Config: cfg, HostConfig: host})
 	if err != nil {
 		if cerrdefs.IsInvalidArgument(err) {
-			return service.Proc{}, service.Invalidf("service %s: the engine refused its container: %v (check image, resources.memory, devices and mounts)", in.Service, err)
+			return Proc{}, service.Invalidf("service %s: the engine refused its container: %v (check image, resources.memory, devices and mounts)", in.Service, err)
 		}
-		return service.Proc{}, r.engineError(fmt.Errorf("service %s: create container %s: %w", in.Service, name, err))
+		return Proc{}, r.engineError(fmt.Errorf("service %s: create container %s: %w", in.Service, name, err))
 	}
 	if _, err := r.cli.ContainerStart(ctx, created.ID, client.ContainerStartOptions{}); err != nil {
 		_ = r.remove(context.WithoutCancel(ctx), created.ID)
 		if cerrdefs.IsInvalidArgument(err) || cerrdefs.IsNotFound(err) {
-			return service.Proc{}, service.Invalidf("service %s: the engine could not start its container from %s: %v", in.Service, in.Image, err)
+			return Proc{}, service.Invalidf("service %s: the engine could not start its container from %s: %v", in.Service, in.Image, err)
 		}
 		if in.GPUs != "" && strings.Contains(err.Error(), "could not select device driver") {
-			return service.Proc{}, service.Invalidf("service %s: gpus %s: the engine has no NVIDIA runtime (%v): install the NVIDIA Container Toolkit on the device, or remove gpus from the manifest", in.Service, in.GPUs, err)
+			return Proc{}, service.Invalidf("service %s: gpus %s: the engine has no NVIDIA runtime (%v): install the NVIDIA Container Toolkit on the device, or remove gpus from the manifest", in.Service, in.GPUs, err)
 		}
-		return service.Proc{}, r.engineError(fmt.Errorf("service %s: start container %s: %w", in.Service, name, err))
+		return Proc{}, r.engineError(fmt.Errorf("service %s: start container %s: %w", in.Service, name, err))
 	}
 	p, err := r.Proc(ctx, created.ID)
 	if err != nil {
 		// Not recorded, so not left running: nothing would stop it.
 		_ = r.remove(context.WithoutCancel(ctx), created.ID)
-		return service.Proc{}, fmt.Errorf("service %s: %w", in.Service, err)
+		return Proc{}, fmt.Errorf("service %s: %w", in.Service, err)
 	}
 	p.Limits = strings.Join(created.Warnings, "; ")
 	return p, nil
 }
 
-// Proc is the running container id as a service.Proc (its main pid and
+// Proc is the running container id as a Proc (its main pid and
 // that process's start time), for a container found by List and adopted.
 // A container that is not running has PID 0.
-func (r *Runtime) Proc(ctx context.Context, id string) (service.Proc, error) {
+func (r *Runtime) Proc(ctx context.Context, id string) (Proc, error) {
 	res, err := r.cli.ContainerInspect(ctx, id, client.ContainerInspectOptions{})
 	if err != nil {
-		return service.Proc{}, r.engineError(fmt.Errorf("inspect container %s: %w", short(id), err))
+		return Proc{}, r.engineError(fmt.Errorf("inspect container %s: %w", short(id), err))
 	}
-	p := service.Proc{Container: res.Container.ID}
+	p := Proc{Container: res.Container.ID}
 	if st := res.Container.State; st != nil && st.Running {
 		p.PID = st.Pid
 		p.StartTime = startTime(st.Pid)
@@ -100,7 +101,7 @@ const minMemory = 6 << 20
 // node as declared: its network, device nodes and memory limit (mount
 // sources are checked at the start). A plan checks every
 // instance it starts before it stops anything.
-func (r *Runtime) Check(in service.Instance) error {
+func (r *Runtime) Check(in Instance) error {
 	// Mount sources are not checked: a file or model the same plan
 	// declares is there only once its action ran, before the start.
 	in.Mounts = nil
@@ -119,7 +120,7 @@ func entrypoint(command []string) []string {
 
 // spec is the container's configuration, after checking what can be
 // checked on this node: the network mode, device paths, mount sources.
-func (r *Runtime) spec(in service.Instance) (*container.Config, *container.HostConfig, error) {
+func (r *Runtime) spec(in Instance) (*container.Config, *container.HostConfig, error) {
 	if in.Image == "" {
 		return nil, nil, service.Invalidf("service %s: no image to run: set image in the manifest", in.Service)
 	}
@@ -246,7 +247,7 @@ var nameChars = regexp.MustCompile(`[^a-zA-Z0-9_.-]+`)
 // Name is the name of in's container: tend-DEVICE-SERVICE-REPLICA (the
 // device from its dev.tend.device label; tend-SERVICE-REPLICA without
 // one), characters the engine refuses replaced by "_".
-func Name(in service.Instance) string {
+func Name(in Instance) string {
 	parts := []string{"tend"}
 	if d := in.Labels[LabelDevice]; d != "" {
 		parts = append(parts, d)

@@ -12,11 +12,11 @@ import (
 	"github.com/tend-dev/tend/planner"
 )
 
-// WriteLogs writes the logs of a container service's replicas (ids, by
-// replica, as service.Containers reads them; replica < 0: all, each line
+// WriteContainerLogs writes the logs of a container service's replicas
+// (container ids, by replica, "" for one not started yet; replica < 0: all, each line
 // prefixed with its replica when there are several) through the engine's
 // API; with follow, until ctx ends.
-func (rt *Runtime) WriteLogs(ctx context.Context, w io.Writer, name string, ids map[int]string, replica int, follow bool) error {
+func (rt *Runtime) WriteContainerLogs(ctx context.Context, w io.Writer, name string, ids map[int]string, replica int, follow bool) error {
 	replicas := slices.Sorted(maps.Keys(ids))
 	if replica >= 0 {
 		if _, ok := ids[replica]; !ok {

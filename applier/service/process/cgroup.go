@@ -30,7 +30,7 @@ const (
 	cpuPeriodUS = 100000
 )
 
-// noCgroupWarning is service.Proc.Limits when no limit could be applied.
+// noCgroupWarning is Proc.Limits when no limit could be applied.
 const noCgroupWarning = "not applied: no writable cgroup (v2 /sys/fs/cgroup or v1 memory/cpu); run tend as root with cgroups mounted"
 
 type cgroupMode int

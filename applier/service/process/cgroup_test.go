@@ -45,7 +45,7 @@ func TestMemoryLimitOOMKilled(t *testing.T) {
 	e := requireCgroups(t)
 	t.Parallel()
 	mem, _ := instanceDirs(e, "oom-0")
-	p := start(t, e, service.Instance{
+	p := start(t, e, Instance{
 		Service: "oom",
 		// -wait-cgroup: allocate only once inside the limit (on v1 the
 		// process is moved in just after it started).
@@ -65,7 +65,7 @@ func TestLimitsWrittenAndRemoved(t *testing.T) {
 	e := requireCgroups(t)
 	t.Parallel()
 	mem, cpu := instanceDirs(e, "limits-1")
-	p := start(t, e, service.Instance{Service: "limits", Replica: 1, Command: []string{svcBin, "-sleep", "1h"}, Memory: 128 << 20, CPUMilli: 1500})
+	p := start(t, e, Instance{Service: "limits", Replica: 1, Command: []string{svcBin, "-sleep", "1h"}, Memory: 128 << 20, CPUMilli: 1500})
 	require.Empty(t, p.Limits)
 
 	if e.cg.mode == cgroupV1 {
@@ -111,11 +111,11 @@ func TestNoWritableCgroup(t *testing.T) {
 	t.Parallel()
 	e := newTestRuntime(t)
 	e.cg = detectCgroups(t.TempDir(), testCgroupParent) // nothing mounted there
-	p := start(t, e, service.Instance{Service: "nocg", Command: []string{svcBin, "-sleep", "1h"}, Memory: 64 << 20, CPUMilli: 500})
+	p := start(t, e, Instance{Service: "nocg", Command: []string{svcBin, "-sleep", "1h"}, Memory: 64 << 20, CPUMilli: 500})
 	assert.Equal(t, "resource limits not applied: no writable cgroup (v2 /sys/fs/cgroup or v1 memory/cpu); run tend as root with cgroups mounted", p.Limits)
 	assert.True(t, e.Alive(p), "it starts anyway")
 
-	p = start(t, e, service.Instance{Service: "nolimits", Command: []string{svcBin, "-sleep", "1h"}})
+	p = start(t, e, Instance{Service: "nolimits", Command: []string{svcBin, "-sleep", "1h"}})
 	assert.Empty(t, p.Limits, "no warning when no limit was asked for")
 }
 

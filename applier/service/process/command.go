@@ -17,7 +17,7 @@ import (
 // instanceEnv is the environment of in: exactly in.Env, plus PATH
 // (service.DefaultPath) when in.Env sets none, plus $TEND_INVOCATION_ID when
 // in has an invocation. Sorted, so it reads the same every time.
-func instanceEnv(in service.Instance) []string {
+func instanceEnv(in Instance) []string {
 	env := make([]string, 0, len(in.Env)+2)
 	for k, v := range in.Env {
 		if k != service.InvocationEnv {
@@ -35,7 +35,7 @@ func instanceEnv(in service.Instance) []string {
 }
 
 // instancePath is the PATH in runs with.
-func instancePath(in service.Instance) string {
+func instancePath(in Instance) string {
 	if p, ok := in.Env["PATH"]; ok {
 		return p
 	}
@@ -90,7 +90,7 @@ func checkExecutable(p string) error {
 
 // credential is who an instance runs as: nil when it runs as tend itself.
 // Only root may switch to another user or group.
-func credential(in service.Instance) (*syscall.Credential, error) {
+func credential(in Instance) (*syscall.Credential, error) {
 	if in.User == "" && in.Group == "" {
 		return nil, nil
 	}

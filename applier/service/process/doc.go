@@ -1,9 +1,9 @@
-// Package process is the exec runtime of the service driver: it implements
-// service.Runtime with processes. Each replica starts detached in its own
-// session, with exactly the environment it declares, as its user and
-// group; it is identified across agent restarts by (pid, start time), read
-// from /proc; it is waited for as a child, or through a pidfd once
-// adopted; stopping it stops its whole process group; memory and CPU
-// limits confine it through its own cgroup (v2, or v1 where that is what
-// the node mounts).
+// Package process is the runtime of `command:` services (kind "process",
+// registered with package service when imported): each replica starts
+// detached in its own session, with exactly the environment it declares,
+// as its user and group; its handle is (pid, start time), read from /proc,
+// which identifies it across agent restarts; it is waited for as a child,
+// or through a pidfd once adopted; stopping it stops its whole process
+// group; memory and CPU limits confine it through its own cgroup (v2, or
+// v1 where that is what the node mounts).
 package process

@@ -29,17 +29,15 @@ type Runtime struct {
 	cg  cgroupFS
 
 	mu       sync.Mutex
-	children map[service.Proc]*child // by PID and StartTime; Limits is always ""
+	children map[Proc]*child // by PID and StartTime; Limits is always ""
 	// stopped keeps how the last children Stop saw end, for a Wait that
 	// comes after Stop returned (at most maxStopped, oldest dropped).
-	stopped      map[service.Proc]service.ExitStatus
-	stoppedOrder []service.Proc
+	stopped      map[Proc]service.ExitStatus
+	stoppedOrder []Proc
 }
 
 // maxStopped bounds the statuses kept for a Wait after Stop.
 const maxStopped = 64
-
-var _ service.Runtime = (*Runtime)(nil)
 
 // child is a process this Runtime started. A goroutine reaps it as soon as it
 // exits, so it never lingers as a zombie, and keeps its status for Wait.
@@ -61,33 +59,33 @@ func New(cgroupParent string, log *slog.Logger) *Runtime {
 	return &Runtime{
 		log:      log,
 		cg:       detectCgroups(cgroupMount, cgroupParent),
-		children: map[service.Proc]*child{},
-		stopped:  map[service.Proc]service.ExitStatus{},
+		children: map[Proc]*child{},
+		stopped:  map[Proc]service.ExitStatus{},
 	}
 }
 
-func procKey(p service.Proc) service.Proc { return service.Proc{PID: p.PID, StartTime: p.StartTime} }
+func procKey(p Proc) Proc { return Proc{PID: p.PID, StartTime: p.StartTime} }
 
-// Start implements service.Runtime. Everything that can be checked before the
+// Run starts in: the runtime's Start, on its own types. Everything that can be checked before the
 // process runs is: the command (looked up in the instance's PATH), the
 // working directory, the user and group, the limits. A limit that cannot be
-// applied for want of a writable cgroup does not stop the start: service.Proc.Limits
+// applied for want of a writable cgroup does not stop the start: Proc.Limits
 // says so, and it is logged at Warn.
-func (e *Runtime) Start(ctx context.Context, in service.Instance) (service.Proc, error) {
+func (e *Runtime) Run(ctx context.Context, in Instance) (Proc, error) {
 	if err := ctx.Err(); err != nil {
-		return service.Proc{}, err
+		return Proc{}, err
 	}
 	pre, err := prepare(in)
 	if err != nil {
-		return service.Proc{}, err
+		return Proc{}, err
 	}
 	var out *os.File
 	if in.LogFile != "" {
 		if err := os.MkdirAll(filepath.Dir(in.LogFile), 0o750); err != nil {
-			return service.Proc{}, fmt.Errorf("create log folder: %w", err)
+			return Proc{}, fmt.Errorf("create log folder: %w", err)
 		}
 		if out, err = os.OpenFile(in.LogFile, os.O_WRONLY|os.O_CREATE|os.O_APPEND, 0o640); err != nil {
-			return service.Proc{}, fmt.Errorf("open log file: %w", err)
+			return Proc{}, fmt.Errorf("open log file: %w", err)
 		}
 		defer out.Close() // the process has its own copy
 	}
@@ -95,7 +93,7 @@ func (e *Runtime) Start(ctx context.Context, in service.Instance) (service.Proc,
 	name := in.Service + "-" + strconv.Itoa(in.Replica)
 	cg, warn, err := e.cg.create(name, in.Memory, in.CPUMilli)
 	if err != nil {
-		return service.Proc{}, err
+		return Proc{}, err
 	}
 	if warn != "" {
 		e.log.Warn("resource limits not applied", logKeyService, in.Service, logKeyReplica, in.Replica, logKeyLimits, warn)
@@ -103,13 +101,13 @@ func (e *Runtime) Start(ctx context.Context, in service.Instance) (service.Proc,
 	cmd, placed, err := startIn(func() *exec.Cmd { return pre.command(in, out) }, cg)
 	if err != nil {
 		_ = cg.remove()
-		return service.Proc{}, startError(in, err)
+		return Proc{}, startError(in, err)
 	}
 	pid := cmd.Process.Pid
 	// Not reaped yet, so /proc/PID is this process even if it already exited.
 	st, err := readProcStat(pid)
 	if err == nil && cg != nil && !placed {
-		if err = cg.place(pid); err != nil && !procAlive(service.Proc{PID: pid, StartTime: st.StartTime}) {
+		if err = cg.place(pid); err != nil && !procAlive(Proc{PID: pid, StartTime: st.StartTime}) {
 			err = nil // it exited before it could be moved: Wait tells how
 		}
 	}
@@ -118,10 +116,10 @@ func (e *Runtime) Start(ctx context.Context, in service.Instance) (service.Proc,
 		_ = cmd.Wait()
 		cg.killAll()
 		_ = cg.removeWait()
-		return service.Proc{}, fmt.Errorf("start %s: %w", name, err)
+		return Proc{}, fmt.Errorf("start %s: %w", name, err)
 	}
 
-	p := service.Proc{PID: pid, StartTime: st.StartTime, Limits: warn}
+	p := Proc{PID: pid, StartTime: st.StartTime, Limits: warn}
 	c := &child{cmd: cmd, cg: cg, done: make(chan struct{})}
 	e.mu.Lock()
 	e.children[procKey(p)] = c
@@ -145,7 +143,7 @@ type checked struct {
 // prepare checks everything that can be checked before the process runs:
 // the instance's name, the command (looked up in its PATH), the working
 // directory, the user and group, the limits.
-func prepare(in service.Instance) (checked, error) {
+func prepare(in Instance) (checked, error) {
 	if in.Service == "" || strings.ContainsRune(in.Service, '/') || in.Service == "." || in.Service == ".." || in.Replica < 0 {
 		return checked{}, service.Invalidf("invalid instance %q replica %d: a service needs a name without '/' and a replica index from 0", in.Service, in.Replica)
 	}
@@ -170,7 +168,7 @@ func prepare(in service.Instance) (checked, error) {
 }
 
 // command is the process of in, in its own session, writing to out.
-func (c checked) command(in service.Instance, out *os.File) *exec.Cmd {
+func (c checked) command(in Instance, out *os.File) *exec.Cmd {
 	cmd := &exec.Cmd{
 		Path:        c.path,
 		Args:        in.Command,
@@ -209,7 +207,7 @@ func startIn(newCmd func() *exec.Cmd, cg *instanceCgroup) (cmd *exec.Cmd, placed
 }
 
 // startError says why the process did not start, and what to do.
-func startError(in service.Instance, err error) error {
+func startError(in Instance, err error) error {
 	if errors.Is(err, syscall.EACCES) && in.User != "" {
 		return service.Invalidf("start %q as user %q: %w: that user needs to read and execute it and every folder above it", in.Command[0], in.User, err)
 	}
@@ -218,7 +216,7 @@ func startError(in service.Instance, err error) error {
 
 // reap waits for c to exit, reaps it, reads from its cgroup whether the OOM
 // killer ended it, removes the cgroup, and publishes the status.
-func (e *Runtime) reap(in service.Instance, c *child) {
+func (e *Runtime) reap(in Instance, c *child) {
 	err := c.cmd.Wait()
 	st := service.ExitStatus{Known: true}
 	if ps := c.cmd.ProcessState; ps != nil {
@@ -242,13 +240,13 @@ func (e *Runtime) reap(in service.Instance, c *child) {
 	close(c.done)
 }
 
-func (e *Runtime) child(p service.Proc) *child {
+func (e *Runtime) child(p Proc) *child {
 	e.mu.Lock()
 	defer e.mu.Unlock()
 	return e.children[procKey(p)]
 }
 
-func (e *Runtime) forget(p service.Proc) {
+func (e *Runtime) forget(p Proc) {
 	e.mu.Lock()
 	defer e.mu.Unlock()
 	delete(e.children, procKey(p))
@@ -256,7 +254,7 @@ func (e *Runtime) forget(p service.Proc) {
 
 // forgetStopped forgets child c of p once Stop is done with it, keeping
 // how it ended for a Wait that has not collected it yet.
-func (e *Runtime) forgetStopped(p service.Proc, c *child) {
+func (e *Runtime) forgetStopped(p Proc, c *child) {
 	e.mu.Lock()
 	defer e.mu.Unlock()
 	k := procKey(p)
@@ -278,7 +276,7 @@ func (e *Runtime) forgetStopped(p service.Proc, c *child) {
 }
 
 // takeStopped returns, once, how a child Stop forgot ended.
-func (e *Runtime) takeStopped(p service.Proc) (service.ExitStatus, bool) {
+func (e *Runtime) takeStopped(p Proc) (service.ExitStatus, bool) {
 	e.mu.Lock()
 	defer e.mu.Unlock()
 	st, ok := e.stopped[procKey(p)]
@@ -287,11 +285,11 @@ func (e *Runtime) takeStopped(p service.Proc) (service.ExitStatus, bool) {
 }
 
 // Alive implements service.Runtime.
-func (e *Runtime) Alive(p service.Proc) bool { return procAlive(p) }
+func (e *Runtime) Alive(p Proc) bool { return procAlive(p) }
 
 // Wait implements service.Runtime. A child that Stop ended reports its
 // status to a Wait that comes after (once, for the last maxStopped).
-func (e *Runtime) Wait(ctx context.Context, p service.Proc) (service.ExitStatus, error) {
+func (e *Runtime) Wait(ctx context.Context, p Proc) (service.ExitStatus, error) {
 	if st, ok := e.takeStopped(p); ok {
 		return st, nil
 	}
@@ -342,7 +340,7 @@ func (e *Runtime) adoptedExit(cg *instanceCgroup) service.ExitStatus {
 // every process left in its group, and in its cgroup when it has one, is
 // killed too: nothing the service started outlives Stop. When ctx ends
 // first, the group is killed at once and ctx's error returned.
-func (e *Runtime) Stop(ctx context.Context, p service.Proc, grace time.Duration) error {
+func (e *Runtime) Stop(ctx context.Context, p Proc, grace time.Duration) error {
 	var gone func(context.Context) error
 	var signalLeader func(unix.Signal) error
 	var cg *instanceCgroup

@@ -25,13 +25,13 @@ import (
 func TestStartIdentitySurvivesRestart(t *testing.T) {
 	t.Parallel()
 	e := newTestRuntime(t)
-	p := start(t, e, service.Instance{Command: []string{svcBin, "-sleep", "1h"}})
+	p := start(t, e, Instance{Command: []string{svcBin, "-sleep", "1h"}})
 	require.True(t, e.Alive(p))
 	require.Empty(t, p.Limits)
 
 	b, err := json.Marshal(p)
 	require.NoError(t, err)
-	var q service.Proc
+	var q Proc
 	require.NoError(t, json.Unmarshal(b, &q))
 	require.Equal(t, p, q)
 
@@ -48,7 +48,7 @@ func TestStartIdentitySurvivesRestart(t *testing.T) {
 		assert.Equal(t, p.PID, pgid)
 	})
 	t.Run("another start time is another process", func(t *testing.T) {
-		other := service.Proc{PID: p.PID, StartTime: p.StartTime + 1}
+		other := Proc{PID: p.PID, StartTime: p.StartTime + 1}
 		assert.False(t, after.Alive(other))
 		require.NoError(t, after.Stop(context.Background(), other, time.Second))
 		st, err := after.Wait(context.Background(), other)
@@ -81,7 +81,7 @@ func TestEnvArgsWorkingDir(t *testing.T) {
 	e := newTestRuntime(t)
 
 	t.Run("env is exactly what was declared, plus PATH", func(t *testing.T) {
-		info := runPrint(t, e, service.Instance{
+		info := runPrint(t, e, Instance{
 			Command: []string{svcBin, "-print", "two words", "${not-expanded}"},
 			Env:     map[string]string{"LOG_LEVEL": "info", "EMPTY": "", "SPACES": "a b"},
 		})
@@ -91,7 +91,7 @@ func TestEnvArgsWorkingDir(t *testing.T) {
 	})
 	t.Run("command looked up in the declared PATH", func(t *testing.T) {
 		path := "/nonexistent:" + filepath.Dir(svcBin)
-		info := runPrint(t, e, service.Instance{
+		info := runPrint(t, e, Instance{
 			Command:    []string{"svc", "-print"},
 			Env:        map[string]string{"PATH": path},
 			WorkingDir: t.TempDir(),
@@ -101,7 +101,7 @@ func TestEnvArgsWorkingDir(t *testing.T) {
 	})
 	t.Run("working dir", func(t *testing.T) {
 		dir := t.TempDir()
-		info := runPrint(t, e, service.Instance{WorkingDir: dir})
+		info := runPrint(t, e, Instance{WorkingDir: dir})
 		assert.Equal(t, dir, info.Cwd)
 	})
 }
@@ -129,7 +129,7 @@ func TestUserGroup(t *testing.T) {
 		{"numeric ids unknown to the node", "4242", "4343", 4242, 4343},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			info := runPrint(t, e, service.Instance{User: tc.user, Group: tc.group})
+			info := runPrint(t, e, Instance{User: tc.user, Group: tc.group})
 			assert.Equal(t, tc.uid, info.UID)
 			assert.Equal(t, tc.gid, info.GID)
 			if tc.user == "" {
@@ -146,28 +146,28 @@ func TestStartErrorsBeforeAnythingRuns(t *testing.T) {
 	require.NoError(t, os.WriteFile(notExec, []byte("#!/bin/sh\n"), 0o644))
 	for _, tc := range []struct {
 		name string
-		in   service.Instance
+		in   Instance
 		want string
 	}{
-		{"missing user", service.Instance{User: "nobdy"},
+		{"missing user", Instance{User: "nobdy"},
 			`user "nobdy" does not exist on this node: create it or fix services[].user`},
-		{"missing group", service.Instance{Group: "nogrp"},
+		{"missing group", Instance{Group: "nogrp"},
 			`group "nogrp" does not exist on this node: create it or fix services[].group`},
-		{"missing command", service.Instance{Command: []string{"/opt/infer/bin/server", "--model", "x"}},
+		{"missing command", Instance{Command: []string{"/opt/infer/bin/server", "--model", "x"}},
 			`command "/opt/infer/bin/server" not found: no such file on this node; install it or fix services[].command`},
-		{"command not in PATH", service.Instance{Command: []string{"infer-server"}},
+		{"command not in PATH", Instance{Command: []string{"infer-server"}},
 			`command "infer-server" not found in PATH "` + service.DefaultPath + `": install it, give an absolute path in services[].command or set PATH in services[].env`},
-		{"command not executable", service.Instance{Command: []string{notExec}},
+		{"command not executable", Instance{Command: []string{notExec}},
 			`command "` + notExec + `": is not executable (mode -rw-r--r--); fix its mode or services[].command`},
-		{"service name with a slash", service.Instance{Service: "a/b"},
+		{"service name with a slash", Instance{Service: "a/b"},
 			`invalid instance "a/b" replica 0: a service needs a name without '/' and a replica index from 0`},
-		{"empty command", service.Instance{Command: []string{}},
+		{"empty command", Instance{Command: []string{}},
 			`command is empty: set services[].command`},
-		{"missing working dir", service.Instance{WorkingDir: "/nonexistent/dir"},
+		{"missing working dir", Instance{WorkingDir: "/nonexistent/dir"},
 			`working directory "/nonexistent/dir" does not exist on this node: create it or fix services[].workingDir`},
-		{"memory limit below what a process needs", service.Instance{Memory: 4 << 10},
+		{"memory limit below what a process needs", Instance{Memory: 4 << 10},
 			`memory limit 4Ki is below the 6Mi a process needs to start: raise services[].resources.memory`},
-		{"cpu limit below the kernel's smallest quota", service.Instance{CPUMilli: 1},
+		{"cpu limit below the kernel's smallest quota", Instance{CPUMilli: 1},
 			`cpu limit 1m is below the kernel's smallest quota (10m): raise services[].resources.cpu`},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
@@ -180,7 +180,7 @@ func TestStartErrorsBeforeAnythingRuns(t *testing.T) {
 				in.Command = []string{svcBin, "-sleep", "1h"}
 			}
 			in.LogFile = filepath.Join(t.TempDir(), "logs", "bad.log")
-			_, err := e.Start(context.Background(), in)
+			_, err := e.Run(context.Background(), in)
 			require.Error(t, err)
 			assert.Equal(t, tc.want, err.Error())
 			assert.ErrorIs(t, err, service.ErrInvalidInstance)
@@ -198,7 +198,7 @@ func TestWaitExit(t *testing.T) {
 		failed bool
 	}{{0, false}, {3, true}} {
 		t.Run("exit code "+strconv.Itoa(tc.code), func(t *testing.T) {
-			p := start(t, e, service.Instance{Command: []string{svcBin, "-exit", strconv.Itoa(tc.code)}})
+			p := start(t, e, Instance{Command: []string{svcBin, "-exit", strconv.Itoa(tc.code)}})
 			st, err := e.Wait(waitCtx(t), p)
 			require.NoError(t, err)
 			assert.Equal(t, service.ExitStatus{Known: true, Code: tc.code}, st)
@@ -208,7 +208,7 @@ func TestWaitExit(t *testing.T) {
 		})
 	}
 	t.Run("killed by a signal", func(t *testing.T) {
-		p := start(t, e, service.Instance{Command: []string{svcBin, "-sleep", "1h"}})
+		p := start(t, e, Instance{Command: []string{svcBin, "-sleep", "1h"}})
 		require.NoError(t, syscall.Kill(p.PID, syscall.SIGKILL))
 		st, err := e.Wait(waitCtx(t), p)
 		require.NoError(t, err)
@@ -217,7 +217,7 @@ func TestWaitExit(t *testing.T) {
 		assert.True(t, st.Failed())
 	})
 	t.Run("ctx ends first, a later wait still gets the status", func(t *testing.T) {
-		p := start(t, e, service.Instance{Command: []string{svcBin, "-sleep", "300ms", "-exit", "7"}})
+		p := start(t, e, Instance{Command: []string{svcBin, "-sleep", "300ms", "-exit", "7"}})
 		ctx, cancel := context.WithTimeout(context.Background(), 20*time.Millisecond)
 		defer cancel()
 		_, err := e.Wait(ctx, p)
@@ -236,7 +236,7 @@ func TestStop(t *testing.T) {
 		t.Parallel()
 		dir := t.TempDir()
 		ready, gcFile := filepath.Join(dir, "ready"), filepath.Join(dir, "grandchild")
-		p := start(t, e, service.Instance{Command: []string{svcBin, "-ignore-term", "-grandchild", gcFile, "-ready", ready, "-sleep", "1h"}})
+		p := start(t, e, Instance{Command: []string{svcBin, "-ignore-term", "-grandchild", gcFile, "-ready", ready, "-sleep", "1h"}})
 		waitFile(t, ready)
 		b, err := os.ReadFile(gcFile)
 		require.NoError(t, err)
@@ -258,7 +258,7 @@ func TestStop(t *testing.T) {
 	})
 	t.Run("SIGTERM honoured: gone before grace", func(t *testing.T) {
 		t.Parallel()
-		p := start(t, e, service.Instance{Command: []string{svcBin, "-sleep", "1h"}})
+		p := start(t, e, Instance{Command: []string{svcBin, "-sleep", "1h"}})
 		waited := make(chan service.ExitStatus, 1)
 		go func() { st, _ := e.Wait(waitCtx(t), p); waited <- st }()
 		// An hour of grace: Stop returns once the process is gone, or the
@@ -269,7 +269,7 @@ func TestStop(t *testing.T) {
 	})
 	t.Run("a Wait after Stop still gets the status", func(t *testing.T) {
 		t.Parallel()
-		p := start(t, e, service.Instance{Command: []string{svcBin, "-sleep", "1h"}})
+		p := start(t, e, Instance{Command: []string{svcBin, "-sleep", "1h"}})
 		require.NoError(t, e.Stop(context.Background(), p, time.Hour))
 		st, err := e.Wait(waitCtx(t), p)
 		require.NoError(t, err)
@@ -277,18 +277,18 @@ func TestStop(t *testing.T) {
 	})
 	t.Run("already gone", func(t *testing.T) {
 		t.Parallel()
-		p := start(t, e, service.Instance{Command: []string{svcBin}})
+		p := start(t, e, Instance{Command: []string{svcBin}})
 		st, err := e.Wait(waitCtx(t), p)
 		require.NoError(t, err)
 		require.False(t, st.Failed())
 		require.NoError(t, e.Stop(context.Background(), p, time.Second))
-		require.NoError(t, e.Stop(context.Background(), service.Proc{PID: 1 << 30, StartTime: 1}, time.Second))
+		require.NoError(t, e.Stop(context.Background(), Proc{PID: 1 << 30, StartTime: 1}, time.Second))
 	})
 	t.Run("ctx ends during grace: killed at once", func(t *testing.T) {
 		t.Parallel()
 		dir := t.TempDir()
 		ready := filepath.Join(dir, "ready")
-		p := start(t, e, service.Instance{Command: []string{svcBin, "-ignore-term", "-ready", ready, "-sleep", "1h"}})
+		p := start(t, e, Instance{Command: []string{svcBin, "-ignore-term", "-ready", ready, "-sleep", "1h"}})
 		waitFile(t, ready)
 		ctx, cancel := context.WithTimeout(context.Background(), 100*time.Millisecond)
 		defer cancel()
@@ -310,7 +310,7 @@ func TestAdopted(t *testing.T) {
 		require.NoError(t, cmd.Start())
 		s, err := readProcStat(cmd.Process.Pid)
 		require.NoError(t, err)
-		p := service.Proc{PID: cmd.Process.Pid, StartTime: s.StartTime}
+		p := Proc{PID: cmd.Process.Pid, StartTime: s.StartTime}
 		require.True(t, e.Alive(p))
 
 		began := time.Now()
@@ -332,7 +332,7 @@ func TestAdopted(t *testing.T) {
 		require.NoError(t, err)
 		ctx, cancel := context.WithTimeout(context.Background(), 50*time.Millisecond)
 		defer cancel()
-		_, err = e.Wait(ctx, service.Proc{PID: cmd.Process.Pid, StartTime: s.StartTime})
+		_, err = e.Wait(ctx, Proc{PID: cmd.Process.Pid, StartTime: s.StartTime})
 		require.ErrorIs(t, err, context.DeadlineExceeded)
 	})
 	t.Run("stop a process that leads no group", func(t *testing.T) {
@@ -344,7 +344,7 @@ func TestAdopted(t *testing.T) {
 		waitFile(t, ready)
 		s, err := readProcStat(cmd.Process.Pid)
 		require.NoError(t, err)
-		require.NoError(t, e.Stop(context.Background(), service.Proc{PID: cmd.Process.Pid, StartTime: s.StartTime}, 100*time.Millisecond))
+		require.NoError(t, e.Stop(context.Background(), Proc{PID: cmd.Process.Pid, StartTime: s.StartTime}, 100*time.Millisecond))
 		_ = cmd.Wait()
 		ws := cmd.ProcessState.Sys().(syscall.WaitStatus)
 		assert.Equal(t, syscall.SIGKILL, ws.Signal())
@@ -376,7 +376,7 @@ func TestProcStat(t *testing.T) {
 		require.NoError(t, err)
 		require.NoError(t, os.WriteFile(bin, b, 0o755))
 		e := newTestRuntime(t)
-		p := start(t, e, service.Instance{Command: []string{bin, "-sleep", "1h"}})
+		p := start(t, e, Instance{Command: []string{bin, "-sleep", "1h"}})
 		comm, err := os.ReadFile("/proc/" + strconv.Itoa(p.PID) + "/comm")
 		require.NoError(t, err)
 		require.Equal(t, "s) (v c\n", string(comm))
@@ -398,15 +398,15 @@ func TestProcStat(t *testing.T) {
 func TestOrphans(t *testing.T) {
 	e := newTestRuntime(t)
 	since := time.Now()
-	in := service.Instance{Service: "orphan", Command: []string{svcBin, "-sleep", "1h"}, Env: map[string]string{"TOKEN": strconv.Itoa(os.Getpid())}}
+	in := Instance{Service: "orphan", Command: []string{svcBin, "-sleep", "1h"}, Env: map[string]string{"TOKEN": strconv.Itoa(os.Getpid())}}
 	p := start(t, e, in)
-	other := start(t, e, service.Instance{Service: "other", Command: in.Command, Env: map[string]string{"TOKEN": "x"}})
+	other := start(t, e, Instance{Service: "other", Command: in.Command, Env: map[string]string{"TOKEN": "x"}})
 
-	found, err := e.Orphans(in, since)
+	found, err := e.FindOrphans(in, since)
 	require.NoError(t, err)
-	require.Equal(t, []service.Proc{{PID: p.PID, StartTime: p.StartTime}}, found, "only its own: %d is another instance's", other.PID)
+	require.Equal(t, []Proc{{PID: p.PID, StartTime: p.StartTime}}, found, "only its own: %d is another instance's", other.PID)
 
-	found, err = e.Orphans(in, time.Now().Add(time.Hour))
+	found, err = e.FindOrphans(in, time.Now().Add(time.Hour))
 	require.NoError(t, err)
 	require.Empty(t, found, "started before: not this start's")
 }
@@ -419,20 +419,20 @@ func TestOrphansAfterExec(t *testing.T) {
 	e := newTestRuntime(t)
 	since := time.Now()
 	token := strconv.Itoa(os.Getpid())
-	in := service.Instance{Service: "wrapped", Command: []string{"/bin/sh", "-c", `exec "$0" -sleep 1h ` + token, svcBin},
+	in := Instance{Service: "wrapped", Command: []string{"/bin/sh", "-c", `exec "$0" -sleep 1h ` + token, svcBin},
 		Invocation: "inv-" + token}
 	p := start(t, e, in)
-	other := start(t, e, service.Instance{Service: "wrapped", Command: in.Command, Invocation: "inv-other"})
+	other := start(t, e, Instance{Service: "wrapped", Command: in.Command, Invocation: "inv-other"})
 	require.Eventually(t, func() bool {
 		cmd, err := os.ReadFile(fmt.Sprintf("/proc/%d/cmdline", p.PID))
 		return err == nil && strings.HasPrefix(string(cmd), svcBin)
 	}, 10*time.Second, 5*time.Millisecond, "the wrapper did not exec")
 
-	found, err := e.Orphans(in, since)
+	found, err := e.FindOrphans(in, since)
 	require.NoError(t, err)
-	require.Equal(t, []service.Proc{{PID: p.PID, StartTime: p.StartTime}}, found, "only its own: %d is another invocation", other.PID)
+	require.Equal(t, []Proc{{PID: p.PID, StartTime: p.StartTime}}, found, "only its own: %d is another invocation", other.PID)
 
-	found, err = e.Orphans(in, since.Add(time.Hour))
+	found, err = e.FindOrphans(in, since.Add(time.Hour))
 	require.NoError(t, err)
 	require.Len(t, found, 1, "a clock stepped back since the start hides it")
 

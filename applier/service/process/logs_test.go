@@ -60,7 +60,7 @@ func TestRotateLogWhileAppending(t *testing.T) {
 	t.Parallel()
 	e := newTestRuntime(t)
 	log := filepath.Join(t.TempDir(), "logs", "spam.log")
-	p := start(t, e, service.Instance{Service: "spam", Command: []string{svcBin, "-spam", "1s"}, LogFile: log})
+	p := start(t, e, Instance{Service: "spam", Command: []string{svcBin, "-spam", "1s"}, LogFile: log})
 
 	const max, keep = 32 << 10, 3
 	done := make(chan struct{})

@@ -16,8 +16,6 @@ import (
 	"time"
 
 	"github.com/stretchr/testify/require"
-
-	"github.com/tend-dev/tend/applier/service"
 )
 
 // svcBin is testdata/svc, built once for the whole package.
@@ -105,12 +103,12 @@ func (w *testWriter) close() {
 }
 
 // start starts in and stops it (SIGKILL at once) when the test ends.
-func start(t *testing.T, e *Runtime, in service.Instance) service.Proc {
+func start(t *testing.T, e *Runtime, in Instance) Proc {
 	t.Helper()
 	if in.Service == "" {
 		in.Service = strings.ReplaceAll(strings.ToLower(t.Name()), "/", "-")
 	}
-	p, err := e.Start(context.Background(), in)
+	p, err := e.Run(context.Background(), in)
 	require.NoError(t, err)
 	t.Cleanup(func() { _ = e.Stop(context.Background(), p, 0) })
 	return p
@@ -141,7 +139,7 @@ type svcInfo struct {
 }
 
 // runPrint starts svc -print with in, waits for it and decodes its output.
-func runPrint(t *testing.T, e *Runtime, in service.Instance) svcInfo {
+func runPrint(t *testing.T, e *Runtime, in Instance) svcInfo {
 	t.Helper()
 	in.LogFile = filepath.Join(t.TempDir(), "logs", "svc.log")
 	if in.Command == nil {

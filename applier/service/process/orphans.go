@@ -10,9 +10,7 @@ import (
 	"github.com/tend-dev/tend/applier/service"
 )
 
-var _ service.Sweeper = (*Runtime)(nil)
-
-// Orphans returns the processes this runtime started for in that still
+// FindOrphans returns the processes this runtime started for in that still
 // run: session leaders whose environment holds in's invocation
 // ($TEND_INVOCATION_ID), which tend alone sets and an exec keeps. An
 // instance without an invocation (recorded by an older tend) is matched by
@@ -21,7 +19,7 @@ var _ service.Sweeper = (*Runtime)(nil)
 // seconds). It reads every
 // process of /proc; it is called only after tend died between starting an
 // instance and recording it.
-func (e *Runtime) Orphans(in service.Instance, since time.Time) ([]service.Proc, error) {
+func (e *Runtime) FindOrphans(in Instance, since time.Time) ([]Proc, error) {
 	mounted, err := procFS()
 	if err != nil {
 		return nil, err
@@ -30,7 +28,7 @@ func (e *Runtime) Orphans(in service.Instance, since time.Time) ([]service.Proc,
 	if err != nil {
 		return nil, fmt.Errorf("list /proc: %w", err)
 	}
-	var out []service.Proc
+	var out []Proc
 	for _, p := range procs {
 		st, err := p.Stat()
 		if err != nil || st.Session != p.PID || st.State == "Z" {
@@ -46,14 +44,14 @@ func (e *Runtime) Orphans(in service.Instance, since time.Time) ([]service.Proc,
 			}
 		}
 		if startedFor(p, in) {
-			out = append(out, service.Proc{PID: p.PID, StartTime: st.Starttime})
+			out = append(out, Proc{PID: p.PID, StartTime: st.Starttime})
 		}
 	}
 	return out, nil
 }
 
 // startedFor reports whether p is a process started for in (see Orphans).
-func startedFor(p procfs.Proc, in service.Instance) bool {
+func startedFor(p procfs.Proc, in Instance) bool {
 	have, err := p.Environ()
 	if err != nil {
 		return false

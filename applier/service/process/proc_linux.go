@@ -11,11 +11,9 @@ import (
 
 	"github.com/prometheus/procfs"
 	"golang.org/x/sys/unix"
-
-	"github.com/tend-dev/tend/applier/service"
 )
 
-// errGone: the process a service.Proc names is no longer running (it exited, or its
+// errGone: the process a Proc names is no longer running (it exited, or its
 // pid now belongs to another process).
 var errGone = errors.New("process gone")
 
@@ -72,7 +70,7 @@ func statOf(procFS procfs.FS, pid int) (procStat, error) {
 
 // procAlive reports whether p's pid runs, is not a zombie, and started
 // when p says.
-func procAlive(p service.Proc) bool {
+func procAlive(p Proc) bool {
 	if p.PID <= 0 {
 		return false
 	}
@@ -85,7 +83,7 @@ func procAlive(p service.Proc) bool {
 // checked after the pidfd is open: a pid reused before the open is caught,
 // and after the open the pidfd keeps referring to p whatever the pid
 // becomes. It returns unix.ENOSYS on kernels before 5.3.
-func openPidfd(p service.Proc) (*os.File, error) {
+func openPidfd(p Proc) (*os.File, error) {
 	if p.PID <= 0 {
 		return nil, errGone
 	}
@@ -163,7 +161,7 @@ func pidfdSignal(f *os.File, sig unix.Signal) error {
 
 // waitGoneByPolling waits for p to stop being alive, reading /proc: the
 // fallback for kernels without pidfd_open.
-func waitGoneByPolling(ctx context.Context, p service.Proc) error {
+func waitGoneByPolling(ctx context.Context, p Proc) error {
 	t := time.NewTicker(100 * time.Millisecond)
 	defer t.Stop()
 	for procAlive(p) {

@@ -51,7 +51,7 @@ func New(t testing.TB, allow ...string) *Node {
 	t.Helper()
 	n := &Node{T: t, Device: "cam-1", Root: t.TempDir(), StateDir: filepath.Join(t.TempDir(), "state"), Allow: allow,
 		Models: model.Options{KeepVersions: manifest.DefaultKeepVersions}, Logs: &bytes.Buffer{}}
-	n.Sup = service.NewSupervisor(n.StateDir, process.New(CgroupParent, nil), nil)
+	n.Sup = service.NewSupervisor(n.StateDir, service.RuntimesOf(process.New(CgroupParent, nil)), nil)
 	t.Cleanup(n.Sup.Stop)
 	return n
 }

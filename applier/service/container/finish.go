@@ -1,0 +1,75 @@
+package container
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"path/filepath"
+	"slices"
+
+	"github.com/tend-dev/tend/applier/service"
+	"github.com/tend-dev/tend/internal/atomicfile"
+	"github.com/tend-dev/tend/render"
+)
+
+// imagesFile lists, in stateDir/services, the images (REPO@sha256:…) that
+// container services ran, the most recently used first.
+const imagesFile = "images.json"
+
+// Finish, once a plan applied in full, removes the containers of this
+// device that carry tend's labels and that no instance record names
+// (live), and the images that no declared service runs, keeping the
+// node.KeepImages used last before them (what a rollback starts
+// again). A node that runs no container asks no engine.
+func (r *Runtime) Finish(ctx context.Context, node service.Node, declared []render.Service, live func() (map[string]bool, error)) error {
+	var images []string
+	for _, s := range declared {
+		if s.Kind == Kind && s.Image != "" && len(s.Replicas) > 0 && !slices.Contains(images, s.Replicas[0].Image) {
+			images = append(images, s.Replicas[0].Image)
+		}
+	}
+	dir := filepath.Join(node.StateDir, "services")
+	var used []string
+	if _, err := atomicfile.ReadJSON(filepath.Join(dir, imagesFile), &used); err != nil {
+		return err
+	}
+	if len(images) == 0 && len(used) == 0 {
+		return nil
+	}
+	removed, err := r.Prune(ctx, node.Device, live)
+	for _, id := range removed {
+		r.log.WarnContext(ctx, "removed a container of this device that no service record names", "container", id)
+	}
+	var errs []error
+	errs = append(errs, err)
+	keep, drop := keptImages(images, used, node.KeepImages)
+	for _, image := range drop {
+		if err := r.RemoveImage(ctx, image); err != nil {
+			errs = append(errs, err)
+			keep = append(keep, image) // asked again next time
+		}
+	}
+	errs = append(errs, atomicfile.WriteJSON(dir, imagesFile, keep, 0o644))
+	if err := errors.Join(errs...); err != nil {
+		return fmt.Errorf("prune containers and images: %w", err)
+	}
+	return nil
+}
+
+// keptImages returns the images to keep, most recently used first: those
+// in use, then the keep used last before them; and those to remove.
+func keptImages(inUse, used []string, keep int) (kept, drop []string) {
+	kept = slices.Clone(inUse)
+	n := 0
+	for _, image := range used {
+		switch {
+		case slices.Contains(kept, image):
+		case n < keep:
+			kept = append(kept, image)
+			n++
+		default:
+			drop = append(drop, image)
+		}
+	}
+	return kept, drop
+}

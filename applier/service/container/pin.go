@@ -1,0 +1,97 @@
+package container
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"sync"
+
+	"github.com/tend-dev/tend/applier/service"
+	"github.com/tend-dev/tend/oci"
+	"github.com/tend-dev/tend/planner"
+	"github.com/tend-dev/tend/render"
+)
+
+// ImageResolver returns a resolver that pins the images of container
+// services to digests, against what each service last applied (applied),
+// asking each registry once per image for its life (the service driver
+// makes one a tick).
+func (r *Runtime) ImageResolver(node service.Node, applied func(service string) (service.AppliedImage, error)) render.ImageResolver {
+	return &pinner{opts: node.Registry, applied: applied}
+}
+
+// pinner resolves images: one HEAD of a tag in its registry, with the
+// registry options of the node (the same credentials as
+// models).
+type pinner struct {
+	opts    oci.Options
+	applied func(service string) (service.AppliedImage, error)
+
+	mu       sync.Mutex
+	resolved map[string]resolvedImage // by image ref
+}
+
+type resolvedImage struct {
+	pinned oci.Resolved
+	err    error
+}
+
+// ResolveImage pins the image of a container service to a digest. Against
+// what the service last applied: a registry that cannot be asked while
+// the image is the one applied keeps the applied digest (the device is
+// offline, a warning); a new image that cannot be asked holds the service;
+// an image the registry says does not exist, or refuses, fails the render.
+func (p *pinner) ResolveImage(ctx context.Context, svc, ref string) (render.Resolution, error) {
+	rec, err := p.applied(svc)
+	if err != nil {
+		return render.Resolution{}, err
+	}
+	pinned, err := p.resolve(ctx, ref)
+	if err != nil {
+		same := rec.Image == ref && rec.Digest != ""
+		switch {
+		case ctx.Err() != nil, errors.Is(err, oci.ErrNotFound), errors.Is(err, oci.ErrUnauthorized):
+			return render.Resolution{}, err
+		case !same:
+			return render.Resolution{Digest: ref, Held: fmt.Errorf("image %s cannot be resolved: %w", ref, err)}, nil
+		}
+		return render.Resolution{Digest: rec.Digest, Tag: rec.Tag,
+			Offline: fmt.Errorf("%s kept at %s (%s): registry unreachable: %w", planner.ServiceID(svc), planner.ShortDigest(rec.Digest), ref, err)}, nil
+	}
+	res := render.Resolution{Digest: pinned.Digest, Tag: pinned.Tag}
+	if rec.Digest != "" && rec.Digest != pinned.Digest {
+		res.Reason = ImageReason(rec.Image, rec.Digest, ref, pinned)
+	}
+	return res, nil
+}
+
+// resolve pins ref in its registry, once per pinner.
+func (p *pinner) resolve(ctx context.Context, ref string) (oci.Resolved, error) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if r, ok := p.resolved[ref]; ok {
+		return r.pinned, r.err
+	}
+	pinned, err := oci.Resolve(ctx, ref, "", p.opts)
+	if ctx.Err() == nil {
+		if p.resolved == nil {
+			p.resolved = map[string]resolvedImage{}
+		}
+		p.resolved[ref] = resolvedImage{pinned, err}
+	}
+	return pinned, err
+}
+
+// ImageReason says why a container service's image changes, as plans
+// print it: "image sha256:ab… → sha256:cd… (tag 24.08 moved)", or with
+// another ref "(image REF)".
+func ImageReason(oldRef, oldDigest, ref string, pinned oci.Resolved) string {
+	s := "image " + planner.ShortDigest(oldDigest) + " → " + planner.ShortDigest(pinned.Digest)
+	switch {
+	case oldRef != ref:
+		s += " (image " + ref + ")"
+	case pinned.Tag != "":
+		s += " (tag " + pinned.Tag + " moved)"
+	}
+	return s
+}
