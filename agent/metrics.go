@@ -220,7 +220,7 @@ func (m *Metrics) Observe(res *Result, err error, fresh []drift.Event) {
 	}
 	done := settled(res, err)
 	if done && res.Snapshot != nil {
-		m.setApplied(Revision(res.Snapshot))
+		m.setApplied(res.Snapshot.Revision.String())
 	}
 	if m.diverged.IsZero() && (err != nil || (res.Plan != nil && !res.Plan.Empty())) {
 		m.diverged = res.Started

@@ -113,7 +113,7 @@ func (t *Tracker) Observe(res *Result, err error, suspended string) []drift.Even
 	if res.Snapshot != nil && res.FailedStep != StepFetch {
 		// A failed fetch holds the node at a snapshot of its last
 		// applied commit, which is not the target.
-		s.TargetRevision = Revision(res.Snapshot)
+		s.TargetRevision = res.Snapshot.Revision.String()
 	}
 	if res.Plan != nil {
 		// A tick that stopped before its plan knows nothing new of the
@@ -143,7 +143,7 @@ func (t *Tracker) Observe(res *Result, err error, suspended string) []drift.Even
 		}
 	}
 	if settled(res, err) && res.Snapshot != nil && suspended == "" {
-		s.AppliedRevision = Revision(res.Snapshot)
+		s.AppliedRevision = res.Snapshot.Revision.String()
 	}
 	t.observeResources(res, err)
 	t.observeServices(res)

@@ -14,9 +14,9 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/tend-dev/tend/drift"
-	"github.com/tend-dev/tend/gitsource"
 	"github.com/tend-dev/tend/internal/testkit/golden"
 	"github.com/tend-dev/tend/planner"
+	"github.com/tend-dev/tend/source"
 )
 
 // tickT0 is when the first tick of a test sequence starts.
@@ -44,7 +44,7 @@ func (f fakeTick) result() *Result {
 		res.Duration = time.Second
 	}
 	if f.commit != "" {
-		res.Snapshot = &gitsource.Snapshot{Ref: "main", Revision: f.commit, Fetched: f.fetched}
+		res.Snapshot = &source.Snapshot{Revision: source.Revision{Ref: "main", Commit: f.commit}, Fetched: f.fetched}
 	}
 	if f.failedStep == "open" || f.failedStep == "fetch" && f.commit == "" {
 		return res

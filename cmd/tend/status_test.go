@@ -12,8 +12,8 @@ import (
 
 	"github.com/tend-dev/tend/agent"
 	"github.com/tend-dev/tend/drift"
-	"github.com/tend-dev/tend/gitsource"
 	"github.com/tend-dev/tend/planner"
+	"github.com/tend-dev/tend/source"
 )
 
 // statusAgent serves the status of an agent that saw drift while suspended,
@@ -26,7 +26,7 @@ func statusAgent(t *testing.T) (string, *agent.Tracker) {
 	plan := &planner.Changeset{Device: "cam-017", Revision: "main@sha1:aaa", Unchanged: 2, Actions: []planner.Action{
 		{Type: planner.Update, Resource: "file/etc/infer/config.yaml", Kind: planner.KindFile, Reason: "drift: content changed on node", Drift: "content changed on node"},
 	}}
-	tr.Observe(&agent.Result{Snapshot: &gitsource.Snapshot{Ref: "main", Revision: "aaa"}, Plan: plan,
+	tr.Observe(&agent.Result{Snapshot: &source.Snapshot{Revision: source.Revision{Ref: "main", Commit: "aaa"}}, Plan: plan,
 		Drift: drift.Detect(plan, started), Started: started, Duration: time.Second}, nil, "tend suspend")
 	s := agent.NewServer("127.0.0.1:0", tr, agent.NewMetrics(), func() bool { return true }, func() bool { return true }, nil)
 	addr, err := s.Start(t.Context())
