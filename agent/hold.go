@@ -46,9 +46,9 @@ func (r *Reconciler) Hold(ctx context.Context) (*Result, error) {
 }
 
 // fetchApplied reads the last applied commit from the clone in stateDir (or
-// the fleet artifact kept for it) with no remote (see source.Fetcher.Applied). It
-// leaves the tick without a snapshot (and stops it) when nothing was
-// applied yet.
+// the fleet artifact kept for it) with no remote (source.Fetcher's
+// Applied). It leaves the tick without a snapshot (and stops it) when
+// nothing was applied yet.
 func (r *Reconciler) fetchApplied(ctx context.Context, t *tick) error {
 	inv, err := t.node.applier.Inventory()
 	if err != nil {

@@ -71,9 +71,9 @@ func newFetcher(c *manifest.AgentConfig, dir string, log *slog.Logger) (source.F
 }
 
 // sourceOnce is the fleet's source of a Reconciler, built at its first
-// fetch and kept for its life: the clone, and the registry session that
-// makes a poll of an artifact one manifest HEAD, last from one tick to the
-// next.
+// fetch and kept for its life, so that what it keeps (the registry
+// session that makes a poll of an artifact one manifest HEAD) lasts from
+// one tick to the next.
 type sourceOnce struct {
 	mu sync.Mutex
 	f  source.Fetcher

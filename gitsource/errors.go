@@ -12,11 +12,11 @@ import (
 	"github.com/tend-dev/tend/source"
 )
 
-var (
-	// ErrRefNotFound means the configured branch, tag or commit does not
-	// exist in the remote. Retrying will not help until someone pushes it.
-	ErrRefNotFound = errors.New("ref not found")
-)
+// ErrRefNotFound means the configured branch, tag or commit does not
+// exist in the remote. Retrying will not help until someone pushes it. The
+// errors every source shares (a missing path, a refused target) are
+// source's.
+var ErrRefNotFound = errors.New("ref not found")
 
 // userinfoRE matches the "user:secret@" part of any URL in a text: up to
 // the last "@" before the first space or quote.

@@ -3,5 +3,6 @@
 // follows (REF@sha1:COMMIT), the Snapshot of one device's manifest files at
 // that revision, the errors that say why a target was refused, and the one
 // Fetcher interface that gitsource (a Git repo) and ocisource (the repo
-// published as an OCI artifact) implement and the agent calls.
+// published as an OCI artifact) implement. It is a top-level package of its
+// own so that the agent, and later stages, know neither source.
 package source
