@@ -11,6 +11,7 @@ import (
 	"github.com/tend-dev/tend/manifest"
 	"github.com/tend-dev/tend/planner"
 	"github.com/tend-dev/tend/render"
+	"github.com/tend-dev/tend/source"
 )
 
 // Hold puts the node back at the revision it last applied, asking neither
@@ -45,32 +46,35 @@ func (r *Reconciler) Hold(ctx context.Context) (*Result, error) {
 }
 
 // fetchApplied reads the last applied commit from the clone in stateDir (or
-// the fleet artifact kept for it) with no remote (see appliedSnapshot). It
-// leaves the tick without a snapshot (and stops it) when nothing was
-// applied yet.
+// the fleet artifact kept for it) with no remote (source.Fetcher's
+// Applied). It leaves the tick without a snapshot (and stops it) when
+// nothing was applied yet.
 func (r *Reconciler) fetchApplied(ctx context.Context, t *tick) error {
 	inv, err := t.node.applier.Inventory()
 	if err != nil {
 		return err
 	}
-	ref, commit, ok := strings.Cut(inv.Revision, "@sha1:")
-	if !ok || len(commit) != 40 {
+	applied, err := source.ParseRevision(inv.Revision)
+	if err != nil {
 		t.upTo = StepFetch
 		return nil
 	}
-	c := r.Config
-	_, paths, err := c.ExpandSource()
+	_, paths, err := r.Config.ExpandSource()
 	if err != nil {
 		return err
 	}
-	snap, err := appliedSnapshot(ctx, c, commit, paths, r.logger())
+	f, err := r.fetcher()
+	if err != nil {
+		return err
+	}
+	// Named as it was applied: snap.Revision.String() is inv.Revision.
+	snap, err := f.Applied(ctx, applied, SourcePaths(paths))
 	if err != nil {
 		return err
 	}
 	if snap.Stale != nil {
 		return snap.Stale
 	}
-	snap.Ref = ref // named as it was applied: Revision(snap) is inv.Revision
 	t.res.Snapshot = snap
 	return nil
 }
@@ -86,7 +90,7 @@ func (r *Reconciler) renderApplied(ctx context.Context, t *tick) error {
 	if err != nil {
 		return err
 	}
-	t.res.Desired, err = render.Render(ctx, comp.Device, Revision(t.res.Snapshot), RenderOptions(r.Config, appliedDigests{inv}))
+	t.res.Desired, err = render.Render(ctx, comp.Device, t.res.Snapshot.Revision.String(), RenderOptions(r.Config, appliedDigests{inv}))
 	return err
 }
 
@@ -168,7 +172,7 @@ func (l *Loop) holdDrift(ctx context.Context, log *slog.Logger) {
 		return
 	}
 	log.Info("drift reverted to the applied revision while backing off after failures", keyDevice, device,
-		keyRevision, Revision(res.Snapshot), keyDrift, len(res.Drift), keyDuration, res.Duration.Round(time.Millisecond).String())
+		keyRevision, res.Snapshot.Revision.String(), keyDrift, len(res.Drift), keyDuration, res.Duration.Round(time.Millisecond).String())
 	if l.tracker != nil {
 		st := statusTick(res)
 		l.metrics.ObserveHold(st, l.tracker.ObserveHold(st))

@@ -3,13 +3,13 @@ package agent
 import (
 	"context"
 	"log/slog"
-	"strings"
 	"sync"
 	"time"
 
 	"github.com/tend-dev/tend/agent/status"
 	"github.com/tend-dev/tend/manifest"
 	"github.com/tend-dev/tend/notify"
+	"github.com/tend-dev/tend/source"
 )
 
 // NotifyWindow is the least time between two ticks asked for by notify
@@ -150,6 +150,6 @@ func sameRevision(notified, applied string) bool {
 	if notified == applied {
 		return true
 	}
-	_, commit, ok := strings.Cut(applied, "@")
-	return ok && (notified == commit || "sha1:"+notified == commit)
+	a, err := source.ParseRevision(applied)
+	return err == nil && (notified == a.Commit || notified == "sha1:"+a.Commit)
 }

@@ -93,5 +93,5 @@ func TestOCISource(t *testing.T) {
 	require.Equal(t, 1, h.heldOff)
 	require.Equal(t, "two", h.file(t), "drift reverted")
 	require.Len(t, held, 1)
-	require.Equal(t, "main@sha1:"+two, Revision(held[0].Snapshot))
+	require.Equal(t, "main@sha1:"+two, held[0].Snapshot.Revision.String())
 }

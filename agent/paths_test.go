@@ -48,7 +48,7 @@ func TestTickReadsEverySourcePath(t *testing.T) {
 
 	tick()
 	require.NoError(t, tickErr)
-	require.Equal(t, first, res.Snapshot.Revision)
+	require.Equal(t, first, res.Snapshot.Revision.Commit)
 	require.Equal(t, 2, res.Plan.Summary().Add)
 	require.Equal(t, "v1", read("etc/infer/base"))
 	require.Equal(t, "own", read("etc/infer/own"))
@@ -61,7 +61,7 @@ func TestTickReadsEverySourcePath(t *testing.T) {
 	second := repo.Commit("shared folder only")
 	tick()
 	require.NoError(t, tickErr)
-	require.Equal(t, second, res.Snapshot.Revision)
+	require.Equal(t, second, res.Snapshot.Revision.Commit)
 	require.Equal(t, status.ResultSuccess, res.Outcome(tickErr))
 	require.Equal(t, 1, res.Plan.Summary().Change)
 	require.Equal(t, "v2", read("etc/infer/base"))
@@ -93,7 +93,7 @@ func TestTickSeveralPathsOnDeviceBranch(t *testing.T) {
 
 	res, err := (&Reconciler{Config: c}).Apply(context.Background())
 	require.NoError(t, err)
-	require.Equal(t, rev, res.Snapshot.Revision)
+	require.Equal(t, rev, res.Snapshot.Revision.Commit)
 	require.Equal(t, 2, res.Plan.Summary().Add)
 	b, err := os.ReadFile(filepath.Join(c.Root, "etc/infer/base"))
 	require.NoError(t, err)

@@ -5,18 +5,17 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
-	"strings"
 	"time"
 
 	"github.com/tend-dev/tend/agent/status"
 	"github.com/tend-dev/tend/applier"
 	"github.com/tend-dev/tend/applier/service"
 	"github.com/tend-dev/tend/drift"
-	"github.com/tend-dev/tend/gitsource"
 	"github.com/tend-dev/tend/manifest"
 	"github.com/tend-dev/tend/oci"
 	"github.com/tend-dev/tend/planner"
 	"github.com/tend-dev/tend/render"
+	"github.com/tend-dev/tend/source"
 )
 
 // Log keys, so every line of every tick uses the same names.
@@ -58,6 +57,7 @@ const (
 type Reconciler struct {
 	composed composeCache // the last composition, reused while its inputs are the same
 	nodes    nodeCache    // the node's drivers, opened by the first tick and kept
+	src      sourceOnce   // the fleet's source, built once (see fetcher)
 
 	Config *manifest.AgentConfig
 	Logger *slog.Logger
@@ -86,7 +86,7 @@ const DefaultLockTimeout = time.Minute
 
 // Result is what one reconcile saw and did.
 type Result struct {
-	Snapshot *gitsource.Snapshot
+	Snapshot *source.Snapshot
 	// Composed says how the device's manifests were composed (the layers
 	// that applied, where each resource and variable came from), once
 	// rendered.
@@ -242,7 +242,11 @@ func (r *Reconciler) fetch(ctx context.Context, t *tick) error {
 	if err != nil {
 		return err
 	}
-	snap, err := fetch(ctx, r.Config, inv, r.logger())
+	f, err := r.fetcher()
+	if err != nil {
+		return err
+	}
+	snap, err := fetch(ctx, r.Config, f, inv)
 	if err != nil {
 		return err
 	}
@@ -267,7 +271,7 @@ func (r *Reconciler) render(ctx context.Context, t *tick) error {
 	}
 	opts := RenderOptions(r.Config, t.node.resolver())
 	opts.CheckAllowPaths = confine
-	t.res.Desired, err = render.Render(ctx, comp.Device, Revision(t.res.Snapshot), opts)
+	t.res.Desired, err = render.Render(ctx, comp.Device, t.res.Snapshot.Revision.String(), opts)
 	return err
 }
 
@@ -328,9 +332,9 @@ func (r *Reconciler) planRelease(ctx context.Context, t *tick) error {
 }
 
 func (r *Reconciler) applyPlan(ctx context.Context, t *tick) error {
-	before := ""
+	var before source.Revision
 	if inv, ierr := t.node.applier.Inventory(); ierr == nil {
-		before = inv.Revision
+		before, _ = source.ParseRevision(inv.Revision)
 	}
 	res, err := t.node.applier.Apply(ctx, t.res.Desired, t.res.Plan)
 	t.res.Applied, t.res.Failed, t.res.RolledBack = res.Applied, res.Failed, res.RolledBack
@@ -339,10 +343,10 @@ func (r *Reconciler) applyPlan(ctx context.Context, t *tick) error {
 	// Only a new commit is quarantined: when the commit already applied
 	// fails (a moved tag, a restart after drift), holding it would hold
 	// nothing; the loop's backoff spaces the retries instead.
-	if errors.As(err, &rb) && t.res.Snapshot != nil && !strings.HasSuffix(before, "@sha1:"+t.res.Snapshot.Revision) {
+	if errors.As(err, &rb) && t.res.Snapshot != nil && !before.SameCommit(t.res.Snapshot.Revision) {
 		// This commit broke a service: never apply it again here.
 		q := applier.Quarantined{Revision: rb.Revision, Reason: rb.Error(), At: r.now().UTC()}
-		if qerr := applier.Quarantine(r.Config.StateDir, t.res.Snapshot.Revision, q); qerr != nil {
+		if qerr := applier.Quarantine(r.Config.StateDir, t.res.Snapshot.Revision.Commit, q); qerr != nil {
 			err = errors.Join(err, fmt.Errorf("record rolled-back commit: %w", qerr))
 		}
 	}

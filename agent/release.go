@@ -14,10 +14,10 @@ import (
 	"strings"
 	"time"
 
-	"github.com/tend-dev/tend/gitsource"
 	"github.com/tend-dev/tend/internal/atomicfile"
 	"github.com/tend-dev/tend/planner"
 	"github.com/tend-dev/tend/rollout"
+	"github.com/tend-dev/tend/source"
 )
 
 // releasesFile records, in stateDir, when this device first saw the
@@ -59,9 +59,8 @@ func (r *Reconciler) decideRelease(ctx context.Context, t *tick) error {
 	if err != nil {
 		return err
 	}
-	_, applied, ok := strings.Cut(inv.Revision, "@sha1:")
-	if !ok || len(applied) != 40 {
-		return nil
+	if _, err := source.ParseRevision(inv.Revision); err != nil {
+		return nil // nothing applied yet
 	}
 	now := r.now()
 	seen, err := r.firstSeen(releaseKey(t.res.Desired.Desired), now, t.upTo == StepApply)
@@ -70,17 +69,17 @@ func (r *Reconciler) decideRelease(ctx context.Context, t *tick) error {
 	}
 	d := rollout.Decide(now, seen, r.Config.Device, comp.Device.Metadata.Labels, comp.Rollout)
 	if d.Take && comp.Rollout.Spec.Gate != nil {
-		if why := askGate(ctx, comp.Rollout.Spec.Gate.URL, r.Config.Device, d.Wave, snap.Revision); why != "" {
+		if why := askGate(ctx, comp.Rollout.Spec.Gate.URL, r.Config.Device, d.Wave, snap.Revision.Commit); why != "" {
 			d.Take, d.Cause, d.Reason = false, rollout.CauseGate, "held: "+why
 		}
 	}
 	if d.Take {
 		return nil
 	}
-	t.res.Held = &HeldRelease{Revision: Revision(snap), Resources: released(t.res.Plan.Actions),
+	t.res.Held = &HeldRelease{Revision: snap.Revision.String(), Resources: released(t.res.Plan.Actions),
 		Cause: d.Cause, Reason: d.Reason, Wave: d.Wave, Opens: d.Opens, FirstSeen: seen}
 	r.logger().InfoContext(ctx, "release held; the node keeps its applied revision and reverts drift to it",
-		keyDevice, r.Config.Device, keyRevision, Revision(snap), keyResources, strings.Join(t.res.Held.Resources, ","), keyReason, d.Reason)
+		keyDevice, r.Config.Device, keyRevision, snap.Revision.String(), keyResources, strings.Join(t.res.Held.Resources, ","), keyReason, d.Reason)
 	t.hold = true
 	for _, run := range []func(context.Context, *tick) error{r.fetchApplied, r.renderApplied, r.observe, r.planReverts} {
 		if err := run(ctx, t); err != nil {
@@ -151,11 +150,11 @@ func askGate(ctx context.Context, raw, device string, wave int, commit string) s
 	defer cancel()
 	req, err := http.NewRequestWithContext(ctx, http.MethodGet, u, nil)
 	if err != nil {
-		return "gate " + gitsource.RedactURL(u) + ": " + err.Error()
+		return "gate " + source.RedactURL(u) + ": " + err.Error()
 	}
 	resp, err := http.DefaultClient.Do(req)
 	if err != nil {
-		return "gate did not answer: " + gitsource.RedactURL(u)
+		return "gate did not answer: " + source.RedactURL(u)
 	}
 	_, _ = io.Copy(io.Discard, io.LimitReader(resp.Body, 64<<10))
 	_ = resp.Body.Close()

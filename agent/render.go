@@ -8,9 +8,9 @@ import (
 	"strconv"
 	"sync"
 
-	"github.com/tend-dev/tend/gitsource"
 	"github.com/tend-dev/tend/manifest"
 	"github.com/tend-dev/tend/render"
+	"github.com/tend-dev/tend/source"
 )
 
 // Manifests fetches this device's manifests from the fleet repo at its
@@ -18,13 +18,17 @@ import (
 // written: the repo is cloned into a temporary folder, removed after, and
 // neither the last applied commit (the rewind check) nor the quarantine
 // plays a part.
-func (r *Reconciler) Manifests(ctx context.Context) (*gitsource.Snapshot, *manifest.Device, error) {
+func (r *Reconciler) Manifests(ctx context.Context) (*source.Snapshot, *manifest.Device, error) {
 	dir, err := os.MkdirTemp("", "tend-validate-")
 	if err != nil {
 		return nil, nil, err
 	}
 	defer os.RemoveAll(dir)
-	snap, err := fetchInto(ctx, r.Config, nil, dir, r.logger())
+	f, err := newFetcher(r.Config, dir, r.logger())
+	if err != nil {
+		return nil, nil, err
+	}
+	snap, err := fetch(ctx, r.Config, f, nil)
 	if err != nil {
 		return nil, nil, err
 	}
@@ -41,7 +45,7 @@ func (r *Reconciler) Manifests(ctx context.Context) (*gitsource.Snapshot, *manif
 // With confine, files and models must lie under allowPaths. A Device
 // document for another device is an error only under a path with
 // {device}; elsewhere it is another device's, and ignored.
-func LoadDevice(c *manifest.AgentConfig, snap *gitsource.Snapshot, confine bool) (*manifest.Composed, error) {
+func LoadDevice(c *manifest.AgentConfig, snap *source.Snapshot, confine bool) (*manifest.Composed, error) {
 	inputs := make([]manifest.Input, len(snap.Files))
 	for i, f := range snap.Files {
 		inputs[i] = manifest.Input{Name: f.Path, Data: f.Data, PerDevice: f.PerDevice}
@@ -49,7 +53,7 @@ func LoadDevice(c *manifest.AgentConfig, snap *gitsource.Snapshot, confine bool)
 	comp, err := manifest.Compose(inputs, manifest.ComposeOptions{Device: c.Device, Labels: c.Labels,
 		ValidateOptions: manifest.ValidateOptions{AllowPaths: c.AllowPaths, CheckAllowPaths: confine}})
 	if err != nil {
-		return nil, fmt.Errorf("invalid manifests for device %s at %s:\n%w", c.Device, Revision(snap), err)
+		return nil, fmt.Errorf("invalid manifests for device %s at %s:\n%w", c.Device, snap.Revision.String(), err)
 	}
 	return comp, nil
 }
@@ -69,7 +73,7 @@ type composeCache struct {
 	comp *manifest.Composed
 }
 
-func (cc *composeCache) load(c *manifest.AgentConfig, snap *gitsource.Snapshot, confine bool) (*manifest.Composed, error) {
+func (cc *composeCache) load(c *manifest.AgentConfig, snap *source.Snapshot, confine bool) (*manifest.Composed, error) {
 	if len(snap.Files) == 0 {
 		return LoadDevice(c, snap, confine)
 	}
@@ -81,7 +85,7 @@ func (cc *composeCache) load(c *manifest.AgentConfig, snap *gitsource.Snapshot, 
 		labels = append(labels, strconv.Quote(k)+"="+strconv.Quote(v))
 	}
 	sort.Strings(labels)
-	key := fmt.Sprintf("%q %q %q %q %q %q %v", Revision(snap), c.Source.Path, c.Source.Paths, c.Device, labels, c.AllowPaths, confine)
+	key := fmt.Sprintf("%q %q %q %q %q %q %v", snap.Revision.String(), c.Source.Path, c.Source.Paths, c.Device, labels, c.AllowPaths, confine)
 	cc.mu.Lock()
 	defer cc.mu.Unlock()
 	if cc.key == key {

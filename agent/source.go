@@ -12,11 +12,12 @@ import (
 	"github.com/tend-dev/tend/gitsource"
 	"github.com/tend-dev/tend/manifest"
 	"github.com/tend-dev/tend/ocisource"
+	"github.com/tend-dev/tend/source"
 )
 
 // Snapshot fetches this device's manifests from the fleet repo, holding the
 // stateDir lock while it updates the clone there, and changes nothing else.
-func (r *Reconciler) Snapshot(ctx context.Context) (*gitsource.Snapshot, error) {
+func (r *Reconciler) Snapshot(ctx context.Context) (*source.Snapshot, error) {
 	unlock, err := r.lock(ctx)
 	if err != nil {
 		return nil, err
@@ -26,7 +27,11 @@ func (r *Reconciler) Snapshot(ctx context.Context) (*gitsource.Snapshot, error) 
 	if err != nil {
 		return nil, err
 	}
-	snap, err := fetch(ctx, r.Config, inv, r.logger())
+	f, err := r.fetcher()
+	if err != nil {
+		return nil, err
+	}
+	snap, err := fetch(ctx, r.Config, f, inv)
 	if err == nil && snap.Stale != nil {
 		return nil, snap.Stale // validate and render speak of the target, not of what the node holds
 	}
@@ -48,65 +53,85 @@ func (r *Reconciler) lock(ctx context.Context) (func() error, error) {
 	return unlock, err
 }
 
-// fetch reads this device's manifests from the fleet repo into the clone in
-// stateDir; the caller holds the lock.
-func fetch(ctx context.Context, c *manifest.AgentConfig, inv *applier.Inventory, log *slog.Logger) (*gitsource.Snapshot, error) {
-	return fetchInto(ctx, c, inv, SourceDir(c), log)
+// newFetcher builds the source c names, keeping its copy on the node in
+// dir: an OCI artifact for an oci:// URL, else a Git repo.
+func newFetcher(c *manifest.AgentConfig, dir string, log *slog.Logger) (source.Fetcher, error) {
+	if ocisource.IsURL(c.Source.URL) {
+		return ocisource.NewFetcher(c.Source.URL, dir, RegistryOptions(c), log), nil
+	}
+	ref, _, err := c.ExpandSource()
+	if err != nil {
+		return nil, err
+	}
+	f := &gitsource.Fetcher{URL: c.Source.URL, Ref: ref, Auth: GitAuth(c), Dir: dir, Logger: log}
+	if v := c.Source.Verify; v != nil {
+		f.Keyring = v.Keyring
+	}
+	return f, nil
 }
 
-// fetchInto reads this device's manifests from the fleet repo into the
-// clone in dir (or, from a published artifact, into the artifacts kept
-// in dir). With inv nil, the node's state plays no part: no rewind check,
-// no quarantine.
-func fetchInto(ctx context.Context, c *manifest.AgentConfig, inv *applier.Inventory, dir string, log *slog.Logger) (*gitsource.Snapshot, error) {
+// sourceOnce is the fleet's source of a Reconciler, built at its first
+// fetch and kept for its life, so that what it keeps (the registry
+// session that makes a poll of an artifact one manifest HEAD) lasts from
+// one tick to the next.
+type sourceOnce struct {
+	mu sync.Mutex
+	f  source.Fetcher
+}
+
+// fetcher returns the Reconciler's source, built from its config at the
+// first call (in SourceDir).
+func (r *Reconciler) fetcher() (source.Fetcher, error) {
+	r.src.mu.Lock()
+	defer r.src.mu.Unlock()
+	if r.src.f == nil {
+		f, err := newFetcher(r.Config, SourceDir(r.Config), r.logger())
+		if err != nil {
+			return nil, err
+		}
+		r.src.f = f
+	}
+	return r.src.f, nil
+}
+
+// fetch reads this device's manifests from the fleet's source with f. With
+// inv nil, the node's state plays no part: no rewind check, no quarantine;
+// the caller holds the lock otherwise.
+func fetch(ctx context.Context, c *manifest.AgentConfig, f source.Fetcher, inv *applier.Inventory) (*source.Snapshot, error) {
 	ref, paths, err := c.ExpandSource()
 	if err != nil {
 		return nil, err
 	}
-	oci := ocisource.IsURL(c.Source.URL)
-	src := gitsource.Source{URL: c.Source.URL, Ref: ref, Paths: SourcePaths(paths), AllowRewind: c.Source.AllowRewind}
+	req := source.Request{Paths: SourcePaths(paths), AllowRewind: c.Source.AllowRewind}
 	if inv != nil {
-		src.LastApplied = lastApplied(inv, ref)
-		if oci {
-			// An artifact's revision names the ref it was published
-			// from, whatever the URL's tag: the commit alone counts.
-			_, src.LastApplied, _ = strings.Cut(inv.Revision, "@sha1:")
-		}
+		req.LastApplied, _ = source.ParseRevision(inv.Revision) // zero before the first apply
 		q, err := applier.LoadQuarantine(c.StateDir)
 		if err != nil {
 			return nil, err
 		}
 		if len(q) > 0 {
-			src.Quarantined = make(map[string]string, len(q))
+			req.Quarantined = make(map[string]string, len(q))
 			for commit, e := range q {
-				src.Quarantined[commit] = e.Reason
+				req.Quarantined[commit] = e.Reason
 			}
 		}
 	}
-	src.Auth = GitAuth(c)
-	if v := c.Source.Verify; v != nil {
-		src.Keyring = v.Keyring
-	}
 	ctx, cancel := context.WithTimeout(ctx, c.Source.Timeout.D())
 	defer cancel()
-	var snap *gitsource.Snapshot
-	where := gitsource.RedactURL(c.Source.URL) + "@" + displayRef(ref)
+	snap, err := f.Fetch(ctx, req)
+	where := source.RedactURL(c.Source.URL) + "@" + source.Revision{Ref: ref}.DisplayRef()
 	what := "fleet repo"
-	if oci {
+	if ocisource.IsURL(c.Source.URL) {
 		where, what = c.Source.URL, "fleet artifact"
-		snap, err = ocisource.Fetch(ctx, ocisource.Source{URL: c.Source.URL, Paths: src.Paths, LastApplied: src.LastApplied,
-			AllowRewind: src.AllowRewind, Quarantined: src.Quarantined}, ocisource.Options{Dir: dir, Client: ociClient(c), Logger: log})
-	} else {
-		snap, err = gitsource.Fetch(ctx, src, gitsource.Options{Dir: dir, Logger: log})
 	}
 	explain := func(err error) error {
-		if errors.Is(err, gitsource.ErrQuarantined) {
+		if errors.Is(err, source.ErrQuarantined) {
 			return err // the repo was fetched: the commit is refused here
 		}
-		if errors.Is(err, gitsource.ErrSharedPathNotFound) {
+		if errors.Is(err, source.ErrSharedPathNotFound) {
 			return fmt.Errorf("source.paths of device %s in %s: %w", c.Device, where, err)
 		}
-		if errors.Is(err, gitsource.ErrPathNotFound) {
+		if errors.Is(err, source.ErrPathNotFound) {
 			return fmt.Errorf("no manifests for device %s at %s in %s: %w", c.Device, displayPaths(paths), where, err)
 		}
 		return fmt.Errorf("fetch %s: %w", what, err)
@@ -128,48 +153,8 @@ func fetchFailed(res *Result) bool {
 	if res.FailedStep != StepFetch {
 		return false
 	}
-	if snap := res.Snapshot; snap != nil {
-		for _, refused := range []error{gitsource.ErrQuarantined, gitsource.ErrRewind, gitsource.ErrUnverified} {
-			if errors.Is(snap.Stale, refused) {
-				return false
-			}
-		}
-	}
-	return true
-}
-
-// lastApplied returns the commit of the last revision applied in full from
-// ref, "" before the first. A device moved to another ref by its own config
-// (say from main to devices/cam-017) starts its rewind check over: the new
-// ref need not descend from the old one, and the move was made on the node,
-// not pushed to the repo.
-func lastApplied(inv *applier.Inventory, ref string) string {
-	from, commit, _ := strings.Cut(inv.Revision, "@sha1:")
-	if shortRef(from) != shortRef(displayRef(ref)) {
-		return ""
-	}
-	return commit
-}
-
-// shortRef names refs/heads/main and main alike.
-func shortRef(ref string) string {
-	for _, p := range []string{"refs/heads/", "refs/tags/"} {
-		ref = strings.TrimPrefix(ref, p)
-	}
-	return ref
-}
-
-// Revision names a snapshot as plans and status print it: ref@sha1:commit.
-func Revision(s *gitsource.Snapshot) string {
-	return displayRef(s.Ref) + "@sha1:" + s.Revision
-}
-
-// displayRef names an empty ref (the remote's default branch) as HEAD.
-func displayRef(ref string) string {
-	if ref == "" {
-		return "HEAD"
-	}
-	return ref
+	snap := res.Snapshot
+	return snap == nil || !errors.Is(snap.Stale, source.ErrRefused)
 }
 
 // GitDir is where the persistent clone of the fleet repo lives.
@@ -186,31 +171,6 @@ func SourceDir(c *manifest.AgentConfig) string {
 		return OCIDir(c.StateDir)
 	}
 	return GitDir(c.StateDir)
-}
-
-// ociClients keep a registry session per registry configuration from one
-// tick to the next, so that a poll is one manifest HEAD.
-var ociClients sync.Map
-
-func ociClient(c *manifest.AgentConfig) *ocisource.Client {
-	key := fmt.Sprintf("%q %q", c.Registries.Insecure, c.Registries.DockerConfig)
-	if v, ok := ociClients.Load(key); ok {
-		return v.(*ocisource.Client)
-	}
-	v, _ := ociClients.LoadOrStore(key, ocisource.NewClient(RegistryOptions(c)))
-	return v.(*ocisource.Client)
-}
-
-// appliedSnapshot reads the applied commit from the node's copy of the
-// source, with no remote: from the clone (a commit named by its full hash
-// that is in the clone needs no fetch), or from the artifact kept for it.
-func appliedSnapshot(ctx context.Context, c *manifest.AgentConfig, commit string, paths []manifest.SourcePath, log *slog.Logger) (*gitsource.Snapshot, error) {
-	if ocisource.IsURL(c.Source.URL) {
-		return ocisource.Applied(OCIDir(c.StateDir), c.Source.URL, commit, SourcePaths(paths))
-	}
-	// No key ring: the commit was verified when it was applied.
-	src := gitsource.Source{URL: c.Source.URL, Ref: commit, Paths: SourcePaths(paths), LastApplied: commit, Auth: GitAuth(c)}
-	return gitsource.Fetch(ctx, src, gitsource.Options{Dir: GitDir(c.StateDir), Logger: log})
 }
 
 func displayPath(p string) string {
@@ -230,11 +190,11 @@ func displayPaths(paths []manifest.SourcePath) string {
 	return strings.Join(names, ", ")
 }
 
-// SourcePaths are the expanded source paths as gitsource reads them.
-func SourcePaths(paths []manifest.SourcePath) []gitsource.Path {
-	out := make([]gitsource.Path, len(paths))
+// SourcePaths are the expanded source paths as a source reads them.
+func SourcePaths(paths []manifest.SourcePath) []source.Path {
+	out := make([]source.Path, len(paths))
 	for i, p := range paths {
-		out[i] = gitsource.Path{Dir: p.Dir, PerDevice: p.PerDevice()}
+		out[i] = source.Path{Dir: p.Dir, PerDevice: p.PerDevice()}
 	}
 	return out
 }

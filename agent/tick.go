@@ -62,7 +62,7 @@ func (l *Loop) tick(parent context.Context, log *slog.Logger, manual bool) {
 		l.failedAt = time.Now()
 		l.failedRev, l.failedGit = "", res.FailedStep == StepFetch
 		if res.Snapshot != nil {
-			l.failedRev = res.Snapshot.Revision
+			l.failedRev = res.Snapshot.Revision.Commit
 		}
 	} else {
 		l.failures = 0
@@ -93,7 +93,7 @@ func (l *Loop) holdOff(ctx context.Context, log *slog.Logger) bool {
 		return false
 	}
 	snap, err := l.r.Snapshot(ctx)
-	if err == nil && (snap.Revision != l.failedRev || l.failedGit) {
+	if err == nil && (snap.Revision.Commit != l.failedRev || l.failedGit) {
 		l.peeked = snap.Fetched
 		return false // a new commit, or the repo is back: try now
 	}
@@ -107,7 +107,7 @@ func (l *Loop) holdOff(ctx context.Context, log *slog.Logger) bool {
 func LogTick(log *slog.Logger, device string, res *Result, err error, suspended bool) {
 	attrs := []any{keyDevice, device, keyResult, res.Outcome(err), keyDuration, res.Duration.Round(time.Millisecond).String()}
 	if res.Snapshot != nil {
-		attrs = append(attrs, keyRevision, Revision(res.Snapshot), keyFetched, res.Snapshot.Fetched)
+		attrs = append(attrs, keyRevision, res.Snapshot.Revision.String(), keyFetched, res.Snapshot.Fetched)
 	}
 	if res.Plan != nil {
 		s := res.Plan.Summary()

@@ -14,7 +14,7 @@ func statusTick(res *Result) *status.Tick {
 		Downloaded: res.Downloaded, Declared: res.Declared, Notes: res.Notes, Info: res.Info,
 	}
 	if snap := res.Snapshot; snap != nil {
-		t.Revision = Revision(snap)
+		t.Revision = snap.Revision.String()
 		if res.FailedStep != StepFetch {
 			t.Target = t.Revision
 		}

@@ -11,6 +11,7 @@ import (
 	"github.com/tend-dev/tend/oci"
 	"github.com/tend-dev/tend/planner"
 	"github.com/tend-dev/tend/render"
+	"github.com/tend-dev/tend/source"
 )
 
 // Options say where the devices are in the repo and how to render them.
@@ -296,7 +297,7 @@ func revisionString(r Revision) string {
 	if r.Commit == "" {
 		return r.Name
 	}
-	return r.Name + "@sha1:" + r.Commit
+	return source.Revision{Ref: r.Name, Commit: r.Commit}.String()
 }
 
 // oneLine joins the lines of an error's message.

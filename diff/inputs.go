@@ -10,6 +10,7 @@ import (
 
 	"github.com/tend-dev/tend/gitsource"
 	"github.com/tend-dev/tend/manifest"
+	"github.com/tend-dev/tend/source"
 )
 
 // inputs are the manifest files of a device at one revision: its own
@@ -36,7 +37,7 @@ type reader struct {
 	// base and head (a change of the shared paths only) is read once.
 	last      plumbing.Hash
 	lastPath  string
-	lastFiles []gitsource.File
+	lastFiles []source.File
 }
 
 func newReader(repo *git.Repository) *reader {
@@ -74,7 +75,7 @@ func (r *reader) read(loc *location) (*inputs, error) {
 }
 
 // own returns the files of the device's folder.
-func (r *reader) own(loc *location) ([]gitsource.File, error) {
+func (r *reader) own(loc *location) ([]source.File, error) {
 	if loc.Tree == r.last && loc.Path == r.lastPath && !r.last.IsZero() {
 		return r.lastFiles, nil
 	}
@@ -98,9 +99,9 @@ func (r *reader) readTogether(loc *location) (*inputs, error) {
 	if err != nil {
 		return nil, fmt.Errorf("read commit %s (%s): %w", loc.Commit, loc.Rev, err)
 	}
-	paths := []gitsource.Path{{Dir: loc.Path, PerDevice: true}}
+	paths := []source.Path{{Dir: loc.Path, PerDevice: true}}
 	for _, s := range loc.Shared {
-		paths = append(paths, gitsource.Path{Dir: s.Path})
+		paths = append(paths, source.Path{Dir: s.Path})
 	}
 	files, err := gitsource.CommitFiles(commit, paths, loc.Rev)
 	if err != nil {

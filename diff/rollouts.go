@@ -7,10 +7,10 @@ import (
 	"strings"
 	"time"
 
-	"github.com/tend-dev/tend/gitsource"
 	"github.com/tend-dev/tend/manifest"
 	"github.com/tend-dev/tend/planner"
 	"github.com/tend-dev/tend/rollout"
+	"github.com/tend-dev/tend/source"
 )
 
 // DeviceRollout is when a device takes a change, under the Rollout at
@@ -169,7 +169,7 @@ func (r *DeviceRollout) JSON() *JSONRollout {
 	spec := r.Rollout.Spec
 	out := &JSONRollout{Name: r.Name(), Wave: r.Wave, Bucket: r.Bucket, After: manifest.Duration(r.After), Paused: spec.Paused, Window: spec.Window, Added: r.Added}
 	if spec.Gate != nil {
-		out.Gate = &manifest.Gate{URL: gitsource.RedactURL(spec.Gate.URL)}
+		out.Gate = &manifest.Gate{URL: source.RedactURL(spec.Gate.URL)}
 	}
 	return out
 }

@@ -12,6 +12,8 @@ import (
 
 	"github.com/go-git/go-git/v5/plumbing/transport"
 	githttp "github.com/go-git/go-git/v5/plumbing/transport/http"
+
+	"github.com/tend-dev/tend/source"
 )
 
 // access is how to reach the remote: credentials, TLS roots, and for ssh
@@ -73,7 +75,7 @@ const (
 // configuration is a permanent error (see IsPermanent).
 func (a Auth) access(stored string, urlAuth transport.AuthMethod, log *slog.Logger) (access, error) {
 	https, ssh := a.fields()
-	shown := RedactURL(stored)
+	shown := source.RedactURL(stored)
 	var acc access
 	var err error
 	switch urlKind(stored) {
@@ -120,7 +122,7 @@ func (a Auth) fields() (https, ssh []string) {
 
 // httpAccess sends a token, or a user name and password, as basic auth.
 func (a Auth) httpAccess(stored string, urlAuth transport.AuthMethod, log *slog.Logger) (access, error) {
-	shown := RedactURL(stored)
+	shown := source.RedactURL(stored)
 	acc := access{auth: urlAuth}
 	if a.CAFile != "" {
 		if !strings.HasPrefix(strings.ToLower(stored), "https://") {
@@ -199,7 +201,7 @@ func IsPermanent(err error) bool {
 		return false
 	}
 	for _, target := range []error{
-		ErrRefNotFound, ErrPathNotFound,
+		ErrRefNotFound, source.ErrPathNotFound,
 		transport.ErrAuthenticationRequired, transport.ErrAuthorizationFailed,
 		transport.ErrRepositoryNotFound, transport.ErrInvalidAuthMethod,
 	} {

@@ -22,6 +22,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/tend-dev/tend/internal/testkit/testgit"
+	"github.com/tend-dev/tend/source"
 )
 
 func TestEndpoint(t *testing.T) {
@@ -207,7 +208,7 @@ func TestIsPermanent(t *testing.T) {
 	}{
 		{"nil", nil, false},
 		{"ref not found", notFound(ErrRefNotFound, "ref %q not found", "x"), true},
-		{"path not found", fmt.Errorf("read: %w", notFound(ErrPathNotFound, "nope")), true},
+		{"path not found", fmt.Errorf("read: %w", notFound(source.ErrPathNotFound, "nope")), true},
 		{"authentication required", fmt.Errorf("list refs: %w", redactErr(fmt.Errorf("%w: go away", transport.ErrAuthenticationRequired), "https://u:p@h/x")), true},
 		{"authorization failed", transport.ErrAuthorizationFailed, true},
 		{"repository not found", transport.ErrRepositoryNotFound, true},

@@ -16,6 +16,7 @@ import (
 	gitssh "github.com/go-git/go-git/v5/plumbing/transport/ssh"
 
 	"github.com/tend-dev/tend/manifest"
+	"github.com/tend-dev/tend/source"
 )
 
 const remoteName = "origin"
@@ -77,7 +78,7 @@ func sshEndpoint(raw string) (stored string, auth transport.AuthMethod, err erro
 		return "", nil, err
 	}
 	if u.Host == "" || u.Path == "" {
-		return "", nil, fmt.Errorf("ssh repository URL %s needs a host and a path, as in ssh://git@host:22/org/fleet.git", RedactURL(raw))
+		return "", nil, fmt.Errorf("ssh repository URL %s needs a host and a path, as in ssh://git@host:22/org/fleet.git", source.RedactURL(raw))
 	}
 	if u.User != nil {
 		if pass, ok := u.User.Password(); ok {
@@ -102,15 +103,15 @@ func parseURL(raw string) (*url.URL, error) {
 		if errors.As(err, &ue) {
 			err = ue.Err
 		}
-		msg := fmt.Sprintf("parse repository URL %s: %s", RedactURL(raw), quotedRE.ReplaceAllString(err.Error(), ""))
-		if RedactURL(raw) != raw {
+		msg := fmt.Sprintf("parse repository URL %s: %s", source.RedactURL(raw), quotedRE.ReplaceAllString(err.Error(), ""))
+		if source.RedactURL(raw) != raw {
 			msg += hint
 		}
 		return nil, errors.New(msg)
 	}
 	_, rest, _ := strings.Cut(raw, "://")
 	if end := strings.IndexAny(rest, "/?#"); end >= 0 && strings.Contains(rest[end:], "@") {
-		return nil, &permanentError{fmt.Errorf("repository URL %s has an @ after its host%s", RedactURL(raw), hint)}
+		return nil, &permanentError{fmt.Errorf("repository URL %s has an @ after its host%s", source.RedactURL(raw), hint)}
 	}
 	return u, nil
 }

@@ -10,6 +10,7 @@ import (
 
 	"github.com/tend-dev/tend/gitsource"
 	"github.com/tend-dev/tend/internal/testkit/testgit"
+	"github.com/tend-dev/tend/source"
 )
 
 func TestFetchErrors(t *testing.T) {
@@ -34,11 +35,11 @@ func TestFetchErrors(t *testing.T) {
 		{"missing full commit", gitsource.Source{URL: f.repo.Dir(), Ref: "0123456789012345678901234567890123456789"},
 			gitsource.ErrRefNotFound, []string{"0123456789012345678901234567890123456789", "tried branch, tag and commit"}},
 		{"missing path", gitsource.Source{URL: httpURL, Ref: "main", Path: "devices/cam-999"},
-			gitsource.ErrPathNotFound, []string{`path "devices/cam-999" not found in ` + httpURL + " at " + rev12}},
+			source.ErrPathNotFound, []string{`path "devices/cam-999" not found in ` + httpURL + " at " + rev12}},
 		{"path is a file", gitsource.Source{URL: f.repo.Dir(), Ref: "main", Path: "root.yaml"},
-			gitsource.ErrPathNotFound, []string{`path "root.yaml" is a file, not a folder`, rev12}},
+			source.ErrPathNotFound, []string{`path "root.yaml" is a file, not a folder`, rev12}},
 		{"path without manifests", gitsource.Source{URL: f.repo.Dir(), Ref: "main", Path: "docs"},
-			gitsource.ErrPathNotFound, []string{`no *.yaml or *.yml files under "docs"`, rev12}},
+			source.ErrPathNotFound, []string{`no *.yaml or *.yml files under "docs"`, rev12}},
 		{"absolute path", gitsource.Source{URL: f.repo.Dir(), Ref: "main", Path: "/etc"},
 			nil, []string{`path "/etc" must be relative`}},
 		{"path escape", gitsource.Source{URL: f.repo.Dir(), Ref: "main", Path: "devices/../../etc"},
@@ -98,7 +99,7 @@ func TestRedactURL(t *testing.T) {
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
-			require.Equal(t, tc.want, gitsource.RedactURL(tc.in))
+			require.Equal(t, tc.want, source.RedactURL(tc.in))
 		})
 	}
 }

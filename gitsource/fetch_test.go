@@ -47,8 +47,8 @@ func TestFetchRefs(t *testing.T) {
 					src := gitsource.Source{URL: url, Ref: tc.ref, Path: "devices/cam-017"}
 					snap, err := fetch(t, t.TempDir(), src)
 					require.NoError(t, err)
-					require.Equal(t, tc.rev, snap.Revision)
-					require.Equal(t, tc.ref, snap.Ref)
+					require.Equal(t, tc.rev, snap.Revision.Commit)
+					require.Equal(t, tc.ref, snap.Revision.Ref)
 					require.Equal(t, url, snap.URL)
 					require.True(t, snap.Fetched)
 					require.Equal(t, cam017, paths(snap))
@@ -104,7 +104,7 @@ func TestFetchUpdates(t *testing.T) {
 			again, err := fetch(t, dir, src)
 			require.NoError(t, err)
 			require.False(t, again.Fetched, "nothing new upstream")
-			require.Equal(t, first.Revision, again.Revision)
+			require.Equal(t, first.Revision.Commit, again.Revision.Commit)
 			require.Equal(t, first.Files, again.Files)
 
 			f.repo.WriteFile("devices/cam-017/models.yaml", "kind: models\nversion: 3\n")
@@ -113,7 +113,7 @@ func TestFetchUpdates(t *testing.T) {
 			next, err := fetch(t, dir, src)
 			require.NoError(t, err)
 			require.True(t, next.Fetched)
-			require.Equal(t, c3, next.Revision)
+			require.Equal(t, c3, next.Revision.Commit)
 			require.Equal(t, "kind: models\nversion: 3\n", content(t, next, "devices/cam-017/models.yaml"))
 			require.Equal(t, "kind: new\n", content(t, next, "devices/cam-017/new.yaml"))
 
@@ -134,7 +134,7 @@ func TestFetchUpdates(t *testing.T) {
 			pinned, err := fetch(t, dir, gitsource.Source{URL: src.URL, Ref: f.c0, Path: src.Path})
 			require.NoError(t, err)
 			require.True(t, pinned.Fetched, "c0 lies past the depth-1 first fetch")
-			require.Equal(t, f.c0, pinned.Revision)
+			require.Equal(t, f.c0, pinned.Revision.Commit)
 			pinned, err = fetch(t, dir, gitsource.Source{URL: src.URL, Ref: f.c0, Path: src.Path})
 			require.NoError(t, err)
 			require.False(t, pinned.Fetched)
@@ -154,7 +154,7 @@ func TestFetchURLChangeKeepsClone(t *testing.T) {
 	second, err := fetch(t, dir, gitsource.Source{URL: f.repo.URL(srv.URL), Ref: "main"})
 	require.NoError(t, err)
 	require.False(t, second.Fetched, "objects from the old URL are reused")
-	require.Equal(t, first.Revision, second.Revision)
+	require.Equal(t, first.Revision.Commit, second.Revision.Commit)
 
 	clone, err := git.PlainOpen(dir)
 	require.NoError(t, err)
@@ -197,22 +197,6 @@ func TestFetchLogsAtDebug(t *testing.T) {
 	require.NotContains(t, out, "level=INFO")
 }
 
-func TestSnapshotString(t *testing.T) {
-	cases := []struct {
-		name string
-		snap gitsource.Snapshot
-		want string
-	}{
-		{"branch", gitsource.Snapshot{URL: "https://host/fleet.git", Ref: "main", Revision: "1a2b3c4d5e6f7a8b9c0d1a2b3c4d5e6f7a8b9c0d"}, "https://host/fleet.git@main (1a2b3c4d5e6f)"},
-		{"remote HEAD", gitsource.Snapshot{URL: "/srv/fleet", Revision: "1a2b3c4d5e6f7a8b9c0d1a2b3c4d5e6f7a8b9c0d"}, "/srv/fleet@HEAD (1a2b3c4d5e6f)"},
-	}
-	for _, tc := range cases {
-		t.Run(tc.name, func(t *testing.T) {
-			require.Equal(t, tc.want, tc.snap.String())
-		})
-	}
-}
-
 func TestFetchDetachedRemoteHead(t *testing.T) {
 	f := newFleet(t)
 	f.repo.Checkout(f.c2) // HEAD names a commit, not a branch
@@ -220,7 +204,7 @@ func TestFetchDetachedRemoteHead(t *testing.T) {
 		t.Run(tr.name, func(t *testing.T) {
 			snap, err := fetch(t, t.TempDir(), gitsource.Source{URL: tr.url(t, f), Path: "devices/cam-017"})
 			require.NoError(t, err)
-			require.Equal(t, f.c2, snap.Revision)
+			require.Equal(t, f.c2, snap.Revision.Commit)
 			require.True(t, snap.Fetched)
 		})
 	}

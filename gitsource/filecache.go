@@ -3,6 +3,8 @@ package gitsource
 import (
 	"fmt"
 	"sync"
+
+	"github.com/tend-dev/tend/source"
 )
 
 // lastRead keeps the files of the last snapshot read, by clone, commit and
@@ -15,13 +17,13 @@ var lastRead fileCache
 type fileCache struct {
 	mu   sync.Mutex
 	key  string
-	kept []File
+	kept []source.File
 }
 
 // files returns the cached files for the key of dir, rev and dirs, or
 // reads them with read and keeps them. The returned files are shared:
 // callers do not change them.
-func (c *fileCache) files(dir, rev string, dirs []Path, read func() ([]File, error)) ([]File, error) {
+func (c *fileCache) files(dir, rev string, dirs []source.Path, read func() ([]source.File, error)) ([]source.File, error) {
 	key := fmt.Sprintf("%s\x00%s\x00%v", dir, rev, dirs)
 	c.mu.Lock()
 	defer c.mu.Unlock()

@@ -10,6 +10,7 @@ import (
 
 	"github.com/tend-dev/tend/gitsource"
 	"github.com/tend-dev/tend/internal/testkit/testgit"
+	"github.com/tend-dev/tend/source"
 )
 
 // fleet is a fleet repo with this history on main:
@@ -73,13 +74,13 @@ var transports = []transport{
 }
 
 // fetch runs Fetch with a clone in dir.
-func fetch(t testing.TB, dir string, src gitsource.Source) (*gitsource.Snapshot, error) {
+func fetch(t testing.TB, dir string, src gitsource.Source) (*source.Snapshot, error) {
 	t.Helper()
 	return gitsource.Fetch(context.Background(), src, gitsource.Options{Dir: dir})
 }
 
 // paths lists the snapshot's file paths.
-func paths(s *gitsource.Snapshot) []string {
+func paths(s *source.Snapshot) []string {
 	var out []string
 	for _, f := range s.Files {
 		out = append(out, f.Path)
@@ -88,7 +89,7 @@ func paths(s *gitsource.Snapshot) []string {
 }
 
 // content returns the data of the file at path in the snapshot.
-func content(t *testing.T, s *gitsource.Snapshot, path string) string {
+func content(t *testing.T, s *source.Snapshot, path string) string {
 	t.Helper()
 	for _, f := range s.Files {
 		if f.Path == path {

@@ -11,6 +11,8 @@ import (
 
 	"github.com/go-git/go-git/v5/plumbing"
 	"github.com/go-git/go-git/v5/plumbing/protocol/packp"
+
+	"github.com/tend-dev/tend/source"
 )
 
 // FuzzRedact builds URLs with credentials from arbitrary parts. Neither
@@ -30,9 +32,9 @@ func FuzzRedact(f *testing.F) {
 		if strings.Contains(public, pass) {
 			return // the secret is also what the URL is: nothing can hide it
 		}
-		shown := RedactURL(raw)
+		shown := source.RedactURL(raw)
 		if strings.Contains(shown, pass) {
-			t.Fatalf("RedactURL(%q) = %q shows the password", raw, shown)
+			t.Fatalf("source.RedactURL(%q) = %q shows the password", raw, shown)
 		}
 		msg := func(u string) string {
 			return redactErr(&url.Error{Op: "Get", URL: u, Err: errors.New("connection refused to " + u)}, u).Error()

@@ -91,10 +91,10 @@ func TestHostileRemoteNeverDeletesTheClone(t *testing.T) {
 			before := cloneFiles(t, dir)
 
 			h.now = hostileServer(t, adv)
-			src.LastApplied = first.Revision
+			src.LastApplied = first.Revision.Commit
 			snap, err := fetch(t, dir, src)
 			require.NoError(t, err, "the node is held, not failed")
-			require.Equal(t, first.Revision, snap.Revision)
+			require.Equal(t, first.Revision.Commit, snap.Revision.Commit)
 			require.Equal(t, first.Files, snap.Files)
 			require.Error(t, snap.Stale)
 			require.Equal(t, before, cloneFiles(t, dir), "the clone changed")
@@ -153,7 +153,7 @@ func TestHangingRemoteIsHeld(t *testing.T) {
 			require.NoError(t, err)
 
 			h.now = tc.hang(real)
-			src.LastApplied = first.Revision
+			src.LastApplied = first.Revision.Commit
 			ctx, cancel := context.WithTimeout(context.Background(), 500*time.Millisecond)
 			defer cancel()
 			if tc.shutdown {
@@ -166,9 +166,9 @@ func TestHangingRemoteIsHeld(t *testing.T) {
 				return
 			}
 			require.NoError(t, err, "a timed-out fetch holds the node")
-			require.Equal(t, first.Revision, snap.Revision)
+			require.Equal(t, first.Revision.Commit, snap.Revision.Commit)
 			require.Equal(t, first.Files, snap.Files)
-			require.ErrorContains(t, snap.Stale, "unreachable; holding the last applied commit "+first.Revision[:12])
+			require.ErrorContains(t, snap.Stale, "unreachable; holding the last applied commit "+first.Revision.Commit[:12])
 		})
 	}
 }
@@ -205,10 +205,10 @@ func TestEndlessRefsAreCutOff(t *testing.T) {
 			}
 		}
 	})
-	src.LastApplied = first.Revision
+	src.LastApplied = first.Revision.Commit
 	snap, err := fetch(t, dir, src)
 	require.NoError(t, err)
-	require.Equal(t, first.Revision, snap.Revision)
+	require.Equal(t, first.Revision.Commit, snap.Revision.Commit)
 	require.ErrorContains(t, snap.Stale, "sent more than 1 MiB on one connection: tend stops reading")
 	require.Less(t, sent.Load(), int64(64<<20), "the server was read to its end")
 }
@@ -234,7 +234,7 @@ func TestCloneAgainKeepsTheOldOnFailure(t *testing.T) {
 	dir := filepath.Join(t.TempDir(), "clone")
 	first, err := fetch(t, dir, src)
 	require.NoError(t, err)
-	src.LastApplied = first.Revision
+	src.LastApplied = first.Revision.Commit
 
 	h.now = failing // the tick's own request passes; the clone again fails
 	var logs strings.Builder
@@ -245,7 +245,7 @@ func TestCloneAgainKeepsTheOldOnFailure(t *testing.T) {
 
 	snap, err = fetch(t, dir, src) // the server is down now
 	require.NoError(t, err, "no clone left to hold the node from")
-	require.Equal(t, first.Revision, snap.Revision)
+	require.Equal(t, first.Revision.Commit, snap.Revision.Commit)
 	require.Error(t, snap.Stale)
 }
 
@@ -277,9 +277,9 @@ func TestLargeManifestIsNotRead(t *testing.T) {
 	require.NoError(t, err)
 	f.repo.WriteFile("devices/cam-017/big.yaml", "content: \""+strings.Repeat("x", 4<<20)+"\"\n")
 	f.repo.Commit("a big manifest")
-	src.LastApplied = first.Revision
+	src.LastApplied = first.Revision.Commit
 	snap, err := fetch(t, dir, src)
 	require.NoError(t, err)
-	require.Equal(t, first.Revision, snap.Revision, "held at the last applied commit")
+	require.Equal(t, first.Revision.Commit, snap.Revision.Commit, "held at the last applied commit")
 	require.ErrorContains(t, snap.Stale, "devices/cam-017/big.yaml: the file is 4194316 bytes; a manifest file may be at most 1048576")
 }

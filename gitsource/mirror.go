@@ -7,6 +7,8 @@ import (
 
 	git "github.com/go-git/go-git/v5"
 	"github.com/go-git/go-git/v5/config"
+
+	"github.com/tend-dev/tend/source"
 )
 
 // Mirror brings every branch and tag of src.URL, with full history, into
@@ -20,7 +22,7 @@ func Mirror(ctx context.Context, src Source, dir string, log *slog.Logger) (*git
 	if log == nil {
 		log = slog.New(slog.DiscardHandler)
 	}
-	shown := RedactURL(src.URL)
+	shown := source.RedactURL(src.URL)
 	stored, urlAuth, err := endpoint(src.URL)
 	if err != nil {
 		return nil, err

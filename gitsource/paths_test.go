@@ -8,6 +8,7 @@ import (
 
 	"github.com/tend-dev/tend/gitsource"
 	"github.com/tend-dev/tend/internal/testkit/testgit"
+	"github.com/tend-dev/tend/source"
 )
 
 // pathsFleet is a repo with shared profiles and device folders.
@@ -28,7 +29,7 @@ type fileSeen struct {
 	PerDevice bool
 }
 
-func seen(s *gitsource.Snapshot) []fileSeen {
+func seen(s *source.Snapshot) []fileSeen {
 	var out []fileSeen
 	for _, f := range s.Files {
 		out = append(out, fileSeen{f.Path, f.PerDevice})
@@ -38,24 +39,24 @@ func seen(s *gitsource.Snapshot) []fileSeen {
 
 func TestFetchSeveralPaths(t *testing.T) {
 	r := pathsFleet(t)
-	profiles := gitsource.Path{Dir: "profiles"}
-	cam017 := gitsource.Path{Dir: "devices/cam-017", PerDevice: true}
+	profiles := source.Path{Dir: "profiles"}
+	cam017 := source.Path{Dir: "devices/cam-017", PerDevice: true}
 	cases := []struct {
 		name  string
-		paths []gitsource.Path
+		paths []source.Path
 		want  []fileSeen
 	}{
-		{"shared and per device, sorted", []gitsource.Path{cam017, profiles}, []fileSeen{
+		{"shared and per device, sorted", []source.Path{cam017, profiles}, []fileSeen{
 			{"devices/cam-017/device.yaml", true}, {"profiles/base.yaml", false}, {"profiles/gpu/cuda.yml", false},
 		}},
-		{"overlapping paths read each file once", []gitsource.Path{profiles, {Dir: "profiles/gpu"}, {Dir: "."}}, []fileSeen{
+		{"overlapping paths read each file once", []source.Path{profiles, {Dir: "profiles/gpu"}, {Dir: "."}}, []fileSeen{
 			{"devices/cam-017/device.yaml", false}, {"devices/cam-018/device.yaml", false},
 			{"profiles/base.yaml", false}, {"profiles/gpu/cuda.yml", false},
 		}},
-		{"a file under a per-device path is per device, even when a shared path reaches it", []gitsource.Path{{Dir: "devices"}, cam017}, []fileSeen{
+		{"a file under a per-device path is per device, even when a shared path reaches it", []source.Path{{Dir: "devices"}, cam017}, []fileSeen{
 			{"devices/cam-017/device.yaml", true}, {"devices/cam-018/device.yaml", false},
 		}},
-		{"a device without a folder of its own takes the shared paths", []gitsource.Path{profiles, {Dir: "devices/cam-099", PerDevice: true}}, []fileSeen{
+		{"a device without a folder of its own takes the shared paths", []source.Path{profiles, {Dir: "devices/cam-099", PerDevice: true}}, []fileSeen{
 			{"profiles/base.yaml", false}, {"profiles/gpu/cuda.yml", false},
 		}},
 	}
@@ -72,25 +73,25 @@ func TestFetchSeveralPathsMissing(t *testing.T) {
 	r := pathsFleet(t)
 	cases := []struct {
 		name   string
-		paths  []gitsource.Path
+		paths  []source.Path
 		want   string
 		shared bool
 	}{
-		{"a missing shared path is an error naming it", []gitsource.Path{{Dir: "profile"}, {Dir: "devices/cam-017", PerDevice: true}},
+		{"a missing shared path is an error naming it", []source.Path{{Dir: "profile"}, {Dir: "devices/cam-017", PerDevice: true}},
 			`source path "profile" not found in ` + r.Dir(), true},
-		{"a shared path that is a file", []gitsource.Path{{Dir: "README.md"}, {Dir: "devices/cam-017", PerDevice: true}},
+		{"a shared path that is a file", []source.Path{{Dir: "README.md"}, {Dir: "devices/cam-017", PerDevice: true}},
 			`source path "README.md" not found`, true},
-		{"every path missing is no manifests", []gitsource.Path{{Dir: "profile"}, {Dir: "devices/cam-099", PerDevice: true}},
+		{"every path missing is no manifests", []source.Path{{Dir: "profile"}, {Dir: "devices/cam-099", PerDevice: true}},
 			`no *.yaml or *.yml files under any of profile, devices/cam-099 in ` + r.Dir(), false},
-		{"one path, missing: as before", []gitsource.Path{{Dir: "devices/cam-099", PerDevice: true}},
+		{"one path, missing: as before", []source.Path{{Dir: "devices/cam-099", PerDevice: true}},
 			`path "devices/cam-099" not found in ` + r.Dir(), false},
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
 			_, err := fetch(t, t.TempDir(), gitsource.Source{URL: r.Dir(), Ref: "main", Paths: tc.paths})
 			require.ErrorContains(t, err, tc.want)
-			require.ErrorIs(t, err, gitsource.ErrPathNotFound)
-			require.Equal(t, tc.shared, errors.Is(err, gitsource.ErrSharedPathNotFound))
+			require.ErrorIs(t, err, source.ErrPathNotFound)
+			require.Equal(t, tc.shared, errors.Is(err, source.ErrSharedPathNotFound))
 		})
 	}
 }
@@ -104,7 +105,7 @@ func TestFetchSeveralPathsHoldsOnMissingSharedPath(t *testing.T) {
 	r.Remove("profiles")
 	r.Commit("drop profiles")
 	src := gitsource.Source{URL: r.Dir(), Ref: "main", LastApplied: applied,
-		Paths: []gitsource.Path{{Dir: "profiles"}, {Dir: "devices/cam-017", PerDevice: true}}}
+		Paths: []source.Path{{Dir: "profiles"}, {Dir: "devices/cam-017", PerDevice: true}}}
 	dir := t.TempDir()
 	first := src
 	first.LastApplied = ""
@@ -113,7 +114,7 @@ func TestFetchSeveralPathsHoldsOnMissingSharedPath(t *testing.T) {
 	require.NoError(t, err)
 	snap, err := fetch(t, dir, src)
 	require.NoError(t, err)
-	require.Equal(t, applied, snap.Revision)
-	require.ErrorIs(t, snap.Stale, gitsource.ErrSharedPathNotFound)
+	require.Equal(t, applied, snap.Revision.Commit)
+	require.ErrorIs(t, snap.Stale, source.ErrSharedPathNotFound)
 	require.Len(t, snap.Files, 3)
 }

@@ -11,6 +11,8 @@ import (
 	"time"
 
 	"github.com/stretchr/testify/require"
+
+	"github.com/tend-dev/tend/source"
 )
 
 // badSecrets are passwords and tokens as a person may paste them into a URL,
@@ -54,7 +56,7 @@ func requireHidden(t *testing.T, text, secret string) {
 func TestRedactURLUnencodedSecret(t *testing.T) {
 	for _, secret := range badSecrets {
 		for _, raw := range secretURLs(secret) {
-			shown := RedactURL(raw)
+			shown := source.RedactURL(raw)
 			requireHidden(t, shown, secret)
 			require.True(t, strings.HasSuffix(shown, "127.0.0.1:18080/fleet") || strings.HasSuffix(shown, "127.0.0.1:2222/fleet.git"), shown)
 		}

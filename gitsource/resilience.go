@@ -24,6 +24,7 @@ import (
 	"github.com/tend-dev/tend/internal/atomicfile"
 	"github.com/tend-dev/tend/internal/backoff"
 	"github.com/tend-dev/tend/internal/errkind"
+	"github.com/tend-dev/tend/source"
 )
 
 // Retries of a transient failure within one fetch: a flaky link gets a
@@ -58,8 +59,7 @@ func transient(err error) bool {
 	if errors.Is(err, context.Canceled) || IsPermanent(err) {
 		return false
 	}
-	var r *refusal
-	if errors.As(err, &r) {
+	if errors.Is(err, source.ErrRefused) {
 		// A commit fetched and then refused here (rolled back, a rewind,
 		// unsigned): its reason may quote a health probe's "connection
 		// refused", but the repo was reached.
@@ -161,7 +161,7 @@ func redactAny(err error) string { return redactErr(err, "").Error() }
 // holds the node at its last applied state (and reverts drift); the cause
 // is kept in Snapshot.Stale and reported. It returns nil when there is no
 // last applied commit in the clone to hold.
-func (f *fetcher) hold(repo *git.Repository, cause error) *Snapshot {
+func (f *fetcher) hold(repo *git.Repository, cause error) *source.Snapshot {
 	if len(f.src.LastApplied) != 40 {
 		return nil
 	}
@@ -176,12 +176,12 @@ func (f *fetcher) hold(repo *git.Repository, cause error) *Snapshot {
 	}
 	stale := fmt.Errorf("holding the last applied commit %s: %w", f.src.LastApplied[:12], cause)
 	switch {
-	case errors.Is(cause, ErrQuarantined):
+	case errors.Is(cause, source.ErrQuarantined):
 		stale = fmt.Errorf("%w; holding the last applied commit %s", cause, f.src.LastApplied[:12])
 	case transient(cause):
 		stale = fmt.Errorf("%s is unreachable; holding the last applied commit %s from the local clone: %w", f.shown, f.src.LastApplied[:12], cause)
 	}
-	return &Snapshot{URL: f.shown, Ref: f.src.Ref, Revision: h.String(), Files: files, Stale: stale}
+	return &source.Snapshot{URL: f.shown, Revision: source.Revision{Ref: f.src.Ref, Commit: h.String()}, Files: files, Stale: stale}
 }
 
 // damaged reports whether err, from a clone that opened, may come from a
@@ -197,8 +197,8 @@ func (f *fetcher) damaged(err error) bool {
 	if errors.As(err, &pe) && strings.HasPrefix(pe.Path, f.opts.Dir) || errors.Is(err, dotgit.ErrEmptyRefFile) {
 		return true
 	}
-	if transient(err) || errors.Is(err, ErrRefNotFound) || errors.Is(err, ErrPathNotFound) ||
-		errors.Is(err, ErrUnverified) || errors.Is(err, ErrRewind) || IsPermanent(err) || errors.Is(err, errRemote) {
+	if transient(err) || errors.Is(err, ErrRefNotFound) || errors.Is(err, source.ErrPathNotFound) ||
+		errors.Is(err, source.ErrUnverified) || errors.Is(err, source.ErrRewind) || IsPermanent(err) || errors.Is(err, errRemote) {
 		return false
 	}
 	if errors.Is(err, errDamaged) || errors.Is(err, plumbing.ErrObjectNotFound) || errors.Is(err, git.ErrRepositoryNotExists) {

@@ -14,6 +14,7 @@ import (
 
 	"github.com/tend-dev/tend/gitsource"
 	"github.com/tend-dev/tend/internal/testkit/testgit"
+	"github.com/tend-dev/tend/source"
 )
 
 func TestServerDown(t *testing.T) {
@@ -34,24 +35,24 @@ func TestServerDown(t *testing.T) {
 	})
 	t.Run("with one, the node is held at it from the clone", func(t *testing.T) {
 		src := src
-		src.LastApplied = first.Revision
+		src.LastApplied = first.Revision.Commit
 		snap, err := fetch(t, dir, src)
 		require.NoError(t, err)
-		require.Equal(t, first.Revision, snap.Revision)
+		require.Equal(t, first.Revision.Commit, snap.Revision.Commit)
 		require.Equal(t, first.Files, snap.Files)
 		require.Error(t, snap.Stale, "the fetch error is still reported")
-		require.Contains(t, snap.Stale.Error(), "unreachable; holding the last applied commit "+first.Revision[:12])
+		require.Contains(t, snap.Stale.Error(), "unreachable; holding the last applied commit "+first.Revision.Commit[:12])
 	})
 	t.Run("an agent that starts without network works from the clone", func(t *testing.T) {
 		// A fresh Fetch call on the existing clone, as after a restart.
 		src := src
-		src.LastApplied = first.Revision
+		src.LastApplied = first.Revision.Commit
 		snap, err := gitsource.Fetch(context.Background(), src, gitsource.Options{Dir: dir})
 		require.NoError(t, err)
 		require.NotNil(t, snap.Stale)
 	})
 	t.Run("a server that is down at start and has no clone fails clearly", func(t *testing.T) {
-		_, err := fetch(t, filepath.Join(t.TempDir(), "clone"), gitsource.Source{URL: url, Ref: "main", LastApplied: first.Revision})
+		_, err := fetch(t, filepath.Join(t.TempDir(), "clone"), gitsource.Source{URL: url, Ref: "main", LastApplied: first.Revision.Commit})
 		require.ErrorContains(t, err, "list refs of "+url)
 	})
 }
@@ -89,7 +90,7 @@ func TestDamagedCloneIsClonedAgain(t *testing.T) {
 			var logs bytes.Buffer
 			snap, err := gitsource.Fetch(context.Background(), src, gitsource.Options{Dir: dir, Logger: slog.New(slog.NewTextHandler(&logs, nil))})
 			require.NoError(t, err, logs.String())
-			require.Equal(t, first.Revision, snap.Revision)
+			require.Equal(t, first.Revision.Commit, snap.Revision.Commit)
 			require.Equal(t, first.Files, snap.Files)
 			if name == "garbage config" {
 				require.Contains(t, logs.String(), "damaged; cloning again")
@@ -105,12 +106,12 @@ func TestDamagedCloneIsClonedAgain(t *testing.T) {
 			f.repo.WriteFile("devices/cam-017/next.yaml", "next: "+name+"\n")
 			next := f.repo.Commit("next")
 			src := src
-			src.LastApplied = first.Revision
+			src.LastApplied = first.Revision.Commit
 			var logs bytes.Buffer
 			snap, err := gitsource.Fetch(context.Background(), src, gitsource.Options{Dir: dir, Logger: slog.New(slog.NewTextHandler(&logs, nil))})
 			require.NoError(t, err, logs.String())
 			require.Nil(t, snap.Stale, "held at the last applied commit:\n%s", logs.String())
-			require.Equal(t, next, snap.Revision)
+			require.Equal(t, next, snap.Revision.Commit)
 		})
 	}
 }
@@ -119,7 +120,7 @@ func TestCloneSizeBound(t *testing.T) {
 	f := newFleet(t)
 	src := gitsource.Source{URL: f.repo.Dir(), Ref: "main", Path: "devices/cam-017"}
 	dir := filepath.Join(t.TempDir(), "clone")
-	var last *gitsource.Snapshot
+	var last *source.Snapshot
 	for i := range 5 {
 		f.repo.WriteFile("devices/cam-017/blob.yaml", "data: "+string(bytes.Repeat([]byte{'a' + byte(i)}, 50_000))+"\n")
 		f.repo.Commit("grow")
@@ -129,11 +130,11 @@ func TestCloneSizeBound(t *testing.T) {
 	}
 	grown := dirSize(t, filepath.Join(dir, "objects"))
 
-	src.LastApplied = last.Revision
+	src.LastApplied = last.Revision.Commit
 	var logs bytes.Buffer
 	snap, err := gitsource.Fetch(context.Background(), src, gitsource.Options{Dir: dir, MaxCloneBytes: 1000, Logger: slog.New(slog.NewTextHandler(&logs, nil))})
 	require.NoError(t, err)
-	require.Equal(t, last.Revision, snap.Revision)
+	require.Equal(t, last.Revision.Commit, snap.Revision.Commit)
 	require.Contains(t, logs.String(), "past its size bound")
 	require.Less(t, dirSize(t, filepath.Join(dir, "objects")), grown, "the clone shrank")
 	require.FileExists(t, filepath.Join(dir, "shallow"), "cloned again at depth 1, not with full history")
@@ -148,7 +149,7 @@ func TestCloneSizeBound(t *testing.T) {
 	next := f.repo.Commit("next")
 	snap, err = gitsource.Fetch(context.Background(), src, gitsource.Options{Dir: dir})
 	require.NoError(t, err)
-	require.Equal(t, next, snap.Revision)
+	require.Equal(t, next, snap.Revision.Commit)
 }
 
 // Every fetch of a new commit adds a pack, and reading the clone slows
@@ -169,7 +170,7 @@ func TestClonePackBound(t *testing.T) {
 		rev := f.repo.Commit("next")
 		snap, err := gitsource.Fetch(context.Background(), src, opts)
 		require.NoError(t, err)
-		require.Equal(t, rev, snap.Revision)
+		require.Equal(t, rev, snap.Revision.Commit)
 		src.LastApplied = rev // applied: the next tick is converged
 		_, err = gitsource.Fetch(context.Background(), src, opts)
 		require.NoError(t, err)
@@ -213,10 +214,10 @@ func TestNewCloneStillReachesLastApplied(t *testing.T) {
 	f.repo.Commit("one")
 	f.repo.WriteFile("devices/cam-017/next.yaml", "next: 2\n")
 	next := f.repo.Commit("two")
-	src.LastApplied = first.Revision
+	src.LastApplied = first.Revision.Commit
 	snap, err := fetch(t, dir, src)
 	require.NoError(t, err)
-	require.Equal(t, next, snap.Revision)
+	require.Equal(t, next, snap.Revision.Commit)
 }
 
 // A device that was off while hundreds of commits landed is not refused as
@@ -234,11 +235,11 @@ func TestFarBehindIsNotARewind(t *testing.T) {
 	for i := range 300 {
 		f.repo.Git("commit", "-q", "--allow-empty", "-m", fmt.Sprint(i))
 	}
-	src.LastApplied = first.Revision
+	src.LastApplied = first.Revision.Commit
 	snap, err := fetch(t, dir, src)
 	require.NoError(t, err)
 	require.Nil(t, snap.Stale)
-	require.Equal(t, f.repo.Head(), snap.Revision)
+	require.Equal(t, f.repo.Head(), snap.Revision.Commit)
 }
 
 func TestInterruptedFetchLeavesNoPack(t *testing.T) {
@@ -266,13 +267,13 @@ func TestQuarantinedIsNotUnreachable(t *testing.T) {
 	f.repo.WriteFile("devices/cam-017/models.yaml", "kind: models\nversion: broken\n")
 	bad := f.repo.Commit("broken")
 
-	src.LastApplied = first.Revision
+	src.LastApplied = first.Revision.Commit
 	src.Quarantined = map[string]string{bad: `service/web did not become healthy: GET http://127.0.0.1:8080/healthz: dial tcp 127.0.0.1:8080: connect: connection refused`}
 	snap, err := fetch(t, dir, src)
 	require.NoError(t, err)
-	require.Equal(t, first.Revision, snap.Revision, "held at the last applied commit")
-	require.ErrorIs(t, snap.Stale, gitsource.ErrQuarantined)
+	require.Equal(t, first.Revision.Commit, snap.Revision.Commit, "held at the last applied commit")
+	require.ErrorIs(t, snap.Stale, source.ErrQuarantined)
 	require.NotContains(t, snap.Stale.Error(), "unreachable")
 	require.Equal(t, "commit "+bad[:12]+" was rolled back on this node: "+src.Quarantined[bad]+
-		"; push a fix as a new commit, or run tend retry to try this one again; holding the last applied commit "+first.Revision[:12], snap.Stale.Error())
+		"; push a fix as a new commit, or run tend retry to try this one again; holding the last applied commit "+first.Revision.Commit[:12], snap.Stale.Error())
 }

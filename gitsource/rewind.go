@@ -8,6 +8,8 @@ import (
 	git "github.com/go-git/go-git/v5"
 	"github.com/go-git/go-git/v5/plumbing"
 	"github.com/go-git/go-git/v5/plumbing/object"
+
+	"github.com/tend-dev/tend/source"
 )
 
 // maxRewindWalk bounds the commits checkRewind reads looking for the last
@@ -27,7 +29,7 @@ func checkRewind(repo *git.Repository, commit *object.Commit, src Source, shown 
 	target := commit.Hash.String()[:12]
 	const resolve = "refusing to rewind; set source.allowRewind: true, or run tend apply --allow-rewind once, to accept it"
 	if len(last) != 40 || !looksLikeHash(last) {
-		return refuse(ErrRewind, nil, "target %s of %s cannot be checked against the last applied revision %q, which is not a full commit hash; %s",
+		return source.Refuse(source.ErrRewind, nil, "target %s of %s cannot be checked against the last applied revision %q, which is not a full commit hash; %s",
 			target, shown, src.LastApplied, resolve)
 	}
 	lastHash := plumbing.NewHash(last)
@@ -43,12 +45,12 @@ func checkRewind(repo *git.Repository, commit *object.Commit, src Source, shown 
 		// The clone's history ends before an answer: fetch deeper.
 		return &incompleteError{edges: edges}
 	case errors.Is(err, errWalkLimit):
-		return refuse(ErrRewind, err, "target %s of %s: the last applied commit %s is not among the %d newest commits of its history; %s",
+		return source.Refuse(source.ErrRewind, err, "target %s of %s: the last applied commit %s is not among the %d newest commits of its history; %s",
 			target, shown, last[:12], maxRewindWalk, resolve)
 	case err != nil:
 		return fmt.Errorf("walk history of %s in %s: %w", target, shown, err)
 	case !found:
-		return refuse(ErrRewind, nil, "target %s of %s does not descend from the last applied commit %s (a force-push or an older commit replayed); %s",
+		return source.Refuse(source.ErrRewind, nil, "target %s of %s does not descend from the last applied commit %s (a force-push or an older commit replayed); %s",
 			target, shown, last[:12], resolve)
 	}
 	return nil

@@ -9,6 +9,7 @@ import (
 
 	"github.com/tend-dev/tend/gitsource"
 	"github.com/tend-dev/tend/internal/testkit/testgit"
+	"github.com/tend-dev/tend/source"
 )
 
 // history is a fleet repo with c0 ── c1 ── c2 on main and a branch side
@@ -125,7 +126,7 @@ func TestFetchRewind(t *testing.T) {
 					if !tc.fresh {
 						snap, err := fetch(t, dir, gitsource.Source{URL: url, Ref: "main", Path: "devices/cam-017"})
 						require.NoError(t, err)
-						require.Equal(t, h.rev["c2"], snap.Revision)
+						require.Equal(t, h.rev["c2"], snap.Revision.Commit)
 					}
 					h.change(t, tc.change)
 
@@ -144,17 +145,17 @@ func TestFetchRewind(t *testing.T) {
 					snap, err := fetch(t, dir, src)
 					if tc.want != "" {
 						require.NoError(t, err)
-						require.Equal(t, h.rev[tc.want], snap.Revision)
+						require.Equal(t, h.rev[tc.want], snap.Revision.Commit)
 						return
 					}
 					// Refused: the node is held at the last applied commit
 					// when the clone has it, and the refusal is reported.
 					if err == nil {
 						require.NotNil(t, snap.Stale, "a refusal is reported")
-						require.Equal(t, last, snap.Revision, "only the last applied commit is held")
+						require.Equal(t, last, snap.Revision.Commit, "only the last applied commit is held")
 						err = snap.Stale
 					}
-					require.ErrorIs(t, err, gitsource.ErrRewind)
+					require.ErrorIs(t, err, source.ErrRewind)
 					pairs := []string{"{url}", url}
 					for name, rev := range h.rev {
 						pairs = append(pairs, "{"+name+"}", rev[:12])

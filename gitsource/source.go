@@ -11,6 +11,8 @@ import (
 	"github.com/go-git/go-git/v5/plumbing"
 	"github.com/go-git/go-git/v5/plumbing/object"
 	"github.com/go-git/go-git/v5/plumbing/transport"
+
+	"github.com/tend-dev/tend/source"
 )
 
 // Source says where a device's manifests live and how far to trust them.
@@ -21,7 +23,7 @@ type Source struct {
 	Auth Auth   // credentials, read from files at each fetch
 	// Paths are the folders inside the repo the device reads (see
 	// readFiles for what a missing one means).
-	Paths []Path
+	Paths []source.Path
 
 	// Keyring, when set, is an armored OpenPGP key ring: only a target
 	// commit whose signature verifies against it is returned.
@@ -55,55 +57,12 @@ type Options struct {
 	MaxCloneBytes int64
 }
 
-// Path is one folder of the repo a device reads.
-type Path struct {
-	Dir string // placeholders expanded; "" or "." = the repo root
-	// PerDevice is set when the configured pattern held {device}: the
-	// folder is the device's own, and a device may have none.
-	PerDevice bool
-}
-
 // paths returns src.Paths, or src.Path as the one path.
-func (src Source) paths() []Path {
+func (src Source) paths() []source.Path {
 	if len(src.Paths) > 0 {
 		return src.Paths
 	}
-	return []Path{{Dir: src.Path}}
-}
-
-// File is one manifest file read from the commit.
-type File struct {
-	Path      string // repo-relative, slash-separated, e.g. devices/cam-017/models.yaml
-	Data      []byte
-	PerDevice bool // read from a Path with PerDevice
-}
-
-// Snapshot is what Fetch read: one device's manifest files at one commit.
-type Snapshot struct {
-	URL      string // redacted: no userinfo
-	Ref      string // what was asked for
-	Revision string // full commit hash
-	Files    []File // every *.yaml / *.yml under each path (recursively), once, sorted by Path
-	Fetched  bool   // false when the commit was already in the clone and nothing was fetched
-	// Stale is set when the target could not be used (the remote is
-	// unreachable or refuses the credentials, the target is unsigned, a
-	// rewind, or has no manifests) and the snapshot is the last applied
-	// commit from the clone instead: the node is held at its last applied
-	// state, and the error must still be shown.
-	Stale error
-}
-
-// String names the snapshot in messages: "URL@ref (rev[:12])".
-func (s *Snapshot) String() string {
-	ref := s.Ref
-	if ref == "" {
-		ref = "HEAD"
-	}
-	rev := s.Revision
-	if len(rev) > 12 {
-		rev = rev[:12]
-	}
-	return fmt.Sprintf("%s@%s (%s)", s.URL, ref, rev)
+	return []source.Path{{Dir: src.Path}}
 }
 
 // Log keys.
@@ -123,13 +82,13 @@ const (
 // under src's paths from that commit. When the commit is already in the clone
 // the only network traffic is the ref advertisement (as git ls-remote), and
 // none at all for a full commit hash.
-func Fetch(ctx context.Context, src Source, opts Options) (*Snapshot, error) {
+func Fetch(ctx context.Context, src Source, opts Options) (*source.Snapshot, error) {
 	log := opts.Logger
 	if log == nil {
 		log = slog.New(slog.DiscardHandler)
 	}
-	shown := RedactURL(src.URL)
-	dirs, err := cleanPaths(src.paths())
+	shown := source.RedactURL(src.URL)
+	dirs, err := source.CleanPaths(src.paths())
 	if err != nil {
 		return nil, err
 	}
@@ -167,14 +126,14 @@ type fetcher struct {
 	opts    Options
 	stored  string // the URL as the clone's remote stores it
 	acc     access
-	dirs    []Path // folders of the repo the device reads, cleaned
-	shown   string // the URL for messages
+	dirs    []source.Path // folders of the repo the device reads, cleaned
+	shown   string        // the URL for messages
 	log     *slog.Logger
 	opened  bool // the clone opened; errors past here may mean damage
 	pruning bool // cloning again for size: do not check the size again
 }
 
-func (f *fetcher) run(ctx context.Context) (snap *Snapshot, err error) {
+func (f *fetcher) run(ctx context.Context) (snap *source.Snapshot, err error) {
 	defer guard(&err)
 	f.opened = false
 	cleanTemp(f.opts.Dir)
@@ -185,7 +144,7 @@ func (f *fetcher) run(ctx context.Context) (snap *Snapshot, err error) {
 	f.opened = true
 	snap, err = f.read(ctx, repo)
 	if err == nil {
-		f.prune(ctx, repo, plumbing.NewHash(snap.Revision))
+		f.prune(ctx, repo, plumbing.NewHash(snap.Revision.Commit))
 		return snap, nil
 	}
 	cleanTemp(f.opts.Dir) // an interrupted fetch leaves its pack behind
@@ -203,7 +162,7 @@ func (f *fetcher) run(ctx context.Context) (snap *Snapshot, err error) {
 
 // read brings the target commit into the clone, checks it, and reads the
 // device's files from it.
-func (f *fetcher) read(ctx context.Context, repo *git.Repository) (*Snapshot, error) {
+func (f *fetcher) read(ctx context.Context, repo *git.Repository) (*source.Snapshot, error) {
 	rev, fetched, refspec, err := update(ctx, repo, f.src, f.acc, f.shown, f.log)
 	if err != nil {
 		return nil, err
@@ -213,7 +172,7 @@ func (f *fetcher) read(ctx context.Context, repo *git.Repository) (*Snapshot, er
 		return nil, fmt.Errorf("read commit %s of %s: %w", rev, f.shown, err)
 	}
 	if why, ok := f.src.Quarantined[rev.String()]; ok {
-		return nil, refuse(ErrQuarantined, nil, "commit %s was rolled back on this node: %s; push a fix as a new commit, or run tend retry to try this one again", rev.String()[:12], why)
+		return nil, source.Refuse(source.ErrQuarantined, nil, "commit %s was rolled back on this node: %s; push a fix as a new commit, or run tend retry to try this one again", rev.String()[:12], why)
 	}
 	if err := verifyCommit(commit, f.src.Keyring, f.shown); err != nil {
 		return nil, err
@@ -221,7 +180,7 @@ func (f *fetcher) read(ctx context.Context, repo *git.Repository) (*Snapshot, er
 	if err := f.checkRewind(ctx, repo, commit, refspec); err != nil {
 		return nil, err
 	}
-	files, err := lastRead.files(f.opts.Dir, rev.String(), f.dirs, func() ([]File, error) { return readFiles(commit, f.dirs, f.shown) })
+	files, err := lastRead.files(f.opts.Dir, rev.String(), f.dirs, func() ([]source.File, error) { return readFiles(commit, f.dirs, f.shown) })
 	if err != nil {
 		return nil, err
 	}
@@ -231,7 +190,7 @@ func (f *fetcher) read(ctx context.Context, repo *git.Repository) (*Snapshot, er
 	}
 	f.log.DebugContext(ctx, msg, logKeyURL, f.shown, logKeyRef, f.src.Ref,
 		logKeyRevision, rev.String(), logKeyFiles, len(files))
-	return &Snapshot{URL: f.shown, Ref: f.src.Ref, Revision: rev.String(), Files: files, Fetched: fetched}, nil
+	return &source.Snapshot{URL: f.shown, Revision: source.Revision{Ref: f.src.Ref, Commit: rev.String()}, Files: files, Fetched: fetched}, nil
 }
 
 // deepenSteps are the depths fetched, one after another, while the clone's
@@ -264,7 +223,7 @@ func (f *fetcher) checkRewind(ctx context.Context, repo *git.Repository, commit 
 		err = checkRewind(repo, commit, f.src, f.shown)
 	}
 	if errors.Is(err, errIncomplete) {
-		return refuse(ErrRewind, nil, "target %s of %s cannot be shown to descend from the last applied commit %s, even with the full history; refusing to rewind; set source.allowRewind: true, or run tend apply --allow-rewind once, to accept it",
+		return source.Refuse(source.ErrRewind, nil, "target %s of %s cannot be shown to descend from the last applied commit %s, even with the full history; refusing to rewind; set source.allowRewind: true, or run tend apply --allow-rewind once, to accept it",
 			commit.Hash.String()[:12], f.shown, f.src.LastApplied[:12])
 	}
 	return err

@@ -17,12 +17,14 @@ import (
 	"golang.org/x/crypto/ssh"
 	xknownhosts "golang.org/x/crypto/ssh/knownhosts"
 	"golang.org/x/net/proxy"
+
+	"github.com/tend-dev/tend/source"
 )
 
 // sshAccess authenticates with the key in sshKeyFile (or a password from
 // the URL) and checks the host key against knownHostsFile.
 func (a Auth) sshAccess(stored string, urlAuth transport.AuthMethod, log *slog.Logger) (access, error) {
-	shown := RedactURL(stored)
+	shown := source.RedactURL(stored)
 	ep, err := transport.NewEndpoint(stored)
 	if err != nil {
 		return access{}, fmt.Errorf("parse repository URL %s: %w", shown, err)

@@ -14,6 +14,7 @@ import (
 
 	"github.com/tend-dev/tend/gitsource"
 	"github.com/tend-dev/tend/internal/testkit/testgit"
+	"github.com/tend-dev/tend/source"
 )
 
 // Secrets the tests look for in every error, log line and clone config.
@@ -61,7 +62,7 @@ func secretFile(t *testing.T, content string) string {
 }
 
 // fetchLogged runs Fetch with a debug logger and returns what it logged.
-func fetchLogged(t *testing.T, dir string, src gitsource.Source) (*gitsource.Snapshot, string, error) {
+func fetchLogged(t *testing.T, dir string, src gitsource.Source) (*source.Snapshot, string, error) {
 	t.Helper()
 	var buf bytes.Buffer
 	log := slog.New(slog.NewTextHandler(&buf, &slog.HandlerOptions{Level: slog.LevelDebug}))
@@ -101,7 +102,7 @@ func requireWorks(t *testing.T, f *remoteFleet, src gitsource.Source) string {
 			src.Ref, src.Path = tg.ref, tg.path
 			snap, log, err := fetchLogged(t, dir, src)
 			require.NoError(t, err)
-			require.Equal(t, tg.rev(f), snap.Revision)
+			require.Equal(t, tg.rev(f), snap.Revision.Commit)
 			require.Contains(t, paths(snap), tg.file)
 			cfg, err := os.ReadFile(filepath.Join(dir, "config"))
 			require.NoError(t, err)
@@ -270,7 +271,7 @@ func TestFetchSSH(t *testing.T) {
 		{"missing repository", gitsource.Source{URL: sshd.URL + "/no-such-repo", Auth: auth},
 			nil, gittransport.ErrRepositoryNotFound, true},
 		{"missing path", gitsource.Source{URL: url, Path: "devices/cam-999", Auth: auth},
-			[]string{"devices/cam-999"}, gitsource.ErrPathNotFound, true},
+			[]string{"devices/cam-999"}, source.ErrPathNotFound, true},
 		{"server down", gitsource.Source{URL: closedURL, Auth: auth},
 			[]string{"connection refused"}, nil, false},
 	})

@@ -14,6 +14,8 @@ import (
 	"github.com/ProtonMail/go-crypto/openpgp/packet"
 	"github.com/go-git/go-git/v5/plumbing"
 	"github.com/go-git/go-git/v5/plumbing/object"
+
+	"github.com/tend-dev/tend/source"
 )
 
 // Armor header lines of the signatures git writes in a commit's gpgsig.
@@ -40,21 +42,21 @@ func verifyCommit(commit *object.Commit, keyring, shown string) error {
 	sig := commit.PGPSignature
 	switch {
 	case sig == "":
-		return refuse(ErrUnverified, nil, "commit %s of %s is not signed; source.verify requires signed commits", rev, shown)
+		return source.Refuse(source.ErrUnverified, nil, "commit %s of %s is not signed; source.verify requires signed commits", rev, shown)
 	case strings.HasPrefix(sig, sshSignatureStart):
-		return refuse(ErrUnverified, nil, "commit %s of %s has an SSH signature: SSH commit signatures are not supported; sign with OpenPGP", rev, shown)
+		return source.Refuse(source.ErrUnverified, nil, "commit %s of %s has an SSH signature: SSH commit signatures are not supported; sign with OpenPGP", rev, shown)
 	case strings.HasPrefix(sig, x509SignatureStart):
-		return refuse(ErrUnverified, nil, "commit %s of %s has an X.509 signature: X.509 commit signatures are not supported; sign with OpenPGP", rev, shown)
+		return source.Refuse(source.ErrUnverified, nil, "commit %s of %s has an X.509 signature: X.509 commit signatures are not supported; sign with OpenPGP", rev, shown)
 	case !strings.HasPrefix(sig, pgpSignatureStart):
-		return refuse(ErrUnverified, nil, "commit %s of %s has a signature tend cannot read; sign with OpenPGP", rev, shown)
+		return source.Refuse(source.ErrUnverified, nil, "commit %s of %s has a signature tend cannot read; sign with OpenPGP", rev, shown)
 	case len(armoredBlocks([]byte(sig))) > 1:
 		// As git itself, which refuses a second signature status line.
-		return refuse(ErrUnverified, nil, "commit %s of %s carries more than one signature; source.verify accepts exactly one OpenPGP signature", rev, shown)
+		return source.Refuse(source.ErrUnverified, nil, "commit %s of %s carries more than one signature; source.verify accepts exactly one OpenPGP signature", rev, shown)
 	}
 
 	body, issuer, err := parseSignature(sig)
 	if err != nil {
-		return refuse(ErrUnverified, err, "commit %s of %s has an unreadable OpenPGP signature: %v", rev, shown, err)
+		return source.Refuse(source.ErrUnverified, err, "commit %s of %s has an unreadable OpenPGP signature: %v", rev, shown, err)
 	}
 	signed := &plumbing.MemoryObject{}
 	if err := commit.EncodeWithoutSignature(signed); err != nil {
@@ -70,10 +72,10 @@ func verifyCommit(commit *object.Commit, keyring, shown string) error {
 	case err == nil:
 		return nil
 	case errors.Is(err, pgperrors.ErrUnknownIssuer):
-		return refuse(ErrUnverified, err, "commit %s of %s is signed by key %s, which is not in the key ring %s; add its public key there or sign with a trusted key",
+		return source.Refuse(source.ErrUnverified, err, "commit %s of %s is signed by key %s, which is not in the key ring %s; add its public key there or sign with a trusted key",
 			rev, shown, issuer, keyring)
 	default:
-		return refuse(ErrUnverified, err, "commit %s of %s: the signature by key %s does not verify against the key ring %s: %v",
+		return source.Refuse(source.ErrUnverified, err, "commit %s of %s: the signature by key %s does not verify against the key ring %s: %v",
 			rev, shown, issuer, keyring, err)
 	}
 }
@@ -166,24 +168,4 @@ func parseSignature(sig string) (body []byte, issuer string, err error) {
 		return nil, "", errors.New("the signature does not name the key that made it")
 	}
 	return body, issuer, nil
-}
-
-// refusal is a message of its own that matches a sentinel (ErrUnverified,
-// ErrRewind, ErrQuarantined) with errors.Is and keeps the underlying cause, if any.
-type refusal struct {
-	msg         string
-	kind, cause error
-}
-
-func (e *refusal) Error() string { return e.msg }
-
-func (e *refusal) Unwrap() []error {
-	if e.cause == nil {
-		return []error{e.kind}
-	}
-	return []error{e.kind, e.cause}
-}
-
-func refuse(kind, cause error, format string, args ...any) error {
-	return &refusal{msg: fmt.Sprintf(format, args...), kind: kind, cause: cause}
 }

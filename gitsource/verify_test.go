@@ -10,6 +10,7 @@ import (
 
 	"github.com/tend-dev/tend/gitsource"
 	"github.com/tend-dev/tend/internal/testkit/testgit"
+	"github.com/tend-dev/tend/source"
 )
 
 // signedFleet is a fleet repo whose branches each end in a commit signed
@@ -88,24 +89,24 @@ func TestFetchVerify(t *testing.T) {
 	}{
 		{"signed by a trusted key", "main", "", trusted, nil, nil},
 		{"no key ring, unsigned", "unsigned", "", "", nil, nil},
-		{"unsigned", "unsigned", "", trusted, gitsource.ErrUnverified,
+		{"unsigned", "unsigned", "", trusted, source.ErrUnverified,
 			[]string{"commit {rev} of {url} is not signed; source.verify requires signed commits"}},
-		{"unsigned, checked before the path", "unsigned", "devices/cam-999", trusted, gitsource.ErrUnverified,
+		{"unsigned, checked before the path", "unsigned", "devices/cam-999", trusted, source.ErrUnverified,
 			[]string{"commit {rev} of {url} is not signed"}},
-		{"signed by an untrusted key", "untrusted", "", trusted, gitsource.ErrUnverified,
+		{"signed by an untrusted key", "untrusted", "", trusted, source.ErrUnverified,
 			[]string{"commit {rev} of {url} is signed by key " + f.untrusted.ID, "not in the key ring " + trusted}},
 		{"second key of two in one block", "second", "", twoKeys, nil, nil},
 		{"second key of two in two blocks", "second", "", twoBlocks, nil, nil},
 		{"first key of two in two blocks", "main", "", twoBlocks, nil, nil},
-		{"second key, ring without it", "second", "", trusted, gitsource.ErrUnverified,
+		{"second key, ring without it", "second", "", trusted, source.ErrUnverified,
 			[]string{"signed by key " + f.second.ID}},
 		{"signing subkey", "subkey", "", subkeyRing, nil, nil},
-		{"signing subkey, ring without it", "subkey", "", trusted, gitsource.ErrUnverified,
+		{"signing subkey, ring without it", "subkey", "", trusted, source.ErrUnverified,
 			[]string{"signed by key " + f.withSubkey.ID}},
 		{"signed on top of an unsigned commit", "on-unsigned", "", trusted, nil, nil},
-		{"SSH signature", "ssh", "", trusted, gitsource.ErrUnverified,
+		{"SSH signature", "ssh", "", trusted, source.ErrUnverified,
 			[]string{"commit {rev} of {url} has an SSH signature", "SSH commit signatures are not supported; sign with OpenPGP"}},
-		{"tampered commit", "tampered", "", trusted, gitsource.ErrUnverified,
+		{"tampered commit", "tampered", "", trusted, source.ErrUnverified,
 			[]string{"commit {rev} of {url}: the signature by key " + f.trusted.ID, "does not verify"}},
 		{"key ring missing", "main", "", missing, nil,
 			[]string{"read key ring " + missing + " (source.verify.keyring)", "no such file"}},
@@ -131,7 +132,7 @@ func TestFetchVerify(t *testing.T) {
 					snap, err := fetch(t, t.TempDir(), src)
 					if tc.contains == nil {
 						require.NoError(t, err)
-						require.Equal(t, f.rev[tc.ref], snap.Revision)
+						require.Equal(t, f.rev[tc.ref], snap.Revision.Commit)
 						return
 					}
 					require.Error(t, err)
@@ -139,7 +140,7 @@ func TestFetchVerify(t *testing.T) {
 					if tc.is != nil {
 						require.ErrorIs(t, err, tc.is)
 					} else {
-						require.NotErrorIs(t, err, gitsource.ErrUnverified, "a key ring problem is the node's, not the commit's")
+						require.NotErrorIs(t, err, source.ErrUnverified, "a key ring problem is the node's, not the commit's")
 					}
 					repl := strings.NewReplacer("{rev}", f.rev[tc.ref][:12], "{url}", url)
 					for _, s := range tc.contains {

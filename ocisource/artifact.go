@@ -4,6 +4,8 @@ import (
 	"errors"
 	"fmt"
 	"strings"
+
+	"github.com/tend-dev/tend/source"
 )
 
 // Flux's artifact format: the config and layer media types, and the
@@ -30,41 +32,12 @@ var (
 	ErrNotFleet = errors.New("not a fleet artifact")
 )
 
-// Revision formats the revision annotation: REF@sha1:COMMIT, as Flux
-// names a Git revision.
-func Revision(ref, commit string) string { return ref + "@sha1:" + commit }
-
-// ParseRevision reads a revision annotation: REF@sha1:COMMIT (tend
-// publish, and flux push artifact as Flux documents it), sha1:COMMIT (no
-// ref), or REF/COMMIT and a bare COMMIT (older Flux). COMMIT is a full
-// SHA-1 hash, returned in lower case; ref may be "".
-func ParseRevision(s string) (ref, commit string, err error) {
-	switch {
-	case strings.Contains(s, "@sha1:"):
-		ref, commit, _ = strings.Cut(s, "@sha1:")
-	case strings.HasPrefix(s, "sha1:"):
-		commit = strings.TrimPrefix(s, "sha1:")
-	case strings.Contains(s, "/"):
-		i := strings.LastIndexByte(s, '/')
-		ref, commit = s[:i], s[i+1:]
-	default:
-		commit = s
+// parseRevision reads the revision annotation of a fleet artifact (see
+// source.ParseRevision); one that names no commit is ErrNotFleet.
+func parseRevision(s string) (source.Revision, error) {
+	rev, err := source.ParseRevision(s)
+	if err != nil {
+		return rev, fmt.Errorf("%w: revision %q names no Git commit: push it with tend publish, or with flux push artifact --revision=REF@sha1:COMMIT", ErrNotFleet, s)
 	}
-	commit = strings.ToLower(commit)
-	if !isHash(commit) {
-		return "", "", fmt.Errorf("%w: revision %q names no Git commit: push it with tend publish, or with flux push artifact --revision=REF@sha1:COMMIT", ErrNotFleet, s)
-	}
-	return ref, commit, nil
-}
-
-func isHash(s string) bool {
-	if len(s) != 40 {
-		return false
-	}
-	for _, c := range s {
-		if (c < '0' || c > '9') && (c < 'a' || c > 'f') {
-			return false
-		}
-	}
-	return true
+	return rev, nil
 }

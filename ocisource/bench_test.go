@@ -15,6 +15,7 @@ import (
 	"github.com/tend-dev/tend/internal/testkit/testoci"
 	"github.com/tend-dev/tend/oci"
 	"github.com/tend-dev/tend/ocisource"
+	"github.com/tend-dev/tend/source"
 )
 
 // processCPU is the CPU time process pid used so far.
@@ -55,7 +56,7 @@ func benchFleet(b *testing.B, devices, branches int) (*testgit.Repo, string) {
 // keeps it.
 func BenchmarkNoopPoll(b *testing.B) {
 	const gitPolls, ociPolls = 40, 400
-	paths := []gitsource.Path{{Dir: "devices/dev-0500", PerDevice: true}}
+	paths := []source.Path{{Dir: "devices/dev-0500", PerDevice: true}}
 	type result struct {
 		cpu             time.Duration
 		requests, bytes float64

@@ -3,7 +3,6 @@ package ocisource
 import (
 	"context"
 	"errors"
-	"fmt"
 	"io"
 	"net"
 	"net/http"
@@ -12,28 +11,14 @@ import (
 	"github.com/google/go-containerregistry/pkg/v1/remote/transport"
 
 	"github.com/tend-dev/tend/oci"
+	"github.com/tend-dev/tend/source"
 )
-
-// refusal is a target fetched and refused on this node: it matches its
-// kind (gitsource.ErrRewind, gitsource.ErrQuarantined) with errors.Is.
-type refusal struct {
-	msg  string
-	kind error
-}
-
-func (e *refusal) Error() string { return e.msg }
-func (e *refusal) Unwrap() error { return e.kind }
-
-func refuse(kind error, format string, args ...any) error {
-	return &refusal{msg: fmt.Sprintf(format, args...), kind: kind}
-}
 
 // Unreachable reports whether err is trouble reaching the registry that
 // may pass (no answer, a stall, a server or proxy briefly failing), not an
 // answer: a missing tag, refused credentials or a refused artifact are not.
 func Unreachable(err error) bool {
-	var r *refusal
-	if err == nil || errors.Is(err, context.Canceled) || errors.As(err, &r) ||
+	if err == nil || errors.Is(err, context.Canceled) || errors.Is(err, source.ErrRefused) ||
 		errors.Is(err, oci.ErrNotFound) || errors.Is(err, oci.ErrUnauthorized) || errors.Is(err, ErrNotFleet) {
 		return false
 	}

@@ -17,9 +17,9 @@ import (
 	v1 "github.com/google/go-containerregistry/pkg/v1"
 	"github.com/google/go-containerregistry/pkg/v1/types"
 
-	"github.com/tend-dev/tend/gitsource"
 	"github.com/tend-dev/tend/internal/atomicfile"
 	"github.com/tend-dev/tend/oci"
+	"github.com/tend-dev/tend/source"
 )
 
 // Bounds of a fleet artifact: its one layer as downloaded, and what it
@@ -32,8 +32,8 @@ const (
 // Source says which artifact holds a device's manifests and how far to
 // trust it.
 type Source struct {
-	URL   string           // oci://HOST/REPO:TAG or oci://HOST/REPO@sha256:…
-	Paths []gitsource.Path // folders of the tree the device reads
+	URL   string        // oci://HOST/REPO:TAG or oci://HOST/REPO@sha256:…
+	Paths []source.Path // folders of the tree the device reads
 	// LastApplied is the commit the node last applied ("" for none). A
 	// target created before it is refused unless AllowRewind.
 	LastApplied string
@@ -69,7 +69,7 @@ const (
 // unreachable, the tag is missing, the artifact is refused) and the
 // artifact of the last applied commit is kept, it returns that one with
 // the cause in Snapshot.Stale.
-func Fetch(ctx context.Context, src Source, opts Options) (*gitsource.Snapshot, error) {
+func Fetch(ctx context.Context, src Source, opts Options) (*source.Snapshot, error) {
 	f := &fetcher{src: src, opts: opts, st: store{dir: opts.Dir}, log: opts.Logger}
 	if f.log == nil {
 		f.log = slog.New(slog.DiscardHandler)
@@ -104,16 +104,16 @@ func Fetch(ctx context.Context, src Source, opts Options) (*gitsource.Snapshot, 
 // Applied reads the manifest files of commit from the artifact kept in
 // dir, with no registry: the revision a node applied, held while the
 // registry or the target cannot be used.
-func Applied(dir, url, commit string, paths []gitsource.Path) (*gitsource.Snapshot, error) {
+func Applied(dir, url, commit string, paths []source.Path) (*source.Snapshot, error) {
 	k, ok := store{dir: dir}.byCommit(commit)
 	if !ok {
-		return nil, fmt.Errorf("the fleet artifact of the applied commit %s is not kept in %s", short(commit), dir)
+		return nil, fmt.Errorf("the fleet artifact of the applied commit %s is not kept in %s", source.ShortCommit(commit), dir)
 	}
 	files, err := k.files(paths, url)
 	if err != nil {
 		return nil, err
 	}
-	return &gitsource.Snapshot{URL: url, Ref: k.Ref, Revision: k.Commit, Files: files}, nil
+	return &source.Snapshot{URL: url, Revision: source.Revision{Ref: k.Ref, Commit: k.Commit}, Files: files}, nil
 }
 
 // ParseURL reads oci://HOST/REPO:TAG or oci://HOST/REPO@sha256:… as a
@@ -141,7 +141,7 @@ type fetcher struct {
 }
 
 // read resolves, downloads when needed, checks and reads the target.
-func (f *fetcher) read(ctx context.Context) (*gitsource.Snapshot, string, error) {
+func (f *fetcher) read(ctx context.Context) (*source.Snapshot, string, error) {
 	digest := ""
 	if d, ok := f.ref.(name.Digest); ok {
 		digest = d.DigestStr()
@@ -161,7 +161,7 @@ func (f *fetcher) read(ctx context.Context) (*gitsource.Snapshot, string, error)
 		}
 	}
 	if why, ok := f.src.Quarantined[k.Commit]; ok {
-		return nil, "", refuse(gitsource.ErrQuarantined, "commit %s was rolled back on this node: %s; push a fix as a new commit, or run tend retry to try this one again", short(k.Commit), why)
+		return nil, "", source.Refuse(source.ErrQuarantined, nil, "commit %s was rolled back on this node: %s; push a fix as a new commit, or run tend retry to try this one again", source.ShortCommit(k.Commit), why)
 	}
 	if err := f.checkRewind(ctx, k); err != nil {
 		return nil, "", err
@@ -175,7 +175,7 @@ func (f *fetcher) read(ctx context.Context) (*gitsource.Snapshot, string, error)
 		msg = "fetched"
 	}
 	f.log.DebugContext(ctx, msg, logKeyURL, f.shown, logKeyDigest, digest, logKeyRevision, k.Commit, logKeyFiles, len(files))
-	return &gitsource.Snapshot{URL: f.shown, Ref: f.refName(k), Revision: k.Commit, Files: files, Fetched: fetched}, digest, nil
+	return &source.Snapshot{URL: f.shown, Revision: source.Revision{Ref: f.refName(k), Commit: k.Commit}, Files: files, Fetched: fetched}, digest, nil
 }
 
 // refName is the ref the snapshot is named by: the revision's, else the
@@ -205,8 +205,8 @@ func (f *fetcher) checkRewind(ctx context.Context, k *kept) error {
 		return nil
 	}
 	if k.Created.Before(applied.Created) {
-		return refuse(gitsource.ErrRewind, "target %s of %s was created %s, before the last applied commit %s (created %s): an older commit pushed to the tag; refusing to rewind; set source.allowRewind: true, or run tend apply --allow-rewind once, to accept it",
-			short(k.Commit), f.shown, k.Created.UTC().Format(time.RFC3339), short(last), applied.Created.UTC().Format(time.RFC3339))
+		return source.Refuse(source.ErrRewind, nil, "target %s of %s was created %s, before the last applied commit %s (created %s): an older commit pushed to the tag; refusing to rewind; set source.allowRewind: true, or run tend apply --allow-rewind once, to accept it",
+			source.ShortCommit(k.Commit), f.shown, k.Created.UTC().Format(time.RFC3339), source.ShortCommit(last), applied.Created.UTC().Format(time.RFC3339))
 	}
 	return nil
 }
@@ -229,7 +229,7 @@ func (f *fetcher) download(ctx context.Context, digest string) (*kept, error) {
 	if err := checkManifest(m); err != nil {
 		return nil, fmt.Errorf("%w: %s (%s) has %s; %s", ErrNotFleet, f.shown, digest, err.Error(), expected)
 	}
-	ref, commit, err := ParseRevision(m.Annotations[AnnotationRevision])
+	rev, err := parseRevision(m.Annotations[AnnotationRevision])
 	if err != nil {
 		return nil, fmt.Errorf("%s (%s): %w", f.shown, digest, err)
 	}
@@ -241,12 +241,12 @@ func (f *fetcher) download(ctx context.Context, digest string) (*kept, error) {
 	if l.Size > MaxLayerBytes || l.Size < 0 {
 		return nil, fmt.Errorf("%w: %s (%s): its layer is %s; a fleet artifact may be at most %s", ErrNotFleet, f.shown, digest, oci.HumanBytes(l.Size), oci.HumanBytes(MaxLayerBytes))
 	}
-	k := &kept{Digest: digest, URL: f.shown, Ref: ref, Commit: commit, Created: created, Source: m.Annotations[AnnotationSource]}
+	k := &kept{Digest: digest, URL: f.shown, Ref: rev.Ref, Commit: rev.Commit, Created: created, Source: m.Annotations[AnnotationSource]}
 	if err := f.unpack(ctx, k, l); err != nil {
 		return nil, err
 	}
 	k.dir = f.st.folder(digest)
-	f.log.InfoContext(ctx, "fleet artifact fetched", logKeyURL, f.shown, logKeyDigest, digest, logKeyRevision, Revision(ref, commit))
+	f.log.InfoContext(ctx, "fleet artifact fetched", logKeyURL, f.shown, logKeyDigest, digest, logKeyRevision, rev.String())
 	return k, nil
 }
 
@@ -331,7 +331,7 @@ func (f *fetcher) unpack(ctx context.Context, k *kept, l v1.Descriptor) (err err
 // hold falls back to the artifact of the last applied commit when the
 // target cannot be used, as gitsource does with its clone; nil when it
 // is not kept.
-func (f *fetcher) hold(cause error) *gitsource.Snapshot {
+func (f *fetcher) hold(cause error) *source.Snapshot {
 	if f.src.LastApplied == "" {
 		return nil
 	}
@@ -343,13 +343,13 @@ func (f *fetcher) hold(cause error) *gitsource.Snapshot {
 	if err != nil {
 		return nil
 	}
-	last := short(k.Commit)
+	last := source.ShortCommit(k.Commit)
 	stale := fmt.Errorf("holding the last applied commit %s: %w", last, cause)
 	switch {
-	case errors.Is(cause, gitsource.ErrQuarantined):
+	case errors.Is(cause, source.ErrQuarantined):
 		stale = fmt.Errorf("%w; holding the last applied commit %s", cause, last)
 	case Unreachable(cause):
 		stale = fmt.Errorf("%s is unreachable; holding the last applied commit %s from the artifact kept in stateDir: %w", f.shown, last, cause)
 	}
-	return &gitsource.Snapshot{URL: f.shown, Ref: f.refName(k), Revision: k.Commit, Files: files, Stale: stale}
+	return &source.Snapshot{URL: f.shown, Revision: source.Revision{Ref: f.refName(k), Commit: k.Commit}, Files: files, Stale: stale}
 }

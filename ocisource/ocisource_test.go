@@ -26,16 +26,16 @@ import (
 	"github.com/google/go-containerregistry/pkg/v1/types"
 	"github.com/stretchr/testify/require"
 
-	"github.com/tend-dev/tend/gitsource"
 	"github.com/tend-dev/tend/internal/testkit/testgit"
 	"github.com/tend-dev/tend/internal/testkit/testoci"
 	"github.com/tend-dev/tend/oci"
 	"github.com/tend-dev/tend/ocisource"
+	"github.com/tend-dev/tend/source"
 )
 
 const deviceDoc = "apiVersion: tend.dev/v1alpha1\nkind: Device\nmetadata: {name: cam-017}\nspec:\n  files:\n    - {path: /etc/infer/a, content: %q}\n"
 
-var paths = []gitsource.Path{{Dir: "profiles"}, {Dir: "devices/cam-017", PerDevice: true}}
+var paths = []source.Path{{Dir: "profiles"}, {Dir: "devices/cam-017", PerDevice: true}}
 
 // fleetRepo is a fleet repo whose first commit was made at when.
 func fleetRepo(t *testing.T, content string, when time.Time) (*testgit.Repo, string) {
@@ -74,7 +74,7 @@ func newNode(t *testing.T, host, repoTag string) *node {
 	return &node{client: ocisource.NewClient(registryOptions(host)), dir: filepath.Join(t.TempDir(), "oci"), url: "oci://" + host + "/" + repoTag}
 }
 
-func (n *node) fetch(src ocisource.Source) (*gitsource.Snapshot, error) {
+func (n *node) fetch(src ocisource.Source) (*source.Snapshot, error) {
 	src.URL = n.url
 	if src.Paths == nil {
 		src.Paths = paths
@@ -94,7 +94,7 @@ func (n *node) kept(t *testing.T) []string {
 	return out
 }
 
-func fileNames(s *gitsource.Snapshot) []string {
+func fileNames(s *source.Snapshot) []string {
 	var out []string
 	for _, f := range s.Files {
 		out = append(out, f.Path)
@@ -212,8 +212,8 @@ func TestFetchPollsWithOneHead(t *testing.T) {
 	require.NoError(t, err)
 	require.True(t, snap.Fetched)
 	require.Nil(t, snap.Stale)
-	require.Equal(t, "main", snap.Ref)
-	require.Equal(t, first, snap.Revision)
+	require.Equal(t, "main", snap.Revision.Ref)
+	require.Equal(t, first, snap.Revision.Commit)
 	require.Equal(t, []string{"devices/cam-017/d.yaml", "profiles/base.yaml"}, fileNames(snap))
 	require.Equal(t, fmt.Sprintf(deviceDoc, "one"), string(snap.Files[0].Data))
 	require.True(t, snap.Files[0].PerDevice)
@@ -223,7 +223,7 @@ func TestFetchPollsWithOneHead(t *testing.T) {
 	snap, err = n.fetch(ocisource.Source{LastApplied: first})
 	require.NoError(t, err)
 	require.False(t, snap.Fetched)
-	require.Equal(t, first, snap.Revision)
+	require.Equal(t, first, snap.Revision.Commit)
 	require.Equal(t, int64(1), c.manifestHeads.Load())
 	require.Equal(t, int64(0), c.blobGets.Load())
 	require.Equal(t, int64(1), c.all.Load(), "a poll is one request: the registry session is kept")
@@ -236,7 +236,7 @@ func TestFetchPollsWithOneHead(t *testing.T) {
 	snap, err = n.fetch(ocisource.Source{LastApplied: first})
 	require.NoError(t, err)
 	require.True(t, snap.Fetched)
-	require.Equal(t, second, snap.Revision)
+	require.Equal(t, second, snap.Revision.Commit)
 	require.Equal(t, fmt.Sprintf(deviceDoc, "two"), string(snap.Files[0].Data))
 	require.Len(t, n.kept(t), 2, "the applied artifact is kept for a hold")
 	_, err = n.fetch(ocisource.Source{LastApplied: second})
@@ -247,7 +247,7 @@ func TestFetchPollsWithOneHead(t *testing.T) {
 	reg.Use(func(w http.ResponseWriter, _ *http.Request) bool { panic("no request expected") })
 	held, err := ocisource.Applied(n.dir, n.url, second, paths)
 	require.NoError(t, err)
-	require.Equal(t, second, held.Revision)
+	require.Equal(t, second, held.Revision.Commit)
 	require.Equal(t, fmt.Sprintf(deviceDoc, "two"), string(held.Files[0].Data))
 }
 
@@ -259,7 +259,7 @@ func TestFetchByDigest(t *testing.T) {
 	n := newNode(t, reg.Host, "fleet@"+pub.Digest)
 	snap, err := n.fetch(ocisource.Source{})
 	require.NoError(t, err)
-	require.Equal(t, commit, snap.Revision)
+	require.Equal(t, commit, snap.Revision.Commit)
 	c := count(reg)
 	snap, err = n.fetch(ocisource.Source{LastApplied: commit})
 	require.NoError(t, err)

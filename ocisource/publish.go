@@ -25,8 +25,8 @@ import (
 	"github.com/google/go-containerregistry/pkg/v1/tarball"
 	"github.com/google/go-containerregistry/pkg/v1/types"
 
-	"github.com/tend-dev/tend/gitsource"
 	"github.com/tend-dev/tend/oci"
+	"github.com/tend-dev/tend/source"
 )
 
 // PublishOptions configure Publish.
@@ -95,7 +95,7 @@ func Build(repo *git.Repository, rev, refName string) (v1.Image, *Published, err
 		return nil, nil, err
 	}
 	pub := &Published{
-		Revision: Revision(refName, commit.Hash.String()),
+		Revision: source.Revision{Ref: refName, Commit: commit.Hash.String()}.String(),
 		Created:  commit.Committer.When.UTC().Format(time.RFC3339),
 		Source:   originURL(repo),
 		Size:     int64(len(layerData)),
@@ -175,7 +175,7 @@ func originURL(repo *git.Repository) string {
 	if err != nil || len(r.Config().URLs) == 0 {
 		return ""
 	}
-	return gitsource.RedactURL(r.Config().URLs[0])
+	return source.RedactURL(r.Config().URLs[0])
 }
 
 // tarTree writes the commit's tree as a reproducible tar.gz (see Build).

@@ -10,10 +10,10 @@ import (
 
 	"github.com/stretchr/testify/require"
 
-	"github.com/tend-dev/tend/gitsource"
 	"github.com/tend-dev/tend/internal/testkit/testoci"
 	"github.com/tend-dev/tend/oci"
 	"github.com/tend-dev/tend/ocisource"
+	"github.com/tend-dev/tend/source"
 )
 
 const commitA = "0123456789abcdef0123456789abcdef01234567"
@@ -73,7 +73,7 @@ func TestFetchRefusesBadArtifacts(t *testing.T) {
 			require.NoError(t, err)
 			require.ErrorIs(t, snap.Stale, tc.target)
 			require.ErrorContains(t, snap.Stale, "holding the last applied commit "+applied[:12])
-			require.Equal(t, applied, snap.Revision)
+			require.Equal(t, applied, snap.Revision.Commit)
 			require.Len(t, good.kept(t), 1)
 		})
 	}
@@ -90,21 +90,21 @@ func TestFetchRefusesARewind(t *testing.T) {
 	n := newNode(t, reg.Host, "fleet:main")
 	snap, err := n.fetch(ocisource.Source{})
 	require.NoError(t, err)
-	require.Equal(t, newer, snap.Revision)
+	require.Equal(t, newer, snap.Revision.Commit)
 
 	publish(t, reg.Host, origin.Dir(), older, "fleet:main")
 	snap, err = n.fetch(ocisource.Source{LastApplied: newer})
 	require.NoError(t, err)
-	require.ErrorIs(t, snap.Stale, gitsource.ErrRewind)
+	require.ErrorIs(t, snap.Stale, source.ErrRewind)
 	require.Equal(t, "holding the last applied commit "+newer[:12]+": target "+older[:12]+" of oci://"+reg.Host+"/fleet:main was created 2026-01-01T00:00:00Z, "+
 		"before the last applied commit "+newer[:12]+" (created 2026-02-01T00:00:00Z): an older commit pushed to the tag; refusing to rewind; "+
 		"set source.allowRewind: true, or run tend apply --allow-rewind once, to accept it", snap.Stale.Error())
-	require.Equal(t, newer, snap.Revision, "held")
+	require.Equal(t, newer, snap.Revision.Commit, "held")
 
 	snap, err = n.fetch(ocisource.Source{LastApplied: newer, AllowRewind: true})
 	require.NoError(t, err)
 	require.Nil(t, snap.Stale)
-	require.Equal(t, older, snap.Revision)
+	require.Equal(t, older, snap.Revision.Commit)
 }
 
 // A commit rolled back on this node is refused from an artifact too.
@@ -120,9 +120,9 @@ func TestFetchRefusesAQuarantinedCommit(t *testing.T) {
 	publish(t, reg.Host, origin.Dir(), "main", "fleet:main")
 	snap, err := n.fetch(ocisource.Source{LastApplied: good, Quarantined: map[string]string{bad: "service/web did not become healthy"}})
 	require.NoError(t, err)
-	require.ErrorIs(t, snap.Stale, gitsource.ErrQuarantined)
+	require.ErrorIs(t, snap.Stale, source.ErrQuarantined)
 	require.Equal(t, "commit "+bad[:12]+" was rolled back on this node: service/web did not become healthy; push a fix as a new commit, or run tend retry to try this one again; holding the last applied commit "+good[:12], snap.Stale.Error())
-	require.Equal(t, good, snap.Revision)
+	require.Equal(t, good, snap.Revision.Commit)
 }
 
 // A registry that does not answer holds the applied artifact, said to be
@@ -146,7 +146,7 @@ func TestFetchHoldsWhileTheRegistryIsUnreachable(t *testing.T) {
 	require.NoError(t, err)
 	require.True(t, ocisource.Unreachable(snap.Stale), "%v", snap.Stale)
 	require.ErrorContains(t, snap.Stale, "oci://"+dead+"/fleet:main is unreachable; holding the last applied commit "+applied[:12]+" from the artifact kept in stateDir")
-	require.Equal(t, applied, snap.Revision)
+	require.Equal(t, applied, snap.Revision.Commit)
 
 	empty := newNode(t, dead, "fleet:main")
 	_, err = empty.fetch(ocisource.Source{})
@@ -170,10 +170,10 @@ func TestFetchReadsFluxArtifacts(t *testing.T) {
 			pushFlux(t, reg, "fleet:flux", layer, map[string]string{ocisource.AnnotationRevision: tc.revision, ocisource.AnnotationCreated: created,
 				ocisource.AnnotationSource: "https://github.com/acme/fleet"})
 			n := newNode(t, reg.Host, "fleet:flux")
-			snap, err := n.fetch(ocisource.Source{Paths: []gitsource.Path{{Dir: "devices/cam-017", PerDevice: true}}})
+			snap, err := n.fetch(ocisource.Source{Paths: []source.Path{{Dir: "devices/cam-017", PerDevice: true}}})
 			require.NoError(t, err)
-			require.Equal(t, tc.ref, snap.Ref)
-			require.Equal(t, commitA, snap.Revision)
+			require.Equal(t, tc.ref, snap.Revision.Ref)
+			require.Equal(t, commitA, snap.Revision.Commit)
 			require.Equal(t, []string{"devices/cam-017/d.yaml"}, fileNames(snap))
 		})
 	}
@@ -186,14 +186,14 @@ func TestFetchPaths(t *testing.T) {
 	origin, _ := fleetRepo(t, "one", time.Now())
 	publish(t, reg.Host, origin.Dir(), "main", "fleet:main")
 	n := newNode(t, reg.Host, "fleet:main")
-	_, err := n.fetch(ocisource.Source{Paths: []gitsource.Path{{Dir: "profile"}, {Dir: "devices/cam-017", PerDevice: true}}})
-	require.ErrorIs(t, err, gitsource.ErrSharedPathNotFound)
+	_, err := n.fetch(ocisource.Source{Paths: []source.Path{{Dir: "profile"}, {Dir: "devices/cam-017", PerDevice: true}}})
+	require.ErrorIs(t, err, source.ErrSharedPathNotFound)
 	require.ErrorContains(t, err, `source path "profile" not found in oci://`+reg.Host+"/fleet:main at ")
-	snap, err := n.fetch(ocisource.Source{Paths: []gitsource.Path{{Dir: "profiles"}, {Dir: "devices/cam-099", PerDevice: true}}})
+	snap, err := n.fetch(ocisource.Source{Paths: []source.Path{{Dir: "profiles"}, {Dir: "devices/cam-099", PerDevice: true}}})
 	require.NoError(t, err)
 	require.Equal(t, []string{"profiles/base.yaml"}, fileNames(snap))
-	_, err = n.fetch(ocisource.Source{Paths: []gitsource.Path{{Dir: "README.md"}}})
-	require.True(t, errors.Is(err, gitsource.ErrPathNotFound))
+	_, err = n.fetch(ocisource.Source{Paths: []source.Path{{Dir: "README.md"}}})
+	require.True(t, errors.Is(err, source.ErrPathNotFound))
 	require.ErrorContains(t, err, `path "README.md" is a file, not a folder`)
 }
 
@@ -207,7 +207,7 @@ func TestDistribution(t *testing.T) {
 	n := newNode(t, host, "fleet:main")
 	snap, err := n.fetch(ocisource.Source{})
 	require.NoError(t, err)
-	require.Equal(t, commit, snap.Revision)
+	require.Equal(t, commit, snap.Revision.Commit)
 	snap, err = n.fetch(ocisource.Source{LastApplied: commit})
 	require.NoError(t, err)
 	require.False(t, snap.Fetched)

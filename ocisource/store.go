@@ -9,8 +9,8 @@ import (
 	"strings"
 	"time"
 
-	"github.com/tend-dev/tend/gitsource"
 	"github.com/tend-dev/tend/internal/atomicfile"
+	"github.com/tend-dev/tend/source"
 )
 
 // Where a kept artifact lives: Dir/sha256-<hex>/ holds metaFile and the
@@ -137,18 +137,11 @@ func keepIt(digest string, keep []string) bool {
 }
 
 // files reads the manifest files under paths from the kept tree.
-func (k *kept) files(paths []gitsource.Path, shown string) ([]gitsource.File, error) {
+func (k *kept) files(paths []source.Path, shown string) ([]source.File, error) {
 	root, err := os.OpenRoot(filepath.Join(k.dir, treeDir))
 	if err != nil {
 		return nil, fmt.Errorf("open unpacked artifact %s: %w", k.Digest, err)
 	}
 	defer root.Close()
-	return gitsource.DirFiles(root, paths, shown, short(k.Commit))
-}
-
-func short(commit string) string {
-	if len(commit) > 12 {
-		return commit[:12]
-	}
-	return commit
+	return source.DirFiles(root, paths, shown, source.ShortCommit(k.Commit))
 }

@@ -52,7 +52,7 @@ func newApplyCommand(g *globals) *cobra.Command {
 			if err != nil {
 				return err
 			}
-			fmt.Fprintf(w, "Apply complete: %s applied at %s.\n", planner.Count(len(res.Applied), "action"), agent.Revision(res.Snapshot))
+			fmt.Fprintf(w, "Apply complete: %s applied at %s.\n", planner.Count(len(res.Applied), "action"), res.Snapshot.Revision.String())
 			return nil
 		},
 	}
@@ -73,7 +73,7 @@ func writeSkipped(w io.Writer, res *agent.Result) {
 			held = append(held, a.Resource)
 		}
 	}
-	line := fmt.Sprintf("Apply: %d of %s applied at %s", len(res.Applied), planner.Count(len(res.Plan.Actions), "action"), agent.Revision(res.Snapshot))
+	line := fmt.Sprintf("Apply: %d of %s applied at %s", len(res.Applied), planner.Count(len(res.Plan.Actions), "action"), res.Snapshot.Revision.String())
 	if len(held) > 0 {
 		line += "; held: " + strings.Join(held, ", ")
 	}
@@ -91,7 +91,7 @@ func warnOffline(w io.Writer, res *agent.Result) {
 		fmt.Fprintf(w, "Warning: %v\n", off)
 	}
 	if h := res.Held; h != nil {
-		kept := agent.Revision(res.Snapshot)
+		kept := res.Snapshot.Revision.String()
 		if h.Revision == kept {
 			// The commit is the applied one: the release is a model
 			// digest newly resolved by its tag or semver policy.

@@ -8,7 +8,6 @@ import (
 	"github.com/spf13/cobra"
 	"sigs.k8s.io/yaml"
 
-	"github.com/tend-dev/tend/agent"
 	"github.com/tend-dev/tend/render"
 )
 
@@ -49,7 +48,7 @@ func newRenderCommand(g *globals) *cobra.Command {
 				warnOffline(cmd.ErrOrStderr(), res)
 				return err
 			}
-			if werr := writeDocument(cmd.OutOrStdout(), format, c.Device, agent.Revision(res.Snapshot), res.Desired.Document()); werr != nil {
+			if werr := writeDocument(cmd.OutOrStdout(), format, c.Device, res.Snapshot.Revision.String(), res.Desired.Document()); werr != nil {
 				return werr
 			}
 			warnOffline(cmd.ErrOrStderr(), res)

@@ -8,11 +8,10 @@ import (
 
 	"github.com/spf13/cobra"
 
-	"github.com/tend-dev/tend/agent"
 	"github.com/tend-dev/tend/diff"
-	"github.com/tend-dev/tend/gitsource"
 	"github.com/tend-dev/tend/manifest"
 	"github.com/tend-dev/tend/planner"
+	"github.com/tend-dev/tend/source"
 )
 
 func newValidateCommand(g *globals) *cobra.Command {
@@ -61,7 +60,7 @@ func newValidateCommand(g *globals) *cobra.Command {
 					return err
 				}
 				for _, c := range checked.Configs {
-					fmt.Fprintf(out, "valid: agent config %s: device %s, source %s\n", c.File, c.Config.Device, gitsource.RedactURL(c.Config.Source.URL))
+					fmt.Fprintf(out, "valid: agent config %s: device %s, source %s\n", c.File, c.Config.Device, source.RedactURL(c.Config.Source.URL))
 				}
 				names := make([]string, 0, len(checked.Devices))
 				for n := range checked.Devices {
@@ -84,7 +83,7 @@ func newValidateCommand(g *globals) *cobra.Command {
 			if err != nil {
 				return err
 			}
-			fmt.Fprintf(out, "valid: device %s at %s: %s\n", c.Device, agent.Revision(snap), count(dev))
+			fmt.Fprintf(out, "valid: device %s at %s: %s\n", c.Device, snap.Revision.String(), count(dev))
 			return nil
 		},
 	}

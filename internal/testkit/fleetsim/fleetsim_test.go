@@ -249,7 +249,7 @@ func (f *fleet) tick(device string) func(*agent.Result, error) {
 		if err != nil || r == nil || r.Snapshot == nil || len(r.Applied) == 0 {
 			return
 		}
-		rev := agent.Revision(r.Snapshot)
+		rev := r.Snapshot.Revision.String()
 		if f.applied[device] == nil {
 			f.applied[device] = map[string]time.Time{}
 		}

@@ -1,4 +1,4 @@
-package gitsource
+package source
 
 import (
 	"errors"
@@ -9,21 +9,22 @@ import (
 	"sort"
 	"strings"
 
+	"github.com/tend-dev/tend/internal/errkind"
 	"github.com/tend-dev/tend/manifest"
 )
 
 // DirFiles returns the manifest files under paths in an unpacked tree of
-// the fleet repo (a published artifact, see package ocisource), as Fetch
-// reads them from a commit: every regular *.yaml/*.yml file under each
-// path, once, sorted, with the same rules for a missing path. As in a
+// the fleet repo (a published artifact, see package ocisource), as
+// gitsource reads them from a commit: every regular *.yaml/*.yml file
+// under each path, once, sorted, with Collect's rules for a missing path. As in a
 // commit, symlinks are skipped and never followed, not even as a parent
 // folder of a path; shown and rev name the tree in errors.
 func DirFiles(root *os.Root, paths []Path, shown, rev string) ([]File, error) {
-	dirs, err := cleanPaths(paths)
+	dirs, err := CleanPaths(paths)
 	if err != nil {
 		return nil, err
 	}
-	return collect(dirs, shown, rev, func(d Path) ([]File, error) {
+	return Collect(dirs, shown, rev, func(d Path) ([]File, error) {
 		if err := realDir(root, d.Dir, shown, rev); err != nil {
 			return nil, err
 		}
@@ -74,13 +75,13 @@ func realDir(root *os.Root, dir, shown, rev string) error {
 		fi, err := root.Lstat(p)
 		switch {
 		case errors.Is(err, fs.ErrNotExist):
-			return notFound(ErrPathNotFound, "path %q not found in %s at %s", dir, shown, rev)
+			return errkind.New(ErrPathNotFound, "path %q not found in %s at %s", dir, shown, rev)
 		case err != nil:
 			return fmt.Errorf("read %q in %s at %s: %w", dir, shown, rev, err)
 		case p == dir && fi.Mode().IsRegular():
-			return notFound(ErrPathNotFound, "path %q is a file, not a folder, in %s at %s", dir, shown, rev)
+			return errkind.New(ErrPathNotFound, "path %q is a file, not a folder, in %s at %s", dir, shown, rev)
 		case !fi.IsDir():
-			return notFound(ErrPathNotFound, "path %q not found in %s at %s", dir, shown, rev)
+			return errkind.New(ErrPathNotFound, "path %q not found in %s at %s", dir, shown, rev)
 		}
 	}
 	return nil

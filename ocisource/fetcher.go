@@ -1,0 +1,48 @@
+package ocisource
+
+import (
+	"context"
+	"log/slog"
+
+	"github.com/tend-dev/tend/oci"
+	"github.com/tend-dev/tend/source"
+)
+
+// Fetcher is the OCI source of an agent: one artifact URL, the artifacts
+// kept in one folder, and one Client whose registry session lasts from
+// one fetch to the next, so that a poll is one manifest HEAD.
+type Fetcher struct {
+	URL    string // oci://HOST/REPO:TAG or oci://HOST/REPO@sha256:…
+	Dir    string // where artifacts are kept unpacked, e.g. stateDir/oci
+	Client *Client
+	Logger *slog.Logger
+}
+
+var _ source.Fetcher = (*Fetcher)(nil)
+
+// NewFetcher returns the fetcher of the artifact url, kept in dir, with a
+// client that reaches registries with opts.
+func NewFetcher(url, dir string, opts oci.Options, log *slog.Logger) *Fetcher {
+	return &Fetcher{URL: url, Dir: dir, Client: NewClient(opts), Logger: log}
+}
+
+// Fetch reads req.Paths from the artifact f.URL names now (see the
+// function Fetch). An artifact's revision names the ref it was published
+// from, whatever the URL's tag: the rewind check compares the commit of
+// req.LastApplied alone.
+func (f *Fetcher) Fetch(ctx context.Context, req source.Request) (*source.Snapshot, error) {
+	src := Source{URL: f.URL, Paths: req.Paths, LastApplied: req.LastApplied.Commit,
+		AllowRewind: req.AllowRewind, Quarantined: req.Quarantined}
+	return Fetch(ctx, src, Options{Dir: f.Dir, Client: f.Client, Logger: f.Logger})
+}
+
+// Applied reads rev's commit from the artifact kept for it, with no
+// registry (see the function Applied); the snapshot is named rev.
+func (f *Fetcher) Applied(_ context.Context, rev source.Revision, paths []source.Path) (*source.Snapshot, error) {
+	snap, err := Applied(f.Dir, f.URL, rev.Commit, paths)
+	if err != nil {
+		return nil, err
+	}
+	snap.Revision.Ref = rev.Ref
+	return snap, nil
+}
