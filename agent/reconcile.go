@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"sync/atomic"
 	"time"
 
 	"github.com/tend-dev/tend/agent/status"
@@ -48,6 +49,7 @@ const (
 	StepOpen    = "open"
 	StepFetch   = "fetch"
 	StepRender  = "render"
+	StepDecide  = "decide"
 	StepObserve = "observe"
 	StepPlan    = "plan"
 	StepApply   = "apply"
@@ -57,7 +59,9 @@ const (
 type Reconciler struct {
 	composed composeCache // the last composition, reused while its inputs are the same
 	nodes    nodeCache    // the node's drivers, opened by the first tick and kept
-	src      sourceOnce   // the fleet's source, built once (see fetcher)
+	// observations counts the observations of the node, one a tick.
+	observations atomic.Int64
+	src          sourceOnce // the fleet's source, built once (see fetcher)
 
 	Config *manifest.AgentConfig
 	Logger *slog.Logger
@@ -186,8 +190,9 @@ func (r *Reconciler) run(ctx context.Context, upTo string) (*Result, error) {
 		{StepOpen, r.open},
 		{StepFetch, r.fetch},
 		{StepRender, r.render},
+		{StepDecide, r.decide},
 		{StepObserve, r.observe},
-		{StepPlan, r.planRelease},
+		{StepPlan, r.planTick},
 		{StepApply, r.applyPlan},
 	}); err != nil {
 		return &t.res, err
@@ -276,6 +281,7 @@ func (r *Reconciler) render(ctx context.Context, t *tick) error {
 }
 
 func (r *Reconciler) observe(ctx context.Context, t *tick) error {
+	r.observations.Add(1)
 	obs, err := t.node.applier.Observe(ctx, t.res.Desired)
 	if err != nil {
 		return fmt.Errorf("observe node: %w", err)
@@ -322,13 +328,13 @@ func (r *Reconciler) plan(ctx context.Context, t *tick) error {
 	return nil
 }
 
-// planRelease plans the target and holds it back when the device's
-// Rollout says to wait (see decideRelease).
-func (r *Reconciler) planRelease(ctx context.Context, t *tick) error {
-	if err := r.plan(ctx, t); err != nil {
-		return err
+// planTick plans; when the tick holds a release (see decide), it stops
+// before applying unless every action reverts drift (see planReverts).
+func (r *Reconciler) planTick(ctx context.Context, t *tick) error {
+	if t.hold {
+		return r.planReverts(ctx, t)
 	}
-	return r.decideRelease(ctx, t)
+	return r.plan(ctx, t)
 }
 
 func (r *Reconciler) applyPlan(ctx context.Context, t *tick) error {

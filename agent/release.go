@@ -14,6 +14,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/tend-dev/tend/applier"
 	"github.com/tend-dev/tend/internal/atomicfile"
 	"github.com/tend-dev/tend/planner"
 	"github.com/tend-dev/tend/rollout"
@@ -42,17 +43,19 @@ type HeldRelease struct {
 // releases is the content of releasesFile: commit → first seen.
 type releases map[string]time.Time
 
-// decideRelease, after the target is planned, holds a release the
-// device's Rollout says to wait for: the tick then renders, plans and
-// applies the last applied commit, with every model at its applied digest,
-// instead, reverting drift only (as Hold does). A release is a plan that
-// does more than revert drift: a commit that changes the device, or a
-// model digest newly resolved by a tag or semver policy at the applied
-// commit. Drift reverts are never held, and a device that has applied
-// nothing takes its first commit at once.
-func (r *Reconciler) decideRelease(ctx context.Context, t *tick) error {
+// decide, between render and observe, holds a release the device's
+// Rollout says to wait for: the tick then reads and renders the last
+// applied commit, with every model and image at its applied digest,
+// instead, and its plan only reverts drift (see planReverts). A release
+// is what the rendered target changes against what the inventory says
+// was applied (not against the node: drift is no release): a commit that
+// changes the device, or a model or image digest newly resolved by a tag
+// or semver policy. The node is observed once, after the decision,
+// whichever revision the tick takes. A device that has applied nothing
+// takes its first commit at once.
+func (r *Reconciler) decide(ctx context.Context, t *tick) error {
 	comp, snap := t.res.Composed, t.res.Snapshot
-	if t.hold || comp == nil || comp.Rollout == nil || snap == nil || t.res.Plan.Empty() || onlyReverts(t.res.Plan.Actions) {
+	if comp == nil || comp.Rollout == nil || snap == nil {
 		return nil
 	}
 	inv, err := t.node.applier.Inventory()
@@ -61,6 +64,10 @@ func (r *Reconciler) decideRelease(ctx context.Context, t *tick) error {
 	}
 	if _, err := source.ParseRevision(inv.Revision); err != nil {
 		return nil // nothing applied yet
+	}
+	release, err := planner.Plan(t.res.Desired.Desired, asApplied(inv), planner.Options{AllowEmpty: true})
+	if err != nil || release.Empty() {
+		return err
 	}
 	now := r.now()
 	seen, err := r.firstSeen(releaseKey(t.res.Desired.Desired), now, t.upTo == StepApply)
@@ -76,17 +83,28 @@ func (r *Reconciler) decideRelease(ctx context.Context, t *tick) error {
 	if d.Take {
 		return nil
 	}
-	t.res.Held = &HeldRelease{Revision: snap.Revision.String(), Resources: released(t.res.Plan.Actions),
+	t.res.Held = &HeldRelease{Revision: snap.Revision.String(), Resources: released(release.Actions),
 		Cause: d.Cause, Reason: d.Reason, Wave: d.Wave, Opens: d.Opens, FirstSeen: seen}
 	r.logger().InfoContext(ctx, "release held; the node keeps its applied revision and reverts drift to it",
 		keyDevice, r.Config.Device, keyRevision, snap.Revision.String(), keyResources, strings.Join(t.res.Held.Resources, ","), keyReason, d.Reason)
 	t.hold = true
-	for _, run := range []func(context.Context, *tick) error{r.fetchApplied, r.renderApplied, r.observe, r.planReverts} {
+	for _, run := range []func(context.Context, *tick) error{r.fetchApplied, r.renderApplied} {
 		if err := run(ctx, t); err != nil {
 			return err
 		}
 	}
 	return nil
+}
+
+// asApplied is the node as the inventory says tend left it: every managed
+// resource with the fields it was applied with. Planned against it, a
+// desired state gives the changes of a release, without drift.
+func asApplied(inv *applier.Inventory) planner.Observed {
+	obs := planner.Observed{Resources: make(map[string]planner.State, len(inv.Resources)), Applied: inv.Applied(), Created: inv.Created()}
+	for id, fields := range obs.Applied {
+		obs.Resources[id] = planner.State{Exists: true, Fields: fields}
+	}
+	return obs
 }
 
 // released lists the resources a plan's actions change, drift reverts

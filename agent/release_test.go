@@ -60,9 +60,11 @@ func TestRolloutHoldsReleaseUntilItsWaveOpens(t *testing.T) {
 
 	repo.WriteFile("devices/cam-017/d.yaml", fmt.Sprintf(oneFile, "v2"))
 	release := repo.Commit("v2")
+	observed := h.r.observations.Load()
 	h.scheduled()
 	require.NoError(t, h.err)
 	require.NotNil(t, h.res.Held)
+	require.Equal(t, observed+1, h.r.observations.Load(), "a held tick observes the node once")
 	require.Equal(t, "held: rollout wave 0 opens 2026-12-03T14:00Z", h.res.Held.Reason)
 	require.Equal(t, "v1", h.file(t), "the node keeps the applied release")
 	st := h.tracker.Status()
@@ -75,9 +77,11 @@ func TestRolloutHoldsReleaseUntilItsWaveOpens(t *testing.T) {
 
 	now = now.Add(30 * time.Minute)
 	require.NoError(t, os.WriteFile(filepath.Join(h.r.Config.Root, "etc/infer/a"), []byte("edited by hand"), 0o644))
+	observed = h.r.observations.Load()
 	h.scheduled()
 	require.NoError(t, h.err)
 	require.Equal(t, "v1", h.file(t), "drift is reverted to the applied release while it is held")
+	require.Equal(t, observed+1, h.r.observations.Load(), "a held tick that reverts drift observes the node once")
 	require.Len(t, h.res.Applied, 1)
 	require.Equal(t, "held: rollout wave 0 opens 2026-12-03T14:00Z", h.res.Held.Reason, "the wave counts from the first sight")
 
