@@ -14,7 +14,6 @@ import (
 	"net/http"
 	"net/url"
 	"os"
-	"path/filepath"
 	"strconv"
 	"strings"
 	"sync/atomic"
@@ -24,13 +23,9 @@ import (
 
 	"github.com/tend-dev/tend/internal/atomicfile"
 	"github.com/tend-dev/tend/internal/backoff"
+	"github.com/tend-dev/tend/internal/statedir"
 	"github.com/tend-dev/tend/manifest"
 )
-
-// ReportFile is the cache of the last report a collector accepted, in
-// stateDir: its status fingerprint and when it was accepted, so a restart
-// does not resend an unchanged status before the interval has passed.
-const ReportFile = "report.json"
 
 // Report transport settings.
 const (
@@ -84,7 +79,10 @@ type Reporter struct {
 	warned   string      // what the last warning was about; "" after a success
 }
 
-// reportCache is ReportFile's content.
+// reportCache is the content of statedir's report.json, the cache of the
+// last report a collector accepted: its status fingerprint and when it was
+// accepted, so a restart does not resend an unchanged status before the
+// interval has passed.
 type reportCache struct {
 	Fingerprint string    `json:"fingerprint"`
 	AcceptedAt  time.Time `json:"acceptedAt"`
@@ -395,7 +393,7 @@ func keepLastResponse(resp *http.Response, err error, attempts int) (*http.Respo
 
 func readReportCache(stateDir string) (reportCache, error) {
 	var c reportCache
-	b, err := os.ReadFile(filepath.Join(stateDir, ReportFile))
+	b, err := os.ReadFile(statedir.Dir(stateDir).Report())
 	if errors.Is(err, fs.ErrNotExist) {
 		return c, nil
 	}
@@ -403,7 +401,7 @@ func readReportCache(stateDir string) (reportCache, error) {
 		return c, err
 	}
 	if err := json.Unmarshal(b, &c); err != nil {
-		return reportCache{}, fmt.Errorf("%s: %w", filepath.Join(stateDir, ReportFile), err)
+		return reportCache{}, fmt.Errorf("%s: %w", statedir.Dir(stateDir).Report(), err)
 	}
 	return c, nil
 }
@@ -414,7 +412,7 @@ func writeReportCache(stateDir string, c reportCache) error {
 	if err != nil {
 		return err
 	}
-	return atomicfile.Write(stateDir, ReportFile, b, 0o644)
+	return atomicfile.Write(stateDir, statedir.ReportFile, b, 0o644)
 }
 
 // validHeaderName reports whether k is an RFC 9110 token.

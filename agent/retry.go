@@ -3,10 +3,10 @@ package agent
 import (
 	"context"
 	"os"
-	"path/filepath"
 	"time"
 
 	"github.com/tend-dev/tend/applier"
+	"github.com/tend-dev/tend/internal/statedir"
 	"github.com/tend-dev/tend/manifest"
 )
 
@@ -16,7 +16,7 @@ import (
 // lock at most lockTimeout (zero: DefaultLockTimeout). A stateDir without
 // a quarantine is left as it is.
 func Retry(ctx context.Context, stateDir, commit string, lockTimeout time.Duration) ([]applier.Quarantined, error) {
-	if _, err := os.Stat(filepath.Join(stateDir, applier.QuarantineFile)); err != nil {
+	if _, err := os.Stat(statedir.Dir(stateDir).Quarantine()); err != nil {
 		return applier.Unquarantine(stateDir, commit) // nothing to change: no lock, no stateDir made
 	}
 	r := &Reconciler{Config: &manifest.AgentConfig{StateDir: stateDir}, LockTimeout: lockTimeout}

@@ -9,13 +9,13 @@ import (
 	"io"
 	"io/fs"
 	"net/http"
-	"path/filepath"
 	"strings"
 	"time"
 
 	"github.com/spf13/cobra"
 
 	"github.com/tend-dev/tend/agent"
+	"github.com/tend-dev/tend/internal/statedir"
 	"github.com/tend-dev/tend/manifest"
 )
 
@@ -59,7 +59,7 @@ func newStatusCommand(g *globals) *cobra.Command {
 			var s agent.Status
 			if err := json.Unmarshal(body, &s); err != nil {
 				if note != "" {
-					return fmt.Errorf("%s is not a status document: %w", filepath.Join(c.StateDir, agent.StatusFile), err)
+					return fmt.Errorf("%s is not a status document: %w", statedir.Dir(c.StateDir).Status(), err)
 				}
 				return fmt.Errorf("the agent on %s answered GET /status with what is not a status document: %w", c.Listen, err)
 			}
@@ -87,7 +87,7 @@ func readStatus(ctx context.Context, c *manifest.AgentConfig) (body []byte, note
 		}
 		asked = err
 	}
-	file := filepath.Join(c.StateDir, agent.StatusFile)
+	file := statedir.Dir(c.StateDir).Status()
 	body, at, err := agent.ReadLastStatus(c.StateDir)
 	switch {
 	case errors.Is(err, fs.ErrNotExist) && asked != nil:
