@@ -4,11 +4,11 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"path/filepath"
 	"slices"
 
 	"github.com/tend-dev/tend/applier"
 	"github.com/tend-dev/tend/internal/atomicfile"
+	"github.com/tend-dev/tend/internal/statedir"
 	"github.com/tend-dev/tend/render"
 )
 
@@ -18,10 +18,6 @@ type ContainerPruner interface {
 	Prune(ctx context.Context, device string, live func() (map[string]bool, error)) ([]string, error)
 	RemoveImage(ctx context.Context, image string) error
 }
-
-// imagesFile lists, in stateDir/services, the images (REPO@sha256:…) that
-// container services ran, the most recently used first.
-const imagesFile = "images.json"
 
 var _ applier.Finisher = (*Driver)(nil)
 
@@ -38,7 +34,7 @@ func (d *Driver) Finish(ctx context.Context, declared map[string]any) error {
 		}
 	}
 	var used []string
-	if _, err := atomicfile.ReadJSON(filepath.Join(d.sup.dir, imagesFile), &used); err != nil {
+	if _, err := atomicfile.ReadJSON(d.sup.dir.Images(), &used); err != nil {
 		return err
 	}
 	if len(images) == 0 && len(used) == 0 {
@@ -74,7 +70,7 @@ func (d *Driver) Finish(ctx context.Context, declared map[string]any) error {
 			keep = append(keep, image) // asked again next time
 		}
 	}
-	errs = append(errs, atomicfile.WriteJSON(d.sup.dir, imagesFile, keep, 0o644))
+	errs = append(errs, atomicfile.WriteJSON(string(d.sup.dir), statedir.ImagesFile, keep, 0o644))
 	if err := errors.Join(errs...); err != nil {
 		return fmt.Errorf("prune containers and images: %w", err)
 	}

@@ -160,7 +160,7 @@ func (m Models) Trash(name string) string { return filepath.Join(string(m), Tras
 
 // Services is stateDir/services: a folder per service, NAME, holding its
 // record and, per replica N, the record of its instance and its lock; and
-// the images services used.
+// the images container services ran.
 type Services string
 
 // The files of Services.
@@ -190,7 +190,8 @@ func (s Services) InstanceLock(name string, replica int) string {
 	return filepath.Join(string(s), name, strconv.Itoa(replica)+lockExt)
 }
 
-// Images lists the images services used.
+// Images lists the images (REPO@sha256:…) container services ran, the
+// most recently used first.
 func (s Services) Images() string { return filepath.Join(string(s), ImagesFile) }
 
 // InstanceReplica returns the replica whose record a file named name in a
