@@ -11,6 +11,7 @@ import (
 
 	"github.com/stretchr/testify/require"
 
+	"github.com/tend-dev/tend/internal/statedir"
 	"github.com/tend-dev/tend/internal/testkit/testgit"
 )
 
@@ -21,7 +22,7 @@ func TestLastStatusIsWrittenWhenItChanges(t *testing.T) {
 	repo.WriteFile("devices/cam-017/d.yaml", fmt.Sprintf(oneFile, "a"))
 	repo.Commit("one")
 	h := newHeldLoop(t, repo)
-	file := filepath.Join(h.r.Config.StateDir, status.File)
+	file := statedir.Dir(h.r.Config.StateDir).Status()
 	inode := func() uint64 {
 		t.Helper()
 		fi, err := os.Stat(file)

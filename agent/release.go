@@ -8,7 +8,6 @@ import (
 	"io"
 	"net/http"
 	"net/url"
-	"path/filepath"
 	"slices"
 	"strconv"
 	"strings"
@@ -16,14 +15,11 @@ import (
 
 	"github.com/tend-dev/tend/applier"
 	"github.com/tend-dev/tend/internal/atomicfile"
+	"github.com/tend-dev/tend/internal/statedir"
 	"github.com/tend-dev/tend/planner"
 	"github.com/tend-dev/tend/rollout"
 	"github.com/tend-dev/tend/source"
 )
-
-// releasesFile records, in stateDir, when this device first saw the
-// release it is waiting for, so a restart does not reset a wave's after.
-const releasesFile = "releases.json"
 
 // HeldRelease says why a tick did not take a release (see rollout.Decide):
 // the node kept its applied revision and only reverted drift to it.
@@ -40,7 +36,9 @@ type HeldRelease struct {
 	FirstSeen time.Time // when this device first saw the release
 }
 
-// releases is the content of releasesFile: commit → first seen.
+// releases is the content of statedir's releases.json: when this device
+// first saw the release it is waiting for, so a restart does not reset a
+// wave's after (commit → first seen).
 type releases map[string]time.Time
 
 // decide, between render and observe, holds a release the device's
@@ -139,7 +137,7 @@ func releaseKey(d planner.Desired) string {
 // (forgetting older releases: only the one waiting matters).
 func (r *Reconciler) firstSeen(key string, now time.Time, record bool) (time.Time, error) {
 	var seen releases
-	if _, err := atomicfile.ReadJSON(filepath.Join(r.Config.StateDir, releasesFile), &seen); err != nil {
+	if _, err := atomicfile.ReadJSON(statedir.Dir(r.Config.StateDir).Releases(), &seen); err != nil {
 		r.logger().Warn("forgetting when releases were first seen", keyReason, err.Error())
 		seen = nil
 	}
@@ -147,7 +145,7 @@ func (r *Reconciler) firstSeen(key string, now time.Time, record bool) (time.Tim
 		return at, nil
 	}
 	if record {
-		if err := atomicfile.WriteJSON(r.Config.StateDir, releasesFile, releases{key: now.UTC()}, 0o600); err != nil {
+		if err := atomicfile.WriteJSON(r.Config.StateDir, statedir.ReleasesFile, releases{key: now.UTC()}, 0o600); err != nil {
 			return now, fmt.Errorf("record when release %s was first seen: %w", key, err)
 		}
 	}

@@ -15,6 +15,7 @@ import (
 
 	"github.com/stretchr/testify/require"
 
+	"github.com/tend-dev/tend/internal/statedir"
 	"github.com/tend-dev/tend/internal/testkit/testgit"
 )
 
@@ -55,7 +56,7 @@ func TestRolloutHoldsReleaseUntilItsWaveOpens(t *testing.T) {
 	h.scheduled()
 	require.NoError(t, h.err)
 	require.Nil(t, h.res.Held, "a commit that does not change the device is no release")
-	require.NoFileExists(t, filepath.Join(h.r.Config.StateDir, releasesFile))
+	require.NoFileExists(t, statedir.Dir(h.r.Config.StateDir).Releases())
 	require.Equal(t, "HEAD@sha1:"+second, h.tracker.Status().AppliedRevision)
 
 	repo.WriteFile("devices/cam-017/d.yaml", fmt.Sprintf(oneFile, "v2"))

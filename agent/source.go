@@ -10,6 +10,7 @@ import (
 
 	"github.com/tend-dev/tend/applier"
 	"github.com/tend-dev/tend/gitsource"
+	"github.com/tend-dev/tend/internal/statedir"
 	"github.com/tend-dev/tend/manifest"
 	"github.com/tend-dev/tend/ocisource"
 	"github.com/tend-dev/tend/source"
@@ -158,11 +159,11 @@ func fetchFailed(res *Result) bool {
 }
 
 // GitDir is where the persistent clone of the fleet repo lives.
-func GitDir(stateDir string) string { return stateDir + "/git" }
+func GitDir(stateDir string) string { return statedir.Dir(stateDir).Git() }
 
 // OCIDir is where the fleet artifacts of an oci:// source are kept
 // unpacked: the target's, and the last applied one's.
-func OCIDir(stateDir string) string { return stateDir + "/oci" }
+func OCIDir(stateDir string) string { return string(statedir.Dir(stateDir).OCI()) }
 
 // SourceDir is where c's source is kept on the node: OCIDir for an
 // oci:// source, else GitDir.

@@ -6,15 +6,12 @@ import (
 	"fmt"
 	"io/fs"
 	"os"
-	"path/filepath"
 	"time"
 
 	"github.com/tend-dev/tend/internal/atomicfile"
+	"github.com/tend-dev/tend/internal/statedir"
 	"github.com/tend-dev/tend/manifest"
 )
-
-// SuspendFile in stateDir marks the node suspended by `tend suspend`.
-const SuspendFile = "suspended"
 
 type suspension struct {
 	At     time.Time `json:"at"`
@@ -27,7 +24,7 @@ func Suspended(c *manifest.AgentConfig) (bool, string) {
 	if c.Suspend {
 		return true, "suspend: true in the agent config"
 	}
-	data, err := os.ReadFile(filepath.Join(c.StateDir, SuspendFile))
+	data, err := os.ReadFile(statedir.Dir(c.StateDir).Suspended())
 	if err != nil {
 		return false, ""
 	}
@@ -47,7 +44,7 @@ func Suspended(c *manifest.AgentConfig) (bool, string) {
 // and reported.
 func Suspend(stateDir, reason string) error {
 	data, _ := json.Marshal(suspension{At: time.Now().UTC(), Reason: reason})
-	if err := atomicfile.Write(stateDir, SuspendFile, data, 0o644); err != nil {
+	if err := atomicfile.Write(stateDir, statedir.SuspendFile, data, 0o644); err != nil {
 		return fmt.Errorf("suspend: %w", err)
 	}
 	return nil
@@ -56,7 +53,7 @@ func Suspend(stateDir, reason string) error {
 // Resume lets applies run again. It reports whether the node was
 // suspended by `tend suspend`.
 func Resume(stateDir string) (bool, error) {
-	err := os.Remove(filepath.Join(stateDir, SuspendFile))
+	err := os.Remove(statedir.Dir(stateDir).Suspended())
 	if errors.Is(err, fs.ErrNotExist) {
 		return false, nil
 	}

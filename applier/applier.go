@@ -11,6 +11,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/tend-dev/tend/internal/statedir"
 	"github.com/tend-dev/tend/planner"
 	"github.com/tend-dev/tend/render"
 )
@@ -116,7 +117,7 @@ func (a *Applier) Observe(ctx context.Context, d *render.Desired) (planner.Obser
 	for _, id := range sortedKeys(inv.Resources) {
 		kind, err := planner.KindOf(id)
 		if err != nil {
-			return planner.Observed{}, fmt.Errorf("observe %s: inventory %s: %w", id, InventoryFile, err)
+			return planner.Observed{}, fmt.Errorf("observe %s: inventory %s: %w", id, statedir.InventoryFile, err)
 		}
 		if err := observe(id, kind); err != nil {
 			return planner.Observed{}, err

@@ -6,24 +6,14 @@ import (
 	"fmt"
 	"io/fs"
 	"os"
-	"path/filepath"
 	"slices"
 	"time"
 
 	"github.com/tend-dev/tend/internal/atomicfile"
 	"github.com/tend-dev/tend/internal/failpoint"
+	"github.com/tend-dev/tend/internal/statedir"
 	"github.com/tend-dev/tend/planner"
 )
-
-// StateDirMode is the mode of a stateDir tend creates: others may pass
-// through it, to the model versions services read (a service may run as
-// another user), but not list it. What is private in it is so by its own
-// mode: the clone of the fleet repo and service records (0700 folders), the
-// inventory and the lock (0600).
-const StateDirMode fs.FileMode = 0o711
-
-// InventoryFile is the name of the inventory inside stateDir.
-const InventoryFile = "inventory.json"
 
 // inventoryFormat is the formatVersion this package reads and writes.
 const inventoryFormat = "1"
@@ -68,7 +58,7 @@ type inventoryJSON struct {
 // LoadInventory reads the inventory in stateDir. A missing file is an empty
 // inventory: tend manages nothing yet.
 func LoadInventory(stateDir string) (*Inventory, error) {
-	name := filepath.Join(stateDir, InventoryFile)
+	name := statedir.Dir(stateDir).Inventory()
 	data, err := os.ReadFile(name)
 	if errors.Is(err, fs.ErrNotExist) {
 		return &Inventory{Resources: map[string]InventoryEntry{}}, nil
@@ -102,7 +92,7 @@ func corrupt(name string, err error) error {
 }
 
 // Save writes the inventory to stateDir atomically (temporary file, fsync,
-// rename, fsync of stateDir), creating stateDir (StateDirMode) if needed.
+// rename, fsync of stateDir), creating stateDir (statedir.Mode) if needed.
 func (inv *Inventory) Save(stateDir string) error {
 	raw := inventoryJSON{
 		FormatVersion: inventoryFormat,
@@ -122,7 +112,7 @@ func (inv *Inventory) Save(stateDir string) error {
 		return fmt.Errorf("encode inventory: %w", err)
 	}
 	failpoint.Hit("inventory:save")
-	if err := os.MkdirAll(stateDir, StateDirMode); err != nil {
+	if err := os.MkdirAll(stateDir, statedir.Mode); err != nil {
 		return fmt.Errorf("save inventory: %w", err)
 	}
 	r, err := os.OpenRoot(stateDir)
@@ -130,8 +120,8 @@ func (inv *Inventory) Save(stateDir string) error {
 		return fmt.Errorf("save inventory: %w", err)
 	}
 	defer r.Close()
-	if err := atomicfile.WriteIn(r, InventoryFile, append(data, '\n'), 0o600); err != nil {
-		return fmt.Errorf("save inventory %s: %w", filepath.Join(stateDir, InventoryFile), err)
+	if err := atomicfile.WriteIn(r, statedir.InventoryFile, append(data, '\n'), 0o600); err != nil {
+		return fmt.Errorf("save inventory %s: %w", statedir.Dir(stateDir).Inventory(), err)
 	}
 	return nil
 }
@@ -172,5 +162,5 @@ func (inv *Inventory) check(stateDir, root, device string) error {
 	}
 	return fmt.Errorf("%w: stateDir %s holds the inventory of %s %s, but %s: use one stateDir per %s, "+
 		"or move %s aside to start over (tend then forgets, and never deletes, what it created before)",
-		ErrInventoryMismatch, stateDir, what, was, now, what, filepath.Join(stateDir, InventoryFile))
+		ErrInventoryMismatch, stateDir, what, was, now, what, statedir.Dir(stateDir).Inventory())
 }

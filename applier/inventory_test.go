@@ -9,6 +9,7 @@ import (
 
 	"github.com/stretchr/testify/require"
 
+	"github.com/tend-dev/tend/internal/statedir"
 	"github.com/tend-dev/tend/planner"
 )
 
@@ -27,10 +28,10 @@ func TestInventoryRoundTrip(t *testing.T) {
 	require.NoError(t, inv.Save(stateDir))
 	require.NoError(t, inv.Save(stateDir), "saving over an existing inventory")
 
-	name := filepath.Join(stateDir, InventoryFile)
+	name := statedir.Dir(stateDir).Inventory()
 	require.Equal(t, os.FileMode(0o600), perm(t, name))
-	require.Equal(t, StateDirMode, perm(t, stateDir))
-	require.Equal(t, []string{InventoryFile}, tree(t, stateDir), "no temporary file is left")
+	require.Equal(t, statedir.Mode, perm(t, stateDir))
+	require.Equal(t, []string{statedir.InventoryFile}, tree(t, stateDir), "no temporary file is left")
 
 	var raw map[string]any
 	data, err := os.ReadFile(name)
@@ -82,7 +83,7 @@ func TestLoadInventory(t *testing.T) {
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			stateDir := t.TempDir()
-			name := filepath.Join(stateDir, InventoryFile)
+			name := statedir.Dir(stateDir).Inventory()
 			if tt.content != "" {
 				require.NoError(t, os.WriteFile(name, []byte(tt.content), 0o600))
 			}

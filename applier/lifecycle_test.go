@@ -9,6 +9,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/tend-dev/tend/applier"
+	"github.com/tend-dev/tend/internal/statedir"
 	"github.com/tend-dev/tend/internal/testkit/testnode"
 	"github.com/tend-dev/tend/manifest"
 	"github.com/tend-dev/tend/planner"
@@ -86,7 +87,7 @@ func TestInventoryBoundToRootAndDevice(t *testing.T) {
 			device: "cam-017",
 			wantMsg: func(n *testNode, root string) string {
 				return "stateDir " + n.stateDir + " holds the inventory of root " + n.root + ", but root is now " + root +
-					": use one stateDir per root, or move " + filepath.Join(n.stateDir, applier.InventoryFile) +
+					": use one stateDir per root, or move " + statedir.Dir(n.stateDir).Inventory() +
 					" aside to start over (tend then forgets, and never deletes, what it created before)"
 			},
 		},
@@ -96,7 +97,7 @@ func TestInventoryBoundToRootAndDevice(t *testing.T) {
 			device: "cam-018",
 			wantMsg: func(n *testNode, _ string) string {
 				return "stateDir " + n.stateDir + " holds the inventory of device cam-017, but this is cam-018" +
-					": use one stateDir per device, or move " + filepath.Join(n.stateDir, applier.InventoryFile) + " aside"
+					": use one stateDir per device, or move " + statedir.Dir(n.stateDir).Inventory() + " aside"
 			},
 		},
 	}

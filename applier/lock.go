@@ -5,30 +5,25 @@ import (
 	"errors"
 	"fmt"
 	"os"
-	"path/filepath"
 	"strconv"
 	"strings"
 	"syscall"
 	"time"
-)
 
-// LockFile is the name of the lock inside stateDir.
-const LockFile = "lock"
+	"github.com/tend-dev/tend/internal/statedir"
+)
 
 // lockPoll is how often Lock retries a lock held by another tend.
 const lockPoll = 100 * time.Millisecond
 
 // Lock takes the exclusive lock on stateDir (an flock on stateDir/lock,
-// which then holds our pid), creating stateDir (StateDirMode) if needed.
+// which then holds our pid), creating stateDir (statedir.Mode) if needed.
 // While another process holds it, Lock retries every 100ms until ctx is
 // done and then returns a *LockedError naming the holder's pid. The lock
 // dies with the process, so a crash never leaves it stale.
 func Lock(ctx context.Context, stateDir string) (unlock func() error, err error) {
-	return lock(ctx, stateDir, LockFile, false)
+	return lock(ctx, stateDir, statedir.Dir(stateDir).Lock(), false)
 }
-
-// AgentLockFile is the lock an agent holds on stateDir while it runs.
-const AgentLockFile = "agent.lock"
 
 // LockAgent takes the agent lock on stateDir for the life of the process:
 // one agent per stateDir. It does not wait: a second agent fails at once
@@ -36,14 +31,13 @@ const AgentLockFile = "agent.lock"
 func LockAgent(stateDir string) (unlock func() error, err error) {
 	ctx, cancel := context.WithCancel(context.Background())
 	cancel()
-	return lock(ctx, stateDir, AgentLockFile, true)
+	return lock(ctx, stateDir, statedir.Dir(stateDir).AgentLock(), true)
 }
 
-func lock(ctx context.Context, stateDir, file string, agent bool) (unlock func() error, err error) {
-	if err := os.MkdirAll(stateDir, StateDirMode); err != nil {
+func lock(ctx context.Context, stateDir, name string, agent bool) (unlock func() error, err error) {
+	if err := os.MkdirAll(stateDir, statedir.Mode); err != nil {
 		return nil, fmt.Errorf("lock state directory: %w", err)
 	}
-	name := filepath.Join(stateDir, file)
 	f, err := os.OpenFile(name, os.O_RDWR|os.O_CREATE, 0o600)
 	if err != nil {
 		return nil, fmt.Errorf("lock state directory: %w", err)

@@ -11,15 +11,17 @@ import (
 	"time"
 
 	"github.com/stretchr/testify/require"
+
+	"github.com/tend-dev/tend/internal/statedir"
 )
 
 func TestLock(t *testing.T) {
 	stateDir := filepath.Join(t.TempDir(), "var/lib/tend")
-	lockFile := filepath.Join(stateDir, LockFile)
+	lockFile := statedir.Dir(stateDir).Lock()
 
 	unlock, err := Lock(t.Context(), stateDir)
 	require.NoError(t, err)
-	require.Equal(t, StateDirMode, perm(t, stateDir))
+	require.Equal(t, statedir.Mode, perm(t, stateDir))
 	pid, err := os.ReadFile(lockFile)
 	require.NoError(t, err)
 	require.Equal(t, fmt.Sprint(os.Getpid()), strings.TrimSpace(string(pid)))

@@ -5,20 +5,17 @@ import (
 	"fmt"
 	"io/fs"
 	"os"
-	"path/filepath"
 	"sort"
 	"strings"
 	"time"
 
 	"github.com/tend-dev/tend/internal/atomicfile"
 	"github.com/tend-dev/tend/internal/failpoint"
+	"github.com/tend-dev/tend/internal/statedir"
 )
 
-// QuarantineFile holds, in stateDir, the commits this node rolled back:
-// they are not applied again, across restarts; a newer commit is.
-const QuarantineFile = "quarantine.json"
-
-// Quarantined is one rolled-back commit.
+// Quarantined is one rolled-back commit, kept in statedir's quarantine.json:
+// it is not applied again, across restarts; a newer commit is.
 type Quarantined struct {
 	Revision string    `json:"revision"` // ref@sha1:commit
 	Reason   string    `json:"reason"`
@@ -28,7 +25,7 @@ type Quarantined struct {
 // LoadQuarantine reads the rolled-back commits, by commit hash.
 func LoadQuarantine(stateDir string) (map[string]Quarantined, error) {
 	q := map[string]Quarantined{}
-	if _, err := atomicfile.ReadJSON(filepath.Join(stateDir, QuarantineFile), &q); err != nil {
+	if _, err := atomicfile.ReadJSON(statedir.Dir(stateDir).Quarantine(), &q); err != nil {
 		if errors.Is(err, atomicfile.ErrCorrupt) {
 			err = fmt.Errorf("%w; remove it to try every commit again", err)
 		}
@@ -45,7 +42,7 @@ func Quarantine(stateDir, commit string, q Quarantined) error {
 	}
 	all[commit] = q
 	failpoint.Hit("quarantine:write")
-	return atomicfile.WriteJSON(stateDir, QuarantineFile, all, 0o644)
+	return atomicfile.WriteJSON(stateDir, statedir.QuarantineFile, all, 0o644)
 }
 
 // Unquarantine forgets the rolled-back commits whose hash starts with
@@ -77,12 +74,12 @@ func Unquarantine(stateDir, commit string) ([]Quarantined, error) {
 		return nil, nil
 	}
 	if len(all) == 0 {
-		if err := os.Remove(filepath.Join(stateDir, QuarantineFile)); err != nil && !errors.Is(err, fs.ErrNotExist) {
+		if err := os.Remove(statedir.Dir(stateDir).Quarantine()); err != nil && !errors.Is(err, fs.ErrNotExist) {
 			return nil, err
 		}
 		return cleared, nil
 	}
-	return cleared, atomicfile.WriteJSON(stateDir, QuarantineFile, all, 0o644)
+	return cleared, atomicfile.WriteJSON(stateDir, statedir.QuarantineFile, all, 0o644)
 }
 
 func unquarantineError(commit string, matches int, all map[string]Quarantined) error {

@@ -1,11 +1,12 @@
 package applier
 
 import (
-	"path/filepath"
 	"testing"
 	"time"
 
 	"github.com/stretchr/testify/require"
+
+	"github.com/tend-dev/tend/internal/statedir"
 )
 
 func TestUnquarantine(t *testing.T) {
@@ -30,7 +31,7 @@ func TestUnquarantine(t *testing.T) {
 	got, err = Unquarantine(dir, "")
 	require.NoError(t, err)
 	require.Len(t, got, 1)
-	require.NoFileExists(t, filepath.Join(dir, QuarantineFile), "an empty quarantine is removed")
+	require.NoFileExists(t, statedir.Dir(dir).Quarantine(), "an empty quarantine is removed")
 	got, err = Unquarantine(dir, "")
 	require.NoError(t, err)
 	require.Empty(t, got)

@@ -9,9 +9,10 @@ import (
 	"io/fs"
 	"os"
 	"path/filepath"
-	"strings"
 
 	v1 "github.com/google/go-containerregistry/pkg/v1"
+
+	"github.com/tend-dev/tend/internal/statedir"
 )
 
 // Verify re-hashes blob d in the store. A blob whose bytes no longer match
@@ -50,22 +51,23 @@ func (s *Store) GC(keep map[string]bool) (int, int64, error) {
 		freed int64
 		errs  []error
 	)
-	for _, sub := range []string{"sha256", "partial"} {
-		entries, err := os.ReadDir(filepath.Join(s.dir, sub))
+	for _, dir := range []string{s.dir.Stored("sha256"), s.dir.Partials()} {
+		partial := dir == s.dir.Partials()
+		entries, err := os.ReadDir(dir)
 		if err != nil {
 			errs = append(errs, err)
 			continue
 		}
 		for _, e := range entries {
-			if sub == "sha256" && keep["sha256:"+e.Name()] || sub == "partial" && keep[strings.Replace(e.Name(), "-", ":", 1)] {
+			if !partial && keep["sha256:"+e.Name()] || partial && keep[statedir.Digest(e.Name())] {
 				continue
 			}
 			info, _ := e.Info()
-			if err := os.Remove(filepath.Join(s.dir, sub, e.Name())); err != nil && !errors.Is(err, fs.ErrNotExist) {
+			if err := os.Remove(filepath.Join(dir, e.Name())); err != nil && !errors.Is(err, fs.ErrNotExist) {
 				errs = append(errs, err)
 				continue
 			}
-			if sub == "sha256" && info != nil {
+			if !partial && info != nil {
 				n++
 				freed += info.Size()
 			}

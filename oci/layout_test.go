@@ -406,7 +406,7 @@ func TestPut(t *testing.T) {
 	require.NoError(t, err)
 	require.Equal(t, os.FileMode(0o444), fi.Mode().Perm())
 	require.NoError(t, s.Put(d, data), "putting it again is fine")
-	left, err := os.ReadDir(filepath.Join(s.dir, "partial"))
+	left, err := os.ReadDir(s.dir.Partials())
 	require.NoError(t, err)
 	require.Empty(t, left, "no temporary file is left behind")
 }

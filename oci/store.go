@@ -9,7 +9,6 @@ import (
 	"log/slog"
 	"net/http"
 	"os"
-	"path/filepath"
 	"time"
 
 	"github.com/google/go-containerregistry/pkg/authn"
@@ -19,6 +18,7 @@ import (
 
 	"github.com/tend-dev/tend/internal/atomicfile"
 	"github.com/tend-dev/tend/internal/backoff"
+	"github.com/tend-dev/tend/internal/statedir"
 )
 
 // ErrDigestMismatch means the bytes a registry sent do not hash to the
@@ -30,7 +30,7 @@ var ErrDigestMismatch = errors.New("digest mismatch")
 // while it is hashed, and renamed into the store only when its digest
 // matches, so a blob in the store is always whole and right.
 type Store struct {
-	dir string // stateDir/blobs
+	dir statedir.Blobs
 	log *slog.Logger
 }
 
@@ -46,8 +46,8 @@ func NewStore(stateDir string, log *slog.Logger) (*Store, error) {
 	if log == nil {
 		log = slog.New(slog.DiscardHandler)
 	}
-	s := &Store{dir: filepath.Join(stateDir, "blobs"), log: log}
-	for _, d := range []string{filepath.Join(s.dir, "sha256"), filepath.Join(s.dir, "partial")} {
+	s := &Store{dir: statedir.Dir(stateDir).Blobs(), log: log}
+	for _, d := range []string{s.dir.Stored("sha256"), s.dir.Partials()} {
 		if err := os.MkdirAll(d, 0o755); err != nil {
 			return nil, fmt.Errorf("blob store: %w", err)
 		}
@@ -56,10 +56,10 @@ func NewStore(stateDir string, log *slog.Logger) (*Store, error) {
 }
 
 // Path is where the blob with digest d lives once stored.
-func (s *Store) Path(d v1.Hash) string { return filepath.Join(s.dir, d.Algorithm, d.Hex) }
+func (s *Store) Path(d v1.Hash) string { return s.dir.Blob(d.Algorithm, d.Hex) }
 
 func (s *Store) partial(d v1.Hash) string {
-	return filepath.Join(s.dir, "partial", d.Algorithm+"-"+d.Hex)
+	return s.dir.Partial(d.Algorithm, d.Hex)
 }
 
 // Partial returns how many bytes of blob d an interrupted download left.

@@ -9,7 +9,6 @@ import (
 	"io"
 	"log/slog"
 	"os"
-	"path/filepath"
 	"strings"
 	"time"
 
@@ -18,6 +17,7 @@ import (
 	"github.com/google/go-containerregistry/pkg/v1/types"
 
 	"github.com/tend-dev/tend/internal/atomicfile"
+	"github.com/tend-dev/tend/internal/statedir"
 	"github.com/tend-dev/tend/oci"
 	"github.com/tend-dev/tend/source"
 )
@@ -281,7 +281,7 @@ func orNone(s string) string {
 // outside the folder, no link points out of it, at most
 // MaxUnpackedBytes), and renames the folder into place once whole.
 func (f *fetcher) unpack(ctx context.Context, k *kept, l v1.Descriptor) (err error) {
-	tmp, err := os.MkdirTemp(f.st.dir, tempPrefix)
+	tmp, err := os.MkdirTemp(f.st.dir, statedir.ArtifactTempPrefix)
 	if err != nil {
 		return fmt.Errorf("unpack %s: %w", f.shown, err)
 	}
@@ -290,7 +290,7 @@ func (f *fetcher) unpack(ctx context.Context, k *kept, l v1.Descriptor) (err err
 			_ = os.RemoveAll(tmp)
 		}
 	}()
-	if err := os.Mkdir(filepath.Join(tmp, treeDir), 0o755); err != nil {
+	if err := os.Mkdir(statedir.Artifact(tmp).Tree(), 0o755); err != nil {
 		return err
 	}
 	layer, err := f.opts.Client.layer(ctx, f.ref.Context().Digest(l.Digest.String()))
@@ -305,7 +305,7 @@ func (f *fetcher) unpack(ctx context.Context, k *kept, l v1.Descriptor) (err err
 	defer rc.Close()
 	h := sha256.New()
 	body := io.TeeReader(io.LimitReader(rc, l.Size+1), h)
-	if err := oci.Extract(ctx, body, oci.Gzip, filepath.Join(tmp, treeDir), &oci.Budget{Limit: MaxUnpackedBytes}); err != nil {
+	if err := oci.Extract(ctx, body, oci.Gzip, statedir.Artifact(tmp).Tree(), &oci.Budget{Limit: MaxUnpackedBytes}); err != nil {
 		f.opts.Client.reset()
 		return fmt.Errorf("unpack layer %s of %s: %w", l.Digest, f.shown, err)
 	}
@@ -317,7 +317,7 @@ func (f *fetcher) unpack(ctx context.Context, k *kept, l v1.Descriptor) (err err
 	if got := "sha256:" + hex.EncodeToString(h.Sum(nil)); got != l.Digest.String() {
 		return fmt.Errorf("%w: layer %s of %s: the registry sent content of digest %s", ErrNotFleet, l.Digest, f.shown, got)
 	}
-	if err := atomicfile.WriteJSON(tmp, metaFile, k, 0o644); err != nil {
+	if err := atomicfile.WriteJSON(tmp, statedir.ArtifactFile, k, 0o644); err != nil {
 		return err
 	}
 	final := f.st.folder(k.Digest)

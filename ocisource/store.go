@@ -10,16 +10,8 @@ import (
 	"time"
 
 	"github.com/tend-dev/tend/internal/atomicfile"
+	"github.com/tend-dev/tend/internal/statedir"
 	"github.com/tend-dev/tend/source"
-)
-
-// Where a kept artifact lives: Dir/sha256-<hex>/ holds metaFile and the
-// unpacked layer in treeDir. A folder appears under its final name only
-// once complete (unpacked into a temp folder, then renamed).
-const (
-	metaFile   = "artifact.json"
-	treeDir    = "tree"
-	tempPrefix = ".tmp-"
 )
 
 // kept is an unpacked artifact and what its manifest said.
@@ -34,18 +26,20 @@ type kept struct {
 	dir string // its folder
 }
 
-// store is the folder of kept artifacts.
+// store is the folder of kept artifacts, laid out as statedir.Artifacts:
+// a folder appears under its final name only once complete (unpacked into
+// a temp folder, then renamed).
 type store struct{ dir string }
 
 func (s store) folder(digest string) string {
-	return filepath.Join(s.dir, strings.Replace(digest, ":", "-", 1))
+	return string(statedir.Artifacts(s.dir).Artifact(digest))
 }
 
 // load returns the kept artifact of digest, false when there is none.
 func (s store) load(digest string) (*kept, bool) {
 	dir := s.folder(digest)
 	var k kept
-	if ok, err := atomicfile.ReadJSON(filepath.Join(dir, metaFile), &k); !ok || err != nil || k.Digest != digest {
+	if ok, err := atomicfile.ReadJSON(statedir.Artifact(dir).Meta(), &k); !ok || err != nil || k.Digest != digest {
 		return nil, false
 	}
 	k.dir = dir
@@ -57,10 +51,10 @@ func (s store) all() []*kept {
 	entries, _ := os.ReadDir(s.dir)
 	var out []*kept
 	for _, e := range entries {
-		if !e.IsDir() || strings.HasPrefix(e.Name(), tempPrefix) {
+		if !e.IsDir() || strings.HasPrefix(e.Name(), statedir.ArtifactTempPrefix) {
 			continue
 		}
-		if k, ok := s.load(strings.Replace(e.Name(), "-", ":", 1)); ok {
+		if k, ok := s.load(statedir.Digest(e.Name())); ok {
 			out = append(out, k)
 		}
 	}
@@ -76,7 +70,7 @@ func (s store) byCommit(commit string) (*kept, bool) {
 		if k.Commit != strings.ToLower(commit) {
 			continue
 		}
-		fi, err := os.Stat(filepath.Join(k.dir, metaFile))
+		fi, err := os.Stat(statedir.Artifact(k.dir).Meta())
 		if err != nil {
 			continue
 		}
@@ -105,14 +99,14 @@ func (s store) prune(applied string, keep ...string) error {
 	var errs []error
 	for _, e := range entries {
 		name := e.Name()
-		if strings.HasPrefix(name, tempPrefix) {
+		if strings.HasPrefix(name, statedir.ArtifactTempPrefix) {
 			// Another tend (a plan run by hand beside the agent) may be
 			// unpacking into it now: only an old one is left over.
 			if fi, err := e.Info(); err == nil && time.Since(fi.ModTime()) < staleTemp {
 				continue
 			}
 		} else {
-			digest := strings.Replace(name, "-", ":", 1)
+			digest := statedir.Digest(name)
 			if keepIt(digest, keep) {
 				continue
 			}
@@ -138,7 +132,7 @@ func keepIt(digest string, keep []string) bool {
 
 // files reads the manifest files under paths from the kept tree.
 func (k *kept) files(paths []source.Path, shown string) ([]source.File, error) {
-	root, err := os.OpenRoot(filepath.Join(k.dir, treeDir))
+	root, err := os.OpenRoot(statedir.Artifact(k.dir).Tree())
 	if err != nil {
 		return nil, fmt.Errorf("open unpacked artifact %s: %w", k.Digest, err)
 	}

@@ -8,22 +8,16 @@ import (
 	"path/filepath"
 	"strconv"
 
+	"github.com/tend-dev/tend/internal/statedir"
 	"github.com/tend-dev/tend/manifest"
 )
-
-// ModelsDir is where model versions and their records live in stateDir.
-func ModelsDir(stateDir string) string { return filepath.Join(stateDir, "models") }
-
-// DefaultModelLink is the name of a model's stable path inside its folder
-// in ModelsDir when the manifest gives none.
-const DefaultModelLink = "current"
 
 // ModelLink is the node path of model name's stable path, the symlink to
 // its active version that ${model:NAME} expands to: the declared path
 // under root, or stateDir/models/NAME/current.
 func ModelLink(root, stateDir, name, declared string) string {
 	if declared == "" {
-		return filepath.Join(ModelsDir(stateDir), name, DefaultModelLink)
+		return statedir.Dir(stateDir).Models().Link(name)
 	}
 	return filepath.Join(root, declared)
 }

@@ -6,23 +6,20 @@ import (
 	"io"
 	"log/slog"
 	"os"
-	"path/filepath"
 	"time"
 
 	"github.com/tend-dev/tend/internal/atomicfile"
+	"github.com/tend-dev/tend/internal/statedir"
 	"github.com/tend-dev/tend/manifest"
 )
-
-// File in stateDir holds the status document of the agent's last
-// tick, so `tend status` can answer when no agent does.
-const File = "status.json"
 
 // maxStatusBytes bounds what is read of the status file.
 const maxStatusBytes = 16 << 20
 
-// WriteLast records s in stateDir, atomically.
+// WriteLast records s in stateDir, atomically, so `tend status` can
+// answer when no agent does.
 func WriteLast(stateDir string, s Status) error {
-	return atomicfile.WriteJSON(stateDir, File, s, 0o644)
+	return atomicfile.WriteJSON(stateDir, statedir.StatusFile, s, 0o644)
 }
 
 // statusRefresh is how old the status file may grow while nothing but its
@@ -59,7 +56,7 @@ func (w *LastWriter) Write(log *slog.Logger, c *manifest.AgentConfig, s Status, 
 // stateDir, as written, and when it was written. A stateDir without one
 // is an error that wraps fs.ErrNotExist.
 func ReadLast(stateDir string) ([]byte, time.Time, error) {
-	f, err := os.Open(filepath.Join(stateDir, File))
+	f, err := os.Open(statedir.Dir(stateDir).Status())
 	if err != nil {
 		return nil, time.Time{}, fmt.Errorf("read the last status: %w", err)
 	}

@@ -21,11 +21,6 @@ import (
 	"github.com/tend-dev/tend/manifest"
 )
 
-// ReportFile is the cache of the last report a collector accepted, in
-// stateDir: its status fingerprint and when it was accepted, so a restart
-// does not resend an unchanged status before the interval has passed.
-const ReportFile = "report.json"
-
 // Report transport settings.
 const (
 	reportRetryMax     = 4
@@ -78,7 +73,10 @@ type Reporter struct {
 	warned   string      // what the last warning was about; "" after a success
 }
 
-// reportCache is ReportFile's content.
+// reportCache is the content of statedir's report.json, the cache of the
+// last report a collector accepted: its status fingerprint and when it was
+// accepted, so a restart does not resend an unchanged status before the
+// interval has passed.
 type reportCache struct {
 	Fingerprint string    `json:"fingerprint"`
 	AcceptedAt  time.Time `json:"acceptedAt"`

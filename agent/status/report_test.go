@@ -9,7 +9,6 @@ import (
 	"net/http"
 	"net/http/httptest"
 	"os"
-	"path/filepath"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -20,6 +19,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/tend-dev/tend/drift"
+	"github.com/tend-dev/tend/internal/statedir"
 	"github.com/tend-dev/tend/internal/testkit/testfs"
 	"github.com/tend-dev/tend/manifest"
 )
@@ -305,7 +305,7 @@ func TestReporterCacheSurvivesRestart(t *testing.T) {
 	before := time.Now()
 	require.Equal(t, 1, run(t, 0, 1))
 	after := time.Now()
-	b, err := os.ReadFile(filepath.Join(dir, ReportFile))
+	b, err := os.ReadFile(statedir.Dir(dir).Report())
 	require.NoError(t, err)
 	var cache struct {
 		Fingerprint string    `json:"fingerprint"`

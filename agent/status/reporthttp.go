@@ -10,7 +10,6 @@ import (
 	"math/rand/v2"
 	"net/http"
 	"os"
-	"path/filepath"
 	"strconv"
 	"strings"
 	"time"
@@ -19,6 +18,7 @@ import (
 
 	"github.com/tend-dev/tend/internal/atomicfile"
 	"github.com/tend-dev/tend/internal/backoff"
+	"github.com/tend-dev/tend/internal/statedir"
 )
 
 // retryAfter reads a Retry-After header: seconds, or an HTTP date.
@@ -66,7 +66,7 @@ func keepLastResponse(resp *http.Response, err error, attempts int) (*http.Respo
 
 func readReportCache(stateDir string) (reportCache, error) {
 	var c reportCache
-	b, err := os.ReadFile(filepath.Join(stateDir, ReportFile))
+	b, err := os.ReadFile(statedir.Dir(stateDir).Report())
 	if errors.Is(err, fs.ErrNotExist) {
 		return c, nil
 	}
@@ -74,7 +74,7 @@ func readReportCache(stateDir string) (reportCache, error) {
 		return c, err
 	}
 	if err := json.Unmarshal(b, &c); err != nil {
-		return reportCache{}, fmt.Errorf("%s: %w", filepath.Join(stateDir, ReportFile), err)
+		return reportCache{}, fmt.Errorf("%s: %w", statedir.Dir(stateDir).Report(), err)
 	}
 	return c, nil
 }
@@ -85,7 +85,7 @@ func writeReportCache(stateDir string, c reportCache) error {
 	if err != nil {
 		return err
 	}
-	return atomicfile.Write(stateDir, ReportFile, b, 0o644)
+	return atomicfile.Write(stateDir, statedir.ReportFile, b, 0o644)
 }
 
 // validHeaderName reports whether k is an RFC 9110 token.

@@ -12,6 +12,7 @@ import (
 	"github.com/tend-dev/tend/internal/atomicfile"
 	"github.com/tend-dev/tend/internal/confine"
 	"github.com/tend-dev/tend/internal/failpoint"
+	"github.com/tend-dev/tend/internal/statedir"
 	"github.com/tend-dev/tend/planner"
 	"github.com/tend-dev/tend/render"
 )
@@ -57,7 +58,7 @@ func (d *Driver) activate(ctx context.Context, m render.Model) error {
 		return err
 	}
 	defer dir.Close()
-	target := filepath.Join(d.dir, m.Name, vdir)
+	target := d.dir.Version(m.Name, vdir)
 	if err := traversable(d.state); err != nil {
 		return err
 	}
@@ -118,8 +119,8 @@ func (d *Driver) remove(name string) error {
 	if rec != nil {
 		d.unlink(name, rec.Path)
 	}
-	trash := filepath.Join(d.dir, ".removed-"+name)
-	if err := os.Rename(filepath.Join(d.dir, name), trash); err != nil && !errors.Is(err, fs.ErrNotExist) {
+	trash := d.dir.Trash(name)
+	if err := os.Rename(d.dir.Model(name), trash); err != nil && !errors.Is(err, fs.ErrNotExist) {
 		return fmt.Errorf("remove %s: %w", planner.ModelID(name), err)
 	}
 	if err := removeTree(trash); err != nil {
@@ -140,7 +141,7 @@ func (d *Driver) unlink(name, p string) {
 	}
 	defer dir.Close()
 	target, err := dir.Readlink(rel)
-	if err != nil || filepath.Dir(target) != filepath.Join(d.dir, name) {
+	if err != nil || filepath.Dir(target) != d.dir.Model(name) {
 		return
 	}
 	if dir.Remove(rel) != nil || p == "" {
@@ -157,14 +158,14 @@ func (d *Driver) unlink(name, p string) {
 // model's folder in stateDir. It returns the path of the link inside it.
 func (d *Driver) linkDir(name, p string, create bool) (*os.Root, string, error) {
 	if p == "" {
-		dir := filepath.Join(d.dir, name)
+		dir := d.dir.Model(name)
 		if create {
 			if err := os.MkdirAll(dir, atomicfile.DirMode); err != nil {
 				return nil, "", err
 			}
 		}
 		r, err := os.OpenRoot(dir)
-		return r, render.DefaultModelLink, err
+		return r, statedir.ModelLink, err
 	}
 	allow, rel, err := d.tree.Locate(p)
 	if err != nil {

@@ -13,6 +13,7 @@ import (
 
 	"github.com/tend-dev/tend/applier"
 	"github.com/tend-dev/tend/internal/confine"
+	"github.com/tend-dev/tend/internal/statedir"
 	"github.com/tend-dev/tend/manifest"
 	"github.com/tend-dev/tend/oci"
 	"github.com/tend-dev/tend/planner"
@@ -48,7 +49,7 @@ type Options struct {
 // model's record once.
 type Driver struct {
 	tree   *confine.Tree
-	dir    string // stateDir/models
+	dir    statedir.Models
 	state  string // stateDir
 	store  *oci.Store
 	opts   Options
@@ -91,7 +92,7 @@ func New(stateDir string, tree *confine.Tree, opts Options, log *slog.Logger) (*
 		opts.Free = oci.FreeBytes
 	}
 	return &Driver{
-		tree: tree, dir: render.ModelsDir(stateDir), state: stateDir, store: store, opts: opts, log: log, now: time.Now,
+		tree: tree, dir: statedir.Dir(stateDir).Models(), state: stateDir, store: store, opts: opts, log: log, now: time.Now,
 		records: map[string]*record{}, arts: map[string]*oci.Artifact{}, prepared: map[string]string{},
 	}, nil
 }

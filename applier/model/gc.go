@@ -10,6 +10,7 @@ import (
 
 	v1 "github.com/google/go-containerregistry/pkg/v1"
 
+	"github.com/tend-dev/tend/internal/statedir"
 	"github.com/tend-dev/tend/planner"
 	"github.com/tend-dev/tend/render"
 )
@@ -39,7 +40,7 @@ func (d *Driver) Finish(ctx context.Context, declared map[string]any) error {
 			keep[b] = true
 		}
 	}
-	entries, err := os.ReadDir(d.dir)
+	entries, err := os.ReadDir(string(d.dir))
 	if err != nil && !errors.Is(err, fs.ErrNotExist) {
 		return err
 	}
@@ -47,8 +48,8 @@ func (d *Driver) Finish(ctx context.Context, declared map[string]any) error {
 	for _, e := range entries {
 		switch {
 		case !e.IsDir():
-		case strings.HasPrefix(e.Name(), ".removed-"):
-			errs = append(errs, removeTree(filepath.Join(d.dir, e.Name())))
+		case strings.HasPrefix(e.Name(), statedir.TrashPrefix):
+			errs = append(errs, removeTree(filepath.Join(string(d.dir), e.Name())))
 		case !names[e.Name()] && d.linked(e.Name()):
 			// Not declared, not deleted by the plan (tend did not create
 			// it: it adopted it), and its path still leads here: tend
@@ -85,7 +86,7 @@ func (d *Driver) linked(name string) bool {
 	}
 	defer dir.Close()
 	target, err := dir.Readlink(rel)
-	return err == nil && filepath.Dir(target) == filepath.Join(d.dir, name)
+	return err == nil && filepath.Dir(target) == d.dir.Model(name)
 }
 
 // blobs lists the blobs of m's artifact when its manifest is at hand: read
@@ -113,7 +114,7 @@ func (d *Driver) blobs(m render.Model) []string {
 // tidy trims the versions of a declared model and removes from its folder
 // what its record does not keep; it adds the blobs of its versions to keep.
 func (d *Driver) tidy(ctx context.Context, name string, keep map[string]bool) error {
-	folder := filepath.Join(d.dir, name)
+	folder := d.dir.Model(name)
 	rec, err := loadRecord(d.dir, name)
 	if err == nil && rec != nil {
 		err = d.trim(ctx, rec)
@@ -124,7 +125,7 @@ func (d *Driver) tidy(ctx context.Context, name string, keep map[string]bool) er
 	if rec == nil {
 		return removeTree(folder)
 	}
-	kept := map[string]bool{recordFile: true, render.DefaultModelLink: true}
+	kept := map[string]bool{statedir.ModelRecordFile: true, statedir.ModelLink: true}
 	for _, v := range rec.Versions {
 		kept[v.Dir] = true
 		for _, b := range v.Blobs {
@@ -167,7 +168,7 @@ func (d *Driver) trim(ctx context.Context, rec *record) error {
 		return err
 	}
 	for _, o := range drop {
-		if err := removeTree(filepath.Join(d.dir, rec.Name, o)); err != nil {
+		if err := removeTree(d.dir.Version(rec.Name, o)); err != nil {
 			d.log.WarnContext(ctx, "remove old model version", logKeyResource, planner.ModelID(rec.Name), logKeyError, err.Error())
 		}
 	}
@@ -182,7 +183,7 @@ func (d *Driver) trim(ctx context.Context, rec *record) error {
 func (d *Driver) refresh(rec *record) error {
 	for i := range rec.Versions {
 		v := &rec.Versions[i]
-		root := filepath.Join(d.dir, rec.Name, v.Dir)
+		root := d.dir.Version(rec.Name, v.Dir)
 		for j := range v.Entries {
 			e := &v.Entries[j]
 			if e.Type != "" {

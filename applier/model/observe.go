@@ -65,7 +65,7 @@ func (d *Driver) Observe(ctx context.Context, id string, s any) (planner.State, 
 		return planner.State{}, err
 	}
 	var v *version
-	if rec != nil && filepath.Dir(target) == filepath.Join(d.dir, name) {
+	if rec != nil && filepath.Dir(target) == d.dir.Model(name) {
 		v = rec.version(filepath.Base(target))
 	}
 	if v == nil {
@@ -100,7 +100,7 @@ func summarise(changes []string) string {
 // A file found unchanged whose fingerprint moved (a touch) gets the new
 // fingerprint, so it is not re-hashed on every tick.
 func (d *Driver) check(rec *record, v *version, deep bool) ([]string, error) {
-	root := filepath.Join(d.dir, rec.Name, v.Dir)
+	root := d.dir.Version(rec.Name, v.Dir)
 	now := d.now()
 	deep = deep || now.Sub(v.VerifiedAt) >= d.opts.VerifyInterval
 	found, err := walkVersion(root)

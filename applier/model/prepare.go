@@ -183,10 +183,10 @@ func (d *Driver) materialise(ctx context.Context, rec *record, m render.Model, a
 	}
 	slices.Sort(v.Blobs)
 	v.Blobs = slices.Compact(v.Blobs)
-	if err := os.MkdirAll(filepath.Join(d.dir, rec.Name), atomicfile.DirMode); err != nil {
+	if err := os.MkdirAll(d.dir.Model(rec.Name), atomicfile.DirMode); err != nil {
 		return v, err
 	}
-	root := filepath.Join(d.dir, rec.Name, v.Dir)
+	root := d.dir.Version(rec.Name, v.Dir)
 	if err := d.store.Materialise(ctx, art, root, limit); err != nil {
 		_ = removeTree(root)
 		return v, fmt.Errorf("%s: %w", planner.ModelID(rec.Name), err)

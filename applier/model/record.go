@@ -7,11 +7,9 @@ import (
 	"time"
 
 	"github.com/tend-dev/tend/internal/atomicfile"
+	"github.com/tend-dev/tend/internal/statedir"
 	"github.com/tend-dev/tend/render"
 )
-
-// recordFile is the name of a model's record inside its folder.
-const recordFile = "model.json"
 
 // record is what tend keeps about one model: the versions materialised in
 // stateDir/models/NAME, the active one first, and where its stable path
@@ -81,8 +79,8 @@ func (r *record) pinned() *render.Active {
 
 // loadRecord reads the record of model name; a model tend has never pulled
 // has none (nil, nil).
-func loadRecord(models, name string) (*record, error) {
-	file := filepath.Join(models, name, recordFile)
+func loadRecord(models statedir.Models, name string) (*record, error) {
+	file := models.Record(name)
 	var r record
 	found, err := atomicfile.ReadJSON(file, &r)
 	if errors.Is(err, atomicfile.ErrCorrupt) {
@@ -95,6 +93,6 @@ func loadRecord(models, name string) (*record, error) {
 }
 
 // save writes the record atomically.
-func (r *record) save(models string) error {
-	return atomicfile.WriteJSON(filepath.Join(models, r.Name), recordFile, r, 0o644)
+func (r *record) save(models statedir.Models) error {
+	return atomicfile.WriteJSON(models.Model(r.Name), statedir.ModelRecordFile, r, 0o644)
 }

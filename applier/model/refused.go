@@ -2,23 +2,20 @@ package model
 
 import (
 	"fmt"
-	"path/filepath"
 	"time"
 
 	"github.com/tend-dev/tend/internal/atomicfile"
+	"github.com/tend-dev/tend/internal/statedir"
 	"github.com/tend-dev/tend/oci"
 )
-
-// refusedFile lists, in stateDir/models, the model digests whose layers
-// unpacked past the room they had (a decompression bomb, or a model that
-// does not fit): they are not tried again on every tick.
-const refusedFile = "refused.json"
 
 // unpackReserve is the room unpacking always leaves free on stateDir's
 // file system.
 const unpackReserve = 64 << 20
 
-// refusal is one refused digest.
+// refusal is one refused digest, kept in statedir's models/refused.json:
+// its layers unpacked past the room they had (a decompression bomb, or a
+// model that does not fit), and it is not tried again on every tick.
 type refusal struct {
 	Model  string    `json:"model"`
 	Limit  int64     `json:"limit"` // the room it had, in bytes
@@ -28,7 +25,7 @@ type refusal struct {
 
 func (d *Driver) refusals() (map[string]refusal, error) {
 	r := map[string]refusal{}
-	if _, err := atomicfile.ReadJSON(filepath.Join(d.dir, refusedFile), &r); err != nil {
+	if _, err := atomicfile.ReadJSON(d.dir.Refused(), &r); err != nil {
 		return nil, err
 	}
 	return r, nil
@@ -58,7 +55,7 @@ func (d *Driver) refused(digest string, limit int64) error {
 	}
 	return fmt.Errorf("%s unpacked past the room it had on this node (%s) at %s and is not tried again until twice that is free on %s: "+
 		"push a smaller artifact, or free space (or remove %s to try at once): %s",
-		digest, oci.HumanBytes(r.Limit), r.At.UTC().Format(time.RFC3339), d.state, filepath.Join(d.dir, refusedFile), r.Reason)
+		digest, oci.HumanBytes(r.Limit), r.At.UTC().Format(time.RFC3339), d.state, d.dir.Refused(), r.Reason)
 }
 
 // refuse records that digest unpacked past limit bytes.
@@ -68,5 +65,5 @@ func (d *Driver) refuse(name, digest string, limit int64, cause error) error {
 		all = map[string]refusal{}
 	}
 	all[digest] = refusal{Model: name, Limit: limit, Reason: cause.Error(), At: d.now().UTC()}
-	return atomicfile.WriteJSON(d.dir, refusedFile, all, 0o644)
+	return atomicfile.WriteJSON(string(d.dir), statedir.RefusedFile, all, 0o644)
 }

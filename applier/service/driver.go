@@ -5,7 +5,6 @@ import (
 	"errors"
 	"fmt"
 	"os"
-	"path/filepath"
 	"slices"
 	"strconv"
 	"strings"
@@ -15,6 +14,7 @@ import (
 	"github.com/tend-dev/tend/applier"
 	"github.com/tend-dev/tend/internal/atomicfile"
 	"github.com/tend-dev/tend/internal/backoff"
+	"github.com/tend-dev/tend/internal/statedir"
 	"github.com/tend-dev/tend/manifest"
 	"github.com/tend-dev/tend/oci"
 	"github.com/tend-dev/tend/planner"
@@ -91,7 +91,7 @@ func (d *Driver) Runs() bool { return true }
 
 // LogFile is where the output of one replica of a service goes.
 func LogFile(stateDir, name string, replica int) string {
-	return filepath.Join(stateDir, "logs", name, strconv.Itoa(replica)+".log")
+	return statedir.Dir(stateDir).Log(name, replica)
 }
 
 // runtime is the runtime of s's kind.
@@ -351,11 +351,11 @@ func (d *Driver) remove(ctx context.Context, name string) error {
 			return err
 		}
 	}
-	return os.RemoveAll(filepath.Join(d.sup.dir, name))
+	return os.RemoveAll(d.sup.dir.Service(name))
 }
 
 func (d *Driver) recordPath(name string) string {
-	return filepath.Join(d.sup.dir, name, "service.json")
+	return d.sup.dir.Spec(name)
 }
 
 func (d *Driver) record(name string) (*record, error) {
@@ -368,7 +368,7 @@ func (d *Driver) record(name string) (*record, error) {
 }
 
 func (d *Driver) saveRecord(name string, r record) error {
-	return atomicfile.WriteJSON(filepath.Join(d.sup.dir, name), "service.json", r, 0o644)
+	return atomicfile.WriteJSON(d.sup.dir.Service(name), statedir.ServiceFile, r, 0o644)
 }
 
 // Undo notes the instances running now: the undo starts each again from
@@ -412,7 +412,7 @@ func (d *Driver) Undo(_ context.Context, a planner.Action, _ any) (func(context.
 			}
 		}
 		if rec == nil {
-			return os.RemoveAll(filepath.Join(d.sup.dir, name))
+			return os.RemoveAll(d.sup.dir.Service(name))
 		}
 		return d.saveRecord(name, *rec)
 	}, nil

@@ -10,11 +10,10 @@ import (
 	"os"
 	"path/filepath"
 	"slices"
-	"strconv"
-	"strings"
 	"time"
 
 	"github.com/tend-dev/tend/internal/atomicfile"
+	"github.com/tend-dev/tend/internal/statedir"
 )
 
 // instanceRecord is what is kept on disk about one running instance.
@@ -182,7 +181,7 @@ func (h missingHandle) Stop(context.Context, time.Duration) error { return h.err
 func (h missingHandle) MarshalJSON() ([]byte, error)              { return h.raw, nil }
 
 func (s *Supervisor) recordPath(k instanceKey) string {
-	return filepath.Join(s.dir, k.service, strconv.Itoa(k.replica)+".json")
+	return s.dir.Instance(k.service, k.replica)
 }
 
 func (s *Supervisor) readRecord(k instanceKey) (*instanceRecord, error) {
@@ -204,16 +203,16 @@ func (s *Supervisor) readRecord(k instanceKey) (*instanceRecord, error) {
 func (s *Supervisor) writeRecord(r instanceRecord) error {
 	// A record holds the service's environment, which may hold secrets:
 	// readable by tend alone.
-	dir := filepath.Join(s.dir, r.Instance.Service)
-	if err := os.MkdirAll(dir, 0o700); err != nil {
+	file := s.recordPath(instanceKey{r.Instance.Service, r.Instance.Replica})
+	if err := os.MkdirAll(filepath.Dir(file), 0o700); err != nil {
 		return err
 	}
-	return atomicfile.WriteJSON(dir, strconv.Itoa(r.Instance.Replica)+".json", r, 0o600)
+	return atomicfile.WriteJSON(filepath.Dir(file), filepath.Base(file), r, 0o600)
 }
 
 // serviceRecords reads the instance records of one service, by replica.
 func (s *Supervisor) serviceRecords(name string) ([]instanceRecord, error) {
-	entries, err := os.ReadDir(filepath.Join(s.dir, name))
+	entries, err := os.ReadDir(s.dir.Service(name))
 	if errors.Is(err, fs.ErrNotExist) {
 		return nil, nil
 	}
@@ -222,9 +221,8 @@ func (s *Supervisor) serviceRecords(name string) ([]instanceRecord, error) {
 	}
 	var out []instanceRecord
 	for _, e := range entries {
-		n, ok := strings.CutSuffix(e.Name(), ".json")
-		replica, err := strconv.Atoi(n)
-		if !ok || err != nil {
+		replica, ok := statedir.InstanceReplica(e.Name())
+		if !ok {
 			continue
 		}
 		r, err := s.readRecord(instanceKey{name, replica})
@@ -241,7 +239,7 @@ func (s *Supervisor) serviceRecords(name string) ([]instanceRecord, error) {
 
 // records reads every instance record.
 func (s *Supervisor) records() ([]instanceRecord, error) {
-	entries, err := os.ReadDir(s.dir)
+	entries, err := os.ReadDir(string(s.dir))
 	if errors.Is(err, fs.ErrNotExist) {
 		return nil, nil
 	}

@@ -4,8 +4,6 @@ import (
 	"context"
 	"fmt"
 	"os"
-	"path/filepath"
-	"strconv"
 	"sync"
 	"syscall"
 	"time"
@@ -50,11 +48,11 @@ func (s *Supervisor) lockKey(ctx context.Context, k instanceKey) (func(), error)
 // flockKey takes the flock of replica k's lock file, waiting (until ctx
 // ends) for another process that holds it.
 func (s *Supervisor) flockKey(ctx context.Context, k instanceKey) (*os.File, error) {
-	dir := filepath.Join(s.dir, k.service)
+	dir := s.dir.Service(k.service)
 	if err := os.MkdirAll(dir, 0o700); err != nil {
 		return nil, err
 	}
-	f, err := os.OpenFile(filepath.Join(dir, strconv.Itoa(k.replica)+".lock"), os.O_RDWR|os.O_CREATE, 0o600)
+	f, err := os.OpenFile(s.dir.InstanceLock(k.service, k.replica), os.O_RDWR|os.O_CREATE, 0o600)
 	if err != nil {
 		return nil, err
 	}

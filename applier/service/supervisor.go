@@ -8,7 +8,6 @@ import (
 	"io/fs"
 	"log/slog"
 	"os"
-	"path/filepath"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -16,6 +15,7 @@ import (
 
 	"github.com/tend-dev/tend/internal/backoff"
 	"github.com/tend-dev/tend/internal/failpoint"
+	"github.com/tend-dev/tend/internal/statedir"
 	"github.com/tend-dev/tend/manifest"
 	"github.com/tend-dev/tend/planner"
 )
@@ -41,7 +41,7 @@ const crashLoopAfter = 3
 // leaves them.
 type Supervisor struct {
 	rts *Runtimes
-	dir string // stateDir/services
+	dir statedir.Services
 	log *slog.Logger
 	now func() time.Time
 
@@ -127,7 +127,7 @@ func NewSupervisor(stateDir string, rts *Runtimes, log *slog.Logger) *Supervisor
 	if log == nil {
 		log = slog.New(slog.DiscardHandler)
 	}
-	return &Supervisor{rts: rts, dir: filepath.Join(stateDir, "services"), log: log, now: time.Now,
+	return &Supervisor{rts: rts, dir: statedir.Dir(stateDir).Services(), log: log, now: time.Now,
 		inst: map[instanceKey]*instance{}, keys: map[instanceKey]*sync.Mutex{}, health: map[instanceKey]string{},
 		stop: make(chan struct{})}
 }

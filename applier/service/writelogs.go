@@ -8,12 +8,11 @@ import (
 	"io"
 	"io/fs"
 	"os"
-	"path/filepath"
 	"slices"
-	"strconv"
 	"strings"
 	"time"
 
+	"github.com/tend-dev/tend/internal/statedir"
 	"github.com/tend-dev/tend/planner"
 )
 
@@ -25,7 +24,7 @@ const followPoll = 250 * time.Millisecond
 // With follow it keeps writing what they append until ctx ends, and starts
 // over on a file that was rotated.
 func WriteLogs(ctx context.Context, w io.Writer, stateDir, name string, replica int, follow bool) error {
-	dir := filepath.Join(stateDir, "logs", name)
+	dir := statedir.Dir(stateDir).Logs(name)
 	var replicas []int
 	if replica >= 0 {
 		if _, err := os.Stat(LogFile(stateDir, name, replica)); errors.Is(err, fs.ErrNotExist) {
@@ -41,10 +40,8 @@ func WriteLogs(ctx context.Context, w io.Writer, stateDir, name string, replica 
 			return err
 		}
 		for _, e := range entries {
-			if n, ok := strings.CutSuffix(e.Name(), ".log"); ok {
-				if r, err := strconv.Atoi(n); err == nil {
-					replicas = append(replicas, r)
-				}
+			if r, ok := statedir.LogReplica(e.Name()); ok {
+				replicas = append(replicas, r)
 			}
 		}
 		slices.Sort(replicas)
@@ -136,7 +133,7 @@ type LogWriter interface {
 // through the runtime of its kind when that keeps the output (LogWriter),
 // else from its log files in stateDir.
 func Logs(ctx context.Context, w io.Writer, rts *Runtimes, stateDir, name string, replica int, follow bool) error {
-	recs, err := (&Supervisor{dir: filepath.Join(stateDir, "services"), rts: rts}).serviceRecords(name)
+	recs, err := (&Supervisor{dir: statedir.Dir(stateDir).Services(), rts: rts}).serviceRecords(name)
 	if err != nil {
 		return err
 	}

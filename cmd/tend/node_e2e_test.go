@@ -75,10 +75,10 @@ func TestStatusFromStateDirWhenNoAgentAnswers(t *testing.T) {
 	n := newNode(t, repo.Dir(), "--schedule", "@every 1s")
 	a := startAgent(t, n)
 	eventually(t, func() bool { return a.status()["appliedRevision"] == "HEAD@sha1:"+rev })
-	eventually(t, func() bool { _, err := os.Stat(filepath.Join(n.state, status.File)); return err == nil })
+	eventually(t, func() bool { _, err := os.Stat(filepath.Join(n.state, "status.json")); return err == nil })
 	a.stop()
 
-	file := filepath.Join(n.state, status.File)
+	file := filepath.Join(n.state, "status.json")
 	out, errOut, code := tend(t, "status", "--listen", a.addr, "--state-dir", n.state)
 	require.Equal(t, 0, code, errOut)
 	require.Regexp(t, `^No agent answered at `+regexp.QuoteMeta(a.addr)+`; last status written at \S+Z from `+regexp.QuoteMeta(file)+`\.\n\n`, out)

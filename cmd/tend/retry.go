@@ -4,13 +4,13 @@ import (
 	"context"
 	"fmt"
 	"os"
-	"path/filepath"
 	"time"
 
 	"github.com/spf13/cobra"
 
 	"github.com/tend-dev/tend/agent"
 	"github.com/tend-dev/tend/applier"
+	"github.com/tend-dev/tend/internal/statedir"
 )
 
 func newRetryCommand(g *globals) *cobra.Command {
@@ -62,7 +62,7 @@ func newRetryCommand(g *globals) *cobra.Command {
 // lock at most lockTimeout (zero: agent.DefaultLockTimeout). A stateDir
 // without a quarantine is left as it is.
 func retry(ctx context.Context, stateDir, commit string, lockTimeout time.Duration) ([]applier.Quarantined, error) {
-	if _, err := os.Stat(filepath.Join(stateDir, applier.QuarantineFile)); err != nil {
+	if _, err := os.Stat(statedir.Dir(stateDir).Quarantine()); err != nil {
 		return applier.Unquarantine(stateDir, commit) // nothing to change: no lock, no stateDir made
 	}
 	if lockTimeout <= 0 {

@@ -9,11 +9,11 @@ import (
 	"io"
 	"io/fs"
 	"net/http"
-	"path/filepath"
 	"strings"
 	"time"
 
 	"github.com/tend-dev/tend/agent/status"
+	"github.com/tend-dev/tend/internal/statedir"
 
 	"github.com/spf13/cobra"
 
@@ -60,7 +60,7 @@ func newStatusCommand(g *globals) *cobra.Command {
 			var s status.Status
 			if err := json.Unmarshal(body, &s); err != nil {
 				if note != "" {
-					return fmt.Errorf("%s is not a status document: %w", filepath.Join(c.StateDir, status.File), err)
+					return fmt.Errorf("%s is not a status document: %w", statedir.Dir(c.StateDir).Status(), err)
 				}
 				return fmt.Errorf("the agent on %s answered GET /status with what is not a status document: %w", c.Listen, err)
 			}
@@ -88,7 +88,7 @@ func readStatus(ctx context.Context, c *manifest.AgentConfig) (body []byte, note
 		}
 		asked = err
 	}
-	file := filepath.Join(c.StateDir, status.File)
+	file := statedir.Dir(c.StateDir).Status()
 	body, at, err := status.ReadLast(c.StateDir)
 	switch {
 	case errors.Is(err, fs.ErrNotExist) && asked != nil:

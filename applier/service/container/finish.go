@@ -4,17 +4,13 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"path/filepath"
 	"slices"
 
 	"github.com/tend-dev/tend/applier/service"
 	"github.com/tend-dev/tend/internal/atomicfile"
+	"github.com/tend-dev/tend/internal/statedir"
 	"github.com/tend-dev/tend/render"
 )
-
-// imagesFile lists, in stateDir/services, the images (REPO@sha256:…) that
-// container services ran, the most recently used first.
-const imagesFile = "images.json"
 
 // Finish, once a plan applied in full, removes the containers of this
 // device that carry tend's labels and that no instance record names
@@ -28,9 +24,10 @@ func (r *Runtime) Finish(ctx context.Context, node service.Node, declared []rend
 			images = append(images, s.Replicas[0].Image)
 		}
 	}
-	dir := filepath.Join(node.StateDir, "services")
+	// The images container services ran, the most recently used first.
+	dir := statedir.Dir(node.StateDir).Services()
 	var used []string
-	if _, err := atomicfile.ReadJSON(filepath.Join(dir, imagesFile), &used); err != nil {
+	if _, err := atomicfile.ReadJSON(dir.Images(), &used); err != nil {
 		return err
 	}
 	if len(images) == 0 && len(used) == 0 {
@@ -49,7 +46,7 @@ func (r *Runtime) Finish(ctx context.Context, node service.Node, declared []rend
 			keep = append(keep, image) // asked again next time
 		}
 	}
-	errs = append(errs, atomicfile.WriteJSON(dir, imagesFile, keep, 0o644))
+	errs = append(errs, atomicfile.WriteJSON(string(dir), statedir.ImagesFile, keep, 0o644))
 	if err := errors.Join(errs...); err != nil {
 		return fmt.Errorf("prune containers and images: %w", err)
 	}
