@@ -37,6 +37,12 @@ func DirFiles(root *os.Root, paths []Path, shown, rev string) ([]File, error) {
 			if err != nil {
 				return err
 			}
+			if p != start && strings.HasPrefix(e.Name(), ".") {
+				if e.IsDir() {
+					return fs.SkipDir // .github/, .old/: skipped as in a commit
+				}
+				return nil
+			}
 			if !e.Type().IsRegular() || !manifest.IsManifest(e.Name()) {
 				return nil
 			}
