@@ -37,7 +37,7 @@ var (
 func parseRevision(s string) (source.Revision, error) {
 	rev, err := source.ParseRevision(s)
 	if err != nil {
-		return rev, fmt.Errorf("%w: revision %q names no Git commit: push it with tend publish, or with flux push artifact --revision=REF@sha1:COMMIT", ErrNotFleet, s)
+		return rev, fmt.Errorf("%w: %w; push it with tend publish, or with flux push artifact --revision=REF@sha1:COMMIT", ErrNotFleet, err)
 	}
 	return rev, nil
 }

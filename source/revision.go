@@ -17,6 +17,37 @@ type Revision struct {
 // sha1Sep separates the ref from the commit.
 const sha1Sep = "@sha1:"
 
+// MaxRefBytes bounds a revision's ref: a revision comes from a server or an
+// artifact's annotation, and is logged every tick and used as a metric
+// label.
+const MaxRefBytes = 255
+
+// Quote quotes s for a message, cut to its first 64 bytes when longer: a
+// revision or ref from a server is never printed whole or raw.
+func Quote(s string) string {
+	if len(s) <= 64 {
+		return fmt.Sprintf("%q", s)
+	}
+	return fmt.Sprintf("%q… (%d bytes)", s[:64], len(s))
+}
+
+// checkRef refuses a ref that no Git ref can be (git check-ref-format):
+// too long, control characters, spaces, ~^:?*[\ or "..".
+func checkRef(ref string) error {
+	if len(ref) > MaxRefBytes {
+		return fmt.Errorf("its ref is %d bytes, more than %d", len(ref), MaxRefBytes)
+	}
+	for _, c := range ref {
+		if c < 0x20 || c == 0x7f || strings.ContainsRune(" ~^:?*[\\", c) {
+			return fmt.Errorf("its ref holds %q, which no Git ref may", c)
+		}
+	}
+	if strings.Contains(ref, "..") {
+		return fmt.Errorf("its ref holds \"..\", which no Git ref may")
+	}
+	return nil
+}
+
 // ParseRevision reads a revision: REF@sha1:COMMIT (as String writes it,
 // tend publish and flux push artifact), sha1:COMMIT (no ref), or REF/COMMIT
 // and a bare COMMIT (older Flux). COMMIT must be a full SHA-1 hash; it is
@@ -36,7 +67,10 @@ func ParseRevision(s string) (Revision, error) {
 	}
 	r.Commit = strings.ToLower(r.Commit)
 	if !IsCommit(r.Commit) {
-		return Revision{}, fmt.Errorf("revision %q names no Git commit: want REF@sha1:COMMIT, COMMIT a full SHA-1 hash", s)
+		return Revision{}, fmt.Errorf("revision %s names no Git commit: want REF@sha1:COMMIT, COMMIT a full SHA-1 hash", Quote(s))
+	}
+	if err := checkRef(r.Ref); err != nil {
+		return Revision{}, fmt.Errorf("revision %s names no Git ref: %w", Quote(s), err)
 	}
 	return r, nil
 }

@@ -81,3 +81,26 @@ func TestSnapshotString(t *testing.T) {
 		})
 	}
 }
+
+// A revision comes from a server or an artifact's annotation: a ref no Git
+// ref can be (too long, control characters, a terminal escape, a newline
+// that would fake a line of plan output) is refused, and the error quotes
+// at most 64 bytes of it.
+func TestParseRevisionRefusesHostileRefs(t *testing.T) {
+	tests := []struct{ name, in, want string }{
+		{"2 MB ref", strings.Repeat("r", 2<<20) + "@sha1:" + commit, "names no Git ref: its ref is 2097152 bytes, more than 255"},
+		{"newline", "main\nPlan: 0 to add@sha1:" + commit, `names no Git ref: its ref holds '\n', which no Git ref may`},
+		{"terminal escape", "main\x1b[2J@sha1:" + commit, `names no Git ref: its ref holds '\x1b', which no Git ref may`},
+		{"climb", "refs/../main@sha1:" + commit, `its ref holds "..", which no Git ref may`},
+		{"2 MB commit", strings.Repeat("0", 2<<20), "… (2097152 bytes) names no Git commit"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			_, err := source.ParseRevision(tt.in)
+			require.ErrorContains(t, err, tt.want)
+			require.Less(t, len(err.Error()), 300, "the error does not repeat the input")
+		})
+	}
+	_, err := source.ParseRevision("refs/heads/release-1.2_x@sha1:" + commit)
+	require.NoError(t, err, "an ordinary ref")
+}
