@@ -4,13 +4,16 @@ import (
 	"context"
 	"crypto/sha256"
 	"encoding/hex"
+	"errors"
 	"fmt"
 	"io"
+	"net"
 	"net/http"
 	"net/url"
 	"slices"
 	"strconv"
 	"strings"
+	"syscall"
 	"time"
 
 	"github.com/tend-dev/tend/applier"
@@ -141,8 +144,13 @@ func (r *Reconciler) firstSeen(key string, now time.Time, record bool) (time.Tim
 		r.logger().Warn("forgetting when releases were first seen", keyReason, err.Error())
 		seen = nil
 	}
-	if at, ok := seen[key]; ok {
+	if at, ok := seen[key]; ok && !at.After(now) {
 		return at, nil
+	} else if ok {
+		// A clock set back (no time sync yet at boot) would hold the
+		// release until a time that may be far off: seen now instead.
+		r.logger().Warn("a release's first sight is in the future; counting from now", keyReason,
+			fmt.Sprintf("first seen %s, now %s: check the node's clock", at.UTC().Format(time.RFC3339), now.UTC().Format(time.RFC3339)))
 	}
 	if record {
 		if err := atomicfile.WriteJSON(r.Config.StateDir, statedir.ReleasesFile, releases{key: now.UTC()}, 0o600); err != nil {
@@ -168,8 +176,12 @@ func askGate(ctx context.Context, raw, device string, wave int, commit string) s
 	if err != nil {
 		return "gate " + source.RedactURL(u) + ": " + err.Error()
 	}
-	resp, err := http.DefaultClient.Do(req)
+	resp, err := gateClient.Do(req)
 	if err != nil {
+		var refused *gateRefusal
+		if errors.As(err, &refused) {
+			return "gate " + source.RedactURL(u) + ": " + refused.Error()
+		}
 		return "gate did not answer: " + source.RedactURL(u)
 	}
 	_, _ = io.Copy(io.Discard, io.LimitReader(resp.Body, 64<<10))
@@ -179,3 +191,36 @@ func askGate(ctx context.Context, raw, device string, wave int, commit string) s
 	}
 	return ""
 }
+
+// gateClient asks gates: it follows a redirect only to the same scheme and
+// host, and never connects to a link-local address (169.254.0.0/16,
+// fe80::/10: a cloud's metadata service is no gate).
+var gateClient = &http.Client{
+	CheckRedirect: func(req *http.Request, via []*http.Request) error {
+		first := via[0].URL
+		if req.URL.Scheme != first.Scheme || req.URL.Host != first.Host {
+			return &gateRefusal{fmt.Sprintf("redirected to another origin, %s://%s; a gate answers itself", req.URL.Scheme, req.URL.Host)}
+		}
+		if len(via) >= 10 {
+			return &gateRefusal{"more than 10 redirects"}
+		}
+		return nil
+	},
+	Transport: &http.Transport{
+		Proxy: http.ProxyFromEnvironment,
+		DialContext: (&net.Dialer{Timeout: gateTimeout, Control: func(_, address string, _ syscall.RawConn) error {
+			host, _, err := net.SplitHostPort(address)
+			if ip := net.ParseIP(host); err == nil && ip != nil && (ip.IsLinkLocalUnicast() || ip.IsLinkLocalMulticast()) {
+				return &gateRefusal{fmt.Sprintf("%s is a link-local address; a gate may not be there", host)}
+			}
+			return nil
+		}}).DialContext,
+		TLSHandshakeTimeout: gateTimeout,
+	},
+}
+
+// gateRefusal is a gate that tend refused to ask: it holds the release
+// like a gate that says no.
+type gateRefusal struct{ msg string }
+
+func (e *gateRefusal) Error() string { return e.msg }
