@@ -18,6 +18,7 @@ import (
 
 	"github.com/tend-dev/tend/gitsource"
 	"github.com/tend-dev/tend/internal/testkit/testgit"
+	"github.com/tend-dev/tend/manifest"
 )
 
 // hostileDir holds the hostile Git responses shared with other tests.
@@ -282,4 +283,26 @@ func TestLargeManifestIsNotRead(t *testing.T) {
 	require.NoError(t, err)
 	require.Equal(t, first.Revision.Commit, snap.Revision.Commit, "held at the last applied commit")
 	require.ErrorContains(t, snap.Stale, "devices/cam-017/big.yaml: the file is 4194316 bytes; a manifest file may be at most 1048576")
+}
+
+// Git stores a file once however many paths name it: one 1 MiB manifest at
+// 70 paths is a small commit that names 70 MiB. The files under a source
+// path are bounded by their sizes before any is read, so the commit is
+// refused (the node held at its last applied one) instead of read whole.
+func TestOneBlobAtManyPathsIsNotRead(t *testing.T) {
+	f := newFleet(t)
+	dir := filepath.Join(t.TempDir(), "clone")
+	src := gitsource.Source{URL: f.repo.Dir(), Ref: "main", Path: "devices/cam-017"}
+	first, err := fetch(t, dir, src)
+	require.NoError(t, err)
+	big := "content: \"" + strings.Repeat("x", manifest.MaxFileBytes-20) + "\"\n"
+	for i := range 70 {
+		f.repo.WriteFile(fmt.Sprintf("devices/cam-017/copies/c%02d.yaml", i), big)
+	}
+	f.repo.Commit("one blob, 70 paths")
+	src.LastApplied = first.Revision.Commit
+	snap, err := fetch(t, dir, src)
+	require.NoError(t, err)
+	require.Equal(t, first.Revision.Commit, snap.Revision.Commit, "held at the last applied commit")
+	require.ErrorContains(t, snap.Stale, "devices/cam-017/copies/c64.yaml: the manifest files under one source path add up to more than 67108864 bytes (64 MiB) by this one")
 }

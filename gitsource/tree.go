@@ -77,11 +77,12 @@ func subtree(root *object.Tree, dir, shown, rev string) (*object.Tree, error) {
 // and submodules are skipped: their targets are not in this tree.
 func TreeFiles(tree *object.Tree, dir string) ([]source.File, error) {
 	var files []source.File
+	var budget manifest.ReadBudget
 	err := tree.Files().ForEach(func(f *object.File) error {
 		if !manifest.IsManifest(f.Name) || (f.Mode != filemode.Regular && f.Mode != filemode.Executable) {
 			return nil
 		}
-		if err := manifest.CheckSize(path.Join(dir, f.Name), f.Size); err != nil {
+		if err := budget.Take(path.Join(dir, f.Name), f.Size); err != nil {
 			return err
 		}
 		r, err := f.Reader()

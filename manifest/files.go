@@ -53,6 +53,7 @@ func LoadDevices(inputs []Input, opts ValidateOptions) (map[string]*Device, erro
 // accepts (hidden folders are skipped). Each input is named by its path.
 func ReadFiles(paths []string) ([]Input, error) {
 	var inputs []Input
+	var budget ReadBudget
 	for _, p := range paths {
 		err := filepath.WalkDir(p, func(name string, d fs.DirEntry, err error) error {
 			if err != nil {
@@ -69,7 +70,7 @@ func ReadFiles(paths []string) ([]Input, error) {
 				return nil
 			}
 			if fi, err := d.Info(); err == nil {
-				if err := CheckSize(name, fi.Size()); err != nil {
+				if err := budget.Take(name, fi.Size()); err != nil {
 					return err
 				}
 			}

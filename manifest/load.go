@@ -25,6 +25,39 @@ func CheckSize(name string, size int64) error {
 		"move large content into a model artifact, or split the file", size, MaxFileBytes)}
 }
 
+// Bounds of the manifest files read under one source path, checked by
+// their sizes before any is read: Git stores a file once however many
+// paths name it, so a small commit can name gigabytes of manifests.
+const (
+	MaxSourceFiles = 10_000
+	MaxSourceBytes = 64 << 20
+)
+
+// ReadBudget counts the manifest files read under one source path
+// against MaxSourceFiles and MaxSourceBytes.
+type ReadBudget struct {
+	files int
+	bytes int64
+}
+
+// Take charges a file of size bytes named name, after CheckSize, or says
+// which bound it would break.
+func (b *ReadBudget) Take(name string, size int64) error {
+	if err := CheckSize(name, size); err != nil {
+		return err
+	}
+	b.files++
+	b.bytes += size
+	switch {
+	case b.files > MaxSourceFiles:
+		return &Error{File: name, Msg: fmt.Sprintf("more than %d manifest files under one source path; split the fleet's paths, or move content into model artifacts", MaxSourceFiles)}
+	case b.bytes > MaxSourceBytes:
+		return &Error{File: name, Msg: fmt.Sprintf("the manifest files under one source path add up to more than %d bytes (64 MiB) by this one; "+
+			"the same content at many paths counts each time: move large content into model artifacts", MaxSourceBytes)}
+	}
+	return nil
+}
+
 // Input is one manifest file as read from the fleet repo.
 type Input struct {
 	Name      string // path in the repo, e.g. devices/cam-017/models.yaml

@@ -33,6 +33,7 @@ func DirFiles(root *os.Root, paths []Path, shown, rev string) ([]File, error) {
 			start = "."
 		}
 		var files []File
+		var budget manifest.ReadBudget
 		err := fs.WalkDir(root.FS(), start, func(p string, e fs.DirEntry, err error) error {
 			if err != nil {
 				return err
@@ -50,7 +51,7 @@ func DirFiles(root *os.Root, paths []Path, shown, rev string) ([]File, error) {
 			if err != nil {
 				return err
 			}
-			if err := manifest.CheckSize(p, fi.Size()); err != nil {
+			if err := budget.Take(p, fi.Size()); err != nil {
 				return err
 			}
 			data, err := root.ReadFile(p)
