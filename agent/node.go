@@ -10,7 +10,6 @@ import (
 	"github.com/tend-dev/tend/applier/model"
 	"github.com/tend-dev/tend/applier/service"
 	"github.com/tend-dev/tend/applier/service/container"
-	"github.com/tend-dev/tend/applier/service/process"
 	"github.com/tend-dev/tend/internal/confine"
 	"github.com/tend-dev/tend/manifest"
 	"github.com/tend-dev/tend/oci"
@@ -70,7 +69,7 @@ func openNode(c *manifest.AgentConfig, sup *service.Supervisor, meter oci.Meter,
 // NewSupervisor returns the supervisor of c's services, running them as
 // processes. It watches nothing until started.
 func NewSupervisor(c *manifest.AgentConfig, log *slog.Logger) *service.Supervisor {
-	return service.NewSupervisor(c.StateDir, service.Runtimes{Process: process.New(CgroupParent, log), Container: ContainerRuntime(c)}, log)
+	return service.NewSupervisor(c.StateDir, service.Runtimes{Process: processRuntime(log), Container: ContainerRuntime(c)}, log)
 }
 
 // ContainerRuntime is the engine that runs c's container services

@@ -5,5 +5,5 @@
 // from /proc; it is waited for as a child, or through a pidfd once
 // adopted; stopping it stops its whole process group; memory and CPU
 // limits confine it through its own cgroup (v2, or v1 where that is what
-// the node mounts).
+// the node mounts). It is built on Linux only, where tend runs services.
 package process
