@@ -5,10 +5,20 @@ LDFLAGS := -s -w -X main.version=$(VERSION) -X main.commit=$(COMMIT)
 PKGS    := ./...
 STATICCHECK ?= $(GO) run honnef.co/go/tools/cmd/staticcheck@v0.8.2
 
-.PHONY: build test fuzz lint fmt vet tidy demo demo-containers bench clean
+.PHONY: build build-all test fuzz lint fmt vet tidy demo demo-containers bench clean
 
 build:
 	$(GO) build -trimpath -ldflags "$(LDFLAGS)" -o bin/tend ./cmd/tend
+
+# cmd/tend for every system it is used on, without cgo; the binaries are
+# thrown away. The node commands need Linux; the CI commands (validate,
+# render, diff, schema, publish, notify) run on macOS and Windows too.
+PLATFORMS := linux/amd64 linux/arm64 linux/arm darwin/amd64 darwin/arm64 windows/amd64
+build-all:
+	@set -e; for p in $(PLATFORMS); do \
+		echo "build $$p"; \
+		CGO_ENABLED=0 GOOS=$${p%/*} GOARCH=$${p#*/} $(GO) build -trimpath -o /dev/null ./cmd/tend; \
+	done
 
 # Every test, end-to-end suites included, under the race detector
 # (go test -short ./... skips the end-to-end suites for a fast loop).
@@ -32,7 +42,7 @@ fuzz:
 		$(GO) test -run '^$$' -fuzz "^$$name$$" -fuzztime $${n}x -fuzzminimizetime 2000x "$$pkg"; \
 	done
 
-lint: vet
+lint: vet build-all
 	@out=$$(gofmt -l $$(git ls-files '*.go')); if [ -n "$$out" ]; then echo "gofmt needed:"; echo "$$out"; exit 1; fi
 	$(STATICCHECK) $(PKGS)
 

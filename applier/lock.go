@@ -45,7 +45,7 @@ func lock(ctx context.Context, stateDir, name string, agent bool) (unlock func()
 	t := time.NewTicker(lockPoll)
 	defer t.Stop()
 	for {
-		err := flock(f, syscall.LOCK_EX|syscall.LOCK_NB)
+		err := flock(f, lockEx|lockNB)
 		if err == nil {
 			break
 		}
@@ -67,19 +67,10 @@ func lock(ctx context.Context, stateDir, name string, agent bool) (unlock func()
 	return func() error {
 		// Clear the pid first, so no one names us once we are gone.
 		terr := f.Truncate(0)
-		uerr := flock(f, syscall.LOCK_UN)
+		uerr := flock(f, lockUn)
 		cerr := f.Close()
 		return errors.Join(terr, uerr, cerr)
 	}, nil
-}
-
-func flock(f *os.File, how int) error {
-	for {
-		err := syscall.Flock(int(f.Fd()), how)
-		if err != syscall.EINTR {
-			return err
-		}
-	}
 }
 
 func writePID(f *os.File) error {

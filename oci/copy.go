@@ -5,8 +5,6 @@ import (
 	"io"
 	"os"
 	"sync"
-
-	"golang.org/x/sys/unix"
 )
 
 // Sizes of the download pipeline.
@@ -58,8 +56,7 @@ func copyHashed(f *os.File, h hash.Hash, src io.Reader, written func(n int64)) (
 			*b = (*b)[:m]
 			queue <- b
 			if pos := start + n; pos-flushed >= writeBackSize {
-				// Best effort: a file system without it loses only speed.
-				_ = unix.SyncFileRange(int(f.Fd()), flushed, pos-flushed, unix.SYNC_FILE_RANGE_WRITE)
+				startWriteBack(f, flushed, pos-flushed)
 				flushed = pos
 			}
 		} else {

@@ -3,7 +3,6 @@ package oci
 import (
 	"errors"
 	"fmt"
-	"syscall"
 )
 
 // ErrNoSpace means a model does not fit on the disk; nothing was
@@ -22,15 +21,6 @@ func CheckSpace(dir, what string, need int64) error {
 		return fmt.Errorf("%w: %s needs %s, %s free on %s", ErrNoSpace, what, HumanBytes(need), HumanBytes(free), dir)
 	}
 	return nil
-}
-
-// FreeBytes is what dir's file system has free for an unprivileged user.
-func FreeBytes(dir string) (int64, error) {
-	var st syscall.Statfs_t
-	if err := syscall.Statfs(dir, &st); err != nil {
-		return 0, fmt.Errorf("free space on %s: %w", dir, err)
-	}
-	return int64(st.Bavail) * int64(st.Bsize), nil
 }
 
 // HumanBytes prints a size as people read disk sizes: 4.1 GB, 512.0 MB.

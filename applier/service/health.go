@@ -13,7 +13,6 @@ import (
 	"os"
 	"os/exec"
 	"strings"
-	"syscall"
 	"time"
 
 	"github.com/tend-dev/tend/manifest"
@@ -224,8 +223,7 @@ func (p *Probe) checkExec(ctx, cctx context.Context) error {
 	cmd.Stdout, cmd.Stderr = out, out
 	// Its own process group, killed whole on timeout: a shell script's
 	// children must not outlive the check.
-	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
-	cmd.Cancel = func() error { return syscall.Kill(-cmd.Process.Pid, syscall.SIGKILL) }
+	ownProcessGroup(cmd)
 	cmd.WaitDelay = execWaitDelay
 	err := cmd.Run()
 	if err == nil {

@@ -39,7 +39,7 @@ func (s *Supervisor) lockKey(ctx context.Context, k instanceKey) (func(), error)
 		return m.Unlock, nil
 	}
 	return func() {
-		_ = syscall.Flock(int(f.Fd()), syscall.LOCK_UN)
+		_ = flock(f, lockUn)
 		_ = f.Close()
 		m.Unlock()
 	}, nil
@@ -56,7 +56,7 @@ func (s *Supervisor) flockKey(ctx context.Context, k instanceKey) (*os.File, err
 	if err != nil {
 		return nil, err
 	}
-	err = flock(f, syscall.LOCK_EX|syscall.LOCK_NB)
+	err = flock(f, lockEx|lockNB)
 	if err == syscall.EWOULDBLOCK {
 		s.point("lock:busy") // another process holds it: wait
 	}
@@ -67,21 +67,13 @@ func (s *Supervisor) flockKey(ctx context.Context, k instanceKey) (*os.File, err
 			return nil, ctx.Err()
 		case <-time.After(lockPoll):
 		}
-		err = flock(f, syscall.LOCK_EX|syscall.LOCK_NB)
+		err = flock(f, lockEx|lockNB)
 	}
 	if err != nil {
 		_ = f.Close()
 		return nil, err
 	}
 	return f, nil
-}
-
-func flock(f *os.File, how int) error {
-	for {
-		if err := syscall.Flock(int(f.Fd()), how); err != syscall.EINTR {
-			return err
-		}
-	}
 }
 
 // lockPoll is how often a replica's lock held by another process is tried

@@ -49,6 +49,14 @@ func newRootCommand() *cobra.Command {
 	root.AddCommand(
 		newValidateCommand(g),
 		newRenderCommand(g),
+		newDiffCommand(g),
+		newPublishCommand(g),
+		newNotifyCommand(g),
+		newSchemaCommand(),
+		newVersionCommand(),
+	)
+	// The commands that work on this node: Linux only (see nodeOnly).
+	root.AddCommand(nodeOnly(
 		newLogsCommand(g),
 		newStatusCommand(g),
 		newSuspendCommand(g),
@@ -56,13 +64,8 @@ func newRootCommand() *cobra.Command {
 		newRetryCommand(g),
 		newPlanCommand(g),
 		newApplyCommand(g),
-		newDiffCommand(g),
-		newPublishCommand(g),
 		newAgentCommand(g),
-		newNotifyCommand(g),
-		newSchemaCommand(),
-		newVersionCommand(),
-	)
+	)...)
 	return root
 }
 

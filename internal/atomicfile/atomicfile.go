@@ -151,7 +151,7 @@ func createTemp(r *os.Root, dir, base string) (string, *os.File, error) {
 	name := dir + TempName(base)
 	where := path.Join(r.Name(), name)
 	for range 100 {
-		f, err := r.OpenFile(name, os.O_WRONLY|os.O_CREATE|os.O_EXCL|syscall.O_NOFOLLOW, 0o600)
+		f, err := r.OpenFile(name, os.O_WRONLY|os.O_CREATE|os.O_EXCL|oNoFollow, 0o600)
 		if errors.Is(err, fs.ErrExist) {
 			ok, release, err := claim(r, name, true)
 			if err != nil {
@@ -199,7 +199,7 @@ func claim(r *os.Root, name string, wait bool) (ok bool, release func(), err err
 	case !fi.Mode().IsRegular():
 		return true, none, nil
 	}
-	f, err := r.OpenFile(name, os.O_RDONLY|syscall.O_NOFOLLOW|syscall.O_NONBLOCK, 0)
+	f, err := r.OpenFile(name, os.O_RDONLY|oNoFollow|syscall.O_NONBLOCK, 0)
 	switch {
 	case errors.Is(err, fs.ErrNotExist):
 		return false, none, nil
@@ -218,28 +218,6 @@ func claim(r *os.Root, name string, wait bool) (ok bool, release func(), err err
 		return false, none, nil
 	}
 	return true, func() { _ = f.Close() }, nil
-}
-
-// lock takes f's flock, with wait waiting for another writer of the same
-// file (else failing with EWOULDBLOCK). A file system without flock is no
-// error: tend's own writes of one file are serialised by the state
-// directory's lock.
-func lock(f *os.File, wait bool) error {
-	how := syscall.LOCK_EX
-	if !wait {
-		how |= syscall.LOCK_NB
-	}
-	for {
-		err := syscall.Flock(int(f.Fd()), how)
-		switch {
-		case err == nil, errors.Is(err, syscall.ENOLCK), errors.Is(err, syscall.EOPNOTSUPP), errors.Is(err, syscall.ENOSYS):
-			return nil
-		case errors.Is(err, syscall.EINTR):
-			continue
-		default:
-			return err
-		}
-	}
 }
 
 // still reports whether name inside r is the file f has open.

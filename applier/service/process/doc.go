@@ -5,5 +5,6 @@
 // which identifies it across agent restarts; it is waited for as a child,
 // or through a pidfd once adopted; stopping it stops its whole process
 // group; memory and CPU limits confine it through its own cgroup (v2, or
-// v1 where that is what the node mounts).
+// v1 where that is what the node mounts). It is built on Linux only,
+// where tend runs services.
 package process

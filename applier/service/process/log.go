@@ -1,3 +1,5 @@
+//go:build linux
+
 package process
 
 // Log keys of the exec runtime.
