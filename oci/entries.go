@@ -56,7 +56,7 @@ func layout(d v1.Hash, m *v1.Manifest) (string, []Entry, error) {
 	if len(unknown) > 0 {
 		return "", nil, fmt.Errorf("%w in %s: layer media types [%s] (not understood: %s), config %s; "+
 			"tend reads ORAS artifacts (layers with %s), tar layers (%s, +gzip, +zstd), KitOps ModelKits (%s*) and CNCF ModelPack (%s*)",
-			ErrUnknownLayout, d, strings.Join(found, ", "), strings.Join(unknown, ", "), orNone(string(m.Config.MediaType)),
+			ErrUnknownLayout, d, ShortList(found, listedItems), ShortList(unknown, listedItems), ShortList([]string{orNone(string(m.Config.MediaType))}, 1),
 			annotationTitle, types.OCIUncompressedLayer, prefixKitOps, prefixModelPack)
 	}
 	slices.SortFunc(entries, func(a, b Entry) int {

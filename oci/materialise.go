@@ -45,7 +45,7 @@ func (s *Store) Materialise(ctx context.Context, a *Artifact, dir string, limit 
 		}
 	}
 	if len(missing) > 0 {
-		return fmt.Errorf("materialise model %s: %w: %s", a.Digest, ErrNotStored, strings.Join(missing, ", "))
+		return fmt.Errorf("materialise model %s: %w: %s", a.Digest, ErrNotStored, ShortList(missing, listedItems))
 	}
 	if err := os.MkdirAll(filepath.Dir(dir), 0o755); err != nil {
 		return fmt.Errorf("materialise model %s: %w", a.Digest, err)

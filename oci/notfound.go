@@ -15,8 +15,9 @@ import (
 	"github.com/tend-dev/tend/internal/errkind"
 )
 
-// How many tags a not-found error shows.
+// How many tags a not-found error shows, and items of other lists.
 const (
+	listedItems     = 10
 	closeTagsShown  = 5
 	listedTagsShown = 10
 )
@@ -43,7 +44,7 @@ func tagNotFound(ctx context.Context, ref name.Tag, opts Options) error {
 		return notFoundf("tag %s not found in %s: the repository has no tags", tag, repo)
 	}
 	return notFoundf("tag %s not found in %s; close tags: %s (%d %s)", tag, repo,
-		strings.Join(closest(tag, tags, closeTagsShown), ", "), len(tags), plural(len(tags), "tag", "tags"))
+		ShortList(closest(tag, tags, closeTagsShown), closeTagsShown), len(tags), plural(len(tags), "tag", "tags"))
 }
 
 // noMatch explains a semver range no tag of repo matches: the tags that
@@ -56,10 +57,10 @@ func noMatch(repo name.Repository, semverRange string, tags []string) error {
 	var b strings.Builder
 	fmt.Fprintf(&b, "no tag of %s matches %q; its %d %s", repo, semverRange, len(tags), plural(len(tags), "tag", "tags"))
 	if len(versions) > 0 {
-		fmt.Fprintf(&b, ", highest first: %s", shortList(versions, listedTagsShown))
+		fmt.Fprintf(&b, ", highest first: %s", ShortList(versions, listedTagsShown))
 	}
 	if len(others) > 0 {
-		fmt.Fprintf(&b, "; not semver, never matched: %s", shortList(others, listedTagsShown))
+		fmt.Fprintf(&b, "; not semver, never matched: %s", ShortList(others, listedTagsShown))
 	}
 	return notFoundf("%s", b.String())
 }
@@ -166,12 +167,25 @@ func editDistance(a, b string) int {
 	return prev[len(b)]
 }
 
-// shortList joins at most n items, saying how many more there are.
-func shortList(items []string, n int) string {
-	if len(items) <= n {
-		return strings.Join(items, ", ")
+// ListedItemBytes is the most of one item of a list ShortList prints.
+const ListedItemBytes = 100
+
+// ShortList joins at most n items, each cut to ListedItemBytes, saying how
+// many more there are: a list a registry or an artifact sends (tags, media
+// types, platforms) is quoted in errors, logs and status, never whole.
+func ShortList(items []string, n int) string {
+	shown := make([]string, 0, min(n, len(items)))
+	for _, it := range items[:min(n, len(items))] {
+		if len(it) > ListedItemBytes {
+			it = strings.ToValidUTF8(it[:ListedItemBytes], "") + fmt.Sprintf("… (%d bytes)", len(it))
+		}
+		shown = append(shown, it)
 	}
-	return strings.Join(items[:n], ", ") + fmt.Sprintf(" … and %d more", len(items)-n)
+	out := strings.Join(shown, ", ")
+	if len(items) > n {
+		out += fmt.Sprintf(" … and %d more", len(items)-n)
+	}
+	return out
 }
 
 func plural(n int, one, many string) string {

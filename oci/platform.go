@@ -55,7 +55,7 @@ func pickManifest(d v1.Hash, im *v1.IndexManifest, platform v1.Platform) (v1.Des
 	}
 	slices.Sort(offered)
 	return v1.Descriptor{}, fmt.Errorf("model index %s: %w %s; it offers %s",
-		d, ErrNoPlatform, platform, strings.Join(slices.Compact(offered), ", "))
+		d, ErrNoPlatform, platform, ShortList(slices.Compact(offered), listedItems))
 }
 
 // NodePlatform returns this machine's platform, as index manifests name

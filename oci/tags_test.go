@@ -70,3 +70,20 @@ func TestListTagsIsBounded(t *testing.T) {
 		})
 	}
 }
+
+// What a registry lists is quoted in errors, never whole: each item is
+// cut, and a long list says how many more it has (an error is logged
+// every tick and kept in status).
+func TestErrorsQuoteListsShort(t *testing.T) {
+	long := strings.Repeat("v", 1<<20)
+	got := ShortList([]string{"a", long, "c", "d"}, 3)
+	require.Equal(t, "a, "+strings.Repeat("v", ListedItemBytes)+"… (1048576 bytes), c … and 1 more", got)
+
+	host, _ := hostileTags(t, func(w http.ResponseWriter, r *http.Request, n int64) {
+		fmt.Fprintf(w, `{"name":"models/m","tags":["%s1","%s2","%s3"]}`, long, long, long)
+	})
+	_, err := Resolve(context.Background(), host+"/models/m", ">=1.0.0", Options{Insecure: []string{host}})
+	require.ErrorIs(t, err, ErrNotFound)
+	require.ErrorContains(t, err, "(1048577 bytes)")
+	require.Less(t, len(err.Error()), 2000, "three 1 MiB tags are not repeated: %.200s", err)
+}

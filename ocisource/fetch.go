@@ -266,7 +266,7 @@ func checkManifest(m *v1.Manifest) error {
 	if len(layers) == 1 {
 		noun = "layer"
 	}
-	return fmt.Errorf("config %s and %d %s [%s]", orNone(string(m.Config.MediaType)), len(layers), noun, strings.Join(layers, ", "))
+	return fmt.Errorf("config %s and %d %s [%s]", oci.ShortList([]string{orNone(string(m.Config.MediaType))}, 1), len(layers), noun, oci.ShortList(layers, 10))
 }
 
 func orNone(s string) string {
