@@ -10,6 +10,7 @@ import (
 	"syscall"
 	"time"
 
+	"github.com/tend-dev/tend/internal/flock"
 	"github.com/tend-dev/tend/internal/statedir"
 )
 
@@ -45,7 +46,7 @@ func lock(ctx context.Context, stateDir, name string, agent bool) (unlock func()
 	t := time.NewTicker(lockPoll)
 	defer t.Stop()
 	for {
-		err := flock(f, lockEx|lockNB)
+		err := flock.Flock(f, flock.Exclusive|flock.NonBlocking)
 		if err == nil {
 			break
 		}
@@ -67,7 +68,7 @@ func lock(ctx context.Context, stateDir, name string, agent bool) (unlock func()
 	return func() error {
 		// Clear the pid first, so no one names us once we are gone.
 		terr := f.Truncate(0)
-		uerr := flock(f, lockUn)
+		uerr := flock.Flock(f, flock.Unlock)
 		cerr := f.Close()
 		return errors.Join(terr, uerr, cerr)
 	}, nil

@@ -2,44 +2,20 @@ package status
 
 import (
 	"errors"
-	"io"
-	"net/http"
-	"net/http/httptest"
-	"strconv"
-	"strings"
 	"testing"
 	"time"
 
 	"github.com/stretchr/testify/require"
 
+	"github.com/tend-dev/tend/internal/testkit/promtext"
 	"github.com/tend-dev/tend/planner"
 	"github.com/tend-dev/tend/render"
 )
 
-// scrape reads the metrics over HTTP and returns every sample by its name
-// and labels as the text format prints them, e.g.
-// `tend_reconcile_total{result="noop"}`.
+// scrape reads the metrics over HTTP (see promtext.Scrape).
 func scrape(t *testing.T, m *Metrics) map[string]float64 {
 	t.Helper()
-	srv := httptest.NewServer(m.Handler())
-	defer srv.Close()
-	resp, err := http.Get(srv.URL)
-	require.NoError(t, err)
-	defer resp.Body.Close()
-	require.Equal(t, http.StatusOK, resp.StatusCode)
-	b, err := io.ReadAll(resp.Body)
-	require.NoError(t, err)
-	samples := map[string]float64{}
-	for _, line := range strings.Split(string(b), "\n") {
-		if line == "" || strings.HasPrefix(line, "#") {
-			continue
-		}
-		i := strings.LastIndexByte(line, ' ')
-		v, err := strconv.ParseFloat(line[i+1:], 64)
-		require.NoError(t, err, line)
-		samples[line[:i]] = v
-	}
-	return samples
+	return promtext.Scrape(t, m.Handler())
 }
 
 // TestMetricsContract is the contract of DESIGN.md: every metric name, and

@@ -8,6 +8,7 @@ import (
 	"syscall"
 	"time"
 
+	"github.com/tend-dev/tend/internal/flock"
 	"github.com/tend-dev/tend/planner"
 )
 
@@ -39,7 +40,7 @@ func (s *Supervisor) lockKey(ctx context.Context, k instanceKey) (func(), error)
 		return m.Unlock, nil
 	}
 	return func() {
-		_ = flock(f, lockUn)
+		_ = flock.Flock(f, flock.Unlock)
 		_ = f.Close()
 		m.Unlock()
 	}, nil
@@ -56,7 +57,7 @@ func (s *Supervisor) flockKey(ctx context.Context, k instanceKey) (*os.File, err
 	if err != nil {
 		return nil, err
 	}
-	err = flock(f, lockEx|lockNB)
+	err = flock.Flock(f, flock.Exclusive|flock.NonBlocking)
 	if err == syscall.EWOULDBLOCK {
 		s.point("lock:busy") // another process holds it: wait
 	}
@@ -67,7 +68,7 @@ func (s *Supervisor) flockKey(ctx context.Context, k instanceKey) (*os.File, err
 			return nil, ctx.Err()
 		case <-time.After(lockPoll):
 		}
-		err = flock(f, lockEx|lockNB)
+		err = flock.Flock(f, flock.Exclusive|flock.NonBlocking)
 	}
 	if err != nil {
 		_ = f.Close()

@@ -1,4 +1,4 @@
-package service
+package flock
 
 import (
 	"errors"
@@ -8,25 +8,25 @@ import (
 	"golang.org/x/sys/windows"
 )
 
-// What flock takes: an exclusive lock, without waiting, or the unlock.
+// What Flock takes: an exclusive lock, without waiting, or the unlock.
 const (
-	lockEx = 1 << iota
-	lockNB
-	lockUn
+	Exclusive = 1 << iota
+	NonBlocking
+	Unlock
 )
 
-// flock locks (LockFileEx) or unlocks one byte of f far past its end, so
+// Flock locks (LockFileEx) or unlocks one byte of f far past its end, so
 // that, like flock(2) elsewhere, the lock guards no content: reads and
-// writes of the file go on. With lockNB a lock another holds fails with
-// EWOULDBLOCK, as flock(2) does.
-func flock(f *os.File, how int) error {
+// writes of the file go on. With NonBlocking a lock another holds fails
+// with EWOULDBLOCK, as flock(2) does.
+func Flock(f *os.File, how int) error {
 	h := windows.Handle(f.Fd())
 	at := &windows.Overlapped{OffsetHigh: 1<<31 - 1}
-	if how&lockUn != 0 {
+	if how&Unlock != 0 {
 		return windows.UnlockFileEx(h, 0, 1, 0, at)
 	}
 	flags := uint32(windows.LOCKFILE_EXCLUSIVE_LOCK)
-	if how&lockNB != 0 {
+	if how&NonBlocking != 0 {
 		flags |= windows.LOCKFILE_FAIL_IMMEDIATELY
 	}
 	err := windows.LockFileEx(h, flags, 0, 1, 0, at)

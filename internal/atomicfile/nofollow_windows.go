@@ -1,0 +1,5 @@
+package atomicfile
+
+// oNoFollow is no flag on Windows: a temporary file is created with
+// O_EXCL, which fails on any name already there, a link included.
+const oNoFollow = 0
