@@ -99,3 +99,32 @@ func FuzzExpand(f *testing.F) {
 		}
 	})
 }
+
+// FuzzAliases loads a service whose command repeats an anchored string
+// through aliases, of any size and count: what loads holds at most
+// maxExpansion(file size) bytes of arguments, and what does not is refused
+// with an error that names the file; aliases never take memory the file's
+// size does not allow.
+func FuzzAliases(f *testing.F) {
+	f.Add("x", uint16(3))
+	f.Add(strings.Repeat("y", 5000), uint16(60))
+	f.Add("", uint16(1000))
+	f.Fuzz(func(t *testing.T, s string, n uint16) {
+		doc := "apiVersion: tend.dev/v1alpha1\nkind: Device\nmetadata: {name: cam-017}\nspec:\n  services:\n" +
+			"  - name: s\n    command: [&a " + strconv.Quote(s) + strings.Repeat(", *a", int(n)) + "]\n"
+		d, err := Load("cam-017", []Input{{Name: "d.yaml", Data: []byte(doc)}})
+		if err != nil {
+			if !strings.Contains(err.Error(), "d.yaml") {
+				t.Fatalf("error does not name the file: %v", err)
+			}
+			return
+		}
+		total := 0
+		for _, arg := range d.Spec.Services[0].Command {
+			total += len(arg)
+		}
+		if total > maxExpansion(len(doc)) {
+			t.Fatalf("%d bytes of arguments from a file of %d", total, len(doc))
+		}
+	})
+}
