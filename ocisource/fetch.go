@@ -17,6 +17,7 @@ import (
 	"github.com/google/go-containerregistry/pkg/v1/types"
 
 	"github.com/tend-dev/tend/internal/atomicfile"
+	"github.com/tend-dev/tend/internal/failpoint"
 	"github.com/tend-dev/tend/internal/statedir"
 	"github.com/tend-dev/tend/oci"
 	"github.com/tend-dev/tend/source"
@@ -320,11 +321,13 @@ func (f *fetcher) unpack(ctx context.Context, k *kept, l v1.Descriptor) (err err
 	if err := atomicfile.WriteJSON(tmp, statedir.ArtifactFile, k, 0o644); err != nil {
 		return err
 	}
+	failpoint.Hit("ocisource:unpacked")
 	final := f.st.folder(k.Digest)
 	_ = os.RemoveAll(final) // a folder left without its metadata
 	if err := atomicfile.Rename(tmp, final); err != nil {
 		return fmt.Errorf("keep unpacked artifact %s: %w", k.Digest, err)
 	}
+	failpoint.Hit("ocisource:kept")
 	return nil
 }
 

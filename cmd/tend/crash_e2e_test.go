@@ -103,11 +103,15 @@ func (f *crashFleet) node(t *testing.T) *node {
 	return n
 }
 
-// crash runs apply at rev with the failpoints binary killing itself at
-// point, and requires that it did.
+// crash runs apply at rev (the source's own, for "") with the failpoints
+// binary killing itself at point, and requires that it did.
 func (n *node) crash(rev, point string) {
 	n.t.Helper()
-	cmd := exec.Command(crashTend(n.t), append(append([]string{"apply"}, n.flags...), "--ref", rev)...)
+	args := append([]string{"apply"}, n.flags...)
+	if rev != "" {
+		args = append(args, "--ref", rev)
+	}
+	cmd := exec.Command(crashTend(n.t), args...)
 	cmd.Env = append(os.Environ(), "TEND_CONFIG=", "TEND_FAILPOINT="+point)
 	var out bytes.Buffer
 	cmd.Stdout, cmd.Stderr = &out, &out
@@ -261,4 +265,38 @@ func TestCreatedBeforeTheLastSaveIsTends(t *testing.T) {
 	n.oneOf("etc/infer/new.yaml", "")
 	require.Equal(t, "not tend's\n", n.read("etc/infer/foreign.txt"))
 	require.Equal(t, "extra\n", n.read("etc/infer/extra.yaml"))
+}
+
+// TestCrashDuringOCISourceUnpack kills apply while the fleet artifact of
+// rev2 is unpacked (before its folder is renamed into place) and once it
+// is kept (before anything of it is applied): the node holds rev1 or
+// rev2 per resource, and the next apply takes rev2 in full from a kept
+// artifact that is whole.
+func TestCrashDuringOCISourceUnpack(t *testing.T) {
+	f := newCrashFleet(t)
+	for i, point := range []string{"ocisource:unpacked", "ocisource:kept"} {
+		t.Run(point, func(t *testing.T) {
+			url := fmt.Sprintf("oci://%s/fleet%d:main", f.reg.Host, i)
+			publish := func(rev string) {
+				_, errOut, code := tend(t, "publish", "--repo", f.repo.Dir(), "--rev", rev, url, "--insecure-registry", f.reg.Host)
+				require.Equal(t, 0, code, errOut)
+			}
+			publish(f.rev1)
+			n := newNode(t, url, "--allow-path", "/opt/models", "--insecure-registry", f.reg.Host)
+			t.Cleanup(func() { stopServices(t, n.state) })
+			_, errOut, code := n.tend("apply")
+			require.Equal(t, 0, code, errOut)
+			publish(f.rev2)
+			n.crash("", point)
+			n.oneOf("etc/infer/config.yaml", "config 1\n")
+			_, errOut, code = n.tend("apply")
+			require.Equal(t, 0, code, "the apply after the crash did not converge:\n%s", errOut)
+			require.Equal(t, "config 2\n", n.read("etc/infer/config.yaml"))
+			require.Equal(t, "new\n", n.read("etc/infer/new.yaml"))
+			require.Equal(t, "labels v2\n", n.read("opt/models/detector/labels.txt"))
+			require.Empty(t, n.temps(), "temporary files left")
+			_, errOut, code = n.tend("plan", "--detailed-exitcode")
+			require.Equal(t, 0, code, "converged, yet the plan has changes:\n%s", errOut)
+		})
+	}
 }
