@@ -30,6 +30,11 @@ var (
 	// media type, another number of layers, or no commit in its revision.
 	// Retrying will not help until a fleet artifact is pushed to the tag.
 	ErrNotFleet = errors.New("not a fleet artifact")
+
+	// ErrRedirectLoop means the registry answered a request with more than
+	// MaxRedirects redirects: a loop, most likely, in the registry or a
+	// proxy in front of it.
+	ErrRedirectLoop = errors.New("too many redirects")
 )
 
 // parseRevision reads the revision annotation of a fleet artifact (see

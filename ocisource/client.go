@@ -22,8 +22,9 @@ type Client struct {
 	puller *remote.Puller
 }
 
-// NewClient returns a client that reaches registries with opts.
-func NewClient(opts oci.Options) *Client { return &Client{opts: opts} }
+// NewClient returns a client that reaches registries with opts, following
+// at most MaxRedirects redirects per request.
+func NewClient(opts oci.Options) *Client { return &Client{opts: limitRedirects(opts)} }
 
 func (c *Client) get() (*remote.Puller, error) {
 	c.mu.Lock()

@@ -64,7 +64,7 @@ func Publish(ctx context.Context, repo *git.Repository, rev, target string, opts
 	if err != nil {
 		return nil, err
 	}
-	if err := remote.Write(ref, img, opts.Registry.RemoteOptions(ctx)...); err != nil {
+	if err := remote.Write(ref, img, limitRedirects(opts.Registry).RemoteOptions(ctx)...); err != nil {
 		return nil, fmt.Errorf("push %s: %w", ref, err)
 	}
 	d, err := img.Digest()
