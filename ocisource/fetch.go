@@ -154,17 +154,15 @@ func (f *fetcher) read(ctx context.Context) (*source.Snapshot, string, error) {
 	}
 	k, ok := f.st.load(digest)
 	fetched := !ok
-	if !ok {
+	if ok {
+		if err := f.check(ctx, k); err != nil {
+			return nil, "", err
+		}
+	} else {
 		var err error
 		if k, err = f.download(ctx, digest); err != nil {
 			return nil, "", err
 		}
-	}
-	if why, ok := f.src.Quarantined[k.Commit]; ok {
-		return nil, "", source.Refuse(source.ErrQuarantined, nil, "commit %s was rolled back on this node: %s; push a fix as a new commit, or run tend retry to try this one again", source.ShortCommit(k.Commit), why)
-	}
-	if err := f.checkRewind(ctx, k); err != nil {
-		return nil, "", err
 	}
 	files, err := k.files(f.src.Paths, f.shown)
 	if err != nil {
@@ -190,29 +188,9 @@ func (f *fetcher) refName(k *kept) string {
 	return ""
 }
 
-// checkRewind refuses a target created before the artifact of the last
-// applied commit, unless src.AllowRewind. When that artifact is not kept
-// (the node followed a Git source before, or its stateDir lost it) there
-// is nothing to compare with, and the target is taken.
-func (f *fetcher) checkRewind(ctx context.Context, k *kept) error {
-	last := strings.ToLower(f.src.LastApplied)
-	if f.src.AllowRewind || last == "" || last == k.Commit {
-		return nil
-	}
-	applied, ok := f.st.byCommit(last)
-	if !ok {
-		f.log.DebugContext(ctx, "no kept artifact of the last applied commit; the rewind check has nothing to compare with", logKeyURL, f.shown, logKeyRevision, last)
-		return nil
-	}
-	if k.Created.Before(applied.Created) {
-		return source.Refuse(source.ErrRewind, nil, "target %s of %s was created %s, before the last applied commit %s (created %s): an older commit pushed to the tag; refusing to rewind; set source.allowRewind: true, or run tend apply --allow-rewind once, to accept it",
-			source.ShortCommit(k.Commit), f.shown, k.Created.UTC().Format(time.RFC3339), source.ShortCommit(last), applied.Created.UTC().Format(time.RFC3339))
-	}
-	return nil
-}
-
-// download reads the manifest of digest, checks it is a fleet artifact,
-// and unpacks its layer into the store.
+// download reads the manifest of digest, checks it is a fleet artifact
+// this node may apply (see check), and only then unpacks its layer into
+// the store.
 func (f *fetcher) download(ctx context.Context, digest string) (*kept, error) {
 	dref := f.ref.Context().Digest(digest)
 	desc, err := f.opts.Client.manifest(ctx, dref)
@@ -241,7 +219,10 @@ func (f *fetcher) download(ctx context.Context, digest string) (*kept, error) {
 	if l.Size > MaxLayerBytes || l.Size < 0 {
 		return nil, fmt.Errorf("%w: %s (%s): its layer is %s; a fleet artifact may be at most %s", ErrNotFleet, f.shown, digest, oci.HumanBytes(l.Size), oci.HumanBytes(MaxLayerBytes))
 	}
-	k := &kept{Digest: digest, URL: f.shown, Ref: rev.Ref, Commit: rev.Commit, Created: created, Source: m.Annotations[AnnotationSource]}
+	k := &kept{Digest: digest, URL: f.shown, Ref: rev.Ref, Commit: rev.Commit, Created: created, Source: m.Annotations[AnnotationSource], Layer: l.Digest.String()}
+	if err := f.check(ctx, k); err != nil {
+		return nil, err
+	}
 	if err := f.unpack(ctx, k, l); err != nil {
 		return nil, err
 	}

@@ -2,6 +2,7 @@ package ocisource_test
 
 import (
 	"context"
+	"fmt"
 	"net/http"
 	"strings"
 	"sync/atomic"
@@ -12,6 +13,7 @@ import (
 
 	"github.com/tend-dev/tend/internal/testkit/testoci"
 	"github.com/tend-dev/tend/ocisource"
+	"github.com/tend-dev/tend/source"
 )
 
 // A registry that redirects a request to itself is left after
@@ -51,4 +53,47 @@ func TestFetchStopsARedirectLoop(t *testing.T) {
 	_, err = ocisource.Publish(ctx, openRepo(t, origin.Dir()), "main", "oci://"+reg.Host+"/fleet:main", ocisource.PublishOptions{Registry: registryOptions(reg.Host)})
 	require.ErrorIs(t, err, ocisource.ErrRedirectLoop)
 	require.NoError(t, ctx.Err(), "not left by the timeout")
+}
+
+// Another artifact claiming the commit the node applied, with other
+// content, is refused before its layer is downloaded, and the applied
+// artifact held: applying it would change the node while its status
+// still named the applied commit. The same tree republished under
+// another ref (the same layer) is no change; allowRewind accepts either.
+func TestFetchRefusesOtherContentForTheAppliedCommit(t *testing.T) {
+	reg := testoci.Start(t)
+	origin, applied := fleetRepo(t, "good", time.Now())
+	pub := publish(t, reg.Host, origin.Dir(), "main", "fleet:main")
+	n := newNode(t, reg.Host, "fleet:main")
+	_, err := n.fetch(ocisource.Source{})
+	require.NoError(t, err)
+
+	// The same commit published under another ref: another digest, the
+	// same layer.
+	other, err := ocisource.Publish(context.Background(), openRepo(t, origin.Dir()), "main", "oci://"+reg.Host+"/fleet:main",
+		ocisource.PublishOptions{Ref: "release", Registry: registryOptions(reg.Host)})
+	require.NoError(t, err)
+	require.NotEqual(t, pub.Digest, other.Digest)
+	snap, err := n.fetch(ocisource.Source{LastApplied: applied})
+	require.NoError(t, err)
+	require.NoError(t, snap.Stale)
+	require.Equal(t, source.Revision{Ref: "release", Commit: applied}, snap.Revision)
+
+	evil := pushFlux(t, reg, "fleet:main", tgz(t, file("devices/cam-017/d.yaml"), file("profiles/base.yaml")),
+		map[string]string{ocisource.AnnotationRevision: "main@sha1:" + applied, ocisource.AnnotationCreated: time.Now().Add(time.Hour).UTC().Format(time.RFC3339)})
+	blobs := reg.BlobBytes.Load()
+	snap, err = n.fetch(ocisource.Source{LastApplied: applied})
+	require.NoError(t, err)
+	require.ErrorIs(t, snap.Stale, source.ErrRewind)
+	require.ErrorIs(t, snap.Stale, source.ErrRefused)
+	require.ErrorContains(t, snap.Stale, "artifact "+evil+" of "+n.url+" claims commit "+applied[:12]+", which this node applied from artifact "+other.Digest+" with other content")
+	require.Equal(t, applied, snap.Revision.Commit)
+	require.Equal(t, fmt.Sprintf(deviceDoc, "good"), string(snap.Files[0].Data), "the applied content is held")
+	require.Equal(t, blobs, reg.BlobBytes.Load(), "the refused layer is not downloaded")
+	require.NotContains(t, n.kept(t), strings.Replace(evil, ":", "-", 1))
+
+	snap, err = n.fetch(ocisource.Source{LastApplied: applied, AllowRewind: true})
+	require.NoError(t, err)
+	require.NoError(t, snap.Stale)
+	require.Equal(t, fmt.Sprintf(deviceDoc, "from devices/cam-017/d.yaml"), string(snap.Files[0].Data), "allowRewind accepts it")
 }

@@ -22,6 +22,7 @@ type kept struct {
 	Commit  string    `json:"commit"`  // from the revision annotation
 	Created time.Time `json:"created"` // the created annotation
 	Source  string    `json:"source,omitempty"`
+	Layer   string    `json:"layer,omitempty"` // digest of its one layer; "" when kept by an older tend
 
 	dir string // its folder
 }
