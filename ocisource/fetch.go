@@ -215,11 +215,16 @@ func (f *fetcher) download(ctx context.Context, digest string) (*kept, error) {
 	if err != nil {
 		return nil, fmt.Errorf("%w: %s (%s): annotation %s %q is not an RFC 3339 time; the rewind check needs it", ErrNotFleet, f.shown, digest, AnnotationCreated, m.Annotations[AnnotationCreated])
 	}
+	ancestors, err := parseAncestors(m.Annotations[AnnotationAncestors])
+	if err != nil {
+		return nil, fmt.Errorf("%w: %s (%s): %w; push it with tend publish", ErrNotFleet, f.shown, digest, err)
+	}
 	l := m.Layers[0]
 	if l.Size > MaxLayerBytes || l.Size < 0 {
 		return nil, fmt.Errorf("%w: %s (%s): its layer is %s; a fleet artifact may be at most %s", ErrNotFleet, f.shown, digest, oci.HumanBytes(l.Size), oci.HumanBytes(MaxLayerBytes))
 	}
-	k := &kept{Digest: digest, URL: f.shown, Ref: rev.Ref, Commit: rev.Commit, Created: created, Source: m.Annotations[AnnotationSource], Layer: l.Digest.String()}
+	k := &kept{Digest: digest, URL: f.shown, Ref: rev.Ref, Commit: rev.Commit, Created: created, Source: m.Annotations[AnnotationSource],
+		Layer: l.Digest.String(), Ancestors: ancestors}
 	if err := f.check(ctx, k); err != nil {
 		return nil, err
 	}

@@ -82,6 +82,9 @@ func Publish(ctx context.Context, repo *git.Repository, rev, target string, opts
 // annotations. It is reproducible: entries sorted by name, mtime 0, owner
 // 0:0 with no names, modes 0644, 0755 for executables and folders, a gzip
 // header with no name and no time, and created taken from the commit.
+// It also carries the commit's ancestors (AnnotationAncestors), as far as
+// the clone holds them: a shallow clone lists fewer, which changes the
+// digest but not the layer.
 func Build(repo *git.Repository, rev, refName string) (v1.Image, *Published, error) {
 	commit, named, err := resolve(repo, rev)
 	if err != nil {
@@ -104,6 +107,9 @@ func Build(repo *git.Repository, rev, refName string) (v1.Image, *Published, err
 	if pub.Source != "" {
 		ann[AnnotationSource] = pub.Source
 	}
+	if a := ancestors(repo, commit); len(a) > 0 {
+		ann[AnnotationAncestors] = strings.Join(a, ",")
+	}
 	layer, err := tarball.LayerFromOpener(func() (io.ReadCloser, error) {
 		return io.NopCloser(bytes.NewReader(layerData)), nil
 	}, tarball.WithMediaType(ContentMediaType))
@@ -125,6 +131,29 @@ func Build(repo *git.Repository, rev, refName string) (v1.Image, *Published, err
 		return nil, nil, err
 	}
 	return img, pub, nil
+}
+
+// ancestors lists the commits before c for AnnotationAncestors, nearest
+// first: each commit of its first-parent chain with its other parents, at
+// most MaxAncestors, stopping where the clone has no more history (a
+// shallow checkout).
+func ancestors(repo *git.Repository, c *object.Commit) []string {
+	var out []string
+	seen := map[plumbing.Hash]bool{}
+	for len(out) < MaxAncestors && len(c.ParentHashes) > 0 {
+		for _, p := range c.ParentHashes {
+			if !seen[p] && len(out) < MaxAncestors {
+				seen[p] = true
+				out = append(out, p.String())
+			}
+		}
+		next, err := repo.CommitObject(c.ParentHashes[0])
+		if err != nil {
+			break
+		}
+		c = next
+	}
+	return out
 }
 
 // resolve returns the commit rev names and the name of the branch or tag
