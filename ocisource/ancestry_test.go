@@ -129,6 +129,14 @@ func TestPublishListsAncestors(t *testing.T) {
 	require.Equal(t, full.Layers[0].Digest, m.Layers[0].Digest)
 }
 
+func fetchImage(reg *testoci.Registry, repoTag string) (v1.Image, error) {
+	ref, err := name.ParseReference(reg.Ref(repoTag), name.Insecure)
+	if err != nil {
+		return nil, err
+	}
+	return remote.Image(ref)
+}
+
 func annotations(t *testing.T, reg *testoci.Registry, repoTag string) *v1.Manifest {
 	t.Helper()
 	ref, err := name.ParseReference(reg.Ref(repoTag), name.Insecure)
