@@ -97,3 +97,50 @@ func TestFetchRefusesOtherContentForTheAppliedCommit(t *testing.T) {
 	require.NoError(t, snap.Stale)
 	require.Equal(t, fmt.Sprintf(deviceDoc, "from devices/cam-017/d.yaml"), string(snap.Files[0].Data), "allowRewind accepts it")
 }
+
+// An artifact refused for what its digest names (not a fleet artifact, an
+// unsafe or too large layer) is not downloaded again while the tag names
+// it: the next fetch is one manifest HEAD and reports the same error. A
+// new push to the tag is fetched.
+func TestFetchRemembersARefusedArtifact(t *testing.T) {
+	reg := testoci.Start(t)
+	origin, _ := fleetRepo(t, "good", time.Now())
+	ann := map[string]string{ocisource.AnnotationRevision: "main@sha1:" + commitA, ocisource.AnnotationCreated: time.Now().UTC().Format(time.RFC3339)}
+	for _, tc := range []struct {
+		name  string
+		push  func(tag string)
+		blobs bool // whether the first fetch downloads the layer
+	}{
+		{"not a fleet artifact", func(tag string) {
+			reg.PushFiles(t, "fleet:"+tag, map[string][]byte{"d.yaml": []byte("x")})
+		}, false},
+		{"no commit in the revision", func(tag string) {
+			pushFlux(t, reg, "fleet:"+tag, tgz(t, file("devices/cam-017/d.yaml")), map[string]string{ocisource.AnnotationRevision: "v1", ocisource.AnnotationCreated: ann[ocisource.AnnotationCreated]})
+		}, false},
+		{"an unsafe layer", func(tag string) {
+			pushFlux(t, reg, "fleet:"+tag, tgz(t, file("devices/cam-017/d.yaml"), file("../../escape.yaml")), ann)
+		}, true},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			tag := strings.ReplaceAll(tc.name, " ", "-")
+			tc.push(tag)
+			n := newNode(t, reg.Host, "fleet:"+tag)
+			c := count(reg)
+			_, first := n.fetch(ocisource.Source{})
+			require.Error(t, first)
+			require.Equal(t, int64(1), c.manifestGets.Load())
+			require.Equal(t, tc.blobs, c.blobGets.Load() > 0)
+
+			c = count(reg)
+			_, again := n.fetch(ocisource.Source{})
+			require.EqualError(t, again, first.Error(), "the same error")
+			require.Equal(t, int64(1), c.manifestHeads.Load())
+			require.Equal(t, int64(1), c.all.Load(), "one manifest HEAD, nothing downloaded")
+
+			publish(t, reg.Host, origin.Dir(), "main", "fleet:"+tag)
+			snap, err := n.fetch(ocisource.Source{})
+			require.NoError(t, err)
+			require.True(t, snap.Fetched)
+		})
+	}
+}
