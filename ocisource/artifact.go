@@ -18,6 +18,15 @@ const (
 	AnnotationCreated  = "org.opencontainers.image.created"
 )
 
+// AnnotationAncestors is tend's own annotation of a fleet artifact: the
+// commits before the published one, nearest first, as full hashes
+// separated by commas (at most MaxAncestors): each commit of its
+// first-parent chain with its other parents. A device takes a target
+// whose list holds the commit it applied as a descendant, whatever the
+// committers' clocks said; an artifact without it (flux push artifact)
+// is judged by AnnotationCreated alone.
+const AnnotationAncestors = "dev.tend.ancestors"
+
 // Scheme starts the source.url of a fleet published as an artifact.
 const Scheme = "oci://"
 
@@ -30,6 +39,11 @@ var (
 	// media type, another number of layers, or no commit in its revision.
 	// Retrying will not help until a fleet artifact is pushed to the tag.
 	ErrNotFleet = errors.New("not a fleet artifact")
+
+	// ErrRedirectLoop means the registry answered a request with more than
+	// MaxRedirects redirects: a loop, most likely, in the registry or a
+	// proxy in front of it.
+	ErrRedirectLoop = errors.New("too many redirects")
 )
 
 // parseRevision reads the revision annotation of a fleet artifact (see

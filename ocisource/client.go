@@ -20,10 +20,20 @@ type Client struct {
 
 	mu     sync.Mutex
 	puller *remote.Puller
+	// refused holds the artifacts refused for what they are (not a fleet
+	// artifact, too large, an unsafe layer), by repository and manifest
+	// digest, with the error: what a digest names never changes, so such
+	// an artifact is not downloaded again while the tag names it, and the
+	// same error is reported. At most maxRefused are remembered.
+	refused map[string]error
 }
 
-// NewClient returns a client that reaches registries with opts.
-func NewClient(opts oci.Options) *Client { return &Client{opts: opts} }
+// maxRefused bounds Client.refused; when full it starts over.
+const maxRefused = 64
+
+// NewClient returns a client that reaches registries with opts, following
+// at most MaxRedirects redirects per request.
+func NewClient(opts oci.Options) *Client { return &Client{opts: limitRedirects(opts)} }
 
 func (c *Client) get() (*remote.Puller, error) {
 	c.mu.Lock()
@@ -78,4 +88,22 @@ func (c *Client) layer(ctx context.Context, ref name.Digest) (v1.Layer, error) {
 	}
 	l, err := p.Layer(ctx, ref)
 	return l, c.done(err)
+}
+
+// refusal returns the error key (REPOSITORY@DIGEST) was refused with,
+// nil when it was not.
+func (c *Client) refusal(key string) error {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.refused[key]
+}
+
+// refuse remembers that key was refused with err.
+func (c *Client) refuse(key string, err error) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.refused == nil || len(c.refused) >= maxRefused {
+		c.refused = map[string]error{}
+	}
+	c.refused[key] = err
 }

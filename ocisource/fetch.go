@@ -1,6 +1,7 @@
 package ocisource
 
 import (
+	"bytes"
 	"context"
 	"crypto/sha256"
 	"encoding/hex"
@@ -155,17 +156,24 @@ func (f *fetcher) read(ctx context.Context) (*source.Snapshot, string, error) {
 	}
 	k, ok := f.st.load(digest)
 	fetched := !ok
-	if !ok {
-		var err error
-		if k, err = f.download(ctx, digest); err != nil {
+	if ok {
+		if err := f.check(ctx, k); err != nil {
 			return nil, "", err
 		}
-	}
-	if why, ok := f.src.Quarantined[k.Commit]; ok {
-		return nil, "", source.Refuse(source.ErrQuarantined, nil, "commit %s was rolled back on this node: %s; push a fix as a new commit, or run tend retry to try this one again", source.ShortCommit(k.Commit), why)
-	}
-	if err := f.checkRewind(ctx, k); err != nil {
-		return nil, "", err
+	} else {
+		key := f.ref.Context().String() + "@" + digest
+		if err := f.opts.Client.refusal(key); err != nil {
+			return nil, "", err
+		}
+		var err error
+		if k, err = f.download(ctx, digest); err != nil {
+			var r refusal
+			if errors.As(err, &r) {
+				f.opts.Client.refuse(key, r.error)
+				return nil, "", r.error
+			}
+			return nil, "", err
+		}
 	}
 	files, err := k.files(f.src.Paths, f.shown)
 	if err != nil {
@@ -191,64 +199,68 @@ func (f *fetcher) refName(k *kept) string {
 	return ""
 }
 
-// checkRewind refuses a target created before the artifact of the last
-// applied commit, unless src.AllowRewind. When that artifact is not kept
-// (the node followed a Git source before, or its stateDir lost it) there
-// is nothing to compare with, and the target is taken.
-func (f *fetcher) checkRewind(ctx context.Context, k *kept) error {
-	last := strings.ToLower(f.src.LastApplied)
-	if f.src.AllowRewind || last == "" || last == k.Commit {
-		return nil
-	}
-	applied, ok := f.st.byCommit(last)
-	if !ok {
-		f.log.DebugContext(ctx, "no kept artifact of the last applied commit; the rewind check has nothing to compare with", logKeyURL, f.shown, logKeyRevision, last)
-		return nil
-	}
-	if k.Created.Before(applied.Created) {
-		return source.Refuse(source.ErrRewind, nil, "target %s of %s was created %s, before the last applied commit %s (created %s): an older commit pushed to the tag; refusing to rewind; set source.allowRewind: true, or run tend apply --allow-rewind once, to accept it",
-			source.ShortCommit(k.Commit), f.shown, k.Created.UTC().Format(time.RFC3339), source.ShortCommit(last), applied.Created.UTC().Format(time.RFC3339))
-	}
-	return nil
-}
+// refusal is an artifact refused for what its digest names (a manifest
+// that is not a fleet artifact's, a layer that is too large or unsafe),
+// which no retry changes: the Client remembers it.
+type refusal struct{ error }
 
-// download reads the manifest of digest, checks it is a fleet artifact,
-// and unpacks its layer into the store.
+// download reads the manifest of digest, checks it is a fleet artifact
+// this node may apply (see check), and only then unpacks its layer into
+// the store.
 func (f *fetcher) download(ctx context.Context, digest string) (*kept, error) {
 	dref := f.ref.Context().Digest(digest)
 	desc, err := f.opts.Client.manifest(ctx, dref)
 	if err != nil {
 		return nil, fmt.Errorf("read manifest of %s: %w", f.shown, oci.ExplainHead(ctx, dref, err, f.opts.Client.opts))
 	}
-	if desc.MediaType != types.OCIManifestSchema1 && desc.MediaType != types.DockerManifestSchema2 {
-		return nil, fmt.Errorf("%w: %s (%s) is a %s; %s", ErrNotFleet, f.shown, digest, desc.MediaType, expected)
-	}
-	m, err := v1.ParseManifest(strings.NewReader(string(desc.Manifest)))
+	k, l, err := f.parse(digest, desc.MediaType, desc.Manifest)
 	if err != nil {
-		return nil, fmt.Errorf("%w: manifest of %s (%s): %w", ErrNotFleet, f.shown, digest, err)
+		return nil, refusal{err} // the manifest was checked against digest
 	}
-	if err := checkManifest(m); err != nil {
-		return nil, fmt.Errorf("%w: %s (%s) has %s; %s", ErrNotFleet, f.shown, digest, err.Error(), expected)
+	if err := f.check(ctx, k); err != nil {
+		return nil, err
 	}
-	rev, err := parseRevision(m.Annotations[AnnotationRevision])
-	if err != nil {
-		return nil, fmt.Errorf("%s (%s): %w", f.shown, digest, err)
-	}
-	created, err := time.Parse(time.RFC3339, m.Annotations[AnnotationCreated])
-	if err != nil {
-		return nil, fmt.Errorf("%w: %s (%s): annotation %s %q is not an RFC 3339 time; the rewind check needs it", ErrNotFleet, f.shown, digest, AnnotationCreated, m.Annotations[AnnotationCreated])
-	}
-	l := m.Layers[0]
-	if l.Size > MaxLayerBytes || l.Size < 0 {
-		return nil, fmt.Errorf("%w: %s (%s): its layer is %s; a fleet artifact may be at most %s", ErrNotFleet, f.shown, digest, oci.HumanBytes(l.Size), oci.HumanBytes(MaxLayerBytes))
-	}
-	k := &kept{Digest: digest, URL: f.shown, Ref: rev.Ref, Commit: rev.Commit, Created: created, Source: m.Annotations[AnnotationSource]}
 	if err := f.unpack(ctx, k, l); err != nil {
 		return nil, err
 	}
 	k.dir = f.st.folder(digest)
-	f.log.InfoContext(ctx, "fleet artifact fetched", logKeyURL, f.shown, logKeyDigest, digest, logKeyRevision, rev.String())
+	f.log.InfoContext(ctx, "fleet artifact fetched", logKeyURL, f.shown, logKeyDigest, digest, logKeyRevision, source.Revision{Ref: k.Ref, Commit: k.Commit}.String())
 	return k, nil
+}
+
+// parse checks that the manifest of digest is a fleet artifact's and
+// reads what the node keeps of it, and its layer.
+func (f *fetcher) parse(digest string, mediaType types.MediaType, raw []byte) (*kept, v1.Descriptor, error) {
+	var none v1.Descriptor
+	if mediaType != types.OCIManifestSchema1 && mediaType != types.DockerManifestSchema2 {
+		return nil, none, fmt.Errorf("%w: %s (%s) is a %s; %s", ErrNotFleet, f.shown, digest, mediaType, expected)
+	}
+	m, err := v1.ParseManifest(bytes.NewReader(raw))
+	if err != nil {
+		return nil, none, fmt.Errorf("%w: manifest of %s (%s): %w", ErrNotFleet, f.shown, digest, err)
+	}
+	if err := checkManifest(m); err != nil {
+		return nil, none, fmt.Errorf("%w: %s (%s) has %s; %s", ErrNotFleet, f.shown, digest, err.Error(), expected)
+	}
+	rev, err := parseRevision(m.Annotations[AnnotationRevision])
+	if err != nil {
+		return nil, none, fmt.Errorf("%s (%s): %w", f.shown, digest, err)
+	}
+	created, err := time.Parse(time.RFC3339, m.Annotations[AnnotationCreated])
+	if err != nil {
+		return nil, none, fmt.Errorf("%w: %s (%s): annotation %s %q is not an RFC 3339 time; the rewind check needs it", ErrNotFleet, f.shown, digest, AnnotationCreated, m.Annotations[AnnotationCreated])
+	}
+	ancestors, err := parseAncestors(m.Annotations[AnnotationAncestors])
+	if err != nil {
+		return nil, none, fmt.Errorf("%w: %s (%s): %w; push it with tend publish", ErrNotFleet, f.shown, digest, err)
+	}
+	l := m.Layers[0]
+	if l.Size > MaxLayerBytes || l.Size < 0 {
+		return nil, none, fmt.Errorf("%w: %s (%s): its layer is %s; a fleet artifact may be at most %s", ErrNotFleet, f.shown, digest, oci.HumanBytes(l.Size), oci.HumanBytes(MaxLayerBytes))
+	}
+	k := &kept{Digest: digest, URL: f.shown, Ref: rev.Ref, Commit: rev.Commit, Created: created, Source: m.Annotations[AnnotationSource],
+		Layer: l.Digest.String(), Ancestors: ancestors}
+	return k, l, nil
 }
 
 // expected says what a fleet artifact is, for errors.
@@ -307,8 +319,16 @@ func (f *fetcher) unpack(ctx context.Context, k *kept, l v1.Descriptor) (err err
 	h := sha256.New()
 	body := io.TeeReader(io.LimitReader(rc, l.Size+1), h)
 	if err := oci.Extract(ctx, body, oci.Gzip, statedir.Artifact(tmp).Tree(), &oci.Budget{Limit: MaxUnpackedBytes}); err != nil {
+		err = fmt.Errorf("unpack layer %s of %s: %w", l.Digest, f.shown, err)
+		if errors.Is(err, oci.ErrUnsafeArchive) || errors.Is(err, oci.ErrTooLarge) {
+			// What the layer holds, if the rest of it (at most its
+			// size) shows it is the layer the manifest names.
+			if _, cerr := io.Copy(io.Discard, body); cerr == nil && "sha256:"+hex.EncodeToString(h.Sum(nil)) == l.Digest.String() {
+				return refusal{err}
+			}
+		}
 		f.opts.Client.reset()
-		return fmt.Errorf("unpack layer %s of %s: %w", l.Digest, f.shown, err)
+		return err
 	}
 	_, err = io.Copy(io.Discard, body) // what follows the tar: the gzip trailer, padding
 	if err != nil {

@@ -124,7 +124,7 @@ func count(reg *testoci.Registry) *requests {
 
 func TestPublishIsReproducible(t *testing.T) {
 	when := time.Date(2026, 1, 2, 3, 4, 5, 0, time.FixedZone("CET", 3600))
-	origin, _ := fleetRepo(t, "one", when)
+	origin, parent := fleetRepo(t, "one", when)
 	origin.WriteFile("bin/run.sh", "#!/bin/sh\n")
 	require.NoError(t, os.Chmod(filepath.Join(origin.Dir(), "bin/run.sh"), 0o755))
 	require.NoError(t, os.Symlink("../README.md", filepath.Join(origin.Dir(), "bin/readme")))
@@ -154,9 +154,10 @@ func TestPublishIsReproducible(t *testing.T) {
 	require.Len(t, m.Layers, 1)
 	require.EqualValues(t, ocisource.ContentMediaType, m.Layers[0].MediaType)
 	require.Equal(t, map[string]string{
-		ocisource.AnnotationRevision: "main@sha1:" + commit,
-		ocisource.AnnotationCreated:  "2026-01-02T02:04:05Z",
-		ocisource.AnnotationSource:   origin.Dir(),
+		ocisource.AnnotationRevision:  "main@sha1:" + commit,
+		ocisource.AnnotationCreated:   "2026-01-02T02:04:05Z",
+		ocisource.AnnotationSource:    origin.Dir(),
+		ocisource.AnnotationAncestors: parent,
 	}, m.Annotations)
 
 	// The layer: sorted entries, no times, no owners, the executable bit,

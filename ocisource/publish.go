@@ -45,6 +45,9 @@ type Published struct {
 	Created  string // the commit's committer time, RFC 3339
 	Source   string // the repo's origin URL without credentials, "" for none
 	Size     int64  // of the layer
+	// Unpacked is what the layer costs a device's unpack budget: its
+	// files' bytes and entryCost for each file and folder.
+	Unpacked int64
 }
 
 // Publish pushes the tree of the commit rev names in repo to target
@@ -64,7 +67,7 @@ func Publish(ctx context.Context, repo *git.Repository, rev, target string, opts
 	if err != nil {
 		return nil, err
 	}
-	if err := remote.Write(ref, img, opts.Registry.RemoteOptions(ctx)...); err != nil {
+	if err := remote.Write(ref, img, limitRedirects(opts.Registry).RemoteOptions(ctx)...); err != nil {
 		return nil, fmt.Errorf("push %s: %w", ref, err)
 	}
 	d, err := img.Digest()
@@ -82,6 +85,9 @@ func Publish(ctx context.Context, repo *git.Repository, rev, target string, opts
 // annotations. It is reproducible: entries sorted by name, mtime 0, owner
 // 0:0 with no names, modes 0644, 0755 for executables and folders, a gzip
 // header with no name and no time, and created taken from the commit.
+// It also carries the commit's ancestors (AnnotationAncestors), as far as
+// the clone holds them: a shallow clone lists fewer, which changes the
+// digest but not the layer.
 func Build(repo *git.Repository, rev, refName string) (v1.Image, *Published, error) {
 	commit, named, err := resolve(repo, rev)
 	if err != nil {
@@ -90,7 +96,7 @@ func Build(repo *git.Repository, rev, refName string) (v1.Image, *Published, err
 	if refName == "" {
 		refName = named
 	}
-	layerData, err := tarTree(commit)
+	layerData, unpacked, err := tarTree(commit)
 	if err != nil {
 		return nil, nil, err
 	}
@@ -99,10 +105,14 @@ func Build(repo *git.Repository, rev, refName string) (v1.Image, *Published, err
 		Created:  commit.Committer.When.UTC().Format(time.RFC3339),
 		Source:   originURL(repo),
 		Size:     int64(len(layerData)),
+		Unpacked: unpacked,
 	}
 	ann := map[string]string{AnnotationRevision: pub.Revision, AnnotationCreated: pub.Created}
 	if pub.Source != "" {
 		ann[AnnotationSource] = pub.Source
+	}
+	if a := ancestors(repo, commit); len(a) > 0 {
+		ann[AnnotationAncestors] = strings.Join(a, ",")
 	}
 	layer, err := tarball.LayerFromOpener(func() (io.ReadCloser, error) {
 		return io.NopCloser(bytes.NewReader(layerData)), nil
@@ -125,6 +135,29 @@ func Build(repo *git.Repository, rev, refName string) (v1.Image, *Published, err
 		return nil, nil, err
 	}
 	return img, pub, nil
+}
+
+// ancestors lists the commits before c for AnnotationAncestors, nearest
+// first: each commit of its first-parent chain with its other parents, at
+// most MaxAncestors, stopping where the clone has no more history (a
+// shallow checkout).
+func ancestors(repo *git.Repository, c *object.Commit) []string {
+	var out []string
+	seen := map[plumbing.Hash]bool{}
+	for len(out) < MaxAncestors && len(c.ParentHashes) > 0 {
+		for _, p := range c.ParentHashes {
+			if !seen[p] && len(out) < MaxAncestors {
+				seen[p] = true
+				out = append(out, p.String())
+			}
+		}
+		next, err := repo.CommitObject(c.ParentHashes[0])
+		if err != nil {
+			break
+		}
+		c = next
+	}
+	return out
 }
 
 // resolve returns the commit rev names and the name of the branch or tag
@@ -178,11 +211,14 @@ func originURL(repo *git.Repository) string {
 	return source.RedactURL(r.Config().URLs[0])
 }
 
-// tarTree writes the commit's tree as a reproducible tar.gz (see Build).
-func tarTree(commit *object.Commit) ([]byte, error) {
+// tarTree writes the commit's tree as a reproducible tar.gz (see Build),
+// and returns what it costs a device to unpack. It refuses, before
+// reading a file, a tree that unpacks to more than MaxUnpackedBytes, and
+// a layer over MaxLayerBytes, the bounds every device enforces.
+func tarTree(commit *object.Commit) ([]byte, int64, error) {
 	tree, err := commit.Tree()
 	if err != nil {
-		return nil, fmt.Errorf("read tree of %s: %w", commit.Hash, err)
+		return nil, 0, fmt.Errorf("read tree of %s: %w", commit.Hash, err)
 	}
 	type entry struct {
 		name string
@@ -202,13 +238,24 @@ func tarTree(commit *object.Commit) ([]byte, error) {
 		return nil
 	})
 	if err != nil {
-		return nil, fmt.Errorf("read tree of %s: %w", commit.Hash, err)
+		return nil, 0, fmt.Errorf("read tree of %s: %w", commit.Hash, err)
+	}
+	var unpacked int64
+	for _, e := range entries {
+		unpacked += entryCost
+		if e.file != nil {
+			unpacked += e.file.Size
+		}
+	}
+	if unpacked > MaxUnpackedBytes {
+		return nil, 0, fmt.Errorf("the tree of %s unpacks to %s on a device (%d files and folders of %s each, and their bytes), %s over the %s a device unpacks (ocisource.MaxUnpackedBytes); devices would refuse it, so it is not published: remove large files from the fleet repo",
+			commit.Hash, oci.HumanBytes(unpacked), len(entries), oci.HumanBytes(entryCost), oci.HumanBytes(unpacked-MaxUnpackedBytes), oci.HumanBytes(MaxUnpackedBytes))
 	}
 	sort.Slice(entries, func(i, j int) bool { return entries[i].name < entries[j].name })
-	var buf bytes.Buffer
-	zw, err := gzip.NewWriterLevel(&buf, gzip.BestCompression)
+	buf := &cappedBuffer{limit: MaxLayerBytes}
+	zw, err := gzip.NewWriterLevel(buf, gzip.BestCompression)
 	if err != nil {
-		return nil, err
+		return nil, 0, err
 	}
 	tw := tar.NewWriter(zw)
 	epoch := time.Unix(0, 0).UTC()
@@ -223,23 +270,47 @@ func tarTree(commit *object.Commit) ([]byte, error) {
 			}
 		}
 		if err := tw.WriteHeader(h); err != nil {
-			return nil, err
+			return nil, 0, err
 		}
 		if e.file == nil {
 			continue
 		}
 		r, err := e.file.Reader()
 		if err != nil {
-			return nil, err
+			return nil, 0, err
 		}
 		_, err = io.Copy(tw, r)
 		r.Close()
 		if err != nil {
-			return nil, fmt.Errorf("read %s at %s: %w", e.name, commit.Hash, err)
+			return nil, 0, fmt.Errorf("read %s at %s: %w", e.name, commit.Hash, err)
 		}
 	}
 	if err := errors.Join(tw.Close(), zw.Close()); err != nil {
-		return nil, err
+		return nil, 0, err
 	}
-	return buf.Bytes(), nil
+	if buf.n > MaxLayerBytes {
+		return nil, 0, fmt.Errorf("the layer of %s is %s compressed, %s over the %s a device downloads (ocisource.MaxLayerBytes); devices would refuse it, so it is not published: remove large or incompressible files from the fleet repo",
+			commit.Hash, oci.HumanBytes(buf.n), oci.HumanBytes(buf.n-MaxLayerBytes), oci.HumanBytes(MaxLayerBytes))
+	}
+	return buf.Bytes(), unpacked, nil
+}
+
+// entryCost is what oci.Extract charges a device's unpack budget for each
+// file and folder besides its bytes (a block and an inode).
+const entryCost = 4096
+
+// cappedBuffer keeps what is written up to limit bytes, then only counts,
+// so a layer too large to publish is measured without being held.
+type cappedBuffer struct {
+	bytes.Buffer
+	limit, n int64
+}
+
+func (b *cappedBuffer) Write(p []byte) (int, error) {
+	b.n += int64(len(p))
+	if b.n > b.limit {
+		b.Reset()
+		return len(p), nil
+	}
+	return b.Buffer.Write(p)
 }

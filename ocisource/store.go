@@ -22,6 +22,9 @@ type kept struct {
 	Commit  string    `json:"commit"`  // from the revision annotation
 	Created time.Time `json:"created"` // the created annotation
 	Source  string    `json:"source,omitempty"`
+	Layer   string    `json:"layer,omitempty"` // digest of its one layer; "" when kept by an older tend
+	// Ancestors are the commits AnnotationAncestors lists, nearest first.
+	Ancestors []string `json:"ancestors,omitempty"`
 
 	dir string // its folder
 }

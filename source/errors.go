@@ -23,7 +23,8 @@ var (
 	// node last applied, or that cannot be shown: the branch was force-pushed,
 	// or the ref now names an older commit. Applying it would roll the node
 	// back, so it is refused until source.allowRewind is set or a descendant is
-	// pushed; retrying will not help.
+	// pushed; retrying will not help. From a fleet artifact it is also
+	// another artifact claiming the applied commit with other content.
 	ErrRewind = errors.New("refusing to rewind")
 
 	// ErrUnverified means source.verify is set and the target commit does not

@@ -1,0 +1,5 @@
+//go:build !race
+
+package ocisource_test
+
+const raceEnabled = false
