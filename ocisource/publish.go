@@ -52,8 +52,8 @@ type Published struct {
 
 // Publish pushes the tree of the commit rev names in repo to target
 // (oci://HOST/REPO:TAG) as a fleet artifact in Flux's format. The same
-// commit gives the same digest, from any clone: the layer is built
-// reproducibly (see Build).
+// commit gives the same layer from any clone (see Build), and the same
+// digest from any clone that holds its last MaxAncestors ancestors.
 func Publish(ctx context.Context, repo *git.Repository, rev, target string, opts PublishOptions) (*Published, error) {
 	raw, ok := strings.CutPrefix(target, Scheme)
 	if !ok {

@@ -18,7 +18,8 @@ func newPublishCommand(g *globals) *cobra.Command {
 		Long: "publish pushes the tree of the commit REV names (a branch, tag or commit; default HEAD) to the\n" +
 			"registry as an artifact in Flux's format, for devices whose source.url is oci://HOST/REPO:TAG: they\n" +
 			"poll it with one manifest HEAD and download it only when it changed. The artifact is reproducible: the\n" +
-			"same commit gives the same digest from any clone. Its revision is REF@sha1:COMMIT, REF being the\n" +
+			"same commit gives the same layer from any clone, and the same digest from any clone that holds its last\n" +
+			"100 ancestors (listed for the devices' rewind check). Its revision is REF@sha1:COMMIT, REF being the\n" +
 			"branch or tag REV names, the branch checked out for HEAD, or --ref. --repo is a local checkout\n" +
 			"(default .) or a URL; registry credentials come from --docker-config or docker login, as for models.\n" +
 			"It prints the digest of the artifact's manifest. Exit codes: 0 pushed, 1 error.",
