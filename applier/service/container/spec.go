@@ -23,6 +23,7 @@ func init() {
 		if c.Agent != nil {
 			opts.Host = c.Agent.DockerHost(os.Getenv)
 			opts.Keychain = oci.Keychain(c.Agent.Registries.DockerConfig)
+			opts.Confine = &Confinement{Root: c.Agent.Root, AllowPaths: c.Agent.AllowPaths, StateDir: c.Agent.StateDir}
 		}
 		return New(opts)
 	})
