@@ -109,6 +109,7 @@ var (
 	_ service.Preparer        = (*Runtime)(nil)
 	_ service.ImageResolving  = (*Runtime)(nil)
 	_ service.Finisher        = (*Runtime)(nil)
+	_ service.Sweeper         = (*Runtime)(nil)
 	_ service.LogWriter       = (*Runtime)(nil)
 	_ service.ImageSpec       = Spec{}
 	_ service.Describable     = Spec{}
