@@ -38,7 +38,9 @@ const (
 // A missing image, device or mount source, or a container the engine
 // refuses to create (a memory limit below its minimum, say) is a
 // service.ErrInvalidInstance error, returned before anything runs. A
-// container of the same name left by an earlier start is removed first.
+// container of the same name left by an earlier start is removed first,
+// and so are the containers labelled as the same replica under another
+// invocation that run or were created (see stopLeftovers).
 func (r *Runtime) Run(ctx context.Context, in Instance) (Proc, error) {
 	cfg, host, err := r.spec(in)
 	if err != nil {
@@ -48,6 +50,16 @@ func (r *Runtime) Run(ctx context.Context, in Instance) (Proc, error) {
 		return Proc{}, err
 	}
 	name := Name(in)
+	if in.Invocation != "" {
+		left, err := r.stopLeftovers(ctx, in)
+		for _, id := range left {
+			r.log.WarnContext(ctx, "stopped a leftover container of this replica that no record names", "service", in.Service,
+				"replica", in.Replica, "container", short(id))
+		}
+		if err != nil {
+			return Proc{}, err
+		}
+	}
 	if err := r.removeStale(ctx, name); err != nil {
 		return Proc{}, err
 	}
