@@ -10,9 +10,11 @@ import (
 // Finisher is a Runtime that cleans up once a plan applied in full: what
 // it runs that no record names, and what it keeps that no declared
 // service needs (images). declared are the services declared, of every
-// kind; live returns the invocation of every recorded instance.
+// kind; live returns every instance the records name (its service,
+// replica, invocation and spec): what the runtime started, and all it may
+// count as its own.
 type Finisher interface {
-	Finish(ctx context.Context, node Node, declared []render.Service, live func() (map[string]bool, error)) error
+	Finish(ctx context.Context, node Node, declared []render.Service, live func() ([]Instance, error)) error
 }
 
 var _ applier.Finisher = (*Driver)(nil)
@@ -26,18 +28,16 @@ func (d *Driver) Finish(ctx context.Context, declared map[string]any) error {
 			services = append(services, s)
 		}
 	}
-	live := func() (map[string]bool, error) {
+	live := func() ([]Instance, error) {
 		recs, err := d.sup.records()
 		if err != nil {
 			return nil, err
 		}
-		names := map[string]bool{}
+		ins := make([]Instance, 0, len(recs))
 		for _, r := range recs {
-			if r.Instance.Invocation != "" {
-				names[r.Instance.Invocation] = true
-			}
+			ins = append(ins, r.Instance)
 		}
-		return names, nil
+		return ins, nil
 	}
 	for _, rt := range d.sup.rts.All() {
 		if f, ok := rt.(Finisher); ok {

@@ -18,5 +18,6 @@
 // returns. Every container carries labels (dev.tend.device,
 // dev.tend.resource, dev.tend.spec from Spec.Labels, dev.tend.replica
 // and dev.tend.invocation from the runtime) by which List finds tend's
-// containers, and only them, for adoption and pruning.
+// containers for adoption; labels alone never make a container tend's to
+// remove: pruning also asks the records.
 package container

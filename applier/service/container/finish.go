@@ -13,11 +13,10 @@ import (
 )
 
 // Finish, once a plan applied in full, removes the containers of this
-// device that carry tend's labels and that no instance record names
-// (live), and the images that no declared service runs, keeping the
+// device that tend recorded creating and no longer runs (see Prune), and the images that no declared service runs, keeping the
 // node.KeepImages used last before them (what a rollback starts
 // again). A node that runs no container asks no engine.
-func (r *Runtime) Finish(ctx context.Context, node service.Node, declared []render.Service, live func() (map[string]bool, error)) error {
+func (r *Runtime) Finish(ctx context.Context, node service.Node, declared []render.Service, live func() ([]service.Instance, error)) error {
 	var images []string
 	for _, s := range declared {
 		if s.Kind == Kind && s.Image != "" && len(s.Replicas) > 0 && !slices.Contains(images, s.Replicas[0].Image) {
@@ -35,7 +34,7 @@ func (r *Runtime) Finish(ctx context.Context, node service.Node, declared []rend
 	}
 	removed, err := r.Prune(ctx, node.Device, live)
 	for _, id := range removed {
-		r.log.WarnContext(ctx, "removed a container of this device that no service record names", "container", id)
+		r.log.WarnContext(ctx, "removed a container of this device that tend created and no longer runs", "container", id)
 	}
 	var errs []error
 	errs = append(errs, err)

@@ -5,16 +5,19 @@ import (
 	"fmt"
 
 	"github.com/moby/moby/client"
+
+	"github.com/tend-dev/tend/applier/service"
 )
 
-// Prune removes the containers of device that carry tend's labels and
-// whose invocation none of those live returns names: left by a tend that
-// died between creating a container and recording it, or by a service
-// removed while no agent ran. It lists the containers first and asks live
-// after, so a container started meanwhile (its record written before its
-// start) is named. One list call when there is nothing to remove. It
-// returns the ids removed.
-func (r *Runtime) Prune(ctx context.Context, device string, live func() (map[string]bool, error)) ([]string, error) {
+// Prune removes the containers of device that tend recorded creating
+// and no longer runs: a container named as a recorded instance's (tend's
+// name for its device, service and replica) whose invocation label is not
+// the recorded one. A container no record names is left alone, whatever
+// labels it carries: it may be someone else's. It lists the containers
+// first and asks live after, so a container started meanwhile (its record
+// written before its start) is named. One list call when there is nothing
+// to remove. It returns the ids removed.
+func (r *Runtime) Prune(ctx context.Context, device string, live func() ([]service.Instance, error)) ([]string, error) {
 	cs, err := r.List(ctx, device)
 	if err != nil {
 		return nil, err
@@ -22,13 +25,15 @@ func (r *Runtime) Prune(ctx context.Context, device string, live func() (map[str
 	if len(cs) == 0 {
 		return nil, nil
 	}
-	names, err := live()
+	ins, err := live()
 	if err != nil {
 		return nil, err
 	}
+	recorded := recordedNames(ins)
 	var removed []string
 	for _, c := range cs {
-		if names[c.Labels[LabelInvocation]] {
+		inv, ok := recorded[c.Name]
+		if !ok || inv[c.Labels[LabelInvocation]] {
 			continue
 		}
 		if err := r.remove(ctx, c.ID); err != nil {
@@ -37,6 +42,24 @@ func (r *Runtime) Prune(ctx context.Context, device string, live func() (map[str
 		removed = append(removed, c.ID)
 	}
 	return removed, nil
+}
+
+// recordedNames returns, by container name, the invocations the records
+// name for the container instances among ins.
+func recordedNames(ins []service.Instance) map[string]map[string]bool {
+	out := map[string]map[string]bool{}
+	for _, in := range ins {
+		ci, err := instance(in)
+		if err != nil {
+			continue // another runtime's
+		}
+		name := Name(ci)
+		if out[name] == nil {
+			out[name] = map[string]bool{}
+		}
+		out[name][in.Invocation] = true
+	}
+	return out
 }
 
 // RemoveImage removes image (REPO@sha256:…) from the engine. An image a

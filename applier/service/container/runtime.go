@@ -47,6 +47,9 @@ type Options struct {
 	Keychain authn.Keychain
 	// Log hears what Finish removes; nil discards.
 	Log *slog.Logger
+	// Confine, when set, bounds what mount sources may lead to (see
+	// Confinement); nil checks only that they exist.
+	Confine *Confinement
 }
 
 // Runtime runs service instances as containers on one engine. It is safe
@@ -56,6 +59,8 @@ type Runtime struct {
 	cli  *client.Client
 	kc   authn.Keychain
 	log  *slog.Logger
+	// confine bounds mount sources; nil when Options had none.
+	confine *Confinement
 
 	mu sync.Mutex
 	// waiting counts, by container id, the Waits in progress: while one
@@ -83,7 +88,7 @@ func New(opts Options) (*Runtime, error) {
 	if log == nil {
 		log = slog.New(slog.DiscardHandler)
 	}
-	return &Runtime{host: host, cli: cli, kc: opts.Keychain, log: log}, nil
+	return &Runtime{host: host, cli: cli, kc: opts.Keychain, log: log, confine: opts.Confine}, nil
 }
 
 // Host is the engine's address.

@@ -23,6 +23,7 @@ func init() {
 		if c.Agent != nil {
 			opts.Host = c.Agent.DockerHost(os.Getenv)
 			opts.Keychain = oci.Keychain(c.Agent.Registries.DockerConfig)
+			opts.Confine = &Confinement{Root: c.Agent.Root, AllowPaths: c.Agent.AllowPaths, StateDir: c.Agent.StateDir}
 		}
 		return New(opts)
 	})
@@ -108,6 +109,7 @@ var (
 	_ service.Preparer        = (*Runtime)(nil)
 	_ service.ImageResolving  = (*Runtime)(nil)
 	_ service.Finisher        = (*Runtime)(nil)
+	_ service.Sweeper         = (*Runtime)(nil)
 	_ service.LogWriter       = (*Runtime)(nil)
 	_ service.ImageSpec       = Spec{}
 	_ service.Describable     = Spec{}

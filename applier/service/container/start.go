@@ -38,7 +38,9 @@ const (
 // A missing image, device or mount source, or a container the engine
 // refuses to create (a memory limit below its minimum, say) is a
 // service.ErrInvalidInstance error, returned before anything runs. A
-// container of the same name left by an earlier start is removed first.
+// container of the same name left by an earlier start is removed first,
+// and so are the containers labelled as the same replica under another
+// invocation that run or were created (see stopLeftovers).
 func (r *Runtime) Run(ctx context.Context, in Instance) (Proc, error) {
 	cfg, host, err := r.spec(in)
 	if err != nil {
@@ -48,6 +50,16 @@ func (r *Runtime) Run(ctx context.Context, in Instance) (Proc, error) {
 		return Proc{}, err
 	}
 	name := Name(in)
+	if in.Invocation != "" {
+		left, err := r.stopLeftovers(ctx, in)
+		for _, id := range left {
+			r.log.WarnContext(ctx, "stopped a leftover container of this replica that no record names", "service", in.Service,
+				"replica", in.Replica, "container", short(id))
+		}
+		if err != nil {
+			return Proc{}, err
+		}
+	}
 	if err := r.removeStale(ctx, name); err != nil {
 		return Proc{}, err
 	}
@@ -98,12 +110,18 @@ func (r *Runtime) Proc(ctx context.Context, id string) (Proc, error) {
 const minMemory = 6 << 20
 
 // Check reports, asking the engine nothing, whether in can run on this
-// node as declared: its network, device nodes and memory limit (mount
-// sources are checked at the start). A plan checks every
-// instance it starts before it stops anything.
+// node as declared: its network, device nodes and memory limit, and that
+// no mount source that exists leads out of allowPaths (the others are
+// checked at the start). A plan checks every instance it starts before it
+// stops anything.
 func (r *Runtime) Check(in Instance) error {
-	// Mount sources are not checked: a file or model the same plan
-	// declares is there only once its action ran, before the start.
+	// Missing mount sources are not refused: a file or model the same
+	// plan declares is there only once its action ran, before the start.
+	if r.confine != nil {
+		if err := r.confine.checkExisting(in.Service, in.Mounts); err != nil {
+			return err
+		}
+	}
 	in.Mounts = nil
 	_, _, err := r.spec(in)
 	return err
@@ -176,10 +194,18 @@ func (r *Runtime) spec(in Instance) (*container.Config, *container.HostConfig, e
 	}
 	host.NanoCPUs = in.CPUMilli * 1_000_000
 	for _, m := range in.Mounts {
-		if _, err := os.Stat(m.Source); err != nil {
+		source := m.Source
+		if r.confine != nil {
+			// The path the link leads to is what the engine mounts: what
+			// was checked is what the container gets.
+			var err error
+			if source, err = r.confine.mountSource(in.Service, m.Source); err != nil {
+				return nil, nil, err
+			}
+		} else if _, err := os.Stat(m.Source); err != nil {
 			return nil, nil, service.Invalidf("service %s: mount source %s: %v: create it, or fix mounts in the manifest", in.Service, m.Source, unwrapPath(err))
 		}
-		host.Mounts = append(host.Mounts, mount.Mount{Type: mount.TypeBind, Source: m.Source, Target: m.Target, ReadOnly: m.ReadOnly})
+		host.Mounts = append(host.Mounts, mount.Mount{Type: mount.TypeBind, Source: source, Target: m.Target, ReadOnly: m.ReadOnly})
 	}
 	for _, d := range in.Devices {
 		dm, err := device(d)
