@@ -78,7 +78,7 @@ INTERVAL ?= 10s
 MODES ?=
 PROFILE ?= false
 fleet-sim:
-	$(GO) test -run '^$$' -bench FleetSim -benchtime 1x -timeout 60m ./internal/fleetsim \
+	$(GO) test -run '^$$' -bench FleetSim -benchtime 1x -timeout 60m ./internal/testkit/fleetsim \
 		-args -fleetsim.agents $(AGENTS) -fleetsim.interval $(INTERVAL) -fleetsim.modes "$(MODES)" -fleetsim.profile=$(PROFILE)
 
 clean:

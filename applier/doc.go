@@ -7,7 +7,9 @@
 // order, stopping at the first error, and rolls the plan back when a
 // running resource (a service) does not come up. It never reaches into a
 // driver: optional work is asked for through small interfaces (Preparer,
-// Finisher, Undoer, Downloader, Runner). The drivers live in packages of
+// Finisher, Undoer, Downloader, Runner, Describer, and Forgetter, which
+// Begin asks at the start of every tick since drivers live from one tick
+// to the next). The drivers live in packages of
 // their own: applier/file, applier/model and applier/service.
 //
 // The applier keeps the inventory of what tend applied in stateDir, so only

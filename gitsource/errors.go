@@ -99,8 +99,8 @@ func urlSecrets(rawURL string) []string {
 	return out
 }
 
-// notFound is a message of its own that still matches one of the
-// sentinels above (or source.ErrPathNotFound) with errors.Is.
+// notFound is a message of its own that still matches a not-found
+// sentinel (ErrRefNotFound, source.ErrPathNotFound) with errors.Is.
 func notFound(kind error, format string, args ...any) error {
 	return errkind.New(kind, format, args...)
 }

@@ -25,8 +25,8 @@ func CheckSize(name string, size int64) error {
 		"move large content into a model artifact, or split the file", size, MaxFileBytes)}
 }
 
-// Bounds of the manifest files read under one source path, checked by
-// their sizes before any is read: Git stores a file once however many
+// Bounds of the manifest files read under one source path, each file
+// charged by its size before it is read: Git stores a file once however many
 // paths name it, so a small commit can name gigabytes of manifests.
 const (
 	MaxSourceFiles = 10_000

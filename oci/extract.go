@@ -25,7 +25,7 @@ var ErrUnsafeArchive = errors.New("unsafe archive entry")
 var ErrTooLarge = errors.New("unpacks to more than the room for it")
 
 // Budget bounds the bytes extraction writes, counted as they are written,
-// and entryCost for every entry it creates (a folder, an empty file, a
+// and EntryCost for every entry it creates (a folder, an empty file, a
 // link take a block and an inode), so that a small layer of millions of
 // empty entries cannot exhaust the file system either. A nil Budget is no
 // bound.
@@ -34,9 +34,9 @@ type Budget struct {
 	Written int64
 }
 
-// entryCost is what one entry costs the budget besides its content: an
+// EntryCost is what one entry costs the budget besides its content: an
 // entry's own, and each folder created for it that the tar does not list.
-const entryCost = 4096
+const EntryCost = 4096
 
 // Bounds of one entry's name, checked before anything is made for it: a
 // deep path costs a walk per folder, and the kernel refuses longer ones
@@ -153,7 +153,7 @@ func (x *extractor) entry(tr *tar.Reader, h *tar.Header) error {
 	if name == "." {
 		return nil
 	}
-	if err := x.b.take(entryCost); err != nil {
+	if err := x.b.take(EntryCost); err != nil {
 		return fmt.Errorf("%s: %w", h.Name, err)
 	}
 	if err := x.parents(name, kinds[h.Typeflag]); errors.Is(err, ErrTooLarge) {
@@ -237,7 +237,7 @@ func (x *extractor) parents(name, kind string) error {
 		}
 		fi, err := x.root.Lstat(p)
 		if errors.Is(err, fs.ErrNotExist) {
-			if err := x.b.take(entryCost); err != nil {
+			if err := x.b.take(EntryCost); err != nil {
 				return err
 			}
 			if err := x.root.Mkdir(p, 0o755); err != nil {

@@ -256,13 +256,13 @@ func TestExtractChargesImplicitFolders(t *testing.T) {
 		entries = append(entries, entry{name: fmt.Sprintf("c%03d/a/b/c/d/f", i), typ: tar.TypeReg, body: "x"})
 	}
 	// The entries alone cost 200 × 4 KiB; with their 1,000 folders, 6 times that.
-	b := &Budget{Limit: 2 * 200 * entryCost}
+	b := &Budget{Limit: 2 * 200 * EntryCost}
 	err := Extract(context.Background(), tarball(t, Uncompressed, entries...), Uncompressed, t.TempDir(), b)
 	require.ErrorIs(t, err, ErrTooLarge)
 
-	b = &Budget{Limit: 7 * 200 * entryCost}
+	b = &Budget{Limit: 7 * 200 * EntryCost}
 	require.NoError(t, Extract(context.Background(), tarball(t, Uncompressed, entries...), Uncompressed, t.TempDir(), b))
-	require.Equal(t, int64(6*200*entryCost+200), b.Written, "each entry, each folder made for it, each byte")
+	require.Equal(t, int64(6*200*EntryCost+200), b.Written, "each entry, each folder made for it, each byte")
 }
 
 // TestExtractStopsWithItsContext: a tick's timeout or a shutdown ends an

@@ -46,7 +46,7 @@ type Published struct {
 	Source   string // the repo's origin URL without credentials, "" for none
 	Size     int64  // of the layer
 	// Unpacked is what the layer costs a device's unpack budget: its
-	// files' bytes and entryCost for each file and folder.
+	// files' bytes and oci.EntryCost for each file and folder.
 	Unpacked int64
 }
 
@@ -242,14 +242,14 @@ func tarTree(commit *object.Commit) ([]byte, int64, error) {
 	}
 	var unpacked int64
 	for _, e := range entries {
-		unpacked += entryCost
+		unpacked += oci.EntryCost
 		if e.file != nil {
 			unpacked += e.file.Size
 		}
 	}
 	if unpacked > MaxUnpackedBytes {
 		return nil, 0, fmt.Errorf("the tree of %s unpacks to %s on a device (%d files and folders of %s each, and their bytes), %s over the %s a device unpacks (ocisource.MaxUnpackedBytes); devices would refuse it, so it is not published: remove large files from the fleet repo",
-			commit.Hash, oci.HumanBytes(unpacked), len(entries), oci.HumanBytes(entryCost), oci.HumanBytes(unpacked-MaxUnpackedBytes), oci.HumanBytes(MaxUnpackedBytes))
+			commit.Hash, oci.HumanBytes(unpacked), len(entries), oci.HumanBytes(oci.EntryCost), oci.HumanBytes(unpacked-MaxUnpackedBytes), oci.HumanBytes(MaxUnpackedBytes))
 	}
 	sort.Slice(entries, func(i, j int) bool { return entries[i].name < entries[j].name })
 	buf := &cappedBuffer{limit: MaxLayerBytes}
@@ -294,10 +294,6 @@ func tarTree(commit *object.Commit) ([]byte, int64, error) {
 	}
 	return buf.Bytes(), unpacked, nil
 }
-
-// entryCost is what oci.Extract charges a device's unpack budget for each
-// file and folder besides its bytes (a block and an inode).
-const entryCost = 4096
 
 // cappedBuffer keeps what is written up to limit bytes, then only counts,
 // so a layer too large to publish is measured without being held.

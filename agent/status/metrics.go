@@ -198,9 +198,9 @@ func (m *Metrics) Observe(res *Tick, err error, fresh []drift.Event) {
 			m.unreachable.Set(1)
 		}
 	}
-	if res.Plan != nil {
-		// A tick that stopped before its plan knows nothing new of the
-		// rollout.
+	if res.Plan != nil || res.Held != nil {
+		// A tick that stopped before its plan, and before it decided to
+		// hold a release, knows nothing new of the rollout.
 		for _, c := range rollout.Causes {
 			v := 0.0
 			if res.Held != nil && res.Held.Cause == c {

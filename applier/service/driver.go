@@ -40,7 +40,7 @@ type Driver struct {
 	opts  DriverOptions
 
 	mu        sync.Mutex
-	resolvers map[string]render.ImageResolver // by kind, for one tick (see Forget)
+	resolvers map[string]render.ImageResolver // by what they resolve ("image"), for one tick (see Forget)
 }
 
 // DriverOptions configure a Driver: what its runtimes are told of the

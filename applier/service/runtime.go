@@ -153,7 +153,7 @@ type Node struct {
 // Sweeper is a Runtime that can find the instances it started since a
 // time, when tend died before it recorded them.
 type Sweeper interface {
-	Orphans(in Instance, since time.Time) ([]Handle, error)
+	Orphans(ctx context.Context, in Instance, since time.Time) ([]Handle, error)
 }
 
 // Warner is a Handle whose start left a warning (resources asked for that

@@ -336,9 +336,14 @@ func newInvocation() string {
 // sweep stops what an instance whose start was not recorded (tend died in
 // between) left running, found by the runtime, and forgets the record.
 func (s *Supervisor) sweep(ctx context.Context, key instanceKey, rec *instanceRecord, grace time.Duration) error {
-	rt, _ := s.rts.Get(rec.Kind)
+	rt, err := s.rts.Get(rec.Kind)
+	if err != nil {
+		// Its runtime cannot be asked now (an engine that is down): the
+		// record is kept, the only trace of what the start left.
+		return fmt.Errorf("find what %s replica %d started: %w", planner.ServiceID(key.service), key.replica, err)
+	}
 	if f, ok := rt.(Sweeper); ok && (rec.BootID == "" || rec.BootID == bootID()) {
-		orphans, err := f.Orphans(rec.Instance, *rec.Starting)
+		orphans, err := f.Orphans(ctx, rec.Instance, *rec.Starting)
 		if err != nil {
 			return fmt.Errorf("find what %s replica %d started: %w", planner.ServiceID(key.service), key.replica, err)
 		}

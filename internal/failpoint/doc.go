@@ -3,5 +3,6 @@
 // nothing; in a build with the tag failpoints, the process kills itself
 // (SIGKILL, as a power cut or kill -9 would end it) at the step that
 // $TEND_FAILPOINT names, read once at start: "NAME" for its first time,
-// "NAME#N" for its N-th. It is test support, not a stage of the flow.
+// "NAME#N" for its N-th. It is a helper of the stages that write (a no-op
+// in every release build), for the crash suite; not a stage of the flow.
 package failpoint

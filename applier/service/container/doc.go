@@ -18,6 +18,8 @@
 // returns. Every container carries labels (dev.tend.device,
 // dev.tend.resource, dev.tend.spec from Spec.Labels, dev.tend.replica
 // and dev.tend.invocation from the runtime) by which List finds tend's
-// containers for adoption; labels alone never make a container tend's to
-// remove: pruning also asks the records.
+// containers for adoption. Pruning removes only containers the records
+// name; the one exception is a replica being created again, which first
+// stops the containers labelled as that very replica under another
+// invocation (what an engine that died mid-start left).
 package container

@@ -49,7 +49,7 @@ func (c *Confinement) mountSource(svc, source string) (string, error) {
 	}
 	return "", service.Invalidf("service %s: mount source %s resolves to %s, outside allowPaths %v under root %s and the model store: "+
 		"a symlink on the node leads out of them; remove the link, or mount a path under allowPaths that is not one",
-		svc, source, resolved, c.AllowPaths, c.Root)
+		svc, source, resolved, c.AllowPaths, cmp.Or(c.Root, manifest.DefaultRoot))
 }
 
 // checkExisting checks, as mountSource does, the sources of mounts that

@@ -102,7 +102,7 @@ func TestOrphansByInvocation(t *testing.T) {
 	e.start(t, other)
 
 	sin := record(in, in.Invocation)
-	found, err := e.rt.Orphans(sin, time.Time{})
+	found, err := e.rt.Orphans(t.Context(), sin, time.Time{})
 	require.NoError(t, err)
 	require.Len(t, found, 1)
 	require.NoError(t, found[0].Stop(ctx, 0))
@@ -110,7 +110,7 @@ func TestOrphansByInvocation(t *testing.T) {
 	require.Error(t, err, "stopped and removed")
 
 	sin.Invocation = ""
-	found, err = e.rt.Orphans(sin, time.Time{})
+	found, err = e.rt.Orphans(t.Context(), sin, time.Time{})
 	require.NoError(t, err)
 	require.Empty(t, found, "a record without an invocation names no container")
 }

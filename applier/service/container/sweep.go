@@ -18,7 +18,7 @@ const orphansTimeout = 30 * time.Second
 // starting names the invocation, and the container carries it as its
 // dev.tend.invocation label. since is not needed: the invocation alone
 // names the start. A record without an invocation finds none.
-func (r *Runtime) Orphans(in service.Instance, since time.Time) ([]service.Handle, error) {
+func (r *Runtime) Orphans(ctx context.Context, in service.Instance, since time.Time) ([]service.Handle, error) {
 	if in.Invocation == "" {
 		return nil, nil
 	}
@@ -26,7 +26,7 @@ func (r *Runtime) Orphans(in service.Instance, since time.Time) ([]service.Handl
 	if err != nil {
 		return nil, err
 	}
-	ctx, cancel := context.WithTimeout(context.Background(), orphansTimeout)
+	ctx, cancel := context.WithTimeout(ctx, orphansTimeout)
 	defer cancel()
 	filters := make(client.Filters).Add("label", LabelInvocation+"="+in.Invocation)
 	if d := ci.Labels[LabelDevice]; d != "" {

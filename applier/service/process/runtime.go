@@ -121,7 +121,7 @@ func (e *Runtime) Recover(raw json.RawMessage) (service.Handle, error) {
 
 // Orphans returns the processes started for in since then, as
 // FindOrphans finds them.
-func (e *Runtime) Orphans(in service.Instance, since time.Time) ([]service.Handle, error) {
+func (e *Runtime) Orphans(_ context.Context, in service.Instance, since time.Time) ([]service.Handle, error) {
 	pi, err := instance(in)
 	if err != nil {
 		return nil, err
