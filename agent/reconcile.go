@@ -346,15 +346,8 @@ func (r *Reconciler) applyPlan(ctx context.Context, t *tick) error {
 	t.res.Applied, t.res.Failed, t.res.RolledBack = res.Applied, res.Failed, res.RolledBack
 	t.res.Downloaded, t.res.Skipped = res.Downloaded, res.Skipped
 	var rb *applier.RollbackError
-	// Only a new commit is quarantined: when the commit already applied
-	// fails (a moved tag, a restart after drift), holding it would hold
-	// nothing; the loop's backoff spaces the retries instead.
-	if errors.As(err, &rb) && t.res.Snapshot != nil && !before.SameCommit(t.res.Snapshot.Revision) {
-		// This commit broke a service: never apply it again here.
-		q := applier.Quarantined{Revision: rb.Revision, Reason: rb.Error(), At: r.now().UTC()}
-		if qerr := applier.Quarantine(r.Config.StateDir, t.res.Snapshot.Revision.Commit, q); qerr != nil {
-			err = errors.Join(err, fmt.Errorf("record rolled-back commit: %w", qerr))
-		}
+	if errors.As(err, &rb) {
+		err = errQuarantine(err, r.quarantine(ctx, t, before, rb))
 	}
 	return err
 }

@@ -125,6 +125,9 @@ func LogTick(log *slog.Logger, device string, res *Result, err error, suspended 
 	if off := res.Offline(); off != nil {
 		log.Warn("registry unreachable; models kept at their applied version", keyDevice, device, keyReason, off.Error())
 	}
+	if q := res.Quarantined(); q != nil {
+		log.Warn("newest version rolled back here; models kept off it", keyDevice, device, keyReason, q.Error())
+	}
 	if err != nil {
 		log.Error("reconcile failed; the node keeps its last applied state", append(attrs, keyError, err.Error())...)
 		return

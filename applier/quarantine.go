@@ -14,15 +14,25 @@ import (
 	"github.com/tend-dev/tend/internal/statedir"
 )
 
-// Quarantined is one rolled-back commit, kept in statedir's quarantine.json:
-// it is not applied again, across restarts; a newer commit is.
+// Quarantined is one rolled-back release, kept in statedir's
+// quarantine.json: it is not applied again, across restarts. It is keyed
+// by what made the release new: a commit hash (a newer commit is applied),
+// or, when the commit did not move, each model digest that did, under
+// ReleaseKey (a newer digest is taken). A tend that knows only commits
+// looks keys up by hash, so it never matches a digest's key.
 type Quarantined struct {
-	Revision string    `json:"revision"` // ref@sha1:commit
+	Revision string    `json:"revision"`      // ref@sha1:commit, or model/NAME@sha256:HEX
+	Tag      string    `json:"tag,omitempty"` // the tag a digest was resolved through
 	Reason   string    `json:"reason"`
 	At       time.Time `json:"at"`
 }
 
-// LoadQuarantine reads the rolled-back commits, by commit hash.
+// ReleaseKey is the quarantine key of digest for resource id (a model's),
+// "model/NAME@sha256:HEX".
+func ReleaseKey(id, digest string) string { return id + "@" + digest }
+
+// LoadQuarantine reads the rolled-back releases, by commit hash or
+// ReleaseKey.
 func LoadQuarantine(stateDir string) (map[string]Quarantined, error) {
 	q := map[string]Quarantined{}
 	if _, err := atomicfile.ReadJSON(statedir.Dir(stateDir).Quarantine(), &q); err != nil {
@@ -34,19 +44,31 @@ func LoadQuarantine(stateDir string) (map[string]Quarantined, error) {
 	return q, nil
 }
 
-// Quarantine records commit as rolled back.
-func Quarantine(stateDir, commit string, q Quarantined) error {
+// Quarantine records commit (or a ReleaseKey) as rolled back; more keys
+// may follow, each with its own entry, in one write.
+func Quarantine(stateDir, commit string, q Quarantined, more ...Keyed) error {
 	all, err := LoadQuarantine(stateDir)
 	if err != nil {
 		all = map[string]Quarantined{}
 	}
 	all[commit] = q
+	for _, k := range more {
+		all[k.Key] = k.Quarantined
+	}
 	failpoint.Hit("quarantine:write")
 	return atomicfile.WriteJSON(stateDir, statedir.QuarantineFile, all, 0o644)
 }
 
+// Keyed is a quarantine entry with its key.
+type Keyed struct {
+	Key string
+	Quarantined
+}
+
 // Unquarantine forgets the rolled-back commits whose hash starts with
-// commit, or every one when commit is "", so they are applied again, and
+// commit (or the release whose ReleaseKey starts with it, e.g.
+// "model/m@sha256:6ab5"), or every one when commit is "", so they are
+// applied again, and
 // returns them, oldest first. A commit that names no quarantined commit,
 // or more than one, is an error listing the quarantined ones. The caller
 // holds the stateDir lock.
@@ -57,7 +79,7 @@ func Unquarantine(stateDir, commit string) ([]Quarantined, error) {
 	}
 	var hashes []string
 	for h := range all {
-		if strings.HasPrefix(h, strings.ToLower(commit)) {
+		if strings.HasPrefix(strings.ToLower(h), strings.ToLower(commit)) {
 			hashes = append(hashes, h)
 		}
 	}
@@ -92,8 +114,12 @@ func unquarantineError(commit string, matches int, all map[string]Quarantined) e
 	if len(known) > 0 {
 		list = strings.Join(known, ", ") + " are"
 	}
-	if matches > 1 {
-		return fmt.Errorf("commit %s is ambiguous: give more of its hash (%s quarantined)", commit, list)
+	what := "commit"
+	if strings.Contains(commit, "/") {
+		what = "release"
 	}
-	return fmt.Errorf("commit %s is not quarantined on this node (%s quarantined)", commit, list)
+	if matches > 1 {
+		return fmt.Errorf("%s %s is ambiguous: give more of its hash (%s quarantined)", what, commit, list)
+	}
+	return fmt.Errorf("%s %s is not quarantined on this node (%s quarantined)", what, commit, list)
 }

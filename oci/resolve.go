@@ -86,13 +86,23 @@ func Resolve(ctx context.Context, ref, semverRange string, opts Options) (Resolv
 
 // highest lists repo's tags and returns the highest one in semverRange.
 func highest(ctx context.Context, repo name.Repository, semverRange string, opts Options) (string, error) {
+	tags, err := candidates(ctx, repo, semverRange, opts)
+	if err != nil {
+		return "", err
+	}
+	return tags[0], nil
+}
+
+// candidates lists repo's tags (within the tag-list bounds) and returns
+// those in semverRange, highest first; none is ErrNotFound.
+func candidates(ctx context.Context, repo name.Repository, semverRange string, opts Options) ([]string, error) {
 	c, err := semver.NewConstraint(semverRange)
 	if err != nil {
-		return "", fmt.Errorf("policy.semver %q: %w", semverRange, err)
+		return nil, fmt.Errorf("policy.semver %q: %w", semverRange, err)
 	}
 	tags, err := listTags(ctx, repo, opts)
 	if err != nil {
-		return "", classify(repo.String(), err)
+		return nil, classify(repo.String(), err)
 	}
 	type candidate struct {
 		tag string
@@ -107,7 +117,7 @@ func highest(ctx context.Context, repo name.Repository, semverRange string, opts
 		matches = append(matches, candidate{t, v})
 	}
 	if len(matches) == 0 {
-		return "", noMatch(repo, semverRange, tags)
+		return nil, noMatch(repo, semverRange, tags)
 	}
 	sort.Slice(matches, func(i, j int) bool {
 		if !matches[i].v.Equal(matches[j].v) {
@@ -120,7 +130,11 @@ func highest(ctx context.Context, repo name.Repository, semverRange string, opts
 		}
 		return matches[i].tag < matches[j].tag
 	})
-	return matches[0].tag, nil
+	out := make([]string, len(matches))
+	for i, m := range matches {
+		out[i] = m.tag
+	}
+	return out, nil
 }
 
 // NameOptions are the options to parse ref with: plain HTTP for a

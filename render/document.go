@@ -35,6 +35,9 @@ type DocumentModel struct {
 	// Offline says why the registry was not asked: the digest is the one
 	// applied last, and the ref did not change.
 	Offline string `json:"offline,omitempty"`
+	// Quarantined says why its newest version was passed over: it was
+	// rolled back on this node.
+	Quarantined string `json:"quarantined,omitempty"`
 }
 
 // Document returns d as `tend render` prints it.
@@ -59,6 +62,9 @@ func (d *Desired) Document() Document {
 			}
 			if spec.Offline != nil {
 				dm.Offline = spec.Offline.Error()
+			}
+			if spec.Quarantined != nil {
+				dm.Quarantined = spec.Quarantined.Error()
 			}
 		}
 		doc.Spec.Models = append(doc.Spec.Models, dm)

@@ -47,6 +47,10 @@ type Desired struct {
 	// could not be asked), or is nil: they and what uses them are left as
 	// they are, and the plan holds their actions.
 	Held error
+	// Quarantined says why models were kept off their newest version (it
+	// was rolled back on this node), or is nil. It is a warning, and holds
+	// a release: tend_release_held{reason="quarantined"}.
+	Quarantined error
 }
 
 // Model returns the spec of the declared model called name.
@@ -77,7 +81,7 @@ func Render(ctx context.Context, dev *manifest.Device, revision string, opts Opt
 		Manifest: dev,
 		Specs:    make(map[string]any, len(dev.Spec.Models)+len(dev.Spec.Files)+len(dev.Spec.Services)),
 	}
-	var held, offline []error
+	var held, offline, quarantined []error
 	for _, m := range dev.Spec.Models {
 		spec, r, err := model(ctx, m, opts.confine(), resolver)
 		if err != nil {
@@ -88,6 +92,9 @@ func Render(ctx context.Context, dev *manifest.Device, revision string, opts Opt
 		}
 		if spec.Offline != nil {
 			offline = append(offline, spec.Offline)
+		}
+		if spec.Quarantined != nil {
+			quarantined = append(quarantined, spec.Quarantined)
 		}
 		d.add(r, spec)
 	}
@@ -147,7 +154,7 @@ func Render(ctx context.Context, dev *manifest.Device, revision string, opts Opt
 		}
 		d.add(r, spec)
 	}
-	d.Held, d.Offline = errors.Join(held...), errors.Join(offline...)
+	d.Held, d.Offline, d.Quarantined = errors.Join(held...), errors.Join(offline...), errors.Join(quarantined...)
 	return d, nil
 }
 
@@ -186,7 +193,7 @@ func model(ctx context.Context, m manifest.Model, allow []string, resolver Resol
 	if err != nil {
 		return Model{}, planner.Resource{}, err
 	}
-	spec := Model{Name: m.Name, Ref: m.Ref, Policy: policy(m), Path: m.Path, Digest: res.Digest, Tag: res.Tag, Offline: res.Offline, Held: res.Held}
+	spec := Model{Name: m.Name, Ref: m.Ref, Policy: policy(m), Path: m.Path, Digest: res.Digest, Tag: res.Tag, Offline: res.Offline, Held: res.Held, Quarantined: res.Quarantined}
 	r := planner.Resource{
 		ID: planner.ModelID(m.Name), Kind: planner.KindModel, Reason: res.Reason,
 		Fields: []planner.Field{{Name: planner.FieldDigest, Value: res.Digest}},

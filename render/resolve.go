@@ -39,6 +39,11 @@ type Resolution struct {
 	// asked): Digest is the ref as declared, and the model and what uses
 	// it are left as they are on the node.
 	Held error
+	// Quarantined, when set, says why the newest version the ref or
+	// policy names was passed over: its digest was rolled back on this
+	// node. Digest is then the highest version that was not, or the one
+	// active on the node.
+	Quarantined error
 }
 
 // Declared plans models by their declaration, without registries: a

@@ -25,9 +25,10 @@ type Model struct {
 	Path   string // the declared stable path; "" for stateDir/models/NAME/current
 	Digest string // what the ref resolved to (the ref itself when unresolved)
 	Tag    string // the tag it resolved through; "" for a digest ref
-	// Offline and Held are the resolution's (see Resolution).
-	Offline error
-	Held    error
+	// Offline, Held and Quarantined are the resolution's (see Resolution).
+	Offline     error
+	Held        error
+	Quarantined error
 }
 
 // The kinds of runtime a service runs on, as its manifest declares it.

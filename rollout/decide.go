@@ -13,6 +13,10 @@ const (
 	CauseWindow = "window"
 	CausePaused = "paused"
 	CauseGate   = "gate"
+	// CauseQuarantined is a release the node itself holds: the newest
+	// version of a model was rolled back on this node. Decide never
+	// returns it; model resolution passes over such versions.
+	CauseQuarantined = "quarantined"
 )
 
 // Causes are every cause, in the order Decide checks them.

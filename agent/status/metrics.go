@@ -2,6 +2,7 @@ package status
 
 import (
 	"net/http"
+	"slices"
 	"sync"
 	"time"
 
@@ -106,9 +107,10 @@ func NewMetrics() *Metrics {
 	}
 	m.held = prometheus.NewGaugeVec(prometheus.GaugeOpts{
 		Name: "tend_release_held",
-		Help: "1 while the device's rollout holds a release, by why: wave (its wave has not opened), window (outside the maintenance window), paused, gate.",
+		Help: "1 while the device's rollout holds a release, by why: wave (its wave has not opened), window (outside the maintenance window), paused, gate, " +
+			"quarantined (the newest version of a model was rolled back on this node).",
 	}, []string{"reason"})
-	for _, c := range rollout.Causes {
+	for _, c := range heldReasons {
 		m.held.WithLabelValues(c)
 	}
 	m.notified = prometheus.NewCounterVec(prometheus.CounterOpts{
@@ -209,6 +211,15 @@ func (m *Metrics) Observe(res *Tick, err error, fresh []drift.Event) {
 			m.held.WithLabelValues(c).Set(v)
 		}
 	}
+	if res.Desired != nil {
+		// A tick that stopped before its render knows nothing new of what
+		// resolution passed over.
+		v := 0.0
+		if res.Desired.Quarantined != nil {
+			v = 1
+		}
+		m.held.WithLabelValues(rollout.CauseQuarantined).Set(v)
+	}
 	if err == nil {
 		m.lastSuccess.Set(float64(end.UnixNano()) / 1e9)
 	}
@@ -259,3 +270,7 @@ func (m *Metrics) setApplied(rev string) {
 	m.applied = rev
 	m.revision.WithLabelValues(rev).Set(1)
 }
+
+// heldReasons are the reason labels of tend_release_held: the rollout's
+// causes, and a version quarantined on this node.
+var heldReasons = append(slices.Clone(rollout.Causes), rollout.CauseQuarantined)

@@ -91,6 +91,15 @@ func (res *Tick) offline() error {
 	return res.Desired.Offline
 }
 
+// quarantined says why models were kept off their newest version, which
+// was rolled back on this node, or is nil.
+func (res *Tick) quarantined() error {
+	if res.Desired == nil {
+		return nil
+	}
+	return res.Desired.Quarantined
+}
+
 // tickEnd is when a tick ended; now for a result that does not say (the
 // lock could not be taken).
 func tickEnd(res *Tick) time.Time {

@@ -1,6 +1,7 @@
 package status
 
 import (
+	"errors"
 	"fmt"
 	"maps"
 	"slices"
@@ -137,8 +138,8 @@ func (t *Tracker) Observe(res *Tick, err error, suspended string) []drift.Event 
 		// A tick that stopped before its render knows nothing new of
 		// registries.
 		s.Warning = ""
-		if off := res.offline(); off != nil {
-			s.Warning = off.Error()
+		if w := errors.Join(res.offline(), res.quarantined()); w != nil {
+			s.Warning = w.Error()
 		}
 	}
 	if settled(res, err) && res.Revision != "" && suspended == "" {

@@ -61,6 +61,8 @@ type Driver struct {
 	records  map[string]*record       // by name, read once per driver
 	arts     map[string]*oci.Artifact // by digest, as read this tick
 	prepared map[string]string        // model name → version folder ready to activate
+	// quarantined holds the releases rolled back on this node, read once.
+	quarantined map[string]applier.Quarantined
 }
 
 var (

@@ -5,7 +5,7 @@ import "github.com/tend-dev/tend/applier"
 var _ applier.Forgetter = (*Driver)(nil)
 
 // Forget drops what the driver kept from the last tick (model records,
-// artifacts read, versions prepared) and its count of bytes downloaded:
+// artifacts read, versions prepared, the quarantine) and its count of bytes downloaded:
 // the next tick reads them afresh, as a new driver would.
 func (d *Driver) Forget() {
 	d.mu.Lock()
@@ -13,5 +13,6 @@ func (d *Driver) Forget() {
 	clear(d.records)
 	clear(d.arts)
 	clear(d.prepared)
+	d.quarantined = nil
 	d.loaded.Store(0)
 }

@@ -28,6 +28,11 @@ import (
 // policy) is not offline: for the ref applied last the model is held, and
 // for a new ref it is an error.
 //
+// A digest rolled back on this node (see applier.ReleaseKey) is passed
+// over, and Quarantined says so: a policy resolves to the highest tag
+// whose digest is not quarantined, and a tag that moved to a quarantined
+// digest keeps the active one.
+//
 // A tag that the registry says does not exist is an error. When the digest
 // is not the active one, the reason says what changed and what pulling it
 // costs, from its manifest (read into the store).
@@ -44,7 +49,7 @@ func (d *Driver) Resolve(ctx context.Context, m manifest.Model) (render.Resoluti
 		return render.Resolution{}, err
 	}
 	var res render.Resolution
-	pinned, err := d.resolve(ctx, m.Ref, want.Policy)
+	pinned, passed, err := d.resolveSkipping(ctx, m.Name, m.Ref, want.Policy)
 	if err != nil {
 		if errors.Is(err, oci.ErrNotFound) && want.Policy == "" {
 			return render.Resolution{}, err
@@ -66,6 +71,18 @@ func (d *Driver) Resolve(ctx context.Context, m manifest.Model) (render.Resoluti
 		}
 		pinned = oci.Resolved{Ref: m.Ref, Tag: act.Tag, Digest: act.Digest}
 		res.Offline = fmt.Errorf("%s kept at %s (%s): registry unreachable: %w", planner.ModelID(m.Name), planner.ShortDigest(act.Digest), m.Ref, err)
+	}
+	if len(passed) > 0 {
+		res.Quarantined = d.quarantinedError(m.Name, passed[0])
+		if pinned.Digest == "" {
+			// Every version the ref or policy names was rolled back here:
+			// the active one stays; with none, the model waits.
+			act := rec.active()
+			if act == nil {
+				return render.Resolution{Digest: m.Ref, Reason: "nothing → " + m.Ref + ", rolled back here", Held: res.Quarantined, Quarantined: res.Quarantined}, nil
+			}
+			pinned = oci.Resolved{Ref: m.Ref, Tag: act.Tag, Digest: act.Digest}
+		}
 	}
 	res.Digest, res.Tag = pinned.Digest, pinned.Tag
 	want.Digest, want.Tag = pinned.Digest, pinned.Tag

@@ -90,6 +90,9 @@ func warnOffline(w io.Writer, res *agent.Result) {
 	if off := res.Offline(); off != nil {
 		fmt.Fprintf(w, "Warning: %v\n", off)
 	}
+	if q := res.Quarantined(); q != nil {
+		fmt.Fprintf(w, "Warning: %v\n", q)
+	}
 	if h := res.Held; h != nil {
 		kept := res.Snapshot.Revision.String()
 		if h.Revision == kept {

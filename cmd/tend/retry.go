@@ -15,12 +15,15 @@ import (
 
 func newRetryCommand(g *globals) *cobra.Command {
 	cmd := &cobra.Command{
-		Use:   "retry [COMMIT]",
-		Short: "Try again a commit this node rolled back, without a new commit",
+		Use:   "retry [COMMIT | model/NAME@sha256:DIGEST]",
+		Short: "Try again a commit or model version this node rolled back, without a new one",
 		Long: "A commit whose apply was rolled back on this node (a service did not become healthy) is\n" +
 			"quarantined: the node holds its last applied commit and does not apply that one again.\n" +
-			"retry forgets the quarantine of COMMIT (a full or abbreviated hash), or of every quarantined\n" +
-			"commit when none is given, so the next tick or tend apply tries it again, and asks a running\n" +
+			"A model version rolled back at the applied commit (its tag or semver policy moved to it) is\n" +
+			"quarantined by its digest: the model keeps the highest version that was not rolled back.\n" +
+			"retry forgets the quarantine of COMMIT (a full or abbreviated hash), of one model version\n" +
+			"(model/NAME@sha256:DIGEST, the digest full or abbreviated), or of everything quarantined\n" +
+			"when none is given, so the next tick or tend apply tries it again, and asks a running\n" +
 			"agent to reconcile now.",
 		Args: cobra.MaximumNArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
@@ -56,8 +59,9 @@ func newRetryCommand(g *globals) *cobra.Command {
 	return cmd
 }
 
-// retry forgets the quarantine of commit (a full or abbreviated hash), or
-// of every quarantined commit when it is "", so that the next reconcile
+// retry forgets the quarantine of commit (a full or abbreviated hash, or
+// a model's release key, model/NAME@sha256:…), or of everything
+// quarantined when it is "", so that the next reconcile
 // applies it again, and returns what it forgot. It waits for the stateDir
 // lock at most lockTimeout (zero: agent.DefaultLockTimeout). A stateDir
 // without a quarantine is left as it is.

@@ -1,0 +1,67 @@
+package model
+
+import (
+	"context"
+	"fmt"
+	"time"
+
+	"github.com/tend-dev/tend/applier"
+	"github.com/tend-dev/tend/oci"
+	"github.com/tend-dev/tend/planner"
+)
+
+// quarantine returns the releases rolled back on this node, read once per
+// driver.
+func (d *Driver) quarantine() (map[string]applier.Quarantined, error) {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	if d.quarantined != nil {
+		return d.quarantined, nil
+	}
+	q, err := applier.LoadQuarantine(d.state)
+	if err != nil {
+		return nil, err
+	}
+	d.quarantined = q
+	return q, nil
+}
+
+// resolveSkipping pins model name's ref (and policy) like resolve, but
+// passes over the digests quarantined for it on this node: a policy
+// resolves to the highest tag whose digest is not; a tag that names a
+// quarantined digest resolves to nothing. It returns what was passed over,
+// highest first; a zero Resolved when nothing was left.
+func (d *Driver) resolveSkipping(ctx context.Context, name, ref, policy string) (oci.Resolved, []oci.Resolved, error) {
+	q, err := d.quarantine()
+	if err != nil {
+		return oci.Resolved{}, nil, err
+	}
+	id := planner.ModelID(name)
+	skip := func(digest string) bool {
+		_, ok := q[applier.ReleaseKey(id, digest)]
+		return ok
+	}
+	if policy != "" && len(q) > 0 {
+		return oci.ResolveSkipping(ctx, ref, policy, d.opts.Registry, skip)
+	}
+	pinned, err := d.resolve(ctx, ref, policy)
+	if err != nil || !skip(pinned.Digest) {
+		return pinned, nil, err
+	}
+	return oci.Resolved{}, []oci.Resolved{pinned}, nil
+}
+
+// quarantinedError says why the newest version of model name, r, was
+// passed over, and what to do.
+func (d *Driver) quarantinedError(name string, r oci.Resolved) error {
+	key := applier.ReleaseKey(planner.ModelID(name), r.Digest)
+	q, _ := d.quarantine() // read by resolveSkipping already
+	e := q[key]
+	what := planner.ModelID(name)
+	if r.Tag != "" {
+		what += " " + r.Tag
+	}
+	short := planner.ShortDigest(r.Digest)
+	return fmt.Errorf("%s (%s) was rolled back on this node at %s: %s; push a new version, or run tend retry %s@%s",
+		what, short, e.At.UTC().Format(time.RFC3339), e.Reason, planner.ModelID(name), short)
+}
