@@ -2,13 +2,11 @@ package agent
 
 import (
 	"context"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"log/slog"
 	"os"
 	"path/filepath"
-	"syscall"
 	"testing"
 	"time"
 
@@ -16,6 +14,7 @@ import (
 
 	"github.com/tend-dev/tend/applier"
 	"github.com/tend-dev/tend/internal/testkit/testgit"
+	"github.com/tend-dev/tend/internal/testkit/testnode"
 	"github.com/tend-dev/tend/internal/testkit/testoci"
 	"github.com/tend-dev/tend/planner"
 )
@@ -100,23 +99,9 @@ func TestRolledBackModelVersionIsQuarantined(t *testing.T) {
 	require.Equal(t, 0.0, held())
 }
 
-// killServices kills the process groups of the services recorded in
-// stateDir.
+// killServices kills the services a test's tend left running (see
+// testnode.StopServices).
 func killServices(t testing.TB, stateDir string) {
 	t.Helper()
-	recs, _ := filepath.Glob(filepath.Join(stateDir, "services", "*", "[0-9]*.json"))
-	for _, r := range recs {
-		b, err := os.ReadFile(r)
-		if err != nil {
-			continue
-		}
-		var rec struct {
-			Proc struct {
-				PID int `json:"pid"`
-			} `json:"proc"`
-		}
-		if json.Unmarshal(b, &rec) == nil && rec.Proc.PID > 0 {
-			_ = syscall.Kill(-rec.Proc.PID, syscall.SIGKILL)
-		}
-	}
+	testnode.StopServices(t, stateDir)
 }

@@ -6,7 +6,6 @@ package main
 
 import (
 	"bytes"
-	"encoding/json"
 	"errors"
 	"flag"
 	"fmt"
@@ -22,6 +21,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/tend-dev/tend/internal/testkit/testgit"
+	"github.com/tend-dev/tend/internal/testkit/testnode"
 )
 
 var tendBin string
@@ -471,23 +471,9 @@ func TestBadFlagsChangeNothing(t *testing.T) {
 	}
 }
 
-// stopServices kills the process group of every service instance a test's
-// tend started: a one-shot apply leaves them running, detached.
+// stopServices kills the services a test's tend left running (see
+// testnode.StopServices).
 func stopServices(t testing.TB, stateDir string) {
 	t.Helper()
-	recs, _ := filepath.Glob(filepath.Join(stateDir, "services", "*", "[0-9]*.json"))
-	for _, r := range recs {
-		b, err := os.ReadFile(r)
-		if err != nil {
-			continue
-		}
-		var rec struct {
-			Proc struct {
-				PID int `json:"pid"`
-			} `json:"proc"`
-		}
-		if json.Unmarshal(b, &rec) == nil && rec.Proc.PID > 0 {
-			_ = syscall.Kill(-rec.Proc.PID, syscall.SIGKILL)
-		}
-	}
+	testnode.StopServices(t, stateDir)
 }

@@ -7,8 +7,11 @@ package testnode
 import (
 	"bytes"
 	"context"
+	"encoding/json"
 	"log/slog"
+	"os"
 	"path/filepath"
+	"syscall"
 	"testing"
 	"time"
 
@@ -125,3 +128,25 @@ func (n *Node) Reconcile(dev *manifest.Device, rev string) (*planner.Changeset, 
 
 // Path is where managed path p is on the node.
 func (n *Node) Path(p string) string { return filepath.Join(n.Root, p) }
+
+// StopServices kills the process group of every service instance recorded
+// in stateDir: a one-shot apply, or an agent a test stopped, leaves them
+// running, detached.
+func StopServices(t testing.TB, stateDir string) {
+	t.Helper()
+	recs, _ := filepath.Glob(filepath.Join(stateDir, "services", "*", "[0-9]*.json"))
+	for _, r := range recs {
+		b, err := os.ReadFile(r)
+		if err != nil {
+			continue
+		}
+		var rec struct {
+			Proc struct {
+				PID int `json:"pid"`
+			} `json:"proc"`
+		}
+		if json.Unmarshal(b, &rec) == nil && rec.Proc.PID > 0 {
+			_ = syscall.Kill(-rec.Proc.PID, syscall.SIGKILL)
+		}
+	}
+}
