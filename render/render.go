@@ -51,6 +51,10 @@ type Desired struct {
 	// was rolled back on this node), or is nil. It is a warning, and holds
 	// a release: tend_release_held{reason="quarantined"}.
 	Quarantined error
+	// HeldByQuarantine is true when every model Held names is held only
+	// because each version its ref names was rolled back on this node: its
+	// registry answered (tend_registry_unreachable stays 0).
+	HeldByQuarantine bool
 }
 
 // Model returns the spec of the declared model called name.
@@ -82,6 +86,7 @@ func Render(ctx context.Context, dev *manifest.Device, revision string, opts Opt
 		Specs:    make(map[string]any, len(dev.Spec.Models)+len(dev.Spec.Files)+len(dev.Spec.Services)),
 	}
 	var held, offline, quarantined []error
+	heldByQuarantine := 0
 	for _, m := range dev.Spec.Models {
 		spec, r, err := model(ctx, m, opts.confine(), resolver)
 		if err != nil {
@@ -95,6 +100,9 @@ func Render(ctx context.Context, dev *manifest.Device, revision string, opts Opt
 		}
 		if spec.Quarantined != nil {
 			quarantined = append(quarantined, spec.Quarantined)
+		}
+		if spec.Held != nil && spec.Quarantined != nil {
+			heldByQuarantine++
 		}
 		d.add(r, spec)
 	}
@@ -155,6 +163,7 @@ func Render(ctx context.Context, dev *manifest.Device, revision string, opts Opt
 		d.add(r, spec)
 	}
 	d.Held, d.Offline, d.Quarantined = errors.Join(held...), errors.Join(offline...), errors.Join(quarantined...)
+	d.HeldByQuarantine = len(held) > 0 && heldByQuarantine == len(held)
 	return d, nil
 }
 

@@ -109,6 +109,9 @@ func (pinned) Resolve(_ context.Context, m manifest.Model) (Resolution, error) {
 		return Resolution{}, errors.New("not found in registry")
 	case "held":
 		return Resolution{Digest: "sha256:" + fmt.Sprintf("%064x", 1), Held: errors.New("registry down")}, nil
+	case "rolled-back":
+		q := errors.New("model/rolled-back v2 (sha256:0000) was rolled back on this node")
+		return Resolution{Digest: m.Ref, Held: q, Quarantined: q}, nil
 	}
 	return Resolution{Digest: "sha256:" + fmt.Sprintf("%064x", len(m.Name)), Tag: "v8", Reason: "new"}, nil
 }
@@ -270,4 +273,26 @@ func TestServiceSpecHashIsStable(t *testing.T) {
 	d, err := Render(context.Background(), dev, "rev", Options{Root: "/srv/node", StateDir: "/var/lib/tend"})
 	require.NoError(t, err)
 	require.Equal(t, "sha256:a4ad9ec30b001bf523b8a25f9b1a0f17b95b6d0d449376d86436d6303521fab8", d.Specs["service/infer"].(Service).Hash)
+}
+
+// A model held only because every version it names was rolled back here
+// is held by quarantine: its registry answered. One held for its registry
+// makes the hold the registry's.
+func TestHeldByQuarantine(t *testing.T) {
+	render := func(names ...string) *Desired {
+		var spec manifest.DeviceSpec
+		for _, n := range names {
+			spec.Models = append(spec.Models, manifest.Model{Name: n, Ref: "registry.local:5000/models/" + n + ":v2", Path: "/opt/models/" + n})
+		}
+		d, err := Render(context.Background(), device(spec), "rev1", Options{Root: "/srv/node", StateDir: "/var/lib/tend",
+			AllowPaths: []string{"/opt/models"}, CheckAllowPaths: true, Resolver: pinned{}})
+		require.NoError(t, err)
+		return d
+	}
+	d := render("rolled-back")
+	require.Error(t, d.Held)
+	require.True(t, d.HeldByQuarantine)
+	d = render("rolled-back", "held")
+	require.False(t, d.HeldByQuarantine, "a model held for its registry")
+	require.False(t, render("detector").HeldByQuarantine, "nothing held")
 }

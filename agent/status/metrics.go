@@ -196,7 +196,7 @@ func (m *Metrics) Observe(res *Tick, err error, fresh []drift.Event) {
 	}
 	if res.Desired != nil {
 		m.unreachable.Set(0)
-		if res.Desired.Offline != nil || res.Desired.Held != nil {
+		if res.Desired.Offline != nil || res.Desired.Held != nil && !res.Desired.HeldByQuarantine {
 			m.unreachable.Set(1)
 		}
 	}

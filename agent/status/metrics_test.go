@@ -233,3 +233,14 @@ func TestRegistryUnreachableIsAWarning(t *testing.T) {
 	require.Zero(t, scrape(t, m.Metrics)[`tend_registry_unreachable`])
 	require.Empty(t, m.tracker.Status().Warning)
 }
+
+// A model held only because every version it names was rolled back on the
+// node is no unreachable registry.
+func TestHeldByQuarantineIsNoUnreachableRegistry(t *testing.T) {
+	m := newMeter()
+	held := errors.New("model/m held: model/m 1.2.0 (sha256:6ab5) was rolled back on this node")
+	m.Observe(&Tick{Desired: &render.Desired{Held: held, Quarantined: held, HeldByQuarantine: true}}, nil)
+	require.Zero(t, scrape(t, m.Metrics)[`tend_registry_unreachable`])
+	m.Observe(&Tick{Desired: &render.Desired{Held: errors.New("model/m held: registry down")}}, nil)
+	require.Equal(t, 1.0, scrape(t, m.Metrics)[`tend_registry_unreachable`])
+}
