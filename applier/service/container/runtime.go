@@ -206,13 +206,49 @@ wait:
 	st := exitStatus(code)
 	// The OOM killer's mark is in the container's state (gone if Stop
 	// removed it meanwhile).
-	if in, err := r.cli.ContainerInspect(ctx, p.Container, client.ContainerInspectOptions{}); err == nil && in.Container.State != nil {
-		st.OOMKilled = in.Container.State.OOMKilled
-		if st.OOMKilled && in.Container.HostConfig != nil {
-			st.MemoryLimit = in.Container.HostConfig.Memory
-		}
+	in, err := r.cli.ContainerInspect(ctx, p.Container, client.ContainerInspectOptions{})
+	if err != nil || in.Container.State == nil || in.Container.HostConfig == nil {
+		return st, nil
+	}
+	st.OOMKilled = in.Container.State.OOMKilled
+	limit := in.Container.HostConfig.Memory
+	if !st.OOMKilled && limit > 0 && st.Signal == syscall.SIGKILL.String() {
+		st.OOMKilled = r.lateOOM(ctx, p.Container, in.Container.State.StartedAt)
+	}
+	if st.OOMKilled {
+		st.MemoryLimit = limit
 	}
 	return st, nil
+}
+
+// oomLate bounds how long a wait looks for the engine's report that the
+// OOM killer ended a container which died by SIGKILL under a memory
+// limit.
+const oomLate = 500 * time.Millisecond
+
+// lateOOM reports whether the engine logged an "oom" event for container
+// id since it started (RFC 3339 time, from its state). containerd's shim
+// can send a task's exit before its OOM, so the engine may mark the
+// container OOMKilled a moment after the wait returned; its event log
+// keeps the mark, whichever came first. Only a SIGKILL under a memory
+// limit asks, and at most for oomLate.
+func (r *Runtime) lateOOM(ctx context.Context, id, startedAt string) bool {
+	since, err := time.Parse(time.RFC3339Nano, startedAt)
+	if err != nil {
+		return false
+	}
+	ctx, cancel := context.WithTimeout(ctx, oomLate)
+	defer cancel()
+	ev := r.cli.Events(ctx, client.EventsListOptions{
+		Since:   strconv.FormatInt(since.Unix(), 10),
+		Filters: make(client.Filters).Add("type", "container").Add("container", id).Add("event", "oom"),
+	})
+	select {
+	case <-ev.Messages:
+		return true
+	case <-ev.Err:
+		return false
+	}
 }
 
 // exitStatus reads an engine's exit code: 128+N is death by signal N.

@@ -22,24 +22,32 @@ import (
 func TestStartKillWait(t *testing.T) {
 	e := setup(t)
 	for _, tt := range []struct {
-		name string
-		kill func(t *testing.T, p tc.Proc)
-		want service.ExitStatus
+		name   string
+		memory int64
+		kill   func(t *testing.T, p tc.Proc)
+		want   service.ExitStatus
 	}{
-		{"SIGKILL to the main pid", func(t *testing.T, p tc.Proc) {
+		{"SIGKILL to the main pid", 0, func(t *testing.T, p tc.Proc) {
 			require.NoError(t, unix.Kill(p.PID, unix.SIGKILL))
 		}, service.ExitStatus{Known: true, Code: -1, Signal: "killed"}},
-		{"SIGTERM through the engine", func(t *testing.T, p tc.Proc) {
+		{"SIGTERM through the engine", 0, func(t *testing.T, p tc.Proc) {
 			_, err := e.cli.ContainerKill(context.Background(), p.Container, client.ContainerKillOptions{Signal: "SIGTERM"})
 			require.NoError(t, err)
 		}, service.ExitStatus{Known: true, Code: 0}},
-		{"SIGKILL through the engine", func(t *testing.T, p tc.Proc) {
+		{"SIGKILL through the engine", 0, func(t *testing.T, p tc.Proc) {
 			_, err := e.cli.ContainerKill(context.Background(), p.Container, client.ContainerKillOptions{Signal: "SIGKILL"})
 			require.NoError(t, err)
 		}, service.ExitStatus{Known: true, Code: -1, Signal: "killed"}},
+		// A SIGKILL under a memory limit looks for a late OOM report
+		// from the engine, and finds none.
+		{"SIGKILL under a memory limit, not out of memory", 64 << 20, func(t *testing.T, p tc.Proc) {
+			require.NoError(t, unix.Kill(p.PID, unix.SIGKILL))
+		}, service.ExitStatus{Known: true, Code: -1, Signal: "killed"}},
 	} {
 		t.Run(tt.name, func(t *testing.T) {
-			p := e.start(t, e.instance("edge-1", "web"))
+			in := e.instance("edge-1", "web")
+			in.Memory = tt.memory
+			p := e.start(t, in)
 			require.NotEmpty(t, p.Container)
 			require.Positive(t, p.PID)
 			require.NotZero(t, p.StartTime, "start time of the container's main process from /proc")
