@@ -4,6 +4,7 @@ import (
 	"context"
 	"log/slog"
 	"sync"
+	"time"
 
 	"github.com/tend-dev/tend/applier"
 	"github.com/tend-dev/tend/applier/file"
@@ -54,11 +55,11 @@ type nodeCache struct {
 }
 
 // open returns the node, opening it the first time, and begins a tick.
-func (nc *nodeCache) open(c *manifest.AgentConfig, sup *service.Supervisor, meter oci.Meter, log *slog.Logger) (*node, error) {
+func (nc *nodeCache) open(c *manifest.AgentConfig, sup *service.Supervisor, meter oci.Meter, now func() time.Time, log *slog.Logger) (*node, error) {
 	nc.mu.Lock()
 	defer nc.mu.Unlock()
 	if nc.node == nil || nc.sup != sup {
-		n, err := openNode(c, sup, meter, log)
+		n, err := openNode(c, sup, meter, now, log)
 		if err != nil {
 			return nil, err
 		}
@@ -70,8 +71,9 @@ func (nc *nodeCache) open(c *manifest.AgentConfig, sup *service.Supervisor, mete
 
 // openNode makes the drivers for c's node (services run through sup, or a
 // supervisor that starts them detached when sup is nil; model pulls shown
-// on meter when it is not nil) and the applier that is handed them.
-func openNode(c *manifest.AgentConfig, sup *service.Supervisor, meter oci.Meter, log *slog.Logger) (*node, error) {
+// on meter when it is not nil) and the applier that is handed them, on
+// the clock now.
+func openNode(c *manifest.AgentConfig, sup *service.Supervisor, meter oci.Meter, now func() time.Time, log *slog.Logger) (*node, error) {
 	tree, err := confine.New(c.Root, c.AllowPaths)
 	if err != nil {
 		return nil, err
@@ -86,7 +88,7 @@ func openNode(c *manifest.AgentConfig, sup *service.Supervisor, meter oci.Meter,
 		sup = NewSupervisor(c, log)
 	}
 	services := service.NewDriver(c.StateDir, sup, service.DriverOptions{Device: c.Device, Registry: mopts.Registry, KeepImages: mopts.KeepVersions})
-	a, err := applier.New(applier.Config{Root: tree.Root(), StateDir: c.StateDir, Logger: log},
+	a, err := applier.New(applier.Config{Root: tree.Root(), StateDir: c.StateDir, Logger: log, Now: now},
 		file.New(tree), models, services)
 	if err != nil {
 		return nil, err

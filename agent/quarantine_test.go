@@ -64,10 +64,11 @@ func TestRolledBackModelVersionIsQuarantined(t *testing.T) {
 	q, err := applier.LoadQuarantine(c.StateDir)
 	require.NoError(t, err)
 	require.Len(t, q, 1, "the commit did not move: only the model's digest is quarantined")
-	require.Equal(t, applier.Quarantined{Revision: key, Tag: "1.2.0", Reason: rb.Error(), At: now}, q[key])
+	reason := "service/infer did not become healthy: " + rb.Cause.Error()
+	require.Equal(t, applier.Quarantined{Revision: key, Tag: "1.2.0", Reason: reason, At: now}, q[key])
 
 	short := planner.ShortDigest(bad)
-	why := "model/m 1.2.0 (" + short + ") was rolled back on this node at 2026-12-03T09:00:00Z: " + rb.Error() +
+	why := "model/m 1.2.0 (" + short + ") was rolled back on this node at 2026-12-03T09:00:00Z: " + reason +
 		"; push a new version, or run tend retry model/m@" + short
 	for i := range 3 {
 		manual()

@@ -2,14 +2,12 @@ package agent
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"log/slog"
 	"sync/atomic"
 	"time"
 
 	"github.com/tend-dev/tend/agent/status"
-	"github.com/tend-dev/tend/applier"
 	"github.com/tend-dev/tend/applier/service"
 	"github.com/tend-dev/tend/drift"
 	"github.com/tend-dev/tend/manifest"
@@ -234,7 +232,7 @@ func (r *Reconciler) steps(ctx context.Context, t *tick, steps []step) error {
 // and begins this tick; the applier's inventory (read once) serves the
 // source's rewind check and the observer.
 func (r *Reconciler) open(_ context.Context, t *tick) error {
-	n, err := r.nodes.open(r.Config, r.Supervisor, r.Meter, r.logger())
+	n, err := r.nodes.open(r.Config, r.Supervisor, r.Meter, r.now, r.logger())
 	if err != nil {
 		return err
 	}
@@ -338,17 +336,9 @@ func (r *Reconciler) planTick(ctx context.Context, t *tick) error {
 }
 
 func (r *Reconciler) applyPlan(ctx context.Context, t *tick) error {
-	var before source.Revision
-	if inv, ierr := t.node.applier.Inventory(); ierr == nil {
-		before, _ = source.ParseRevision(inv.Revision)
-	}
 	res, err := t.node.applier.Apply(ctx, t.res.Desired, t.res.Plan)
 	t.res.Applied, t.res.Failed, t.res.RolledBack = res.Applied, res.Failed, res.RolledBack
 	t.res.Downloaded, t.res.Skipped = res.Downloaded, res.Skipped
-	var rb *applier.RollbackError
-	if errors.As(err, &rb) {
-		err = errQuarantine(err, r.quarantine(ctx, t, before, rb))
-	}
 	return err
 }
 

@@ -72,7 +72,7 @@ func (a *Applier) Apply(ctx context.Context, d *render.Desired, cs *planner.Chan
 	}
 	if applyErr == nil {
 		actx, stop := a.graced(ctx)
-		o, applyErr = a.run(actx, d, cs, &res, inv.Revision == "")
+		o, applyErr = a.run(actx, d, cs, &res, inv)
 		stop()
 	} else {
 		o = outcome{pending: map[string]bool{}}
@@ -153,7 +153,8 @@ func (a *Applier) graced(tick context.Context) (ctx context.Context, stop func()
 // unless first: no revision was ever applied on this node, there is
 // nothing to go back to, and the failed service is left to its restart
 // policy (a rollback would leave the node running nothing).
-func (a *Applier) run(ctx context.Context, d *render.Desired, cs *planner.Changeset, res *Result, first bool) (outcome, error) {
+func (a *Applier) run(ctx context.Context, d *render.Desired, cs *planner.Changeset, res *Result, inv *Inventory) (outcome, error) {
+	first := inv.Revision == ""
 	o := outcome{pending: make(map[string]bool, len(cs.Actions)), created: map[string]bool{}}
 	for _, act := range cs.Actions {
 		o.pending[act.Resource] = true
@@ -183,7 +184,7 @@ func (a *Applier) run(ctx context.Context, d *render.Desired, cs *planner.Change
 			for _, done := range res.Applied {
 				o.pending[done.Resource] = true // undone: the inventory keeps what ran before
 			}
-			return o, a.rollBack(ctx, d, act, err, undo, res)
+			return o, a.rollBack(ctx, inv, d, act, err, undo, res)
 		}
 		delete(o.pending, act.Resource)
 		o.created[act.Resource] = createdBy(act)
@@ -276,19 +277,31 @@ func (a *Applier) record(inv *Inventory, d *render.Desired, o outcome, intent ma
 var ShutdownGrace = 45 * time.Second
 
 // rollBack undoes every action of the plan applied so far, the failed one
-// included, and returns the RollbackError that says so.
-func (a *Applier) rollBack(ctx context.Context, d *render.Desired, failed planner.Action, cause error, undo []undoStep, res *Result) error {
+// included, and returns the RollbackError that says so. It first
+// quarantines what made the release new (see releaseKeys), against inv as
+// it was before the plan.
+func (a *Applier) rollBack(ctx context.Context, inv *Inventory, d *render.Desired, failed planner.Action, cause error, undo []undoStep, res *Result) error {
 	a.logger.ErrorContext(ctx, "rolling back", logKeyResource, failed.Resource, logKeyError, cause.Error())
 	// The rollback must finish even when the tick's time is up, within
 	// bounds.
 	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), rollbackTimeout)
 	defer cancel()
+	ids := make([]string, 0, len(undo))
+	for _, u := range undo {
+		ids = append(ids, u.id)
+	}
+	reason := fmt.Sprintf("%s did not become healthy: %v", failed.Resource, cause)
+	qerr := a.quarantine(ctx, releaseKeys(inv, d, ids, reason, a.now().UTC()))
 	done, err := rollback(ctx, undo)
 	res.RolledBack = done
 	for _, id := range done {
 		a.logger.WarnContext(ctx, "rolled back", logKeyResource, id)
 	}
-	return &RollbackError{Revision: d.Revision, Failed: failed.Resource, Cause: cause, RolledBack: done, Undo: err}
+	rb := &RollbackError{Revision: d.Revision, Failed: failed.Resource, Cause: cause, RolledBack: done, Undo: err}
+	if qerr != nil {
+		return errors.Join(rb, qerr)
+	}
+	return rb
 }
 
 // prepare runs every driver's preparation of the plan's creates and

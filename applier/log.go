@@ -10,4 +10,5 @@ const (
 	logKeyPID      = "pid"
 	logKeyError    = "error"
 	logKeyDigest   = "digest"
+	logKeyRevision = "revision"
 )

@@ -1,6 +1,7 @@
 package applier
 
 import (
+	"context"
 	"errors"
 	"fmt"
 	"io/fs"
@@ -12,23 +13,29 @@ import (
 	"github.com/tend-dev/tend/internal/atomicfile"
 	"github.com/tend-dev/tend/internal/failpoint"
 	"github.com/tend-dev/tend/internal/statedir"
+	"github.com/tend-dev/tend/planner"
+	"github.com/tend-dev/tend/render"
+	"github.com/tend-dev/tend/source"
 )
 
 // Quarantined is one rolled-back release, kept in statedir's
 // quarantine.json: it is not applied again, across restarts. It is keyed
 // by what made the release new: a commit hash (a newer commit is applied),
-// or, when the commit did not move, each model digest that did, under
-// ReleaseKey (a newer digest is taken). A tend that knows only commits
-// looks keys up by hash, so it never matches a digest's key.
+// or, when the commit did not move, each model digest and container image
+// digest that did, under ReleaseKey (a newer digest is taken). A tend that
+// knows only commits looks keys up by hash, so it never matches a
+// digest's key. The entry is written before the rollback begins: a tend
+// killed while it rolls back does not try the release again.
 type Quarantined struct {
-	Revision string    `json:"revision"`      // ref@sha1:commit, or model/NAME@sha256:HEX
+	Revision string    `json:"revision"`      // ref@sha1:commit, or model/NAME@sha256:HEX, service/NAME@sha256:HEX
 	Tag      string    `json:"tag,omitempty"` // the tag a digest was resolved through
 	Reason   string    `json:"reason"`
 	At       time.Time `json:"at"`
 }
 
-// ReleaseKey is the quarantine key of digest for resource id (a model's),
-// "model/NAME@sha256:HEX".
+// ReleaseKey is the quarantine key of digest for resource id: a model's,
+// "model/NAME@sha256:HEX", or a container service's image,
+// "service/NAME@sha256:HEX".
 func ReleaseKey(id, digest string) string { return id + "@" + digest }
 
 // LoadQuarantine reads the rolled-back releases, by commit hash or
@@ -57,6 +64,63 @@ func Quarantine(stateDir, commit string, q Quarantined, more ...Keyed) error {
 	}
 	failpoint.Hit("quarantine:write")
 	return atomicfile.WriteJSON(stateDir, statedir.QuarantineFile, all, 0o644)
+}
+
+// releaseKeys returns the quarantine entries of release d, whose plan
+// applied the resources ids before a service failed: its commit when the
+// inventory inv (as it was before the plan) holds another; otherwise each
+// model digest and container image digest among ids that moved. It
+// returns none when nothing moved (a restart after drift): holding that
+// would hold nothing, and the loop's backoff spaces the retries instead.
+func releaseKeys(inv *Inventory, d *render.Desired, ids []string, reason string, at time.Time) []Keyed {
+	rev, err := source.ParseRevision(d.Revision)
+	if err != nil {
+		return nil
+	}
+	if before, _ := source.ParseRevision(inv.Revision); !before.SameCommit(rev) {
+		return []Keyed{{Key: rev.Commit, Quarantined: Quarantined{Revision: d.Revision, Reason: reason, At: at}}}
+	}
+	var keyed []Keyed
+	for _, id := range ids {
+		var digest, tag, field string
+		switch s := d.Specs[id].(type) {
+		case render.Model:
+			digest, tag, field = s.Digest, s.Tag, planner.FieldDigest
+		case render.Service:
+			digest, tag, field = s.ImageDigest, s.ImageTag, planner.FieldImage
+		}
+		if !strings.HasPrefix(digest, "sha256:") || fieldValue(inv.Resources[id].Fields, field) == digest {
+			continue
+		}
+		key := ReleaseKey(id, digest)
+		keyed = append(keyed, Keyed{Key: key, Quarantined: Quarantined{Revision: key, Tag: tag, Reason: reason, At: at}})
+	}
+	return keyed
+}
+
+// fieldValue is the value of the field named name, "" without one.
+func fieldValue(fields []planner.Field, name string) string {
+	for _, f := range fields {
+		if f.Name == name {
+			return f.Value
+		}
+	}
+	return ""
+}
+
+// quarantine records keyed (see releaseKeys) before a rollback.
+func (a *Applier) quarantine(ctx context.Context, keyed []Keyed) error {
+	if len(keyed) == 0 {
+		return nil
+	}
+	for _, k := range keyed {
+		a.logger.WarnContext(ctx, "quarantined", logKeyRevision, k.Revision, logKeyReason, k.Reason)
+	}
+	if err := Quarantine(a.stateDir, keyed[0].Key, keyed[0].Quarantined, keyed[1:]...); err != nil {
+		return fmt.Errorf("record the rolled-back release: %w", err)
+	}
+	failpoint.Hit("quarantine:written")
+	return nil
 }
 
 // Keyed is a quarantine entry with its key.

@@ -47,13 +47,13 @@ type Desired struct {
 	// could not be asked), or is nil: they and what uses them are left as
 	// they are, and the plan holds their actions.
 	Held error
-	// Quarantined says why models were kept off their newest version (it
-	// was rolled back on this node), or is nil. It is a warning, and holds
+	// Quarantined says why models and container images were kept off
+	// their newest version (it was rolled back on this node), or is nil. It is a warning, and holds
 	// a release: tend_release_held{reason="quarantined"}.
 	Quarantined error
-	// HeldByQuarantine is true when every model Held names is held only
-	// because each version its ref names was rolled back on this node: its
-	// registry answered (tend_registry_unreachable stays 0).
+	// HeldByQuarantine is true when every model and service Held names is
+	// held only because each version its ref names was rolled back on
+	// this node: its registry answered (tend_registry_unreachable stays 0).
 	HeldByQuarantine bool
 }
 
@@ -148,6 +148,12 @@ func Render(ctx context.Context, dev *manifest.Device, revision string, opts Opt
 		}
 		if image.Offline != nil {
 			offline = append(offline, image.Offline)
+		}
+		if image.Quarantined != nil {
+			quarantined = append(quarantined, image.Quarantined)
+		}
+		if image.Held != nil && image.Quarantined != nil {
+			heldByQuarantine++
 		}
 		spec, r, err := service(s, refs, func(p string) string { return filepath.Join(root, p) }, image)
 		if err == nil && d.Specs[r.ID] != nil {

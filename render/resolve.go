@@ -42,7 +42,8 @@ type Resolution struct {
 	// Quarantined, when set, says why the newest version the ref or
 	// policy names was passed over: its digest was rolled back on this
 	// node. Digest is then the highest version that was not, or the one
-	// active on the node.
+	// active (an image: running) on the node; with neither, the
+	// resolution is held.
 	Quarantined error
 }
 

@@ -51,6 +51,30 @@ func (d *Driver) resolveSkipping(ctx context.Context, name, ref, policy string) 
 	return oci.Resolved{}, []oci.Resolved{pinned}, nil
 }
 
+// kept is the version of model name to keep when every version its ref
+// names is quarantined: the active one, unless it is quarantined too;
+// then the last one pulled before it that is not; nil if none.
+func (d *Driver) kept(rec *record, name string) *version {
+	act := rec.active()
+	if act == nil {
+		return nil
+	}
+	q, _ := d.quarantine() // read by resolveSkipping already
+	out := func(v *version) bool {
+		_, ok := q[applier.ReleaseKey(planner.ModelID(name), v.Digest)]
+		return ok
+	}
+	if !out(act) {
+		return act
+	}
+	for i := len(rec.Versions) - 1; i >= 0; i-- {
+		if v := &rec.Versions[i]; v.Digest != act.Digest && !out(v) {
+			return v
+		}
+	}
+	return nil
+}
+
 // quarantinedError says why the newest version of model name, r, was
 // passed over, and what to do.
 func (d *Driver) quarantinedError(name string, r oci.Resolved) error {

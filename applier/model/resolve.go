@@ -76,12 +76,14 @@ func (d *Driver) Resolve(ctx context.Context, m manifest.Model) (render.Resoluti
 		res.Quarantined = d.quarantinedError(m.Name, passed[0])
 		if pinned.Digest == "" {
 			// Every version the ref or policy names was rolled back here:
-			// the active one stays; with none, the model waits.
-			act := rec.active()
-			if act == nil {
+			// the active one stays, or the one before it when the active
+			// one is rolled back too (tend died before putting it back);
+			// with none, the model waits.
+			keep := d.kept(rec, m.Name)
+			if keep == nil {
 				return render.Resolution{Digest: m.Ref, Reason: "nothing → " + m.Ref + ", rolled back here", Held: res.Quarantined, Quarantined: res.Quarantined}, nil
 			}
-			pinned = oci.Resolved{Ref: m.Ref, Tag: act.Tag, Digest: act.Digest}
+			pinned = oci.Resolved{Ref: m.Ref, Tag: keep.Tag, Digest: keep.Digest}
 		}
 	}
 	res.Digest, res.Tag = pinned.Digest, pinned.Tag

@@ -22,9 +22,11 @@ import (
 
 	"github.com/stretchr/testify/require"
 
+	"github.com/tend-dev/tend/applier"
 	"github.com/tend-dev/tend/internal/atomicfile"
 	"github.com/tend-dev/tend/internal/testkit/testgit"
 	"github.com/tend-dev/tend/internal/testkit/testoci"
+	"github.com/tend-dev/tend/planner"
 )
 
 var (
@@ -226,26 +228,66 @@ func TestCrashAtEveryDurableStep(t *testing.T) {
 }
 
 // TestCrashDuringRollback kills apply while it rolls back rev3 (whose
-// service never becomes healthy) to rev2, and before it records rev3 as
-// rolled back: the next apply of rev3 rolls it back again and records it,
-// and the node runs rev2 in full.
+// service never becomes healthy) to rev2. The quarantine is written before
+// the rollback begins: killed once it is written, or during the rollback,
+// the node never applies rev3 again and goes back to rev2 in full.
 func TestCrashDuringRollback(t *testing.T) {
 	f := newCrashFleet(t)
-	for _, point := range []string{"rollback:step#1", "rollback:step#2", "quarantine:write"} {
+	for _, point := range []string{"quarantine:written", "rollback:step#1", "rollback:step#2"} {
 		t.Run(point, func(t *testing.T) {
 			n := f.node(t)
 			_, errOut, code := n.tend("apply", "--ref", f.rev2)
 			require.Equal(t, 0, code, errOut)
 			n.crash(f.rev3, point)
 			n.oneOf("etc/infer/config.yaml", "config 2\n", "config 3\n")
+			refused := "commit " + f.rev3[:12] + " was rolled back on this node: "
 			_, errOut, code = n.tend("apply", "--ref", f.rev3)
 			require.Equal(t, 1, code, errOut)
-			require.Contains(t, errOut, "rolled back")
-			require.Equal(t, "config 2\n", n.read("etc/infer/config.yaml"))
-			_, errOut, code = n.tend("apply", "--ref", f.rev3)
-			require.Equal(t, 1, code)
-			require.Contains(t, errOut, "commit "+f.rev3[:12]+" was rolled back on this node: ", "the rolled-back commit was not recorded")
+			require.Contains(t, errOut, refused, "the quarantine written before the rollback was lost")
+			require.NotContains(t, errOut, `msg="rolling back"`, "rev3 was tried again")
 			f.converged(t, n)
+		})
+	}
+}
+
+// TestCrashDuringModelRollback kills apply after a model's tag moved to a
+// version that makes its service unhealthy, at the same commit: once the
+// digest is quarantined (before the rollback begins) and at each step of
+// the rollback. The next apply keeps the good version (the tag still
+// names the bad one), the service runs on it, and the bad digest stays
+// quarantined.
+func TestCrashDuringModelRollback(t *testing.T) {
+	reg := testoci.Start(t)
+	repo := testgit.NewRepo(t)
+	for _, point := range []string{"quarantine:written", "rollback:step#1", "rollback:step#2"} {
+		t.Run(point, func(t *testing.T) {
+			tag := "models/m:" + strings.NewReplacer(":", "-", "#", "-").Replace(point)
+			reg.PushFiles(t, tag, map[string][]byte{"model.onnx": []byte("good")})
+			n := newNode(t, repo.Dir(), "--allow-path", "/opt/models", "--insecure-registry", reg.Host)
+			t.Cleanup(func() { stopServices(t, n.state) })
+			weights := filepath.Join(n.root, "opt/models/m/model.onnx")
+			repo.WriteFile("devices/cam-017/device.yaml", "apiVersion: tend.dev/v1alpha1\nkind: Device\nmetadata: {name: cam-017}\nspec:\n"+
+				"  models:\n    - {name: m, ref: "+reg.Ref(tag)+", path: /opt/models/m}\n"+
+				"  services:\n    - name: infer\n      command: [\"/bin/sh\", \"-c\", \"exec sleep 600\", \"${model:m}\"]\n      stopTimeout: 2s\n"+
+				"      health: {exec: [\"/bin/sh\", \"-c\", \"! grep -q bad "+weights+"\"], interval: 100ms, startupGrace: 1s}\n")
+			repo.Commit("follow " + tag)
+			_, errOut, code := n.tend("apply")
+			require.Equal(t, 0, code, errOut)
+
+			bad := reg.PushFiles(t, tag, map[string][]byte{"model.onnx": []byte("bad")})
+			n.crash("", point)
+			n.oneOf("opt/models/m/model.onnx", "good", "bad")
+			q, err := applier.LoadQuarantine(n.state)
+			require.NoError(t, err)
+			require.Contains(t, q, applier.ReleaseKey("model/m", bad), "the quarantine written before the rollback was lost")
+
+			_, errOut, code = n.tend("apply")
+			require.Equal(t, 0, code, errOut)
+			require.NotContains(t, errOut, `msg="rolling back"`, "the bad version was tried again")
+			require.Equal(t, "good", n.read("opt/models/m/model.onnx"))
+			out, errOut, code := n.tend("plan", "--detailed-exitcode")
+			require.Equal(t, 0, code, "converged, yet the plan has changes:\n%s\n%s", out, errOut)
+			require.Contains(t, out+errOut, "model/m "+strings.TrimPrefix(tag, "models/m:")+" ("+planner.ShortDigest(bad)+") was rolled back on this node")
 		})
 	}
 }

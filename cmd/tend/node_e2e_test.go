@@ -42,7 +42,7 @@ func TestNodeCommandsNeedNoSource(t *testing.T) {
 	require.Contains(t, out, "Suspended")
 	out, errOut, code = tend(t, "retry", "--config", config)
 	require.Equal(t, 0, code, errOut)
-	require.Equal(t, "No commit is quarantined on this node.\n", out)
+	require.Equal(t, "Nothing is quarantined on this node.\n", out)
 	_, errOut, code = tend(t, "logs", "service/infer", "--config", config)
 	require.Equal(t, 1, code)
 	require.NotContains(t, errOut, "source.url")
@@ -174,7 +174,7 @@ func TestRetryRolledBackCommit(t *testing.T) {
 
 	out, errOut, code = n.tend("retry")
 	require.Equal(t, 0, code, errOut)
-	require.Equal(t, "No commit is quarantined on this node.\n", out)
+	require.Equal(t, "Nothing is quarantined on this node.\n", out)
 }
 
 // A force-push back to an older commit is refused, and accepted once with

@@ -15,14 +15,17 @@ import (
 
 func newRetryCommand(g *globals) *cobra.Command {
 	cmd := &cobra.Command{
-		Use:   "retry [COMMIT | model/NAME@sha256:DIGEST]",
-		Short: "Try again a commit or model version this node rolled back, without a new one",
+		Use:   "retry [COMMIT | model/NAME@sha256:DIGEST | service/NAME@sha256:DIGEST]",
+		Short: "Try again a commit, model version or image this node rolled back, without a new one",
 		Long: "A commit whose apply was rolled back on this node (a service did not become healthy) is\n" +
 			"quarantined: the node holds its last applied commit and does not apply that one again.\n" +
 			"A model version rolled back at the applied commit (its tag or semver policy moved to it) is\n" +
 			"quarantined by its digest: the model keeps the highest version that was not rolled back.\n" +
+			"So is a container service's image whose tag moved to one that was rolled back: the service\n" +
+			"keeps the image it runs.\n" +
 			"retry forgets the quarantine of COMMIT (a full or abbreviated hash), of one model version\n" +
-			"(model/NAME@sha256:DIGEST, the digest full or abbreviated), or of everything quarantined\n" +
+			"(model/NAME@sha256:DIGEST) or image (service/NAME@sha256:DIGEST), the digest full or\n" +
+			"abbreviated, or of everything quarantined\n" +
 			"when none is given, so the next tick or tend apply tries it again, and asks a running\n" +
 			"agent to reconcile now.",
 		Args: cobra.MaximumNArgs(1),
@@ -41,7 +44,7 @@ func newRetryCommand(g *globals) *cobra.Command {
 			}
 			out := cmd.OutOrStdout()
 			if len(cleared) == 0 {
-				fmt.Fprintln(out, "No commit is quarantined on this node.")
+				fmt.Fprintln(out, "Nothing is quarantined on this node.")
 				return nil
 			}
 			for _, q := range cleared {
@@ -60,7 +63,7 @@ func newRetryCommand(g *globals) *cobra.Command {
 }
 
 // retry forgets the quarantine of commit (a full or abbreviated hash, or
-// a model's release key, model/NAME@sha256:…), or of everything
+// a release key, model/NAME@sha256:… or service/NAME@sha256:…), or of everything
 // quarantined when it is "", so that the next reconcile
 // applies it again, and returns what it forgot. It waits for the stateDir
 // lock at most lockTimeout (zero: agent.DefaultLockTimeout). A stateDir

@@ -94,6 +94,13 @@ func (n *node) removeAll(t *testing.T) {
 // the image's tag and returns its digest.
 func (n *node) moveTag(t *testing.T) string {
 	t.Helper()
+	return n.moveTagTo(t, "BUILD=2")
+}
+
+// moveTagTo pushes the image under the image's tag with env added and
+// cmd as its default arguments, and returns its digest.
+func (n *node) moveTagTo(t *testing.T, env string, cmd ...string) string {
+	t.Helper()
 	ref, err := name.ParseReference(n.img.Tag, name.Insecure)
 	require.NoError(t, err)
 	img, err := remote.Image(ref)
@@ -101,7 +108,8 @@ func (n *node) moveTag(t *testing.T) string {
 	cf, err := img.ConfigFile()
 	require.NoError(t, err)
 	cf = cf.DeepCopy()
-	cf.Config.Env = append(cf.Config.Env, "BUILD=2")
+	cf.Config.Env = append(cf.Config.Env, env)
+	cf.Config.Cmd = cmd
 	moved, err := mutate.ConfigFile(img, cf)
 	require.NoError(t, err)
 	require.NoError(t, remote.Write(ref, moved))

@@ -5,7 +5,9 @@ import (
 	"errors"
 	"fmt"
 	"sync"
+	"time"
 
+	"github.com/tend-dev/tend/applier"
 	"github.com/tend-dev/tend/applier/service"
 	"github.com/tend-dev/tend/oci"
 	"github.com/tend-dev/tend/planner"
@@ -17,7 +19,7 @@ import (
 // asking each registry once per image for its life (the service driver
 // makes one a tick).
 func (r *Runtime) ImageResolver(node service.Node, applied func(service string) (service.AppliedImage, error)) render.ImageResolver {
-	return &pinner{opts: node.Registry, applied: applied}
+	return &pinner{opts: node.Registry, state: node.StateDir, applied: applied}
 }
 
 // pinner resolves images: one HEAD of a tag in its registry, with the
@@ -25,10 +27,12 @@ func (r *Runtime) ImageResolver(node service.Node, applied func(service string) 
 // models).
 type pinner struct {
 	opts    oci.Options
+	state   string // stateDir, for the releases rolled back here
 	applied func(service string) (service.AppliedImage, error)
 
 	mu       sync.Mutex
-	resolved map[string]resolvedImage // by image ref
+	resolved    map[string]resolvedImage // by image ref
+	quarantined map[string]applier.Quarantined
 }
 
 type resolvedImage struct {
@@ -59,10 +63,46 @@ func (p *pinner) ResolveImage(ctx context.Context, svc, ref string) (render.Reso
 			Offline: fmt.Errorf("%s kept at %s (%s): registry unreachable: %w", planner.ServiceID(svc), planner.ShortDigest(rec.Digest), ref, err)}, nil
 	}
 	res := render.Resolution{Digest: pinned.Digest, Tag: pinned.Tag}
+	if e, ok, err := p.rolledBack(svc, pinned); err != nil {
+		return render.Resolution{}, err
+	} else if ok {
+		// The tag moved to an image rolled back on this node: the
+		// service keeps the image it runs, or waits.
+		why := quarantinedError(svc, ref, pinned, e)
+		if rec.Image != ref || rec.Digest == "" || rec.Digest == pinned.Digest {
+			return render.Resolution{Digest: ref, Reason: "image " + ref + ", rolled back here", Held: why, Quarantined: why}, nil
+		}
+		return render.Resolution{Digest: rec.Digest, Tag: rec.Tag, Quarantined: why}, nil
+	}
 	if rec.Digest != "" && rec.Digest != pinned.Digest {
 		res.Reason = ImageReason(rec.Image, rec.Digest, ref, pinned)
 	}
 	return res, nil
+}
+
+// rolledBack returns the quarantine entry of the image pinned for
+// service svc, when it was rolled back on this node (see
+// applier.ReleaseKey).
+func (p *pinner) rolledBack(svc string, pinned oci.Resolved) (applier.Quarantined, bool, error) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if p.quarantined == nil {
+		q, err := applier.LoadQuarantine(p.state)
+		if err != nil {
+			return applier.Quarantined{}, false, err
+		}
+		p.quarantined = q
+	}
+	e, ok := p.quarantined[applier.ReleaseKey(planner.ServiceID(svc), pinned.Digest)]
+	return e, ok, nil
+}
+
+// quarantinedError says why service svc does not run the image ref
+// pinned: e, and what to do.
+func quarantinedError(svc, ref string, pinned oci.Resolved, e applier.Quarantined) error {
+	id, short := planner.ServiceID(svc), planner.ShortDigest(pinned.Digest)
+	return fmt.Errorf("%s image %s (%s) was rolled back on this node at %s: %s; push a new image, or run tend retry %s@%s",
+		id, ref, short, e.At.UTC().Format(time.RFC3339), e.Reason, id, short)
 }
 
 // resolve pins ref in its registry, once per pinner.
