@@ -30,7 +30,7 @@ type pinner struct {
 	state   string // stateDir, for the releases rolled back here
 	applied func(service string) (service.AppliedImage, error)
 
-	mu       sync.Mutex
+	mu          sync.Mutex
 	resolved    map[string]resolvedImage // by image ref
 	quarantined map[string]applier.Quarantined
 }
