@@ -12,6 +12,7 @@ import (
 
 	"github.com/stretchr/testify/require"
 
+	"github.com/tend-dev/tend/agent/status"
 	"github.com/tend-dev/tend/applier"
 	"github.com/tend-dev/tend/internal/testkit/testgit"
 	"github.com/tend-dev/tend/internal/testkit/testnode"
@@ -65,7 +66,9 @@ func TestRolledBackModelVersionIsQuarantined(t *testing.T) {
 	require.NoError(t, err)
 	require.Len(t, q, 1, "the commit did not move: only the model's digest is quarantined")
 	reason := "service/infer did not become healthy: " + rb.Cause.Error()
-	require.Equal(t, applier.Quarantined{Revision: key, Tag: "1.2.0", Reason: reason, At: now}, q[key])
+	require.Equal(t, applier.Quarantined{Revision: key, Tag: "1.2.0", Applied: h.res.Desired.Revision, Reason: reason, At: now}, q[key])
+	require.Equal(t, []status.Quarantined{{Release: key, Revision: h.res.Desired.Revision, Tag: "1.2.0", Reason: reason, At: "2026-12-03T09:00:00Z"}},
+		h.tracker.Status().Quarantined, "the status document counts the failure of that release")
 
 	short := planner.ShortDigest(bad)
 	why := "model/m 1.2.0 (" + short + ") was rolled back on this node at 2026-12-03T09:00:00Z: " + reason +
@@ -97,6 +100,7 @@ func TestRolledBackModelVersionIsQuarantined(t *testing.T) {
 	require.Equal(t, "fixed", model(), "a new version is a new release")
 	require.NoError(t, h.res.Quarantined())
 	require.Equal(t, "", h.tracker.Status().Warning)
+	require.Len(t, h.tracker.Status().Quarantined, 1, "1.2.0 stays rolled back here, for fleet views")
 	require.Equal(t, 0.0, held())
 }
 

@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/tend-dev/tend/agent/status"
+	"github.com/tend-dev/tend/applier"
 	"github.com/tend-dev/tend/applier/service"
 	"github.com/tend-dev/tend/drift"
 	"github.com/tend-dev/tend/manifest"
@@ -125,6 +126,9 @@ type Result struct {
 	// Held says why the target was not taken, or is nil; Snapshot, Desired
 	// and Plan are then those of the applied revision.
 	Held *HeldRelease
+	// Quarantine lists the releases rolled back on this node, oldest
+	// first, as an apply left them; nil for a tick that did not apply.
+	Quarantine []applier.Quarantined
 }
 
 // Offline says why models were kept at their applied version because their
@@ -184,6 +188,14 @@ func (r *Reconciler) run(ctx context.Context, upTo string) (*Result, error) {
 	defer unlock()
 
 	t := &tick{upTo: upTo, res: Result{Started: start}}
+	if upTo == StepApply {
+		defer func() {
+			// What a rollback of this tick quarantined counts too.
+			if q, err := applier.Releases(r.Config.StateDir); err == nil {
+				t.res.Quarantine = q
+			}
+		}()
+	}
 	if err := r.steps(ctx, t, []step{
 		{StepOpen, r.open},
 		{StepFetch, r.fetch},

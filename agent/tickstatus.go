@@ -27,6 +27,16 @@ func statusTick(res *Result) *status.Tick {
 	case res.Snapshot != nil:
 		t.Fetch = status.FetchUnchanged
 	}
+	if res.Quarantine != nil {
+		t.Quarantined = make([]status.Quarantined, 0, len(res.Quarantine))
+		for _, q := range res.Quarantine {
+			rev := q.Applied
+			if rev == "" {
+				rev = q.Revision
+			}
+			t.Quarantined = append(t.Quarantined, status.Quarantined{Release: q.Revision, Revision: rev, Tag: q.Tag, Reason: q.Reason, At: status.RFC3339(q.At)})
+		}
+	}
 	if h := res.Held; h != nil {
 		t.Held = &status.Held{Revision: h.Revision, Cause: h.Cause, Reason: h.Reason}
 	}

@@ -27,10 +27,32 @@ import (
 // digest's key. The entry is written before the rollback begins: a tend
 // killed while it rolls back does not try the release again.
 type Quarantined struct {
-	Revision string    `json:"revision"`      // ref@sha1:commit, or model/NAME@sha256:HEX, service/NAME@sha256:HEX
-	Tag      string    `json:"tag,omitempty"` // the tag a digest was resolved through
-	Reason   string    `json:"reason"`
-	At       time.Time `json:"at"`
+	Revision string `json:"revision"`      // ref@sha1:commit, or model/NAME@sha256:HEX, service/NAME@sha256:HEX
+	Tag      string `json:"tag,omitempty"` // the tag a digest was resolved through
+	// Applied is the fleet revision (ref@sha1:commit) a digest was rolled
+	// back at; "" for a commit, which is its own Revision.
+	Applied string    `json:"applied,omitempty"`
+	Reason  string    `json:"reason"`
+	At      time.Time `json:"at"`
+}
+
+// Releases lists the releases rolled back on this node, oldest first.
+func Releases(stateDir string) ([]Quarantined, error) {
+	q, err := LoadQuarantine(stateDir)
+	if err != nil {
+		return nil, err
+	}
+	out := make([]Quarantined, 0, len(q))
+	for _, e := range q {
+		out = append(out, e)
+	}
+	sort.Slice(out, func(i, j int) bool {
+		if !out[i].At.Equal(out[j].At) {
+			return out[i].At.Before(out[j].At)
+		}
+		return out[i].Revision < out[j].Revision
+	})
+	return out, nil
 }
 
 // ReleaseKey is the quarantine key of digest for resource id: a model's,
@@ -93,7 +115,7 @@ func releaseKeys(inv *Inventory, d *render.Desired, ids []string, reason string,
 			continue
 		}
 		key := ReleaseKey(id, digest)
-		keyed = append(keyed, Keyed{Key: key, Quarantined: Quarantined{Revision: key, Tag: tag, Reason: reason, At: at}})
+		keyed = append(keyed, Keyed{Key: key, Quarantined: Quarantined{Revision: key, Tag: tag, Applied: d.Revision, Reason: reason, At: at}})
 	}
 	return keyed
 }

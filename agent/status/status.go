@@ -73,6 +73,24 @@ type Status struct {
 	// Notify is the subscription of notify.mqtt: connected, or since
 	// when and why not; absent without notify.
 	Notify *Notify `json:"notify,omitempty"`
+	// Quarantined lists the releases rolled back on this node, oldest
+	// first: each a failure of that release, for fleet views and rollout
+	// brakes.
+	Quarantined []Quarantined `json:"quarantined,omitempty"`
+}
+
+// Quarantined is a release rolled back on this node: not applied again
+// until tend retry names it.
+type Quarantined struct {
+	// Release is what made it new: a commit (ref@sha1:commit), or a
+	// digest that moved at the applied commit (model/NAME@sha256:…,
+	// service/NAME@sha256:… for an image).
+	Release string `json:"release"`
+	// Revision is the fleet revision it was rolled back at.
+	Revision string `json:"revision"`
+	Tag      string `json:"tag,omitempty"` // the tag a digest was resolved through
+	Reason   string `json:"reason"`
+	At       string `json:"at"` // RFC 3339
 }
 
 // Notify is the MQTT subscription in the status document.

@@ -58,6 +58,9 @@ type Tick struct {
 	Info  map[string]string
 	// Held says why the target was not taken, or is nil.
 	Held *Held
+	// Quarantined lists the releases rolled back on this node, oldest
+	// first; nil when the tick did not read them.
+	Quarantined []Quarantined
 }
 
 // Held is a release the device's rollout held.

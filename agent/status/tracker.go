@@ -142,6 +142,9 @@ func (t *Tracker) Observe(res *Tick, err error, suspended string) []drift.Event 
 			s.Warning = w.Error()
 		}
 	}
+	if res.Quarantined != nil {
+		s.Quarantined = res.Quarantined
+	}
 	if settled(res, err) && res.Revision != "" && suspended == "" {
 		s.AppliedRevision = res.Revision
 	}
