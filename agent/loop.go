@@ -152,6 +152,18 @@ func (l *Loop) Start(ctx context.Context) error {
 	if sup := l.r.Supervisor; sup != nil {
 		sup.OnRestart(l.metrics.ServiceRestarted)
 	}
+	if l.r.Stager == nil {
+		// Downloads run beside the ticks, which never wait for them.
+		st := &Stager{Ready: func() { l.Trigger() }, Now: l.r.Now, Logger: log}
+		l.r.Stager = st
+		l.stops = append(l.stops, func() { st.Stop(); l.r.Stager = nil })
+	}
+	if st := l.r.Stager; st != nil {
+		l.tracker.SetStaging(func() (status.Staging, bool) {
+			s, ok := st.Status()
+			return s.document(), ok
+		})
+	}
 	l.done = make(chan struct{})
 	go func() {
 		defer close(l.done)

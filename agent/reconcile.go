@@ -81,6 +81,10 @@ type Reconciler struct {
 	// Meter, when set, is shown how model downloads move (the CLI's
 	// progress line on a terminal).
 	Meter oci.Meter
+	// Stager, when set (the agent's loop), stages releases in the
+	// background: a tick never waits for a download (see decide). Nil
+	// downloads in the apply, in the foreground.
+	Stager *Stager
 }
 
 // DefaultLockTimeout is how long a reconcile waits for another tend that
@@ -126,6 +130,9 @@ type Result struct {
 	// Held says why the target was not taken, or is nil; Snapshot, Desired
 	// and Plan are then those of the applied revision.
 	Held *HeldRelease
+	// Staging says how the release the tick's target needs goes, while
+	// it stages in the background (see Stager); nil when none does.
+	Staging *Staging
 	// Quarantine lists the releases rolled back on this node, oldest
 	// first, as an apply left them; nil for a tick that did not apply.
 	Quarantine []applier.Quarantined

@@ -19,7 +19,9 @@ import (
 	"github.com/tend-dev/tend/applier"
 	"github.com/tend-dev/tend/internal/atomicfile"
 	"github.com/tend-dev/tend/internal/statedir"
+	"github.com/tend-dev/tend/manifest"
 	"github.com/tend-dev/tend/planner"
+	"github.com/tend-dev/tend/render"
 	"github.com/tend-dev/tend/rollout"
 	"github.com/tend-dev/tend/source"
 )
@@ -45,49 +47,93 @@ type HeldRelease struct {
 type releases map[string]time.Time
 
 // decide, between render and observe, holds a release the device's
-// Rollout says to wait for: the tick then reads and renders the last
-// applied commit, with every model and image at its applied digest,
-// instead, and its plan only reverts drift (see planReverts). A release
-// is what the rendered target changes against what the inventory says
-// was applied (not against the node: drift is no release): a commit that
-// changes the device, or a model or image digest newly resolved by a tag
-// or semver policy. The node is observed once, after the decision,
-// whichever revision the tick takes. A device that has applied nothing
-// takes its first commit at once.
+// Rollout says to wait for, or one that is still staging: the tick then
+// reads and renders the last applied commit, with every model and image
+// at its applied digest, instead, and its plan only reverts drift (see
+// planReverts). A release is what the rendered target changes against
+// what the inventory says was applied (not against the node: drift is no
+// release): a commit that changes the device, or a model or image digest
+// newly resolved by a tag or semver policy. The node is observed once,
+// after the decision, whichever revision the tick takes. A device that
+// has applied nothing takes its first commit at once (once staged).
+//
+// With a Stager (the agent's loop), a release whose models are not all in
+// the store is staged in the background, as soon as the device sees it
+// (even while its rollout holds it, unless the rollout says onRelease),
+// and taken by the first tick that finds nothing left to download.
 func (r *Reconciler) decide(ctx context.Context, t *tick) error {
 	comp, snap := t.res.Composed, t.res.Snapshot
-	if comp == nil || comp.Rollout == nil || snap == nil {
+	stager := r.Stager
+	if t.upTo != StepApply {
+		stager = nil // plan and render stage nothing
+	}
+	if comp == nil || snap == nil || comp.Rollout == nil && stager == nil {
 		return nil
 	}
 	inv, err := t.node.applier.Inventory()
 	if err != nil {
 		return err
 	}
+	key := releaseKey(t.res.Desired.Desired)
+	need, total := toStage(t.res.Desired)
 	if _, err := source.ParseRevision(inv.Revision); err != nil {
-		return nil // nothing applied yet
+		// Nothing applied yet: the first commit is taken at once, once
+		// staged; until then the tick has nothing to hold.
+		if stager != nil && len(need) > 0 {
+			r.stage(ctx, t, stager, key, need, total)
+			t.upTo = StepDecide
+		}
+		return nil
 	}
 	release, err := planner.Plan(t.res.Desired.Desired, asApplied(inv), planner.Options{AllowEmpty: true})
-	if err != nil || release.Empty() {
-		return err
-	}
-	now := r.now()
-	seen, err := r.firstSeen(releaseKey(t.res.Desired.Desired), now, t.upTo == StepApply)
 	if err != nil {
 		return err
 	}
-	d := rollout.Decide(now, seen, r.Config.Device, comp.Device.Metadata.Labels, comp.Rollout)
-	if d.Take && comp.Rollout.Spec.Gate != nil {
-		if why := askGate(ctx, comp.Rollout.Spec.Gate.URL, r.Config.Device, d.Wave, snap.Revision.Commit); why != "" {
-			d.Take, d.Cause, d.Reason = false, rollout.CauseGate, "held: "+why
+	if release.Empty() {
+		if stager != nil {
+			stager.Forget("") // a staging of another target is superseded
 		}
-	}
-	if d.Take {
 		return nil
 	}
-	t.res.Held = &HeldRelease{Revision: snap.Revision.String(), Resources: released(release.Actions),
-		Cause: d.Cause, Reason: d.Reason, Wave: d.Wave, Opens: d.Opens, FirstSeen: seen}
-	r.logger().InfoContext(ctx, "release held; the node keeps its applied revision and reverts drift to it",
-		keyDevice, r.Config.Device, keyRevision, snap.Revision.String(), keyResources, strings.Join(t.res.Held.Resources, ","), keyReason, d.Reason)
+	d := rollout.Decision{Take: true}
+	var seen time.Time
+	if comp.Rollout != nil {
+		now := r.now()
+		if seen, err = r.firstSeen(key, now, t.upTo == StepApply); err != nil {
+			return err
+		}
+		d = rollout.Decide(now, seen, r.Config.Device, comp.Device.Metadata.Labels, comp.Rollout)
+		if d.Take && comp.Rollout.Spec.Gate != nil {
+			if why := askGate(ctx, comp.Rollout.Spec.Gate.URL, r.Config.Device, d.Wave, snap.Revision.Commit); why != "" {
+				d.Take, d.Cause, d.Reason = false, rollout.CauseGate, "held: "+why
+			}
+		}
+	}
+	if stager != nil {
+		early := comp.Rollout == nil || comp.Rollout.Spec.Stage != manifest.StageOnRelease
+		switch {
+		case len(need) > 0 && (d.Take || early):
+			r.stage(ctx, t, stager, key, need, total)
+		case len(need) == 0 && !d.Take:
+			// Staged, or nothing to download, and held: its blobs stay
+			// kept until it is taken.
+			stager.Supersede(key)
+		default:
+			stager.Forget(key) // taken now (its models keep their blobs), or not staged yet
+		}
+	}
+	if d.Take && t.res.Staging == nil {
+		return nil
+	}
+	if d.Take {
+		r.logger().InfoContext(ctx, "release staging; the node keeps its applied revision and reverts drift to it",
+			keyDevice, r.Config.Device, keyRevision, snap.Revision.String(), keyResources, strings.Join(released(release.Actions), ","))
+	} else {
+		t.res.Held = &HeldRelease{Revision: snap.Revision.String(), Resources: released(release.Actions),
+			Cause: d.Cause, Reason: d.Reason, Wave: d.Wave, Opens: d.Opens, FirstSeen: seen}
+		r.logger().InfoContext(ctx, "release held; the node keeps its applied revision and reverts drift to it",
+			keyDevice, r.Config.Device, keyRevision, snap.Revision.String(), keyResources, strings.Join(t.res.Held.Resources, ","), keyReason, d.Reason)
+	}
 	t.hold = true
 	for _, run := range []func(context.Context, *tick) error{r.fetchApplied, r.renderApplied} {
 		if err := run(ctx, t); err != nil {
@@ -95,6 +141,13 @@ func (r *Reconciler) decide(ctx context.Context, t *tick) error {
 		}
 	}
 	return nil
+}
+
+// stage has stager stage the release key of the tick's target (need, of
+// total bytes), and records how it goes in the result.
+func (r *Reconciler) stage(_ context.Context, t *tick, stager *Stager, key string, need []render.Model, total int64) {
+	st := stager.Stage(t.node.models, key, t.res.Snapshot.Revision.String(), need, total)
+	t.res.Staging = &st
 }
 
 // asApplied is the node as the inventory says tend left it: every managed

@@ -35,7 +35,17 @@ type RolloutSpec struct {
 	Window *Window `json:"window,omitempty"`
 	// Gate is asked before a release is taken.
 	Gate *Gate `json:"gate,omitempty"`
+	// Stage says when a device downloads a release: onSight (the
+	// default), as soon as it sees it, even while this rollout holds it;
+	// onRelease, only once the rollout lets it through.
+	Stage string `json:"stage,omitempty" jsonschema:"enum=onSight,enum=onRelease"`
 }
+
+// When a device stages a release (RolloutSpec.Stage).
+const (
+	StageOnSight   = "onSight"
+	StageOnRelease = "onRelease"
+)
 
 // Wave is one group of devices: those its selector matches, or, by a
 // stable hash of their name, the given percent of the fleet (cumulative:
@@ -79,6 +89,12 @@ func (r *Rollout) check(info *document, errs *Errors) {
 	r.checkWaves(info, errs)
 	if w := r.Spec.Window; w != nil {
 		w.check(info, errs)
+	}
+	switch r.Spec.Stage {
+	case "", StageOnSight, StageOnRelease:
+	default:
+		errs.add(info.file, nearestLine(info, "spec.stage"), "spec.stage",
+			"unknown stage %q: use onSight (download a release as soon as it is seen) or onRelease (once the rollout lets it through)", r.Spec.Stage)
 	}
 	if g := r.Spec.Gate; g != nil {
 		u, err := url.Parse(g.URL)

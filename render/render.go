@@ -208,7 +208,7 @@ func model(ctx context.Context, m manifest.Model, allow []string, resolver Resol
 	if err != nil {
 		return Model{}, planner.Resource{}, err
 	}
-	spec := Model{Name: m.Name, Ref: m.Ref, Policy: policy(m), Path: m.Path, Digest: res.Digest, Tag: res.Tag, Offline: res.Offline, Held: res.Held, Quarantined: res.Quarantined}
+	spec := Model{Name: m.Name, Ref: m.Ref, Policy: policy(m), Path: m.Path, Digest: res.Digest, Tag: res.Tag, Offline: res.Offline, Held: res.Held, Quarantined: res.Quarantined, Download: res.Download}
 	r := planner.Resource{
 		ID: planner.ModelID(m.Name), Kind: planner.KindModel, Reason: res.Reason,
 		Fields: []planner.Field{{Name: planner.FieldDigest, Value: res.Digest}},

@@ -45,6 +45,9 @@ type Resolution struct {
 	// active (an image: running) on the node; with neither, the
 	// resolution is held.
 	Quarantined error
+	// Download is what activating the version downloads: the bytes of
+	// its artifact not in the store yet; 0 when it is active or staged.
+	Download int64
 }
 
 // Declared plans models by their declaration, without registries: a

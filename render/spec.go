@@ -25,10 +25,12 @@ type Model struct {
 	Path   string // the declared stable path; "" for stateDir/models/NAME/current
 	Digest string // what the ref resolved to (the ref itself when unresolved)
 	Tag    string // the tag it resolved through; "" for a digest ref
-	// Offline, Held and Quarantined are the resolution's (see Resolution).
+	// Offline, Held, Quarantined and Download are the resolution's (see
+	// Resolution).
 	Offline     error
 	Held        error
 	Quarantined error
+	Download    int64
 }
 
 // The kinds of runtime a service runs on, as its manifest declares it.

@@ -77,6 +77,22 @@ type Status struct {
 	// first: each a failure of that release, for fleet views and rollout
 	// brakes.
 	Quarantined []Quarantined `json:"quarantined,omitempty"`
+	// Staging is the release downloading in the background, or staged
+	// and waiting for its rollout; absent when none is.
+	Staging *Staging `json:"staging,omitempty"`
+}
+
+// Staging is a release staged in the background: what it downloads, how
+// far it got, and why its last attempt failed.
+type Staging struct {
+	Revision       string   `json:"revision"`
+	Resources      []string `json:"resources"`
+	Bytes          int64    `json:"bytes"`
+	TotalBytes     int64    `json:"totalBytes"`
+	BytesPerSecond int64    `json:"bytesPerSecond"`
+	ETA            string   `json:"eta,omitempty"`   // a duration, "11m0s"; "" when not known or done
+	StartedAt      string   `json:"startedAt"`       // RFC 3339
+	Error          string   `json:"error,omitempty"` // why the last attempt failed; the next tick after its backoff tries again
 }
 
 // Quarantined is a release rolled back on this node: not applied again
@@ -140,6 +156,12 @@ type ReplicaStatus struct {
 // which move on every tick.
 func (s Status) Fingerprint() string {
 	s.LastReconcile, s.LastSuccess = "", ""
+	if st := s.Staging; st != nil {
+		// A download's progress alone is not news.
+		c := *st
+		c.Bytes, c.BytesPerSecond, c.ETA = 0, 0, ""
+		s.Staging = &c
+	}
 	b, _ := json.Marshal(s)
 	sum := sha256.Sum256(b)
 	return hex.EncodeToString(sum[:])

@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/tend-dev/tend/manifest"
+	"github.com/tend-dev/tend/oci"
 	"github.com/tend-dev/tend/planner"
 )
 
@@ -48,6 +49,9 @@ func (s Status) WriteText(w io.Writer, now time.Time) error {
 	}
 	if s.Held != "" {
 		line("Release", s.Held+"; drift is still reverted")
+	}
+	if st := s.Staging; st != nil {
+		line("Staging", st.Line())
 	}
 	suspended := "no"
 	if s.Suspended {
@@ -216,4 +220,26 @@ func shortDuration(d time.Duration) string {
 		d = d.Round(time.Minute)
 	}
 	return manifest.FormatDuration(d)
+}
+
+// Line says how a staging goes in one line:
+// "main@sha1:ab12… 412.0 MB / 1.9 GB (21%) 2.1 MB/s ETA 11m0s".
+func (st Staging) Line() string {
+	b := fmt.Sprintf("%s %s / %s", st.Revision, oci.HumanBytes(st.Bytes), oci.HumanBytes(st.TotalBytes))
+	if st.TotalBytes > 0 {
+		b += fmt.Sprintf(" (%d%%)", st.Bytes*100/st.TotalBytes)
+	}
+	switch {
+	case st.Bytes >= st.TotalBytes:
+		b += ", staged: activates when the release is taken"
+	case st.BytesPerSecond > 0:
+		b += fmt.Sprintf(" %s/s", oci.HumanBytes(st.BytesPerSecond))
+		if st.ETA != "" {
+			b += " ETA " + st.ETA
+		}
+	}
+	if st.Error != "" {
+		b += "; last attempt failed: " + st.Error
+	}
+	return b
 }

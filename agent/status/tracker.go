@@ -27,8 +27,9 @@ type Tracker struct {
 	drift     *drift.Tracker
 	last      string // fingerprint of the status after the last change
 	changed   chan struct{}
-	replicas  map[string]int // declared services: instances by name
-	instances Instances      // nil: services are listed without their instances
+	replicas  map[string]int         // declared services: instances by name
+	instances Instances              // nil: services are listed without their instances
+	staging   func() (Staging, bool) // nil: no release stages
 }
 
 // Instances reports the instances of a service, as the supervisor that
@@ -83,6 +84,14 @@ func (t *Tracker) SetInstances(fn Instances) {
 	t.mu.Lock()
 	defer t.mu.Unlock()
 	t.instances = fn
+}
+
+// SetStaging makes the status show the release staging as fn reports
+// it, read when the status is (its progress moves between ticks).
+func (t *Tracker) SetStaging(fn func() (Staging, bool)) {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	t.staging = fn
 }
 
 // Status returns a copy of the status document.
@@ -337,6 +346,11 @@ func (t *Tracker) snapshot() Status {
 	slices.SortFunc(s.Resources, func(a, b ResourceStatus) int { return strings.Compare(a.ID, b.ID) })
 	s.Drift = t.drift.Recent()
 	s.Services = t.services()
+	if t.staging != nil {
+		if st, ok := t.staging(); ok {
+			s.Staging = &st
+		}
+	}
 	return s
 }
 

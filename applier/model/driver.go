@@ -63,6 +63,9 @@ type Driver struct {
 	prepared map[string]string        // model name → version folder ready to activate
 	// quarantined holds the releases rolled back on this node, read once.
 	quarantined map[string]applier.Quarantined
+	// staged holds the blobs of the release staging in the background
+	// (see Stage), kept from garbage collection across ticks.
+	staged map[string]bool
 }
 
 var (

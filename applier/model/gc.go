@@ -21,7 +21,8 @@ import (
 //
 // Nothing is collected while a model is held or offline (its registry failed): its
 // pending download must survive. Blobs and partial downloads of every
-// declared model's artifact are kept in any case. A model that is neither
+// declared model's artifact, and of a release staging (see Stage), are
+// kept in any case. A model that is neither
 // declared nor deleted by the plan (its link was already gone) is removed
 // here.
 func (d *Driver) Finish(ctx context.Context, declared map[string]any) error {
@@ -66,6 +67,7 @@ func (d *Driver) Finish(ctx context.Context, declared map[string]any) error {
 		// A record that cannot be read may hold blobs: keep them all.
 		return err
 	}
+	d.addStaged(keep)
 	n, freed, err := d.store.GC(keep)
 	if n > 0 {
 		d.log.InfoContext(ctx, "blobs collected", "blobs", n, "bytes", freed)

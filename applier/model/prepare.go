@@ -86,7 +86,9 @@ func (d *Driver) Prepare(ctx context.Context, a planner.Action, s any) error {
 			}
 		}
 	}
-	if err := d.fetch(ctx, m, art); err != nil {
+	n, err := d.fetch(ctx, m, art, nil)
+	d.loaded.Add(n)
+	if err != nil {
 		return err
 	}
 	v, err := d.materialise(ctx, rec, m, art, limit)
@@ -113,8 +115,10 @@ func (d *Driver) setPrepared(name, dir string) {
 }
 
 // fetch downloads the blobs of art not in the store, after checking that
-// they and the room to unpack them fit on the disk.
-func (d *Driver) fetch(ctx context.Context, m render.Model, art *oci.Artifact) error {
+// they and the room to unpack them fit on the disk, and returns the bytes
+// downloaded. progress, when not nil, is told how each blob moves (the
+// driver's Meter otherwise).
+func (d *Driver) fetch(ctx context.Context, m render.Model, art *oci.Artifact, progress oci.Progress) (int64, error) {
 	var missing []v1.Descriptor
 	var need int64
 	for _, desc := range art.Blobs() {
@@ -135,20 +139,21 @@ func (d *Driver) fetch(ctx context.Context, m render.Model, art *oci.Artifact) e
 	}
 	if need > 0 {
 		if err := oci.CheckSpace(d.state, "model "+m.Name, need); err != nil {
-			return fmt.Errorf("%w; free space there, or keep fewer versions (models.keepVersions)", err)
+			return 0, fmt.Errorf("%w; free space there, or keep fewer versions (models.keepVersions)", err)
 		}
 	}
 	if len(missing) == 0 {
-		return nil
+		return 0, nil
 	}
 	repo, err := d.repository(m.Ref)
 	if err != nil {
-		return err
+		return 0, err
 	}
 	start := d.now()
 	opts := d.opts.Registry
+	opts.Progress = progress
 	var tally *oci.Tally
-	if d.opts.Meter != nil {
+	if progress == nil && d.opts.Meter != nil {
 		tally = oci.NewTally(planner.ModelID(m.Name), missing, d.opts.Meter)
 		opts.Progress = tally
 	}
@@ -156,13 +161,12 @@ func (d *Driver) fetch(ctx context.Context, m render.Model, art *oci.Artifact) e
 	if tally != nil {
 		tally.Done()
 	}
-	d.loaded.Add(n)
 	if err != nil {
-		return fmt.Errorf("pull %s: %w", m.Ref, err)
+		return n, fmt.Errorf("pull %s: %w", m.Ref, err)
 	}
 	d.log.InfoContext(ctx, "model downloaded", logKeyResource, planner.ModelID(m.Name), "bytes", n, "blobs", len(missing),
 		"duration", d.now().Sub(start).Round(time.Millisecond).String())
-	return nil
+	return n, nil
 }
 
 // materialise builds a new version folder for art, unpacking at most limit

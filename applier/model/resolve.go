@@ -96,6 +96,7 @@ func (d *Driver) Resolve(ctx context.Context, m manifest.Model) (render.Resoluti
 		return render.Resolution{}, err
 	}
 	res.Reason = render.ModelReason(want, rec.pinned(), download)
+	res.Download = download
 	return res, nil
 }
 
