@@ -158,12 +158,7 @@ func (l *Loop) Start(ctx context.Context) error {
 		l.r.Stager = st
 		l.stops = append(l.stops, func() { st.Stop(); l.r.Stager = nil })
 	}
-	if st := l.r.Stager; st != nil {
-		l.tracker.SetStaging(func() (status.Staging, bool) {
-			s, ok := st.Status()
-			return s.document(), ok
-		})
-	}
+	l.showStaging()
 	l.done = make(chan struct{})
 	go func() {
 		defer close(l.done)
@@ -185,6 +180,16 @@ func (l *Loop) Stop() error {
 	l.undo()
 	l.r.logger().Info("agent stopped", keyDevice, l.r.Config.Device)
 	return nil
+}
+
+// showStaging has the status show how the stager's release goes.
+func (l *Loop) showStaging() {
+	if st := l.r.Stager; st != nil {
+		l.tracker.SetStaging(func() (status.Staging, bool) {
+			s, ok := st.Status()
+			return s.document(), ok
+		})
+	}
 }
 
 // undo stops what Start started besides the loop, last first.

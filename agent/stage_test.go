@@ -1,0 +1,176 @@
+package agent
+
+import (
+	"bytes"
+	"context"
+	"crypto/sha256"
+	"encoding/hex"
+	"log/slog"
+	"net/http"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"github.com/stretchr/testify/require"
+
+	"github.com/tend-dev/tend/internal/testkit/testgit"
+	"github.com/tend-dev/tend/internal/testkit/testoci"
+)
+
+// blobGate holds the download of the blobs it names until opened, and
+// says when a request for one began and when one was given up.
+type blobGate struct {
+	digests   map[string]bool
+	open      chan struct{}
+	started   chan string
+	cancelled chan string
+}
+
+func newBlobGate(reg *testoci.Registry, contents ...[]byte) *blobGate {
+	g := &blobGate{digests: map[string]bool{}, open: make(chan struct{}), started: make(chan string, 16), cancelled: make(chan string, 16)}
+	for _, c := range contents {
+		sum := sha256.Sum256(c)
+		g.digests["sha256:"+hex.EncodeToString(sum[:])] = true
+	}
+	reg.Use(func(w http.ResponseWriter, r *http.Request) bool {
+		d := r.URL.Path[strings.LastIndex(r.URL.Path, "/")+1:]
+		if r.Method != http.MethodGet || !strings.Contains(r.URL.Path, "/blobs/") || !g.digests[d] {
+			return false
+		}
+		g.started <- d
+		select {
+		case <-g.open:
+			return false
+		case <-r.Context().Done():
+			g.cancelled <- d
+			return true
+		}
+	})
+	return g
+}
+
+// stagedLoop is a held loop with a stager whose readiness a test waits
+// for.
+type stagedLoop struct {
+	*heldLoop
+	ready chan struct{}
+}
+
+func newStagedLoop(t *testing.T, repo *testgit.Repo, reg *testoci.Registry) *stagedLoop {
+	t.Helper()
+	c := newConfig(t, repo.Dir())
+	c.Registries.Insecure = []string{reg.Host}
+	h := &stagedLoop{heldLoop: heldLoopOf(c), ready: make(chan struct{}, 16)}
+	st := &Stager{Ready: func() { h.ready <- struct{}{} }, Logger: slog.New(slog.DiscardHandler)}
+	h.r.Stager = st
+	h.showStaging()
+	t.Cleanup(st.Stop)
+	t.Cleanup(func() { killServices(t, c.StateDir) })
+	return h
+}
+
+func (h *stagedLoop) manual() {
+	h.res, h.err = nil, nil
+	h.tick(context.Background(), slog.New(slog.DiscardHandler), true)
+}
+
+func (h *stagedLoop) read(t *testing.T, p string) string {
+	t.Helper()
+	b, err := os.ReadFile(p)
+	if os.IsNotExist(err) {
+		return ""
+	}
+	require.NoError(t, err)
+	return string(b)
+}
+
+const stageDevice = "apiVersion: tend.dev/v1alpha1\nkind: Device\nmetadata: {name: cam-017}\nspec:\n"
+
+// A release whose model is not in the store is staged in the background:
+// while it downloads, ticks keep the applied release converged (a hand
+// edit is reverted) and status says how the staging goes; once staged,
+// the next tick activates the model and the file that goes with it in one
+// apply that downloads nothing. A newer commit supersedes a release that
+// stages: its download is given up, and the commit is applied at once.
+func TestStagingNeverHoldsTheTick(t *testing.T) {
+	reg := testoci.Start(t)
+	repo := testgit.NewRepo(t)
+	h := newStagedLoop(t, repo, reg)
+	c := h.r.Config
+	model := filepath.Join(c.StateDir, "models", "m", "current", "model.onnx")
+	file := filepath.Join(c.Root, "etc/infer/a")
+	commit := func(tag, content string) {
+		spec := "  files:\n    - {path: /etc/infer/a, content: " + content + "}\n"
+		if tag != "" {
+			spec = "  models:\n    - {name: m, ref: " + reg.Ref("models/m:"+tag) + "}\n" + spec
+		}
+		repo.WriteFile("devices/cam-017/d.yaml", stageDevice+spec)
+		repo.Commit(content)
+	}
+
+	// The first release is staged too, then taken.
+	reg.PushFiles(t, "models/m:v1", map[string][]byte{"model.onnx": []byte("v1")})
+	commit("v1", "a1")
+	h.manual()
+	require.NoError(t, h.err)
+	require.NotNil(t, h.res.Staging, "nothing applied yet: the release stages first")
+	<-h.ready
+	h.manual()
+	require.NoError(t, h.err)
+	require.Nil(t, h.res.Staging)
+	require.Equal(t, "v1", h.read(t, model))
+	require.Equal(t, "a1", h.read(t, file))
+
+	// v2 stages while its blob is held back by the registry.
+	v2 := bytes.Repeat([]byte("v2"), 1<<19)
+	gate := newBlobGate(reg, v2)
+	reg.PushFiles(t, "models/m:v2", map[string][]byte{"model.onnx": v2})
+	commit("v2", "a2")
+	h.manual()
+	require.NoError(t, h.err)
+	require.NotNil(t, h.res.Staging)
+	require.Equal(t, []string{"model/m"}, h.res.Staging.Resources)
+	require.Equal(t, int64(len(v2)), h.res.Staging.TotalBytes)
+	<-gate.started
+	require.Equal(t, "v1", h.read(t, model), "nothing switches while the release stages")
+	require.Equal(t, "a1", h.read(t, file))
+	st := h.tracker.Status().Staging
+	require.NotNil(t, st, "status shows the staging")
+	require.Equal(t, h.res.Staging.Revision, st.Revision)
+	require.Less(t, st.Bytes, st.TotalBytes)
+
+	require.NoError(t, os.WriteFile(file, []byte("by hand"), 0o644))
+	h.manual()
+	require.NoError(t, h.err)
+	require.Equal(t, "a1", h.read(t, file), "drift is reverted while the release stages")
+	require.Equal(t, "v1", h.read(t, model))
+
+	close(gate.open)
+	<-h.ready
+	before := reg.BlobBytes.Load()
+	h.manual()
+	require.NoError(t, h.err)
+	require.Equal(t, "v2", h.read(t, model)[:2])
+	require.Equal(t, "a2", h.read(t, file), "the file and the model switch in one apply")
+	require.Equal(t, before, reg.BlobBytes.Load(), "the activation downloaded nothing")
+	require.Nil(t, h.tracker.Status().Staging)
+
+	// v3 stages; a commit without the model supersedes it.
+	v3 := bytes.Repeat([]byte("v3"), 1<<19)
+	gate = newBlobGate(reg, v3)
+	reg.PushFiles(t, "models/m:v3", map[string][]byte{"model.onnx": v3})
+	commit("v3", "a3")
+	h.manual()
+	require.NoError(t, h.err)
+	require.NotNil(t, h.res.Staging)
+	<-gate.started
+	commit("", "a4")
+	h.manual()
+	require.NoError(t, h.err)
+	require.Equal(t, "a4", h.read(t, file), "the newer commit is applied at once")
+	<-gate.cancelled // the staging's download was given up
+	require.Nil(t, h.res.Staging)
+	require.Nil(t, h.tracker.Status().Staging)
+	require.Equal(t, "", h.read(t, model), "the model is no longer declared")
+}
