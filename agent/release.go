@@ -118,6 +118,9 @@ func (r *Reconciler) decide(ctx context.Context, t *tick) error {
 			// Staged, or nothing to download, and held: its blobs stay
 			// kept until it is taken.
 			stager.Supersede(key)
+			if st, ok := stager.Status(); ok {
+				t.res.Staging = &st
+			}
 		default:
 			stager.Forget(key) // taken now (its models keep their blobs), or not staged yet
 		}

@@ -11,6 +11,7 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/stretchr/testify/require"
 
@@ -173,4 +174,71 @@ func TestStagingNeverHoldsTheTick(t *testing.T) {
 	require.Nil(t, h.res.Staging)
 	require.Nil(t, h.tracker.Status().Staging)
 	require.Equal(t, "", h.read(t, model), "the model is no longer declared")
+}
+
+// A release held by a closed maintenance window is staged while it waits
+// (stage onSight, the default): the window's first tick activates it and
+// downloads nothing. With stage onRelease nothing is downloaded until the
+// rollout lets the release through.
+func TestStagingBeforeTheWindowOpens(t *testing.T) {
+	for _, tt := range []struct{ stage string }{{""}, {"onRelease"}} {
+		t.Run("stage="+tt.stage, func(t *testing.T) {
+			reg := testoci.Start(t)
+			repo := testgit.NewRepo(t)
+			h := newStagedLoop(t, repo, reg)
+			berlin, err := time.LoadLocation("Europe/Berlin")
+			require.NoError(t, err)
+			now := time.Date(2026, 12, 3, 12, 0, 0, 0, berlin) // outside 02:00–05:00
+			h.r.Now = func() time.Time { return now }
+			rollout := "apiVersion: tend.dev/v1alpha1\nkind: Rollout\nmetadata: {name: default}\nspec:\n  selector: {}\n" +
+				"  window: {schedule: \"0 2 * * *\", duration: 3h, timeZone: Europe/Berlin}\n"
+			if tt.stage != "" {
+				rollout += "  stage: " + tt.stage + "\n"
+			}
+			repo.WriteFile("devices/cam-017/rollout.yaml", rollout)
+			repo.WriteFile("devices/cam-017/d.yaml", stageDevice+"  files:\n    - {path: /etc/infer/a, content: a1}\n")
+			repo.Commit("one file")
+			h.manual()
+			require.NoError(t, h.err)
+
+			big := bytes.Repeat([]byte("w"), 1<<20)
+			reg.PushFiles(t, "models/m:v1", map[string][]byte{"model.onnx": big})
+			repo.WriteFile("devices/cam-017/d.yaml", stageDevice+"  models:\n    - {name: m, ref: "+reg.Ref("models/m:v1")+"}\n"+
+				"  files:\n    - {path: /etc/infer/a, content: a1}\n")
+			repo.Commit("a model")
+			before := reg.BlobBytes.Load()
+			h.manual()
+			require.NoError(t, h.err)
+			require.NotNil(t, h.res.Held, "the window is closed")
+			if tt.stage == "onRelease" {
+				require.Nil(t, h.res.Staging, "onRelease: nothing is staged while the release is held")
+				h.manual()
+				require.Less(t, reg.BlobBytes.Load()-before, int64(1024), "nothing but the artifact's config was read while held")
+			} else {
+				require.NotNil(t, h.res.Staging, "onSight: the release stages while held")
+				<-h.ready
+				h.manual()
+				require.NoError(t, h.err)
+				require.NotNil(t, h.res.Held, "staged, still held by the window")
+				require.Equal(t, h.res.Staging.TotalBytes, h.tracker.Status().Staging.Bytes, "everything is in the store")
+				before = reg.BlobBytes.Load()
+			}
+
+			now = time.Date(2026, 12, 4, 2, 0, 0, 0, berlin)
+			h.manual()
+			require.NoError(t, h.err)
+			if tt.stage == "onRelease" {
+				require.NotNil(t, h.res.Staging, "the window opened: now it stages")
+				<-h.ready
+				h.manual()
+				require.NoError(t, h.err)
+				require.Equal(t, big, []byte(h.read(t, filepath.Join(h.r.Config.StateDir, "models", "m", "current", "model.onnx"))))
+				return
+			}
+			require.Nil(t, h.res.Held)
+			require.Nil(t, h.res.Staging)
+			require.Equal(t, big, []byte(h.read(t, filepath.Join(h.r.Config.StateDir, "models", "m", "current", "model.onnx"))))
+			require.Equal(t, before, reg.BlobBytes.Load(), "the activation in the window downloaded nothing")
+		})
+	}
 }
