@@ -154,7 +154,7 @@ func (l *Loop) Start(ctx context.Context) error {
 	}
 	if l.r.Stager == nil {
 		// Downloads run beside the ticks, which never wait for them.
-		st := &Stager{Ready: func() { l.Trigger() }, Now: l.r.Now, Logger: log}
+		st := &Stager{Ready: func() { l.Trigger() }, Now: l.r.Now, Logger: log, Parallel: c.Models.Parallel}
 		l.r.Stager = st
 		l.stops = append(l.stops, func() { st.Stop(); l.r.Stager = nil })
 	}

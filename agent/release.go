@@ -21,7 +21,6 @@ import (
 	"github.com/tend-dev/tend/internal/statedir"
 	"github.com/tend-dev/tend/manifest"
 	"github.com/tend-dev/tend/planner"
-	"github.com/tend-dev/tend/render"
 	"github.com/tend-dev/tend/rollout"
 	"github.com/tend-dev/tend/source"
 )
@@ -75,12 +74,12 @@ func (r *Reconciler) decide(ctx context.Context, t *tick) error {
 		return err
 	}
 	key := releaseKey(t.res.Desired.Desired)
-	need, total := toStage(t.res.Desired)
+	need := toStage(t.res.Desired)
 	if _, err := source.ParseRevision(inv.Revision); err != nil {
 		// Nothing applied yet: the first commit is taken at once, once
 		// staged; until then the tick has nothing to hold.
-		if stager != nil && len(need) > 0 {
-			r.stage(ctx, t, stager, key, need, total)
+		if stager != nil && !need.empty() {
+			r.stage(ctx, t, stager, key, need)
 			t.upTo = StepDecide
 		}
 		return nil
@@ -112,9 +111,9 @@ func (r *Reconciler) decide(ctx context.Context, t *tick) error {
 	if stager != nil {
 		early := comp.Rollout == nil || comp.Rollout.Spec.Stage != manifest.StageOnRelease
 		switch {
-		case len(need) > 0 && (d.Take || early):
-			r.stage(ctx, t, stager, key, need, total)
-		case len(need) == 0 && !d.Take:
+		case !need.empty() && (d.Take || early):
+			r.stage(ctx, t, stager, key, need)
+		case need.empty() && !d.Take:
 			// Staged, or nothing to download, and held: its blobs stay
 			// kept until it is taken.
 			stager.Supersede(key)
@@ -146,10 +145,10 @@ func (r *Reconciler) decide(ctx context.Context, t *tick) error {
 	return nil
 }
 
-// stage has stager stage the release key of the tick's target (need, of
-// total bytes), and records how it goes in the result.
-func (r *Reconciler) stage(_ context.Context, t *tick, stager *Stager, key string, need []render.Model, total int64) {
-	st := stager.Stage(t.node.models, key, t.res.Snapshot.Revision.String(), need, total)
+// stage has stager stage the release key of the tick's target (need),
+// and records how it goes in the result.
+func (r *Reconciler) stage(_ context.Context, t *tick, stager *Stager, key string, need work) {
+	st := stager.Stage(t.node, key, t.res.Snapshot.Revision.String(), need)
 	t.res.Staging = &st
 }
 

@@ -2,7 +2,6 @@ package agent
 
 import (
 	"context"
-	"errors"
 	"log/slog"
 	"strings"
 	"sync"
@@ -10,9 +9,9 @@ import (
 	"time"
 
 	v1 "github.com/google/go-containerregistry/pkg/v1"
+	"golang.org/x/sync/errgroup"
 
 	"github.com/tend-dev/tend/agent/status"
-	"github.com/tend-dev/tend/applier/model"
 	"github.com/tend-dev/tend/internal/backoff"
 	"github.com/tend-dev/tend/planner"
 	"github.com/tend-dev/tend/render"
@@ -35,14 +34,19 @@ type Stager struct {
 	// Backoff spaces the attempts of a staging that fails; zero means
 	// DefaultStageBackoff.
 	Backoff backoff.Exponential
-	Logger  *slog.Logger
+	// Parallel bounds the models and images downloaded at once (each
+	// model's blobs are bounded by models.parallel besides); 0 means 1.
+	Parallel int
+	Logger   *slog.Logger
 
-	mu     sync.Mutex
-	ctx    context.Context // cancelled by Stop
-	stop   context.CancelFunc
-	wg     sync.WaitGroup
-	cur    *staging
-	models *model.Driver // the driver cur stages through
+	staged atomic.Int64 // bytes downloaded by every staging
+
+	mu   sync.Mutex
+	ctx  context.Context // cancelled by Stop
+	stop context.CancelFunc
+	wg   sync.WaitGroup
+	cur  *staging
+	node *node // whose drivers cur stages through
 }
 
 // DefaultStageBackoff spaces the attempts of a failed staging.
@@ -53,8 +57,8 @@ type staging struct {
 	key       string // the release (see releaseKey)
 	revision  string
 	resources []string
-	models    []render.Model
-	total     int64 // bytes to download, as the tick that started it saw them
+	work      work
+	total     int64 // bytes of models to download, as the tick that started it saw them
 	startedAt time.Time
 	cancel    context.CancelFunc
 
@@ -71,7 +75,7 @@ type staging struct {
 // Staging is what a stager says of the release it stages.
 type Staging struct {
 	Revision       string
-	Resources      []string // the models it downloads, by id
+	Resources      []string // the models and services (images) it downloads, by id
 	Bytes          int64    // downloaded so far, partial downloads of earlier attempts included
 	TotalBytes     int64
 	BytesPerSecond float64 // since it started
@@ -95,31 +99,58 @@ func (s *Stager) logger() *slog.Logger {
 	return slog.Default()
 }
 
-// toStage lists the models of d that activating it would download.
-func toStage(d *render.Desired) (models []render.Model, total int64) {
-	if d == nil {
-		return nil, 0
-	}
-	for _, r := range d.Resources {
-		m, ok := d.Specs[r.ID].(render.Model)
-		if !ok || m.Held != nil || m.Download <= 0 {
-			continue
-		}
-		if _, err := v1.NewHash(m.Digest); err != nil {
-			continue
-		}
-		models = append(models, m)
-		total += m.Download
-	}
-	return models, total
+// work is what staging a release downloads: its models not in the store
+// (total bytes), and the images of its container services the engine
+// does not have.
+type work struct {
+	models []render.Model
+	images []render.Service
+	total  int64
 }
 
-// Stage makes sure the release key (revision, whose models need
-// downloads: need, total bytes) is staging through models, superseding any
-// other, and says how it goes. An attempt that failed is started again
-// once its backoff is over; one that ended well while need is not empty
-// (its blobs were lost) is started again at once.
-func (s *Stager) Stage(models *model.Driver, key, revision string, need []render.Model, total int64) Staging {
+func (w work) empty() bool { return len(w.models) == 0 && len(w.images) == 0 }
+
+// resources lists the ids of what w downloads.
+func (w work) resources() []string {
+	ids := make([]string, 0, len(w.models)+len(w.images))
+	for _, m := range w.models {
+		ids = append(ids, planner.ModelID(m.Name))
+	}
+	for _, s := range w.images {
+		ids = append(ids, planner.ServiceID(s.Name))
+	}
+	return ids
+}
+
+// toStage is what activating d would download.
+func toStage(d *render.Desired) work {
+	var w work
+	if d == nil {
+		return w
+	}
+	for _, r := range d.Resources {
+		switch s := d.Specs[r.ID].(type) {
+		case render.Model:
+			if _, err := v1.NewHash(s.Digest); err != nil || s.Held != nil || s.Download <= 0 {
+				continue
+			}
+			w.models = append(w.models, s)
+			w.total += s.Download
+		case render.Service:
+			if s.ImagePull && r.Held == "" && len(s.Replicas) > 0 {
+				w.images = append(w.images, s)
+			}
+		}
+	}
+	return w
+}
+
+// Stage makes sure the release key (revision, which needs w) is staging
+// through the node's drivers, superseding any other, and says how it
+// goes. An attempt that failed is started again once its backoff is over;
+// one that ended well while w is not empty (its blobs were lost) is
+// started again at once.
+func (s *Stager) Stage(n *node, key, revision string, w work) Staging {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	if s.ctx == nil {
@@ -132,18 +163,14 @@ func (s *Stager) Stage(models *model.Driver, key, revision string, need []render
 		cur = nil
 	}
 	if cur == nil {
-		cur = &staging{key: key, revision: revision, startedAt: s.now(), total: total}
-		s.cur, s.models = cur, models
+		cur = &staging{key: key, revision: revision, startedAt: s.now(), total: w.total}
+		s.cur, s.node = cur, n
 	}
 	if !cur.running() {
-		cur.models = need
-		cur.resources = make([]string, 0, len(need))
-		for _, m := range need {
-			cur.resources = append(cur.resources, planner.ModelID(m.Name))
-		}
+		cur.work, cur.resources = w, w.resources()
 	}
 	if !cur.running() && (!cur.attempted || cur.err == nil || !s.now().Before(cur.failedAt.Add(s.backoff().Delay(cur.failures)))) {
-		s.start(cur, models)
+		s.start(cur, n)
 	}
 	return s.status(cur)
 }
@@ -169,25 +196,16 @@ func (st *staging) running() bool {
 }
 
 // start begins an attempt at cur. The caller holds s.mu.
-func (s *Stager) start(cur *staging, models *model.Driver) {
+func (s *Stager) start(cur *staging, n *node) {
 	ctx, cancel := context.WithCancel(s.ctx)
 	cur.cancel, cur.finished, cur.attempted = cancel, make(chan struct{}), true
-	need := cur.models
+	w := cur.work
 	s.logger().Info("staging release", keyRevision, cur.revision, keyResources, strings.Join(cur.resources, ","), "bytes", cur.total)
 	s.wg.Add(1)
 	go func() {
 		defer s.wg.Done()
 		defer cancel()
-		var errs []error
-		for _, m := range need {
-			if _, err := models.Stage(ctx, m, stageProgress{cur}); err != nil {
-				errs = append(errs, err)
-				if ctx.Err() != nil {
-					break
-				}
-			}
-		}
-		err := errors.Join(errs...)
+		err := s.run(ctx, n, cur, w)
 		s.mu.Lock()
 		cur.err = err
 		if err != nil {
@@ -213,6 +231,23 @@ func (s *Stager) start(cur *staging, models *model.Driver) {
 	}()
 }
 
+// run downloads w: its models and images, Parallel at a time.
+func (s *Stager) run(ctx context.Context, n *node, cur *staging, w work) error {
+	g, gctx := errgroup.WithContext(ctx)
+	g.SetLimit(max(s.Parallel, 1))
+	for _, m := range w.models {
+		g.Go(func() error {
+			got, err := n.models.Stage(gctx, m, stageProgress{cur})
+			s.staged.Add(got)
+			return err
+		})
+	}
+	for _, svc := range w.images {
+		g.Go(func() error { return n.services.Stage(gctx, svc) })
+	}
+	return g.Wait()
+}
+
 // drop cancels the current staging and lets its blobs go. The caller
 // holds s.mu.
 func (s *Stager) drop() {
@@ -222,10 +257,10 @@ func (s *Stager) drop() {
 	if s.cur.cancel != nil {
 		s.cur.cancel()
 	}
-	if s.models != nil {
-		s.models.Unstage()
+	if s.node != nil {
+		s.node.models.Unstage()
 	}
-	s.cur, s.models = nil, nil
+	s.cur, s.node = nil, nil
 }
 
 // Forget says the release key needs nothing staged any more (it is
@@ -249,6 +284,10 @@ func (s *Stager) Supersede(key string) {
 		s.drop()
 	}
 }
+
+// Downloaded is the bytes every staging downloaded, since the stager was
+// made.
+func (s *Stager) Downloaded() int64 { return s.staged.Load() }
 
 // Status says how the current staging goes; ok is false without one.
 func (s *Stager) Status() (Staging, bool) {

@@ -48,6 +48,9 @@ type Resolution struct {
 	// Download is what activating the version downloads: the bytes of
 	// its artifact not in the store yet; 0 when it is active or staged.
 	Download int64
+	// Pull, for an image, says that the node does not have it yet:
+	// activating it pulls it (its size is the engine's to know).
+	Pull bool
 }
 
 // Declared plans models by their declaration, without registries: a

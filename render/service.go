@@ -36,7 +36,7 @@ func service(s manifest.Service, refs func(ref string) string, hostPath func(str
 	pinned := ""
 	if s.Container() {
 		spec.Kind = KindContainer
-		spec.Image, spec.ImageDigest, spec.ImageTag = s.Image, image.Digest, image.Tag
+		spec.Image, spec.ImageDigest, spec.ImageTag, spec.ImagePull = s.Image, image.Digest, image.Tag, image.Pull
 		spec.Hash = containerHash(tmpl, image.Digest)
 		pinned = s.Image
 		if strings.HasPrefix(image.Digest, "sha256:") {

@@ -53,6 +53,9 @@ type Service struct {
 	// Image is a container service's image as declared, with the digest
 	// it resolved to and the tag it resolved through; "" for a process.
 	Image, ImageDigest, ImageTag string
+	// ImagePull says the node does not have the image yet (see
+	// Resolution.Pull).
+	ImagePull bool
 	// Inputs holds, by id, what each resource the service depends on is
 	// declared as (its fields' values): an instance started with other
 	// values owes a restart.

@@ -96,3 +96,26 @@ func (d *Driver) Prepare(ctx context.Context, a planner.Action, spec any) error 
 	}
 	return p.Prepare(ctx, s, ins)
 }
+
+// ImageFetcher is a Runtime that fetches an image ahead of the start that
+// needs it (the engine pulls it), for the agent to stage a release.
+type ImageFetcher interface {
+	EnsureImage(ctx context.Context, service, image string) error
+}
+
+// Stage has the runtime of s fetch what its instances need to start (a
+// container's image), changing nothing that runs. The agent stages a
+// release with it in the background, beside its ticks.
+func (d *Driver) Stage(ctx context.Context, s render.Service) error {
+	if len(s.Replicas) == 0 {
+		return nil
+	}
+	rt, err := d.runtime(s)
+	if err != nil {
+		return err
+	}
+	if f, ok := rt.(ImageFetcher); ok {
+		return f.EnsureImage(ctx, s.Name, s.Replicas[0].Image)
+	}
+	return nil
+}

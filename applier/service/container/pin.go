@@ -19,7 +19,7 @@ import (
 // asking each registry once per image for its life (the service driver
 // makes one a tick).
 func (r *Runtime) ImageResolver(node service.Node, applied func(service string) (service.AppliedImage, error)) render.ImageResolver {
-	return &pinner{opts: node.Registry, state: node.StateDir, applied: applied}
+	return &pinner{opts: node.Registry, state: node.StateDir, applied: applied, rt: r}
 }
 
 // pinner resolves images: one HEAD of a tag in its registry, with the
@@ -28,6 +28,7 @@ func (r *Runtime) ImageResolver(node service.Node, applied func(service string) 
 type pinner struct {
 	opts    oci.Options
 	state   string // stateDir, for the releases rolled back here
+	rt      *Runtime
 	applied func(service string) (service.AppliedImage, error)
 
 	mu          sync.Mutex
@@ -77,7 +78,17 @@ func (p *pinner) ResolveImage(ctx context.Context, svc, ref string) (render.Reso
 	if rec.Digest != "" && rec.Digest != pinned.Digest {
 		res.Reason = ImageReason(rec.Image, rec.Digest, ref, pinned)
 	}
+	if rec.Digest != pinned.Digest {
+		res.Pull = p.rt.missing(ctx, render.Repository(ref)+"@"+pinned.Digest)
+	}
 	return res, nil
+}
+
+// missing reports whether the engine lacks image; an engine that cannot
+// say is taken to have it (the apply's pull says what is wrong).
+func (r *Runtime) missing(ctx context.Context, image string) bool {
+	_, err := r.cli.ImageInspect(ctx, image)
+	return isNotFound(err)
 }
 
 // rolledBack returns the quarantine entry of the image pinned for
