@@ -10,11 +10,13 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
+	"sync/atomic"
 	"testing"
 	"time"
 
 	"github.com/stretchr/testify/require"
 
+	"github.com/tend-dev/tend/internal/backoff"
 	"github.com/tend-dev/tend/internal/testkit/testgit"
 	"github.com/tend-dev/tend/internal/testkit/testoci"
 )
@@ -241,4 +243,61 @@ func TestStagingBeforeTheWindowOpens(t *testing.T) {
 			require.Equal(t, before, reg.BlobBytes.Load(), "the activation in the window downloaded nothing")
 		})
 	}
+}
+
+// A staging whose download fails says why in status and is tried again
+// by the first tick after its backoff, not before; the tick itself never
+// fails for it.
+func TestStagingFailureBacksOff(t *testing.T) {
+	reg := testoci.Start(t)
+	repo := testgit.NewRepo(t)
+	h := newStagedLoop(t, repo, reg)
+	now := time.Date(2026, 12, 3, 9, 0, 0, 0, time.UTC)
+	h.r.Stager.Now = func() time.Time { return now }
+	h.r.Stager.Backoff = backoff.Exponential{Initial: time.Minute, Max: time.Hour}
+	weights := bytes.Repeat([]byte("x"), 4096)
+	sum := sha256.Sum256(weights)
+	digest := "sha256:" + hex.EncodeToString(sum[:])
+	var asked atomic.Int64
+	var broken atomic.Bool
+	broken.Store(true)
+	reg.Use(func(w http.ResponseWriter, r *http.Request) bool {
+		if r.Method != http.MethodGet || !strings.HasSuffix(r.URL.Path, "/blobs/"+digest) {
+			return false
+		}
+		asked.Add(1)
+		if broken.Load() {
+			http.Error(w, "disk on fire", http.StatusInternalServerError)
+			return true
+		}
+		return false
+	})
+	reg.PushFiles(t, "models/m:v1", map[string][]byte{"model.onnx": weights})
+	repo.WriteFile("devices/cam-017/d.yaml", stageDevice+"  models:\n    - {name: m, ref: "+reg.Ref("models/m:v1")+"}\n")
+	repo.Commit("a model")
+
+	h.manual()
+	require.NoError(t, h.err)
+	<-h.ready // failed
+	h.manual()
+	require.NoError(t, h.err, "a staging failure is not the tick's")
+	require.NotNil(t, h.res.Staging)
+	require.Contains(t, h.res.Staging.Err, "500")
+	require.Contains(t, h.tracker.Status().Staging.Error, "500")
+	tried := asked.Load()
+
+	now = now.Add(59 * time.Second)
+	h.manual()
+	require.Equal(t, tried, asked.Load(), "not tried again within its backoff")
+
+	broken.Store(false)
+	now = now.Add(time.Second)
+	h.manual()
+	require.NoError(t, h.err)
+	<-h.ready
+	require.Greater(t, asked.Load(), tried, "tried again once its backoff was over")
+	h.manual()
+	require.NoError(t, h.err)
+	require.Nil(t, h.res.Staging)
+	require.Equal(t, weights, []byte(h.read(t, filepath.Join(h.r.Config.StateDir, "models", "m", "current", "model.onnx"))))
 }
