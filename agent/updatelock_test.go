@@ -215,6 +215,56 @@ func TestUpdateLockHoldsARelease(t *testing.T) {
 	require.Equal(t, notHeld, heldBy())
 }
 
+// Under a rollout the lock is probed once the wave lets the release
+// through, and maxLockWait counts from then: a wave that held the release
+// for longer does not use the lock's wait up.
+func TestUpdateLockWaitCountsFromTheLockNotTheFirstSight(t *testing.T) {
+	repo := testgit.NewRepo(t)
+	repo.WriteFile("devices/cam-017/d.yaml", fmt.Sprintf(lockedDevice, "b1", "v1", "/run/infer/update.lock"))
+	repo.WriteFile("devices/cam-017/rollout.yaml", fmt.Sprintf(waveRollout, false))
+	repo.Commit("v1")
+	c := newConfig(t, repo.Dir())
+	h := heldLoopOf(c)
+	t.Cleanup(func() { killServices(t, c.StateDir) })
+	now := time.Date(2026, 12, 3, 9, 0, 0, 0, time.UTC)
+	h.r.Now = func() time.Time { return now }
+	lock := filepath.Join(c.Root, "run/infer/update.lock")
+	require.NoError(t, os.MkdirAll(filepath.Dir(lock), 0o755))
+	require.NoError(t, os.WriteFile(lock, nil, 0o644))
+	h.scheduled()
+	require.NoError(t, h.err)
+	first := servicePID(t, c.StateDir, "infer")
+	holder, _ := holdLock(t, lock)
+
+	repo.WriteFile("devices/cam-017/d.yaml", fmt.Sprintf(lockedDevice, "b1", "v2", "/run/infer/update.lock"))
+	repo.Commit("v2")
+	h.scheduled()
+	require.NoError(t, h.err)
+	require.Equal(t, rollout.CauseWave, h.res.Held.Cause, "the wave holds it first")
+
+	now = now.Add(3 * time.Hour) // the wave opened two hours ago: past maxLockWait since the first sight
+	h.scheduled()
+	require.NoError(t, h.err)
+	require.NotNil(t, h.res.Held)
+	require.Equal(t, "held: update lock /run/infer/update.lock held by pid "+strconv.Itoa(holder), h.res.Held.Reason)
+	require.Equal(t, 0, h.res.Held.Wave)
+	got := scrape(t, h.metrics)
+	require.Equal(t, 0.0, got[`tend_release_held{reason="wave"}`])
+	require.Equal(t, 1.0, got[`tend_release_held{reason="lock"}`])
+
+	now = now.Add(59 * time.Minute)
+	h.scheduled()
+	require.NoError(t, h.err)
+	require.NotNil(t, h.res.Held)
+	require.Equal(t, first, servicePID(t, c.StateDir, "infer"))
+
+	now = now.Add(time.Minute)
+	h.scheduled()
+	require.NoError(t, h.err)
+	require.Nil(t, h.res.Held, "an hour after the lock first held it")
+	require.NotEqual(t, first, servicePID(t, c.StateDir, "infer"))
+}
+
 // A missing lock file is a lock not held, and the probe never creates
 // it; a shared lock is not the exclusive one that holds a release.
 func TestProbeUpdateLock(t *testing.T) {
