@@ -208,6 +208,7 @@ func (r *Reconciler) run(ctx context.Context, upTo string) (*Result, error) {
 		{StepFetch, r.fetch},
 		{StepRender, r.render},
 		{StepDecide, r.decide},
+		{StepDecide, r.holdForLocks},
 		{StepObserve, r.observe},
 		{StepPlan, r.planTick},
 		{StepApply, r.applyPlan},

@@ -157,7 +157,7 @@ func TestComposeVars(t *testing.T) {
 		"  files:\n    - path: /etc/infer/plant-a.yaml\n      content: \"t: ${var:threshold} cam: ${var:camera} home: ${HOME} $${var:threshold} ${var:-x}\"\n      mode: \"${var:mode}\"\n"+
 		"  services:\n    - name: infer\n      command: [/bin/x, \"--t=${var:threshold}\", \"--m=${model:det}/m.onnx\", \"--port=808${replica}\"]\n"+
 		"      env: {LEVEL: \"${var:level}\", DEVICE: \"${device}\", CFG: \"${file:/etc/infer/plant-a.yaml}\"}\n"+
-		"      workingDir: /var/lib/${device}\n      user: \"${label:site}\"\n      health: {http: \"${var:url}\"}\n")
+		"      workingDir: /var/lib/${device}\n      user: \"${label:site}\"\n      health: {http: \"${var:url}\"}\n      updateLock: /run/${label:site}/${device}.lock\n")
 	withMode := profile("mode", "  selector: {}\n  vars: {mode: \"0600\"}\n")
 	c := compose(t, files("base.yaml", base, "orin.yaml", orin, "dev.yaml", dev, "mode.yaml", withMode), nil)
 	d := c.Device.Spec
@@ -171,13 +171,14 @@ func TestComposeVars(t *testing.T) {
 			"$${ is a literal ${, and ${var:-x} (a shell's) is no variable")
 		require.Equal(t, "0600", d.Files[0].Mode)
 	})
-	t.Run("service command, env, workingDir, user and health", func(t *testing.T) {
+	t.Run("service command, env, workingDir, user, health and update lock", func(t *testing.T) {
 		s := d.Services[0]
 		require.Equal(t, []string{"/bin/x", "--t=0.4", "--m=${model:det}/m.onnx", "--port=808${replica}"}, s.Command)
 		require.Equal(t, map[string]string{"LEVEL": "info", "DEVICE": "cam-017", "CFG": "${file:/etc/infer/plant-a.yaml}"}, s.Env)
 		require.Equal(t, "/var/lib/cam-017", s.WorkingDir)
 		require.Equal(t, "plant-a", s.User)
 		require.Equal(t, "http://127.0.0.1:8080/healthz", s.Health.HTTP)
+		require.Equal(t, "/run/plant-a/cam-017.lock", s.UpdateLock)
 	})
 	t.Run("later layer's var wins, with provenance", func(t *testing.T) {
 		var got []string

@@ -38,6 +38,11 @@ type AgentConfig struct {
 	// Notify, when set, has the agent tick as soon as CI says the fleet
 	// changed (tend notify), besides its schedule.
 	Notify *Notify `json:"notify,omitempty"`
+	// MaxLockWait bounds how long a release waits for a service's
+	// updateLock, counted from the first tick the lock held it; then the
+	// release is taken anyway, and a warning logged. Default 1h
+	// (DefaultMaxLockWait).
+	MaxLockWait Duration `json:"maxLockWait,omitempty"`
 
 	file    string            // where the config was read from, for error messages
 	lines   map[string]int    // field path → line in file
@@ -203,10 +208,17 @@ func (c *AgentConfig) SetDefaults(hostname string) {
 	if c.Report != nil && c.Report.Interval == 0 {
 		c.Report.Interval = Duration(DefaultReportInterval)
 	}
+	if c.MaxLockWait == 0 {
+		c.MaxLockWait = Duration(DefaultMaxLockWait)
+	}
 }
 
 // DefaultSourceTimeout bounds one fetch of the fleet repo.
 const DefaultSourceTimeout = 60 * time.Second
+
+// DefaultMaxLockWait is how long a release waits for a service's update
+// lock when the config sets no maxLockWait.
+const DefaultMaxLockWait = time.Hour
 
 // Validate checks the config after defaults and overrides are applied.
 func (c *AgentConfig) Validate() error {
@@ -244,6 +256,9 @@ func (c *AgentConfig) Validate() error {
 	}
 	if n := c.Models.KeepVersions; n != nil && *n < 0 {
 		errs.add("", 0, "models.keepVersions", "%d is negative: use 0 to keep only the active version", *n)
+	}
+	if c.MaxLockWait < 0 {
+		errs.add("", 0, "maxLockWait", "%s is negative: use how long a release may wait for a service's update lock, such as 1h", FormatDuration(c.MaxLockWait.D()))
 	}
 	if c.Models.Parallel < 0 {
 		errs.add("", 0, "models.parallel", "%d is negative: use at least 1", c.Models.Parallel)

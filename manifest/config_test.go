@@ -3,6 +3,7 @@ package manifest
 import (
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/stretchr/testify/require"
 )
@@ -31,6 +32,18 @@ registries: {insecure: [registry.local:5000]}
 	require.Equal(t, []SourcePath{{Pattern: "devices/{label:site}/{device}", Dir: "devices/plant-a/cam-017"}}, paths)
 	require.Equal(t, "10s", c.Jitter.D().String())
 	require.Equal(t, DefaultStateDir, c.StateDir)
+	require.Equal(t, DefaultMaxLockWait, c.MaxLockWait.D(), "a release waits an hour for an update lock by default")
+}
+
+func TestConfigMaxLockWait(t *testing.T) {
+	c, err := ParseConfig("agent.yaml", []byte("apiVersion: tend.dev/v1alpha1\nkind: AgentConfig\nsource: {url: x}\nmaxLockWait: 15m\n"))
+	require.NoError(t, err)
+	c.SetDefaults("host")
+	require.NoError(t, c.Validate())
+	require.Equal(t, "15m0s", c.MaxLockWait.D().String())
+
+	c.MaxLockWait = Duration(-time.Minute) // set by code, not by YAML, which refuses a negative duration
+	require.EqualError(t, c.Validate(), "agent.yaml:4: maxLockWait: -1m is negative: use how long a release may wait for a service's update lock, such as 1h")
 }
 
 func TestConfigSourcePaths(t *testing.T) {
@@ -90,6 +103,8 @@ func TestConfigErrors(t *testing.T) {
 			`agent.yaml:4: runtime.docker.host: "/var/run/docker.sock" is not an engine address: use unix:///var/run/docker.sock (Docker)`},
 		{"negative keepVersions", "apiVersion: tend.dev/v1alpha1\nkind: AgentConfig\nsource: {url: x}\nmodels: {keepVersions: -1}\n", `agent.yaml:4: models.keepVersions: -1 is negative`},
 		{"bad verifyInterval", "apiVersion: tend.dev/v1alpha1\nkind: AgentConfig\nsource: {url: x}\nmodels: {verifyInterval: daily}\n", `invalid duration "daily"`},
+		{"negative maxLockWait", "apiVersion: tend.dev/v1alpha1\nkind: AgentConfig\nsource: {url: x}\nmaxLockWait: -1h\n", `agent.yaml:4: maxLockWait: invalid duration "-1h"`},
+		{"bad maxLockWait", "apiVersion: tend.dev/v1alpha1\nkind: AgentConfig\nsource: {url: x}\nmaxLockWait: forever\n", `agent.yaml:4: maxLockWait: invalid duration "forever"`},
 		{"relative token file", "apiVersion: tend.dev/v1alpha1\nkind: AgentConfig\nsource:\n  url: x\n  auth: {tokenFile: token}\n", `agent.yaml:5: source.auth.tokenFile: "token" must be an absolute path`},
 		{"wrong kind", "apiVersion: tend.dev/v1alpha1\nkind: Device\n", `expected apiVersion: tend.dev/v1alpha1 and kind: AgentConfig`},
 		{"oci source without a tag", "apiVersion: tend.dev/v1alpha1\nkind: AgentConfig\nsource: {url: \"oci://registry.local:5000/fleet\"}\n",

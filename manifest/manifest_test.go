@@ -40,6 +40,7 @@ spec:
         http: http://127.0.0.1:8080/healthz
         startupGrace: 10s
       restartOn: [file:/etc/infer/config.yaml]
+      updateLock: /run/infer/update.lock
 `
 
 var allow = ValidateOptions{AllowPaths: []string{"/etc/infer", "/opt/models"}, CheckAllowPaths: true}
@@ -53,6 +54,7 @@ func TestLoadAndValidateGood(t *testing.T) {
 	require.Equal(t, "threshold: 0.4\n", d.Spec.Files[0].Content)
 	require.Equal(t, 2, *d.Spec.Services[0].Replicas)
 	require.Equal(t, "10s", d.Spec.Services[0].Health.StartupGrace.D().String())
+	require.Equal(t, "/run/infer/update.lock", d.Spec.Services[0].UpdateLock, "an update lock need not be under allowPaths: tend only reads it")
 	require.Equal(t, "spec.files[0]", d.Spec.Files[0].Origin.Field)
 	require.Equal(t, 15, d.Spec.Files[0].Origin.Line(".path"))
 }
@@ -132,6 +134,10 @@ func TestBadInput(t *testing.T) {
 		{"probe without scheme", header + "  services:\n    - {name: s, command: [x], health: {http: \"127.0.0.1:8080/healthz\"}}\n", `spec.services[0].health.http: invalid URL "127.0.0.1:8080/healthz"`},
 		{"tcp probe port", header + "  services:\n    - {name: s, command: [x], health: {tcp: \"127.0.0.1:http${replica}\"}}\n", `spec.services[0].health.tcp: invalid address "127.0.0.1:http${replica}" (expanded: "127.0.0.1:http0")`},
 		{"undeclared model in a probe", header + "  services:\n    - {name: s, command: [x], health: {exec: [\"${model:nope}/check\"]}}\n", `spec.services[0].health.exec[0]: references model "nope", which this device does not declare`},
+		{"relative update lock", header + "  services:\n    - {name: s, command: [x], updateLock: run/infer/update.lock}\n", `d.yaml:6: spec.services[0].updateLock: "run/infer/update.lock" is relative`},
+		{"unclean update lock", header + "  services:\n    - {name: s, command: [x], updateLock: /run/infer/../update.lock}\n", `spec.services[0].updateLock: "/run/infer/../update.lock" is not a clean path (write it as "/run/update.lock"`},
+		{"update lock with a trailing slash", header + "  services:\n    - {name: s, command: [x], updateLock: /run/infer/}\n", `spec.services[0].updateLock: "/run/infer/" is not a clean path`},
+		{"update lock with a reference", header + "  models:\n    - {name: m, ref: r.local/m:v1}\n  services:\n    - {name: s, command: [x], updateLock: \"${model:m}/lock\"}\n", `spec.services[0].updateLock: "${model:m}/lock" holds a reference`},
 		{"negative replicas", header + "  services:\n    - {name: s, command: [x], replicas: -1}\n", `spec.services[0].replicas: must be 0 or more, got -1`},
 	}
 	for _, tt := range tests {

@@ -102,6 +102,12 @@ type Service struct {
 	Health      *Health           `json:"health,omitempty"`
 	RestartOn   []string          `json:"restartOn,omitempty"`
 	StopTimeout Duration          `json:"stopTimeout,omitempty"`
+	// UpdateLock is the absolute path of a file (under root) that the
+	// service locks (an exclusive flock) while it must not be stopped:
+	// while a process holds that lock, a release that would stop or
+	// restart the service waits, up to the agent's maxLockWait. tend
+	// never creates the file; a missing file is a lock not held.
+	UpdateLock string `json:"updateLock,omitempty"`
 	// Absent removes the service of this name that an earlier layer (a
 	// profile) declares; the other fields are then not read.
 	Absent bool `json:"absent,omitempty"`

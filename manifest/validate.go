@@ -266,6 +266,25 @@ func (v validator) service(s Service) {
 	for i, r := range s.RestartOn {
 		v.ref(o, fmt.Sprintf(".restartOn[%d]", i), r)
 	}
+	if s.UpdateLock != "" {
+		v.updateLock(o, s.UpdateLock)
+	}
+}
+
+// updateLock checks a service's update lock: a clean absolute path of the
+// node, inside allowPaths or not (tend only opens it to probe its lock,
+// and never creates it), with no reference left in it once variables are
+// expanded.
+func (v validator) updateLock(o Origin, p string) {
+	const field = ".updateLock"
+	if strings.Contains(p, "${") {
+		v.at(o, field, "%q holds a reference: an update lock is a path of the node, such as /run/infer/update.lock "+
+			"(${var:NAME}, ${device} and ${label:KEY} are expanded; ${model:…}, ${file:…} and ${replica} are not)", p)
+		return
+	}
+	lax := v
+	lax.opts.CheckAllowPaths = false
+	lax.path(o, field, p)
 }
 
 // container checks the fields of a service run as a container.

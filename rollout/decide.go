@@ -17,10 +17,16 @@ const (
 	// version of a model was rolled back on this node. Decide never
 	// returns it; model resolution passes over such versions.
 	CauseQuarantined = "quarantined"
+	// CauseLock is a release that would stop or restart a service while
+	// a process holds that service's update lock. Decide never returns
+	// it; the agent probes the lock once a release is let through.
+	CauseLock = "lock"
 )
 
-// Causes are every cause, in the order Decide checks them.
-var Causes = []string{CausePaused, CauseWave, CauseWindow, CauseGate}
+// Causes are every cause of a release held at a tick, in the order they
+// are checked: Decide's, then the gate and the update locks, which the
+// agent asks once Decide lets a release through.
+var Causes = []string{CausePaused, CauseWave, CauseWindow, CauseGate, CauseLock}
 
 // Decision is whether a device takes a release now.
 type Decision struct {

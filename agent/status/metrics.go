@@ -107,8 +107,8 @@ func NewMetrics() *Metrics {
 	}
 	m.held = prometheus.NewGaugeVec(prometheus.GaugeOpts{
 		Name: "tend_release_held",
-		Help: "1 while the device's rollout holds a release, by why: wave (its wave has not opened), window (outside the maintenance window), paused, gate, " +
-			"quarantined (the newest version of a model was rolled back on this node).",
+		Help: "1 while a release waits, by why: wave (its wave has not opened), window (outside the maintenance window), paused, gate, " +
+			"quarantined (the newest version of a model was rolled back on this node), lock (a process holds the update lock of a service the release would stop or restart).",
 	}, []string{"reason"})
 	for _, c := range heldReasons {
 		m.held.WithLabelValues(c)
@@ -271,6 +271,6 @@ func (m *Metrics) setApplied(rev string) {
 	m.revision.WithLabelValues(rev).Set(1)
 }
 
-// heldReasons are the reason labels of tend_release_held: the rollout's
-// causes, and a version quarantined on this node.
+// heldReasons are the reason labels of tend_release_held: the causes of a
+// release held at a tick, and a version quarantined on this node.
 var heldReasons = append(slices.Clone(rollout.Causes), rollout.CauseQuarantined)

@@ -44,6 +44,7 @@ func TestMetricsContract(t *testing.T) {
 		`tend_release_held{reason="window"}`,
 		`tend_release_held{reason="paused"}`,
 		`tend_release_held{reason="gate"}`,
+		`tend_release_held{reason="lock"}`,
 		`tend_release_held{reason="quarantined"}`,
 		`tend_notify_total{result="tick"}`,
 		`tend_notify_total{result="skipped"}`,

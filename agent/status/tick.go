@@ -63,7 +63,8 @@ type Tick struct {
 	Quarantined []Quarantined
 }
 
-// Held is a release the device's rollout held.
+// Held is a release a tick held: the device's rollout, its gate, or a
+// service's update lock made it wait.
 type Held struct {
 	Revision string // the release held, ref@sha1:commit
 	Cause    string // one of rollout.Causes

@@ -11,6 +11,8 @@ import (
 
 // watchInstance waits for in's process to exit and restarts it as its
 // policy says, after a backoff that grows while it keeps exiting quickly.
+// Such a restart never waits for the service's updateLock: only releases
+// do (the agent's decide step), and the process that held it is gone.
 func (s *Supervisor) watchInstance(in *instance) {
 	s.wg.Add(1)
 	go func() {

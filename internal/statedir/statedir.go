@@ -20,7 +20,7 @@ const (
 	InventoryFile  = "inventory.json"  // every resource tend manages, and the applied revision
 	QuarantineFile = "quarantine.json" // the commits this node rolled back
 	StatusFile     = "status.json"     // the agent's last status document
-	ReleasesFile   = "releases.json"   // when this node first saw the release waiting
+	ReleasesFile   = "releases.json"   // when this node first saw the release waiting, and since when an update lock holds it
 	ReportFile     = "report.json"     // the last report a collector accepted
 	SuspendFile    = "suspended"       // present while `tend suspend` holds the node
 	LockFile       = "lock"            // held by a tend while it applies
@@ -53,7 +53,8 @@ func (d Dir) Quarantine() string { return d.join(QuarantineFile) }
 // Status holds the status document of the agent's last tick.
 func (d Dir) Status() string { return d.join(StatusFile) }
 
-// Releases holds when this node first saw the release it waits for.
+// Releases holds when this node first saw the release it waits for, and
+// since when an update lock holds that release.
 func (d Dir) Releases() string { return d.join(ReleasesFile) }
 
 // Report caches the last report a collector accepted.
