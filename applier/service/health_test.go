@@ -89,7 +89,7 @@ func TestNilProbe(t *testing.T) {
 	defer cancel()
 	done := make(chan struct{})
 	go func() {
-		p.Monitor(ctx, func(bool, error) { t.Error("onChange called for a nil probe") })
+		p.Monitor(ctx, time.Time{}, func(bool, error) { t.Error("onChange called for a nil probe") })
 		close(done)
 	}()
 	select {
@@ -345,7 +345,7 @@ func TestMonitor(t *testing.T) {
 	p := &Probe{HTTP: srv.URL + "/healthz", Interval: 10 * time.Millisecond, FailureThreshold: 3, clock: clk}
 	go func() {
 		defer close(done)
-		p.Monitor(ctx, func(healthy bool, err error) {
+		p.Monitor(ctx, time.Time{}, func(healthy bool, err error) {
 			c := change{healthy: healthy, at: requests.Load()}
 			if err != nil {
 				assert.ErrorIs(t, err, ErrUnhealthy)
@@ -369,5 +369,48 @@ func TestMonitor(t *testing.T) {
 	}, changes)
 	for _, w := range clk.Waits() {
 		require.Equal(t, 10*time.Millisecond, w, "one check every interval")
+	}
+}
+
+// A monitor started with an instance gives it its startup grace: failures
+// before its first pass, within StartupGrace of its start, do not count
+// (a slow start is not stopped while a tick waits for it to come up), and
+// FailureThreshold failures after it passed, or after the grace, do.
+func TestMonitorGivesAStartItsGrace(t *testing.T) {
+	for _, tc := range []struct {
+		name   string
+		script []int // the answers, in order; then 503 for ever
+		at     int32 // the check that turns it unhealthy
+	}{
+		// The checks at 10…50ms fail within the 100ms grace, the one at
+		// 60ms passes, which ends the grace: the failures at 70, 80 and
+		// 90ms make it unhealthy.
+		{name: "slow start", script: []int{503, 503, 503, 503, 503, 200}, at: 9},
+		// It never passes: the failures at 10…90ms are within the grace,
+		// those at 100, 110 and 120ms count.
+		{name: "never up", at: 12},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			var requests atomic.Int32
+			srv := statusServer(t, func() int {
+				n := int(requests.Add(1))
+				if n <= len(tc.script) {
+					return tc.script[n-1]
+				}
+				return http.StatusServiceUnavailable
+			})
+			clk := newFakeClock()
+			p := &Probe{HTTP: srv.URL, Interval: 10 * time.Millisecond, FailureThreshold: 3, StartupGrace: 100 * time.Millisecond, clock: clk}
+			ctx, cancel := context.WithCancel(t.Context())
+			defer cancel()
+			var at []int32
+			p.Monitor(ctx, clk.Now(), func(healthy bool, err error) {
+				require.False(t, healthy)
+				require.ErrorIs(t, err, ErrUnhealthy)
+				at = append(at, requests.Load())
+				cancel()
+			})
+			require.Equal(t, []int32{tc.at}, at)
+		})
 	}
 }
