@@ -54,6 +54,9 @@ type Probe struct {
 	// clock paces WaitHealthy and Monitor; nil is the real one. A check's
 	// own Timeout is real time always.
 	clock clock
+	// started, when set, is when the start WaitHealthy judges began (its
+	// first attempt): the grace runs from it, not from the call.
+	started time.Time
 }
 
 // clock is what a probe waits with.
@@ -299,7 +302,8 @@ func firstOutputLine(out []byte) string {
 }
 
 // WaitHealthy checks every min(Interval, 500ms) until the first success,
-// within StartupGrace measured from now: a check started within the grace
+// within StartupGrace measured from now (or from started, when set; it
+// checks once at least): a check started within the grace
 // may finish up to Timeout after it. It returns nil once healthy, or an error
 // wrapping ErrUnhealthy (and the last failure) that says how long it waited,
 // how many checks failed and the last failure. alive, if non-nil, is called
@@ -313,6 +317,9 @@ func (p *Probe) WaitHealthy(ctx context.Context, alive func() bool) error {
 	}
 	clk := p.clk()
 	start := clk.Now()
+	if !p.started.IsZero() {
+		start = p.started
+	}
 	since := func() time.Duration { return clk.Now().Sub(start).Round(time.Millisecond) }
 	deadline := start.Add(p.grace())
 	poll := min(p.interval(), startupPoll)

@@ -273,6 +273,22 @@ func TestWaitHealthy(t *testing.T) {
 			"a 1 minute interval does not hold back a service that comes up in 1s")
 	})
 
+	t.Run("the grace runs from the first start", func(t *testing.T) {
+		var checks atomic.Int32
+		srv := statusServer(t, func() int { checks.Add(1); return http.StatusServiceUnavailable })
+		clk := newFakeClock()
+		p := &Probe{HTTP: srv.URL, Interval: 100 * time.Millisecond, StartupGrace: 400 * time.Millisecond, clock: clk,
+			started: clk.Now().Add(-250 * time.Millisecond)}
+		err := p.WaitHealthy(t.Context(), nil)
+		require.Equal(t, int32(3), checks.Load(), "checks at 250, 350 and 400ms of a 400ms grace")
+		require.EqualError(t, err, fmt.Sprintf("unhealthy: not healthy after 400ms (startupGrace 400ms): 3 checks failed, last: GET %s: 503 Service Unavailable", srv.URL),
+			"the grace declared, and the time since the first start")
+
+		p.started = clk.Now().Add(-time.Second)
+		require.ErrorIs(t, p.WaitHealthy(t.Context(), nil), ErrUnhealthy)
+		require.Equal(t, int32(4), checks.Load(), "a grace spent before the call still checks once")
+	})
+
 	t.Run("last failure is wrapped", func(t *testing.T) {
 		p := &Probe{TCP: closedTCPAddr(t), Interval: 10 * time.Millisecond, StartupGrace: 30 * time.Millisecond, clock: newFakeClock()}
 		err := p.WaitHealthy(t.Context(), nil)
