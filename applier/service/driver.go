@@ -293,7 +293,7 @@ func (d *Driver) startHealthy(ctx context.Context, in Instance, spec RunSpec) er
 		err = d.settle(ctx, spec.Policy, proc)
 		if err == nil && spec.Probe != nil {
 			p := *spec.Probe
-			p.StartupGrace = max(grace-time.Since(start), time.Millisecond)
+			p.started = start // the grace runs from the first start
 			err = p.WaitHealthy(ctx, proc.Alive)
 		}
 		if err == nil || !errors.Is(err, errExited) || !restarts(spec.Policy) {

@@ -54,6 +54,9 @@ type Probe struct {
 	// clock paces WaitHealthy and Monitor; nil is the real one. A check's
 	// own Timeout is real time always.
 	clock clock
+	// started, when set, is when the start WaitHealthy judges began (its
+	// first attempt): the grace runs from it, not from the call.
+	started time.Time
 }
 
 // clock is what a probe waits with.
@@ -299,7 +302,8 @@ func firstOutputLine(out []byte) string {
 }
 
 // WaitHealthy checks every min(Interval, 500ms) until the first success,
-// within StartupGrace measured from now: a check started within the grace
+// within StartupGrace measured from now (or from started, when set; it
+// checks once at least): a check started within the grace
 // may finish up to Timeout after it. It returns nil once healthy, or an error
 // wrapping ErrUnhealthy (and the last failure) that says how long it waited,
 // how many checks failed and the last failure. alive, if non-nil, is called
@@ -313,6 +317,9 @@ func (p *Probe) WaitHealthy(ctx context.Context, alive func() bool) error {
 	}
 	clk := p.clk()
 	start := clk.Now()
+	if !p.started.IsZero() {
+		start = p.started
+	}
 	since := func() time.Duration { return clk.Now().Sub(start).Round(time.Millisecond) }
 	deadline := start.Add(p.grace())
 	poll := min(p.interval(), startupPoll)
@@ -351,16 +358,21 @@ func (p *Probe) WaitHealthy(ctx context.Context, alive func() bool) error {
 // Monitor checks every Interval until ctx ends and calls onChange(healthy,
 // err) when the state flips: unhealthy after FailureThreshold consecutive
 // failures (err wraps ErrUnhealthy and the last failure), healthy again after
-// one success (err is nil). It starts as healthy (call it after WaitHealthy
-// succeeded) and calls onChange from its own goroutine, one call at a time.
-// A nil probe returns when ctx ends.
-func (p *Probe) Monitor(ctx context.Context, onChange func(healthy bool, err error)) {
+// one success (err is nil). It starts as healthy and calls onChange from its
+// own goroutine, one call at a time. started is when the instance started:
+// until it first passes a check, a failure within StartupGrace of started
+// does not count, so an instance is not stopped while it may still be
+// coming up (WaitHealthy judges a start); one still failing when its grace
+// ends turns unhealthy after FailureThreshold more failures. A nil probe
+// returns when ctx ends.
+func (p *Probe) Monitor(ctx context.Context, started time.Time, onChange func(healthy bool, err error)) {
 	if p == nil {
 		<-ctx.Done()
 		return
 	}
 	clk := p.clk()
 	healthy, failed := true, 0
+	graceEnds, passed := started.Add(p.grace()), false
 	// One check every interval from the start, as a ticker: a slow check
 	// does not push the later ones back, and none piles up behind it.
 	next := clk.Now()
@@ -381,11 +393,13 @@ func (p *Probe) Monitor(ctx context.Context, onChange func(healthy bool, err err
 		}
 		switch {
 		case err == nil:
-			failed = 0
+			failed, passed = 0, true
 			if !healthy {
 				healthy = true
 				onChange(true, nil)
 			}
+		case !passed && clk.Now().Before(graceEnds):
+			// Still in its startup grace: not a failure yet.
 		case healthy:
 			failed++
 			if failed >= p.threshold() {

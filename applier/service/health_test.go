@@ -89,7 +89,7 @@ func TestNilProbe(t *testing.T) {
 	defer cancel()
 	done := make(chan struct{})
 	go func() {
-		p.Monitor(ctx, func(bool, error) { t.Error("onChange called for a nil probe") })
+		p.Monitor(ctx, time.Time{}, func(bool, error) { t.Error("onChange called for a nil probe") })
 		close(done)
 	}()
 	select {
@@ -273,6 +273,22 @@ func TestWaitHealthy(t *testing.T) {
 			"a 1 minute interval does not hold back a service that comes up in 1s")
 	})
 
+	t.Run("the grace runs from the first start", func(t *testing.T) {
+		var checks atomic.Int32
+		srv := statusServer(t, func() int { checks.Add(1); return http.StatusServiceUnavailable })
+		clk := newFakeClock()
+		p := &Probe{HTTP: srv.URL, Interval: 100 * time.Millisecond, StartupGrace: 400 * time.Millisecond, clock: clk,
+			started: clk.Now().Add(-250 * time.Millisecond)}
+		err := p.WaitHealthy(t.Context(), nil)
+		require.Equal(t, int32(3), checks.Load(), "checks at 250, 350 and 400ms of a 400ms grace")
+		require.EqualError(t, err, fmt.Sprintf("unhealthy: not healthy after 400ms (startupGrace 400ms): 3 checks failed, last: GET %s: 503 Service Unavailable", srv.URL),
+			"the grace declared, and the time since the first start")
+
+		p.started = clk.Now().Add(-time.Second)
+		require.ErrorIs(t, p.WaitHealthy(t.Context(), nil), ErrUnhealthy)
+		require.Equal(t, int32(4), checks.Load(), "a grace spent before the call still checks once")
+	})
+
 	t.Run("last failure is wrapped", func(t *testing.T) {
 		p := &Probe{TCP: closedTCPAddr(t), Interval: 10 * time.Millisecond, StartupGrace: 30 * time.Millisecond, clock: newFakeClock()}
 		err := p.WaitHealthy(t.Context(), nil)
@@ -345,7 +361,7 @@ func TestMonitor(t *testing.T) {
 	p := &Probe{HTTP: srv.URL + "/healthz", Interval: 10 * time.Millisecond, FailureThreshold: 3, clock: clk}
 	go func() {
 		defer close(done)
-		p.Monitor(ctx, func(healthy bool, err error) {
+		p.Monitor(ctx, time.Time{}, func(healthy bool, err error) {
 			c := change{healthy: healthy, at: requests.Load()}
 			if err != nil {
 				assert.ErrorIs(t, err, ErrUnhealthy)
@@ -369,5 +385,48 @@ func TestMonitor(t *testing.T) {
 	}, changes)
 	for _, w := range clk.Waits() {
 		require.Equal(t, 10*time.Millisecond, w, "one check every interval")
+	}
+}
+
+// A monitor started with an instance gives it its startup grace: failures
+// before its first pass, within StartupGrace of its start, do not count
+// (a slow start is not stopped while a tick waits for it to come up), and
+// FailureThreshold failures after it passed, or after the grace, do.
+func TestMonitorGivesAStartItsGrace(t *testing.T) {
+	for _, tc := range []struct {
+		name   string
+		script []int // the answers, in order; then 503 for ever
+		at     int32 // the check that turns it unhealthy
+	}{
+		// The checks at 10…50ms fail within the 100ms grace, the one at
+		// 60ms passes, which ends the grace: the failures at 70, 80 and
+		// 90ms make it unhealthy.
+		{name: "slow start", script: []int{503, 503, 503, 503, 503, 200}, at: 9},
+		// It never passes: the failures at 10…90ms are within the grace,
+		// those at 100, 110 and 120ms count.
+		{name: "never up", at: 12},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			var requests atomic.Int32
+			srv := statusServer(t, func() int {
+				n := int(requests.Add(1))
+				if n <= len(tc.script) {
+					return tc.script[n-1]
+				}
+				return http.StatusServiceUnavailable
+			})
+			clk := newFakeClock()
+			p := &Probe{HTTP: srv.URL, Interval: 10 * time.Millisecond, FailureThreshold: 3, StartupGrace: 100 * time.Millisecond, clock: clk}
+			ctx, cancel := context.WithCancel(t.Context())
+			defer cancel()
+			var at []int32
+			p.Monitor(ctx, clk.Now(), func(healthy bool, err error) {
+				require.False(t, healthy)
+				require.ErrorIs(t, err, ErrUnhealthy)
+				at = append(at, requests.Load())
+				cancel()
+			})
+			require.Equal(t, []int32{tc.at}, at)
+		})
 	}
 }

@@ -56,8 +56,8 @@ func (s *Supervisor) monitor(ctx context.Context, rec instanceRecord) {
 		return
 	}
 	key := instanceKey{rec.Instance.Service, rec.Instance.Replica}
-	s.setHealth(key, HealthOK) // it passed its probe to be started, or ran when adopted
-	rec.Probe.Monitor(ctx, func(healthy bool, err error) {
+	s.setHealth(key, HealthOK) // until its probe fails; a start has its grace (see Monitor)
+	rec.Probe.Monitor(ctx, rec.StartedAt, func(healthy bool, err error) {
 		if healthy {
 			s.setHealth(key, HealthOK)
 			return
