@@ -16,6 +16,7 @@ import (
 	"syscall"
 	"time"
 
+	"github.com/tend-dev/tend/agent/status"
 	"github.com/tend-dev/tend/applier"
 	"github.com/tend-dev/tend/internal/atomicfile"
 	"github.com/tend-dev/tend/internal/statedir"
@@ -79,7 +80,13 @@ func (r *Reconciler) decide(ctx context.Context, t *tick) error {
 	if _, err := source.ParseRevision(inv.Revision); err != nil {
 		// Nothing applied yet: the first commit is taken at once, once
 		// staged; until then the tick has nothing to hold.
-		if stager != nil && len(need) > 0 {
+		if stager == nil {
+			return nil
+		}
+		if _, err := r.seeRelease(t, key, r.now()); err != nil {
+			return err
+		}
+		if len(need) > 0 {
 			r.stage(ctx, t, stager, key, need, total)
 			t.upTo = StepDecide
 		}
@@ -90,18 +97,21 @@ func (r *Reconciler) decide(ctx context.Context, t *tick) error {
 		return err
 	}
 	if release.Empty() {
+		if t.upTo == StepApply {
+			t.res.Release = &status.SeenRelease{} // nothing waits
+		}
 		if stager != nil {
 			stager.Forget("") // a staging of another target is superseded
 		}
 		return nil
 	}
 	d := rollout.Decision{Take: true}
-	var seen time.Time
+	now := r.now()
+	seen, err := r.seeRelease(t, key, now)
+	if err != nil {
+		return err
+	}
 	if comp.Rollout != nil {
-		now := r.now()
-		if seen, err = r.firstSeen(key, now, t.upTo == StepApply); err != nil {
-			return err
-		}
 		d = rollout.Decide(now, seen, r.Config.Device, comp.Device.Metadata.Labels, comp.Rollout)
 		if d.Take && comp.Rollout.Spec.Gate != nil {
 			if why := askGate(ctx, comp.Rollout.Spec.Gate.URL, r.Config.Device, d.Wave, snap.Revision.Commit); why != "" {
@@ -211,6 +221,22 @@ func (r *Reconciler) firstSeen(key string, now time.Time, record bool) (time.Tim
 		}
 	}
 	return now, nil
+}
+
+// seeRelease returns when this device first saw the release key of the
+// tick's target (see firstSeen), recording it, and the tick's Release,
+// when the tick applies: the agent measures every release, from its
+// first sight to its activation (tend_release_convergence_seconds).
+func (r *Reconciler) seeRelease(t *tick, key string, now time.Time) (time.Time, error) {
+	apply := t.upTo == StepApply
+	seen, err := r.firstSeen(key, now, apply)
+	if err != nil {
+		return seen, err
+	}
+	if apply {
+		t.res.Release = &status.SeenRelease{FirstSeen: seen}
+	}
+	return seen, nil
 }
 
 // gateTimeout bounds one question to a rollout's gate.

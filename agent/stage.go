@@ -43,6 +43,7 @@ type Stager struct {
 	wg     sync.WaitGroup
 	cur    *staging
 	models *model.Driver // the driver cur stages through
+	bytes  atomic.Int64  // downloaded by every staging (see Downloaded)
 }
 
 // DefaultStageBackoff spaces the attempts of a failed staging.
@@ -180,7 +181,9 @@ func (s *Stager) start(cur *staging, models *model.Driver) {
 		defer cancel()
 		var errs []error
 		for _, m := range need {
-			if _, err := models.Stage(ctx, m, stageProgress{cur}); err != nil {
+			n, err := models.Stage(ctx, m, stageProgress{cur})
+			s.bytes.Add(n)
+			if err != nil {
 				errs = append(errs, err)
 				if ctx.Err() != nil {
 					break
@@ -276,6 +279,19 @@ func (s *Stager) status(cur *staging) Staging {
 		}
 	}
 	return st
+}
+
+// Downloaded is the bytes the stager's stagings downloaded from
+// registries since it was made, those of attempts that failed or were
+// superseded included (tend_stage_bytes_total).
+func (s *Stager) Downloaded() int64 { return s.bytes.Load() }
+
+// Busy reports whether a release is staging: one is current and not all
+// of its bytes are in the store yet (tend_staging). A staging whose last
+// attempt failed, waiting for its next, is busy too.
+func (s *Stager) Busy() bool {
+	st, ok := s.Status()
+	return ok && !st.Staged
 }
 
 // Stop cancels the staging under way and waits for it to end.
