@@ -141,6 +141,8 @@ type Result struct {
 	// the tick did not get to decide, or is no apply with a Stager or a
 	// Rollout.
 	Release *status.SeenRelease
+	// Staged lists the models StageOnly brought into the store.
+	Staged []StagedModel
 }
 
 // Offline says why models were kept at their applied version because their
