@@ -45,6 +45,27 @@ func (r *Reconciler) Hold(ctx context.Context) (*Result, error) {
 	return &t.res, err
 }
 
+// holdApplied holds the tick at the applied revision (see decide): it
+// reads and renders that instead of the target, and its plan only reverts
+// drift. What the target's models have in the store (staged, or pulled by
+// tend apply --stage-only) is kept from this tick's garbage collection.
+func (r *Reconciler) holdApplied(ctx context.Context, t *tick) error {
+	if d := t.res.Desired; d != nil {
+		for _, res := range d.Resources {
+			if m, ok := d.Specs[res.ID].(render.Model); ok {
+				t.node.models.Keep(m)
+			}
+		}
+	}
+	t.hold = true
+	for _, run := range []func(context.Context, *tick) error{r.fetchApplied, r.renderApplied} {
+		if err := run(ctx, t); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
 // fetchApplied reads the last applied commit from the clone in stateDir (or
 // the fleet artifact kept for it) with no remote (source.Fetcher's
 // Applied). It leaves the tick without a snapshot (and stops it) when

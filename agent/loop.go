@@ -158,7 +158,9 @@ func (l *Loop) Start(ctx context.Context) error {
 		l.r.Stager = st
 		l.stops = append(l.stops, func() { st.Stop(); l.r.Stager = nil })
 	}
-	l.showStaging()
+	if st := l.r.Stager; st != nil {
+		l.watchStager(st)
+	}
 	l.done = make(chan struct{})
 	go func() {
 		defer close(l.done)
@@ -231,6 +233,7 @@ func (l *Loop) serve(ctx context.Context, log *slog.Logger) error {
 	c := l.r.Config
 	l.tracker = status.NewTracker(c.Device, l.opts.Version)
 	l.metrics = status.NewMetrics()
+	l.metrics.SetClock(l.r.Now)
 	l.observed = make(chan struct{})
 	if sup := l.r.Supervisor; sup != nil {
 		l.tracker.SetInstances(sup.Instances)
@@ -267,6 +270,16 @@ func (l *Loop) serve(ctx context.Context, log *slog.Logger) error {
 		l.stops = append(l.stops, rep.Stop)
 	}
 	return nil
+}
+
+// watchStager makes the status and the metrics read st when they are
+// read: its staging, its bytes, whether a release stages.
+func (l *Loop) watchStager(st *Stager) {
+	l.tracker.SetStaging(func() (status.Staging, bool) {
+		s, ok := st.Status()
+		return s.document(), ok
+	})
+	l.metrics.SetStager(st.Downloaded, st.Busy)
 }
 
 func (l *Loop) tickTimeout() time.Duration {

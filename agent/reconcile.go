@@ -136,6 +136,13 @@ type Result struct {
 	// Quarantine lists the releases rolled back on this node, oldest
 	// first, as an apply left them; nil for a tick that did not apply.
 	Quarantine []applier.Quarantined
+	// Release says when this device first saw the release of the tick's
+	// target, and whether the tick activated it (see decide); nil when
+	// the tick did not get to decide, or is no apply with a Stager or a
+	// Rollout.
+	Release *status.SeenRelease
+	// Staged lists the models StageOnly brought into the store.
+	Staged []StagedModel
 }
 
 // Offline says why models were kept at their applied version because their
@@ -359,6 +366,9 @@ func (r *Reconciler) applyPlan(ctx context.Context, t *tick) error {
 	res, err := t.node.applier.Apply(ctx, t.res.Desired, t.res.Plan)
 	t.res.Applied, t.res.Failed, t.res.RolledBack = res.Applied, res.Failed, res.RolledBack
 	t.res.Downloaded, t.res.Skipped = res.Downloaded, res.Skipped
+	if err == nil && !t.hold && t.res.Release != nil && !t.res.Release.FirstSeen.IsZero() {
+		t.res.Release.Activated = true // the target's release, applied in full
+	}
 	return err
 }
 

@@ -16,6 +16,7 @@ import (
 	"syscall"
 	"time"
 
+	"github.com/tend-dev/tend/agent/status"
 	"github.com/tend-dev/tend/applier"
 	"github.com/tend-dev/tend/internal/atomicfile"
 	"github.com/tend-dev/tend/internal/statedir"
@@ -78,7 +79,13 @@ func (r *Reconciler) decide(ctx context.Context, t *tick) error {
 	if _, err := source.ParseRevision(inv.Revision); err != nil {
 		// Nothing applied yet: the first commit is taken at once, once
 		// staged; until then the tick has nothing to hold.
-		if stager != nil && !need.empty() {
+		if stager == nil {
+			return nil
+		}
+		if _, err := r.seeRelease(t, key, r.now()); err != nil {
+			return err
+		}
+		if !need.empty() {
 			r.stage(ctx, t, stager, key, need)
 			t.upTo = StepDecide
 		}
@@ -89,18 +96,21 @@ func (r *Reconciler) decide(ctx context.Context, t *tick) error {
 		return err
 	}
 	if release.Empty() {
+		if t.upTo == StepApply {
+			t.res.Release = &status.SeenRelease{} // nothing waits
+		}
 		if stager != nil {
 			stager.Forget("") // a staging of another target is superseded
 		}
 		return nil
 	}
 	d := rollout.Decision{Take: true}
-	var seen time.Time
+	now := r.now()
+	seen, err := r.seeRelease(t, key, now)
+	if err != nil {
+		return err
+	}
 	if comp.Rollout != nil {
-		now := r.now()
-		if seen, err = r.firstSeen(key, now, t.upTo == StepApply); err != nil {
-			return err
-		}
 		d = rollout.Decide(now, seen, r.Config.Device, comp.Device.Metadata.Labels, comp.Rollout)
 		if d.Take && comp.Rollout.Spec.Gate != nil {
 			if why := askGate(ctx, comp.Rollout.Spec.Gate.URL, r.Config.Device, d.Wave, snap.Revision.Commit); why != "" {
@@ -136,13 +146,7 @@ func (r *Reconciler) decide(ctx context.Context, t *tick) error {
 		r.logger().InfoContext(ctx, "release held; the node keeps its applied revision and reverts drift to it",
 			keyDevice, r.Config.Device, keyRevision, snap.Revision.String(), keyResources, strings.Join(t.res.Held.Resources, ","), keyReason, d.Reason)
 	}
-	t.hold = true
-	for _, run := range []func(context.Context, *tick) error{r.fetchApplied, r.renderApplied} {
-		if err := run(ctx, t); err != nil {
-			return err
-		}
-	}
-	return nil
+	return r.holdApplied(ctx, t)
 }
 
 // stage has stager stage the release key of the tick's target (need),
@@ -213,6 +217,22 @@ func (r *Reconciler) firstSeen(key string, now time.Time, record bool) (time.Tim
 		}
 	}
 	return now, nil
+}
+
+// seeRelease returns when this device first saw the release key of the
+// tick's target (see firstSeen), recording it, and the tick's Release,
+// when the tick applies: the agent measures every release, from its
+// first sight to its activation (tend_release_convergence_seconds).
+func (r *Reconciler) seeRelease(t *tick, key string, now time.Time) (time.Time, error) {
+	apply := t.upTo == StepApply
+	seen, err := r.firstSeen(key, now, apply)
+	if err != nil {
+		return seen, err
+	}
+	if apply {
+		t.res.Release = &status.SeenRelease{FirstSeen: seen}
+	}
+	return seen, nil
 }
 
 // gateTimeout bounds one question to a rollout's gate.

@@ -285,10 +285,6 @@ func (s *Stager) Supersede(key string) {
 	}
 }
 
-// Downloaded is the bytes every staging downloaded, since the stager was
-// made.
-func (s *Stager) Downloaded() int64 { return s.staged.Load() }
-
 // Status says how the current staging goes; ok is false without one.
 func (s *Stager) Status() (Staging, bool) {
 	s.mu.Lock()
@@ -315,6 +311,19 @@ func (s *Stager) status(cur *staging) Staging {
 		}
 	}
 	return st
+}
+
+// Downloaded is the bytes the stager's stagings downloaded from
+// registries since it was made, those of attempts that failed or were
+// superseded included (tend_stage_bytes_total).
+func (s *Stager) Downloaded() int64 { return s.staged.Load() }
+
+// Busy reports whether a release is staging: one is current and not all
+// of its bytes are in the store yet (tend_staging). A staging whose last
+// attempt failed, waiting for its next, is busy too.
+func (s *Stager) Busy() bool {
+	st, ok := s.Status()
+	return ok && !st.Staged
 }
 
 // Stop cancels the staging under way and waits for it to end.

@@ -224,6 +224,19 @@ func TestStagingBeforeTheWindowOpens(t *testing.T) {
 				require.NotNil(t, h.res.Held, "staged, still held by the window")
 				require.Equal(t, h.res.Staging.TotalBytes, h.tracker.Status().Staging.Bytes, "everything is in the store")
 				before = reg.BlobBytes.Load()
+
+				// An agent started again knows nothing of what it staged:
+				// a tick that reverts drift (and collects garbage) keeps
+				// the held release's blobs all the same.
+				h.r.Stager.Stop()
+				h.r.nodes.node.models.Unstage() // a new agent's driver keeps nothing
+				h.r.Stager = &Stager{Ready: func() { h.ready <- struct{}{} }, Logger: slog.New(slog.DiscardHandler)}
+				t.Cleanup(h.r.Stager.Stop)
+				require.NoError(t, os.WriteFile(filepath.Join(h.r.Config.Root, "etc/infer/a"), []byte("by hand"), 0o644))
+				h.manual()
+				require.NoError(t, h.err)
+				require.NotNil(t, h.res.Held)
+				require.Equal(t, "a1", h.read(t, filepath.Join(h.r.Config.Root, "etc/infer/a")), "drift reverted, garbage collected")
 			}
 
 			now = time.Date(2026, 12, 4, 2, 0, 0, 0, berlin)

@@ -37,6 +37,10 @@ func statusTick(res *Result) *status.Tick {
 			t.Quarantined = append(t.Quarantined, status.Quarantined{Release: q.Revision, Revision: rev, Tag: q.Tag, Reason: q.Reason, At: status.RFC3339(q.At)})
 		}
 	}
+	if r := res.Release; r != nil {
+		c := *r
+		t.Release = &c
+	}
 	if h := res.Held; h != nil {
 		t.Held = &status.Held{Revision: h.Revision, Cause: h.Cause, Reason: h.Reason}
 	}

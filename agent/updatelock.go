@@ -117,13 +117,7 @@ func (r *Reconciler) holdForLocks(ctx context.Context, t *tick) error {
 	r.logger().InfoContext(ctx, "release held by an update lock; the node keeps its applied revision and reverts drift to it",
 		keyDevice, r.Config.Device, keyRevision, snap.Revision.String(), keyResources, strings.Join(t.res.Held.Resources, ","), keyReason, reason,
 		"until", since.Add(wait).UTC().Format(time.RFC3339))
-	t.hold = true
-	for _, run := range []func(context.Context, *tick) error{r.fetchApplied, r.renderApplied} {
-		if err := run(ctx, t); err != nil {
-			return err
-		}
-	}
-	return nil
+	return r.holdApplied(ctx, t)
 }
 
 // stoppedServices names, in plan order, the services whose running

@@ -4,6 +4,7 @@ import (
 	"net/http"
 	"slices"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
@@ -40,18 +41,36 @@ type Metrics struct {
 	revision    *prometheus.GaugeVec
 	lastSuccess prometheus.Gauge
 	fetches     *prometheus.CounterVec
-	downloaded  prometheus.Counter
 	convergence prometheus.Histogram
+	release     prometheus.Histogram // tend_release_convergence_seconds
 	restarts    *prometheus.CounterVec
 	unreachable prometheus.Gauge
 	suspended   prometheus.Gauge
 	held        *prometheus.GaugeVec
 	notified    *prometheus.CounterVec
 
+	// tickBytes are the model bytes ticks pulled; the stager's are read
+	// from it when scraped.
+	tickBytes atomic.Int64
+
 	mu       sync.Mutex
 	applied  string    // the revision tend_applied_revision_info names
 	diverged time.Time // start of the first tick since convergence that had work or failed
+	// waiting is when this device first saw the release it has not
+	// applied yet; zero when it has none (tend_release_lag_seconds).
+	waiting time.Time
+	now     func() time.Time
+	// staged and staging read the agent's stager (see SetStager); nil
+	// without one.
+	staged  func() int64
+	staging func() bool
 }
+
+// ReleaseBuckets are the buckets of tend_release_convergence_seconds:
+// from a release seen and taken at once (nothing to download) to one
+// held for days by its rollout, or pulled over a thin link.
+var ReleaseBuckets = []float64{1, 10, 30, 60, 5 * 60, 15 * 60, 30 * 60, 3600, 2 * 3600, 4 * 3600, 8 * 3600, 12 * 3600,
+	24 * 3600, 2 * 24 * 3600, 4 * 24 * 3600, 7 * 24 * 3600, 14 * 24 * 3600}
 
 // NewMetrics registers the agent's metrics in a new registry.
 func NewMetrics() *Metrics {
@@ -82,10 +101,6 @@ func NewMetrics() *Metrics {
 			Name: "tend_source_fetch_total",
 			Help: "Fetches of the fleet repo by result: changed (a new commit was fetched), unchanged, or error (the repo could not be fetched; a commit refused on the node was fetched).",
 		}, []string{"result"}),
-		downloaded: prometheus.NewCounter(prometheus.CounterOpts{
-			Name: "tend_model_bytes_downloaded_total",
-			Help: "Bytes of model artifacts pulled from registries.",
-		}),
 		convergence: prometheus.NewHistogram(prometheus.HistogramOpts{
 			Name: "tend_convergence_seconds",
 			Help: "Time from the start of the first tick that saw something to do (a new revision, drift) or failed, " +
@@ -105,6 +120,28 @@ func NewMetrics() *Metrics {
 			Help: "1 while the node is suspended (tend suspend, or suspend: true): changes are planned and reported, not applied.",
 		}),
 	}
+	m.release = prometheus.NewHistogram(prometheus.HistogramOpts{
+		Name: "tend_release_convergence_seconds",
+		Help: "Time from the moment this device first saw a release (a commit that changes it, a model or image digest newly resolved) " +
+			"to the end of the tick that applied it in full: staging, rollout holds and failed attempts included.",
+		Buckets: ReleaseBuckets,
+	})
+	downloaded := prometheus.NewCounterFunc(prometheus.CounterOpts{
+		Name: "tend_model_bytes_downloaded_total",
+		Help: "Bytes of model artifacts pulled from registries, by ticks and by the staging of releases in the background.",
+	}, func() float64 { return float64(m.tickBytes.Load() + m.stagedBytes()) })
+	stageBytes := prometheus.NewCounterFunc(prometheus.CounterOpts{
+		Name: "tend_stage_bytes_total",
+		Help: "Bytes of model artifacts the agent downloaded staging releases in the background (also counted in tend_model_bytes_downloaded_total).",
+	}, func() float64 { return float64(m.stagedBytes()) })
+	staging := prometheus.NewGaugeFunc(prometheus.GaugeOpts{
+		Name: "tend_staging",
+		Help: "1 while a release stages in the background: not all it downloads is in the store yet (its last attempt may have failed and wait to be tried again), else 0.",
+	}, m.stagingValue)
+	lag := prometheus.NewGaugeFunc(prometheus.GaugeOpts{
+		Name: "tend_release_lag_seconds",
+		Help: "How long the newest release this device saw and has not applied has waited, since it first saw it (held by its rollout, staging, failing); 0 when the device runs its target.",
+	}, m.lagValue)
 	m.held = prometheus.NewGaugeVec(prometheus.GaugeOpts{
 		Name: "tend_release_held",
 		Help: "1 while a release waits, by why: wave (its wave has not opened), window (outside the maintenance window), paused, gate, " +
@@ -133,8 +170,8 @@ func NewMetrics() *Metrics {
 	m.reg.MustRegister(
 		collectors.NewGoCollector(),
 		collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}),
-		m.reconciles, m.duration, m.drifts, m.revision, m.lastSuccess, m.fetches, m.downloaded, m.convergence, m.restarts, m.unreachable, m.suspended, m.held,
-		m.notified,
+		m.reconciles, m.duration, m.drifts, m.revision, m.lastSuccess, m.fetches, downloaded, m.convergence, m.restarts, m.unreachable, m.suspended, m.held,
+		m.notified, m.release, stageBytes, staging, lag,
 	)
 	return m
 }
@@ -165,6 +202,59 @@ func (m *Metrics) SetSuspended(suspended bool) {
 	m.suspended.Set(v)
 }
 
+// SetClock sets the clock tend_release_lag_seconds is read with (the
+// agent's); nil means time.Now.
+func (m *Metrics) SetClock(now func() time.Time) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	m.now = now
+}
+
+// SetStager makes tend_stage_bytes_total (and
+// tend_model_bytes_downloaded_total) add downloaded, the bytes the agent's
+// stager downloaded since it was made, and tend_staging read staging,
+// whether a release stages: both read when scraped.
+func (m *Metrics) SetStager(downloaded func() int64, staging func() bool) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	m.staged, m.staging = downloaded, staging
+}
+
+func (m *Metrics) stagedBytes() int64 {
+	m.mu.Lock()
+	fn := m.staged
+	m.mu.Unlock()
+	if fn == nil {
+		return 0
+	}
+	return fn()
+}
+
+func (m *Metrics) stagingValue() float64 {
+	m.mu.Lock()
+	fn := m.staging
+	m.mu.Unlock()
+	if fn != nil && fn() {
+		return 1
+	}
+	return 0
+}
+
+// lagValue is tend_release_lag_seconds now: 0 without a release waiting,
+// and never below 0 (a first sight after now: a clock set back).
+func (m *Metrics) lagValue() float64 {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	if m.waiting.IsZero() {
+		return 0
+	}
+	now := time.Now
+	if m.now != nil {
+		now = m.now
+	}
+	return max(now().Sub(m.waiting).Seconds(), 0)
+}
+
 // SetApplied seeds tend_applied_revision_info with the revision read from
 // the inventory when the agent starts.
 func (m *Metrics) SetApplied(rev string) {
@@ -186,7 +276,7 @@ func (m *Metrics) Observe(res *Tick, err error, fresh []drift.Event) {
 		m.fetches.WithLabelValues(res.Fetch).Inc()
 	}
 	if res.Downloaded > 0 {
-		m.downloaded.Add(float64(res.Downloaded))
+		m.tickBytes.Add(res.Downloaded)
 	}
 	for _, id := range res.Declared {
 		if k, err := planner.KindOf(id); err == nil && k == planner.KindService {
@@ -243,6 +333,17 @@ func (m *Metrics) Observe(res *Tick, err error, fresh []drift.Event) {
 		m.convergence.Observe(end.Sub(m.diverged).Seconds())
 		m.diverged = time.Time{}
 	}
+	if r := res.Release; r != nil {
+		// A tick that did not decide on its target's release leaves the
+		// lag as it was: the release still waits.
+		m.waiting = r.FirstSeen
+		if r.Activated {
+			m.waiting = time.Time{}
+		}
+		if r.Activated && !r.FirstSeen.IsZero() {
+			m.release.Observe(max(end.Sub(r.FirstSeen).Seconds(), 0))
+		}
+	}
 }
 
 // ObserveHold counts what a tick held off by the failure backoff did
@@ -250,7 +351,7 @@ func (m *Metrics) Observe(res *Tick, err error, fresh []drift.Event) {
 // pulled. It is not a reconcile: tend_reconcile_total does not count it.
 func (m *Metrics) ObserveHold(res *Tick, fresh []drift.Event) {
 	if res.Downloaded > 0 {
-		m.downloaded.Add(float64(res.Downloaded))
+		m.tickBytes.Add(res.Downloaded)
 	}
 	m.mu.Lock()
 	defer m.mu.Unlock()

@@ -49,6 +49,11 @@ func TestMetricsContract(t *testing.T) {
 		`tend_notify_total{result="tick"}`,
 		`tend_notify_total{result="skipped"}`,
 		`tend_notify_total{result="error"}`,
+		`tend_stage_bytes_total`,
+		`tend_staging`,
+		`tend_release_convergence_seconds_count`,
+		`tend_release_convergence_seconds_sum`,
+		`tend_release_lag_seconds`,
 	} {
 		v, ok := got[series]
 		require.True(t, ok, "%s missing", series)
@@ -244,4 +249,81 @@ func TestHeldByQuarantineIsNoUnreachableRegistry(t *testing.T) {
 	require.Zero(t, scrape(t, m.Metrics)[`tend_registry_unreachable`])
 	m.Observe(&Tick{Desired: &render.Desired{Held: errors.New("model/m held: registry down")}}, nil)
 	require.Equal(t, 1.0, scrape(t, m.Metrics)[`tend_registry_unreachable`])
+}
+
+// tend_release_lag_seconds says, when scraped, how long the release the
+// device saw and has not applied has waited; tend_release_convergence_seconds
+// observes each release once, from its first sight to the end of the tick
+// that activated it. A tick that did not decide leaves the lag as it was.
+func TestMetricsReleaseConvergenceAndLag(t *testing.T) {
+	m := newMeter()
+	now := tickT0
+	m.SetClock(func() time.Time { return now })
+	newRev := []planner.Action{action(planner.Update, "file/etc/infer/a", "update: content changed in Git")}
+	lag := func() float64 { return scrape(t, m.Metrics)["tend_release_lag_seconds"] }
+
+	seen := tickT0.Add(time.Minute)
+	held := fakeTick{at: time.Minute, commit: "aaa"}.result()
+	held.Release = &SeenRelease{FirstSeen: seen} // held, or staging: not activated
+	m.Observe(held, nil)
+	now = seen.Add(10 * time.Minute)
+	require.Equal(t, 600.0, lag(), "read when scraped")
+
+	m.Observe(fakeTick{at: 11 * time.Minute, failedStep: "fetch"}.result(), errors.New("fetch fleet repo: connection refused"))
+	now = seen.Add(20 * time.Minute)
+	require.Equal(t, 1200.0, lag(), "a tick that did not decide leaves the release waiting")
+
+	failed := fakeTick{at: 20 * time.Minute, commit: "bbb", actions: newRev, failed: "file/etc/infer/a", failedStep: "apply"}.result()
+	failed.Release = &SeenRelease{FirstSeen: seen}
+	m.Observe(failed, errors.New("apply file/etc/infer/a: read-only file system"))
+	require.Equal(t, 1200.0, lag())
+	require.Zero(t, scrape(t, m.Metrics)["tend_release_convergence_seconds_count"], "a failed apply activated nothing")
+
+	taken := fakeTick{at: 30 * time.Minute, took: 2 * time.Second, commit: "bbb", actions: newRev, applied: []string{"file/etc/infer/a"}}.result()
+	taken.Release = &SeenRelease{FirstSeen: seen, Activated: true}
+	m.Observe(taken, nil)
+	now = seen.Add(time.Hour)
+	got := scrape(t, m.Metrics)
+	require.Equal(t, 1.0, got["tend_release_convergence_seconds_count"])
+	require.Equal(t, (29*time.Minute + 2*time.Second).Seconds(), got["tend_release_convergence_seconds_sum"], "first sight to the end of the activating tick")
+	require.Equal(t, 1.0, got[`tend_release_convergence_seconds_bucket{le="1800"}`])
+	require.Zero(t, got[`tend_release_convergence_seconds_bucket{le="900"}`])
+	require.Zero(t, got["tend_release_lag_seconds"], "converged")
+
+	converged := fakeTick{at: 40 * time.Minute, commit: "bbb"}.result()
+	converged.Release = &SeenRelease{} // the target is what the node applied
+	m.Observe(converged, nil)
+	got = scrape(t, m.Metrics)
+	require.Zero(t, got["tend_release_lag_seconds"])
+	require.Equal(t, 1.0, got["tend_release_convergence_seconds_count"], "once per release")
+
+	// A first sight after now (the clock set back) is no negative lag.
+	back := fakeTick{at: 50 * time.Minute, commit: "bbb"}.result()
+	back.Release = &SeenRelease{FirstSeen: now.Add(time.Hour)}
+	m.Observe(back, nil)
+	require.Zero(t, lag())
+}
+
+// The stager's bytes and state are read when scraped: its bytes count in
+// tend_stage_bytes_total and in tend_model_bytes_downloaded_total beside
+// those of ticks; tend_staging is 1 while a release stages.
+func TestMetricsReadTheStager(t *testing.T) {
+	m := newMeter()
+	var staged int64
+	staging := false
+	m.SetStager(func() int64 { return staged }, func() bool { return staging })
+	m.Observe(fakeTick{commit: "aaa", downloaded: 1000}.result(), nil)
+	got := scrape(t, m.Metrics)
+	require.Zero(t, got["tend_stage_bytes_total"])
+	require.Zero(t, got["tend_staging"])
+	require.Equal(t, 1000.0, got["tend_model_bytes_downloaded_total"])
+
+	staged, staging = 4096, true
+	got = scrape(t, m.Metrics)
+	require.Equal(t, 4096.0, got["tend_stage_bytes_total"])
+	require.Equal(t, 1.0, got["tend_staging"])
+	require.Equal(t, 5096.0, got["tend_model_bytes_downloaded_total"])
+
+	staging = false
+	require.Zero(t, scrape(t, m.Metrics)["tend_staging"])
 }

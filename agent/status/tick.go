@@ -61,6 +61,21 @@ type Tick struct {
 	// Quarantined lists the releases rolled back on this node, oldest
 	// first; nil when the tick did not read them.
 	Quarantined []Quarantined
+	// Release is what the tick decided of its target as a release
+	// (tend_release_convergence_seconds, tend_release_lag_seconds); nil
+	// when it did not get to decide, or did not record first sights (a
+	// plan, a tick of a suspended node).
+	Release *SeenRelease
+}
+
+// SeenRelease is the release a tick's target makes against what the node
+// applied.
+type SeenRelease struct {
+	// FirstSeen is when this device first saw the release; zero when the
+	// target is what the node applied: no release waits.
+	FirstSeen time.Time
+	// Activated says the tick applied the release in full.
+	Activated bool
 }
 
 // Held is a release a tick held: the device's rollout, its gate, or a

@@ -14,5 +14,6 @@ func (d *Driver) Forget() {
 	clear(d.arts)
 	clear(d.prepared)
 	d.quarantined = nil
+	clear(d.keptDigests)
 	d.loaded.Store(0)
 }

@@ -3,6 +3,8 @@ package model
 import (
 	"context"
 	"fmt"
+	"maps"
+	"slices"
 
 	v1 "github.com/google/go-containerregistry/pkg/v1"
 
@@ -64,11 +66,30 @@ func (d *Driver) keepStaged(digests ...string) {
 	}
 }
 
-// addStaged adds the blobs Stage keeps to keep.
-func (d *Driver) addStaged(keep map[string]bool) {
+// Keep keeps what m's artifact has in the store from this tick's garbage
+// collection (the driver forgets it with the tick): the models of a
+// release held while the applied one is reverted to.
+func (d *Driver) Keep(m render.Model) {
 	d.mu.Lock()
 	defer d.mu.Unlock()
+	if d.keptDigests == nil {
+		d.keptDigests = map[string]bool{}
+	}
+	d.keptDigests[m.Digest] = true
+}
+
+// addStaged adds the blobs Stage and Keep keep to keep.
+func (d *Driver) addStaged(keep map[string]bool) {
+	d.mu.Lock()
+	kept := slices.Collect(maps.Keys(d.keptDigests))
 	for s := range d.staged {
 		keep[s] = true
+	}
+	d.mu.Unlock()
+	for _, digest := range kept {
+		keep[digest] = true
+		for _, b := range d.blobs(render.Model{Digest: digest}) {
+			keep[b] = true
+		}
 	}
 }

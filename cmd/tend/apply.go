@@ -10,26 +10,35 @@ import (
 
 	"github.com/tend-dev/tend/agent"
 	"github.com/tend-dev/tend/manifest"
+	"github.com/tend-dev/tend/oci"
 	"github.com/tend-dev/tend/planner"
 )
 
 func newApplyCommand(g *globals) *cobra.Command {
 	var format string
-	var force bool
+	var force, stageOnly bool
 	cmd := &cobra.Command{
 		Use:   "apply",
 		Short: "Reconcile this node once, now",
 		Long: "apply fetches, plans and applies once, prints the plan it applied, and exits 0 when the node has converged.\n" +
 			"Actions that will fail or are held (a model whose registry is unreachable, and what uses it) are left out;\n" +
-			"the rest is applied, and apply says what was not and exits 1.",
+			"the rest is applied, and apply says what was not and exits 1.\n" +
+			"With --stage-only it downloads the models of the target into the store and activates nothing (also on a\n" +
+			"suspended node): the next apply of that target downloads nothing for them.",
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			if err := oneOf("--format", format, "text", "json"); err != nil {
 				return err
 			}
+			if stageOnly && format != "text" {
+				return errors.New("--stage-only prints text; --format json is not supported with it")
+			}
 			c, log, err := g.setup(cmd)
 			if err != nil {
 				return err
+			}
+			if stageOnly {
+				return stageOnlyRun(cmd, g.reconciler(c, log))
 			}
 			if suspended, why := agent.Suspended(c); suspended && !force {
 				return suspendedError(c, why)
@@ -59,7 +68,33 @@ func newApplyCommand(g *globals) *cobra.Command {
 	g.addFlags(cmd, logFlags, []string{"device"}, sourceFlags, nodeFlags, []string{"allow-empty", "keep-versions"})
 	cmd.Flags().StringVar(&format, "format", "text", "output format: text or json")
 	cmd.Flags().BoolVar(&force, "force", false, "apply even though the node is suspended, this once")
+	cmd.Flags().BoolVar(&stageOnly, "stage-only", false, "download the target's models into the store and activate nothing")
 	return cmd
+}
+
+// stageOnlyRun stages the target's models (agent.Reconciler.StageOnly)
+// and says what it downloaded, one line a model and a summary.
+func stageOnlyRun(cmd *cobra.Command, r *agent.Reconciler) error {
+	res, err := r.StageOnly(cmd.Context())
+	if res.Desired == nil {
+		return err
+	}
+	warnOffline(cmd.ErrOrStderr(), res)
+	w := cmd.OutOrStdout()
+	for _, m := range res.Staged {
+		fmt.Fprintf(w, "Staged %s: %s → %s (%s downloaded).\n", m.ID, m.Ref, planner.ShortDigest(m.Digest), oci.HumanBytes(m.Bytes))
+	}
+	if err != nil {
+		return err
+	}
+	rev := res.Snapshot.Revision.String()
+	if len(res.Staged) == 0 {
+		fmt.Fprintf(w, "Stage complete: nothing to download at %s; nothing activated.\n", rev)
+		return nil
+	}
+	fmt.Fprintf(w, "Stage complete: %s staged (%s downloaded) at %s; nothing activated.\n",
+		planner.Count(len(res.Staged), "model"), oci.HumanBytes(res.Downloaded), rev)
+	return nil
 }
 
 // writeSkipped writes the line of an apply that left actions out: how many
