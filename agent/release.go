@@ -78,9 +78,13 @@ func (r *Reconciler) decide(ctx context.Context, t *tick) error {
 	if _, err := source.ParseRevision(inv.Revision); err != nil {
 		// Nothing applied yet: the first commit is taken at once, once
 		// staged; until then the tick has nothing to hold.
-		if stager != nil && !need.empty() {
+		switch {
+		case stager == nil:
+		case !need.empty():
 			r.stage(ctx, t, stager, key, need)
 			t.upTo = StepDecide
+		default:
+			stager.Forget(key) // taken now, or another target staging is superseded
 		}
 		return nil
 	}
