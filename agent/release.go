@@ -85,9 +85,12 @@ func (r *Reconciler) decide(ctx context.Context, t *tick) error {
 		if _, err := r.seeRelease(t, key, r.now()); err != nil {
 			return err
 		}
-		if !need.empty() {
+		switch {
+		case !need.empty():
 			r.stage(ctx, t, stager, key, need)
 			t.upTo = StepDecide
+		default:
+			stager.Forget(key) // taken now, or another target staging is superseded
 		}
 		return nil
 	}
