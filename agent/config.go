@@ -18,6 +18,7 @@ type Overrides struct {
 	// both.
 	Paths, AllowPaths, InsecureRegistries []string
 	Jitter                                *manifest.Duration
+	MaxRate                               *manifest.Rate
 	AllowEmpty, AllowRewind               *bool
 	KeepVersions                          *int
 }
@@ -133,6 +134,10 @@ func (o Overrides) apply(c *manifest.AgentConfig) {
 	}
 	if o.AllowRewind != nil {
 		c.Source.AllowRewind = *o.AllowRewind
+	}
+	if o.MaxRate != nil {
+		c.Downloads.MaxRate = *o.MaxRate
+		c.Overridden("downloads.maxRate", "--max-rate")
 	}
 	if o.KeepVersions != nil {
 		n := *o.KeepVersions

@@ -65,6 +65,17 @@ allowPaths: [/etc/infer]
 		require.ErrorContains(t, err, `--schedule (schedule): invalid schedule "sometimes"`)
 		require.NotContains(t, err.Error(), "agent.yaml")
 	})
+	t.Run("--max-rate caps every registry download", func(t *testing.T) {
+		c, err := LoadConfig(path, Overrides{})
+		require.NoError(t, err)
+		require.Zero(t, RegistryOptions(c).MaxRate, "no cap by default")
+		c, err = LoadConfig(path, Overrides{MaxRate: ptr(manifest.Rate("2MiB/s"))})
+		require.NoError(t, err)
+		require.Equal(t, int64(2<<20), RegistryOptions(c).MaxRate)
+		require.Equal(t, int64(2<<20), ModelOptions(c).Registry.MaxRate, "models")
+		_, err = LoadConfig(path, Overrides{MaxRate: ptr(manifest.Rate("fast"))})
+		require.ErrorContains(t, err, `--max-rate (downloads.maxRate): invalid rate "fast"`)
+	})
 	t.Run("an invalid field is named with its file and line", func(t *testing.T) {
 		bad := filepath.Join(dir, "bad.yaml")
 		require.NoError(t, os.WriteFile(bad, []byte("apiVersion: tend.dev/v1alpha1\nkind: AgentConfig\nsource: {url: /x}\nschedule: sometimes\nallowPaths: [/ok, etc]\n"), 0o644))

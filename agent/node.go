@@ -110,9 +110,13 @@ func Runtimes(c *manifest.AgentConfig, log *slog.Logger) *service.Runtimes {
 	return service.Open(service.Config{Agent: c, CgroupParent: CgroupParent, Log: log})
 }
 
-// RegistryOptions say how to reach registries, from the agent config.
+// RegistryOptions say how to reach registries, from the agent config:
+// every download made with them (models, the OCI source, manifests) in
+// this process shares one token bucket of downloads.maxRate. A maxRate
+// Validate refuses is no cap.
 func RegistryOptions(c *manifest.AgentConfig) oci.Options {
-	return oci.Options{Insecure: c.Registries.Insecure, Keychain: oci.Keychain(c.Registries.DockerConfig)}
+	maxRate, _ := c.Downloads.MaxRate.BytesPerSecond()
+	return oci.Options{Insecure: c.Registries.Insecure, Keychain: oci.Keychain(c.Registries.DockerConfig), MaxRate: maxRate}
 }
 
 // ModelOptions are the model driver's options from the agent config.

@@ -28,7 +28,9 @@ type AgentConfig struct {
 	AllowEmpty bool              `json:"allowEmpty,omitempty"`
 	Registries Registries        `json:"registries,omitempty"`
 	Models     ModelsConfig      `json:"models,omitempty"`
-	Listen     string            `json:"listen,omitempty"`
+	// Downloads bounds what tend downloads from registries.
+	Downloads Downloads `json:"downloads,omitempty"`
+	Listen    string    `json:"listen,omitempty"`
 	// Runtime says where services with image: run.
 	Runtime RuntimeConfig `json:"runtime,omitempty"`
 	// Report, when set, posts the status document to a collector.
@@ -82,6 +84,16 @@ type ModelsConfig struct {
 	VerifyInterval Duration `json:"verifyInterval,omitempty"`
 	// Parallel bounds the blobs of one model downloaded at once.
 	Parallel int `json:"parallel,omitempty" jsonschema:"minimum=0"`
+}
+
+// Downloads bounds what tend downloads from registries.
+type Downloads struct {
+	// MaxRate caps the total rate of everything tend downloads from
+	// registries, shared by every download of the process: model blobs,
+	// the OCI fleet artifact, manifests and tag lists. Bytes per second
+	// with a unit, e.g. "2MiB/s", "500KiB/s" or "1MB/s"; unset, no cap.
+	// Container images are pulled by the engine and not capped.
+	MaxRate Rate `json:"maxRate,omitempty"`
 }
 
 // Model defaults.
@@ -262,6 +274,9 @@ func (c *AgentConfig) Validate() error {
 	}
 	if c.Models.Parallel < 0 {
 		errs.add("", 0, "models.parallel", "%d is negative: use at least 1", c.Models.Parallel)
+	}
+	if _, err := c.Downloads.MaxRate.BytesPerSecond(); err != nil {
+		errs.add("", 0, "downloads.maxRate", "%v", err)
 	}
 	if d := c.Registries.DockerConfig; d != "" && !filepath.IsAbs(d) {
 		errs.add("", 0, "registries.dockerConfig", "%q must be the absolute path of a docker config.json", d)

@@ -21,6 +21,7 @@ schedule: "@every 30s"
 jitter: 10s
 allowPaths: [/etc/infer, /opt/models]
 registries: {insecure: [registry.local:5000]}
+downloads: {maxRate: 2MiB/s}
 `
 	c, err := ParseConfig("agent.yaml", []byte(doc))
 	require.NoError(t, err)
@@ -32,6 +33,9 @@ registries: {insecure: [registry.local:5000]}
 	require.Equal(t, []SourcePath{{Pattern: "devices/{label:site}/{device}", Dir: "devices/plant-a/cam-017"}}, paths)
 	require.Equal(t, "10s", c.Jitter.D().String())
 	require.Equal(t, DefaultStateDir, c.StateDir)
+	rate, err := c.Downloads.MaxRate.BytesPerSecond()
+	require.NoError(t, err)
+	require.Equal(t, int64(2<<20), rate)
 	require.Equal(t, DefaultMaxLockWait, c.MaxLockWait.D(), "a release waits an hour for an update lock by default")
 }
 
@@ -102,6 +106,10 @@ func TestConfigErrors(t *testing.T) {
 		{"docker host not an engine address", "apiVersion: tend.dev/v1alpha1\nkind: AgentConfig\nsource: {url: x}\nruntime: {docker: {host: /var/run/docker.sock}}\n",
 			`agent.yaml:4: runtime.docker.host: "/var/run/docker.sock" is not an engine address: use unix:///var/run/docker.sock (Docker)`},
 		{"negative keepVersions", "apiVersion: tend.dev/v1alpha1\nkind: AgentConfig\nsource: {url: x}\nmodels: {keepVersions: -1}\n", `agent.yaml:4: models.keepVersions: -1 is negative`},
+		{"bad maxRate", "apiVersion: tend.dev/v1alpha1\nkind: AgentConfig\nsource: {url: x}\ndownloads:\n  maxRate: 2MiB\n",
+			`agent.yaml:5: downloads.maxRate: invalid rate "2MiB": use bytes per second, a number with a unit (B, kB, MB, GB, KiB, MiB, GiB) and "/s", e.g. "2MiB/s"`},
+		{"zero maxRate", "apiVersion: tend.dev/v1alpha1\nkind: AgentConfig\nsource: {url: x}\ndownloads: {maxRate: 0B/s}\n",
+			`agent.yaml:4: downloads.maxRate: invalid rate "0B/s": must be at least 1B/s; leave it out for no cap`},
 		{"bad verifyInterval", "apiVersion: tend.dev/v1alpha1\nkind: AgentConfig\nsource: {url: x}\nmodels: {verifyInterval: daily}\n", `invalid duration "daily"`},
 		{"negative maxLockWait", "apiVersion: tend.dev/v1alpha1\nkind: AgentConfig\nsource: {url: x}\nmaxLockWait: -1h\n", `agent.yaml:4: maxLockWait: invalid duration "-1h"`},
 		{"bad maxLockWait", "apiVersion: tend.dev/v1alpha1\nkind: AgentConfig\nsource: {url: x}\nmaxLockWait: forever\n", `agent.yaml:4: maxLockWait: invalid duration "forever"`},

@@ -226,6 +226,38 @@ func TestQuantities(t *testing.T) {
 	}
 }
 
+// Rates are bytes per second with a unit and "/s"; a bad one says what
+// is wrong and shows one that works.
+func TestParseRate(t *testing.T) {
+	for in, want := range map[string]int64{
+		"2MiB/s": 2 << 20, "500KiB/s": 500 << 10, "1MB/s": 1e6, "1.5MiB/s": 3 << 19,
+		"64kB/s": 64e3, "64KB/s": 64e3, "1GiB/s": 1 << 30, "2GB/s": 2e9, "1024B/s": 1024, "1B/s": 1,
+	} {
+		got, err := ParseRate(in)
+		require.NoError(t, err, in)
+		require.Equal(t, want, got, in)
+	}
+	for in, want := range map[string]string{
+		"":               `invalid rate "": use bytes per second, a number with a unit (B, kB, MB, GB, KiB, MiB, GiB) and "/s", e.g. "2MiB/s" or "500KiB/s"`,
+		"2MiB":           `invalid rate "2MiB": use bytes per second`,
+		"2 MiB/s":        `invalid rate "2 MiB/s": use bytes per second`,
+		"2mib/s":         `invalid rate "2mib/s"`,
+		"2Mbit/s":        `invalid rate "2Mbit/s"`,
+		"-1MiB/s":        `invalid rate "-1MiB/s"`,
+		"1e6B/s":         `invalid rate "1e6B/s"`,
+		"fast":           `invalid rate "fast"`,
+		"0MiB/s":         `invalid rate "0MiB/s": must be at least 1B/s; leave it out for no cap`,
+		"0.5B/s":         `invalid rate "0.5B/s": must be at least 1B/s`,
+		"9999999999GB/s": `invalid rate "9999999999GB/s": out of range`,
+	} {
+		_, err := ParseRate(in)
+		require.ErrorContains(t, err, want, in)
+	}
+	n, err := Rate("").BytesPerSecond()
+	require.NoError(t, err)
+	require.Zero(t, n, "no rate, no cap")
+}
+
 func TestHostileYAML(t *testing.T) {
 	header := "apiVersion: tend.dev/v1alpha1\nkind: Device\nmetadata: {name: cam-017}\n"
 	// 2,000 services, each with the same 100-argument command, from a

@@ -45,3 +45,45 @@ func ParseCPU(s string) (int64, error) {
 	}
 	return int64(math.Round(v)), nil
 }
+
+// Rate is a download rate in bytes per second, written with a unit and
+// "/s": "2MiB/s", "500KiB/s", "1MB/s". Empty means no cap.
+type Rate string
+
+var (
+	rateQuantity = regexp.MustCompile(`^([0-9]+(?:\.[0-9]+)?)(B|kB|KB|MB|GB|KiB|MiB|GiB)/s$`)
+	rateUnits    = map[string]float64{
+		"B": 1, "kB": 1e3, "KB": 1e3, "MB": 1e6, "GB": 1e9,
+		"KiB": 1 << 10, "MiB": 1 << 20, "GiB": 1 << 30,
+	}
+)
+
+// RateExample is the rate the errors of ParseRate show.
+const RateExample = "2MiB/s"
+
+// ParseRate parses a rate ("2MiB/s", "500KiB/s", "1MB/s") into bytes per
+// second, at least 1. kB, MB and GB are powers of 1000 (KB is kB); KiB,
+// MiB and GiB powers of 1024.
+func ParseRate(s string) (int64, error) {
+	m := rateQuantity.FindStringSubmatch(s)
+	if m == nil {
+		return 0, fmt.Errorf("invalid rate %q: use bytes per second, a number with a unit (B, kB, MB, GB, KiB, MiB, GiB) and \"/s\", e.g. %q or \"500KiB/s\"", s, RateExample)
+	}
+	v, _ := strconv.ParseFloat(m[1], 64)
+	b := v * rateUnits[m[2]]
+	if b < 1 {
+		return 0, fmt.Errorf("invalid rate %q: must be at least 1B/s; leave it out for no cap", s)
+	}
+	if b > math.MaxInt64/2 {
+		return 0, fmt.Errorf("invalid rate %q: out of range", s)
+	}
+	return int64(b), nil
+}
+
+// BytesPerSecond is r in bytes per second, 0 when r is empty (no cap).
+func (r Rate) BytesPerSecond() (int64, error) {
+	if r == "" {
+		return 0, nil
+	}
+	return ParseRate(string(r))
+}

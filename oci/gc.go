@@ -43,8 +43,9 @@ func (s *Store) Verify(d v1.Hash) error {
 }
 
 // GC removes every stored blob whose digest ("sha256:<hex>") is not in
-// keep, and every partial download of a blob not in keep. It returns how many blobs it removed
-// and their bytes.
+// keep, and every partial download of a blob not in keep that no one is
+// downloading (whose lock it can take, see lockPartial). It returns how
+// many blobs it removed and their bytes.
 func (s *Store) GC(keep map[string]bool) (int, int64, error) {
 	var (
 		n     int
@@ -63,15 +64,48 @@ func (s *Store) GC(keep map[string]bool) (int, int64, error) {
 				continue
 			}
 			info, _ := e.Info()
+			if partial {
+				if err := removePartial(filepath.Join(dir, e.Name())); err != nil {
+					errs = append(errs, err)
+				}
+				continue
+			}
 			if err := os.Remove(filepath.Join(dir, e.Name())); err != nil && !errors.Is(err, fs.ErrNotExist) {
 				errs = append(errs, err)
 				continue
 			}
-			if !partial && info != nil {
+			if info != nil {
 				n++
 				freed += info.Size()
 			}
 		}
 	}
 	return n, freed, errors.Join(errs...)
+}
+
+// removePartial removes the partial file at p unless a downloader holds
+// its lock: it takes the lock first, without waiting, and removes the file
+// only while it is still the one at p.
+func removePartial(p string) error {
+	f, err := os.OpenFile(p, os.O_RDWR, 0)
+	if errors.Is(err, fs.ErrNotExist) {
+		return nil
+	}
+	if err != nil {
+		return err
+	}
+	defer f.Close()
+	locked, err := tryLock(f)
+	if err != nil || !locked {
+		return err // !locked: being downloaded
+	}
+	fi, ferr := f.Stat()
+	pi, perr := os.Stat(p)
+	if ferr != nil || perr != nil || !os.SameFile(fi, pi) {
+		return nil // moved into the store, or removed, meanwhile
+	}
+	if err := os.Remove(p); err != nil && !errors.Is(err, fs.ErrNotExist) {
+		return err
+	}
+	return nil
 }

@@ -37,6 +37,12 @@ type Options struct {
 	Timeout time.Duration
 	// Progress, when set, hears the bytes of each blob Fetch downloads.
 	Progress Progress
+	// MaxRate, when above 0, caps in bytes per second the total rate at
+	// which the response bodies of every request made with options of
+	// this MaxRate are read, in this process: blobs, manifests, tag
+	// lists, tokens. One token bucket per rate serves every download
+	// (see sharedLimiter).
+	MaxRate int64
 }
 
 // Resolved is a model ref pinned to the digest of its manifest.

@@ -9,6 +9,7 @@ import (
 	"log/slog"
 	"net/http"
 	"os"
+	"syscall"
 	"time"
 
 	"github.com/google/go-containerregistry/pkg/authn"
@@ -18,6 +19,7 @@ import (
 
 	"github.com/tend-dev/tend/internal/atomicfile"
 	"github.com/tend-dev/tend/internal/backoff"
+	"github.com/tend-dev/tend/internal/flock"
 	"github.com/tend-dev/tend/internal/statedir"
 )
 
@@ -88,7 +90,10 @@ var (
 // Fetch brings blob d (of the given size) of repo into the store. A blob
 // already there is not downloaded again. A partial download, from a dropped
 // connection or an earlier run, is resumed with an HTTP Range request from
-// where it stopped. It returns the bytes downloaded by this call.
+// where it stopped. Two Fetches of one blob, in this process or another
+// on the same stateDir, never download it at once: the second waits for
+// the first (see lockPartial) and then finds it stored, or resumes what
+// the first left. It returns the bytes downloaded by this call.
 func (s *Store) Fetch(ctx context.Context, repo name.Repository, d v1.Hash, size int64, opts Options) (int64, error) {
 	if d.Algorithm != "sha256" {
 		return 0, fmt.Errorf("blob %s: only sha256 digests are supported", d)
@@ -110,7 +115,7 @@ func (s *Store) Fetch(ctx context.Context, repo name.Repository, d v1.Hash, size
 		n, err := s.download(ctx, client, repo, d, size, report)
 		total += n
 		if err == nil {
-			return total, s.publish(d)
+			return total, nil
 		}
 		if ctx.Err() != nil || errors.Is(err, ErrDigestMismatch) || attempt >= fetchAttempts || n == 0 && attempt > 1 {
 			return total, fmt.Errorf("download %s@%s: %w", repo, d, err)
@@ -122,15 +127,22 @@ func (s *Store) Fetch(ctx context.Context, repo name.Repository, d v1.Hash, size
 	}
 }
 
-// download appends to the partial file from its current length, hashing
-// everything, and checks the digest once size bytes are there. It reports
-// the bytes in the partial file as they grow.
+// download takes the blob's lock (lockPartial), appends to the partial
+// file from its current length, hashing everything, checks the digest
+// once size bytes are there, and moves the blob into the store, all while
+// it holds the lock. A blob another downloader stored while this one
+// waited is not downloaded again. It reports the bytes in the partial
+// file as they grow.
 func (s *Store) download(ctx context.Context, client *http.Client, repo name.Repository, d v1.Hash, size int64, report func(done int64)) (int64, error) {
-	f, err := os.OpenFile(s.partial(d), os.O_CREATE|os.O_RDWR, 0o644)
+	f, err := s.lockPartial(ctx, d)
 	if err != nil {
 		return 0, err
 	}
-	defer f.Close()
+	if f == nil {
+		report(size)
+		return 0, nil
+	}
+	defer f.Close() // and so unlocks it
 	h := sha256.New()
 	have, err := io.Copy(h, f) // the hash of what an earlier attempt wrote
 	if err != nil {
@@ -184,7 +196,67 @@ func (s *Store) download(ctx context.Context, client *http.Client, repo name.Rep
 	if got := "sha256:" + fmt.Sprintf("%x", h.Sum(nil)); got != d.String() {
 		return 0, s.discard(d, fmt.Errorf("%w: got %s", ErrDigestMismatch, got))
 	}
-	return size - have, f.Sync()
+	if err := f.Sync(); err != nil {
+		return 0, err
+	}
+	return size - have, s.publish(d)
+}
+
+// lockWait spaces the tries of a blob's lock another downloader holds.
+var lockWait = backoff.Exponential{Initial: 10 * time.Millisecond, Max: 500 * time.Millisecond}
+
+// lockPartial opens blob d's partial file (creating it) and takes its
+// exclusive flock, which its downloader holds until the blob is in the
+// store or the download has stopped: goroutines and processes downloading
+// one blob take turns. While another holds it, lockPartial tries again
+// (lockWait) until ctx ends. It returns nil (and no error) when the blob
+// is in the store by then. A file system without locks downloads
+// unlocked, as tend did before.
+func (s *Store) lockPartial(ctx context.Context, d v1.Hash) (*os.File, error) {
+	p := s.partial(d)
+	for waited := 0; ; {
+		f, err := os.OpenFile(p, os.O_CREATE|os.O_RDWR, 0o644)
+		if err != nil {
+			return nil, err
+		}
+		for {
+			locked, err := tryLock(f)
+			if err != nil {
+				_ = f.Close()
+				return nil, err
+			}
+			if locked {
+				break
+			}
+			if waited++; waited == 1 {
+				s.log.InfoContext(ctx, "waiting for another download of the same blob", logKeyDigest, d.String())
+			}
+			if err := backoff.Sleep(ctx, lockWait.Delay(waited)); err != nil {
+				_ = f.Close()
+				return nil, err
+			}
+		}
+		// The holder this one waited for may have moved the file into
+		// the store, or removed it (a digest mismatch, GC): f is then
+		// no longer the partial file.
+		fi, ferr := f.Stat()
+		pi, perr := os.Stat(p)
+		current := ferr == nil && perr == nil && os.SameFile(fi, pi)
+		if s.Has(d) {
+			if current {
+				_ = os.Remove(p) // what this one created, or a stale rest
+			}
+			_ = f.Close()
+			return nil, nil
+		}
+		if current {
+			return f, nil
+		}
+		_ = f.Close()
+		if err := ctx.Err(); err != nil {
+			return nil, err
+		}
+	}
 }
 
 // startsAt reports whether a Content-Range header ("bytes 100-199/200")
@@ -200,8 +272,23 @@ func (s *Store) discard(d v1.Hash, err error) error {
 	return err
 }
 
+// tryLock takes f's exclusive flock without waiting, and reports whether
+// it did. On a file system without locks it reports true: downloads there
+// are not kept apart.
+func tryLock(f *os.File) (bool, error) {
+	err := flock.Flock(f, flock.Exclusive|flock.NonBlocking)
+	switch {
+	case err == nil, errors.Is(err, syscall.ENOLCK), errors.Is(err, syscall.EOPNOTSUPP), errors.Is(err, syscall.ENOSYS):
+		return true, nil
+	case errors.Is(err, syscall.EWOULDBLOCK):
+		return false, nil
+	}
+	return false, fmt.Errorf("lock %s: %w", f.Name(), err)
+}
+
 // publish renames a complete, verified partial file into the store and
 // syncs the folder, so the blob survives a power cut once Fetch returns.
+// Its downloader holds the partial file's lock.
 func (s *Store) publish(d v1.Hash) error {
 	if err := atomicfile.Rename(s.partial(d), s.Path(d)); err != nil {
 		return fmt.Errorf("store blob %s: %w", d, err)

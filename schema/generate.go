@@ -23,6 +23,10 @@ var kinds = map[string]any{
 // sign: tend refuses negative durations.
 const durationPattern = `^(0|(([0-9]+(\.[0-9]*)?|\.[0-9]+)(ns|us|µs|ms|s|m|h))+)$`
 
+// ratePattern is a rate as manifest.ParseRate reads it (it also refuses
+// one under 1B/s).
+const ratePattern = `^[0-9]+(\.[0-9]+)?(B|kB|KB|MB|GB|KiB|MiB|GiB)/s$`
+
 // modePattern is an octal file mode, as manifest.ParseMode takes it.
 const modePattern = `^(0?[0-7]{3}|[0-7]{4})$`
 
@@ -83,6 +87,10 @@ func mapType(t reflect.Type) *jsonschema.Schema {
 	if t == reflect.TypeOf(manifest.Duration(0)) {
 		return &jsonschema.Schema{Type: "string", Pattern: durationPattern,
 			Description: `A duration in Go syntax, such as "30s", "5m" or "1h30m".`}
+	}
+	if t == reflect.TypeOf(manifest.Rate("")) {
+		return &jsonschema.Schema{Type: "string", Pattern: ratePattern,
+			Description: `Bytes per second with a unit, such as "2MiB/s", "500KiB/s" or "1MB/s".`}
 	}
 	return nil
 }

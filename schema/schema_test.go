@@ -179,6 +179,7 @@ func TestSchemasRejectBadDocuments(t *testing.T) {
 		{"unknown operator", profile, phead + "spec:\n  selector: {matchExpressions: [{key: hw, operator: Has}]}\n", "operator"},
 		{"notify without a topic", config, "apiVersion: tend.dev/v1alpha1\nkind: AgentConfig\nnotify: {mqtt: {url: \"tcp://broker:1883\"}}\n", "topic"},
 		{"config duration", config, "apiVersion: tend.dev/v1alpha1\nkind: AgentConfig\njitter: soon\n", "jitter"},
+		{"config rate without /s", config, "apiVersion: tend.dev/v1alpha1\nkind: AgentConfig\ndownloads: {maxRate: 2MiB}\n", "maxRate"},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {

@@ -47,7 +47,7 @@ func newAgentCommand(g *globals) *cobra.Command {
 		},
 	}
 	g.addFlags(cmd, logFlags, []string{"device"}, sourceFlags, nodeFlags,
-		[]string{"allow-empty", "keep-versions", "schedule", "jitter", "listen"})
+		[]string{"allow-empty", "keep-versions", "max-rate", "schedule", "jitter", "listen"})
 	return cmd
 }
 

@@ -65,7 +65,7 @@ func newApplyCommand(g *globals) *cobra.Command {
 			return nil
 		},
 	}
-	g.addFlags(cmd, logFlags, []string{"device"}, sourceFlags, nodeFlags, []string{"allow-empty", "keep-versions"})
+	g.addFlags(cmd, logFlags, []string{"device"}, sourceFlags, nodeFlags, []string{"allow-empty", "keep-versions", "max-rate"})
 	cmd.Flags().StringVar(&format, "format", "text", "output format: text or json")
 	cmd.Flags().BoolVar(&force, "force", false, "apply even though the node is suspended, this once")
 	cmd.Flags().BoolVar(&stageOnly, "stage-only", false, "download the target's models into the store and activate nothing")

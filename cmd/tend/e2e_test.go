@@ -460,6 +460,7 @@ func TestBadFlagsChangeNothing(t *testing.T) {
 		{[]string{"apply", "--log-format", "xml"}, `--log-format "xml"`},
 		{[]string{"apply", "--log-level", "loud"}, `--log-level "loud"`},
 		{[]string{"apply", "--jitter", "soon"}, `--jitter (or TEND_JITTER): invalid duration "soon"`},
+		{[]string{"apply", "--max-rate", "2MiB"}, `--max-rate (or TEND_MAX_RATE): invalid rate "2MiB": use bytes per second, a number with a unit (B, kB, MB, GB, KiB, MiB, GiB) and "/s", e.g. "2MiB/s"`},
 		{[]string{"apply", "--allow-path", "etc/infer"}, `--allow-path (allowPaths[1]): "etc/infer" must be an absolute, clean path`},
 	} {
 		t.Run(strings.Join(tc.args, " "), func(t *testing.T) {

@@ -59,6 +59,9 @@ var configFlags = map[string]func(g *globals, f *pflag.FlagSet){
 	"keep-versions": func(g *globals, f *pflag.FlagSet) {
 		f.IntVar(&g.keepVersions, "keep-versions", 0, fmt.Sprintf("model versions kept besides the active one (models.keepVersions; default %d)", manifest.DefaultKeepVersions))
 	},
+	"max-rate": func(g *globals, f *pflag.FlagSet) {
+		f.StringVar(&g.maxRate, "max-rate", "", "cap on the total rate of registry downloads (models, the OCI source), e.g. 2MiB/s (downloads.maxRate; default no cap)")
+	},
 	"schedule": func(g *globals, f *pflag.FlagSet) {
 		f.StringVar(&g.schedule, "schedule", "", "reconcile schedule, a cron spec or \"@every 30s\" (schedule; default \""+manifest.DefaultSchedule+"\")")
 	},

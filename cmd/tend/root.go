@@ -25,7 +25,7 @@ type globals struct {
 
 	device, repo, ref, root, stateDir, schedule, listen string
 	paths, allowPaths, insecure                         []string
-	jitter, dockerConfig                                string
+	jitter, dockerConfig, maxRate                       string
 	allowEmpty, allowRewind                             bool
 	keepVersions                                        int
 	lockTimeout                                         time.Duration
@@ -138,6 +138,15 @@ func (g *globals) overrides() (agent.Overrides, error) {
 		}
 		if g.set("jitter") {
 			o.Jitter = &d
+		}
+	}
+	if g.flags != nil && g.flags.Changed("max-rate") {
+		if _, err := manifest.ParseRate(g.maxRate); err != nil {
+			return o, fmt.Errorf("--max-rate (or TEND_MAX_RATE): %w", err)
+		}
+		if g.set("max-rate") {
+			r := manifest.Rate(g.maxRate)
+			o.MaxRate = &r
 		}
 	}
 	if g.set("allow-empty") {

@@ -14,6 +14,7 @@ import (
 	"fmt"
 	"io"
 	"log"
+	"net"
 	"net/http"
 	"net/http/httptest"
 	"sort"
@@ -47,6 +48,7 @@ type Registry struct {
 	// returning true means it answered.
 	mu         sync.Mutex
 	middleware func(w http.ResponseWriter, r *http.Request) bool
+	observe    func(r *http.Request, n int) // hears each write of a blob GET's body
 	// BlobBytes counts the body bytes of blob GETs served.
 	BlobBytes atomic.Int64
 	// Requests counts every request served.
@@ -56,9 +58,23 @@ type Registry struct {
 // Start serves a registry until the test ends.
 func Start(t testing.TB) *Registry {
 	t.Helper()
+	return start(t, 0)
+}
+
+// StartMetered serves a registry until the test ends whose connections
+// each have a kernel send buffer of sendBuffer bytes, not one the kernel
+// grows to megabytes on loopback: what the registry has written is then
+// close to what the client has read, and ObserveBlobs measures the
+// client's rate at the registry.
+func StartMetered(t testing.TB, sendBuffer int) *Registry {
+	t.Helper()
+	return start(t, sendBuffer)
+}
+
+func start(t testing.TB, sendBuffer int) *Registry {
 	reg := &Registry{}
 	h := registry.New(registry.Logger(nopLogger()))
-	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+	srv := httptest.NewUnstartedServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		reg.Requests.Add(1)
 		reg.mu.Lock()
 		mw := reg.middleware
@@ -67,12 +83,19 @@ func Start(t testing.TB) *Registry {
 			return
 		}
 		if r.Method == http.MethodGet && strings.Contains(r.URL.Path, "/blobs/sha256:") {
-			cw := &countingWriter{ResponseWriter: w, n: &reg.BlobBytes}
+			reg.mu.Lock()
+			obs := reg.observe
+			reg.mu.Unlock()
+			cw := &countingWriter{ResponseWriter: w, n: &reg.BlobBytes, req: r, observe: obs}
 			h.ServeHTTP(cw, r)
 			return
 		}
 		h.ServeHTTP(w, r)
 	}))
+	if sendBuffer > 0 {
+		srv.Listener = sendBufferListener{Listener: srv.Listener, size: sendBuffer}
+	}
+	srv.Start()
 	t.Cleanup(srv.Close)
 	reg.URL = srv.URL
 	reg.Host = strings.TrimPrefix(srv.URL, "http://")
@@ -83,6 +106,16 @@ func Start(t testing.TB) *Registry {
 func (r *Registry) Use(mw func(w http.ResponseWriter, r *http.Request) bool) {
 	r.mu.Lock()
 	r.middleware = mw
+	r.mu.Unlock()
+}
+
+// ObserveBlobs installs f (nil removes it): it hears the request and the
+// bytes of each write of a blob GET's body as the registry writes it, on
+// the request's goroutine, so a test can tell how fast the registry was
+// let send.
+func (r *Registry) ObserveBlobs(f func(r *http.Request, n int)) {
+	r.mu.Lock()
+	r.observe = f
 	r.mu.Unlock()
 }
 
@@ -221,13 +254,47 @@ func (m rawManifest) Size() (int64, error)                { return int64(len(m.r
 
 type countingWriter struct {
 	http.ResponseWriter
-	n *atomic.Int64
+	n       *atomic.Int64
+	req     *http.Request
+	observe func(r *http.Request, n int)
 }
 
+// Write writes p 32 KiB at a time (the registry writes a blob it holds in
+// memory in one call), so an observer hears the body as it goes.
 func (c *countingWriter) Write(p []byte) (int, error) {
-	n, err := c.ResponseWriter.Write(p)
-	c.n.Add(int64(n))
-	return n, err
+	written := 0
+	for len(p) > 0 {
+		chunk := p[:min(len(p), 32<<10)]
+		n, err := c.ResponseWriter.Write(chunk)
+		written += n
+		p = p[n:]
+		c.n.Add(int64(n))
+		if c.observe != nil && n > 0 {
+			c.observe(c.req, n)
+		}
+		if err != nil {
+			return written, err
+		}
+	}
+	return written, nil
+}
+
+// sendBufferListener sets the kernel send buffer of each connection it
+// accepts.
+type sendBufferListener struct {
+	net.Listener
+	size int
+}
+
+func (l sendBufferListener) Accept() (net.Conn, error) {
+	c, err := l.Listener.Accept()
+	if tc, ok := c.(*net.TCPConn); ok {
+		if serr := tc.SetWriteBuffer(l.size); serr != nil {
+			_ = c.Close()
+			return nil, serr
+		}
+	}
+	return c, err
 }
 
 func nopLogger() *log.Logger { return log.New(io.Discard, "", 0) }
