@@ -19,6 +19,7 @@ import (
 
 	"github.com/tend-dev/tend/internal/atomicfile"
 	"github.com/tend-dev/tend/internal/backoff"
+	"github.com/tend-dev/tend/internal/failpoint"
 	"github.com/tend-dev/tend/internal/flock"
 	"github.com/tend-dev/tend/internal/statedir"
 )
@@ -115,6 +116,7 @@ func (s *Store) Fetch(ctx context.Context, repo name.Repository, d v1.Hash, size
 		n, err := s.download(ctx, client, repo, d, size, report)
 		total += n
 		if err == nil {
+			failpoint.Hit("blob:stored")
 			return total, nil
 		}
 		if ctx.Err() != nil || errors.Is(err, ErrDigestMismatch) || attempt >= fetchAttempts || n == 0 && attempt > 1 {

@@ -109,10 +109,18 @@ func (f *crashFleet) node(t *testing.T) *node {
 // binary killing itself at point, and requires that it did.
 func (n *node) crash(rev, point string) {
 	n.t.Helper()
-	args := append([]string{"apply"}, n.flags...)
+	var extra []string
 	if rev != "" {
-		args = append(args, "--ref", rev)
+		extra = []string{"--ref", rev}
 	}
+	n.crashApply(point, extra...)
+}
+
+// crashApply runs apply with extra flags with the failpoints binary
+// killing itself at point, and requires that it did.
+func (n *node) crashApply(point string, extra ...string) {
+	n.t.Helper()
+	args := append(append([]string{"apply"}, n.flags...), extra...)
 	cmd := exec.Command(crashTend(n.t), args...)
 	cmd.Env = append(os.Environ(), "TEND_CONFIG=", "TEND_FAILPOINT="+point)
 	var out bytes.Buffer
@@ -288,6 +296,60 @@ func TestCrashDuringModelRollback(t *testing.T) {
 			out, errOut, code := n.tend("plan", "--detailed-exitcode")
 			require.Equal(t, 0, code, "converged, yet the plan has changes:\n%s\n%s", out, errOut)
 			require.Contains(t, out+errOut, "model/m "+strings.TrimPrefix(tag, "models/m:")+" ("+planner.ShortDigest(bad)+") was rolled back on this node")
+		})
+	}
+}
+
+// TestCrashDuringStaging kills tend while it stages a model of two blobs
+// (once the first is stored), and while it activates a staged one: the
+// blobs staged are not downloaded again, and the node holds the old
+// version or the new, never a mix.
+func TestCrashDuringStaging(t *testing.T) {
+	reg := testoci.Start(t)
+	repo := testgit.NewRepo(t)
+	for _, point := range []string{"blob:stored#1", "model:swapped"} {
+		t.Run(point, func(t *testing.T) {
+			tag := "models/m:" + strings.NewReplacer(":", "-", "#", "-").Replace(point)
+			reg.PushFiles(t, tag+"-1", map[string][]byte{"a.bin": []byte("old a"), "b.bin": []byte("old b")})
+			a, b := bytes.Repeat([]byte("a"), 512<<10), bytes.Repeat([]byte("b"), 512<<10)
+			reg.PushFiles(t, tag+"-2", map[string][]byte{"a.bin": a, "b.bin": b})
+			n := newNode(t, repo.Dir(), "--allow-path", "/opt/models", "--insecure-registry", reg.Host)
+			declare := func(v string) {
+				repo.WriteFile("devices/cam-017/device.yaml", "apiVersion: tend.dev/v1alpha1\nkind: Device\nmetadata: {name: cam-017}\nspec:\n"+
+					"  models:\n    - {name: m, ref: "+reg.Ref(tag+"-"+v)+", path: /opt/models/m}\n")
+				repo.Commit(tag + " " + v)
+			}
+			declare("1")
+			_, errOut, code := n.tend("apply")
+			require.Equal(t, 0, code, errOut)
+			declare("2")
+			if point == "blob:stored#1" {
+				n.crashApply(point, "--stage-only")
+			} else {
+				_, errOut, code = n.tend("apply", "--stage-only")
+				require.Equal(t, 0, code, errOut)
+				before := reg.BlobBytes.Load()
+				n.crash("", point)
+				require.Equal(t, before, reg.BlobBytes.Load(), "the activation of a staged model downloaded")
+			}
+			n.oneOf("opt/models/m/a.bin", "old a", string(a))
+			n.oneOf("opt/models/m/b.bin", "old b", string(b))
+			if got := n.read("opt/models/m/a.bin"); got != "old a" {
+				require.Equal(t, string(b), n.read("opt/models/m/b.bin"), "a mix of versions")
+			}
+
+			before := reg.BlobBytes.Load()
+			_, errOut, code = n.tend("apply")
+			require.Equal(t, 0, code, "the apply after the crash did not converge:\n%s", errOut)
+			require.Equal(t, string(a), n.read("opt/models/m/a.bin"))
+			require.Equal(t, string(b), n.read("opt/models/m/b.bin"))
+			got := reg.BlobBytes.Load() - before
+			if point == "blob:stored#1" {
+				require.LessOrEqual(t, got, int64(len(b))+4096, "the blob stored before the crash was downloaded again")
+			} else {
+				require.Zero(t, got, "staged blobs were downloaded again")
+			}
+			require.Empty(t, n.temps(), "temporary files left")
 		})
 	}
 }
