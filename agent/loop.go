@@ -156,7 +156,7 @@ func (l *Loop) Start(ctx context.Context) error {
 		// Downloads run beside the ticks, which never wait for them.
 		st := &Stager{Ready: func() { l.Trigger() }, Now: l.r.Now, Logger: log, Parallel: c.Models.Parallel}
 		l.r.Stager = st
-		l.stops = append(l.stops, func() { st.Stop(); l.r.Stager = nil })
+		l.stops = append(l.stops, func() { st.Stop(); l.r.stopSource(); l.r.Stager = nil })
 	}
 	if st := l.r.Stager; st != nil {
 		l.watchStager(st)

@@ -2,6 +2,7 @@ package agent
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"log/slog"
 	"sync/atomic"
@@ -228,7 +229,8 @@ func (r *Reconciler) run(ctx context.Context, upTo string) (*Result, error) {
 		t.res.FailedStep = StepFetch
 		return &t.res, snap.Stale
 	}
-	if err := t.res.Desired.Held; err != nil && upTo == StepRender {
+	if d := t.res.Desired; d != nil && d.Held != nil && upTo == StepRender {
+		err := d.Held
 		return &t.res, err // models whose new ref could not be resolved
 	}
 	if upTo == StepPlan {
@@ -276,7 +278,23 @@ func (r *Reconciler) fetch(ctx context.Context, t *tick) error {
 	if err != nil {
 		return err
 	}
-	snap, err := fetch(ctx, r.Config, f, inv)
+	var stage func()
+	if r.Stager != nil && t.upTo == StepApply {
+		stage = r.Stager.ready
+	}
+	snap, err := fetch(ctx, r.Config, f, inv, stage)
+	var staging *source.StagingError
+	if stage != nil && errors.As(err, &staging) {
+		// The target's artifact downloads beside the ticks: hold the
+		// applied revision meanwhile (nothing, before the first apply).
+		st := r.Stager.source(staging)
+		t.res.Staging = &st
+		t.hold = true
+		return r.fetchApplied(ctx, t)
+	}
+	if r.Stager != nil && err == nil {
+		r.Stager.source(nil)
+	}
 	if err != nil {
 		return err
 	}
@@ -290,6 +308,9 @@ func (r *Reconciler) fetch(ctx context.Context, t *tick) error {
 // render loads and validates the device's manifests and renders them,
 // pinning every model through the model driver.
 func (r *Reconciler) render(ctx context.Context, t *tick) error {
+	if t.hold {
+		return r.renderApplied(ctx, t) // the target's source is downloading
+	}
 	confine := t.upTo != StepRender || len(r.Config.AllowPaths) > 0
 	comp, err := r.composed.load(r.Config, t.res.Snapshot, confine)
 	if err != nil {

@@ -62,6 +62,9 @@ type releases map[string]time.Time
 // (even while its rollout holds it, unless the rollout says onRelease),
 // and taken by the first tick that finds nothing left to download.
 func (r *Reconciler) decide(ctx context.Context, t *tick) error {
+	if t.hold {
+		return nil // held already: the target's source is downloading
+	}
 	comp, snap := t.res.Composed, t.res.Snapshot
 	stager := r.Stager
 	if t.upTo != StepApply {

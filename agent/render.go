@@ -28,7 +28,7 @@ func (r *Reconciler) Manifests(ctx context.Context) (*source.Snapshot, *manifest
 	if err != nil {
 		return nil, nil, err
 	}
-	snap, err := fetch(ctx, r.Config, f, nil)
+	snap, err := fetch(ctx, r.Config, f, nil, nil)
 	if err != nil {
 		return nil, nil, err
 	}

@@ -32,7 +32,7 @@ func (r *Reconciler) Snapshot(ctx context.Context) (*source.Snapshot, error) {
 	if err != nil {
 		return nil, err
 	}
-	snap, err := fetch(ctx, r.Config, f, inv)
+	snap, err := fetch(ctx, r.Config, f, inv, nil)
 	if err == nil && snap.Stale != nil {
 		return nil, snap.Stale // validate and render speak of the target, not of what the node holds
 	}
@@ -80,6 +80,17 @@ type sourceOnce struct {
 	f  source.Fetcher
 }
 
+// stopSource stops what the Reconciler's source downloads in the
+// background (see source.Request.Stage), if it does.
+func (r *Reconciler) stopSource() {
+	r.src.mu.Lock()
+	f := r.src.f
+	r.src.mu.Unlock()
+	if s, ok := f.(interface{ Stop() }); ok {
+		s.Stop()
+	}
+}
+
 // fetcher returns the Reconciler's source, built from its config at the
 // first call (in SourceDir).
 func (r *Reconciler) fetcher() (source.Fetcher, error) {
@@ -98,12 +109,12 @@ func (r *Reconciler) fetcher() (source.Fetcher, error) {
 // fetch reads this device's manifests from the fleet's source with f. With
 // inv nil, the node's state plays no part: no rewind check, no quarantine;
 // the caller holds the lock otherwise.
-func fetch(ctx context.Context, c *manifest.AgentConfig, f source.Fetcher, inv *applier.Inventory) (*source.Snapshot, error) {
+func fetch(ctx context.Context, c *manifest.AgentConfig, f source.Fetcher, inv *applier.Inventory, stage func()) (*source.Snapshot, error) {
 	ref, paths, err := c.ExpandSource()
 	if err != nil {
 		return nil, err
 	}
-	req := source.Request{Paths: SourcePaths(paths), AllowRewind: c.Source.AllowRewind}
+	req := source.Request{Paths: SourcePaths(paths), AllowRewind: c.Source.AllowRewind, Stage: stage}
 	if inv != nil {
 		req.LastApplied, _ = source.ParseRevision(inv.Revision) // zero before the first apply
 		q, err := applier.LoadQuarantine(c.StateDir)
@@ -126,8 +137,9 @@ func fetch(ctx context.Context, c *manifest.AgentConfig, f source.Fetcher, inv *
 		where, what = c.Source.URL, "fleet artifact"
 	}
 	explain := func(err error) error {
-		if errors.Is(err, source.ErrQuarantined) {
-			return err // the repo was fetched: the commit is refused here
+		var staging *source.StagingError
+		if errors.Is(err, source.ErrQuarantined) || errors.As(err, &staging) {
+			return err // the repo was fetched: the commit is refused here, or downloads
 		}
 		if errors.Is(err, source.ErrSharedPathNotFound) {
 			return fmt.Errorf("source.paths of device %s in %s: %w", c.Device, where, err)

@@ -15,6 +15,7 @@ import (
 	"github.com/tend-dev/tend/internal/backoff"
 	"github.com/tend-dev/tend/planner"
 	"github.com/tend-dev/tend/render"
+	"github.com/tend-dev/tend/source"
 )
 
 // Stager stages releases for the agent's loop: it downloads what a
@@ -47,6 +48,9 @@ type Stager struct {
 	wg   sync.WaitGroup
 	cur  *staging
 	node *node // whose drivers cur stages through
+	// src is the fleet source's own download of the target (see
+	// source.Request.Stage), as the last tick saw it; nil when none.
+	src *source.StagingError
 }
 
 // DefaultStageBackoff spaces the attempts of a failed staging.
@@ -290,10 +294,45 @@ func (s *Stager) Status() (Staging, bool) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	if s.cur == nil {
+		if s.src != nil {
+			return s.sourceStatus(), true
+		}
 		return Staging{}, false
 	}
 	return s.status(s.cur), true
 }
+
+// ready calls Ready, for the fleet source's background download.
+func (s *Stager) ready() {
+	if s.Ready != nil {
+		s.Ready()
+	}
+}
+
+// source records how the fleet source's download of the target goes (nil:
+// it has none), and says so as a Staging.
+func (s *Stager) source(e *source.StagingError) Staging {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.src = e
+	if e == nil {
+		return Staging{}
+	}
+	return s.sourceStatus()
+}
+
+// sourceStatus is src as a Staging. The caller holds s.mu.
+func (s *Stager) sourceStatus() Staging {
+	st := Staging{Revision: s.src.Revision.String(), Resources: []string{ResourceSource}, Bytes: s.src.Bytes, TotalBytes: s.src.TotalBytes}
+	if s.src.Err != nil {
+		st.Err = s.src.Err.Error()
+	}
+	return st
+}
+
+// ResourceSource names the fleet source in Staging.Resources, when its
+// artifact is what downloads.
+const ResourceSource = "source"
 
 // status says how cur goes. The caller holds s.mu.
 func (s *Stager) status(cur *staging) Staging {

@@ -314,3 +314,61 @@ func TestStagingFailureBacksOff(t *testing.T) {
 	require.Nil(t, h.res.Staging)
 	require.Equal(t, weights, []byte(h.read(t, filepath.Join(h.r.Config.StateDir, "models", "m", "current", "model.onnx"))))
 }
+
+// A fleet artifact's layer downloads beside the ticks too: until it is
+// whole the node holds its applied revision and reverts drift to it, and
+// status says what downloads; the tick after it is whole applies it.
+func TestOCISourceStagesInBackground(t *testing.T) {
+	reg := testoci.Start(t)
+	repo := testgit.NewRepo(t)
+	repo.WriteFile("devices/cam-017/d.yaml", stageDevice+"  files:\n    - {path: /etc/infer/a, content: one}\n")
+	repo.Commit("one")
+	c := newConfig(t, "oci://"+reg.Ref("fleet:main"))
+	c.Registries.Insecure = []string{reg.Host}
+	h := &stagedLoop{heldLoop: heldLoopOf(c), ready: make(chan struct{}, 16)}
+	h.r.Stager = &Stager{Ready: func() { h.ready <- struct{}{} }, Logger: slog.New(slog.DiscardHandler)}
+	h.showStaging()
+	t.Cleanup(func() { h.r.Stager.Stop(); h.r.stopSource() })
+	file := filepath.Join(c.Root, "etc/infer/a")
+
+	publishFleet(t, reg, repo)
+	h.manual()
+	require.NoError(t, h.err)
+	require.NotNil(t, h.res.Staging, "nothing applied yet: the artifact downloads first")
+	require.Equal(t, []string{ResourceSource}, h.res.Staging.Resources)
+	<-h.ready
+	h.manual()
+	require.NoError(t, h.err)
+	require.Equal(t, "one", h.read(t, file))
+
+	var shut atomic.Bool
+	shut.Store(true)
+	opened := make(chan struct{})
+	reg.Use(func(_ http.ResponseWriter, r *http.Request) bool {
+		if r.Method == http.MethodGet && strings.Contains(r.URL.Path, "/fleet/blobs/") && shut.Load() {
+			select {
+			case <-opened:
+			case <-r.Context().Done():
+			}
+		}
+		return false
+	})
+	repo.WriteFile("devices/cam-017/d.yaml", stageDevice+"  files:\n    - {path: /etc/infer/a, content: two}\n")
+	two := repo.Commit("two")
+	publishFleet(t, reg, repo)
+	require.NoError(t, os.WriteFile(file, []byte("by hand"), 0o644))
+	h.manual()
+	require.NoError(t, h.err, "a download under way is no failure")
+	require.Equal(t, "one", h.read(t, file), "drift is reverted while the artifact downloads")
+	st := h.tracker.Status().Staging
+	require.NotNil(t, st)
+	require.Equal(t, "main@sha1:"+two, st.Revision)
+	require.Equal(t, []string{ResourceSource}, st.Resources)
+
+	close(opened)
+	<-h.ready
+	h.manual()
+	require.NoError(t, h.err)
+	require.Equal(t, "two", h.read(t, file))
+	require.Nil(t, h.tracker.Status().Staging)
+}

@@ -50,6 +50,11 @@ type Options struct {
 	Dir    string       // where artifacts are kept unpacked, e.g. stateDir/oci; created if missing
 	Client *Client      // reaches the registry
 	Logger *slog.Logger // nil = discard
+	// Stage, when set with a background (a Fetcher's), downloads a new
+	// layer in the background: Fetch returns a *source.StagingError
+	// until it is whole, and calls Stage when its download ends.
+	Stage      func()
+	background *background
 }
 
 // Log keys.
@@ -94,7 +99,8 @@ func Fetch(ctx context.Context, src Source, opts Options) (*source.Snapshot, err
 		}
 		return snap, nil
 	}
-	if errors.Is(ctx.Err(), context.Canceled) {
+	var staging *source.StagingError
+	if errors.Is(ctx.Err(), context.Canceled) || errors.As(err, &staging) {
 		return nil, err
 	}
 	if held := f.hold(err); held != nil {
@@ -306,16 +312,20 @@ func (f *fetcher) unpack(ctx context.Context, k *kept, l v1.Descriptor) (err err
 	if err := os.Mkdir(statedir.Artifact(tmp).Tree(), 0o755); err != nil {
 		return err
 	}
-	layer, err := f.opts.Client.layer(ctx, f.ref.Context().Digest(l.Digest.String()))
+	path, err := f.layerPath(ctx, k, l)
 	if err != nil {
-		return fmt.Errorf("download layer %s of %s: %w", l.Digest, f.shown, err)
+		return err
 	}
-	rc, err := layer.Compressed()
+	rc, err := os.Open(path)
 	if err != nil {
-		f.opts.Client.reset()
-		return fmt.Errorf("download layer %s of %s: %w", l.Digest, f.shown, err)
+		return fmt.Errorf("read layer %s of %s: %w", l.Digest, f.shown, err)
 	}
-	defer rc.Close()
+	defer func() {
+		rc.Close()
+		if err == nil || errors.As(err, new(refusal)) {
+			_ = os.Remove(path) // unpacked and kept, or refused for good
+		}
+	}()
 	h := sha256.New()
 	body := io.TeeReader(io.LimitReader(rc, l.Size+1), h)
 	if err := oci.Extract(ctx, body, oci.Gzip, statedir.Artifact(tmp).Tree(), &oci.Budget{Limit: MaxUnpackedBytes}); err != nil {

@@ -16,6 +16,8 @@ type Fetcher struct {
 	Dir    string // where artifacts are kept unpacked, e.g. stateDir/oci
 	Client *Client
 	Logger *slog.Logger
+
+	bg background // the download of a new layer beside the ticks (see source.Request.Stage)
 }
 
 var _ source.Fetcher = (*Fetcher)(nil)
@@ -33,8 +35,11 @@ func NewFetcher(url, dir string, opts oci.Options, log *slog.Logger) *Fetcher {
 func (f *Fetcher) Fetch(ctx context.Context, req source.Request) (*source.Snapshot, error) {
 	src := Source{URL: f.URL, Paths: req.Paths, LastApplied: req.LastApplied.Commit,
 		AllowRewind: req.AllowRewind, Quarantined: req.Quarantined}
-	return Fetch(ctx, src, Options{Dir: f.Dir, Client: f.Client, Logger: f.Logger})
+	return Fetch(ctx, src, Options{Dir: f.Dir, Client: f.Client, Logger: f.Logger, Stage: req.Stage, background: &f.bg})
 }
+
+// Stop cancels a background download under way and waits for it to end.
+func (f *Fetcher) Stop() { f.bg.stop() }
 
 // Applied reads rev's commit from the artifact kept for it, with no
 // registry (see the function Applied); the snapshot is named rev.

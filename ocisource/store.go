@@ -102,6 +102,9 @@ func (s store) prune(applied string, keep ...string) error {
 	var errs []error
 	for _, e := range entries {
 		name := e.Name()
+		if name == filepath.Base(string(statedir.Dir(s.dir).Blobs())) {
+			continue // the layers downloading or waiting to be unpacked
+		}
 		if strings.HasPrefix(name, statedir.ArtifactTempPrefix) {
 			// Another tend (a plan run by hand beside the agent) may be
 			// unpacking into it now: only an old one is left over.

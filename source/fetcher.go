@@ -1,6 +1,9 @@
 package source
 
-import "context"
+import (
+	"context"
+	"fmt"
+)
 
 // Fetcher reads one device's manifests from where the fleet is kept: a Git
 // repo (gitsource) or the repo published as an OCI artifact (ocisource).
@@ -29,4 +32,27 @@ type Request struct {
 	// Quarantined holds commits (full hashes) this node rolled back, with
 	// why: such a target is refused and the last applied revision held.
 	Quarantined map[string]string
+	// Stage, when set, has a target whose content must be downloaded (a
+	// fleet artifact's layer) downloaded in the background: Fetch returns
+	// a *StagingError at once, and Stage is called when that download
+	// ends, done or failed. Nil downloads in the Fetch.
+	Stage func()
+}
+
+// StagingError says the target is downloading in the background (see
+// Request.Stage); the node holds its applied revision meanwhile.
+type StagingError struct {
+	What       string // what downloads, for people: "fleet artifact oci://…@sha256:…"
+	Revision   Revision
+	Bytes      int64 // on disk so far
+	TotalBytes int64
+	Err        error // why the last attempt failed; nil while none did
+}
+
+func (e *StagingError) Error() string {
+	s := fmt.Sprintf("%s is downloading in the background (%d of %d bytes)", e.What, e.Bytes, e.TotalBytes)
+	if e.Err != nil {
+		s += fmt.Sprintf("; the last attempt failed: %v", e.Err)
+	}
+	return s
 }
