@@ -59,14 +59,12 @@ func layout(d v1.Hash, m *v1.Manifest) (string, []Entry, error) {
 			ErrUnknownLayout, d, ShortList(found, listedItems), ShortList(unknown, listedItems), ShortList([]string{orNone(string(m.Config.MediaType))}, 1),
 			annotationTitle, types.OCIUncompressedLayer, prefixKitOps, prefixModelPack)
 	}
-	slices.SortFunc(entries, func(a, b Entry) int {
-		if c := strings.Compare(a.Path, b.Path); c != 0 {
-			return c
-		}
-		return strings.Compare(a.Digest.String(), b.Digest.String())
-	})
-	// The same tar layer twice unpacks to the same files: once is enough.
-	entries = slices.CompactFunc(entries, func(a, b Entry) bool { return a == b && a.Unpack })
+	// By path; an image's layers keep their manifest order, which is the
+	// order they apply in.
+	slices.SortStableFunc(entries, func(a, b Entry) int { return strings.Compare(a.Path, b.Path) })
+	// The same tar layer twice (not an image's) unpacks to the same
+	// files: once is enough.
+	entries = slices.CompactFunc(entries, func(a, b Entry) bool { return a == b && a.Unpack && !a.Overlay })
 	return format, entries, nil
 }
 
@@ -104,7 +102,7 @@ func layerEntry(l v1.Descriptor) (e Entry, kind string, err error) {
 		if !ok {
 			return e, "", errUnknownLayer
 		}
-		e.Unpack, e.Compression = true, c
+		e.Unpack, e.Compression, e.Overlay = true, c, true
 		return e, FormatTar, nil
 	}
 	// KitOps and ModelPack: <what>.v1.tar[+gzip|+zstd] or <what>.v1.raw,

@@ -89,6 +89,26 @@ const (
 // against b (nil: no bound), so a layer cannot write more than the room
 // it was given.
 func Extract(ctx context.Context, r io.Reader, compression, dir string, b *Budget) error {
+	return extract(ctx, r, compression, dir, b, false)
+}
+
+// ExtractLayer unpacks a layer of an image into dir, over the layers
+// below it, as Extract does (confined alike), with the OCI image layer
+// spec's semantics: an entry replaces what is at its name (a file, a
+// link, or a folder and all it holds), a whiteout ".wh.NAME" deletes
+// NAME, and an opaque whiteout ".wh..wh..opq" deletes what its folder
+// held; neither is written, and neither deletes what this layer wrote.
+func ExtractLayer(ctx context.Context, r io.Reader, compression, dir string, b *Budget) error {
+	return extract(ctx, r, compression, dir, b, true)
+}
+
+// Whiteouts of the OCI image layer spec.
+const (
+	whiteoutPrefix = ".wh."
+	whiteoutOpaque = ".wh..wh..opq"
+)
+
+func extract(ctx context.Context, r io.Reader, compression, dir string, b *Budget, overlay bool) error {
 	switch compression {
 	case Gzip:
 		zr, err := gzip.NewReader(r)
@@ -114,6 +134,9 @@ func Extract(ctx context.Context, r io.Reader, compression, dir string, b *Budge
 	}
 	defer root.Close()
 	x := extractor{root: root, b: b, folders: map[string]bool{}}
+	if overlay {
+		x.written = map[string]bool{}
+	}
 	tr := tar.NewReader(r)
 	for {
 		if err := ctx.Err(); err != nil {
@@ -140,6 +163,63 @@ type extractor struct {
 	// checked once): each is looked at once, however many entries lie
 	// under it, so a tar's cost is linear in its names.
 	folders map[string]bool
+	// written holds the names this layer wrote, for an image's layer
+	// (see ExtractLayer); nil for any other tar.
+	written map[string]bool
+}
+
+// replace makes room at name for an entry of an image's layer: what an
+// earlier layer left there goes, a folder with all it holds (a folder
+// entry over a folder keeps it). It returns whether the entry is a
+// whiteout, done with.
+func (x *extractor) replace(name string, h *tar.Header) (bool, error) {
+	base := path.Base(name)
+	dir := path.Dir(name)
+	switch {
+	case base == whiteoutOpaque:
+		entries, err := fs.ReadDir(x.root.FS(), dir)
+		if err != nil && !errors.Is(err, fs.ErrNotExist) {
+			return true, err
+		}
+		for _, e := range entries {
+			if p := path.Join(dir, e.Name()); !x.written[p] {
+				if err := x.remove(p); err != nil {
+					return true, err
+				}
+			}
+		}
+		return true, nil
+	case strings.HasPrefix(base, whiteoutPrefix):
+		p := path.Join(dir, strings.TrimPrefix(base, whiteoutPrefix))
+		if x.written[p] {
+			return true, nil // hides only what lower layers wrote
+		}
+		return true, x.remove(p)
+	}
+	x.written[name] = true
+	fi, err := x.root.Lstat(name)
+	switch {
+	case errors.Is(err, fs.ErrNotExist):
+		return false, nil
+	case err != nil:
+		return false, err
+	case h.Typeflag == tar.TypeDir && fi.IsDir():
+		return false, nil
+	}
+	return false, x.remove(name)
+}
+
+// remove deletes name and all it holds, and forgets the folders under it.
+func (x *extractor) remove(name string) error {
+	if err := x.root.RemoveAll(name); err != nil {
+		return err
+	}
+	for p := range x.folders {
+		if p == name || strings.HasPrefix(p, name+"/") {
+			delete(x.folders, p)
+		}
+	}
+	return nil
 }
 
 func (x *extractor) entry(tr *tar.Reader, h *tar.Header) error {
@@ -156,10 +236,22 @@ func (x *extractor) entry(tr *tar.Reader, h *tar.Header) error {
 	if err := x.b.take(EntryCost); err != nil {
 		return fmt.Errorf("%s: %w", h.Name, err)
 	}
+	if x.written != nil && strings.HasPrefix(path.Base(name), whiteoutPrefix) {
+		// A whiteout makes nothing, not even its folder.
+		if _, err := x.replace(name, h); err != nil {
+			return fmt.Errorf("%w: %s: %w", ErrUnsafeArchive, h.Name, err)
+		}
+		return nil
+	}
 	if err := x.parents(name, kinds[h.Typeflag]); errors.Is(err, ErrTooLarge) {
 		return fmt.Errorf("%s: %w", h.Name, err)
 	} else if err != nil {
 		return fmt.Errorf("%w: %s: %w", ErrUnsafeArchive, h.Name, err)
+	}
+	if x.written != nil {
+		if _, err := x.replace(name, h); err != nil {
+			return fmt.Errorf("%w: %s: %w", ErrUnsafeArchive, h.Name, err)
+		}
 	}
 	root := x.root
 	// Permission bits only (no setuid, setgid or sticky), and no group or

@@ -64,6 +64,11 @@ type Entry struct {
 	Path        string
 	Unpack      bool   // a tar layer, extracted into Path
 	Compression string // Uncompressed, Gzip or Zstd, when Unpack
+	// Overlay marks a layer of an image: the layers apply in manifest
+	// order, a later one overwrites what an earlier one wrote, and its
+	// whiteouts (.wh.NAME, and .wh..wh..opq for a folder's content)
+	// delete what earlier ones wrote, as the OCI image layer spec says.
+	Overlay bool
 }
 
 // Artifact is a model version as read from its manifest.
@@ -73,7 +78,7 @@ type Artifact struct {
 	// Manifests are the index (if any), the chosen manifest and the config
 	// blob: blobs kept with the version besides the entries.
 	Manifests []v1.Hash
-	Entries   []Entry // sorted by Path then Digest
+	Entries   []Entry // sorted by Path; an image's layers (Overlay) in manifest order
 
 	descs map[v1.Hash]v1.Descriptor // sizes and media types of Manifests
 }

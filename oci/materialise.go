@@ -68,7 +68,8 @@ func (s *Store) Materialise(ctx context.Context, a *Artifact, dir string, limit 
 		budget = &Budget{Limit: limit}
 	}
 	// Files first, while the folder holds no symlink a tar could plant;
-	// then tar layers, which refuse to overwrite anything.
+	// then tar layers, which refuse to overwrite anything (but an image's
+	// layers, which apply over each other in manifest order).
 	for _, unpack := range []bool{false, true} {
 		for _, e := range a.Entries {
 			if e.Unpack != unpack {
@@ -143,6 +144,9 @@ func (s *Store) unpack(ctx context.Context, root *os.Root, dir string, e Entry, 
 		return err
 	}
 	defer f.Close()
+	if e.Path == "" && e.Overlay {
+		return ExtractLayer(ctx, f, e.Compression, dir, b)
+	}
 	if e.Path == "" {
 		return Extract(ctx, f, e.Compression, dir, b)
 	}
