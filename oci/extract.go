@@ -11,6 +11,7 @@ import (
 	"os"
 	"path"
 	"strings"
+	"syscall"
 
 	"github.com/klauspost/compress/zstd"
 )
@@ -211,8 +212,8 @@ func (x *extractor) replace(name string, h *tar.Header) (bool, error) {
 
 // remove deletes name and all it holds, and forgets the folders under it.
 func (x *extractor) remove(name string) error {
-	if err := x.root.RemoveAll(name); err != nil {
-		return err
+	if err := x.root.RemoveAll(name); err != nil && !errors.Is(err, syscall.ENOTDIR) {
+		return err // (under a file, nothing is there to remove)
 	}
 	for p := range x.folders {
 		if p == name || strings.HasPrefix(p, name+"/") {

@@ -49,6 +49,7 @@ func TestImageLayersApplyAsExported(t *testing.T) {
 			{name: "hl", typ: tar.TypeLink, link: "labels.txt"},
 			{name: ".wh.nothing-here", typ: tar.TypeReg},
 			{name: "missing/.wh.z", typ: tar.TypeReg},
+			{name: "labels.txt/.wh.z", typ: tar.TypeReg},
 		},
 	}
 	img := empty.Image
