@@ -8,6 +8,7 @@ import (
 
 	git "github.com/go-git/go-git/v5"
 
+	"github.com/tend-dev/tend/manifest"
 	"github.com/tend-dev/tend/oci"
 	"github.com/tend-dev/tend/planner"
 	"github.com/tend-dev/tend/render"
@@ -106,10 +107,23 @@ type Result struct {
 	// Profiles are the profiles of the shared source paths that differ
 	// between base and head, by name, with the devices each reaches.
 	Profiles []ProfileChange
+	// Rollouts are the Rollout documents that differ between base and
+	// head, by name, with the devices each governs.
+	Rollouts []RolloutChange
+	// Empty names the devices whose manifests at head render to nothing:
+	// no models, files or services.
+	Empty []string
+	// paths are the source paths (Path, Paths), for the warning about
+	// Empty.
+	paths Options
 }
 
-// Changes reports whether the change does anything to any device.
+// Changes reports whether the change does anything to any device, or
+// changes a rollout (when devices take their next release).
 func (r *Result) Changes() bool {
+	if len(r.Rollouts) > 0 {
+		return true
+	}
 	for _, d := range r.Devices {
 		if d.Status != Failed {
 			return true
@@ -159,6 +173,16 @@ func Run(ctx context.Context, repo *git.Repository, base, head string, opts Opti
 	if err := reach.compareShared(r.reader, res.shared); err != nil {
 		return nil, err
 	}
+	rollouts := newRolloutTracker()
+	var sharedAt [2]*sharedSet
+	for i, loc := range res.shared {
+		if loc != nil && loc.sharedPresent() {
+			if sharedAt[i], err = r.reader.sharedAt(loc); err != nil {
+				return nil, err
+			}
+		}
+	}
+	rollouts.compareShared(sharedAt[0], sharedAt[1])
 	for _, t := range targets {
 		if err := ctx.Err(); err != nil {
 			return nil, err
@@ -184,9 +208,15 @@ func Run(ctx context.Context, repo *git.Repository, base, head string, opts Opti
 		}
 		if d.Name != "" {
 			reach.add(d, seen, listed)
+			rollouts.add(d.Name, seen.baseIn, seen.headIn, sharedAt[0], sharedAt[1], seen)
+			if seen.empty {
+				res.Empty = append(res.Empty, d.Name)
+			}
 		}
 	}
 	res.Profiles = reach.result()
+	res.Rollouts = rollouts.result()
+	res.paths = Options{Path: opts.Path, Paths: opts.Paths}
 	log.DebugContext(ctx, "diff", logKeyDevices, len(res.Devices)+res.Unchanged, logKeyChanged, len(res.Devices), logKeyRendered, res.Rendered)
 	return res, nil
 }
@@ -213,6 +243,7 @@ func (r *renderer) device(ctx context.Context, t target, opts Options) (d Device
 		return fail(err)
 	}
 	seen.base, seen.head = baseIn.sharedSet(), headIn.sharedSet()
+	seen.baseIn, seen.headIn = baseIn, headIn
 	switch {
 	case baseIn.empty() && headIn.empty():
 		return Device{}, seen, false, nil
@@ -258,6 +289,7 @@ func (r *renderer) device(ctx context.Context, t target, opts Options) (d Device
 		return fail(fmt.Errorf("invalid manifests for device %s at %s:\n%w", t.name, rev, err))
 	}
 	seen.headComposed = c
+	seen.empty = declaresNothing(c.Device)
 	desired, err := r.desired(ctx, c.Device, rev)
 	if err != nil {
 		return fail(fmt.Errorf("device %s at %s: %w", t.name, rev, err))
@@ -280,6 +312,12 @@ func (r *renderer) device(ctx context.Context, t target, opts Options) (d Device
 	d.Profiles = seen.profileLayers()
 	d.Rollout = deviceRollout(d, c)
 	return d, seen, d.Status != Changed || !cs.Empty() || d.Note != "", nil
+}
+
+// declaresNothing reports whether a composed device has no models, files
+// or services.
+func declaresNothing(d *manifest.Device) bool {
+	return d != nil && len(d.Spec.Models) == 0 && len(d.Spec.Files) == 0 && len(d.Spec.Services) == 0
 }
 
 // nameRefs says what changes about an unresolved model: its ref (the

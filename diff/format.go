@@ -25,11 +25,13 @@ type Totals struct {
 	Add       int `json:"add"`
 	Change    int `json:"change"`
 	Delete    int `json:"delete"`
+	// Rollouts counts the Rollout documents that differ.
+	Rollouts int `json:"rollouts,omitempty"`
 }
 
 // Totals counts the result.
 func (r *Result) Totals() Totals {
-	t := Totals{Devices: len(r.Devices) + r.Unchanged, Unchanged: r.Unchanged}
+	t := Totals{Devices: len(r.Devices) + r.Unchanged, Unchanged: r.Unchanged, Rollouts: len(r.Rollouts)}
 	for _, d := range r.Devices {
 		switch d.Status {
 		case Added:
@@ -53,8 +55,12 @@ func (r *Result) Totals() Totals {
 func (t Totals) String() string {
 	changing := t.Added + t.Removed + t.Changed
 	var b strings.Builder
-	if changing == 0 && t.Errors == 0 {
+	switch {
+	case changing == 0 && t.Errors == 0 && t.Rollouts == 0:
 		fmt.Fprintf(&b, "No changes: %s, none changes.", planner.Count(t.Devices, "device"))
+		return b.String()
+	case changing == 0 && t.Errors == 0:
+		fmt.Fprintf(&b, "No plan changes: %s, none changes; %s changed.", planner.Count(t.Devices, "device"), planner.Count(t.Rollouts, "rollout"))
 		return b.String()
 	}
 	fmt.Fprintf(&b, "%d of %s change (%d added, %d removed, %d changed)", changing, planner.Count(t.Devices, "device"), t.Added, t.Removed, t.Changed)
@@ -62,13 +68,17 @@ func (t Totals) String() string {
 		fmt.Fprintf(&b, ", %d with errors", t.Errors)
 	}
 	fmt.Fprintf(&b, ", %d unchanged. Plan: %d to add, %d to change, %d to delete.", t.Unchanged, t.Add, t.Change, t.Delete)
+	if t.Rollouts > 0 {
+		fmt.Fprintf(&b, " %s changed.", planner.Count(t.Rollouts, "rollout"))
+	}
 	return b.String()
 }
 
 // WriteText writes the diff for people: for every device that changes,
 // its status, its rollout wave and when it takes the change (when a
 // rollout governs it) and the planner's text plan; for every device that
-// cannot be planned, why; and the totals.
+// cannot be planned, why; the changed profiles and rollouts; warnings;
+// and the totals.
 func WriteText(w io.Writer, r *Result) error {
 	var b strings.Builder
 	fmt.Fprintf(&b, "Diff of %s → %s\n", describe(r.Base), describe(r.Head))
@@ -97,6 +107,18 @@ func WriteText(w io.Writer, r *Result) error {
 		for _, p := range r.Profiles {
 			fmt.Fprintf(&b, "  %s\n", p.Summary(0))
 		}
+	}
+	if len(r.Rollouts) > 0 {
+		b.WriteString("\nRollouts changed:\n")
+		for _, c := range r.Rollouts {
+			fmt.Fprintf(&b, "  %s\n", c.Summary())
+			for _, l := range append(c.FieldLines(), c.DeviceLines(0)...) {
+				fmt.Fprintf(&b, "    %s\n", l)
+			}
+		}
+	}
+	for _, w := range r.Warnings() {
+		fmt.Fprintf(&b, "\nWarning: %s\n", w)
 	}
 	fmt.Fprintf(&b, "\n%s\n", r.Totals())
 	_, err := io.WriteString(w, b.String())
@@ -147,7 +169,13 @@ type JSONDiff struct {
 	Devices       []JSONDevice `json:"devices"`
 	// Profiles are the changed profiles and the devices each reaches.
 	Profiles []ProfileChange `json:"profiles,omitempty"`
-	Totals   Totals          `json:"totals"`
+	// Rollouts are the changed Rollout documents and the devices each
+	// governs.
+	Rollouts []RolloutChange `json:"rollouts,omitempty"`
+	// Warnings are what is worth a look but no error (devices that
+	// render to nothing).
+	Warnings []string `json:"warnings,omitempty"`
+	Totals   Totals   `json:"totals"`
 }
 
 // JSONDevice is one device of a JSONDiff.
@@ -164,7 +192,8 @@ type JSONDevice struct {
 
 // JSON returns the machine-readable form of the diff.
 func (r *Result) JSON() JSONDiff {
-	out := JSONDiff{FormatVersion: FormatVersion, Base: r.Base, Head: r.Head, Resolved: r.Resolved, Devices: []JSONDevice{}, Profiles: r.Profiles, Totals: r.Totals()}
+	out := JSONDiff{FormatVersion: FormatVersion, Base: r.Base, Head: r.Head, Resolved: r.Resolved, Devices: []JSONDevice{}, Profiles: r.Profiles,
+		Rollouts: r.Rollouts, Warnings: r.Warnings(), Totals: r.Totals()}
 	for _, d := range r.Devices {
 		jd := JSONDevice{Device: d.Name, Status: d.Status, Path: d.Path, Note: d.Note}
 		if d.Plan != nil {

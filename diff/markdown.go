@@ -27,8 +27,9 @@ type MarkdownOptions struct {
 	Limit int
 }
 
-// WriteMarkdown writes the diff as a pull-request comment: a summary, the
-// rollouts that govern the changed devices (their waves, when each opens
+// WriteMarkdown writes the diff as a pull-request comment: a summary,
+// warnings, the changed profiles and rollouts, the rollouts that govern
+// the changed devices (their waves, when each opens
 // and how many of the devices fall in it), a table of the devices that
 // change (add, change, delete, restarts, and the download size when
 // models were resolved) and a collapsible section per device with its
@@ -47,9 +48,13 @@ func WriteMarkdown(w io.Writer, r *Result, opts MarkdownOptions) error {
 	fmt.Fprintf(&head, "%s → %s: ", mdRevision(r.Base), mdRevision(r.Head))
 	changing := t.Added + t.Removed + t.Changed
 	if changing == 0 && t.Errors == 0 {
-		fmt.Fprintf(&head, "**no device changes** (%s).\n", planner.Count(t.Devices, "device"))
-		if len(r.Profiles) > 0 {
-			head.WriteString("\n" + mdProfiles(r.Profiles))
+		fmt.Fprintf(&head, "**no device changes** (%s)", planner.Count(t.Devices, "device"))
+		if t.Rollouts > 0 {
+			fmt.Fprintf(&head, ", but **%s changed**", planner.Count(t.Rollouts, "rollout"))
+		}
+		head.WriteString(".\n")
+		if more := mdWarnings(r) + mdProfiles(r.Profiles) + mdRolloutChanges(r.Rollouts); more != "" {
+			head.WriteString("\n" + more)
 		}
 		_, err := io.WriteString(w, head.String())
 		return err
@@ -59,7 +64,9 @@ func WriteMarkdown(w io.Writer, r *Result, opts MarkdownOptions) error {
 		fmt.Fprintf(&head, ", **%d with errors**", t.Errors)
 	}
 	fmt.Fprintf(&head, ", %d unchanged.\n\nPlan: %d to add, %d to change, %d to delete.\n\n", t.Unchanged, t.Add, t.Change, t.Delete)
+	head.WriteString(mdWarnings(r))
 	head.WriteString(mdProfiles(r.Profiles))
+	head.WriteString(mdRolloutChanges(r.Rollouts))
 	head.WriteString(mdRollouts(r.Devices))
 	head.WriteString("| device | status | add | change | delete | restarts |")
 	if r.Resolved {
@@ -132,6 +139,50 @@ func mdProfiles(ps []ProfileChange) string {
 	b.WriteString("Profiles changed:\n\n")
 	for _, p := range ps {
 		fmt.Fprintf(&b, "- %s\n", mdEscape(p.Summary(maxProfileDevices)))
+	}
+	b.WriteString("\n")
+	return b.String()
+}
+
+// mdRolloutChanges lists the changed rollouts, what changed in each and
+// the devices each governs.
+func mdRolloutChanges(cs []RolloutChange) string {
+	if len(cs) == 0 {
+		return ""
+	}
+	var b strings.Builder
+	b.WriteString("Rollouts changed:\n\n")
+	for _, c := range cs {
+		sep := " " // after "rollout/NAME:", its fields below
+		switch {
+		case c.Change != profileChanged:
+			sep = ": "
+		case len(c.Fields) == 1:
+			sep = "; "
+		}
+		line := c.Summary() + sep + strings.Join(c.DeviceLines(maxProfileDevices), "; ")
+		fmt.Fprintf(&b, "- %s\n", mdEscape(line))
+		for _, f := range c.FieldLines() {
+			fmt.Fprintf(&b, "  - %s\n", mdEscape(f))
+		}
+	}
+	b.WriteString("\n")
+	return b.String()
+}
+
+// mdWarnings is the diff's warnings as a GitHub alert.
+func mdWarnings(r *Result) string {
+	ws := r.Warnings()
+	if len(ws) == 0 {
+		return ""
+	}
+	var b strings.Builder
+	b.WriteString("> [!WARNING]\n")
+	for i, w := range ws {
+		if i > 0 {
+			b.WriteString(">\n")
+		}
+		fmt.Fprintf(&b, "> %s\n", mdEscape(w))
 	}
 	b.WriteString("\n")
 	return b.String()

@@ -33,10 +33,14 @@ const (
 )
 
 // layersSeen is what rendering a device found: the shared paths read at
-// base and head, and the device composed at each.
+// base and head, what was read of the device at each, and the device
+// composed at each.
 type layersSeen struct {
 	base, head                 *sharedSet
+	baseIn, headIn             *inputs
 	baseComposed, headComposed *manifest.Composed
+	// empty: the device composed at head declares nothing.
+	empty bool
 }
 
 func (in *inputs) sharedSet() *sharedSet {

@@ -6,6 +6,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"regexp"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -16,6 +17,7 @@ import (
 	"github.com/tend-dev/tend/internal/testkit/golden"
 	"github.com/tend-dev/tend/internal/testkit/testgit"
 	"github.com/tend-dev/tend/manifest"
+	"github.com/tend-dev/tend/planner"
 	"github.com/tend-dev/tend/rollout"
 )
 
@@ -206,18 +208,84 @@ func TestRunRollouts(t *testing.T) {
 	})
 }
 
-// TestRunRolloutNoRelease: a change that does nothing to the devices (a
-// rollout paused) gives no device and no rollout section.
-func TestRunRolloutNoRelease(t *testing.T) {
-	r, _ := rolloutFleet(t)
-	r.WriteFile("fleet/night.yaml", rolloutDoc("night", "  selector: {matchLabels: {site: b}}\n  paused: true\n"))
-	r.Commit("pause night")
+// TestRunRolloutChanges: a commit that changes Rollout documents only
+// changes no device's plan, and diff shows each changed rollout — what
+// changed in its spec and the devices it governs, gained and lost — in
+// text, markdown and JSON, and counts it as a change.
+func TestRunRolloutChanges(t *testing.T) {
+	r, names := rolloutFleet(t)
+	// default narrows to the canaries, in one wave, with another gate
+	// password, staging on release; night pauses and moves its window;
+	// frozen goes; spare comes and governs no device; z-free's folder gets
+	// a rollout of its own.
+	r.WriteFile("fleet/default.yaml", rolloutDoc("default", "  selector: {matchLabels: {site: a, ring: canary}}\n  waves: [{percent: 100, after: 2h}]\n"+
+		"  gate: {url: \"https://ci:other@gate.example.com/ok?wave={wave}\"}\n  stage: onRelease\n"))
+	r.WriteFile("fleet/night.yaml", rolloutDoc("night", "  selector: {matchLabels: {site: b}}\n  waves: [{percent: 100}]\n  paused: true\n"+
+		"  window: {schedule: \"0 3 * * *\", duration: 3h, timeZone: Europe/Berlin}\n"))
+	r.Remove("fleet/frozen.yaml")
+	r.WriteFile("fleet/spare.yaml", rolloutDoc("spare", "  selector: {matchLabels: {site: q}}\n"))
+	r.WriteFile("devices/"+names["z-free"]+"/rollout.yaml", rolloutDoc("solo", "  selector: {matchLabels: {hw: x86}}\n"))
+	r.Commit("rollouts only")
+
 	res, err := diff.Run(context.Background(), open(t, r), "HEAD~1", "HEAD", rolloutPaths)
 	require.NoError(t, err)
-	require.Empty(t, res.Devices)
-	var md bytes.Buffer
+	require.Empty(t, res.Devices, "no device's plan changes")
+	require.True(t, res.Changes(), "a rollout change is a change: exit code 2")
+	sorted := func(roles ...string) []string {
+		out := make([]string, len(roles))
+		for i, role := range roles {
+			out[i] = names[role]
+		}
+		slices.Sort(out)
+		return out
+	}
+	require.Equal(t, []diff.RolloutChange{
+		{Name: "rollout/default", Change: "changed", Fields: []planner.Change{
+			{Field: "selector", From: "site=a", To: "ring=canary,site=a"},
+			{Field: "waves", From: "[ring=canary; 10% after 1h; 50% after 6h]", To: "[100% after 2h]"},
+			{Field: "gate", From: "https://gate.example.com/ok?wave={wave}", To: "https://gate.example.com/ok?wave={wave} (other credentials)"},
+			{Field: "stage", From: "onSight", To: "onRelease"},
+		}, Devices: sorted("a-canary", "e-added"), Left: sorted("b-wave1", "c-wave2", "d-nowave")},
+		{Name: "rollout/frozen", Change: "removed", Devices: sorted("p-paused")},
+		{Name: "rollout/night", Change: "changed", Fields: []planner.Change{
+			{Field: "paused", From: "false", To: "true"},
+			{Field: "window", From: "0 2 * * * for 3h (Europe/Berlin)", To: "0 3 * * * for 3h (Europe/Berlin)"},
+		}, Devices: sorted("n-night")},
+		{Name: "rollout/solo", Change: "added", Devices: sorted("z-free")},
+		{Name: "rollout/spare", Change: "added", Devices: []string{}},
+	}, res.Rollouts)
+	require.NotContains(t, fmt.Sprint(res.Rollouts), "other@", "a gate's credentials are not printed")
+
+	res.Base, res.Head = diff.Revision{Name: "main"}, diff.Revision{Name: "change"}
+	var txt, md, js bytes.Buffer
+	require.NoError(t, diff.WriteText(&txt, res))
 	require.NoError(t, diff.WriteMarkdown(&md, res, diff.MarkdownOptions{}))
-	require.NotContains(t, md.String(), "Rollout")
+	require.NoError(t, diff.WriteJSON(&js, res))
+	require.Contains(t, txt.String(), "  rollout/night:\n    paused false → true\n    window 0 2 * * * for 3h (Europe/Berlin) → 0 3 * * * for 3h (Europe/Berlin)\n"+
+		"    governs 1 device: "+names["n-night"]+"\n")
+	require.Contains(t, txt.String(), "No plan changes: 8 devices, none changes; 5 rollouts changed.")
+	golden.Assert(t, "rolloutchanges.txt.golden", byRole(txt.Bytes(), names))
+	golden.Assert(t, "rolloutchanges.md.golden", byRole(md.Bytes(), names))
+	golden.Assert(t, "rolloutchanges.json.golden", byRole(js.Bytes(), names))
+}
+
+// TestRunRolloutInDeviceBranch: with a branch per device, a rollout in a
+// device's branch that pauses shows as that rollout's change.
+func TestRunRolloutInDeviceBranch(t *testing.T) {
+	r := testgit.NewRepo(t)
+	r.WriteFile("README.md", "fleet\n")
+	r.Commit("main")
+	r.Git("checkout", "--quiet", "-b", "devices/cam-1")
+	r.WriteFile("device.yaml", labelled("cam-1", "site: a", "  files: [{path: /etc/x, content: x}]\n"))
+	r.WriteFile("rollout.yaml", rolloutDoc("mine", "  selector: {}\n"))
+	r.Commit("cam-1")
+	r.WriteFile("rollout.yaml", rolloutDoc("mine", "  selector: {}\n  paused: true\n"))
+	r.Commit("pause cam-1")
+	res, err := diff.Run(context.Background(), open(t, r), "devices/cam-1~1", "devices/cam-1", diff.Options{Ref: "devices/{device}"})
+	require.NoError(t, err)
+	require.Empty(t, res.Devices)
+	require.Equal(t, []diff.RolloutChange{{Name: "rollout/mine", Change: "changed",
+		Fields: []planner.Change{{Field: "paused", From: "false", To: "true"}}, Devices: []string{"cam-1"}}}, res.Rollouts)
 }
 
 // TestRunNoRollout: a diff in which no rollout governs a changed device

@@ -22,6 +22,9 @@ type Checked struct {
 	Err      error
 	// Profiles are the profiles that apply to the device, by layer id.
 	Profiles []string
+	// Warning, when set, says what is valid but likely not meant: the
+	// device renders to nothing (no models, files or services).
+	Warning string
 }
 
 // Validate checks the manifests of every device found at rev, with the
@@ -74,6 +77,9 @@ func Validate(ctx context.Context, repo *git.Repository, rev string, opts Option
 			}
 			if err == nil {
 				c.Device = composed.Device
+				if declaresNothing(composed.Device) {
+					c.Warning = emptyWarning(opts)
+				}
 				for _, l := range composed.Layers {
 					if l.Kind == manifest.KindProfile {
 						c.Profiles = append(c.Profiles, l.ID())

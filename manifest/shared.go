@@ -67,6 +67,16 @@ func (s *Shared) Profiles() []*Profile {
 	return out
 }
 
+// Rollouts returns the shared rollouts that parsed, by name.
+func (s *Shared) Rollouts() []*Rollout {
+	out := make([]*Rollout, len(s.rollouts))
+	for i := range s.rollouts {
+		out[i] = &s.rollouts[i].roll
+	}
+	sort.SliceStable(out, func(i, j int) bool { return out[i].Metadata.Name < out[j].Metadata.Name })
+	return out
+}
+
 // Err returns the problems of the shared files that every device has:
 // those of the files holding profiles, and two profiles of one name.
 func (s *Shared) Err() error {

@@ -25,11 +25,18 @@ func newDiffCommand(g *globals) *cobra.Command {
 		Short: "CI: show what merging head does to every device, from Git alone",
 		Long: "diff finds every device of the fleet repo at base and at head, renders each device whose folder changed,\n" +
 			"and plans head against base as if base were applied: what merging head does to every device. No device,\n" +
-			"node or state is needed. Devices are the folders matching --path with {device} as a wildcard\n" +
-			"(e.g. --path 'devices/{device}'), or the branches matching --ref when it contains {device}; then\n" +
-			"--base or --head may contain {device} too (e.g. --base 'origin/devices/{device}' --head 'devices/{device}').\n" +
-			"REV is a branch, tag or commit, origin/main, HEAD~1. --repo is a local checkout (default .) or a URL.\n" +
-			"Exit codes: 0 no changes, 2 changes, 1 error (a device cannot be planned; the others are still shown).",
+			"node or state is needed. Give the source paths the agents read (source.paths), e.g.\n" +
+			"--path profiles --path 'devices/{device}': devices are the folders matching the one with {device} as\n" +
+			"a wildcard, and the others are shared, read with every device (a change there reaches every device);\n" +
+			"or --config with an agent config that names them. With a branch per device, devices are the branches\n" +
+			"matching --ref when it contains {device}; then --base or --head may contain {device} too (e.g. --base\n" +
+			"'origin/devices/{device}' --head 'devices/{device}'). REV is a branch, tag or commit, origin/main,\n" +
+			"HEAD~1. --repo is a local checkout (default .), a bare repository, or a URL. Changed profiles and\n" +
+			"Rollout documents are listed with the devices they reach or govern (a rollout paused, its selector,\n" +
+			"waves, window, gate or stage), and a device that renders to nothing (no models, files or services)\n" +
+			"at head is warned about.\n" +
+			"Exit codes: 0 no changes, 2 changes (to a device's plan, or a rollout), 1 error (a device cannot be\n" +
+			"planned; the others are still shown).",
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			if err := oneOf("--format", format, "text", "json", "markdown"); err != nil {

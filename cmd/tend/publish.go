@@ -21,7 +21,8 @@ func newPublishCommand(g *globals) *cobra.Command {
 			"same commit gives the same layer from any clone, and the same digest from any clone that holds its last\n" +
 			"100 ancestors (listed for the devices' rewind check). Its revision is REF@sha1:COMMIT, REF being the\n" +
 			"branch or tag REV names, the branch checked out for HEAD, or --ref. --repo is a local checkout\n" +
-			"(default .) or a URL; registry credentials come from --docker-config or docker login, as for models.\n" +
+			"(default .), a bare repository or a URL; registry credentials come from --docker-config or docker\n" +
+			"login, as for models.\n" +
 			"It prints the digest of the artifact's manifest. Exit codes: 0 pushed, 1 error.",
 		Args: cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
@@ -38,7 +39,7 @@ func newPublishCommand(g *globals) *cobra.Command {
 				o.Repo = &here
 			}
 			if ocisource.IsURL(*o.Repo) {
-				return fmt.Errorf("--repo %s: tend publish reads the Git fleet repo (a local checkout or a URL) and pushes to the oci:// URL it is given", *o.Repo)
+				return fmt.Errorf("--repo %s: tend publish reads the Git fleet repo (a local checkout, a bare repository or a URL) and pushes to the oci:// URL it is given", *o.Repo)
 			}
 			o.Ref, o.Paths = nil, nil // a device's ref and paths play no part
 			c, err := agent.LoadCIConfig(g.config, o)
@@ -68,6 +69,6 @@ func newPublishCommand(g *globals) *cobra.Command {
 	f := cmd.Flags()
 	f.StringVar(&rev, "rev", "HEAD", "the commit to publish: a branch, tag or commit")
 	f.Lookup("ref").Usage = "the ref the artifact's revision names (REF@sha1:COMMIT; default: the branch or tag --rev names, else HEAD)"
-	f.Lookup("repo").Usage = "the fleet repo: a local checkout or a URL (default .)"
+	f.Lookup("repo").Usage = "the fleet repo: a local checkout, a bare repository or a URL (default .)"
 	return cmd
 }

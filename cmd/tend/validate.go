@@ -27,9 +27,11 @@ func newValidateCommand(g *globals) *cobra.Command {
 			"given) the manifests are checked against its allowPaths.\n" +
 			"With --all, it checks every device of the fleet repo (--repo, default .) at --rev, found as tend diff\n" +
 			"finds them (--path with {device}, or --ref with {device} for a branch per device), and reports every\n" +
-			"invalid device at once; --resolve also resolves every model ref in its registry. Every profile of the shared\n" +
-			"source paths is checked once (name, selector, variables) and listed with the devices it applies to; CI knows\n" +
-			"only the devices with a Device document in Git, and their labels in Git.",
+			"invalid device at once; --resolve also resolves every model ref in its registry. Give every source path the\n" +
+			"agents read, e.g. --path profiles --path 'devices/{device}' (or --config with an agent config naming them):\n" +
+			"every profile of the shared source paths is checked once (name, selector, variables) and listed with the\n" +
+			"devices it applies to, and a device that renders to nothing (no models, files or services) is warned about.\n" +
+			"CI knows only the devices with a Device document in Git, and their labels in Git.",
 		RunE: func(cmd *cobra.Command, args []string) error {
 			out := cmd.OutOrStdout()
 			if all {
@@ -123,6 +125,9 @@ func (g *globals) validateAll(cmd *cobra.Command, rev string, resolve bool) erro
 			continue
 		}
 		fmt.Fprintf(out, "valid: device %s at %s: %s\n", d.Name, d.Revision, count(d.Device))
+		if d.Warning != "" {
+			fmt.Fprintf(out, "warning: device %s %s\n", d.Name, d.Warning)
+		}
 	}
 	profiles, perr := diff.ValidateProfiles(cmd.Context(), repo, rev, diffOptions(c, resolve, log), checked)
 	for _, p := range profiles {
