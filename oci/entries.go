@@ -1,8 +1,11 @@
 package oci
 
 import (
+	"cmp"
+	"encoding/json"
 	"errors"
 	"fmt"
+	"io/fs"
 	"path"
 	"slices"
 	"strings"
@@ -15,7 +18,9 @@ import (
 // media type for KitOps and ModelPack, by title for ORAS, and plain tar
 // layers into the version folder itself.
 func layout(d v1.Hash, m *v1.Manifest) (string, []Entry, error) {
-	if len(m.Layers) == 0 {
+	// A ModelKit may have no layers: its Kitfile is its content (kit
+	// unpack writes it), or it names a base ModelKit.
+	if len(m.Layers) == 0 && m.Config.MediaType != mediaTypeKitOpsConfig {
 		return "", nil, fmt.Errorf("%w: model artifact %s has no layers", ErrUnknownLayout, d)
 	}
 	if len(m.Layers) > MaxLayers {
@@ -26,7 +31,7 @@ func layout(d v1.Hash, m *v1.Manifest) (string, []Entry, error) {
 	switch string(m.Config.MediaType) {
 	case mediaTypeKitOpsConfig:
 		format = FormatKitOps
-	case mediaTypeModelPackConfig:
+	case mediaTypeModelPackConfig, mediaTypeModelPackLegacyConfig:
 		format = FormatModelPack
 	}
 	var entries []Entry
@@ -55,9 +60,9 @@ func layout(d v1.Hash, m *v1.Manifest) (string, []Entry, error) {
 	}
 	if len(unknown) > 0 {
 		return "", nil, fmt.Errorf("%w in %s: layer media types [%s] (not understood: %s), config %s; "+
-			"tend reads ORAS artifacts (layers with %s), tar layers (%s, +gzip, +zstd), KitOps ModelKits (%s*) and CNCF ModelPack (%s*)",
+			"tend reads ORAS artifacts (layers with %s), tar layers (%s, +gzip, +zstd), KitOps ModelKits (%s*) and CNCF ModelPack (%s*, or the legacy %s*)",
 			ErrUnknownLayout, d, ShortList(found, listedItems), ShortList(unknown, listedItems), ShortList([]string{orNone(string(m.Config.MediaType))}, 1),
-			annotationTitle, types.OCIUncompressedLayer, prefixKitOps, prefixModelPack)
+			annotationTitle, types.OCIUncompressedLayer, prefixKitOps, prefixModelPack, prefixModelPackLegacy)
 	}
 	// By path; an image's layers keep their manifest order, which is the
 	// order they apply in.
@@ -90,6 +95,8 @@ func layerEntry(l v1.Descriptor) (e Entry, kind string, err error) {
 		kind, rest = FormatKitOps, strings.TrimPrefix(mt, prefixKitOps)
 	case strings.HasPrefix(mt, prefixModelPack):
 		kind, rest = FormatModelPack, strings.TrimPrefix(mt, prefixModelPack)
+	case strings.HasPrefix(mt, prefixModelPackLegacy):
+		kind, rest = FormatModelPack, strings.TrimPrefix(mt, prefixModelPackLegacy)
 	case title != "":
 		e.Path = title
 		if l.Annotations[annotationORASUnpack] == "true" {
@@ -116,17 +123,58 @@ func layerEntry(l v1.Descriptor) (e Entry, kind string, err error) {
 	case "tar+zstd":
 		e.Unpack, e.Compression = true, Zstd
 	case "raw":
-		e.Path = l.Annotations[annotationFilepath]
-		if e.Path == "" {
-			e.Path = title
-		}
+		e.Path = cmp.Or(l.Annotations[annotationFilepath], l.Annotations[annotationFilepathLegacy], title)
 		if e.Path == "" {
 			return e, kind, fmt.Errorf("a raw layer needs its file name in annotation %s", annotationFilepath)
+		}
+		if e.Mode, err = fileMode(l.Annotations); err != nil {
+			return e, kind, err
 		}
 	default:
 		return e, kind, errUnknownLayer
 	}
 	return e, kind, nil
+}
+
+// fileMetadata is the part of a ModelPack raw layer's file metadata
+// annotation tend reads (model-spec's FileMetadata, specs-go/v1/annotations.go:
+// name, mode, uid, gid, size, mtime, typeflag). modctl writes the
+// permission bits as a number ("mode": 493 for 0755) and restores them
+// on extract; tend owns what it writes, so uid, gid and mtime are not
+// applied.
+type fileMetadata struct {
+	Mode uint32 `json:"mode"`
+}
+
+// fileMode returns the mode a raw layer's file gets from its metadata
+// annotation, with tend's write-bit policy: read-only, execute bits kept,
+// and a file its group or others could not read stays so (0600 is 0400,
+// 0755 is 0555, 0644 is 0444); its owner always reads it. 0 means the
+// blob's 0444: no annotation, no mode in it, or a mode that comes to
+// 0444.
+func fileMode(annotations map[string]string) (fs.FileMode, error) {
+	key := annotationFileMetadata
+	raw, ok := annotations[key]
+	if !ok {
+		key = annotationFileMetadataLegacy
+		raw, ok = annotations[key]
+	}
+	if !ok {
+		return 0, nil
+	}
+	var md fileMetadata
+	if err := json.Unmarshal([]byte(raw), &md); err != nil {
+		return 0, fmt.Errorf("annotation %s: %w", key, err)
+	}
+	if md.Mode == 0 {
+		return 0, nil // modctl leaves such a file as it made it
+	}
+	// Its owner reads it, whatever else: tend verifies what it keeps.
+	mode := fs.FileMode(md.Mode).Perm()&^0o222 | 0o400
+	if mode == 0o444 {
+		return 0, nil
+	}
+	return mode, nil
 }
 
 // plainTar maps the media types of image layers to their compression.

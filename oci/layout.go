@@ -8,6 +8,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"io/fs"
 	"os"
 	"path/filepath"
 
@@ -36,12 +37,29 @@ const (
 	annotationTitle      = "org.opencontainers.image.title" // ORAS: the file's name
 	annotationORASUnpack = "io.deis.oras.content.unpack"    // ORAS: "true" for a tar+gzip folder
 	annotationFilepath   = "org.cncf.model.filepath"        // ModelPack and KitOps raw layers
+	// ModelPack raw layers: the file's name, mode, uid, gid, size, mtime
+	// and typeflag, as JSON (model-spec's FileMetadata).
+	annotationFileMetadata = "org.cncf.model.file.metadata+json"
 
 	prefixKitOps    = "application/vnd.kitops.modelkit."
 	prefixModelPack = "application/vnd.cncf.model."
 
 	mediaTypeKitOpsConfig    = prefixKitOps + "config.v1+json"
 	mediaTypeModelPackConfig = prefixModelPack + "config.v1+json"
+
+	// Legacy ModelPack (CNAI): model-spec up to v0.0.6
+	// (github.com/dragonflyoss/model-spec, specs-go/v1/mediatype.go and
+	// annotations.go), which modctl v0.2.x pushes and current modctl
+	// still extracts: "application/vnd.cnai.model.config.v1+json",
+	// "application/vnd.cnai.model.weight.v1.raw",
+	// "application/vnd.cnai.model.weight.v1.tar+gzip" and so on, with
+	// annotations "org.cnai.model.filepath" and
+	// "org.cnai.model.file.metadata+json". model-spec v0.0.7 renamed them
+	// to vnd.cncf and org.cncf, changing nothing else.
+	prefixModelPackLegacy          = "application/vnd.cnai.model."
+	mediaTypeModelPackLegacyConfig = prefixModelPackLegacy + "config.v1+json"
+	annotationFilepathLegacy       = "org.cnai.model.filepath"
+	annotationFileMetadataLegacy   = "org.cnai.model.file.metadata+json"
 )
 
 // Formats of an Artifact, as messages print them.
@@ -64,6 +82,11 @@ type Entry struct {
 	Path        string
 	Unpack      bool   // a tar layer, extracted into Path
 	Compression string // Uncompressed, Gzip or Zstd, when Unpack
+	// Mode is the mode of a file entry (not Unpack) when its artifact
+	// gives one other than the blob's 0444 (a ModelPack file's metadata
+	// annotation): the file is a copy of its blob with this mode, not a
+	// hard link. 0 is a hard link, 0444.
+	Mode fs.FileMode
 	// Overlay marks a layer of an image: the layers apply in manifest
 	// order, a later one overwrites what an earlier one wrote, and its
 	// whiteouts (.wh.NAME, and .wh..wh..opq for a folder's content)
@@ -78,7 +101,10 @@ type Artifact struct {
 	// Manifests are the index (if any), the chosen manifest and the config
 	// blob: blobs kept with the version besides the entries.
 	Manifests []v1.Hash
-	Entries   []Entry // sorted by Path; an image's layers (Overlay) in manifest order
+	// Config is the config blob (one of Manifests; zero when the manifest
+	// has none).
+	Config  v1.Hash
+	Entries []Entry // sorted by Path; an image's layers (Overlay) in manifest order
 
 	descs map[v1.Hash]v1.Descriptor // sizes and media types of Manifests
 }
@@ -183,9 +209,10 @@ func (s *Store) LoadArtifact(d v1.Hash, platform v1.Platform) (*Artifact, error)
 }
 
 // Inspect reads the artifact repo@d from its registry as FetchArtifact
-// does (for an index, the index and the manifest for platform), each
-// checked against its digest, without storing anything: what downloading
-// it costs is known where there is no store (CI).
+// does (for an index, the index and the manifest for platform, and a
+// ModelKit's config), each checked against its digest, without storing
+// anything: what downloading it costs is known where there is no store
+// (CI).
 func Inspect(ctx context.Context, repo name.Repository, d v1.Hash, platform v1.Platform, opts Options) (*Artifact, error) {
 	read := func(h v1.Hash, what string) ([]byte, error) {
 		ref := repo.Digest(h.String())
@@ -198,10 +225,18 @@ func Inspect(ctx context.Context, repo name.Repository, d v1.Hash, platform v1.P
 		}
 		return desc.Manifest, nil
 	}
-	return loadArtifact(read, d, platform)
+	a, err := loadArtifact(read, d, platform)
+	if err != nil {
+		return nil, err
+	}
+	if err := checkModelKit(a, remoteBlob(ctx, repo, opts)); err != nil {
+		return nil, err
+	}
+	return a, nil
 }
 
-// blobReader returns the bytes of manifest d; what names it in errors.
+// blobReader returns the bytes of blob d, a manifest or a config; what
+// names it in errors.
 type blobReader func(d v1.Hash, what string) ([]byte, error)
 
 func loadArtifact(read blobReader, d v1.Hash, platform v1.Platform) (*Artifact, error) {
@@ -271,6 +306,7 @@ func readManifest(read blobReader, a *Artifact, m v1.Hash) (*Artifact, error) {
 	if man.Config.Digest.Hex != "" {
 		a.Manifests = append(a.Manifests, man.Config.Digest)
 		a.descs[man.Config.Digest] = man.Config
+		a.Config = man.Config.Digest
 	}
 	if a.Format, a.Entries, err = layout(a.Digest, man); err != nil {
 		return nil, err
@@ -285,7 +321,8 @@ func readManifest(read blobReader, a *Artifact, m v1.Hash) (*Artifact, error) {
 // not already there (for an index, the index and the manifest for
 // platform), then the config blob, each checked against its digest, and
 // returns the artifact and the bytes downloaded. Layers are not
-// downloaded: FetchAll the artifact's Blobs for that.
+// downloaded: FetchAll the artifact's Blobs for that. A ModelKit whose
+// model is a base ModelKit is refused (ErrBaseModelKit).
 func (s *Store) FetchArtifact(ctx context.Context, repo name.Repository, d v1.Hash, platform v1.Platform, opts Options) (*Artifact, int64, error) {
 	total, err := s.fetchManifest(ctx, repo, d, opts)
 	if err != nil {
@@ -310,6 +347,9 @@ func (s *Store) FetchArtifact(ctx context.Context, repo name.Repository, d v1.Ha
 		if err != nil {
 			return nil, total, err
 		}
+	}
+	if err := checkModelKit(a, s.read); err != nil {
+		return nil, total, err
 	}
 	return a, total, nil
 }

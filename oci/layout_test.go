@@ -141,7 +141,8 @@ func TestArtifactLayouts(t *testing.T) {
 			},
 			format:  FormatKitOps,
 			entries: []string{"+", "+gzip", "+gzip", "+zstd"},
-			files:   map[string]string{"model.onnx": "weights", "parts/tokenizer.json": "{}", "src/run.py": "print()\n", "README.md": "# detector\n"},
+			files: map[string]string{"model.onnx": "weights", "parts/tokenizer.json": "{}", "src/run.py": "print()\n", "README.md": "# detector\n",
+				"Kitfile": "manifestVersion: 1.0.0\nmodel:\n  path: model.onnx\n"}, // as kit unpack writes it
 		},
 		{
 			name:   "CNCF ModelPack, raw and tar",

@@ -23,17 +23,20 @@ import (
 var link = os.Link
 
 // Materialise builds the version folder dir, which must not exist (its
-// parent is made when missing), from blobs already in the store: a file entry is hard-linked from its blob
-// (copied when the link fails, across file systems for one), a tar entry
-// is extracted into its path. Files are read-only, as a hard link shares
-// the blob's inode. Every file and folder is synced before Materialise
+// parent is made when missing), from blobs already in the store: a file
+// entry is hard-linked from its blob (copied when the link fails, across
+// file systems for one, or when the entry has a Mode of its own), a tar
+// entry is extracted into its path, and a ModelKit's config is written as
+// its Kitfile, as kit unpack does. Files are read-only, as a hard link
+// shares the blob's inode. Every file and folder is synced before Materialise
 // returns, so a symlink swapped to dir afterwards points at whole content.
 // Writes are confined to dir; an entry path that is absolute, has "..",
 // is not clean or collides with another is refused with ErrUnsafeArchive.
 // On failure dir is removed.
 //
-// Unpacking writes at most limit bytes (0: no limit), counted as written:
-// past it, it fails with an error wrapping ErrTooLarge.
+// Unpacking, copying a file for its mode and the Kitfile write at most
+// limit bytes (0: no limit), counted as written: past it, it fails with
+// an error wrapping ErrTooLarge.
 func (s *Store) Materialise(ctx context.Context, a *Artifact, dir string, limit int64) (err error) {
 	if err := checkEntries(a); err != nil {
 		return err
@@ -81,12 +84,15 @@ func (s *Store) Materialise(ctx context.Context, a *Artifact, dir string, limit 
 			if unpack {
 				err = s.unpack(ctx, root, dir, e, budget)
 			} else {
-				err = s.place(root, dir, e)
+				err = s.place(root, dir, e, budget)
 			}
 			if err != nil {
 				return fmt.Errorf("materialise model %s: layer %s into %q: %w", a.Digest, e.Digest, "/"+e.Path, err)
 			}
 		}
+	}
+	if err := s.writeKitfile(root, a, budget); err != nil {
+		return fmt.Errorf("materialise model %s: %w", a.Digest, err)
 	}
 	if err := seal(root); err != nil {
 		return fmt.Errorf("materialise model %s: %w", a.Digest, err)
@@ -95,38 +101,51 @@ func (s *Store) Materialise(ctx context.Context, a *Artifact, dir string, limit 
 }
 
 // place puts a file entry in the version folder: a hard link to its blob,
-// or a synced copy when linking fails.
-func (s *Store) place(root *os.Root, dir string, e Entry) error {
+// or a synced copy when linking fails or the entry has a mode of its own
+// (the blob, shared by every version that links it, keeps 0444). A copy
+// for a mode is counted against b.
+func (s *Store) place(root *os.Root, dir string, e Entry, b *Budget) error {
 	if parent := path.Dir(e.Path); parent != "." {
 		if err := root.MkdirAll(parent, 0o755); err != nil {
 			return err
 		}
 	}
 	blob := s.Path(e.Digest)
-	err := link(blob, filepath.Join(dir, filepath.FromSlash(e.Path)))
-	if err == nil {
-		// A chmod moves the ctime of every link to the blob, which the
-		// drift check compares: only when needed.
-		if fi, err := os.Stat(blob); err == nil && fi.Mode().Perm() == 0o444 {
-			return nil
+	mode := e.Mode
+	if mode == 0 {
+		err := link(blob, filepath.Join(dir, filepath.FromSlash(e.Path)))
+		if err == nil {
+			// A chmod moves the ctime of every link to the blob, which the
+			// drift check compares: only when needed.
+			if fi, err := os.Stat(blob); err == nil && fi.Mode().Perm() == 0o444 {
+				return nil
+			}
+			return os.Chmod(blob, 0o444)
 		}
-		return os.Chmod(blob, 0o444)
-	}
-	if errors.Is(err, fs.ErrExist) {
-		return err
+		if errors.Is(err, fs.ErrExist) {
+			return err
+		}
+		mode = 0o444
 	}
 	src, err := os.Open(blob)
 	if err != nil {
 		return err
 	}
 	defer src.Close()
-	dst, err := root.OpenFile(e.Path, os.O_CREATE|os.O_EXCL|os.O_WRONLY, 0o444)
+	dst, err := root.OpenFile(e.Path, os.O_CREATE|os.O_EXCL|os.O_WRONLY, 0o400)
 	if err != nil {
 		return err
 	}
-	_, err = io.Copy(dst, src)
+	if e.Mode != 0 {
+		// Only a copy for a mode: one for want of a link lands on another
+		// file system than the one whose room b holds.
+		err = b.take(e.Size)
+	}
 	if err == nil {
-		err = dst.Chmod(0o444)
+		_, err = io.Copy(dst, src)
+	}
+	if err == nil {
+		err = dst.Chmod(mode)
 	}
 	if err == nil {
 		err = dst.Sync()

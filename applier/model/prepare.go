@@ -135,6 +135,8 @@ func (d *Driver) fetch(ctx context.Context, m render.Model, art *oci.Artifact, p
 			if e.Compression != oci.Uncompressed {
 				need += e.Size
 			}
+		} else if e.Mode != 0 {
+			need += e.Size // a copy of its blob, with its own mode
 		}
 	}
 	if need > 0 {
@@ -199,8 +201,9 @@ func (d *Driver) materialise(ctx context.Context, rec *record, m render.Model, a
 	if err != nil {
 		return v, err
 	}
-	// A file linked to its blob has the blob's digest; anything else, from
-	// an unpacked layer, is hashed.
+	// A file linked to (or copied from) its blob has the blob's digest;
+	// anything else, from an unpacked layer or a ModelKit's Kitfile, is
+	// hashed.
 	linked := map[string]string{}
 	for _, e := range art.Entries {
 		if !e.Unpack {

@@ -171,12 +171,18 @@ func PushFiles(host, repoTag string, files map[string][]byte) (string, error) {
 // and puts an OCI image manifest with them under repoTag. It returns the
 // manifest digest.
 func Push(host, repoTag, configType string, config []byte, layers []Layer) (string, error) {
+	return PushArtifact(host, repoTag, ArtifactType, configType, config, layers)
+}
+
+// PushArtifact is Push with the manifest's artifactType ("" for none), as
+// the tool that makes a format sets it.
+func PushArtifact(host, repoTag, artifactType, configType string, config []byte, layers []Layer) (string, error) {
 	ref, err := name.ParseReference(host+"/"+repoTag, name.Insecure)
 	if err != nil {
 		return "", err
 	}
 	repo := ref.Context()
-	m := manifest{SchemaVersion: 2, MediaType: string(types.OCIManifestSchema1), ArtifactType: ArtifactType}
+	m := manifest{SchemaVersion: 2, MediaType: string(types.OCIManifestSchema1), ArtifactType: artifactType}
 	upload := func(data []byte, mt string) (descriptor, error) {
 		l := static.NewLayer(data, types.MediaType(mt))
 		if err := remote.WriteLayer(repo, l); err != nil {

@@ -1,0 +1,210 @@
+package oci
+
+import (
+	"bytes"
+	"context"
+	"crypto/sha256"
+	"encoding/hex"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"io/fs"
+	"os"
+	"strings"
+
+	"github.com/google/go-containerregistry/pkg/name"
+	v1 "github.com/google/go-containerregistry/pkg/v1"
+	"github.com/google/go-containerregistry/pkg/v1/remote"
+	"go.yaml.in/yaml/v3"
+)
+
+// ErrBaseModelKit means a ModelKit's model is another ModelKit (its
+// Kitfile's model.path is a reference), which tend does not fetch.
+// Retrying will not help until someone pushes another artifact.
+var ErrBaseModelKit = errors.New("ModelKit refers to a base ModelKit")
+
+// KitfileName is where a ModelKit's Kitfile is written in its version
+// folder, as kit unpack writes it.
+const KitfileName = "Kitfile"
+
+// maxKitfile bounds the config blob of a ModelKit tend reads: a Kitfile
+// is a few kilobytes.
+const maxKitfile = 4 << 20
+
+// kitFile is a ModelKit's config as KitOps reads and writes it
+// (github.com/kitops-ml/kitops, pkg/artifact/kitfile.go): the same
+// fields in the same order, encoded by the same YAML library, so that it
+// marshals to the Kitfile kit unpack writes. The digests and diff ids the
+// config gives each layer are not part of a Kitfile (yaml:"-" there) and
+// are left out.
+type kitFile struct {
+	ManifestVersion string       `json:"manifestVersion" yaml:"manifestVersion"`
+	Package         kitPackage   `json:"package,omitempty" yaml:"package,omitempty"`
+	Model           *kitModel    `json:"model,omitempty" yaml:"model,omitempty"`
+	Code            []kitCode    `json:"code,omitempty" yaml:"code,omitempty"`
+	DataSets        []kitDataSet `json:"datasets,omitempty" yaml:"datasets,omitempty"`
+	Docs            []kitDocs    `json:"docs,omitempty" yaml:"docs,omitempty"`
+}
+
+type kitPackage struct {
+	Name        string   `json:"name,omitempty" yaml:"name,omitempty"`
+	Version     string   `json:"version,omitempty" yaml:"version,omitempty"`
+	Description string   `json:"description,omitempty" yaml:"description,omitempty"`
+	License     string   `json:"license,omitempty" yaml:"license,omitempty"`
+	Authors     []string `json:"authors,omitempty" yaml:"authors,omitempty,flow"`
+}
+
+type kitDocs struct {
+	Path        string `json:"path" yaml:"path"`
+	Description string `json:"description,omitempty" yaml:"description,omitempty"`
+}
+
+type kitModel struct {
+	Name        string         `json:"name,omitempty" yaml:"name,omitempty"`
+	Path        string         `json:"path,omitempty" yaml:"path,omitempty"`
+	License     string         `json:"license,omitempty" yaml:"license,omitempty"`
+	Framework   string         `json:"framework,omitempty" yaml:"framework,omitempty"`
+	Format      string         `json:"format,omitempty" yaml:"format,omitempty"`
+	Version     string         `json:"version,omitempty" yaml:"version,omitempty"`
+	Description string         `json:"description,omitempty" yaml:"description,omitempty"`
+	Parts       []kitModelPart `json:"parts,omitempty" yaml:"parts,omitempty"`
+	Parameters  any            `json:"parameters,omitempty" yaml:"parameters,omitempty"`
+}
+
+type kitModelPart struct {
+	Name    string `json:"name,omitempty" yaml:"name,omitempty"`
+	Path    string `json:"path,omitempty" yaml:"path,omitempty"`
+	License string `json:"license,omitempty" yaml:"license,omitempty"`
+	Type    string `json:"type,omitempty" yaml:"type,omitempty"`
+}
+
+type kitCode struct {
+	Path        string `json:"path,omitempty" yaml:"path,omitempty"`
+	Description string `json:"description,omitempty" yaml:"description,omitempty"`
+	License     string `json:"license,omitempty" yaml:"license,omitempty"`
+}
+
+type kitDataSet struct {
+	Name        string `json:"name,omitempty" yaml:"name,omitempty"`
+	Path        string `json:"path,omitempty" yaml:"path,omitempty"`
+	Description string `json:"description,omitempty" yaml:"description,omitempty"`
+	License     string `json:"license,omitempty" yaml:"license,omitempty"`
+	Parameters  any    `json:"parameters,omitempty" yaml:"parameters,omitempty"`
+}
+
+// isModelKit says whether a's config is a ModelKit's (a Kitfile as JSON).
+func (a *Artifact) isModelKit() bool {
+	return a.Config.Hex != "" && a.descs[a.Config].MediaType == mediaTypeKitOpsConfig
+}
+
+// kitfile returns the Kitfile of ModelKit d, whose config blob is config,
+// as kit unpack writes it (YAML, two-space indent). A ModelKit whose
+// model is a base ModelKit is refused with ErrBaseModelKit: its weights
+// are not in d.
+func kitfile(d v1.Hash, config []byte) ([]byte, error) {
+	var kf kitFile
+	if err := json.Unmarshal(config, &kf); err != nil {
+		return nil, fmt.Errorf("ModelKit %s: config (its Kitfile): %w", d, err)
+	}
+	if kf.Model != nil && isModelKitReference(kf.Model.Path) {
+		return nil, fmt.Errorf("%w: model artifact %s is a ModelKit whose model is the ModelKit %s (model.path in its Kitfile), "+
+			"which tend does not fetch: push a ModelKit that holds the model's files (kit pack with model.path a file or folder), "+
+			"or declare %s as a model of its own",
+			ErrBaseModelKit, d, kf.Model.Path, kf.Model.Path)
+	}
+	var b bytes.Buffer
+	enc := yaml.NewEncoder(&b)
+	enc.SetIndent(2)
+	if err := enc.Encode(&kf); err != nil {
+		return nil, fmt.Errorf("ModelKit %s: Kitfile: %w", d, err)
+	}
+	if err := enc.Close(); err != nil {
+		return nil, fmt.Errorf("ModelKit %s: Kitfile: %w", d, err)
+	}
+	return b.Bytes(), nil
+}
+
+// isModelKitReference says whether a Kitfile's model.path names a
+// ModelKit rather than a file, as kit does (IsModelKitReference in
+// pkg/lib/repo/util): it has ":" or "@" and parses as a reference.
+func isModelKitReference(p string) bool {
+	if !strings.ContainsAny(p, ":@") {
+		return false
+	}
+	_, err := name.ParseReference(p)
+	return err == nil
+}
+
+// checkModelKit refuses a ModelKit that refers to a base ModelKit; read
+// gives its config blob.
+func checkModelKit(a *Artifact, read blobReader) error {
+	if !a.isModelKit() {
+		return nil
+	}
+	if size := a.descs[a.Config].Size; size > maxKitfile {
+		return fmt.Errorf("%w: ModelKit %s: a config (Kitfile) of %s; tend reads at most %s", ErrUnknownLayout, a.Digest, HumanBytes(size), HumanBytes(maxKitfile))
+	}
+	config, err := read(a.Config, "ModelKit config")
+	if err != nil {
+		return err
+	}
+	_, err = kitfile(a.Digest, config)
+	return err
+}
+
+// remoteBlob returns a small blob of repo (a config), checked against its
+// digest, from the registry.
+func remoteBlob(ctx context.Context, repo name.Repository, opts Options) blobReader {
+	return func(h v1.Hash, what string) ([]byte, error) {
+		ref := repo.Digest(h.String())
+		l, err := remote.Layer(ref, opts.remoteOptions(ctx)...)
+		if err != nil {
+			return nil, classify(ref.String(), err)
+		}
+		rc, err := l.Compressed()
+		if err != nil {
+			return nil, classify(ref.String(), err)
+		}
+		defer rc.Close()
+		b, err := io.ReadAll(io.LimitReader(rc, maxKitfile+1))
+		if err != nil {
+			return nil, fmt.Errorf("%s %s: %w", what, ref, err)
+		}
+		if sum := sha256.Sum256(b); hex.EncodeToString(sum[:]) != h.Hex {
+			return nil, fmt.Errorf("%s %s: %w", what, ref, ErrDigestMismatch)
+		}
+		return b, nil
+	}
+}
+
+// writeKitfile writes a ModelKit's Kitfile into its version folder, as
+// kit unpack does (read-only, as everything there), counted against b.
+func (s *Store) writeKitfile(root *os.Root, a *Artifact, b *Budget) error {
+	if !a.isModelKit() {
+		return nil
+	}
+	config, err := s.read(a.Config, "ModelKit config")
+	if err != nil {
+		return err
+	}
+	body, err := kitfile(a.Digest, config)
+	if err != nil {
+		return err
+	}
+	if err := b.take(int64(len(body)) + EntryCost); err != nil {
+		return err
+	}
+	f, err := root.OpenFile(KitfileName, os.O_CREATE|os.O_EXCL|os.O_WRONLY, 0o444)
+	if errors.Is(err, fs.ErrExist) {
+		return fmt.Errorf("a layer holds a %s of its own where kit unpack writes the ModelKit's: %w", KitfileName, err)
+	}
+	if err != nil {
+		return err
+	}
+	_, err = f.Write(body)
+	if cerr := f.Close(); err == nil {
+		err = cerr
+	}
+	return err
+}
