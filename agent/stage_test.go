@@ -118,6 +118,8 @@ func TestStagingNeverHoldsTheTick(t *testing.T) {
 	h.manual()
 	require.NoError(t, h.err)
 	require.NotNil(t, h.res.Staging, "nothing applied yet: the release stages first")
+	require.Empty(t, h.tracker.Status().AppliedRevision, "nothing is applied while the first release stages")
+	require.NotEmpty(t, h.tracker.Status().TargetRevision)
 	<-h.ready
 	h.manual()
 	require.NoError(t, h.err)

@@ -18,6 +18,11 @@ func statusTick(res *Result) *status.Tick {
 		if res.FailedStep != StepFetch {
 			t.Target = t.Revision
 		}
+		if res.Staging != nil && res.Plan == nil {
+			// A first release that stages: the tick ended before its
+			// plan, and applied nothing.
+			t.Revision = ""
+		}
 	}
 	switch {
 	case fetchFailed(res):
