@@ -7,8 +7,12 @@ STATICCHECK ?= $(GO) run honnef.co/go/tools/cmd/staticcheck@v0.8.2
 
 .PHONY: build build-all test fuzz lint fmt vet tidy demo demo-containers bench clean
 
+# -v names each package as it is compiled: a first build, with a cold
+# build cache, compiles every dependency (minutes on 2 cores); later ones
+# list only what changed.
 build:
-	$(GO) build -trimpath -ldflags "$(LDFLAGS)" -o bin/tend ./cmd/tend
+	@echo "build bin/tend (go build -v: each package compiled is listed; a first build takes minutes)"
+	$(GO) build -v -trimpath -ldflags "$(LDFLAGS)" -o bin/tend ./cmd/tend
 
 # cmd/tend for every system it is used on, without cgo; the binaries are
 # thrown away. The node commands need Linux; the CI commands (validate,

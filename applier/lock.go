@@ -23,7 +23,7 @@ const lockPoll = 100 * time.Millisecond
 // done and then returns a *LockedError naming the holder's pid. The lock
 // dies with the process, so a crash never leaves it stale.
 func Lock(ctx context.Context, stateDir string) (unlock func() error, err error) {
-	return lock(ctx, stateDir, statedir.Dir(stateDir).Lock(), false)
+	return lock(ctx, stateDir, statedir.Dir(stateDir).Lock(), false, nil)
 }
 
 // LockAgent takes the agent lock on stateDir for the life of the process:
@@ -32,10 +32,12 @@ func Lock(ctx context.Context, stateDir string) (unlock func() error, err error)
 func LockAgent(stateDir string) (unlock func() error, err error) {
 	ctx, cancel := context.WithCancel(context.Background())
 	cancel()
-	return lock(ctx, stateDir, statedir.Dir(stateDir).AgentLock(), true)
+	return lock(ctx, stateDir, statedir.Dir(stateDir).AgentLock(), true, nil)
 }
 
-func lock(ctx context.Context, stateDir, name string, agent bool) (unlock func() error, err error) {
+// lock takes the flock on name; held, when not nil, is called each time
+// the lock is found held by another (tests wait for it).
+func lock(ctx context.Context, stateDir, name string, agent bool, held func()) (unlock func() error, err error) {
 	if err := os.MkdirAll(stateDir, statedir.Mode); err != nil {
 		return nil, fmt.Errorf("lock state directory: %w", err)
 	}
@@ -53,6 +55,9 @@ func lock(ctx context.Context, stateDir, name string, agent bool) (unlock func()
 		if !errors.Is(err, syscall.EWOULDBLOCK) {
 			_ = f.Close()
 			return nil, fmt.Errorf("lock %s: %w", name, err)
+		}
+		if held != nil {
+			held()
 		}
 		select {
 		case <-ctx.Done():

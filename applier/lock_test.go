@@ -7,6 +7,7 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -40,19 +41,37 @@ func TestLock(t *testing.T) {
 	})
 
 	t.Run("waiter gets the lock once it is released", func(t *testing.T) {
-		ctx, cancel := context.WithTimeout(t.Context(), 5*time.Second)
-		defer cancel()
+		// The waiter is let go only after it found the lock held: it
+		// cannot pass by taking a lock already free.
+		waiting := make(chan struct{})
+		var once sync.Once
 		got := make(chan error, 1)
 		go func() {
-			unlock2, err := Lock(ctx, stateDir)
+			unlock2, err := lock(t.Context(), stateDir, lockFile, false, func() { once.Do(func() { close(waiting) }) })
 			if err == nil {
 				err = unlock2()
 			}
 			got <- err
 		}()
-		time.Sleep(150 * time.Millisecond)
+		select {
+		case <-waiting:
+		case err := <-got:
+			t.Fatalf("the waiter returned while the lock was held: %v", err)
+		case <-time.After(30 * time.Second):
+			t.Fatal("the waiter never found the lock held")
+		}
+		select {
+		case err := <-got:
+			t.Fatalf("the waiter returned while the lock was held: %v", err)
+		default:
+		}
 		require.NoError(t, unlock())
-		require.NoError(t, <-got)
+		select {
+		case err := <-got:
+			require.NoError(t, err)
+		case <-time.After(30 * time.Second):
+			t.Fatal("the waiter did not get the lock within 30s of its release")
+		}
 	})
 
 	t.Run("free lock is taken even with a done ctx", func(t *testing.T) {

@@ -231,17 +231,6 @@ func restarts(cs *planner.Changeset) int {
 	return n
 }
 
-// plainRestarts counts the restart actions of a plan (not the updates
-// that restart whole, which are changes too).
-func plainRestarts(cs *planner.Changeset) int {
-	n := 0
-	for _, a := range cs.Actions {
-		if a.Type == planner.Restart {
-			n++
-		}
-	}
-	return n
-}
 
 // downloadRE finds what a resolved model's action says it downloads, in
 // the form of oci.HumanBytes: "…, 1.2 MB to download".

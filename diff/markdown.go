@@ -31,8 +31,9 @@ type MarkdownOptions struct {
 // warnings, the changed profiles and rollouts, the rollouts that govern
 // the changed devices (their waves, when each opens
 // and how many of the devices fall in it), a table of the devices that
-// change (add, change, delete, restarts, and the download size when
-// models were resolved) and a collapsible section per device with its
+// change (add, change and delete as their plans count them, how many of
+// the changes restart a service, and the download size when models were
+// resolved) and a collapsible section per device with its
 // plan. What does not fit in the limit is left out: table
 // rows first keep their place, then the sections, and a note counts the
 // devices left out.
@@ -208,8 +209,9 @@ func mdRow(d Device, resolved bool) string {
 		return cells + "\n"
 	}
 	s := d.Plan.Summary()
-	// A restart has its own column: change counts the updates.
-	row := fmt.Sprintf("| `%s` | %s | %d | %d | %d | %d |", d.Name, status, s.Add, s.Change-plainRestarts(d.Plan), s.Delete, restarts(d.Plan))
+	// Change counts as the device's plan and the summary do, restarts
+	// included; restarts says how many of those restart a service.
+	row := fmt.Sprintf("| `%s` | %s | %d | %d | %d | %d |", d.Name, status, s.Add, s.Change, s.Delete, restarts(d.Plan))
 	if resolved {
 		size := ""
 		if n, ok := download(d.Plan); ok {

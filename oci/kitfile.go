@@ -160,11 +160,11 @@ func remoteBlob(ctx context.Context, repo name.Repository, opts Options) blobRea
 		ref := repo.Digest(h.String())
 		l, err := remote.Layer(ref, opts.remoteOptions(ctx)...)
 		if err != nil {
-			return nil, classify(ref.String(), err)
+			return nil, classify(ref.String(), err, opts)
 		}
 		rc, err := l.Compressed()
 		if err != nil {
-			return nil, classify(ref.String(), err)
+			return nil, classify(ref.String(), err, opts)
 		}
 		defer rc.Close()
 		b, err := io.ReadAll(io.LimitReader(rc, maxKitfile+1))

@@ -218,7 +218,7 @@ func Inspect(ctx context.Context, repo name.Repository, d v1.Hash, platform v1.P
 		ref := repo.Digest(h.String())
 		desc, err := remote.Get(ref, opts.remoteOptions(ctx)...)
 		if err != nil {
-			return nil, classify(ref.String(), err)
+			return nil, classify(ref.String(), err, opts)
 		}
 		if sum := sha256.Sum256(desc.Manifest); hex.EncodeToString(sum[:]) != h.Hex {
 			return nil, fmt.Errorf("%s %s: %w", what, ref, ErrDigestMismatch)
@@ -362,7 +362,7 @@ func (s *Store) fetchManifest(ctx context.Context, repo name.Repository, d v1.Ha
 	ref := repo.Digest(d.String())
 	desc, err := remote.Get(ref, opts.remoteOptions(ctx)...)
 	if err != nil {
-		return 0, classify(ref.String(), err)
+		return 0, classify(ref.String(), err, opts)
 	}
 	if err := s.Put(d, desc.Manifest); err != nil {
 		return int64(len(desc.Manifest)), fmt.Errorf("manifest %s: %w", ref, err)

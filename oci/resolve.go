@@ -108,7 +108,7 @@ func candidates(ctx context.Context, repo name.Repository, semverRange string, o
 	}
 	tags, err := listTags(ctx, repo, opts)
 	if err != nil {
-		return nil, classify(repo.String(), err)
+		return nil, classify(repo.String(), err, opts)
 	}
 	type candidate struct {
 		tag string
@@ -163,8 +163,8 @@ func (o Options) remoteOptions(ctx context.Context) []remote.Option {
 }
 
 // classify wraps a registry error so callers can tell "not there" from
-// trouble reaching the registry.
-func classify(ref string, err error) error {
+// trouble reaching the registry (see reachError).
+func classify(ref string, err error, opts Options) error {
 	var te *transport.Error
 	if errors.As(err, &te) && (te.StatusCode == http.StatusNotFound || hasCode(te, transport.ManifestUnknownErrorCode, transport.NameUnknownErrorCode)) {
 		return fmt.Errorf("%w: %s: %v", ErrNotFound, ref, err)
@@ -172,14 +172,14 @@ func classify(ref string, err error) error {
 	if errors.As(err, &te) && (te.StatusCode == http.StatusUnauthorized || te.StatusCode == http.StatusForbidden) {
 		return fmt.Errorf("%w for %s (HTTP %d): check registries.dockerConfig or run docker login on the device", ErrUnauthorized, ref, te.StatusCode)
 	}
-	return fmt.Errorf("resolve %s: %w", ref, err)
+	return fmt.Errorf("resolve %s: %w", ref, reachError(registryOf(ref), err, opts))
 }
 
 // headError explains a failed HEAD of ref: a tag or digest the registry
 // does not have is said so in tend's words (HEAD answers carry no body to
 // quote), with the closest tags for a tag.
 func headError(ctx context.Context, ref name.Reference, err error, opts Options) error {
-	err = classify(ref.String(), err)
+	err = classify(ref.String(), err, opts)
 	if !errors.Is(err, ErrNotFound) {
 		return err
 	}

@@ -315,7 +315,7 @@ func (o Options) blobClient(ctx context.Context, repo name.Repository) (*http.Cl
 		http.StatusInternalServerError, http.StatusBadGateway, http.StatusServiceUnavailable, http.StatusGatewayTimeout))
 	rt, err := transport.NewWithContext(ctx, repo.Registry, auth, base, []string{repo.Scope(transport.PullScope)})
 	if err != nil {
-		return nil, fmt.Errorf("connect to %s: %w", repo.RegistryStr(), err)
+		return nil, fmt.Errorf("connect to %s: %w", repo.RegistryStr(), reachError(repo.RegistryStr(), err, o))
 	}
 	return &http.Client{Transport: rt}, nil
 }

@@ -3,6 +3,7 @@ package planner
 import (
 	"bytes"
 	"fmt"
+	"slices"
 	"strings"
 	"unicode"
 	"unicode/utf8"
@@ -52,16 +53,23 @@ const SensitiveHidden = "(sensitive content hidden)"
 
 // ContentDiff returns what an update changes in words people read: one
 // "name: old → new" line per plain field that changes (a file's mode, a
-// service's replicas, command or env.NAME, a model's ref or tag), then,
+// service's replicas, command or env.NAME, a model's ref or tag; each name
+// once, the sides' description of it before the planner's), then,
 // for a file whose content changes, a unified diff of its text, or
 // "binary content differs (N bytes → M bytes)", or for a sensitive file
 // SensitiveHidden with sizes and digests. It is "" when there is nothing
 // to add to the action's reason. A diff longer than opts.MaxLines is cut
 // and says how many lines were left out.
 func ContentDiff(a Action, before, after Content, opts DiffOptions) string {
+	// A field the two sides describe is printed from them, once: a
+	// container's image is its ref there, and its digest image.digest.
+	described := make(map[string]bool, len(before.Fields)+len(after.Fields))
+	for _, f := range slices.Concat(before.Fields, after.Fields) {
+		described[f.Name] = true
+	}
 	var lines []string
 	for _, c := range a.Changes {
-		if c.Field != FieldContent && c.Field != FieldSpec && c.Field != FieldDigest {
+		if c.Field != FieldContent && c.Field != FieldSpec && c.Field != FieldDigest && !described[c.Field] {
 			lines = append(lines, fieldLine(c.Field, c.From, c.To))
 		}
 	}

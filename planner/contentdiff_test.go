@@ -144,14 +144,23 @@ func TestPlanWithDiffGolden(t *testing.T) {
 	key2.Sensitive = true
 	svc := Resource{ID: "service/infer", Kind: KindService, Fields: []Field{{FieldSpec, "s1"}}, Deps: []string{cfg.ID}}
 	added := file("/etc/infer/new.yaml", "sha256:ee", "0644")
-	cs, err := Plan(Desired{Device: "cam-017", Revision: "main@sha1:0123", Resources: []Resource{cfg2, key2, svc, added}}, Observed{
-		Resources: map[string]State{cfg.ID: present(cfg), key.ID: present(key), svc.ID: present(svc)},
-		Applied:   map[string][]Field{cfg.ID: cfg.Fields, key.ID: key.Fields, svc.ID: svc.Fields},
+	// A service that was a process and is now a container: its image is
+	// named once, by ref, and its digest as image.digest.
+	web := Resource{ID: "service/web", Kind: KindService, Fields: []Field{{FieldSpec, "p1"}, {FieldReplicas, "1"}}}
+	digest := "sha256:" + strings.Repeat("f", 64)
+	web2 := Resource{ID: "service/web", Kind: KindService, Fields: []Field{{FieldSpec, "c1"}, {FieldImage, digest}, {FieldReplicas, "1"}}}
+	cs, err := Plan(Desired{Device: "cam-017", Revision: "main@sha1:0123", Resources: []Resource{cfg2, key2, svc, added, web2}}, Observed{
+		Resources: map[string]State{cfg.ID: present(cfg), key.ID: present(key), svc.ID: present(svc), web.ID: present(web)},
+		Applied:   map[string][]Field{cfg.ID: cfg.Fields, key.ID: key.Fields, svc.ID: svc.Fields, web.ID: web.Fields},
 	}, Options{})
 	require.NoError(t, err)
 	sides := map[string][2]Content{
 		cfg.ID: {text("threshold: 0.4\n"), text("threshold: 0.5\n")},
 		key.ID: {text("-----BEGIN KEY-----\nold\n"), text("-----BEGIN KEY-----\nnew\n")},
+		web.ID: {
+			Content{Fields: []Field{{"command", `["/opt/web/server"]`}, {"restart", "always"}}},
+			Content{Fields: []Field{{"image", "registry.local:5000/web:v2"}, {"image.digest", digest}, {"network", "host"}, {"restart", "always"}}},
+		},
 	}
 	cs.AddDiffs(func(a Action) (Content, Content, bool) {
 		s, ok := sides[a.Resource]

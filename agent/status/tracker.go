@@ -225,6 +225,9 @@ func (t *Tracker) observeResources(res *Tick, err error) {
 			rs.State, rs.Message = StateOK, a.Reason+" (reverted)"
 		case applied[a.Resource]:
 			rs.State = StateOK
+			if info, ok := res.Info[a.Resource]; ok {
+				rs.Message = info // what it is now, not what the plan was to do (… to download)
+			}
 		case a.Error != "":
 			rs.State, rs.Message = StateFailed, a.Reason+" (will fail: "+a.Error+")"
 		case a.Held != "":

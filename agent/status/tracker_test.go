@@ -34,10 +34,11 @@ type fakeTick struct {
 	rolledBack []string
 	failedStep string // the step that failed; "" and no plan when it is "open" or "fetch"
 	downloaded int64
+	info       map[string]string // Tick.Info
 }
 
 func (f fakeTick) result() *Tick {
-	res := &Tick{Started: tickT0.Add(f.at), Duration: f.took, Downloaded: f.downloaded, RolledBack: f.rolledBack}
+	res := &Tick{Started: tickT0.Add(f.at), Duration: f.took, Downloaded: f.downloaded, RolledBack: f.rolledBack, Info: f.info}
 	if res.Duration == 0 {
 		res.Duration = time.Second
 	}
@@ -197,30 +198,31 @@ func TestTrackerFollowsTicks(t *testing.T) {
 	}, {
 		name: "success clears the error and moves the applied revision",
 		tick: fakeTick{at: 7 * time.Minute, commit: "bbb", unchanged: 1, applied: []string{model, service},
-			actions: []planner.Action{action(planner.Update, model, "update: sha256:ab → sha256:cd"), action(planner.Restart, service, "restart: model/detector changed")}},
+			actions: []planner.Action{action(planner.Update, model, "update: sha256:ab → sha256:cd, 1.0 kB to download"), action(planner.Restart, service, "restart: model/detector changed")},
+			info:    map[string]string{model: "registry.local:5000/detector:v8 → sha256:cd"}},
 		result: ResultSuccess, applied: "main@sha1:bbb", target: "main@sha1:bbb", lastSuccess: at(7*time.Minute + time.Second),
-		resources: []string{file + " ok: drift: content changed on node (reverted)", model + " ok: update: sha256:ab → sha256:cd", service + " ok: restart: model/detector changed"},
+		resources: []string{file + " ok: drift: content changed on node (reverted)", model + " ok: registry.local:5000/detector:v8 → sha256:cd", service + " ok: restart: model/detector changed"},
 		drift:     []string{"file " + file + " content changed on node seen " + at(2*time.Minute) + " reverted \"" + at(4*time.Minute+2*time.Second) + `"`},
 		changed:   true,
 	}, {
 		name:   "a no-op after a success changes the result",
 		tick:   fakeTick{at: 8 * time.Minute, commit: "bbb", unchanged: 3},
 		result: ResultNoop, applied: "main@sha1:bbb", target: "main@sha1:bbb", lastSuccess: at(8*time.Minute + time.Second),
-		resources: []string{file + " ok: drift: content changed on node (reverted)", model + " ok: update: sha256:ab → sha256:cd", service + " ok: restart: model/detector changed"},
+		resources: []string{file + " ok: drift: content changed on node (reverted)", model + " ok: registry.local:5000/detector:v8 → sha256:cd", service + " ok: restart: model/detector changed"},
 		drift:     []string{"file " + file + " content changed on node seen " + at(2*time.Minute) + " reverted \"" + at(4*time.Minute+2*time.Second) + `"`},
 		changed:   true,
 	}, {
 		name:   "another no-op changes nothing but the times",
 		tick:   fakeTick{at: 9 * time.Minute, commit: "bbb", unchanged: 3},
 		result: ResultNoop, applied: "main@sha1:bbb", target: "main@sha1:bbb", lastSuccess: at(9*time.Minute + time.Second),
-		resources: []string{file + " ok: drift: content changed on node (reverted)", model + " ok: update: sha256:ab → sha256:cd", service + " ok: restart: model/detector changed"},
+		resources: []string{file + " ok: drift: content changed on node (reverted)", model + " ok: registry.local:5000/detector:v8 → sha256:cd", service + " ok: restart: model/detector changed"},
 		drift:     []string{"file " + file + " content changed on node seen " + at(2*time.Minute) + " reverted \"" + at(4*time.Minute+2*time.Second) + `"`},
 		changed:   false,
 	}, {
 		name:   "a deleted resource leaves the status",
 		tick:   fakeTick{at: 10 * time.Minute, commit: "ccc", fetched: true, unchanged: 2, applied: []string{file}, actions: []planner.Action{action(planner.Delete, file, "no longer declared")}},
 		result: ResultSuccess, applied: "main@sha1:ccc", target: "main@sha1:ccc", lastSuccess: at(10*time.Minute + time.Second),
-		resources: []string{model + " ok: update: sha256:ab → sha256:cd", service + " ok: restart: model/detector changed"},
+		resources: []string{model + " ok: registry.local:5000/detector:v8 → sha256:cd", service + " ok: restart: model/detector changed"},
 		drift:     []string{"file " + file + " content changed on node seen " + at(2*time.Minute) + " reverted \"" + at(4*time.Minute+2*time.Second) + `"`},
 		changed:   true,
 	}}

@@ -301,10 +301,10 @@ func (d *Driver) startHealthy(ctx context.Context, in Instance, spec RunSpec) er
 		}
 		wait := restartBackoff.Delay(attempt)
 		if time.Since(start)+wait >= grace {
-			return fmt.Errorf("%w (started %d times within startupGrace %s)", err, attempt, grace)
+			return fmt.Errorf("%w (started %d times within startupGrace %s)", err, attempt, roundDuration(grace))
 		}
 		d.sup.log.WarnContext(ctx, "service exited during startup; starting it again", logKeyResource, planner.ServiceID(in.Service),
-			logKeyReplica, in.Replica, "in", wait.String(), logKeyError, err.Error())
+			logKeyReplica, in.Replica, "in", roundDuration(wait), logKeyError, err.Error())
 		if err := backoff.Sleep(ctx, wait); err != nil {
 			return err
 		}
@@ -335,7 +335,7 @@ func (d *Driver) settle(ctx context.Context, policy string, p Handle) error {
 	case <-time.After(startSettle):
 	}
 	if !p.Alive() {
-		return fmt.Errorf("%w: pid %d %w within %s of its start; see tend logs", ErrUnhealthy, p.PID(), errExited, startSettle)
+		return fmt.Errorf("%w: pid %d %w within %s of its start; see tend logs", ErrUnhealthy, p.PID(), errExited, roundDuration(startSettle))
 	}
 	return nil
 }

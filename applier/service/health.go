@@ -249,7 +249,7 @@ func (p *Probe) checkCtxErr(ctx, cctx context.Context) error {
 		return err
 	}
 	if errors.Is(cctx.Err(), context.DeadlineExceeded) {
-		return fmt.Errorf("timed out after %s", p.timeout())
+		return fmt.Errorf("timed out after %s", roundDuration(p.timeout()))
 	}
 	return nil
 }
@@ -287,6 +287,20 @@ func (w *cappedOutput) Write(b []byte) (int, error) {
 
 func (w *cappedOutput) Bytes() []byte { return w.buf.Bytes() }
 
+// roundDuration prints d for a message: to the millisecond under a
+// second, to a tenth of a second under a minute, else to the second
+// (400ms, 19.2s, 2m5s), never with the nanoseconds Duration.String
+// gives a measured time or a startupGrace written to the nanosecond.
+func roundDuration(d time.Duration) string {
+	switch {
+	case d < time.Second:
+		return d.Round(time.Millisecond).String()
+	case d < time.Minute:
+		return d.Round(100 * time.Millisecond).String()
+	}
+	return d.Round(time.Second).String()
+}
+
 // firstOutputLine is the first non-blank line of out, trimmed and cut to 200
 // bytes.
 func firstOutputLine(out []byte) string {
@@ -320,7 +334,7 @@ func (p *Probe) WaitHealthy(ctx context.Context, alive func() bool) error {
 	if !p.started.IsZero() {
 		start = p.started
 	}
-	since := func() time.Duration { return clk.Now().Sub(start).Round(time.Millisecond) }
+	since := func() string { return roundDuration(clk.Now().Sub(start)) }
 	deadline := start.Add(p.grace())
 	poll := min(p.interval(), startupPoll)
 	failed := 0
@@ -345,7 +359,7 @@ func (p *Probe) WaitHealthy(ctx context.Context, alive func() bool) error {
 		left := deadline.Sub(clk.Now())
 		if left <= 0 {
 			return fmt.Errorf("%w: not healthy after %s (startupGrace %s): %d checks failed, last: %w",
-				ErrUnhealthy, since(), p.grace(), failed, last)
+				ErrUnhealthy, since(), roundDuration(p.grace()), failed, last)
 		}
 		select {
 		case <-ctx.Done():

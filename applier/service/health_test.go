@@ -8,6 +8,7 @@ import (
 	"net/http/httptest"
 	"os"
 	"path/filepath"
+	"regexp"
 	"strconv"
 	"strings"
 	"sync"
@@ -263,6 +264,15 @@ func TestWaitHealthy(t *testing.T) {
 		require.ErrorIs(t, err, ErrUnhealthy)
 		require.Equal(t, int32(5), checks.Load(), "checks at 0, 100, 200, 300 and 400ms of a 400ms grace")
 		require.EqualError(t, err, fmt.Sprintf("unhealthy: not healthy after 400ms (startupGrace 400ms): 5 checks failed, last: GET %s/healthz: 503 Service Unavailable", srv.URL))
+	})
+
+	t.Run("durations are rounded in the message", func(t *testing.T) {
+		srv := statusServer(t, func() int { return http.StatusServiceUnavailable })
+		clk := newFakeClock()
+		grace := 19219695232 * time.Nanosecond
+		p := &Probe{HTTP: srv.URL, Interval: 5 * time.Second, StartupGrace: grace, clock: clk, started: clk.Now().Add(-time.Millisecond)}
+		err := p.WaitHealthy(t.Context(), nil)
+		require.Regexp(t, `^unhealthy: not healthy after 19\.2s \(startupGrace 19\.2s\): \d+ checks failed, last: GET `+regexp.QuoteMeta(srv.URL)+`: 503 Service Unavailable$`, err.Error())
 	})
 
 	t.Run("the wait is capped by the startup poll", func(t *testing.T) {

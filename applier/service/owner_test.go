@@ -50,7 +50,7 @@ func TestServiceOneOwnerAcrossProcesses(t *testing.T) {
 	})
 
 	require.NoError(t, syscall.Kill(old, syscall.SIGKILL))
-	require.Equal(t, "exited:owned", <-agentAt, "the watcher saw the exit and owns the replica")
+	require.Equal(t, "exited:owned", receive(t, agentAt, "the watcher's hook at the exit"), "the watcher saw the exit and owns the replica")
 
 	in := service.Instance{Service: "infer", Replica: 0, Spec: process.Spec{Command: svc.Command, Env: map[string]string{"INDEX": "0"},
 		LogFile: service.LogFile(n.StateDir, "infer", 0)}}
@@ -70,11 +70,13 @@ func TestServiceOneOwnerAcrossProcesses(t *testing.T) {
 	case got := <-done:
 		done <- got
 		t.Error("the apply replaced the replica while the watcher owned it")
+	case <-time.After(waitFor):
+		t.Fatalf("the apply neither waited for the replica nor replaced it within %s", waitFor)
 	}
 	close(release)
 
-	require.Equal(t, "exited:gave-up", <-agentAt, "the watcher restarted a replica the apply had replaced")
-	got := <-done
+	require.Equal(t, "exited:gave-up", receive(t, agentAt, "the watcher's hook once the apply replaced the replica"), "the watcher restarted a replica the apply had replaced")
+	got := receive(t, done, "the apply's Run")
 	require.NoError(t, got.err)
 	recs := n.records("infer")
 	require.Len(t, recs, 1)
@@ -84,13 +86,13 @@ func TestServiceOneOwnerAcrossProcesses(t *testing.T) {
 
 	// The agent adopts the apply's instance: no restart pending, and an
 	// exit of it is seen and restarted as of its own.
-	require.Equal(t, "exited:adopted", <-agentAt)
+	require.Equal(t, "exited:adopted", receive(t, agentAt, "the watcher adopting the apply's instance"))
 	for _, st := range n.instances("infer") {
 		require.False(t, st.Pending, "a restart the watcher gave up is still pending")
 	}
 	require.NoError(t, syscall.Kill(got.proc.PID(), syscall.SIGKILL))
-	require.Equal(t, "exited:owned", <-agentAt)
-	require.Equal(t, "exited:restarted", <-agentAt, "the agent does not watch the instance the apply started")
+	require.Equal(t, "exited:owned", receive(t, agentAt, "the watcher's hook at the adopted instance's exit"))
+	require.Equal(t, "exited:restarted", receive(t, agentAt, "the watcher restarting the adopted instance"), "the agent does not watch the instance the apply started")
 }
 
 // An agent that stops while its watcher waits for a replica's lock held by
@@ -116,8 +118,23 @@ func TestStopDoesNotWaitForAnotherProcess(t *testing.T) {
 		}
 	})
 	require.NoError(t, syscall.Kill(pid, syscall.SIGKILL))
-	<-busy // the watcher saw the exit and waits for the lock
+	receive(t, busy, "the watcher waiting for the lock after the exit")
 	stopped := make(chan struct{})
 	go func() { n.Sup.Stop(); close(stopped) }()
-	<-stopped
+	receive(t, stopped, "Stop, which waits for the lock another process holds")
+}
+
+// receive returns the next value from ch, or fails the test naming what
+// did not come when nothing does within waitFor: a regression is a named
+// failure, not a suite timeout.
+func receive[T any](t *testing.T, ch <-chan T, what string) T {
+	t.Helper()
+	select {
+	case v := <-ch:
+		return v
+	case <-time.After(waitFor):
+		t.Fatalf("%s: nothing within %s", what, waitFor)
+	}
+	var zero T
+	return zero
 }

@@ -119,7 +119,7 @@ func (s *Supervisor) exited(ctx context.Context, in *instance, st ExitStatus) (*
 		level = slog.LevelError
 	}
 	s.log.Log(ctx, level, "service exited; restarting", logKeyResource, id, logKeyReplica, key.replica,
-		"exit", rec.LastExit, "in", delay.String(), "crashes", rec.Crashes)
+		"exit", rec.LastExit, "in", roundDuration(delay), "crashes", rec.Crashes)
 	if backoff.Sleep(ctx, delay) != nil {
 		return nil, false
 	}

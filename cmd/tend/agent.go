@@ -33,7 +33,7 @@ func newAgentCommand(g *globals) *cobra.Command {
 			if listen == "off" {
 				listen = "" // no status server
 			}
-			loop := agent.NewLoop(g.reconciler(c, log), agent.LoopOptions{Schedule: sched, Jitter: c.Jitter.D(), Version: version, Listen: listen})
+			loop := agent.NewLoop(g.reconciler(c, log), agent.LoopOptions{Schedule: sched, Jitter: c.Jitter.D(), Version: thisBuild().Version, Listen: listen})
 			// SIGHUP asks for a reconcile now, as POST /reconcile does.
 			hup := make(chan os.Signal, 1)
 			signal.Notify(hup, syscall.SIGHUP)

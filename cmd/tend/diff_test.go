@@ -209,7 +209,7 @@ func TestDiffResolve(t *testing.T) {
 	// A device at base holds labels.txt already: only the new weights are
 	// downloaded, and the change is worded as a device's plan words it.
 	size := oci.HumanBytes(int64(len(weights)))
-	require.Contains(t, out, "| `cam-1` | changed | 0 | 1 | 0 | 1 | "+size+" |")
+	require.Contains(t, out, "| `cam-1` | changed | 0 | 2 | 0 | 1 | "+size+" |")
 	require.Regexp(t, `update: sha256:[0-9a-f]{12} → sha256:[0-9a-f]{12} \(ref `+regexp.QuoteMeta(reg.Ref("models/detector:v9"))+`\), `+regexp.QuoteMeta(size)+` to download`, out)
 
 	out, errOut, code = tend(t, append([]string{"diff", "--base", "HEAD~2", "--head", "HEAD"}, flags...)...)

@@ -2,36 +2,99 @@ package main
 
 import (
 	"fmt"
+	"regexp"
 	"runtime"
 	"runtime/debug"
+	"strings"
 
 	"github.com/spf13/cobra"
 )
 
-// Set at build time with -ldflags "-X main.version=… -X main.commit=…".
+// Set at build time with -ldflags "-X main.version=… -X main.commit=…"
+// (make build). A plain go build or go install leaves them empty, and
+// buildInfo reads what the Go toolchain stamped instead.
 var (
-	version = "dev"
+	version = ""
 	commit  = ""
 )
+
+// build is what `tend version` says of this binary.
+type build struct {
+	Version  string // the ldflags version, else the module's (a tag, or a pseudo-version of the commit), else "dev"
+	Commit   string // the ldflags commit, else vcs.revision, else the pseudo-version's; "" when unknown
+	Time     string // vcs.time: when the commit was made; "" when unknown
+	Modified bool   // vcs.modified: built from a tree with uncommitted changes
+}
+
+// pseudoRev is the revision at the end of a pseudo-version,
+// v0.0.0-20260102150405-0123456789ab (what go install module@commit builds).
+var pseudoRev = regexp.MustCompile(`-(?:\d+\.)?\d{14}-([0-9a-f]{12})(?:\+incompatible)?$`)
+
+// buildInfo says what ldVersion and ldCommit (the -X values, may be
+// empty) and bi (debug.ReadBuildInfo's, may be nil) know of the binary:
+// go build in a Git checkout stamps vcs.revision, vcs.time and
+// vcs.modified (unless -buildvcs=false), and since Go 1.24 a module
+// version made from them; go install module@version stamps the version.
+func buildInfo(ldVersion, ldCommit string, bi *debug.BuildInfo) build {
+	b := build{Version: ldVersion, Commit: ldCommit}
+	if bi != nil {
+		vcs := map[string]string{}
+		for _, s := range bi.Settings {
+			vcs[s.Key] = s.Value
+		}
+		if b.Commit == "" {
+			b.Commit = vcs["vcs.revision"]
+			b.Time = vcs["vcs.time"]
+			b.Modified = vcs["vcs.modified"] == "true"
+		}
+		if v := bi.Main.Version; b.Version == "" && v != "" && v != "(devel)" {
+			b.Version = v
+			if m := pseudoRev.FindStringSubmatch(v); b.Commit == "" && m != nil {
+				b.Commit = m[1]
+			}
+		}
+	}
+	if b.Version == "" {
+		b.Version = "dev"
+	}
+	return b
+}
+
+// thisBuild is what this binary knows of itself.
+func thisBuild() build {
+	bi, _ := debug.ReadBuildInfo()
+	return buildInfo(version, commit, bi)
+}
+
+// line is what `tend version` prints, given the Go version and platform:
+// tend v0.4.0 (commit 0123…, 2026-01-02T15:04:05Z, modified, go1.26.0 linux/arm64).
+func (b build) line(goVersion, platform string) string {
+	var s strings.Builder
+	c := b.Commit
+	if c == "" {
+		c = "unknown"
+	}
+	fmt.Fprintf(&s, "tend %s (commit %s", b.Version, c)
+	if b.Time != "" {
+		fmt.Fprintf(&s, ", %s", b.Time)
+	}
+	if b.Modified {
+		s.WriteString(", modified")
+	}
+	fmt.Fprintf(&s, ", %s %s)", goVersion, platform)
+	return s.String()
+}
 
 func newVersionCommand() *cobra.Command {
 	return &cobra.Command{
 		Use:   "version",
 		Short: "Print the version, commit and Go version",
-		Args:  cobra.NoArgs,
+		Long: "version prints the version and commit set at build time (make build), or else what the Go\n" +
+			"toolchain stamped: the Git commit, its time and whether the tree had uncommitted changes\n" +
+			"(go build in a checkout), or the module's version (go install …@version).",
+		Args: cobra.NoArgs,
 		Run: func(cmd *cobra.Command, _ []string) {
-			c := commit
-			if c == "" {
-				c = "unknown"
-				if bi, ok := debug.ReadBuildInfo(); ok {
-					for _, s := range bi.Settings {
-						if s.Key == "vcs.revision" {
-							c = s.Value
-						}
-					}
-				}
-			}
-			fmt.Fprintf(cmd.OutOrStdout(), "tend %s (commit %s, %s %s/%s)\n", version, c, runtime.Version(), runtime.GOOS, runtime.GOARCH)
+			fmt.Fprintln(cmd.OutOrStdout(), thisBuild().line(runtime.Version(), runtime.GOOS+"/"+runtime.GOARCH))
 		},
 	}
 }

@@ -373,10 +373,7 @@ func TestProcStat(t *testing.T) {
 		assert.Equal(t, procStat{State: 'S', StartTime: 987654}, s)
 	})
 	t.Run("a real process named so", func(t *testing.T) {
-		bin := filepath.Join(t.TempDir(), "s) (v c")
-		b, err := os.ReadFile(svcBin)
-		require.NoError(t, err)
-		require.NoError(t, os.WriteFile(bin, b, 0o755))
+		bin := namedProgram(t, "s) (v c")
 		e := newTestRuntime(t)
 		p := start(t, e, Instance{Command: []string{bin, "-sleep", "1h"}})
 		comm, err := os.ReadFile("/proc/" + strconv.Itoa(p.PID) + "/comm")
@@ -393,6 +390,21 @@ func TestProcStat(t *testing.T) {
 		_, err := statOf(fakeProc(t, ""), 4243)
 		require.ErrorIs(t, err, os.ErrNotExist)
 	})
+}
+
+// namedProgram returns the test program under another name, in a
+// folder of its own: a hard link to svcBin, or where one cannot be made,
+// a symbolic link (the kernel names a process by the path it was
+// exec'd by). Never a copy: a child another test forks while this process
+// holds the copy open for writing inherits that descriptor until its own
+// exec, and an exec of the copy meanwhile fails with "text file busy".
+func namedProgram(t *testing.T, name string) string {
+	t.Helper()
+	bin := filepath.Join(t.TempDir(), name)
+	if os.Link(svcBin, bin) != nil {
+		require.NoError(t, os.Symlink(svcBin, bin))
+	}
+	return bin
 }
 
 // What the runtime started for an instance is found again by its command

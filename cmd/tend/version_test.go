@@ -1,0 +1,117 @@
+package main
+
+import (
+	"os"
+	"os/exec"
+	"path/filepath"
+	"regexp"
+	"runtime"
+	"runtime/debug"
+	"strings"
+	"testing"
+
+	"github.com/stretchr/testify/require"
+)
+
+func TestBuildInfo(t *testing.T) {
+	vcs := func(kv ...string) []debug.BuildSetting {
+		var s []debug.BuildSetting
+		for i := 0; i < len(kv); i += 2 {
+			s = append(s, debug.BuildSetting{Key: kv[i], Value: kv[i+1]})
+		}
+		return s
+	}
+	stamped := &debug.BuildInfo{Main: debug.Module{Version: "(devel)"}, Settings: vcs(
+		"-trimpath", "true", "vcs", "git", "vcs.revision", "0123456789abcdef0123456789abcdef01234567",
+		"vcs.time", "2026-01-02T15:04:05Z", "vcs.modified", "true")}
+	for _, tc := range []struct {
+		name              string
+		ldVersion, commit string
+		bi                *debug.BuildInfo
+		want              string
+	}{
+		{name: "make build: the ldflags win", ldVersion: "v0.4.0-3-gabcdef0", commit: "abcdef0123", bi: stamped,
+			want: "tend v0.4.0-3-gabcdef0 (commit abcdef0123, go1.26.0 linux/arm64)"},
+		{name: "go build in a checkout: the VCS stamp", bi: stamped,
+			want: "tend dev (commit 0123456789abcdef0123456789abcdef01234567, 2026-01-02T15:04:05Z, modified, go1.26.0 linux/arm64)"},
+		{name: "a clean tree", bi: &debug.BuildInfo{Main: debug.Module{Version: "(devel)"}, Settings: vcs(
+			"vcs.revision", "0123456789abcdef0123456789abcdef01234567", "vcs.time", "2026-01-02T15:04:05Z", "vcs.modified", "false")},
+			want: "tend dev (commit 0123456789abcdef0123456789abcdef01234567, 2026-01-02T15:04:05Z, go1.26.0 linux/arm64)"},
+		{name: "go install of a tag: the module version", bi: &debug.BuildInfo{Main: debug.Module{Version: "v0.4.0"}},
+			want: "tend v0.4.0 (commit unknown, go1.26.0 linux/arm64)"},
+		{name: "go install of a commit: the pseudo-version's revision", bi: &debug.BuildInfo{Main: debug.Module{Version: "v0.4.1-0.20260102150405-0123456789ab"}},
+			want: "tend v0.4.1-0.20260102150405-0123456789ab (commit 0123456789ab, go1.26.0 linux/arm64)"},
+		{name: "a pseudo-version with no tag before it", bi: &debug.BuildInfo{Main: debug.Module{Version: "v0.0.0-20260102150405-0123456789ab"}},
+			want: "tend v0.0.0-20260102150405-0123456789ab (commit 0123456789ab, go1.26.0 linux/arm64)"},
+		{name: "ldflags version, stamped commit", ldVersion: "v0.4.0", bi: stamped,
+			want: "tend v0.4.0 (commit 0123456789abcdef0123456789abcdef01234567, 2026-01-02T15:04:05Z, modified, go1.26.0 linux/arm64)"},
+		{name: "nothing known (-buildvcs=false)", bi: &debug.BuildInfo{Main: debug.Module{Version: "(devel)"}, Settings: vcs("-buildvcs", "false")},
+			want: "tend dev (commit unknown, go1.26.0 linux/arm64)"},
+		{name: "no build info", want: "tend dev (commit unknown, go1.26.0 linux/arm64)"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			require.Equal(t, tc.want, buildInfo(tc.ldVersion, tc.commit, tc.bi).line("go1.26.0", "linux/arm64"))
+		})
+	}
+}
+
+// tend built with go build in a Git checkout (no ldflags) names the
+// commit, its time, and whether the tree was modified, as the Go
+// toolchain stamped them. The checkout is a copy of this module's files
+// committed to a fresh repository.
+func TestVersionFromVCSStamp(t *testing.T) {
+	if _, err := exec.LookPath("git"); err != nil {
+		t.Skip("no git")
+	}
+	root, err := filepath.Abs("../..")
+	require.NoError(t, err)
+	ls, err := exec.Command("git", "-C", root, "ls-files", "-z", "--cached", "--others", "--exclude-standard").Output()
+	if err != nil {
+		t.Skipf("not a Git checkout: %v", err)
+	}
+	dir := t.TempDir()
+	for _, f := range strings.Split(strings.TrimRight(string(ls), "\x00"), "\x00") {
+		b, err := os.ReadFile(filepath.Join(root, f))
+		if os.IsNotExist(err) {
+			continue // deleted, not yet committed
+		}
+		require.NoError(t, err)
+		require.NoError(t, os.MkdirAll(filepath.Join(dir, filepath.Dir(f)), 0o755))
+		require.NoError(t, os.WriteFile(filepath.Join(dir, f), b, 0o644))
+	}
+	run := func(env []string, name string, args ...string) string {
+		t.Helper()
+		cmd := exec.Command(name, args...)
+		cmd.Dir = dir
+		cmd.Env = append(os.Environ(), env...)
+		out, err := cmd.CombinedOutput()
+		require.NoError(t, err, "%s %v: %s", name, args, out)
+		return strings.TrimSpace(string(out))
+	}
+	const when = "2026-01-02T15:04:05Z"
+	git := []string{"GIT_AUTHOR_NAME=t", "GIT_AUTHOR_EMAIL=t@example.com", "GIT_COMMITTER_NAME=t",
+		"GIT_COMMITTER_EMAIL=t@example.com", "GIT_AUTHOR_DATE=" + when, "GIT_COMMITTER_DATE=" + when,
+		"GIT_CONFIG_GLOBAL=/dev/null", "GIT_CONFIG_NOSYSTEM=1"}
+	run(git, "git", "init", "-q")
+	run(git, "git", "add", "-A")
+	run(git, "git", "commit", "-q", "-m", "tend")
+	head := run(git, "git", "rev-parse", "HEAD")
+
+	bin := filepath.Join(t.TempDir(), "tend")
+	build := func() string {
+		t.Helper()
+		// -buildvcs=true: a GOFLAGS of -buildvcs=false would leave nothing to read.
+		run([]string{"GOFLAGS=-buildvcs=true"}, "go", "build", "-trimpath", "-o", bin, "./cmd/tend")
+		out, err := exec.Command(bin, "version").Output()
+		require.NoError(t, err)
+		return strings.TrimSpace(string(out))
+	}
+	platform := regexp.QuoteMeta(runtime.Version() + " " + runtime.GOOS + "/" + runtime.GOARCH)
+	// The toolchain (Go 1.24 and later) also makes the module's version a
+	// pseudo-version of the commit, +dirty for a modified tree.
+	version := `v0\.0\.0-20260102150405-` + head[:12]
+	require.Regexp(t, `^tend `+version+` \(commit `+head+`, `+when+`, `+platform+`\)$`, build())
+
+	require.NoError(t, os.WriteFile(filepath.Join(dir, "README.md"), []byte("edited\n"), 0o644))
+	require.Regexp(t, `^tend `+version+`\+dirty \(commit `+head+`, `+when+`, modified, `+platform+`\)$`, build())
+}
