@@ -231,7 +231,6 @@ func restarts(cs *planner.Changeset) int {
 	return n
 }
 
-
 // downloadRE finds what a resolved model's action says it downloads, in
 // the form of oci.HumanBytes: "…, 1.2 MB to download".
 var downloadRE = regexp.MustCompile(`([0-9]+(?:\.[0-9]+)?) ([kMGTPE]?)B to download`)
