@@ -67,6 +67,16 @@ func (s *Shared) Profiles() []*Profile {
 	return out
 }
 
+// Rollouts returns the shared rollouts that parsed, by name.
+func (s *Shared) Rollouts() []*Rollout {
+	out := make([]*Rollout, len(s.rollouts))
+	for i := range s.rollouts {
+		out[i] = &s.rollouts[i].roll
+	}
+	sort.SliceStable(out, func(i, j int) bool { return out[i].Metadata.Name < out[j].Metadata.Name })
+	return out
+}
+
 // Err returns the problems of the shared files that every device has:
 // those of the files holding profiles, and two profiles of one name.
 func (s *Shared) Err() error {
@@ -93,14 +103,7 @@ func (s *Shared) Compose(own []Input, opts ComposeOptions) (*Composed, error) {
 		return nil, errs
 	}
 	sort.SliceStable(set.devices, func(i, j int) bool { return set.devices[i].info.file < set.devices[j].info.file })
-	c, err := set.compose(opts, len(own)+s.files)
-	if err != nil {
-		return nil, err
-	}
-	if err := c.Device.Validate(opts.ValidateOptions); err != nil {
-		return nil, err
-	}
-	return c, nil
+	return set.composeValid(opts, len(own)+s.files)
 }
 
 // holdsFleetDoc reports whether data may hold a Profile or Rollout
