@@ -1,6 +1,7 @@
 package manifest
 
 import (
+	"errors"
 	"fmt"
 	"sort"
 	"strings"
@@ -21,7 +22,10 @@ type Composed struct {
 	Layers    []Layer      // in the order they applied
 	Resources []Provenance // by id, removed ones included
 	Vars      []Provenance // by id (var/NAME)
-	Warnings  []*Error     // in layer order
+	// Warnings are what is suspect but not invalid, by file and line:
+	// an absent: true with nothing to remove, a ${…} that looks like a
+	// mistyped expansion. Device.Warnings holds them too.
+	Warnings []*Error
 	// Rollout is the rollout that governs the device, or nil: a release
 	// is then taken at once.
 	Rollout *Rollout
@@ -86,12 +90,18 @@ func Compose(inputs []Input, opts ComposeOptions) (*Composed, error) {
 	if len(errs) > 0 {
 		return nil, errs
 	}
-	c, err := set.compose(opts, len(inputs))
+	return set.composeValid(opts, len(inputs))
+}
+
+// composeValid composes opts.Device as compose does and validates the
+// result.
+func (set parsedSet) composeValid(opts ComposeOptions, files int) (*Composed, error) {
+	c, err := set.compose(opts, files)
 	if err != nil {
 		return nil, err
 	}
 	if err := c.Device.Validate(opts.ValidateOptions); err != nil {
-		return nil, err
+		return nil, c.fail(opts.Device, c.Device.Metadata.Labels, err.(Errors))
 	}
 	return c, nil
 }
@@ -110,25 +120,24 @@ func (set parsedSet) compose(opts ComposeOptions, files int) (*Composed, error) 
 	if len(errs) > 0 {
 		return nil, errs
 	}
+	layers := set.layers(opts.Device, labels, docs)
+	for _, l := range layers {
+		c.Layers = append(c.Layers, l.docs...)
+	}
 	c.Rollout, errs = set.rollout(opts.Device, labels)
 	if len(errs) > 0 {
-		return nil, errs
+		return nil, c.fail(opts.Device, labels, errs)
 	}
-	layers := set.layers(opts.Device, labels, docs)
 	if len(layers) == 0 {
 		return nil, Errors{{Msg: fmt.Sprintf("no Device document for %q and no profile matches its labels (%s) in %d manifest files (%d profiles): "+
 			"add a Device document for it, or give it the labels a profile selects", opts.Device, labelList(labels), files, len(set.profiles))}}
-	}
-	for _, l := range layers {
-		c.Layers = append(c.Layers, l.docs...)
 	}
 	errs = append(errs, checkKeys(layers)...)
 	errs = append(errs, checkTies(layers)...)
 	vars := c.mergeVars(layers)
 	m := c.mergeResources(layers, &errs)
 	if len(errs) > 0 {
-		sortErrors(errs)
-		return nil, errs
+		return nil, c.fail(opts.Device, labels, errs)
 	}
 	x := newExpander(opts.Device, labels, vars)
 	c.Device = &Device{APIVersion: APIVersion, Kind: KindDevice, Metadata: Metadata{Name: opts.Device}}
@@ -137,8 +146,64 @@ func (set parsedSet) compose(opts ComposeOptions, files int) (*Composed, error) 
 	}
 	m.build(c.Device, x)
 	errs = append(errs, *x.errs...)
+	c.Warnings = append(c.Warnings, x.warnings...)
+	sortErrors(c.Warnings)
+	c.Device.Warnings = c.Warnings
+	if len(errs) > 0 {
+		return nil, c.fail(opts.Device, labels, errs)
+	}
+	return c, nil
+}
+
+// ComposeError is every problem found composing one device (Errs, by
+// file and line), with what was known of the device: its labels, the
+// profiles they select and the warnings found so far. Its text is that
+// of Errs, and it unwraps to Errs.
+type ComposeError struct {
+	Device   string
+	Labels   map[string]string
+	Profiles []string // profile/NAME, in the order they apply
+	Warnings []*Error // see Composed.Warnings
+	Errs     Errors
+}
+
+func (e *ComposeError) Error() string { return e.Errs.Error() }
+
+// Unwrap returns Errs.
+func (e *ComposeError) Unwrap() error { return e.Errs }
+
+// fail returns errs, sorted, as the ComposeError of device.
+func (c *Composed) fail(device string, labels map[string]string, errs Errors) error {
 	sortErrors(errs)
-	return c, errs.err()
+	return &ComposeError{Device: device, Labels: labels, Profiles: ProfileIDs(c.Layers), Warnings: uncovered(c.Warnings, errs), Errs: errs}
+}
+
+// uncovered returns warnings, sorted, without those at the field of one
+// of errs: an error says more (a ${batch} in a command is refused, not
+// left as it is).
+func uncovered(warnings []*Error, errs Errors) []*Error {
+	at := map[Error]bool{}
+	for _, e := range errs {
+		at[Error{File: e.File, Line: e.Line, Field: e.Field}] = true
+	}
+	var out []*Error
+	for _, w := range warnings {
+		if !at[Error{File: w.File, Line: w.Line, Field: w.Field}] {
+			out = append(out, w)
+		}
+	}
+	sortErrors(out)
+	return out
+}
+
+// AsErrors returns the problems err holds, one by one: those of Errors
+// or a ComposeError, or nil for another error.
+func AsErrors(err error) Errors {
+	var errs Errors
+	if errors.As(err, &errs) {
+		return errs
+	}
+	return nil
 }
 
 // mergeLabels overlays the Device documents' labels on the agent config's,
@@ -213,20 +278,9 @@ type entry struct {
 func (set parsedSet) layers(device string, labels map[string]string, docs []parsed) []*layer {
 	var out []*layer
 	for _, p := range set.profiles {
-		if !p.prof.Spec.Selector.Matches(labels) {
-			continue
+		if p.prof.Spec.Selector.Matches(labels) {
+			out = append(out, p.layer())
 		}
-		l := &layer{id: "profile/" + p.prof.Metadata.Name, profile: true, priority: p.prof.Spec.Priority}
-		l.docs = []Layer{{Kind: KindProfile, Name: p.prof.Metadata.Name, Priority: p.prof.Spec.Priority, File: p.info.file, Line: p.info.line}}
-		spec := p.prof.Spec
-		l.addResources(p.info, spec.Models, spec.Files, spec.Services)
-		for _, k := range sortedKeys(spec.Vars) {
-			field := "spec.vars." + k
-			o := origin(p.info, field)
-			l.vars = append(l.vars, entry{id: "var/" + k, value: spec.Vars[k], origin: o,
-				from: Source{Layer: l.id, File: o.File, Line: o.Line("")}})
-		}
-		out = append(out, l)
 	}
 	sort.SliceStable(out, func(i, j int) bool { return out[i].priority < out[j].priority })
 	if len(docs) > 0 {
@@ -238,6 +292,21 @@ func (set parsedSet) layers(device string, labels map[string]string, docs []pars
 		out = append(out, l)
 	}
 	return out
+}
+
+// layer is the layer of profile p.
+func (p parsedProfile) layer() *layer {
+	l := &layer{id: "profile/" + p.prof.Metadata.Name, profile: true, priority: p.prof.Spec.Priority}
+	l.docs = []Layer{{Kind: KindProfile, Name: p.prof.Metadata.Name, Priority: p.prof.Spec.Priority, File: p.info.file, Line: p.info.line}}
+	spec := p.prof.Spec
+	l.addResources(p.info, spec.Models, spec.Files, spec.Services)
+	for _, k := range sortedKeys(spec.Vars) {
+		field := "spec.vars." + k
+		o := origin(p.info, field)
+		l.vars = append(l.vars, entry{id: "var/" + k, value: spec.Vars[k], origin: o,
+			from: Source{Layer: l.id, File: o.File, Line: o.Line("")}})
+	}
+	return l
 }
 
 func (l *layer) addResources(info *document, models []Model, files []File, services []Service) {

@@ -214,11 +214,11 @@ func TestComposeBadVars(t *testing.T) {
 		want   []string
 	}{
 		{"undefined var", files("p.yaml", profile("p", "  selector: {}\n  vars: {a: x}\n  services:\n    - name: infer\n      command: [/bin/x, \"${var:nope}\"]\n")),
-			[]string{`p.yaml:9: spec.services[0].command[1]: service/infer: ${var:nope} is not defined: no profile that applies to this device sets it (vars: a); add it to a profile's vars`}},
+			[]string{`p.yaml:9: spec.services[0].command[1]: service/infer: ${var:nope} is not defined: no profile that applies to this device sets it; add it to a profile's vars`}},
 		{"undefined label", files("d.yaml", device("cam-017", "hw: orin", "  files:\n    - {path: /etc/infer/a, content: \"${label:site}\"}\n")),
-			[]string{`d.yaml:6: spec.files[0].content: file/etc/infer/a: ${label:site} is not defined: the device has no label "site" (its labels: hw); set it in the agent config's labels or the Device document`}},
+			[]string{`d.yaml:6: spec.files[0].content: file/etc/infer/a: ${label:site} is not defined: the device has no label "site"; set it in the agent config's labels or the Device document`}},
 		{"undefined label inside a var", files("p.yaml", profile("p", "  selector: {}\n  vars: {cam: \"rtsp://${label:camera-ip}/\"}\n  models: [{name: m, ref: \"r.local/m:v1\", path: \"/opt/models/${var:cam}\"}]\n")),
-			[]string{`p.yaml:7: spec.models[0].path: model/m: ${var:cam} (p.yaml:6) uses ${label:camera-ip} is not defined: the device has no label "camera-ip" (its labels: ); set it in the agent config's labels or the Device document`}},
+			[]string{`p.yaml:7: spec.models[0].path: model/m: ${var:cam} (p.yaml:6) uses ${label:camera-ip} is not defined: the device has no label "camera-ip"; set it in the agent config's labels or the Device document`}},
 		{"loop", files("p.yaml", profile("p", "  selector: {}\n  vars:\n    b: \"${var:a}\"\n    a: \"x${var:b}\"\n    c: \"${var:c}\"\n  files: [{path: /etc/infer/a, content: \"${var:a}\"}]\n")),
 			[]string{`p.yaml:8: spec.vars.a: variables refer to each other in a loop: a → b → a; break the loop`,
 				`p.yaml:9: spec.vars.c: variables refer to each other in a loop: c → c; break the loop`}},

@@ -137,7 +137,7 @@ func LoadFleet(inputs []Input) (*Fleet, error) {
 	for _, name := range set.deviceNames() {
 		c, err := set.compose(ComposeOptions{Device: name}, len(inputs))
 		if err != nil {
-			errs = append(errs, err.(Errors)...)
+			errs = append(errs, AsErrors(err)...)
 			continue
 		}
 		f.Devices[name] = c

@@ -103,14 +103,7 @@ func (s *Shared) Compose(own []Input, opts ComposeOptions) (*Composed, error) {
 		return nil, errs
 	}
 	sort.SliceStable(set.devices, func(i, j int) bool { return set.devices[i].info.file < set.devices[j].info.file })
-	c, err := set.compose(opts, len(own)+s.files)
-	if err != nil {
-		return nil, err
-	}
-	if err := c.Device.Validate(opts.ValidateOptions); err != nil {
-		return nil, err
-	}
-	return c, nil
+	return set.composeValid(opts, len(own)+s.files)
 }
 
 // holdsFleetDoc reports whether data may hold a Profile or Rollout

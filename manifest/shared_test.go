@@ -79,7 +79,7 @@ func TestSharedErr(t *testing.T) {
 
 func errLines(err error) []string {
 	var out []string
-	for _, e := range err.(Errors) {
+	for _, e := range AsErrors(err) {
 		out = append(out, fmt.Sprint(e))
 	}
 	return out

@@ -23,6 +23,10 @@ type Device struct {
 	Kind       string     `json:"kind"`
 	Metadata   Metadata   `json:"metadata" jsonschema:"required"`
 	Spec       DeviceSpec `json:"spec"`
+
+	// Warnings are what composing the device found suspect but not
+	// invalid (see Composed.Warnings); never read from a manifest.
+	Warnings []*Error `json:"-"`
 }
 
 // Metadata names a device and carries its labels.
@@ -172,6 +176,18 @@ func (o Origin) Line(field string) int {
 		return l
 	}
 	return o.lines[o.Field]
+}
+
+// Start returns the first line of the document o is in that has a
+// field, or 0.
+func (o Origin) Start() int {
+	start := 0
+	for _, l := range o.lines {
+		if start == 0 || l < start {
+			start = l
+		}
+	}
+	return start
 }
 
 // Duration is a time.Duration written in Go syntax ("30s", "5m").

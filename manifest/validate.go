@@ -33,8 +33,15 @@ var (
 // Validate checks every resource of d and returns all problems, each naming
 // file, line and field.
 func (d *Device) Validate(opts ValidateOptions) error {
+	return d.validate(opts, false).err()
+}
+
+// validate checks d as Validate does; with anyRef, a ${model:NAME} or
+// ${file:PATH} is not checked against what d declares (a profile checked
+// on its own: a Device document may declare what it references).
+func (d *Device) validate(opts ValidateOptions, anyRef bool) Errors {
 	var errs Errors
-	v := validator{opts: opts, errs: &errs, models: map[string]bool{}, files: map[string]bool{}}
+	v := validator{opts: opts, errs: &errs, models: map[string]bool{}, files: map[string]bool{}, anyRef: anyRef}
 	seen := map[string]Origin{}
 	dup := func(id string, o Origin, field string) bool {
 		if first, ok := seen[id]; ok {
@@ -60,7 +67,7 @@ func (d *Device) Validate(opts ValidateOptions) error {
 		dup("service/"+s.Name, s.Origin, ".name")
 		v.service(s)
 	}
-	return errs.err()
+	return errs
 }
 
 type validator struct {
@@ -68,6 +75,7 @@ type validator struct {
 	errs   *Errors
 	models map[string]bool
 	files  map[string]bool
+	anyRef bool // see Device.validate
 }
 
 func (v validator) at(o Origin, field, format string, args ...any) {
@@ -394,14 +402,18 @@ func (v validator) ref(o Origin, field, r string) {
 	kind, target, _ := strings.Cut(r, ":")
 	switch kind {
 	case "model":
-		if !v.models[target] {
+		if !v.models[target] && !v.anyRef {
 			v.at(o, field, "references model %q, which this device does not declare", target)
 		}
 	case "file":
-		if !v.files[target] {
+		if !v.files[target] && !v.anyRef {
 			v.at(o, field, "references file %q, which this device does not declare", target)
 		}
 	default:
-		v.at(o, field, "unknown reference %q: use model:NAME, file:PATH or (in command and env) ${replica}", r)
+		hint := ""
+		if mistyped(r) {
+			hint = "; a variable is ${var:NAME}, a label ${label:KEY}"
+		}
+		v.at(o, field, "unknown reference %q: use model:NAME, file:PATH or (in command and env) ${replica}%s", r, hint)
 	}
 }

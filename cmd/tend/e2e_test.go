@@ -326,12 +326,14 @@ func TestValidateFiles(t *testing.T) {
 	require.NoError(t, os.WriteFile(filepath.Join(dir, "devices/cam-017/d.yaml"), []byte(files(entry("/etc/infer/a", "1", ""))), 0o644))
 	out, errOut, code := tend(t, "validate", dir)
 	require.Equal(t, 0, code, errOut)
-	require.Equal(t, "valid: device cam-017: 0 models, 1 file, 0 services\n", out)
+	require.Equal(t, "valid: device cam-017: 0 models, 1 file, 0 services\n"+
+		"(allowPaths not checked: none given; give --config, --allow-path or an AgentConfig file among the files to check that every path lies under them)\n", out)
 
 	require.NoError(t, os.WriteFile(filepath.Join(dir, "devices/cam-017/bad.yml"), []byte(files(entry("/etc/infer/b", "1", "0x1"))), 0o644))
-	_, errOut, code = tend(t, "validate", dir)
+	out, errOut, code = tend(t, "validate", dir)
 	require.Equal(t, 1, code)
-	require.Contains(t, errOut, "bad.yml:8: spec.files[0].mode: invalid mode \"0x1\"")
+	require.Contains(t, out, "invalid: device cam-017:\n  "+dir+"/devices/cam-017/bad.yml:8: spec.files[0].mode: invalid mode \"0x1\"")
+	require.Equal(t, "Error: 1 of 1 device invalid: cam-017\n", errOut)
 }
 
 // An agent config given to validate is checked as a config, and its
@@ -354,9 +356,9 @@ func TestValidateAgentConfigFile(t *testing.T) {
 	require.Contains(t, out, "valid: device cam-017: 0 models, 1 file, 0 services\n(paths checked against the allowPaths of "+cfg+")\n")
 
 	write("devices/cam-017/d.yaml", files(entry("/opt/models/a", "1", "")))
-	_, errOut, code = tend(t, "validate", cfg, filepath.Join(dir, "devices"))
+	out, _, code = tend(t, "validate", cfg, filepath.Join(dir, "devices"))
 	require.Equal(t, 1, code)
-	require.Contains(t, errOut, `spec.files[0].path: "/opt/models/a" is outside allowPaths [/etc/infer]`)
+	require.Contains(t, out, `spec.files[0].path: "/opt/models/a" is outside allowPaths [/etc/infer]`)
 
 	write("agent.yaml", "apiVersion: tend.dev/v1alpha1\nkind: AgentConfig\nsource: {url: https://git.example.com/fleet.git}\nschedule: often\n")
 	_, errOut, code = tend(t, "validate", cfg)

@@ -3,7 +3,6 @@ package main
 import (
 	"errors"
 	"fmt"
-	"sort"
 	"strings"
 
 	"github.com/spf13/cobra"
@@ -11,7 +10,6 @@ import (
 	"github.com/tend-dev/tend/diff"
 	"github.com/tend-dev/tend/manifest"
 	"github.com/tend-dev/tend/planner"
-	"github.com/tend-dev/tend/source"
 )
 
 func newValidateCommand(g *globals) *cobra.Command {
@@ -21,17 +19,22 @@ func newValidateCommand(g *globals) *cobra.Command {
 		Use:   "validate [FILE|DIR...]",
 		Short: "Check manifests: this device's from the fleet repo, or the given files for every device they declare",
 		Long: "Without arguments, validate fetches this device's manifests from the fleet repo and checks them.\n" +
-			"With files or folders, it checks every Device document in them, grouped by metadata.name,\n" +
-			"without fetching anything (useful before a commit). A file of kind AgentConfig among them is checked\n" +
-			"as the agent reads its config, and when it is the only one (and neither --allow-path nor --config is\n" +
-			"given) the manifests are checked against its allowPaths.\n" +
+			"With files or folders, it checks every document in them without fetching anything (useful before a\n" +
+			"commit): every device a Device document names, composed with the profiles its labels select; every\n" +
+			"profile, with the devices it applies to, or on its own when it applies to none; every rollout, with the\n" +
+			"devices it governs and the wave each falls in. A file of kind AgentConfig among them is checked as the\n" +
+			"agent reads its config, and when it is the only one (and neither --allow-path nor --config is given) the\n" +
+			"manifests are checked against its allowPaths; without any, allowPaths are not checked, and it says so.\n" +
+			"A problem is printed once, under every device it is a problem of; warnings follow (a ${NAME} that is\n" +
+			"no expansion, a wave whose selector takes no device).\n" +
 			"With --all, it checks every device of the fleet repo (--repo, default .) at --rev, found as tend diff\n" +
 			"finds them (--path with {device}, or --ref with {device} for a branch per device), and reports every\n" +
 			"invalid device at once; --resolve also resolves every model ref in its registry. Give every source path the\n" +
 			"agents read, e.g. --path profiles --path 'devices/{device}' (or --config with an agent config naming them):\n" +
 			"every profile of the shared source paths is checked once (name, selector, variables) and listed with the\n" +
-			"devices it applies to, and a device that renders to nothing (no models, files or services) is warned about.\n" +
-			"CI knows only the devices with a Device document in Git, and their labels in Git.",
+			"devices it applies to, every rollout with the wave each device falls in, and a device that renders to\n" +
+			"nothing (no models, files or services) is warned about. CI knows only the devices with a Device document\n" +
+			"in Git, and their labels in Git.",
 		RunE: func(cmd *cobra.Command, args []string) error {
 			out := cmd.OutOrStdout()
 			if all {
@@ -61,21 +64,7 @@ func newValidateCommand(g *globals) *cobra.Command {
 				if err != nil {
 					return err
 				}
-				for _, c := range checked.Configs {
-					fmt.Fprintf(out, "valid: agent config %s: device %s, source %s\n", c.File, c.Config.Device, source.RedactURL(c.Config.Source.URL))
-				}
-				names := make([]string, 0, len(checked.Devices))
-				for n := range checked.Devices {
-					names = append(names, n)
-				}
-				sort.Strings(names)
-				for _, n := range names {
-					fmt.Fprintf(out, "valid: device %s: %s\n", n, count(checked.Devices[n]))
-				}
-				if checked.AllowFrom != "" && len(names) > 0 {
-					fmt.Fprintf(out, "(paths checked against the allowPaths of %s)\n", checked.AllowFrom)
-				}
-				return nil
+				return checked.write(out)
 			}
 			c, log, err := g.setup(cmd)
 			if err != nil {
@@ -86,6 +75,7 @@ func newValidateCommand(g *globals) *cobra.Command {
 				return err
 			}
 			fmt.Fprintf(out, "valid: device %s at %s: %s\n", c.Device, snap.Revision.String(), count(dev))
+			writeFindings(out, "warning", []finding{{Kind: "device", Subject: c.Device, Err: warningsError(dev.Warnings)}})
 			return nil
 		},
 	}
@@ -117,55 +107,98 @@ func (g *globals) validateAll(cmd *cobra.Command, rev string, resolve bool) erro
 		return err
 	}
 	out := cmd.OutOrStdout()
-	var invalid []string
+	invalid := map[string]bool{}
+	var bad []string
+	var failed, warned []finding
+	var devices []labeled
+	applies := map[string][]string{} // profile/NAME → the devices it applies to
 	for _, d := range checked {
+		at := " at " + d.Revision
 		if d.Err != nil {
-			invalid = append(invalid, d.Name)
-			fmt.Fprintf(out, "invalid: device %s at %s:\n  %s\n", d.Name, d.Revision, strings.ReplaceAll(d.Err.Error(), "\n", "\n  "))
+			invalid[d.Name] = true
+			bad = append(bad, d.Name)
+			failed = append(failed, finding{Kind: "device", Subject: d.Name, At: at, Err: d.Err})
+			warned = append(warned, finding{Kind: "device", Subject: d.Name, At: at, Err: composeWarnings(d.Err)})
+			// What was known of the device before it failed: a profile
+			// that applies only to invalid devices applies to them.
+			var ce *manifest.ComposeError
+			if errors.As(d.Err, &ce) {
+				devices = append(devices, labeled{name: d.Name, labels: ce.Labels})
+				for _, p := range ce.Profiles {
+					applies[p] = append(applies[p], d.Name)
+				}
+			}
 			continue
 		}
-		fmt.Fprintf(out, "valid: device %s at %s: %s\n", d.Name, d.Revision, count(d.Device))
+		fmt.Fprintf(out, "valid: device %s%s: %s\n", d.Name, at, count(d.Device))
+		devices = append(devices, labeled{name: d.Name, labels: d.Device.Metadata.Labels})
+		for _, p := range d.Profiles {
+			applies[p] = append(applies[p], d.Name)
+		}
+		warned = append(warned, finding{Kind: "device", Subject: d.Name, At: at, Err: warningsError(d.Device.Warnings)})
 		if d.Warning != "" {
 			fmt.Fprintf(out, "warning: device %s %s\n", d.Name, d.Warning)
 		}
 	}
-	profiles, perr := diff.ValidateProfiles(cmd.Context(), repo, rev, diffOptions(c, resolve, log), checked)
+	writeFindings(out, "invalid", failed)
+	opts := diffOptions(c, resolve, log)
+	profiles, perr := diff.ValidateProfiles(cmd.Context(), repo, rev, opts, checked)
+	starts := map[string][]int{}
 	for _, p := range profiles {
-		fmt.Fprintf(out, "valid: %s (%s:%d): %s\n", p.Name, p.File, p.Line, profileReach(p.Devices))
+		starts[p.File] = append(starts[p.File], p.Line)
+	}
+	var badProfiles []string
+	for _, p := range profiles {
+		word := "valid"
+		for _, d := range checked {
+			for _, e := range manifest.AsErrors(d.Err) {
+				if inDocument(e, p.File, p.Line, starts) {
+					word = "invalid"
+				}
+			}
+		}
+		if word == "invalid" {
+			badProfiles = append(badProfiles, p.Name)
+		}
+		fmt.Fprintf(out, "%s: %s (%s:%d): %s\n", word, p.Name, p.File, p.Line, reach("applies to", applies[p.Name], "in Git", invalid))
 	}
 	if perr != nil {
 		fmt.Fprintf(out, "invalid: profiles at %s:\n  %s\n", rev, strings.ReplaceAll(perr.Error(), "\n", "\n  "))
+	} else {
+		rollouts, err := diff.SharedRollouts(cmd.Context(), repo, rev, opts)
+		if err != nil {
+			return err
+		}
+		for _, r := range rollouts {
+			if ws := rolloutReport(out, r, devices, "in Git", invalid); len(ws) > 0 {
+				warned = append(warned, finding{Subject: "rollout/" + r.Metadata.Name, Err: warningsError(ws)})
+			}
+		}
 	}
+	writeFindings(out, "warning", warned)
 	if len(checked) == 0 && len(profiles) == 0 && perr == nil {
 		return fmt.Errorf("no devices at %s matching --path %q or --ref %q", rev, strings.Join(c.SourcePatterns(), ", "), c.Source.Ref)
 	}
 	if len(checked) == 0 {
 		fmt.Fprintf(out, "no device with a Device document at %s: devices known only by their agent config labels cannot be checked from Git\n", rev)
+	} else {
+		fmt.Fprintln(out, allowNote(manifest.ValidateOptions{AllowPaths: c.AllowPaths, CheckAllowPaths: len(c.AllowPaths) > 0}, "", "--config or --allow-path"))
 	}
-	var failed []string
-	if len(invalid) > 0 {
-		failed = append(failed, fmt.Sprintf("%d of %s invalid: %s", len(invalid), planner.Count(len(checked), "device"), strings.Join(invalid, ", ")))
+	var failures []string
+	if len(bad) > 0 {
+		failures = append(failures, fmt.Sprintf("%d of %s invalid: %s", len(bad), planner.Count(len(checked), "device"), strings.Join(bad, ", ")))
+	}
+	if len(badProfiles) > 0 {
+		failures = append(failures, fmt.Sprintf("%s invalid: %s", planner.Count(len(badProfiles), "profile"), strings.Join(capNames(badProfiles), ", ")))
 	}
 	if perr != nil {
-		failed = append(failed, "the profiles of the shared source paths are invalid")
+		failures = append(failures, "the profiles of the shared source paths are invalid")
 	}
-	if len(failed) > 0 {
-		return errors.New(strings.Join(failed, "; "))
+	if len(failures) > 0 {
+		return errors.New(strings.Join(failures, "; "))
 	}
 	return nil
 }
 
 // maxReachNames bounds the devices named per profile.
 const maxReachNames = 10
-
-// profileReach says which inventory devices a profile applies to.
-func profileReach(devices []string) string {
-	if len(devices) == 0 {
-		return "applies to no device with a Device document in Git (it may still match devices known only by their agent config labels)"
-	}
-	names := devices
-	if len(names) > maxReachNames {
-		names = append(names[:maxReachNames:maxReachNames], fmt.Sprintf("… and %d more", len(devices)-maxReachNames))
-	}
-	return "applies to " + planner.Count(len(devices), "device") + ": " + strings.Join(names, ", ")
-}
