@@ -151,6 +151,9 @@ func (l *Loop) Start(ctx context.Context) error {
 	}
 	if sup := l.r.Supervisor; sup != nil {
 		sup.OnRestart(l.metrics.ServiceRestarted)
+		// An instance removed outside tend is drift: a tick now reports
+		// it and restores it.
+		sup.OnRemoved(func(string) { l.Trigger() })
 	}
 	if l.r.Stager == nil {
 		// Downloads run beside the ticks, which never wait for them.

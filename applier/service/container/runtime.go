@@ -132,9 +132,11 @@ func (r *Runtime) Alive(p Proc) bool {
 
 // Wait blocks until p's container is not running, or ctx ends, and returns
 // its exit status from the engine (Known, for every container: the engine
-// keeps the status whoever started it). A container already removed
-// returns Known=false. The engine reports a death by signal N as exit
-// code 128+N, which Wait reads as that signal.
+// keeps the status whoever started it). A container removed, or being
+// removed, when its exit is read (docker rm -f, or Stop) returns Removed,
+// with the exit code when the engine still gave one. The engine reports
+// a death by signal N as exit code 128+N, which Wait reads as that
+// signal.
 func (r *Runtime) Wait(ctx context.Context, p Proc) (service.ExitStatus, error) {
 	if !r.Alive(p) {
 		// Not running now (or another process in it): nothing to wait
@@ -185,7 +187,7 @@ wait:
 			break wait
 		case err := <-res.Error:
 			if isNotFound(err) {
-				return service.ExitStatus{}, nil
+				return service.ExitStatus{Removed: true}, nil
 			}
 			if ctx.Err() != nil {
 				return service.ExitStatus{}, ctx.Err()
@@ -194,7 +196,7 @@ wait:
 		case <-recheck.C:
 			in, err := r.cli.ContainerInspect(ctx, p.Container, client.ContainerInspectOptions{})
 			if isNotFound(err) {
-				return service.ExitStatus{}, nil
+				return service.ExitStatus{Removed: true}, nil
 			}
 			if err == nil && in.Container.State != nil && !in.Container.State.Running {
 				code = int64(in.Container.State.ExitCode)
@@ -205,8 +207,14 @@ wait:
 	}
 	st := exitStatus(code)
 	// The OOM killer's mark is in the container's state (gone if Stop
-	// removed it meanwhile).
+	// removed it meanwhile). A removal (docker rm -f) kills the container
+	// first: its wait ends with the kill, while the engine shows it as
+	// being removed, then not at all.
 	in, err := r.cli.ContainerInspect(ctx, p.Container, client.ContainerInspectOptions{})
+	if isNotFound(err) || err == nil && in.Container.State != nil && removing(in.Container.State.Status) {
+		st.Removed = true
+		return st, nil
+	}
 	if err != nil || in.Container.State == nil || in.Container.HostConfig == nil {
 		return st, nil
 	}
@@ -219,6 +227,12 @@ wait:
 		st.MemoryLimit = limit
 	}
 	return st, nil
+}
+
+// removing reports whether a container's state says it is being removed,
+// or is dead (what a removal that failed half-way leaves).
+func removing(status container.ContainerState) bool {
+	return status == container.StateRemoving || status == container.StateDead
 }
 
 // oomLate bounds how long a wait looks for the engine's report that the
