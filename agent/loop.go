@@ -63,6 +63,7 @@ type Loop struct {
 	stops    []func()      // what Start started besides the loop, in order
 
 	// The loop goroutine's own state.
+	notifier   *notifier // of notify.mqtt; nil without it
 	failures   int       // consecutive failed ticks
 	failedAt   time.Time // end of the last failed tick
 	failedRev  string    // its target commit, "" when it had none
