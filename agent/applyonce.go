@@ -49,7 +49,9 @@ func (a *RunningAgent) Reverts(rev source.Revision) string {
 // success and the count of failures in a row. When an agent runs,
 // its status is its own and stays, and Result.Agent says what it follows.
 // Both happen while the stateDir lock is held: no tick of an agent comes
-// in between. version is tend's, as the status shows it.
+// in between. version is tend's, as the status shows it. A Reconciler
+// without a Supervisor is given one that watches nothing: services start
+// detached, as a one-shot apply starts them.
 func (r *Reconciler) ApplyOnce(ctx context.Context, version string) (*Result, error) {
 	start := r.now()
 	unlock, err := r.lock(ctx)
@@ -58,8 +60,7 @@ func (r *Reconciler) ApplyOnce(ctx context.Context, version string) (*Result, er
 	}
 	defer unlock()
 	if r.Supervisor == nil {
-		// Not watching: services start detached, as without one; the
-		// status lists their instances through it.
+		// The status lists the services' instances through it.
 		r.Supervisor = NewSupervisor(r.Config, r.logger())
 	}
 	res, err := r.runLocked(ctx, StepApply, start)

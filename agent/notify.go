@@ -222,7 +222,7 @@ func (n *notifier) ticked(target string) {
 	}
 	has := target
 	if has == "" {
-		has = "unknown: the fetch failed"
+		has = "unknown (the fetch failed or was refused)"
 	}
 	now := n.clock.Now()
 	if !now.Before(n.deadline) {

@@ -179,9 +179,9 @@ func (s *Supervisor) removed(ctx context.Context, key instanceKey, in *instance,
 	if err != nil {
 		return // stopping
 	}
-	defer unlock()
 	if !s.owns(key, in) {
 		s.giveUp(ctx, key, in)
+		unlock()
 		return
 	}
 	rec := in.rec
@@ -192,6 +192,7 @@ func (s *Supervisor) removed(ctx context.Context, key instanceKey, in *instance,
 	if err := s.writeRecord(rec); err != nil {
 		s.log.ErrorContext(ctx, "record service", logKeyResource, planner.ServiceID(key.service), logKeyError, err.Error())
 	}
+	unlock()
 	s.log.WarnContext(ctx, "service instance removed outside tend: drift, restored by the next tick", logKeyResource, planner.ServiceID(key.service),
 		logKeyReplica, key.replica, logKeyPID, pidOf(rec.Proc))
 	if fn := s.onRemoved.Load(); fn != nil {
