@@ -63,6 +63,7 @@ type Loop struct {
 	stops    []func()      // what Start started besides the loop, in order
 
 	// The loop goroutine's own state.
+	notifier   *notifier // of notify.mqtt; nil without it
 	failures   int       // consecutive failed ticks
 	failedAt   time.Time // end of the last failed tick
 	failedRev  string    // its target commit, "" when it had none
@@ -151,6 +152,9 @@ func (l *Loop) Start(ctx context.Context) error {
 	}
 	if sup := l.r.Supervisor; sup != nil {
 		sup.OnRestart(l.metrics.ServiceRestarted)
+		// An instance removed outside tend is drift: a tick now reports
+		// it and restores it.
+		sup.OnRemoved(func(string) { l.Trigger() })
 	}
 	if l.r.Stager == nil {
 		// Downloads run beside the ticks, which never wait for them.

@@ -220,18 +220,33 @@ func TestSameRevision(t *testing.T) {
 type notifyLoop struct {
 	*Loop
 	ticks chan error
+	mu    *sync.Mutex // of logs
 	logs  *bytes.Buffer
+}
+
+// log is what the loop logged so far.
+func (nl *notifyLoop) log() string {
+	nl.mu.Lock()
+	defer nl.mu.Unlock()
+	return nl.logs.String()
 }
 
 func startNotifyLoop(t *testing.T, c *manifest.AgentConfig, schedule time.Duration) *notifyLoop {
 	t.Helper()
+	return startNotifyLoopOn(t, c, schedule, nil)
+}
+
+// startNotifyLoopOn starts a notifyLoop whose notify window and tries run
+// on clock (nil: the system's).
+func startNotifyLoopOn(t *testing.T, c *manifest.AgentConfig, schedule time.Duration, clock NotifyClock) *notifyLoop {
+	t.Helper()
 	nl := &notifyLoop{ticks: make(chan error, 100), logs: &bytes.Buffer{}}
-	var mu sync.Mutex
-	log := slog.New(slog.NewTextHandler(lockedWriter{&mu, nl.logs}, &slog.HandlerOptions{Level: slog.LevelDebug}))
+	nl.mu = &sync.Mutex{}
+	log := slog.New(slog.NewTextHandler(lockedWriter{nl.mu, nl.logs}, &slog.HandlerOptions{Level: slog.LevelDebug}))
 	nl.Loop = NewLoop(&Reconciler{Config: c, Logger: log}, LoopOptions{
 		Schedule: everyTick(schedule),
 		OnTick:   func(_ *Result, err error) { nl.ticks <- err },
-		Notify:   NotifyOptions{Backoff: func(int) time.Duration { return 20 * time.Millisecond }},
+		Notify:   NotifyOptions{Clock: clock, Backoff: func(int) time.Duration { return 20 * time.Millisecond }},
 	})
 	ctx, cancel := context.WithCancel(context.Background())
 	require.NoError(t, nl.Start(ctx))
@@ -312,6 +327,110 @@ func TestNotifyTicksTheAgentNow(t *testing.T) {
 	require.Equal(t, "HEAD@sha1:"+three, nl.tracker.Status().AppliedRevision)
 }
 
+// pending counts the timers not yet run or stopped.
+func (c *fakeClock) pending() int {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	n := 0
+	for _, tm := range c.timers {
+		if !tm.stopped {
+			n++
+		}
+	}
+	return n
+}
+
+// CI notified before its push landed: the tick finds the source at the
+// revision it had, says so and ticks again after a backoff; once the push
+// lands, the next try applies it. A revision that never lands is tried
+// for NotifyRetryFor, then left to the schedule, and the log says so.
+func TestNotifyBeforePublishTriesAgain(t *testing.T) {
+	b := testmqtt.Start(t, testmqtt.Options{})
+	repo := testgit.NewRepo(t)
+	repo.WriteFile("devices/cam-017/d.yaml", fmt.Sprintf(oneFile, "one"))
+	one := repo.Commit("one")
+	c := newConfig(t, repo.Dir())
+	c.Notify = &manifest.Notify{MQTT: &manifest.MQTTNotify{URL: b.URL, Topic: "tend/fleet/main"}}
+	clock := newFakeClock()
+	nl := startNotifyLoopOn(t, c, time.Hour, clock)
+	nl.tick(t) // the first, at start
+	nl.waitNotify(t, func(s *status.Notify) bool { return s.Connected })
+
+	// The commit exists, but the branch the device follows is not there
+	// yet: CI notified before its push.
+	repo.WriteFile("devices/cam-017/d.yaml", fmt.Sprintf(oneFile, "two"))
+	two := repo.Commit("two")
+	repo.ResetHard(one)
+	logged := func(s ...string) func() bool {
+		return func() bool {
+			for _, l := range strings.Split(nl.log(), "\n") {
+				if containsAll(l, s) {
+					return true
+				}
+			}
+			return false
+		}
+	}
+	publish(t, *c.Notify.MQTT, `{"revision":"`+two+`"}`)
+	require.Eventually(t, logged("notify: the source does not have the notified revision yet", "revision="+two+" has=HEAD@sha1:"+one+" in=2s try=1"),
+		30*time.Second, 5*time.Millisecond)
+	require.Equal(t, "HEAD@sha1:"+one, nl.tracker.Status().AppliedRevision)
+	require.Equal(t, 1, clock.pending(), "a try is due")
+
+	repo.ResetHard(two) // the push lands
+	clock.Advance(2 * time.Second)
+	require.Eventually(t, logged("notify: the source has the notified revision now", "revision="+two+" tries=1"), 30*time.Second, 5*time.Millisecond)
+	require.Equal(t, "HEAD@sha1:"+two, nl.tracker.Status().AppliedRevision)
+	require.Zero(t, clock.pending(), "found: nothing more to try")
+
+	// A revision that never lands: tried until NotifyRetryFor has passed.
+	never := "0123456789abcdef0123456789abcdef01234567"
+	clock.Advance(NotifyWindow) // past the window of the last notified tick
+	publish(t, *c.Notify.MQTT, `{"revision":"main@sha1:`+never+`"}`)
+	gaveUp := logged("notify: the source still does not have the notified revision; polling on schedule continues",
+		"revision=main@sha1:"+never+" has=HEAD@sha1:"+two+" waited=2m0s")
+	for tries := 0; !gaveUp(); tries++ {
+		require.Less(t, tries, 10, nl.log())
+		require.Eventually(t, func() bool { return clock.pending() == 1 || gaveUp() }, 30*time.Second, 5*time.Millisecond)
+		if !gaveUp() {
+			clock.Advance(30 * time.Second) // no try waits longer
+		}
+	}
+	require.Zero(t, clock.pending(), "given up: the schedule takes over")
+}
+
+// A notified commit of another ref than the one the device follows is
+// not waited for; one of the same ref, or of no ref named, is.
+func TestNotifyWaitsOnlyForItsRef(t *testing.T) {
+	clock := newFakeClock()
+	n := &notifier{trigger: func() bool { return true }, applied: func() string { return "" }, count: func(string) {},
+		clock: clock, log: slog.New(slog.DiscardHandler)}
+	at := "main@sha1:0123456789abcdef0123456789abcdef01234567"
+	n.ticked(at)
+	for rev, waits := range map[string]bool{
+		"release@sha1:fedcba9876543210fedcba9876543210fedcba98":         false,
+		"refs/heads/main@sha1:fedcba9876543210fedcba9876543210fedcba98": true,
+		"HEAD@sha1:fedcba9876543210fedcba9876543210fedcba98":            true,
+		"fedcba9876543210fedcba9876543210fedcba98":                      true,
+		"not a revision": false,
+	} {
+		n.mu.Lock()
+		n.await(rev, at, clock.Now())
+		waiting := !n.want.IsZero()
+		n.mu.Unlock()
+		require.Equal(t, waits, waiting, rev)
+	}
+}
+
+func containsAll(s string, subs []string) bool {
+	for _, sub := range subs {
+		if !strings.Contains(s, sub) {
+			return false
+		}
+	}
+	return true
+}
+
 // A broker that refuses the agent's credentials: status says so, and the
 // agent polls on its schedule as without notify.
 func TestNotifyRefusedCredentialsKeepsPolling(t *testing.T) {
@@ -330,8 +449,8 @@ func TestNotifyRefusedCredentialsKeepsPolling(t *testing.T) {
 	repo.WriteFile("devices/cam-017/d.yaml", fmt.Sprintf(oneFile, "two"))
 	two := repo.Commit("two")
 	require.Eventually(t, func() bool { return nl.tracker.Status().AppliedRevision == "HEAD@sha1:"+two }, 60*time.Second, 10*time.Millisecond)
-	require.NotContains(t, nl.logs.String(), "wrong-secret")
-	require.Contains(t, nl.logs.String(), "notify: cannot subscribe; polling on schedule continues")
+	require.NotContains(t, nl.log(), "wrong-secret")
+	require.Contains(t, nl.log(), "notify: cannot subscribe; polling on schedule continues")
 }
 
 func writeSecret(t *testing.T, dir, name, content string) string {

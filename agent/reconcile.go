@@ -144,6 +144,9 @@ type Result struct {
 	Release *status.SeenRelease
 	// Staged lists the models StageOnly brought into the store.
 	Staged []StagedModel
+	// Agent is the agent that runs on the stateDir of a one-shot apply
+	// (see ApplyOnce), or nil.
+	Agent *RunningAgent
 }
 
 // Offline says why models were kept at their applied version because their
@@ -201,7 +204,12 @@ func (r *Reconciler) run(ctx context.Context, upTo string) (*Result, error) {
 		return &Result{}, err
 	}
 	defer unlock()
+	return r.runLocked(ctx, upTo, start)
+}
 
+// runLocked runs the steps up to upTo of a tick that began at start; the
+// caller holds the stateDir lock.
+func (r *Reconciler) runLocked(ctx context.Context, upTo string, start time.Time) (*Result, error) {
 	t := &tick{upTo: upTo, res: Result{Started: start}}
 	if upTo == StepApply {
 		defer func() {

@@ -19,7 +19,20 @@ import (
 // neither the last applied commit (the rewind check) nor the quarantine
 // plays a part.
 func (r *Reconciler) Manifests(ctx context.Context) (*source.Snapshot, *manifest.Device, error) {
-	dir, err := os.MkdirTemp("", "tend-validate-")
+	snap, comp, err := r.Compose(ctx, true)
+	if comp == nil {
+		return snap, nil, err
+	}
+	return snap, comp.Device, err
+}
+
+// Compose fetches this device's manifests from the fleet repo at its
+// target and composes them (which layer set what: render --explain), as
+// Manifests does: nothing on the node is read or written, neither root
+// nor stateDir need exist, and no model or image is resolved. With
+// confine, files and models must lie under allowPaths.
+func (r *Reconciler) Compose(ctx context.Context, confine bool) (*source.Snapshot, *manifest.Composed, error) {
+	dir, err := os.MkdirTemp("", "tend-compose-")
 	if err != nil {
 		return nil, nil, err
 	}
@@ -32,11 +45,11 @@ func (r *Reconciler) Manifests(ctx context.Context) (*source.Snapshot, *manifest
 	if err != nil {
 		return nil, nil, err
 	}
-	comp, err := LoadDevice(r.Config, snap, true)
+	comp, err := LoadDevice(r.Config, snap, confine)
 	if err != nil {
 		return snap, nil, err
 	}
-	return snap, comp.Device, nil
+	return snap, comp, nil
 }
 
 // LoadDevice composes and validates this device's desired state from a

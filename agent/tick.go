@@ -76,9 +76,25 @@ func (l *Loop) tick(parent context.Context, log *slog.Logger, manual bool) {
 		l.lastStatus.Write(log, l.r.Config, l.tracker.Status(), time.Now())
 		l.first.Do(func() { close(l.observed) })
 	}
+	if l.notifier != nil {
+		l.notifier.ticked(tickTarget(res))
+	}
 	if l.opts.OnTick != nil {
 		l.opts.OnTick(res, err)
 	}
+}
+
+// tickTarget is the revision a tick found its source naming (the release
+// a rollout held, when one did), or "" when it does not know: the fetch
+// failed, or the target was refused and the node held.
+func tickTarget(res *Result) string {
+	switch {
+	case res.Held != nil:
+		return res.Held.Revision
+	case res.Snapshot == nil || res.Snapshot.Stale != nil || res.FailedStep == StepFetch:
+		return ""
+	}
+	return res.Snapshot.Revision.String()
 }
 
 // holdOff reports whether this tick falls in the backoff after failures

@@ -195,7 +195,9 @@ func (a *Applier) run(ctx context.Context, d *render.Desired, cs *planner.Change
 	return o, nil
 }
 
-// logApplied logs one applied action, at debug.
+// logApplied logs one applied action, at debug; a delete at info, "deleted"
+// and the resource: a tick's summary counts deletes, and what went (a
+// resource only another ref declared, applied by hand) is named.
 func (a *Applier) logApplied(ctx context.Context, act planner.Action) {
 	attrs := []slog.Attr{
 		slog.String(logKeyResource, act.Resource),
@@ -204,6 +206,10 @@ func (a *Applier) logApplied(ctx context.Context, act planner.Action) {
 	}
 	if act.IsDrift() {
 		attrs = append(attrs, slog.Bool(logKeyDrift, true))
+	}
+	if act.Type == planner.Delete {
+		a.logger.LogAttrs(ctx, slog.LevelInfo, "deleted", attrs...)
+		return
 	}
 	a.logger.LogAttrs(ctx, slog.LevelDebug, "applied", attrs...)
 }

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io/fs"
 	"os"
 	"strconv"
 	"strings"
@@ -33,6 +34,31 @@ func LockAgent(stateDir string) (unlock func() error, err error) {
 	ctx, cancel := context.WithCancel(context.Background())
 	cancel()
 	return lock(ctx, stateDir, statedir.Dir(stateDir).AgentLock(), true, nil)
+}
+
+// AgentRunning reports whether an agent holds the agent lock on stateDir
+// (see LockAgent), with its pid when it wrote one. It writes nothing: it
+// asks for the lock without waiting and lets it go at once (an agent
+// starting in that instant fails as if another ran), and a stateDir
+// without a lock file has no agent.
+func AgentRunning(stateDir string) (pid int, running bool, err error) {
+	name := statedir.Dir(stateDir).AgentLock()
+	f, err := os.Open(name)
+	if errors.Is(err, fs.ErrNotExist) {
+		return 0, false, nil
+	}
+	if err != nil {
+		return 0, false, fmt.Errorf("look for an agent on %s: %w", stateDir, err)
+	}
+	defer f.Close() // closing lets go of a lock taken here
+	err = flock.Flock(f, flock.Exclusive|flock.NonBlocking)
+	switch {
+	case errors.Is(err, syscall.EWOULDBLOCK):
+		return readPID(name), true, nil
+	case err != nil:
+		return 0, false, fmt.Errorf("look for an agent on %s: lock %s: %w", stateDir, name, err)
+	}
+	return 0, false, nil
 }
 
 // lock takes the flock on name; held, when not nil, is called each time

@@ -36,6 +36,10 @@ type recordState struct {
 	Crashes   int       `json:"crashes"` // quick exits in a row
 	LastExit  string    `json:"lastExit,omitempty"`
 	CleanExit bool      `json:"cleanExit,omitempty"` // the last exit was a clean exit 0
+	// Removed: the instance was removed outside tend while watched (a
+	// container removed by hand); drift for the next tick, whatever its
+	// restart policy.
+	Removed bool `json:"removed,omitempty"`
 	// BootID is the kernel's boot id when the process started: after a
 	// reboot, a pid and start time can match another process.
 	BootID string `json:"bootID,omitempty"`

@@ -51,7 +51,8 @@ type Handle interface {
 	// Alive reports whether the instance still runs, as the one started.
 	Alive() bool
 	// Wait blocks until the instance exits or ctx ends, and says how it
-	// ended (Known=false when the runtime cannot know: an adopted process).
+	// ended (Known=false when the runtime cannot know: an adopted process;
+	// Removed when the instance itself is gone: a container removed).
 	// Safe to call once per handle, from any goroutine.
 	Wait(ctx context.Context) (ExitStatus, error)
 	// Stop stops the instance (asking it to end, killing it after grace)
@@ -72,12 +73,20 @@ type ExitStatus struct {
 	Signal      string // e.g. "killed", "terminated" when a signal ended it
 	OOMKilled   bool   // the kernel's OOM killer ended it under its memory limit (from the cgroup's counters)
 	MemoryLimit int64  // the memory limit it ran under, in bytes, when OOMKilled
+	// Removed: the instance is gone, not only ended (a container removed
+	// from its engine, by hand or by another tool, or by tend's own Stop,
+	// which the supervisor tells apart). Known and Code may still say how
+	// its process ended.
+	Removed bool
 }
 
 // String is the status as status and logs print it: "exit code 3",
 // "killed by signal killed (out of memory: limit 64Mi)", "exited (status
-// unknown: adopted process)".
+// unknown: adopted process)", "removed outside tend".
 func (e ExitStatus) String() string {
+	if e.Removed {
+		return RemovedExit
+	}
 	oom := "out of memory"
 	if e.MemoryLimit > 0 {
 		oom += ": limit " + FormatBytes(e.MemoryLimit)
@@ -94,6 +103,10 @@ func (e ExitStatus) String() string {
 	}
 	return fmt.Sprintf("exit code %d", e.Code)
 }
+
+// RemovedExit is how status and logs name the end of an instance removed
+// outside tend (see ExitStatus.Removed).
+const RemovedExit = "removed outside tend"
 
 // Failed reports whether the process did not exit cleanly with code 0 (an
 // unknown status counts as failed).

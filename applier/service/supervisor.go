@@ -55,6 +55,7 @@ type Supervisor struct {
 
 	hook      atomic.Pointer[func(point string)] // tests: where the supervisor is
 	onRestart atomic.Pointer[func(service string)]
+	onRemoved atomic.Pointer[func(service string)]
 }
 
 // OnRestart makes fn hear every restart of an instance of a service:
@@ -62,6 +63,12 @@ type Supervisor struct {
 // one that ran before (an update, a restart the plan made, a start
 // retried, a rollback). fn must not block.
 func (s *Supervisor) OnRestart(fn func(service string)) { s.onRestart.Store(&fn) }
+
+// OnRemoved makes fn hear every watched instance of a service that was
+// removed outside tend (a container removed by hand): drift, which the
+// supervisor leaves to the next tick to restore, without counting a
+// crash. The agent ticks at once. fn must not block.
+func (s *Supervisor) OnRemoved(fn func(service string)) { s.onRemoved.Store(&fn) }
 
 func (s *Supervisor) restarted(service string) {
 	if fn := s.onRestart.Load(); fn != nil {
@@ -86,10 +93,11 @@ type RunSpec struct {
 
 // instance is a record and what the supervisor does with it now.
 type instance struct {
-	rec      instanceRecord
-	stopping bool          // stopped on purpose: not restarted
-	pending  bool          // exited; a restart is scheduled
-	cancel   chan struct{} // closed to end its watcher
+	rec       instanceRecord
+	stopping  bool          // stopped on purpose: not restarted
+	pending   bool          // exited; a restart is scheduled
+	unhealthy bool          // its probe failed and the supervisor stopped it
+	cancel    chan struct{} // closed to end its watcher
 }
 
 // InstanceState is what Instances reports about one replica.
@@ -193,8 +201,9 @@ func (s *Supervisor) Instances(name string) ([]InstanceState, error) {
 			st.Image = im.ImageRef()
 		}
 		// Done only for an exit seen: after a reboot nothing was seen, and
-		// the service starts again.
-		st.Done = !st.Alive && r.LastExit != "" && r.BootID == bootID() &&
+		// the service starts again. An instance removed outside tend is
+		// drift, whatever its policy.
+		st.Done = !st.Alive && r.LastExit != "" && !r.Removed && r.BootID == bootID() &&
 			(r.Policy == manifest.RestartNever || r.Policy == manifest.RestartOnFailure && r.CleanExit)
 		s.mu.Lock()
 		key := instanceKey{name, r.Instance.Replica}

@@ -29,7 +29,7 @@ func (s *Supervisor) watchInstance(in *instance) {
 		}()
 		for {
 			mctx, stopMonitor := context.WithCancel(ctx)
-			go s.monitor(mctx, in.rec)
+			go s.monitor(mctx, in, in.rec)
 			st, err := in.rec.Proc.Wait(ctx)
 			stopMonitor()
 			if ctx.Err() != nil {
@@ -48,10 +48,11 @@ func (s *Supervisor) watchInstance(in *instance) {
 	}()
 }
 
-// monitor checks a running instance's health probe until ctx ends; an
-// instance that turns unhealthy is stopped, and its watcher restarts it as
-// its policy says.
-func (s *Supervisor) monitor(ctx context.Context, rec instanceRecord) {
+// monitor checks the health probe of in, running as rec, until ctx ends;
+// an instance that turns unhealthy is stopped, and its watcher restarts it
+// as its policy says (a container the stop removed is not taken for one
+// removed outside tend).
+func (s *Supervisor) monitor(ctx context.Context, in *instance, rec instanceRecord) {
 	if rec.Probe == nil {
 		return
 	}
@@ -65,6 +66,9 @@ func (s *Supervisor) monitor(ctx context.Context, rec instanceRecord) {
 		s.setHealth(key, HealthFailing+": "+err.Error())
 		s.log.ErrorContext(ctx, "service unhealthy; restarting it", logKeyResource, planner.ServiceID(rec.Instance.Service),
 			logKeyReplica, rec.Instance.Replica, logKeyPID, rec.Proc.PID(), logKeyError, err.Error())
+		s.mu.Lock()
+		in.unhealthy = true
+		s.mu.Unlock()
 		_ = rec.Proc.Stop(ctx, DefaultStopTimeout)
 	})
 }
@@ -84,6 +88,15 @@ func (s *Supervisor) setHealth(key instanceKey, h string) {
 // process) wins, and nothing is restarted behind its back.
 func (s *Supervisor) exited(ctx context.Context, in *instance, st ExitStatus) (*instance, bool) {
 	key := instanceKey{in.rec.Instance.Service, in.rec.Instance.Replica}
+	s.mu.Lock()
+	unhealthy := in.unhealthy // its probe's stop removed it, if it was removed
+	in.unhealthy = false
+	s.mu.Unlock()
+	if st.Removed && !unhealthy {
+		s.removed(ctx, key, in, st)
+		return nil, false
+	}
+	st.Removed = false
 	rec := in.rec
 	id := planner.ServiceID(key.service)
 	ran := s.now().Sub(rec.StartedAt)
@@ -153,6 +166,39 @@ func (s *Supervisor) exited(ctx context.Context, in *instance, st ExitStatus) (*
 	s.restarted(key.service)
 	s.point("exited:restarted")
 	return in, true
+}
+
+// removed handles an instance removed outside tend (a container removed
+// by hand): drift, not a crash. It is not restarted here, and no crash is
+// counted against it; its record says it was removed, so that the next
+// tick's plan sees the replica down and restores it as drift, and
+// OnRemoved asks for that tick now. As for an exit, a tick that replaced
+// or stopped the replica meanwhile wins.
+func (s *Supervisor) removed(ctx context.Context, key instanceKey, in *instance, st ExitStatus) {
+	unlock, err := s.lockKey(ctx, key)
+	if err != nil {
+		return // stopping
+	}
+	if !s.owns(key, in) {
+		s.giveUp(ctx, key, in)
+		unlock()
+		return
+	}
+	rec := in.rec
+	rec.LastExit, rec.CleanExit, rec.Removed = st.String(), false, true
+	s.mu.Lock()
+	in.pending = false
+	s.mu.Unlock()
+	if err := s.writeRecord(rec); err != nil {
+		s.log.ErrorContext(ctx, "record service", logKeyResource, planner.ServiceID(key.service), logKeyError, err.Error())
+	}
+	unlock()
+	s.log.WarnContext(ctx, "service instance removed outside tend: drift, restored by the next tick", logKeyResource, planner.ServiceID(key.service),
+		logKeyReplica, key.replica, logKeyPID, pidOf(rec.Proc))
+	if fn := s.onRemoved.Load(); fn != nil {
+		(*fn)(key.service)
+	}
+	s.point("exited:removed")
 }
 
 // giveUp lets go of in, which is no longer the instance of key: Run or

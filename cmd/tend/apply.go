@@ -21,6 +21,8 @@ func newApplyCommand(g *globals) *cobra.Command {
 		Use:   "apply",
 		Short: "Reconcile this node once, now",
 		Long: "apply fetches, plans and applies once, prints the plan it applied, and exits 0 when the node has converged.\n" +
+			"It writes its status to stateDir for tend status, unless an agent runs on the stateDir (whose status stays its\n" +
+			"own); it warns when that agent follows another ref, whose next tick reverts what apply did.\n" +
 			"Actions that will fail or are held (a model whose registry is unreachable, and what uses it) are left out;\n" +
 			"the rest is applied, and apply says what was not and exits 1.\n" +
 			"With --stage-only it downloads the models of the target into the store and activates nothing (also on a\n" +
@@ -43,7 +45,8 @@ func newApplyCommand(g *globals) *cobra.Command {
 			if suspended, why := agent.Suspended(c); suspended && !force {
 				return suspendedError(c, why)
 			}
-			res, err := g.reconciler(c, log).Apply(cmd.Context())
+			res, err := g.reconciler(c, log).ApplyOnce(cmd.Context(), version)
+			warnAgent(cmd.ErrOrStderr(), res)
 			if res.Plan == nil {
 				return err
 			}
@@ -116,6 +119,17 @@ func writeSkipped(w io.Writer, res *agent.Result) {
 		line += "; will fail: " + strings.Join(failing, ", ")
 	}
 	fmt.Fprintln(w, line+".")
+}
+
+// warnAgent says on stderr when an agent runs on the stateDir and follows
+// another ref than the one applied: its next tick reverts the apply.
+func warnAgent(w io.Writer, res *agent.Result) {
+	if res.Agent == nil || res.Snapshot == nil {
+		return
+	}
+	if msg := res.Agent.Reverts(res.Snapshot.Revision); msg != "" {
+		fmt.Fprintf(w, "Warning: %s\n", msg)
+	}
 }
 
 // warnOffline says on stderr when models were kept at their applied

@@ -51,8 +51,8 @@ func TestNodeCommandsNeedNoSource(t *testing.T) {
 	// listen: off: status reads stateDir, without asking anything.
 	_, errOut, code = tend(t, "status", "--config", config)
 	require.Equal(t, 1, code)
-	require.Equal(t, "Error: listen is off, and no agent has written a status in "+stateDir+
-		": has the agent run on this node, with this stateDir?\n", errOut)
+	require.Equal(t, "Error: listen is off, and neither an agent nor tend apply has written a status in "+stateDir+
+		": has either run on this node, with this stateDir?\n", errOut)
 	tr := status.NewTracker("cam-017", "v1")
 	tr.SetApplied("main@sha1:aaa")
 	require.NoError(t, status.WriteLast(stateDir, tr.Status()))

@@ -1,6 +1,7 @@
 package main
 
 import (
+	"io/fs"
 	"os"
 	"path/filepath"
 	"testing"
@@ -95,6 +96,31 @@ func TestProfilesComposeEachDevice(t *testing.T) {
 		require.Equal(t, map[string]string{"config.yaml": "device: cam-3\nthreshold: 0.5\nsite: c\n", "base.txt": "base"},
 			n.files("etc/infer"), "what the orin profile brought is pruned, and nothing else")
 	})
+}
+
+// render --explain says which layer set what from the fleet repo alone:
+// before the root folder exists, with no stateDir, and with a model whose
+// registry does not answer (nothing is resolved); it creates neither.
+func TestRenderExplainNeedsNoNode(t *testing.T) {
+	repo := profileFleet(t)
+	repo.WriteFile("devices/cam-1/model.yaml", `apiVersion: tend.dev/v1alpha1
+kind: Device
+metadata: {name: cam-1}
+spec:
+  models:
+    - {name: detector, ref: "127.0.0.1:1/models/detector:v1"}
+`)
+	repo.Commit("a model on a registry that is not up")
+	n := profileNode(t, repo.Dir(), "cam-1", "site: a")
+	require.NoError(t, os.Remove(n.root))
+	out, errOut, code := n.tend("render", "--explain", "--insecure-registry", "127.0.0.1:1")
+	require.Equal(t, 0, code, errOut)
+	require.Contains(t, out, "model/detector  from device/cam-1 (devices/cam-1/model.yaml:6)")
+	require.Contains(t, out, "file/etc/infer/own.txt  from device/cam-1")
+	for _, dir := range []string{n.root, n.state} {
+		_, err := os.Stat(dir)
+		require.ErrorIs(t, err, fs.ErrNotExist, "render --explain created %s", dir)
+	}
 }
 
 // files returns the name and content of every file in dir under the root.

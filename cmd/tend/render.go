@@ -34,19 +34,24 @@ func newRenderCommand(g *globals) *cobra.Command {
 			if err != nil {
 				return err
 			}
+			if explain {
+				// Which layer set what needs the fleet repo alone: no
+				// root, no stateDir, no registry.
+				_, comp, err := g.reconciler(c, log).Compose(cmd.Context(), len(c.AllowPaths) > 0)
+				if err != nil {
+					return err
+				}
+				for _, w := range comp.Warnings {
+					fmt.Fprintf(cmd.ErrOrStderr(), "Warning: %v\n", w)
+				}
+				return comp.WriteExplain(cmd.OutOrStdout())
+			}
 			res, err := g.reconciler(c, log).Render(cmd.Context())
 			if res.Desired == nil {
 				return err
 			}
 			for _, w := range res.Composed.Warnings {
 				fmt.Fprintf(cmd.ErrOrStderr(), "Warning: %v\n", w)
-			}
-			if explain {
-				if werr := res.Composed.WriteExplain(cmd.OutOrStdout()); werr != nil {
-					return werr
-				}
-				warnOffline(cmd.ErrOrStderr(), res)
-				return err
 			}
 			if werr := writeDocument(cmd.OutOrStdout(), format, c.Device, res.Snapshot.Revision.String(), res.Desired.Document()); werr != nil {
 				return werr
@@ -57,7 +62,8 @@ func newRenderCommand(g *globals) *cobra.Command {
 	}
 	g.addFlags(cmd, logFlags, []string{"device"}, sourceFlags, nodeFlags)
 	cmd.Flags().StringVar(&format, "format", "yaml", "output format: yaml or json")
-	cmd.Flags().BoolVar(&explain, "explain", false, "print where each label, resource and variable came from: the layer (profile or Device document, file:line) and the layers it overrode")
+	cmd.Flags().BoolVar(&explain, "explain", false, "print where each label, resource and variable came from: the layer (profile or Device document, file:line) and the layers it overrode; "+
+		"reads the fleet repo alone (no root, no stateDir, nothing resolved)")
 	return cmd
 }
 

@@ -28,11 +28,12 @@ func newStatusCommand(g *globals) *cobra.Command {
 	var format string
 	cmd := &cobra.Command{
 		Use:   "status",
-		Short: "Show what the local agent last did",
+		Short: "Show what the local agent, or the last tend apply, did",
 		Long: "Ask the agent listening on --listen (listen in agent.yaml, default " +
 			manifest.DefaultListen + ") for its status: the applied revision, the last reconcile " +
 			"and its error, the resources that are not ok and the recent drift. When no agent answers " +
-			"(or listen is off), show the status the agent last wrote in stateDir, and say so.",
+			"(or listen is off), show the status last written in stateDir, by an agent after a tick or by tend apply " +
+			"(when no agent ran), and say so.",
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			if err := oneOf("--format", format, "text", "json"); err != nil {
@@ -92,9 +93,9 @@ func readStatus(ctx context.Context, c *manifest.AgentConfig) (body []byte, note
 	body, at, err := status.ReadLast(c.StateDir)
 	switch {
 	case errors.Is(err, fs.ErrNotExist) && asked != nil:
-		return nil, "", fmt.Errorf("%w, and no agent has written a status in %s: is the agent running, with this stateDir?", asked, c.StateDir)
+		return nil, "", fmt.Errorf("%w, and neither an agent nor tend apply has written a status in %s: is the agent running, with this stateDir?", asked, c.StateDir)
 	case errors.Is(err, fs.ErrNotExist):
-		return nil, "", fmt.Errorf("listen is off, and no agent has written a status in %s: has the agent run on this node, with this stateDir?", c.StateDir)
+		return nil, "", fmt.Errorf("listen is off, and neither an agent nor tend apply has written a status in %s: has either run on this node, with this stateDir?", c.StateDir)
 	case err != nil:
 		return nil, "", err
 	}

@@ -97,6 +97,6 @@ func TestStatusCommandWithoutAgent(t *testing.T) {
 	stdout, stderr, code := tend(t, "status", "--listen", addr, "--state-dir", state)
 	require.Equal(t, 1, code)
 	require.Empty(t, stdout)
-	require.Equal(t, "Error: no tend agent answers on "+addr+" (GET /status: connection refused), and no agent has written a status in "+
+	require.Equal(t, "Error: no tend agent answers on "+addr+" (GET /status: connection refused), and neither an agent nor tend apply has written a status in "+
 		state+": is the agent running, with this stateDir?\n", stderr)
 }

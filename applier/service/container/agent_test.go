@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"fmt"
+	"net"
 	"net/http"
 	"os"
 	"path/filepath"
@@ -20,6 +21,7 @@ import (
 	"github.com/google/go-containerregistry/pkg/v1/remote"
 	mcontainer "github.com/moby/moby/api/types/container"
 	"github.com/moby/moby/client"
+	"github.com/robfig/cron/v3"
 	"github.com/stretchr/testify/require"
 
 	"github.com/tend-dev/tend/agent"
@@ -315,6 +317,117 @@ func TestAgentRestartsKilledContainer(t *testing.T) {
 	cs := n.containers(t)
 	require.Len(t, cs, 1, "the killed container was replaced, not left beside its replacement")
 	require.Equal(t, "running", string(cs[0].State))
+}
+
+// A container removed by hand while an agent watches it is drift, not a
+// crash: the supervisor does not restart it (the schedule here is an
+// hour away), no crash is counted, and the agent ticks at once, which
+// reports the drift and starts a new container.
+func TestAgentContainerRemovedByHandIsDrift(t *testing.T) {
+	n := newNode(t)
+	n.declare(t, "    - name: web\n      image: "+n.img.Tag+"\n")
+	type tick struct {
+		res *agent.Result
+		err error
+	}
+	ticks := make(chan tick, 10)
+	l := agent.NewLoop(&agent.Reconciler{Config: n.c}, agent.LoopOptions{Schedule: cron.Every(time.Hour),
+		OnTick: func(res *agent.Result, err error) { ticks <- tick{res, err} }})
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	require.NoError(t, l.Start(ctx))
+	defer func() { require.NoError(t, l.Stop()) }()
+	next := func() tick {
+		t.Helper()
+		select {
+		case tk := <-ticks:
+			return tk
+		case <-time.After(60 * time.Second): // fails the test only
+			t.Fatal("no tick")
+			return tick{}
+		}
+	}
+	// The image is staged beside the first tick; a tick applies it.
+	for applied := false; !applied; {
+		tk := next()
+		require.NoError(t, tk.err)
+		applied = len(tk.res.Applied) > 0
+	}
+	cs := n.containers(t)
+	require.Len(t, cs, 1)
+	old := cs[0].ID
+
+	_, err := n.cli.ContainerRemove(ctx, old, client.ContainerRemoveOptions{Force: true})
+	require.NoError(t, err)
+
+	tk := next()
+	require.NoError(t, tk.err)
+	require.Len(t, tk.res.Drift, 1, "%v", tk.res.Plan.Actions)
+	d := tk.res.Drift[0]
+	require.Equal(t, "service/web", d.Resource)
+	require.Equal(t, "1 of 1 replicas not running (replica 0 "+service.RemovedExit+")", d.Reason)
+	cs = n.containers(t)
+	require.Len(t, cs, 1)
+	require.NotEqual(t, old, cs[0].ID)
+	require.Equal(t, "running", string(cs[0].State))
+
+	sup := service.NewSupervisor(n.c.StateDir, agent.Runtimes(n.c, nil), nil)
+	states, err := sup.Instances("web")
+	require.NoError(t, err)
+	require.Len(t, states, 1)
+	require.True(t, states[0].Alive)
+	require.False(t, states[0].CrashLoop)
+	require.Equal(t, cs[0].ID, states[0].Container)
+}
+
+// A container the supervisor stops because its probe failed is removed by
+// that stop: an exit under the restart policy, not a removal outside
+// tend, whatever the engine shows when its wait ends.
+func TestAgentRestartsUnhealthyContainer(t *testing.T) {
+	n := newNode(t)
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	require.NoError(t, err)
+	defer ln.Close()
+	n.declare(t, "    - name: web\n      image: "+n.img.Tag+"\n"+
+		"      health: {tcp: \""+ln.Addr().String()+"\", interval: 200ms, failureThreshold: 1, startupGrace: 10s}\n")
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	sup := agent.NewSupervisor(n.c, nil)
+	require.NoError(t, sup.Start(ctx))
+	defer sup.Stop()
+	_, err = (&agent.Reconciler{Config: n.c, Supervisor: sup}).Apply(ctx)
+	require.NoError(t, err)
+	insts, err := sup.Instances("web")
+	require.NoError(t, err)
+	require.Len(t, insts, 1)
+	first := insts[0].Container
+	restarted, removed := make(chan string, 1), make(chan string, 1)
+	sup.OnRestart(func(service string) {
+		select {
+		case restarted <- service:
+		default:
+		}
+	})
+	sup.OnRemoved(func(service string) {
+		select {
+		case removed <- service:
+		default:
+		}
+	})
+	require.NoError(t, ln.Close()) // the probe fails from now on
+
+	select {
+	case <-restarted:
+	case <-removed:
+		t.Fatal("the container its probe stopped was taken for one removed outside tend")
+	case <-time.After(30 * time.Second): // fails the test only
+		t.Fatal("no replacement for the unhealthy container")
+	}
+	states, err := sup.Instances("web")
+	require.NoError(t, err)
+	require.Len(t, states, 1)
+	require.NotEqual(t, first, states[0].Container)
+	require.NotEqual(t, service.RemovedExit, states[0].LastExit)
 }
 
 // What cannot run as declared fails the plan before anything is stopped:

@@ -132,9 +132,11 @@ func (r *Runtime) Alive(p Proc) bool {
 
 // Wait blocks until p's container is not running, or ctx ends, and returns
 // its exit status from the engine (Known, for every container: the engine
-// keeps the status whoever started it). A container already removed
-// returns Known=false. The engine reports a death by signal N as exit
-// code 128+N, which Wait reads as that signal.
+// keeps the status whoever started it). A container removed, or being
+// removed, when its exit is read (docker rm -f, or Stop) returns Removed,
+// with the exit code when the engine still gave one, once it is gone. The engine reports
+// a death by signal N as exit code 128+N, which Wait reads as that
+// signal.
 func (r *Runtime) Wait(ctx context.Context, p Proc) (service.ExitStatus, error) {
 	if !r.Alive(p) {
 		// Not running now (or another process in it): nothing to wait
@@ -185,7 +187,7 @@ wait:
 			break wait
 		case err := <-res.Error:
 			if isNotFound(err) {
-				return service.ExitStatus{}, nil
+				return service.ExitStatus{Removed: true}, nil
 			}
 			if ctx.Err() != nil {
 				return service.ExitStatus{}, ctx.Err()
@@ -194,7 +196,7 @@ wait:
 		case <-recheck.C:
 			in, err := r.cli.ContainerInspect(ctx, p.Container, client.ContainerInspectOptions{})
 			if isNotFound(err) {
-				return service.ExitStatus{}, nil
+				return service.ExitStatus{Removed: true}, nil
 			}
 			if err == nil && in.Container.State != nil && !in.Container.State.Running {
 				code = int64(in.Container.State.ExitCode)
@@ -205,8 +207,17 @@ wait:
 	}
 	st := exitStatus(code)
 	// The OOM killer's mark is in the container's state (gone if Stop
-	// removed it meanwhile).
+	// removed it meanwhile). A removal (docker rm -f) kills the container
+	// first: its wait ends with the kill, while the engine shows it as
+	// being removed, then not at all.
 	in, err := r.cli.ContainerInspect(ctx, p.Container, client.ContainerInspectOptions{})
+	if isNotFound(err) || err == nil && in.Container.State != nil && removing(in.Container.State.Status) {
+		// Returned once it is gone: what follows (a tick that starts a
+		// new one) does not meet the removal half-way.
+		_ = r.waitRemoved(ctx, p.Container)
+		st.Removed = true
+		return st, nil
+	}
 	if err != nil || in.Container.State == nil || in.Container.HostConfig == nil {
 		return st, nil
 	}
@@ -219,6 +230,12 @@ wait:
 		st.MemoryLimit = limit
 	}
 	return st, nil
+}
+
+// removing reports whether a container's state says it is being removed,
+// or is dead (what a removal that failed half-way leaves).
+func removing(status container.ContainerState) bool {
+	return status == container.StateRemoving || status == container.StateDead
 }
 
 // oomLate bounds how long a wait looks for the engine's report that the
@@ -273,13 +290,41 @@ func (r *Runtime) Stop(ctx context.Context, p Proc, grace time.Duration) error {
 	return r.remove(ctx, p.Container)
 }
 
+// removeWait bounds the wait for a removal another client began.
+const removeWait = time.Minute
+
 // remove removes a container, running or not; one already gone is no
-// error.
+// error. One that another client is removing (docker rm -f by hand, which
+// the agent's drift tick may follow at once) is waited for until it is
+// gone.
 func (r *Runtime) remove(ctx context.Context, id string) error {
-	if _, err := r.cli.ContainerRemove(ctx, id, client.ContainerRemoveOptions{Force: true}); err != nil && !isNotFound(err) {
-		return r.engineError(fmt.Errorf("remove container %s: %w", short(id), err))
+	_, err := r.cli.ContainerRemove(ctx, id, client.ContainerRemoveOptions{Force: true})
+	switch {
+	case err == nil || isNotFound(err):
+		return nil
+	case isConflict(err): // with Force, only a removal in progress
+		return r.waitRemoved(ctx, id)
 	}
-	return nil
+	return r.engineError(fmt.Errorf("remove container %s: %w", short(id), err))
+}
+
+// waitRemoved waits, for at most removeWait, until container id is gone.
+func (r *Runtime) waitRemoved(ctx context.Context, id string) error {
+	ctx, cancel := context.WithTimeout(ctx, removeWait)
+	defer cancel()
+	res := r.cli.ContainerWait(ctx, id, client.ContainerWaitOptions{Condition: container.WaitConditionRemoved})
+	select {
+	case w := <-res.Result:
+		if w.Error != nil && w.Error.Message != "" {
+			return fmt.Errorf("wait for container %s to be removed: %s", short(id), w.Error.Message)
+		}
+		return nil
+	case err := <-res.Error:
+		if isNotFound(err) {
+			return nil
+		}
+		return r.engineError(fmt.Errorf("wait for container %s to be removed (another client removes it): %w", short(id), err))
+	}
 }
 
 // short is the 12-character id the docker CLI prints.

@@ -85,9 +85,25 @@ func TestStopRemoves(t *testing.T) {
 	require.False(t, e.rt.Alive(p))
 	res := <-done
 	require.NoError(t, res.err)
-	// svc exits 0 on SIGTERM; Wait may also find the container removed.
-	require.Contains(t, []service.ExitStatus{{Known: true}, {}}, res.st)
+	// svc exits 0 on SIGTERM; Wait may also find the container removed
+	// (the supervisor knows it stopped it).
+	require.Contains(t, []service.ExitStatus{{Known: true}, {Known: true, Removed: true}, {Removed: true}}, res.st)
 	require.NoError(t, e.rt.Stop(context.Background(), p, time.Second), "already gone")
+}
+
+// A container removed through the engine while it runs (docker rm -f)
+// is not an exit like another: Wait says it was removed.
+func TestWaitSeesRemoval(t *testing.T) {
+	e := setup(t)
+	p := e.start(t, e.instance("edge-1", "web"))
+	done := e.waitAsync(p)
+	_, err := e.cli.ContainerRemove(context.Background(), p.Container, client.ContainerRemoveOptions{Force: true})
+	require.NoError(t, err)
+	res := <-done
+	require.NoError(t, res.err)
+	require.True(t, res.st.Removed, "%+v", res.st)
+	require.Equal(t, service.RemovedExit, res.st.String())
+	require.False(t, e.rt.Alive(p))
 }
 
 // The container gets the instance's limits, environment, labels, name,
