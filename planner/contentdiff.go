@@ -61,7 +61,8 @@ const SensitiveHidden = "(sensitive content hidden)"
 func ContentDiff(a Action, before, after Content, opts DiffOptions) string {
 	var lines []string
 	for _, c := range a.Changes {
-		if c.Field != FieldContent && c.Field != FieldSpec && c.Field != FieldDigest {
+		// A model's include is in its described fields.
+		if c.Field != FieldContent && c.Field != FieldSpec && c.Field != FieldDigest && c.Field != FieldInclude {
 			lines = append(lines, fieldLine(c.Field, c.From, c.To))
 		}
 	}
