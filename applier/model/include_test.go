@@ -70,7 +70,7 @@ func (n *modelNode) folder(name string) []string {
 // version folder, and dropping it brings the whole artifact.
 func TestModelIncludeDownloadsOnlySelectedFiles(t *testing.T) {
 	n := newModelNode(t)
-	gguf := bytes.Repeat([]byte("q4 weights "), 50_000)  // 550 kB
+	gguf := bytes.Repeat([]byte("q4 weights "), 50_000)      // 550 kB
 	dataset := bytes.Repeat([]byte("dataset row "), 366_000) // 4.4 MB
 	tokenizer := []byte(`{"vocab":{"a":1}}`)
 	n.reg.PushFiles(t, "models/llm:v1", map[string][]byte{"model.gguf": gguf, "dataset.bin": dataset, "tokenizer.json": tokenizer})
