@@ -56,4 +56,6 @@ func TestRegistryResolver(t *testing.T) {
 	_, err = r.Resolve(context.Background(), m)
 	require.ErrorIs(t, err, oci.ErrIncludeMatchesNothing)
 	require.ErrorContains(t, err, `include "*.gguf" matches no file of the model `+digest+"; it holds labels.txt, model.onnx")
+	_, err = (&render.Registry{Options: r.Options}).Resolve(context.Background(), m)
+	require.ErrorIs(t, err, oci.ErrIncludeMatchesNothing, "validate --resolve reads the manifest of a model with an include")
 }

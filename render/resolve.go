@@ -69,7 +69,8 @@ func (Declared) Resolve(_ context.Context, m manifest.Model) (Resolution, error)
 
 // Registry resolves models in their registries with no node: each tag or
 // semver policy to a digest (one HEAD, or a tag list), and, with Sizes,
-// what pulling the version costs from its manifest (no layer is read).
+// what pulling the version costs from its manifest (no layer is read). A
+// model's include is checked against the manifest, with Sizes or not.
 // Each distinct ref is asked once. It is safe for concurrent use.
 type Registry struct {
 	Options  oci.Options
@@ -136,7 +137,7 @@ func (r *Registry) resolve(ctx context.Context, m manifest.Model) (Resolution, e
 		return Resolution{}, err
 	}
 	res := Resolution{Digest: pinned.Digest, Tag: pinned.Tag}
-	if !r.Sizes {
+	if !r.Sizes && len(m.Include) == 0 {
 		return res, nil
 	}
 	repo, err := name.NewRepository(Repository(m.Ref), r.Options.NameOptions(m.Ref)...)
@@ -157,6 +158,9 @@ func (r *Registry) resolve(ctx context.Context, m manifest.Model) (Resolution, e
 	}
 	if art, err = art.Include(m.Include); err != nil {
 		return Resolution{}, err
+	}
+	if !r.Sizes {
+		return res, nil
 	}
 	res.Reason = ModelReason(Model{Ref: m.Ref, Policy: policy(m), Digest: pinned.Digest, Tag: pinned.Tag}, nil, art.Size())
 	sizes := make(map[v1.Hash]int64, len(art.Entries))
