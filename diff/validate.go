@@ -152,7 +152,11 @@ func resolveAll(ctx context.Context, devices []Checked, reg oci.Options) error {
 				return ctx.Err()
 			}
 			if err != nil {
-				errs = append(errs, &manifest.Error{File: m.Origin.File, Line: m.Origin.Line(".ref"), Field: m.Origin.Field + ".ref",
+				field := ".ref"
+				if errors.Is(err, oci.ErrIncludeMatchesNothing) {
+					field = ".include"
+				}
+				errs = append(errs, &manifest.Error{File: m.Origin.File, Line: m.Origin.Line(field), Field: m.Origin.Field + field,
 					Msg: fmt.Sprintf("model %s: %v", m.Name, err)})
 			}
 		}

@@ -48,6 +48,12 @@ type Model struct {
 	Ref    string  `json:"ref" jsonschema:"required"`
 	Path   string  `json:"path,omitempty"`
 	Policy *Policy `json:"policy,omitempty"`
+	// Include selects the files of the artifact to pull: globs over
+	// their paths inside it (path.Match syntax, "**" for any number of
+	// folders; a pattern naming a folder takes all it holds). Only blobs
+	// holding a selected file are downloaded, and only selected files are
+	// written. Empty: every file.
+	Include []string `json:"include,omitempty"`
 	// Absent removes the model of this name that an earlier layer (a
 	// profile) declares; the other fields are then not read.
 	Absent bool `json:"absent,omitempty"`

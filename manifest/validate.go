@@ -11,6 +11,7 @@ import (
 	"unicode/utf8"
 
 	"github.com/Masterminds/semver/v3"
+	"github.com/bmatcuk/doublestar/v4"
 	"github.com/google/go-containerregistry/pkg/name"
 )
 
@@ -115,6 +116,37 @@ func (v validator) model(m Model) {
 	if m.Path != "" {
 		v.path(o, ".path", m.Path)
 	}
+	seen := map[string]int{}
+	for i, pat := range m.Include {
+		field := fmt.Sprintf(".include[%d]", i)
+		if first, dup := seen[pat]; dup {
+			v.at(o, field, "%q is include[%d] too: list a pattern once", pat, first)
+			continue
+		}
+		seen[pat] = i
+		if why := includeProblem(pat); why != "" {
+			v.at(o, field, "%q %s", pat, why)
+		}
+	}
+}
+
+// includeProblem says what is wrong with an include pattern, "" when
+// nothing: it is a clean relative slash path, never climbing out with
+// "..", in path.Match syntax with "**" for any number of folders.
+func includeProblem(pat string) string {
+	switch {
+	case pat == "":
+		return "is empty: use a glob such as \"*.gguf\""
+	case strings.HasPrefix(pat, "/"):
+		return "is absolute: patterns are paths inside the artifact, such as \"weights/*.safetensors\""
+	case pat == ".." || strings.HasPrefix(pat, "../") || strings.HasSuffix(pat, "/..") || strings.Contains(pat, "/../"):
+		return "climbs out with \"..\": patterns are paths inside the artifact"
+	case path.Clean(pat) != pat || pat == ".":
+		return fmt.Sprintf("is not a clean path (%q)", path.Clean(pat))
+	case !doublestar.ValidatePattern(pat):
+		return "is not a valid glob: use *, ?, [a-z] and ** (any number of folders); escape a literal one with \\"
+	}
+	return ""
 }
 
 func (v validator) file(f File) {

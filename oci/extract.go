@@ -90,7 +90,7 @@ const (
 // against b (nil: no bound), so a layer cannot write more than the room
 // it was given.
 func Extract(ctx context.Context, r io.Reader, compression, dir string, b *Budget) error {
-	return extract(ctx, r, compression, dir, b, false)
+	return extract(ctx, r, compression, dir, b, false, nil)
 }
 
 // ExtractLayer unpacks a layer of an image into dir, over the layers
@@ -100,7 +100,7 @@ func Extract(ctx context.Context, r io.Reader, compression, dir string, b *Budge
 // NAME, and an opaque whiteout ".wh..wh..opq" deletes what its folder
 // held; neither is written, and neither deletes what this layer wrote.
 func ExtractLayer(ctx context.Context, r io.Reader, compression, dir string, b *Budget) error {
-	return extract(ctx, r, compression, dir, b, true)
+	return extract(ctx, r, compression, dir, b, true, nil)
 }
 
 // Whiteouts of the OCI image layer spec.
@@ -109,7 +109,11 @@ const (
 	whiteoutOpaque = ".wh..wh..opq"
 )
 
-func extract(ctx context.Context, r io.Reader, compression, dir string, b *Budget, overlay bool) error {
+// extract unpacks as Extract (ExtractLayer when overlay) does; keep, when
+// not nil, selects the entries written by their clean name (a model's
+// include): the others are read past, but for an image layer's
+// whiteouts, which still delete.
+func extract(ctx context.Context, r io.Reader, compression, dir string, b *Budget, overlay bool, keep func(name string) bool) error {
 	switch compression {
 	case Gzip:
 		zr, err := gzip.NewReader(r)
@@ -134,7 +138,7 @@ func extract(ctx context.Context, r io.Reader, compression, dir string, b *Budge
 		return err
 	}
 	defer root.Close()
-	x := extractor{root: root, b: b, folders: map[string]bool{}}
+	x := extractor{root: root, b: b, folders: map[string]bool{}, keep: keep}
 	if overlay {
 		x.written = map[string]bool{}
 	}
@@ -167,6 +171,10 @@ type extractor struct {
 	// written holds the names this layer wrote, for an image's layer
 	// (see ExtractLayer); nil for any other tar.
 	written map[string]bool
+	// keep selects the entries written (nil: all); skipped holds the
+	// names of regular files it left out, for a hard link to one.
+	keep    func(name string) bool
+	skipped map[string]bool
 }
 
 // replace makes room at name for an entry of an image's layer: what an
@@ -234,10 +242,20 @@ func (x *extractor) entry(tr *tar.Reader, h *tar.Header) error {
 	if name == "." {
 		return nil
 	}
+	whiteout := x.written != nil && strings.HasPrefix(path.Base(name), whiteoutPrefix)
+	if x.keep != nil && !whiteout && !x.keep(name) {
+		if h.Typeflag == tar.TypeReg {
+			if x.skipped == nil {
+				x.skipped = map[string]bool{}
+			}
+			x.skipped[name] = true
+		}
+		return nil
+	}
 	if err := x.b.take(EntryCost); err != nil {
 		return fmt.Errorf("%s: %w", h.Name, err)
 	}
-	if x.written != nil && strings.HasPrefix(path.Base(name), whiteoutPrefix) {
+	if whiteout {
 		// A whiteout makes nothing, not even its folder.
 		if _, err := x.replace(name, h); err != nil {
 			return fmt.Errorf("%w: %s: %w", ErrUnsafeArchive, h.Name, err)
@@ -297,6 +315,9 @@ func (x *extractor) entry(tr *tar.Reader, h *tar.Header) error {
 		// target, read from another folder: "sub/l -> .." stays inside,
 		// a copy at "l" would not. Only regular files are linked.
 		fi, err := root.Lstat(target)
+		if err != nil && x.skipped[target] {
+			return fmt.Errorf("%s: hard link to %q, which the model's include leaves out: include both", h.Name, h.Linkname)
+		}
 		if err != nil {
 			return fmt.Errorf("%w: %s: hard link to %q: %w", ErrUnsafeArchive, h.Name, h.Linkname, err)
 		}

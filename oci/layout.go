@@ -107,7 +107,13 @@ type Artifact struct {
 	Entries []Entry // sorted by Path; an image's layers (Overlay) in manifest order
 
 	descs map[v1.Hash]v1.Descriptor // sizes and media types of Manifests
+	// include is what Include selected the entries by; nil for all.
+	include []string
 }
+
+// Included returns the patterns Include selected a's entries by; nil
+// when a holds every entry of its version.
+func (a *Artifact) Included() []string { return a.include }
 
 // Blobs returns every blob the version needs (manifests, config, entries),
 // each once. The sizes of manifests are known in artifacts that

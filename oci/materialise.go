@@ -11,6 +11,7 @@ import (
 	"os"
 	"path"
 	"path/filepath"
+	"slices"
 	"strings"
 
 	"github.com/klauspost/compress/zstd"
@@ -70,6 +71,7 @@ func (s *Store) Materialise(ctx context.Context, a *Artifact, dir string, limit 
 	if limit > 0 {
 		budget = &Budget{Limit: limit}
 	}
+	sel := newSelection(a)
 	// Files first, while the folder holds no symlink a tar could plant;
 	// then tar layers, which refuse to overwrite anything (but an image's
 	// layers, which apply over each other in manifest order).
@@ -82,14 +84,18 @@ func (s *Store) Materialise(ctx context.Context, a *Artifact, dir string, limit 
 				return err
 			}
 			if unpack {
-				err = s.unpack(ctx, root, dir, e, budget)
+				err = s.unpack(ctx, root, dir, e, budget, sel.keep(e.Path))
 			} else {
+				sel.saw(e.Path)
 				err = s.place(root, dir, e, budget)
 			}
 			if err != nil {
 				return fmt.Errorf("materialise model %s: layer %s into %q: %w", a.Digest, e.Digest, "/"+e.Path, err)
 			}
 		}
+	}
+	if err := sel.check(a); err != nil {
+		return fmt.Errorf("materialise model %s: %w", a.Digest, err)
 	}
 	if err := s.writeKitfile(root, a, budget); err != nil {
 		return fmt.Errorf("materialise model %s: %w", a.Digest, err)
@@ -156,18 +162,75 @@ func (s *Store) place(root *os.Root, dir string, e Entry, b *Budget) error {
 	return err
 }
 
-// unpack extracts a tar entry into its path in the version folder.
-func (s *Store) unpack(ctx context.Context, root *os.Root, dir string, e Entry, b *Budget) error {
+// selection tracks what a's include selects while its version folder is
+// built: which patterns matched a file, and the files seen.
+type selection struct {
+	in    includer
+	hit   []bool
+	files []string
+}
+
+func newSelection(a *Artifact) *selection {
+	if len(a.include) == 0 {
+		return nil
+	}
+	return &selection{in: includer{patterns: a.include}, hit: make([]bool, len(a.include))}
+}
+
+// saw notes file p of the version folder, which Include kept.
+func (s *selection) saw(p string) {
+	if s == nil {
+		return
+	}
+	s.files = append(s.files, p)
+	if i := s.in.match(p); i >= 0 {
+		s.hit[i] = true
+	}
+}
+
+// keep returns the filter of a tar layer unpacked into folder prefix:
+// nil (everything) without an include.
+func (s *selection) keep(prefix string) func(name string) bool {
+	if s == nil {
+		return nil
+	}
+	return func(name string) bool {
+		p := path.Join(prefix, name)
+		i := s.in.match(p)
+		if len(s.files) < 4*listedItems || i >= 0 {
+			s.files = append(s.files, p)
+		}
+		if i >= 0 {
+			s.hit[i] = true
+		}
+		return i >= 0
+	}
+}
+
+// check fails when a pattern matched no file: a tar layer held none.
+func (s *selection) check(a *Artifact) error {
+	if s == nil {
+		return nil
+	}
+	for i, pat := range s.in.patterns {
+		if !s.hit[i] {
+			slices.Sort(s.files)
+			return includeError(a, pat, s.files)
+		}
+	}
+	return nil
+}
+
+// unpack extracts a tar entry into its path in the version folder, the
+// entries keep selects (nil: all).
+func (s *Store) unpack(ctx context.Context, root *os.Root, dir string, e Entry, b *Budget, keep func(string) bool) error {
 	f, err := os.Open(s.Path(e.Digest))
 	if err != nil {
 		return err
 	}
 	defer f.Close()
-	if e.Path == "" && e.Overlay {
-		return ExtractLayer(ctx, f, e.Compression, dir, b)
-	}
 	if e.Path == "" {
-		return Extract(ctx, f, e.Compression, dir, b)
+		return extract(ctx, f, e.Compression, dir, b, e.Overlay, keep)
 	}
 	if err := root.MkdirAll(e.Path, 0o755); err != nil {
 		return err
@@ -183,13 +246,13 @@ func (s *Store) unpack(ctx context.Context, root *os.Root, dir string, e Entry, 
 			return fmt.Errorf("%w: %q is not a folder", ErrUnsafeArchive, p)
 		}
 	}
-	return extractUnder(ctx, f, e.Compression, e.Path, filepath.Join(dir, filepath.FromSlash(e.Path)), b)
+	return extractUnder(ctx, f, e.Compression, e.Path, filepath.Join(dir, filepath.FromSlash(e.Path)), b, keep)
 }
 
 // extractUnder extracts a tar whose names all start with prefix, as ORAS
 // tars a folder, into dir with the prefix taken off. A name outside the
 // prefix is refused.
-func extractUnder(ctx context.Context, r io.Reader, compression, prefix, dir string, b *Budget) error {
+func extractUnder(ctx context.Context, r io.Reader, compression, prefix, dir string, b *Budget, keep func(string) bool) error {
 	dr, closeDecompressor, err := decompress(r, compression)
 	if err != nil {
 		return err
@@ -202,7 +265,7 @@ func extractUnder(ctx context.Context, r io.Reader, compression, prefix, dir str
 		pw.CloseWithError(err)
 		done <- err
 	}()
-	err = Extract(ctx, pr, Uncompressed, dir, b)
+	err = extract(ctx, pr, Uncompressed, dir, b, false, keep)
 	pr.Close() // stops retar if Extract gave up first
 	if rerr := <-done; rerr != nil && !errors.Is(rerr, io.ErrClosedPipe) {
 		return rerr

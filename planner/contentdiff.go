@@ -69,7 +69,8 @@ func ContentDiff(a Action, before, after Content, opts DiffOptions) string {
 	}
 	var lines []string
 	for _, c := range a.Changes {
-		if c.Field != FieldContent && c.Field != FieldSpec && c.Field != FieldDigest && !described[c.Field] {
+		// A model's include is in its described fields.
+		if c.Field != FieldContent && c.Field != FieldSpec && c.Field != FieldDigest && c.Field != FieldInclude && !described[c.Field] {
 			lines = append(lines, fieldLine(c.Field, c.From, c.To))
 		}
 	}

@@ -106,6 +106,14 @@ func TestContentDiff(t *testing.T) {
 			contains: []string{`+a\x1b[2J\x0d`}, hide: []string{"\x1b", "\r"},
 		},
 		{
+			name:   "a model's include prints once, from its described fields",
+			want:   Resource{ID: "model/llm", Kind: KindModel, Fields: []Field{{FieldDigest, "sha256:" + strings.Repeat("a", 64)}, {FieldInclude, `["*.gguf"]`}}},
+			have:   Resource{ID: "model/llm", Kind: KindModel, Fields: []Field{{FieldDigest, "sha256:" + strings.Repeat("a", 64)}, {FieldInclude, `["*.gguf", "tokenizer.json"]`}}},
+			before: Content{Fields: []Field{{"ref", "r/llm:v1"}, {"include", `["*.gguf", "tokenizer.json"]`}}},
+			after:  Content{Fields: []Field{{"ref", "r/llm:v1"}, {"include", `["*.gguf"]`}}},
+			exact:  "include: [\"*.gguf\", \"tokenizer.json\"] → [\"*.gguf\"]\n",
+		},
+		{
 			name:   "spec fields print old and new values",
 			want:   Resource{ID: "service/infer", Kind: KindService, Fields: []Field{{FieldSpec, "s2"}, {FieldReplicas, "1"}}},
 			have:   Resource{ID: "service/infer", Kind: KindService, Fields: []Field{{FieldSpec, "s1"}, {FieldReplicas, "2"}}},

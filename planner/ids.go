@@ -45,12 +45,13 @@ func KindOf(id string) (Kind, error) {
 
 // Fields the planner compares, by kind, in the order Resource.Fields holds
 // them: a file's content digest and mode; a model's digest (of the
-// manifest or index of the version active at its path); a service's spec
+// manifest or index of the version active at its path) and include; a service's spec
 // hash, for a container its image digest, and its replica count.
 const (
 	FieldContent  = "content"
 	FieldMode     = "mode"
 	FieldDigest   = "digest"
+	FieldInclude  = "include" // a model's include, when it has one
 	FieldSpec     = "spec"
 	FieldImage    = "image"
 	FieldReplicas = "replicas"

@@ -14,7 +14,7 @@ import (
 )
 
 // Describe returns a rendered spec (a File, Model or Service) as one side
-// of a content diff: a file's bytes, a model's ref, tag and digest, a
+// of a content diff: a file's bytes, a model's ref, tag, digest and include, a
 // service's command, env and the rest of its first replica's spec. ok is
 // false for anything else. Drivers describe what is on the node with the
 // same fields, so that only what differs is printed.
@@ -40,6 +40,9 @@ func modelFields(m Model) []planner.Field {
 	}
 	if _, err := v1.NewHash(m.Digest); err == nil {
 		f = append(f, planner.Field{Name: "digest", Value: m.Digest})
+	}
+	if len(m.Include) > 0 {
+		f = append(f, planner.Field{Name: "include", Value: FormatInclude(m.Include)})
 	}
 	return f
 }

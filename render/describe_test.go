@@ -51,6 +51,14 @@ func TestDescribe(t *testing.T) {
 	c, ok = Describe(d.Specs["model/detector"])
 	require.True(t, ok)
 	require.Equal(t, []planner.Field{{Name: "ref", Value: m.Ref}}, c.Fields, "an unresolved ref has no digest")
+	require.Equal(t, []planner.Field{{Name: planner.FieldDigest, Value: m.Ref}}, d.Resources[0].Fields)
+
+	m.Include = []string{"*.gguf", "tokenizer.json"}
+	withInclude, err := Render(context.Background(), device(manifest.DeviceSpec{Models: []manifest.Model{m}}), "rev1", confined)
+	require.NoError(t, err)
+	c, _ = Describe(withInclude.Specs["model/detector"])
+	require.Equal(t, []planner.Field{{Name: "ref", Value: m.Ref}, {Name: "include", Value: `["*.gguf", "tokenizer.json"]`}}, c.Fields)
+	require.Equal(t, []planner.Field{{Name: planner.FieldDigest, Value: m.Ref}, {Name: planner.FieldInclude, Value: `["*.gguf", "tokenizer.json"]`}}, withInclude.Resources[0].Fields)
 
 	c, ok = Describe(d.Specs["file/etc/infer/config.yaml"])
 	require.True(t, ok)

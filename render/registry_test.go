@@ -45,4 +45,17 @@ func TestRegistryResolver(t *testing.T) {
 
 	_, err = r.Resolve(context.Background(), manifest.Model{Name: "x", Ref: reg.Ref("models/detector:v10")})
 	require.ErrorIs(t, err, oci.ErrNotFound)
+
+	// An include: what it selects is what pulling costs, and a pattern
+	// that matches no file fails, listing the files.
+	m.Include = []string{"*.txt"}
+	res, err = r.Resolve(context.Background(), m)
+	require.NoError(t, err)
+	require.Equal(t, reg.Ref("models/detector:v9")+" → "+digest+", 7 B to download", res.Reason)
+	m.Include = []string{"*.gguf"}
+	_, err = r.Resolve(context.Background(), m)
+	require.ErrorIs(t, err, oci.ErrIncludeMatchesNothing)
+	require.ErrorContains(t, err, `include "*.gguf" matches no file of the model `+digest+"; it holds labels.txt, model.onnx")
+	_, err = (&render.Registry{Options: r.Options}).Resolve(context.Background(), m)
+	require.ErrorIs(t, err, oci.ErrIncludeMatchesNothing, "validate --resolve reads the manifest of a model with an include")
 }

@@ -2,6 +2,7 @@ package render
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"path/filepath"
@@ -208,15 +209,32 @@ func model(ctx context.Context, m manifest.Model, allow []string, resolver Resol
 	if err != nil {
 		return Model{}, planner.Resource{}, err
 	}
-	spec := Model{Name: m.Name, Ref: m.Ref, Policy: policy(m), Path: m.Path, Digest: res.Digest, Tag: res.Tag, Offline: res.Offline, Held: res.Held, Quarantined: res.Quarantined, Download: res.Download}
+	spec := Model{Name: m.Name, Ref: m.Ref, Policy: policy(m), Path: m.Path, Digest: res.Digest, Tag: res.Tag, Include: m.Include, Offline: res.Offline, Held: res.Held, Quarantined: res.Quarantined, Download: res.Download}
 	r := planner.Resource{
 		ID: planner.ModelID(m.Name), Kind: planner.KindModel, Reason: res.Reason,
-		Fields: []planner.Field{{Name: planner.FieldDigest, Value: res.Digest}},
+		Fields: ModelFields(res.Digest, m.Include),
 	}
 	if res.Held != nil {
 		r.Held = res.Held.Error()
 	}
 	return spec, r, nil
+}
+
+// ModelFields are the fields the planner compares for a model: its
+// digest and, when it has one, its include (FieldInclude), which selects
+// what the version folder holds.
+func ModelFields(digest string, include []string) []planner.Field {
+	f := []planner.Field{{Name: planner.FieldDigest, Value: digest}}
+	if len(include) > 0 {
+		f = append(f, planner.Field{Name: planner.FieldInclude, Value: FormatInclude(include)})
+	}
+	return f
+}
+
+// FormatInclude writes an include as plans print it: ["*.gguf", "tokenizer.json"].
+func FormatInclude(include []string) string {
+	b, _ := json.Marshal(include)
+	return strings.ReplaceAll(string(b), `","`, `", "`)
 }
 
 // file returns f's spec and resource: its content digest and its mode as

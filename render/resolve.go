@@ -69,7 +69,8 @@ func (Declared) Resolve(_ context.Context, m manifest.Model) (Resolution, error)
 
 // Registry resolves models in their registries with no node: each tag or
 // semver policy to a digest (one HEAD, or a tag list), and, with Sizes,
-// what pulling the version costs from its manifest (no layer is read).
+// what pulling the version costs from its manifest (no layer is read). A
+// model's include is checked against the manifest, with Sizes or not.
 // Each distinct ref is asked once. It is safe for concurrent use.
 type Registry struct {
 	Options  oci.Options
@@ -77,7 +78,7 @@ type Registry struct {
 	Sizes    bool
 
 	mu   sync.Mutex
-	done map[[2]string]registryResult
+	done map[[3]string]registryResult
 	// sizes holds, by manifest digest, the size of each layer of the
 	// version it names (with Sizes).
 	sizes map[string]map[v1.Hash]int64
@@ -110,7 +111,7 @@ type registryResult struct {
 
 // Resolve pins m in its registry.
 func (r *Registry) Resolve(ctx context.Context, m manifest.Model) (Resolution, error) {
-	key := [2]string{m.Ref, policy(m)}
+	key := [3]string{m.Ref, policy(m), FormatInclude(m.Include)}
 	r.mu.Lock()
 	got, ok := r.done[key]
 	r.mu.Unlock()
@@ -123,7 +124,7 @@ func (r *Registry) Resolve(ctx context.Context, m manifest.Model) (Resolution, e
 	}
 	r.mu.Lock()
 	if r.done == nil {
-		r.done = map[[2]string]registryResult{}
+		r.done = map[[3]string]registryResult{}
 	}
 	r.done[key] = registryResult{res, err}
 	r.mu.Unlock()
@@ -136,7 +137,7 @@ func (r *Registry) resolve(ctx context.Context, m manifest.Model) (Resolution, e
 		return Resolution{}, err
 	}
 	res := Resolution{Digest: pinned.Digest, Tag: pinned.Tag}
-	if !r.Sizes {
+	if !r.Sizes && len(m.Include) == 0 {
 		return res, nil
 	}
 	repo, err := name.NewRepository(Repository(m.Ref), r.Options.NameOptions(m.Ref)...)
@@ -154,6 +155,12 @@ func (r *Registry) resolve(ctx context.Context, m manifest.Model) (Resolution, e
 	art, err := oci.Inspect(ctx, repo, h, platform, r.Options)
 	if err != nil {
 		return Resolution{}, err
+	}
+	if art, err = art.Include(m.Include); err != nil {
+		return Resolution{}, err
+	}
+	if !r.Sizes {
+		return res, nil
 	}
 	res.Reason = ModelReason(Model{Ref: m.Ref, Policy: policy(m), Digest: pinned.Digest, Tag: pinned.Tag}, nil, art.Size())
 	sizes := make(map[v1.Hash]int64, len(art.Entries))
@@ -174,6 +181,7 @@ func (r *Registry) resolve(ctx context.Context, m manifest.Model) (Resolution, e
 type Active struct {
 	Ref, Policy string // the declaration it was pulled for
 	Digest, Tag string
+	Include     []string // what its folder holds of the version; nil: all
 }
 
 // ModelReason says why a model's digest is m.Digest, as plans print it:
@@ -194,6 +202,8 @@ func ModelReason(m Model, active *Active, download int64) string {
 		switch {
 		case active.Ref != m.Ref || active.Policy != m.Policy:
 			fmt.Fprintf(&b, " (ref %s)", tagged)
+		case active.Digest == m.Digest:
+			fmt.Fprintf(&b, " (include %s)", orAll(m.Include))
 		case m.Policy != "" && active.Tag != m.Tag:
 			fmt.Fprintf(&b, " (new tag %s matches %s)", m.Tag, m.Policy)
 		case m.Tag != "":
@@ -208,6 +218,14 @@ func ModelReason(m Model, active *Active, download int64) string {
 		fmt.Fprintf(&b, ", %s to download", oci.HumanBytes(download))
 	}
 	return b.String()
+}
+
+// orAll prints an include, or "(all files)" for none.
+func orAll(include []string) string {
+	if len(include) == 0 {
+		return "(all files)"
+	}
+	return FormatInclude(include)
 }
 
 // Repository strips the tag or digest from a model ref.

@@ -25,6 +25,10 @@ type Model struct {
 	Path   string // the declared stable path; "" for stateDir/models/NAME/current
 	Digest string // what the ref resolved to (the ref itself when unresolved)
 	Tag    string // the tag it resolved through; "" for a digest ref
+	// Include is the declared include: the files of the artifact pulled
+	// (nil: all). A version folder holds what its include selected, so a
+	// new include is a new version.
+	Include []string
 	// Offline, Held, Quarantined and Download are the resolution's (see
 	// Resolution).
 	Offline     error

@@ -173,6 +173,21 @@ func (d *Driver) artifact(ctx context.Context, m render.Model) (*oci.Artifact, e
 	return art, nil
 }
 
+// selected returns what m's include selects of its artifact (all of it
+// without an include): the blobs to download and the files to write. An
+// include matching no file is an error naming the pattern.
+func (d *Driver) selected(ctx context.Context, m render.Model) (*oci.Artifact, error) {
+	art, err := d.artifact(ctx, m)
+	if err != nil {
+		return nil, err
+	}
+	sel, err := art.Include(m.Include)
+	if err != nil {
+		return nil, fmt.Errorf("%s: %w", planner.ModelID(m.Name), err)
+	}
+	return sel, nil
+}
+
 // spec returns the render.Model an action or observation was given.
 func spec(id string, s any) (render.Model, error) {
 	m, ok := s.(render.Model)

@@ -14,6 +14,7 @@ import (
 
 	"github.com/tend-dev/tend/internal/confine"
 	"github.com/tend-dev/tend/planner"
+	"github.com/tend-dev/tend/render"
 )
 
 // Observe reports the version the model's stable path points at. The
@@ -32,13 +33,14 @@ func (d *Driver) Observe(ctx context.Context, id string, s any) (planner.State, 
 		return planner.State{}, err
 	}
 	var linkPath string
+	var include []string
 	switch {
 	case s != nil:
 		m, err := spec(id, s)
 		if err != nil {
 			return planner.State{}, err
 		}
-		linkPath = m.Path
+		linkPath, include = m.Path, m.Include
 	case rec != nil:
 		linkPath = rec.Path
 	default:
@@ -56,7 +58,7 @@ func (d *Driver) Observe(ctx context.Context, id string, s any) (planner.State, 
 		} else if fi.Mode().IsRegular() {
 			what = planner.ValueRegularFile
 		}
-		st := state(what, "")
+		st := state(what, nil, "")
 		st.Blocked = blocked(path.Join(dir.Name(), rel), what)
 		return st, nil
 	}
@@ -69,20 +71,27 @@ func (d *Driver) Observe(ctx context.Context, id string, s any) (planner.State, 
 		v = rec.version(filepath.Base(target))
 	}
 	if v == nil {
-		return state("symlink to "+target, "symlink points to "+target+", not to a version tend keeps"), nil
+		return state("symlink to "+target, nil, "symlink points to "+target+", not to a version tend keeps"), nil
 	}
 	changes, err := d.check(rec, v, false)
 	if err != nil {
 		return planner.State{}, err
 	}
 	if len(changes) > 0 {
-		return state(v.Digest+" (modified)", "model folder changed on node: "+summarise(changes)), nil
+		return state(v.Digest+" (modified)", v.Include, "model folder changed on node: "+summarise(changes)), nil
 	}
-	return state(v.Digest, ""), nil
+	if len(include) == 0 && len(v.Include) > 0 {
+		// The declaration has no include field to compare: the digest
+		// says the folder holds a part of the version only.
+		return state(v.Digest+" (include "+render.FormatInclude(v.Include)+")", v.Include, ""), nil
+	}
+	return state(v.Digest, v.Include, ""), nil
 }
 
-func state(digest, note string) planner.State {
-	return planner.State{Exists: true, Fields: []planner.Field{{Name: planner.FieldDigest, Value: digest}}, Note: note}
+// state is an observed model: its digest field, and its include field
+// when the version folder holds what an include selected.
+func state(digest string, include []string, note string) planner.State {
+	return planner.State{Exists: true, Fields: render.ModelFields(digest, include), Note: note}
 }
 
 // summarise lists the first few changes and counts the rest.

@@ -53,8 +53,8 @@ func (d *Driver) Prepare(ctx context.Context, a planner.Action, s any) error {
 	damaged := false
 	for i := range rec.Versions {
 		v := &rec.Versions[i]
-		if v.Digest != m.Digest {
-			continue
+		if v.Digest != m.Digest || !slices.Equal(v.Include, m.Include) {
+			continue // another version, or another part of it
 		}
 		changes, err := d.check(rec, v, false)
 		if err != nil {
@@ -73,7 +73,7 @@ func (d *Driver) Prepare(ctx context.Context, a planner.Action, s any) error {
 	if err := d.refused(m.Digest, limit); err != nil {
 		return fmt.Errorf("%s: %w", planner.ModelID(m.Name), err)
 	}
-	art, err := d.artifact(ctx, m)
+	art, err := d.selected(ctx, m)
 	if err != nil {
 		return err
 	}
@@ -177,9 +177,10 @@ func (d *Driver) materialise(ctx context.Context, rec *record, m render.Model, a
 	var suffix [4]byte
 	_, _ = rand.Read(suffix[:])
 	v := version{
-		Dir:    art.Digest.Hex[:16] + "-" + hex.EncodeToString(suffix[:]),
-		Digest: m.Digest,
-		Tag:    m.Tag,
+		Dir:     art.Digest.Hex[:16] + "-" + hex.EncodeToString(suffix[:]),
+		Digest:  m.Digest,
+		Tag:     m.Tag,
+		Include: art.Included(),
 	}
 	if v.Digest != art.Digest.String() {
 		return v, fmt.Errorf("%s: manifest %s read for digest %s", planner.ModelID(rec.Name), art.Digest, v.Digest)

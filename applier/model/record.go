@@ -29,7 +29,8 @@ type version struct {
 	Dir        string      `json:"dir"`
 	Digest     string      `json:"digest"`
 	Tag        string      `json:"tag,omitempty"`
-	Blobs      []string    `json:"blobs"` // every blob the version was made from, manifests included
+	Include    []string    `json:"include,omitempty"` // what the folder holds of the version; nil: all
+	Blobs      []string    `json:"blobs"`             // every blob the version was made from, manifests included
 	Entries    []fileStamp `json:"entries"`
 	VerifiedAt time.Time   `json:"verifiedAt"`
 }
@@ -74,7 +75,7 @@ func (r *record) pinned() *render.Active {
 	if v == nil {
 		return nil
 	}
-	return &render.Active{Ref: r.Ref, Policy: r.Policy, Digest: v.Digest, Tag: v.Tag}
+	return &render.Active{Ref: r.Ref, Policy: r.Policy, Digest: v.Digest, Tag: v.Tag, Include: v.Include}
 }
 
 // loadRecord reads the record of model name; a model tend has never pulled

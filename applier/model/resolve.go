@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"slices"
 
 	"github.com/google/go-containerregistry/pkg/name"
 	v1 "github.com/google/go-containerregistry/pkg/v1"
@@ -41,7 +42,7 @@ func (d *Driver) Resolve(ctx context.Context, m manifest.Model) (render.Resoluti
 	if err != nil {
 		return render.Resolution{}, err
 	}
-	want := render.Model{Name: m.Name, Ref: m.Ref, Path: m.Path}
+	want := render.Model{Name: m.Name, Ref: m.Ref, Path: m.Path, Include: m.Include}
 	if m.Policy != nil {
 		want.Policy = m.Policy.Semver
 	}
@@ -88,7 +89,7 @@ func (d *Driver) Resolve(ctx context.Context, m manifest.Model) (render.Resoluti
 	}
 	res.Digest, res.Tag = pinned.Digest, pinned.Tag
 	want.Digest, want.Tag = pinned.Digest, pinned.Tag
-	if act := rec.active(); act != nil && act.Digest == pinned.Digest {
+	if act := rec.active(); act != nil && act.Digest == pinned.Digest && slices.Equal(act.Include, m.Include) {
 		return res, nil
 	}
 	download, err := d.missing(ctx, want)
@@ -129,9 +130,10 @@ func (d *Driver) resolve(ctx context.Context, ref, policy string) (oci.Resolved,
 	return oci.Resolve(ctx, ref, policy, d.opts.Registry)
 }
 
-// missing returns the bytes of m's blobs that are not in the store.
+// missing returns the bytes of m's blobs that are not in the store, of
+// the files its include selects.
 func (d *Driver) missing(ctx context.Context, m render.Model) (int64, error) {
-	art, err := d.artifact(ctx, m)
+	art, err := d.selected(ctx, m)
 	if err != nil {
 		return 0, err
 	}

@@ -13,7 +13,7 @@ import (
 	"github.com/tend-dev/tend/render"
 )
 
-// Stage brings every blob of m's artifact into the store and changes
+// Stage brings every blob of m's artifact that its include selects into the store and changes
 // nothing else: no record, no version folder, nothing in use. It may run
 // beside a tick (the agent stages a release in the background while its
 // ticks keep the applied one converged). The blobs, and the partial
@@ -26,7 +26,7 @@ func (d *Driver) Stage(ctx context.Context, m render.Model, progress oci.Progres
 		return 0, fmt.Errorf("%s: stage %s: not resolved to a digest", planner.ModelID(m.Name), m.Ref)
 	}
 	d.keepStaged(m.Digest) // the manifest, before it is read
-	art, err := d.artifact(ctx, m)
+	art, err := d.selected(ctx, m)
 	if err != nil {
 		return 0, err
 	}

@@ -225,6 +225,15 @@ func TestDiffResolve(t *testing.T) {
 	require.Contains(t, out, "invalid: device cam-2")
 	require.Regexp(t, `devices/cam-2/device\.yaml:\d+: spec\.models\[0\]\.ref: model detector: tag v10 not found in `+regexp.QuoteMeta(reg.Ref("models/detector")), out)
 	require.Contains(t, errOut, "1 of 2 devices invalid: cam-2")
+
+	// An include that matches no file of the artifact is invalid.
+	r.WriteFile("devices/cam-2/device.yaml", strings.Replace(fleetDevice("cam-2", "x", reg.Ref("models/detector:v9")),
+		"      path: /opt/models/detector\n", "      path: /opt/models/detector\n      include: [\"*.onnx\", \"*.gguf\"]\n", 1))
+	r.Commit("an include on cam-2")
+	out, errOut, code = tend(t, append([]string{"validate", "--all"}, flags...)...)
+	require.Equal(t, 1, code, out)
+	require.Regexp(t, `devices/cam-2/device\.yaml:\d+: spec\.models\[0\]\.include: model detector: include "\*\.gguf" matches no file of the model sha256:[0-9a-f]{64}; it holds labels\.txt, model\.onnx`, out)
+	require.Contains(t, errOut, "1 of 2 devices invalid: cam-2")
 }
 
 func TestValidateAll(t *testing.T) {

@@ -1,0 +1,130 @@
+package oci
+
+import (
+	"errors"
+	"fmt"
+	"path"
+	"slices"
+	"strings"
+
+	"github.com/bmatcuk/doublestar/v4"
+)
+
+// ErrIncludeMatchesNothing means a pattern of a model's include matches
+// no file of its artifact.
+var ErrIncludeMatchesNothing = errors.New("matches no file of the model")
+
+// includer selects the paths of a version folder by a model's include:
+// globs as path.Match reads them, where "**" stands for any number of
+// folders. A path is selected when a pattern matches it or one of the
+// folders above it (a pattern naming a folder takes all it holds).
+type includer struct{ patterns []string }
+
+// match returns the index of the first pattern that selects p (a slash
+// path in the version folder), or -1.
+func (in includer) match(p string) int {
+	for q := p; q != "." && q != "" && q != "/"; q = path.Dir(q) {
+		for i, pat := range in.patterns {
+			if ok, _ := doublestar.Match(pat, q); ok {
+				return i
+			}
+		}
+	}
+	return -1
+}
+
+// mayHold reports whether some pattern could select a path inside folder
+// dir: a tar layer unpacked there is worth downloading.
+func (in includer) mayHold(dir string) bool {
+	if in.match(dir) >= 0 {
+		return true
+	}
+	for _, pat := range in.patterns {
+		if patternMayHold(pat, dir) {
+			return true
+		}
+	}
+	return false
+}
+
+// patternMayHold reports whether pat could match a path under dir, by
+// matching dir's folders against pat's leading segments. It errs towards
+// true: a segment it cannot judge (braces) may match.
+func patternMayHold(pat, dir string) bool {
+	ps, ds := strings.Split(pat, "/"), strings.Split(dir, "/")
+	for i, d := range ds {
+		if i >= len(ps) {
+			return false
+		}
+		if ps[i] == "**" || strings.ContainsAny(ps[i], "{}") {
+			return true
+		}
+		if ok, err := path.Match(ps[i], d); err != nil || !ok {
+			return false
+		}
+	}
+	return len(ps) > len(ds)
+}
+
+// Include returns the version that include selects from a: its file
+// entries whose path a pattern matches, and the tar layers that may hold
+// such a path (an ORAS folder whose name fits the patterns, and every
+// layer unpacked into the version folder itself, whose names are known
+// only once it is downloaded); Materialise unpacks only their selected
+// entries. Blobs and Size then count only what the selection downloads.
+// An empty include returns a itself.
+//
+// A pattern that matches no file entry, where no kept tar layer could hold
+// a match, is an error wrapping ErrIncludeMatchesNothing that names the
+// pattern and lists the artifact's files.
+func (a *Artifact) Include(include []string) (*Artifact, error) {
+	if len(include) == 0 {
+		return a, nil
+	}
+	in := includer{patterns: include}
+	hit := make([]bool, len(include))
+	out := *a
+	out.include = slices.Clone(include)
+	out.Entries = nil
+	var files []string
+	openTar := false
+	for _, e := range a.Entries {
+		if !e.Unpack {
+			files = append(files, e.Path)
+			if i := in.match(e.Path); i >= 0 {
+				hit[i] = true
+				out.Entries = append(out.Entries, e)
+			}
+			continue
+		}
+		if e.Path == "" {
+			openTar = true
+			files = append(files, "(a tar layer's files)")
+			out.Entries = append(out.Entries, e)
+			continue
+		}
+		files = append(files, e.Path+"/…")
+		if in.mayHold(e.Path) {
+			out.Entries = append(out.Entries, e)
+			for i, pat := range include {
+				if (includer{patterns: []string{pat}}).mayHold(e.Path) {
+					hit[i] = true
+				}
+			}
+		}
+	}
+	if openTar {
+		return &out, nil // a pattern may match inside; Materialise tells
+	}
+	for i, pat := range include {
+		if !hit[i] {
+			return nil, includeError(a, pat, files)
+		}
+	}
+	return &out, nil
+}
+
+func includeError(a *Artifact, pattern string, files []string) error {
+	files = slices.Compact(files)
+	return fmt.Errorf("include %q %w %s; it holds %s", pattern, ErrIncludeMatchesNothing, a.Digest, ShortList(files, listedItems))
+}

@@ -1,0 +1,139 @@
+package oci
+
+import (
+	"archive/tar"
+	"context"
+	"crypto/sha256"
+	"encoding/hex"
+	"os"
+	"path/filepath"
+	"slices"
+	"testing"
+
+	v1 "github.com/google/go-containerregistry/pkg/v1"
+	"github.com/stretchr/testify/require"
+)
+
+func TestIncluderMatch(t *testing.T) {
+	in := includer{patterns: []string{"*.gguf", "tokenizer.json", "weights/**/*.bin", "docs"}}
+	for p, want := range map[string]int{
+		"model.gguf":          0,
+		"sub/model.gguf":      -1, // * stays in its folder
+		"tokenizer.json":      1,
+		"weights/a.bin":       2, // ** is any number of folders, none too
+		"weights/x/y/a.bin":   2,
+		"weights/a.txt":       -1,
+		"docs/README.md":      3, // a folder takes all it holds
+		"docs/api/index.html": 3,
+		"documents/x":         -1,
+	} {
+		require.Equal(t, want, in.match(p), p)
+	}
+	for dir, want := range map[string]bool{
+		"weights":     true,
+		"weights/x/y": true,
+		"docs":        true,
+		"docs/api":    true,
+		"data":        false, // *.gguf matches only at the top
+		"sub":         false,
+	} {
+		require.Equal(t, want, in.mayHold(dir), dir)
+	}
+	require.True(t, includer{patterns: []string{"**/*.gguf"}}.mayHold("any/where"))
+	require.True(t, includer{patterns: []string{"m/{a,b}/*"}}.mayHold("m/c"), "braces are not judged: may hold")
+}
+
+// Include keeps the file entries it selects and the tar layers that may
+// hold a selected file: an ORAS folder only when its name fits a
+// pattern, a layer unpacked at the top always. Blobs then lists what
+// the selection downloads.
+func TestArtifactInclude(t *testing.T) {
+	e := func(p string, unpack bool) Entry {
+		return Entry{Digest: hashOf(p), Size: 10, Path: p, Unpack: unpack}
+	}
+	a := &Artifact{Digest: testDigest, Entries: []Entry{
+		e("dataset.bin", false), e("model.gguf", false), e("tokenizer.json", false), e("images", true),
+	}}
+	sel, err := a.Include([]string{"*.gguf", "tokenizer.json"})
+	require.NoError(t, err)
+	require.Equal(t, []string{"*.gguf", "tokenizer.json"}, sel.Included())
+	var paths []string
+	for _, b := range sel.Blobs() {
+		for _, x := range a.Entries {
+			if x.Digest == b.Digest {
+				paths = append(paths, x.Path)
+			}
+		}
+	}
+	require.Equal(t, []string{"model.gguf", "tokenizer.json"}, paths)
+	require.EqualValues(t, 20, sel.Size())
+	require.Nil(t, a.Included(), "the artifact itself is left whole")
+
+	sel, err = a.Include([]string{"images/*.png"})
+	require.NoError(t, err, "the ORAS folder images may hold it")
+	require.Equal(t, []Entry{e("images", true)}, sel.Entries)
+
+	_, err = a.Include([]string{"*.gguf", "*.safetensors"})
+	require.ErrorIs(t, err, ErrIncludeMatchesNothing)
+	require.EqualError(t, err, `include "*.safetensors" matches no file of the model `+testDigest.String()+
+		`; it holds dataset.bin, model.gguf, tokenizer.json, images/…`)
+
+	a.Entries = append(a.Entries, e("", true))
+	sel, err = a.Include([]string{"*.safetensors"})
+	require.NoError(t, err, "a tar layer's names are known once it is downloaded")
+	require.Equal(t, []Entry{e("", true)}, sel.Entries)
+
+	same, err := a.Include(nil)
+	require.NoError(t, err)
+	require.Same(t, a, same)
+}
+
+// Materialise unpacks only the entries of a tar layer the include
+// selects, and fails when a pattern matched nothing, listing the files.
+func TestMaterialiseInclude(t *testing.T) {
+	s := newTestStore(t)
+	a := &Artifact{Digest: testDigest, Entries: []Entry{
+		putEntry(t, s, "", tgz(t, Gzip,
+			entry{name: "weights/", typ: tar.TypeDir, mode: 0o755},
+			file("weights/q4.gguf", "q4"),
+			file("weights/q8.gguf", "q8"),
+			file("README.md", "# m\n"),
+			entry{name: "weights/current.gguf", typ: tar.TypeLink, link: "weights/q8.gguf"},
+		), true, Gzip),
+		putEntry(t, s, "config.json", []byte("{}"), false, ""),
+	}}
+	sel, err := a.Include([]string{"weights/q4.gguf", "config.json"})
+	require.NoError(t, err)
+	dir := filepath.Join(t.TempDir(), "v")
+	require.NoError(t, s.Materialise(context.Background(), sel, dir, 0))
+	var got []string
+	require.NoError(t, filepath.WalkDir(dir, func(p string, d os.DirEntry, err error) error {
+		if err == nil && !d.IsDir() {
+			rel, _ := filepath.Rel(dir, p)
+			got = append(got, filepath.ToSlash(rel))
+		}
+		return err
+	}))
+	slices.Sort(got)
+	require.Equal(t, []string{"config.json", "weights/q4.gguf"}, got)
+
+	sel, err = a.Include([]string{"weights/current.gguf"})
+	require.NoError(t, err)
+	err = s.Materialise(context.Background(), sel, filepath.Join(t.TempDir(), "v"), 0)
+	require.ErrorContains(t, err, `hard link to "weights/q8.gguf", which the model's include leaves out`)
+
+	sel, err = a.Include([]string{"*.safetensors"})
+	require.NoError(t, err)
+	dir = filepath.Join(t.TempDir(), "v")
+	err = s.Materialise(context.Background(), sel, dir, 0)
+	require.ErrorIs(t, err, ErrIncludeMatchesNothing)
+	require.ErrorContains(t, err, `include "*.safetensors" matches no file of the model`)
+	require.ErrorContains(t, err, "README.md, weights, weights/current.gguf, weights/q4.gguf, weights/q8.gguf")
+	require.NoDirExists(t, dir)
+}
+
+// hashOf is a made-up digest for s.
+func hashOf(s string) v1.Hash {
+	sum := sha256.Sum256([]byte(s))
+	return v1.Hash{Algorithm: "sha256", Hex: hex.EncodeToString(sum[:])}
+}
