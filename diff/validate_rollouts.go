@@ -14,29 +14,9 @@ import (
 // branch per device (rev with {device}: each branch has its own), it
 // returns none. The problems of the shared files are ValidateProfiles'.
 func SharedRollouts(ctx context.Context, repo *git.Repository, rev string, opts Options) ([]*manifest.Rollout, error) {
-	src, err := parseSources(opts)
-	if err != nil || !src.several() || perDevice(rev) {
-		return nil, err
-	}
-	commit, err := resolve(repo, rev)
-	if err != nil {
-		return nil, err
-	}
-	trees, err := sharedTrees(repo, commit, src.shared)
-	if err != nil {
-		return nil, err
-	}
-	for _, t := range trees {
-		if t.Tree.IsZero() {
-			return nil, nil // ValidateProfiles says so
-		}
-	}
-	set, err := newReader(repo).sharedAt(&location{Commit: commit.Hash, Rev: rev, Shared: trees})
-	if err != nil {
-		return nil, err
-	}
-	if err := ctx.Err(); err != nil {
-		return nil, err
+	set, missing, err := readShared(ctx, repo, rev, opts)
+	if err != nil || set == nil || missing != "" {
+		return nil, err // a missing path is ValidateProfiles' to say
 	}
 	return set.parsed.Rollouts(), nil
 }
