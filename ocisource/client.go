@@ -81,15 +81,6 @@ func (c *Client) manifest(ctx context.Context, ref name.Reference) (*remote.Desc
 	return d, c.done(err)
 }
 
-func (c *Client) layer(ctx context.Context, ref name.Digest) (v1.Layer, error) {
-	p, err := c.get()
-	if err != nil {
-		return nil, err
-	}
-	l, err := p.Layer(ctx, ref)
-	return l, c.done(err)
-}
-
 // refusal returns the error key (REPOSITORY@DIGEST) was refused with,
 // nil when it was not.
 func (c *Client) refusal(key string) error {
