@@ -9,6 +9,7 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+	"syscall"
 	"time"
 
 	"github.com/tend-dev/tend/applier"
@@ -351,7 +352,20 @@ func (d *Driver) remove(ctx context.Context, name string) error {
 			return err
 		}
 	}
-	return os.RemoveAll(d.sup.dir.Service(name))
+	return removeServiceDir(d.sup.dir.Service(name))
+}
+
+// removeServiceDir removes a service's folder. A watcher of a replica just
+// halted may open its lock file there once more before it gives up: the
+// removal tries again a few times.
+func removeServiceDir(dir string) error {
+	var err error
+	for range 5 {
+		if err = os.RemoveAll(dir); !errors.Is(err, syscall.ENOTEMPTY) {
+			return err
+		}
+	}
+	return err
 }
 
 func (d *Driver) recordPath(name string) string {
@@ -412,7 +426,7 @@ func (d *Driver) Undo(_ context.Context, a planner.Action, _ any) (func(context.
 			}
 		}
 		if rec == nil {
-			return os.RemoveAll(d.sup.dir.Service(name))
+			return removeServiceDir(d.sup.dir.Service(name))
 		}
 		return d.saveRecord(name, *rec)
 	}, nil

@@ -27,6 +27,12 @@ func (s *Supervisor) lockKey(ctx context.Context, k instanceKey) (func(), error)
 	}
 	s.mu.Unlock()
 	m.Lock()
+	if err := ctx.Err(); err != nil {
+		// Stopped while it waited (the replica was halted): make no lock
+		// file in a folder that may be on its way out.
+		m.Unlock()
+		return nil, fmt.Errorf("wait for the lock of %s replica %d: %w", planner.ServiceID(k.service), k.replica, err)
+	}
 	f, err := s.flockKey(ctx, k)
 	if ctx.Err() != nil {
 		m.Unlock()
