@@ -75,21 +75,7 @@ type quarantineAgent struct {
 // name it in the health probe.
 func newQuarantineAgent(t *testing.T, repoDir, registry, device, labels string) *quarantineAgent {
 	t.Helper()
-	dir := t.TempDir()
-	n := &node{t: t, root: filepath.Join(dir, "root"), state: filepath.Join(dir, "state")}
-	require.NoError(t, os.MkdirAll(n.root, 0o755))
-	config := filepath.Join(dir, "agent.yaml")
-	require.NoError(t, os.WriteFile(config, []byte(fmt.Sprintf(`apiVersion: tend.dev/v1alpha1
-kind: AgentConfig
-device: %s
-labels: {%s}
-source: {url: %q, paths: [profiles, "devices/{device}"]}
-schedule: "@every 1s"
-stateDir: %s
-root: %s
-registries: {insecure: [%s]}
-`, device, labels, repoDir, n.state, n.root, registry)), 0o644))
-	n.flags = []string{"--config", config, "--log-format", "text"}
+	n := labeledNode(t, repoDir, device, labels, fmt.Sprintf("registries: {insecure: [%s]}\n", registry))
 	t.Cleanup(func() { stopServices(t, n.state) }) // after the agent is killed
 	return &quarantineAgent{name: device, n: n}
 }

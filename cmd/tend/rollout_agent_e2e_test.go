@@ -41,6 +41,16 @@ type rolloutAgent struct {
 // stateDir and agent config (device:, labels:), polling url every second.
 func startRolloutAgent(t *testing.T, url, device, labels string) *rolloutAgent {
 	t.Helper()
+	n := labeledNode(t, url, device, labels, "allowPaths: [/etc/infer]\n")
+	n.flags = append(n.flags, "--log-level", "debug")
+	return &rolloutAgent{name: device, n: n, a: startAgent(t, n)}
+}
+
+// labeledNode is a device with its own root, stateDir and agent config
+// (device:, labels:, more config lines), following the fleet repo at url
+// with profiles and polling it every second.
+func labeledNode(t *testing.T, url, device, labels, more string) *node {
+	t.Helper()
 	dir := t.TempDir()
 	n := &node{t: t, root: filepath.Join(dir, "root"), state: filepath.Join(dir, "state")}
 	require.NoError(t, os.MkdirAll(n.root, 0o755))
@@ -53,10 +63,9 @@ source: {url: %q, paths: [profiles, "devices/{device}"]}
 schedule: "@every 1s"
 stateDir: %s
 root: %s
-allowPaths: [/etc/infer]
-`, device, labels, url, n.state, n.root)), 0o644))
-	n.flags = []string{"--config", config, "--log-format", "text", "--log-level", "debug"}
-	return &rolloutAgent{name: device, n: n, a: startAgent(t, n)}
+`, device, labels, url, n.state, n.root)+more), 0o644))
+	n.flags = []string{"--config", config, "--log-format", "text"}
+	return n
 }
 
 // appliedAt is when the agent's log says it last wrote path: the log
