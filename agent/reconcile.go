@@ -169,8 +169,23 @@ type tick struct {
 	res      Result
 	node     *node
 	observed planner.Observed
-	upTo     string // the last step to run
-	hold     bool   // a hold (see Hold): the applied revision, reverts only
+	upTo     string             // the last step to run
+	hold     bool               // a hold (see Hold): the applied revision, reverts only
+	released *planner.Changeset // see release
+}
+
+// release is what the tick's target changes against what the inventory
+// inv says was applied (see decide), planned once a tick: decide and the
+// update locks both ask.
+func (t *tick) release(inv *applier.Inventory) (*planner.Changeset, error) {
+	if t.released == nil {
+		cs, err := planner.Plan(t.res.Desired.Desired, asApplied(inv), planner.Options{AllowEmpty: true})
+		if err != nil {
+			return nil, err
+		}
+		t.released = cs
+	}
+	return t.released, nil
 }
 
 type step struct {

@@ -97,7 +97,7 @@ func (r *Reconciler) decide(ctx context.Context, t *tick) error {
 		}
 		return nil
 	}
-	release, err := planner.Plan(t.res.Desired.Desired, asApplied(inv), planner.Options{AllowEmpty: true})
+	release, err := t.release(inv)
 	if err != nil {
 		return err
 	}

@@ -62,7 +62,7 @@ func (r *Reconciler) holdForLocks(ctx context.Context, t *tick) error {
 	if _, err := source.ParseRevision(inv.Revision); err != nil {
 		return nil // nothing applied yet: nothing runs to be stopped
 	}
-	release, err := planner.Plan(t.res.Desired.Desired, asApplied(inv), planner.Options{AllowEmpty: true})
+	release, err := t.release(inv)
 	if err != nil || release.Empty() {
 		return err
 	}
