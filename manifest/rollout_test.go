@@ -96,6 +96,8 @@ func TestBadRollout(t *testing.T) {
 			`r.yaml:7: spec.waves[0].selector.matchExpressions[0].operator: unknown operator "Has": use In, NotIn, Exists or DoesNotExist`},
 		{"gate not http", "  gate: {url: \"ftp://gate.example.com/\"}\n",
 			`r.yaml:6: spec.gate.url: invalid gate "ftp://gate.example.com/": use an http:// or https:// URL`},
+		{"unknown stage", "  stage: onArrival\n",
+			`r.yaml:6: spec.stage: unknown stage "onArrival": use onSight (download a release as soon as it is seen) or onRelease (once the rollout lets it through)`},
 		{"unknown field", "  wave: []\n",
 			`r.yaml:6: spec: unknown field "wave"`},
 	}
