@@ -158,7 +158,11 @@ func checkModelKit(a *Artifact, read blobReader) error {
 func remoteBlob(ctx context.Context, repo name.Repository, opts Options) blobReader {
 	return func(h v1.Hash, what string) ([]byte, error) {
 		ref := repo.Digest(h.String())
-		l, err := remote.Layer(ref, opts.remoteOptions(ctx)...)
+		ro, err := opts.repoOptions(ctx, repo)
+		var l v1.Layer
+		if err == nil {
+			l, err = remote.Layer(ref, ro...)
+		}
 		if err != nil {
 			return nil, classify(ref.String(), err, opts)
 		}

@@ -14,7 +14,6 @@ import (
 
 	"github.com/google/go-containerregistry/pkg/name"
 	v1 "github.com/google/go-containerregistry/pkg/v1"
-	"github.com/google/go-containerregistry/pkg/v1/remote"
 	"github.com/google/go-containerregistry/pkg/v1/types"
 
 	"github.com/tend-dev/tend/internal/atomicfile"
@@ -222,7 +221,7 @@ func (s *Store) LoadArtifact(d v1.Hash, platform v1.Platform) (*Artifact, error)
 func Inspect(ctx context.Context, repo name.Repository, d v1.Hash, platform v1.Platform, opts Options) (*Artifact, error) {
 	read := func(h v1.Hash, what string) ([]byte, error) {
 		ref := repo.Digest(h.String())
-		desc, err := remote.Get(ref, opts.remoteOptions(ctx)...)
+		desc, err := getManifest(ctx, ref, opts)
 		if err != nil {
 			return nil, classify(ref.String(), err, opts)
 		}
@@ -366,7 +365,7 @@ func (s *Store) fetchManifest(ctx context.Context, repo name.Repository, d v1.Ha
 		return 0, nil
 	}
 	ref := repo.Digest(d.String())
-	desc, err := remote.Get(ref, opts.remoteOptions(ctx)...)
+	desc, err := getManifest(ctx, ref, opts)
 	if err != nil {
 		return 0, classify(ref.String(), err, opts)
 	}

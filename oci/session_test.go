@@ -1,0 +1,98 @@
+package oci
+
+import (
+	"context"
+	"net/http"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/google/go-containerregistry/pkg/authn"
+	v1 "github.com/google/go-containerregistry/pkg/v1"
+	"github.com/stretchr/testify/require"
+)
+
+// requestLog counts a registry's requests by kind.
+type requestLog struct {
+	mu    sync.Mutex
+	count map[string]int
+}
+
+func (l *requestLog) kind(r *http.Request) string {
+	switch {
+	case r.URL.Path == "/v2/" || r.URL.Path == "/v2":
+		return "ping"
+	case strings.Contains(r.URL.Path, "/manifests/"):
+		return r.Method + " manifest"
+	case strings.Contains(r.URL.Path, "/blobs/"):
+		return r.Method + " blob"
+	}
+	return r.Method + " " + r.URL.Path
+}
+
+func (l *requestLog) take() map[string]int {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	c := l.count
+	l.count = map[string]int{}
+	return c
+}
+
+// TestSessionPingsOncePerRepository pulls an ORAS model cold, as a tick
+// does (resolve, manifest, blobs), and checks that the registry is pinged
+// once, not before every request, that the empty config is not asked
+// for, that new credentials make a new handshake, and that one after
+// sessionTTL does too.
+func TestSessionPingsOncePerRepository(t *testing.T) {
+	ctx := context.Background()
+	clock := time.Now()
+	sessions.mu.Lock()
+	sessions.now = func() time.Time { return clock }
+	sessions.mu.Unlock()
+	t.Cleanup(func() {
+		sessions.mu.Lock()
+		sessions.now = time.Now
+		sessions.mu.Unlock()
+	})
+	repo, reg := testRepo(t)
+	log := &requestLog{count: map[string]int{}}
+	reg.Use(func(_ http.ResponseWriter, r *http.Request) bool {
+		log.mu.Lock()
+		log.count[log.kind(r)]++
+		log.mu.Unlock()
+		return false
+	})
+	reg.PushFiles(t, testRepoName+":v1", map[string][]byte{"model.bin": []byte("weights"), "labels.txt": []byte("cat\n")})
+	log.take()
+
+	pull := func(opts Options) {
+		t.Helper()
+		res, err := Resolve(ctx, reg.Ref(testRepoName+":v1"), "", opts)
+		require.NoError(t, err)
+		s, err := NewStore(t.TempDir(), nil)
+		require.NoError(t, err)
+		a, _, err := s.FetchArtifact(ctx, repo, v1.Hash{Algorithm: "sha256", Hex: strings.TrimPrefix(res.Digest, "sha256:")}, NodePlatform(), opts)
+		require.NoError(t, err)
+		_, err = s.FetchAll(ctx, repo, a.Blobs(), 2, opts)
+		require.NoError(t, err)
+	}
+	pull(Options{})
+	require.Equal(t, map[string]int{"ping": 1, "HEAD manifest": 1, "GET manifest": 1, "GET blob": 2}, log.take(),
+		"one handshake for the pull; the empty config's blob is known")
+
+	pull(Options{})
+	require.Equal(t, map[string]int{"HEAD manifest": 1, "GET manifest": 1, "GET blob": 2}, log.take(),
+		"a second pull within the session makes no handshake")
+
+	pull(Options{Keychain: staticKeychain{authn.FromConfig(authn.AuthConfig{Username: "u", Password: "p"})}})
+	require.Equal(t, 1, log.take()["ping"], "other credentials make a handshake of their own")
+
+	clock = clock.Add(sessionTTL)
+	pull(Options{})
+	require.Equal(t, 1, log.take()["ping"], "a session older than sessionTTL is made again")
+}
+
+type staticKeychain struct{ a authn.Authenticator }
+
+func (k staticKeychain) Resolve(authn.Resource) (authn.Authenticator, error) { return k.a, nil }
