@@ -66,7 +66,10 @@ func newFetcher(c *manifest.AgentConfig, dir string, log *slog.Logger) (source.F
 	}
 	f := &gitsource.Fetcher{URL: c.Source.URL, Ref: ref, Auth: GitAuth(c), Dir: dir, Logger: log}
 	if v := c.Source.Verify; v != nil {
-		f.Keyring = v.Keyring
+		f.Trust = gitsource.Trust{Keyring: v.Keyring}
+		if v.SSH != nil {
+			f.Trust.AllowedSigners = v.SSH.AllowedSigners
+		}
 	}
 	return f, nil
 }

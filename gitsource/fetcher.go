@@ -13,7 +13,7 @@ type Fetcher struct {
 	URL     string // as Source.URL
 	Ref     string // as Source.Ref
 	Auth    Auth
-	Keyring string // as Source.Keyring: only a target commit it verifies is returned
+	Trust   Trust  // as Source.Trust: only a target commit it verifies is returned
 	Dir     string // the persistent bare clone, e.g. stateDir/git
 	Logger  *slog.Logger
 }
@@ -27,7 +27,7 @@ var _ source.Fetcher = (*Fetcher)(nil)
 // ref need not descend from the old one, and the move was made on the
 // node, not pushed to the repo.
 func (f *Fetcher) Fetch(ctx context.Context, req source.Request) (*source.Snapshot, error) {
-	src := Source{URL: f.URL, Ref: f.Ref, Paths: req.Paths, Auth: f.Auth, Keyring: f.Keyring,
+	src := Source{URL: f.URL, Ref: f.Ref, Paths: req.Paths, Auth: f.Auth, Trust: f.Trust,
 		AllowRewind: req.AllowRewind, Quarantined: req.Quarantined}
 	if req.LastApplied.SameRef(source.Revision{Ref: f.Ref}) {
 		src.LastApplied = req.LastApplied.Commit

@@ -25,9 +25,9 @@ type Source struct {
 	// readFiles for what a missing one means).
 	Paths []source.Path
 
-	// Keyring, when set, is an armored OpenPGP key ring: only a target
-	// commit whose signature verifies against it is returned.
-	Keyring string
+	// Trust, when set, names the signers a target commit must be signed
+	// by: only a target commit whose signature verifies is returned.
+	Trust Trust
 	// LastApplied is the commit the node last applied ("" for none). A
 	// target that does not descend from it is refused unless AllowRewind.
 	LastApplied string
@@ -174,7 +174,7 @@ func (f *fetcher) read(ctx context.Context, repo *git.Repository) (*source.Snaps
 	if why, ok := f.src.Quarantined[rev.String()]; ok {
 		return nil, source.Refuse(source.ErrQuarantined, nil, "commit %s was rolled back on this node: %s; push a fix as a new commit, or run tend retry to try this one again", rev.String()[:12], why)
 	}
-	if err := verifyCommit(commit, f.src.Keyring, f.shown); err != nil {
+	if err := verifyCommit(commit, f.src.Trust, f.shown); err != nil {
 		return nil, err
 	}
 	if err := f.checkRewind(ctx, repo, commit, refspec); err != nil {

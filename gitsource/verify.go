@@ -26,33 +26,59 @@ const (
 	armorStart         = "-----BEGIN "
 )
 
-// verifyCommit checks commit's signature against the armored public keys
-// in the file keyring, read afresh at every call; an empty keyring verifies
-// nothing. Only the target commit is checked: its tree is what is applied,
-// and its signer vouches for it whoever wrote the commits before it.
-func verifyCommit(commit *object.Commit, keyring, shown string) error {
-	if keyring == "" {
+// Trust names the signers a target commit must be signed by: the
+// armored OpenPGP public keys of a key ring file, and the SSH signers of
+// an allowed signers file (git's gpg.ssh.allowedSignersFile). Both are
+// read afresh at every check; with neither, nothing is checked.
+type Trust struct {
+	Keyring        string
+	AllowedSigners string
+}
+
+func (t Trust) empty() bool { return t.Keyring == "" && t.AllowedSigners == "" }
+
+// verifyCommit checks commit's signature against t: an OpenPGP signature
+// against the key ring, an SSH one against the allowed signers. Only the
+// target commit is checked: its tree is what is applied, and its signer
+// vouches for it whoever wrote the commits before it.
+func verifyCommit(commit *object.Commit, t Trust, shown string) error {
+	if t.empty() {
 		return nil
-	}
-	ring, err := readKeyring(keyring)
-	if err != nil {
-		return err
 	}
 	rev := commit.Hash.String()[:12]
 	sig := commit.PGPSignature
+	accepted := "an OpenPGP signature by a key of " + t.Keyring
+	switch {
+	case t.Keyring == "":
+		accepted = "an SSH signature by a signer of " + t.AllowedSigners
+	case t.AllowedSigners != "":
+		accepted += ", or an SSH signature by a signer of " + t.AllowedSigners
+	}
 	switch {
 	case sig == "":
-		return source.Refuse(source.ErrUnverified, nil, "commit %s of %s is not signed; source.verify requires signed commits", rev, shown)
+		return source.Refuse(source.ErrUnverified, nil, "commit %s of %s is not signed; source.verify requires %s", rev, shown, accepted)
+	case strings.HasPrefix(sig, sshSignatureStart) && t.AllowedSigners == "":
+		return source.Refuse(source.ErrUnverified, nil, "commit %s of %s has an SSH signature, and source.verify lists no SSH signers; set source.verify.ssh.allowedSigners, or sign with OpenPGP", rev, shown)
 	case strings.HasPrefix(sig, sshSignatureStart):
-		return source.Refuse(source.ErrUnverified, nil, "commit %s of %s has an SSH signature: SSH commit signatures are not supported; sign with OpenPGP", rev, shown)
+		if len(armoredBlocks([]byte(sig))) > 1 {
+			return source.Refuse(source.ErrUnverified, nil, "commit %s of %s carries more than one signature; source.verify accepts exactly one", rev, shown)
+		}
+		return verifySSH(commit, sig, t.AllowedSigners, rev, shown)
 	case strings.HasPrefix(sig, x509SignatureStart):
-		return source.Refuse(source.ErrUnverified, nil, "commit %s of %s has an X.509 signature: X.509 commit signatures are not supported; sign with OpenPGP", rev, shown)
+		return source.Refuse(source.ErrUnverified, nil, "commit %s of %s has an X.509 signature: X.509 commit signatures are not supported; source.verify requires %s", rev, shown, accepted)
 	case !strings.HasPrefix(sig, pgpSignatureStart):
-		return source.Refuse(source.ErrUnverified, nil, "commit %s of %s has a signature tend cannot read; sign with OpenPGP", rev, shown)
+		return source.Refuse(source.ErrUnverified, nil, "commit %s of %s has a signature tend cannot read; source.verify requires %s", rev, shown, accepted)
+	case t.Keyring == "":
+		return source.Refuse(source.ErrUnverified, nil, "commit %s of %s has an OpenPGP signature, and source.verify has no key ring; set source.verify.keyring, or sign with SSH (gpg.format=ssh)", rev, shown)
 	case len(armoredBlocks([]byte(sig))) > 1:
 		// As git itself, which refuses a second signature status line.
-		return source.Refuse(source.ErrUnverified, nil, "commit %s of %s carries more than one signature; source.verify accepts exactly one OpenPGP signature", rev, shown)
+		return source.Refuse(source.ErrUnverified, nil, "commit %s of %s carries more than one signature; source.verify accepts exactly one", rev, shown)
 	}
+	ring, err := readKeyring(t.Keyring)
+	if err != nil {
+		return err
+	}
+	keyring := t.Keyring
 
 	body, issuer, err := parseSignature(sig)
 	if err != nil {

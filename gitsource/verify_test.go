@@ -90,7 +90,7 @@ func TestFetchVerify(t *testing.T) {
 		{"signed by a trusted key", "main", "", trusted, nil, nil},
 		{"no key ring, unsigned", "unsigned", "", "", nil, nil},
 		{"unsigned", "unsigned", "", trusted, source.ErrUnverified,
-			[]string{"commit {rev} of {url} is not signed; source.verify requires signed commits"}},
+			[]string{"commit {rev} of {url} is not signed; source.verify requires an OpenPGP signature by a key of " + trusted}},
 		{"unsigned, checked before the path", "unsigned", "devices/cam-999", trusted, source.ErrUnverified,
 			[]string{"commit {rev} of {url} is not signed"}},
 		{"signed by an untrusted key", "untrusted", "", trusted, source.ErrUnverified,
@@ -105,7 +105,7 @@ func TestFetchVerify(t *testing.T) {
 			[]string{"signed by key " + f.withSubkey.ID}},
 		{"signed on top of an unsigned commit", "on-unsigned", "", trusted, nil, nil},
 		{"SSH signature", "ssh", "", trusted, source.ErrUnverified,
-			[]string{"commit {rev} of {url} has an SSH signature", "SSH commit signatures are not supported; sign with OpenPGP"}},
+			[]string{"commit {rev} of {url} has an SSH signature, and source.verify lists no SSH signers; set source.verify.ssh.allowedSigners"}},
 		{"tampered commit", "tampered", "", trusted, source.ErrUnverified,
 			[]string{"commit {rev} of {url}: the signature by key " + f.trusted.ID, "does not verify"}},
 		{"key ring missing", "main", "", missing, nil,
@@ -128,7 +128,7 @@ func TestFetchVerify(t *testing.T) {
 					if path == "" {
 						path = "devices/cam-017"
 					}
-					src := gitsource.Source{URL: url, Ref: tc.ref, Path: path, Keyring: tc.keyring}
+					src := gitsource.Source{URL: url, Ref: tc.ref, Path: path, Trust: gitsource.Trust{Keyring: tc.keyring}}
 					snap, err := fetch(t, t.TempDir(), src)
 					if tc.contains == nil {
 						require.NoError(t, err)

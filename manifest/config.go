@@ -253,8 +253,16 @@ func (c *AgentConfig) Validate() error {
 		}
 	}
 	c.checkAllowPaths(&errs)
-	if v := c.Source.Verify; v != nil && !filepath.IsAbs(v.Keyring) {
-		errs.add("", 0, "source.verify.keyring", "%q must be the absolute path of a file of armored OpenPGP public keys", v.Keyring)
+	if v := c.Source.Verify; v != nil {
+		switch {
+		case v.Keyring == "" && v.SSH == nil:
+			errs.add("", 0, "source.verify", "names no signer: set keyring (a file of armored OpenPGP public keys) or ssh.allowedSigners (an allowed signers file, as git's gpg.ssh.allowedSignersFile), or both")
+		case v.Keyring != "" && !filepath.IsAbs(v.Keyring):
+			errs.add("", 0, "source.verify.keyring", "%q must be the absolute path of a file of armored OpenPGP public keys", v.Keyring)
+		}
+		if v.SSH != nil && !filepath.IsAbs(v.SSH.AllowedSigners) {
+			errs.add("", 0, "source.verify.ssh.allowedSigners", "%q must be the absolute path of an allowed signers file (git's gpg.ssh.allowedSignersFile format)", v.SSH.AllowedSigners)
+		}
 	}
 	if a := c.Source.Auth; a != nil {
 		for _, f := range []struct{ field, path string }{

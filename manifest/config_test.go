@@ -100,6 +100,8 @@ func TestConfigErrors(t *testing.T) {
 		{"bad schedule", "apiVersion: tend.dev/v1alpha1\nkind: AgentConfig\nsource: {url: x}\nschedule: often\n", `schedule: invalid schedule "often"`},
 		{"relative allow path", "apiVersion: tend.dev/v1alpha1\nkind: AgentConfig\nsource: {url: x}\nallowPaths: [etc]\n", `allowPaths[0]: "etc" must be an absolute, clean path`},
 		{"relative key ring", "apiVersion: tend.dev/v1alpha1\nkind: AgentConfig\nsource: {url: x, verify: {keyring: trusted.asc}}\n", `agent.yaml:3: source.verify.keyring: "trusted.asc" must be the absolute path`},
+		{"relative allowed signers", "apiVersion: tend.dev/v1alpha1\nkind: AgentConfig\nsource: {url: x, verify: {ssh: {allowedSigners: allowed_signers}}}\n", `agent.yaml:3: source.verify.ssh.allowedSigners: "allowed_signers" must be the absolute path of an allowed signers file`},
+		{"verify without a signer", "apiVersion: tend.dev/v1alpha1\nkind: AgentConfig\nsource: {url: x, verify: {}}\n", `agent.yaml:3: source.verify: names no signer: set keyring`},
 		{"relative docker config", "apiVersion: tend.dev/v1alpha1\nkind: AgentConfig\nsource: {url: x}\nregistries: {dockerConfig: config.json}\n", `agent.yaml:4: registries.dockerConfig: "config.json" must be the absolute path`},
 		{"insecure registry with a path", "apiVersion: tend.dev/v1alpha1\nkind: AgentConfig\nsource: {url: x}\nregistries:\n  insecure: [registry.local:5000/models]\n", `registries.insecure[0]: "registry.local:5000/models" is not a registry host`},
 		{"report url not http", "apiVersion: tend.dev/v1alpha1\nkind: AgentConfig\nsource: {url: x}\nreport: {url: \"ftp://user:secret@collector\"}\n", `report.url: not an http(s) URL`},

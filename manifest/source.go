@@ -36,9 +36,18 @@ type Auth struct {
 	InsecureIgnoreHostKey bool   `json:"insecureIgnoreHostKey,omitempty"`
 }
 
-// Verify configures commit signature verification.
+// Verify configures commit signature verification: a target commit must
+// carry an OpenPGP signature by a key of Keyring or an SSH signature by a
+// signer SSH allows (at least one of the two is set).
 type Verify struct {
-	Keyring string `json:"keyring,omitempty" jsonschema:"required"`
+	Keyring string     `json:"keyring,omitempty"`
+	SSH     *SSHVerify `json:"ssh,omitempty"`
+}
+
+// SSHVerify names the SSH signers of commits: an allowed signers file in
+// the format of git's gpg.ssh.allowedSignersFile.
+type SSHVerify struct {
+	AllowedSigners string `json:"allowedSigners" jsonschema:"required"`
 }
 
 // SourcePath is one folder of the fleet repo a device reads.

@@ -198,3 +198,21 @@ func writeTemp(t testing.TB, name, content string) string {
 	}
 	return path
 }
+
+// AuthorizedKey returns the public key as one authorized_keys line
+// ("ssh-ed25519 AAAA… tend test").
+func (k *SSHSigner) AuthorizedKey(t testing.TB) string {
+	t.Helper()
+	b, err := os.ReadFile(k.Path + ".pub")
+	if err != nil {
+		t.Fatalf("testgit: %v", err)
+	}
+	return strings.TrimSpace(string(b))
+}
+
+// WriteAllowedSigners writes lines as an allowed signers file (git's
+// gpg.ssh.allowedSignersFile) and returns its path.
+func WriteAllowedSigners(t testing.TB, lines ...string) string {
+	t.Helper()
+	return writeTemp(t, "allowed_signers", strings.Join(lines, "\n")+"\n")
+}
