@@ -1,7 +1,8 @@
 // Package diff computes, from Git alone, what merging a change does to every
 // device of a fleet: tend diff and tend validate --all, for CI.
 //
-// It is a top-level package because it spans gitsource, manifest and planner without a node.
+// It is a top-level package because it spans the stages before the node
+// (source, manifest, render, rollout, planner) without one.
 //
 // It reads two revisions with go-git (as gitsource does), finds the devices
 // in them by the path or branch pattern of the agent config, renders each

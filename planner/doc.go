@@ -2,7 +2,7 @@
 // from what is observed on it to what is declared for it in Git.
 //
 // In DESIGN.md's flow (source → manifest → render → rollout → observe →
-// planner → applier → report) the planner is the pure middle: Plan takes
+// planner → applier → status) the planner is the pure middle: Plan takes
 // the desired resources (from render) and the observed ones (from the
 // applier's drivers, with the inventory of what tend applied last) and
 // returns a Changeset. It does no I/O, reads no clock and draws no random

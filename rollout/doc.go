@@ -1,7 +1,7 @@
 // Package rollout decides whether a device takes a release now: the step
 // between render and the observation of the node in DESIGN.md's flow
 // (source → manifest → render → rollout → observe → planner → applier →
-// report). Given the Rollout that governs the device, its name and labels,
+// status). Given the Rollout that governs the device, its name and labels,
 // when it first saw the release and the time, it says which wave the
 // device is in and whether the release is taken or held, and why. It is
 // pure: no I/O, no clock of its own.

@@ -1,5 +1,6 @@
-// Package layering holds the test that keeps tend's import graph as
-// DESIGN.md draws it: each stage imports only the stages before it and the
-// shared vocabulary, the CI commands' packages never reach a node's, and
-// no production package imports a test helper. It has no code of its own.
+// Package layering holds the tests that keep the code as DESIGN.md draws
+// it: each stage imports only the stages before it and the shared
+// vocabulary, the CI commands' packages never reach a node's, no
+// production package imports a test helper, and a package comment that
+// draws the flow draws a piece of DESIGN.md's. It has no code of its own.
 package layering
