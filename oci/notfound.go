@@ -6,7 +6,10 @@ import (
 	"fmt"
 	"net/http"
 	"slices"
+	"strconv"
 	"strings"
+	"unicode"
+	"unicode/utf8"
 
 	"github.com/Masterminds/semver/v3"
 	"github.com/google/go-containerregistry/pkg/name"
@@ -173,11 +176,15 @@ const ListedItemBytes = 100
 // ShortList joins at most n items, each cut to ListedItemBytes, saying how
 // many more there are: a list a registry or an artifact sends (tags, media
 // types, platforms) is quoted in errors, logs and status, never whole.
+// An item with a character that is not printable (a newline, a terminal
+// escape) or a byte that is not UTF-8 is shown escaped, as Go quotes it.
 func ShortList(items []string, n int) string {
 	shown := make([]string, 0, min(n, len(items)))
 	for _, it := range items[:min(n, len(items))] {
 		if len(it) > ListedItemBytes {
-			it = strings.ToValidUTF8(it[:ListedItemBytes], "") + fmt.Sprintf("… (%d bytes)", len(it))
+			it = printable(strings.ToValidUTF8(it[:ListedItemBytes], "")) + fmt.Sprintf("… (%d bytes)", len(it))
+		} else {
+			it = printable(it)
 		}
 		shown = append(shown, it)
 	}
@@ -186,6 +193,17 @@ func ShortList(items []string, n int) string {
 		out += fmt.Sprintf(" … and %d more", len(items)-n)
 	}
 	return out
+}
+
+// printable returns s, or s escaped as strconv.Quote escapes it (without
+// the quotes) when it holds a character that is not printable or a byte
+// that is not UTF-8.
+func printable(s string) string {
+	if utf8.ValidString(s) && strings.IndexFunc(s, func(r rune) bool { return !unicode.IsPrint(r) }) < 0 {
+		return s
+	}
+	q := strconv.Quote(s)
+	return q[1 : len(q)-1]
 }
 
 func plural(n int, one, many string) string {

@@ -78,6 +78,8 @@ func TestErrorsQuoteListsShort(t *testing.T) {
 	long := strings.Repeat("v", 1<<20)
 	got := ShortList([]string{"a", long, "c", "d"}, 3)
 	require.Equal(t, "a, "+strings.Repeat("v", ListedItemBytes)+"… (1048576 bytes), c … and 1 more", got)
+	require.Equal(t, `1.0\nPlan: 0 to add, 2\x1b[2J, 3\u009b2J, 4\xff`, ShortList([]string{"1.0\nPlan: 0 to add", "2\x1b[2J", "3\u009b2J", "4\xff"}, 4),
+		"a newline, a terminal escape, a C1 control or a byte that is not UTF-8 is escaped")
 
 	host, _ := hostileTags(t, func(w http.ResponseWriter, r *http.Request, n int64) {
 		fmt.Fprintf(w, `{"name":"models/m","tags":["%s1","%s2","%s3"]}`, long, long, long)

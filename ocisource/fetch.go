@@ -25,10 +25,14 @@ import (
 )
 
 // Bounds of a fleet artifact: its one layer as downloaded, and what it
-// unpacks to. A fleet repo is text; these leave room for a large one.
+// unpacks to. A fleet repo is text; these leave room for a large one. Its
+// manifest, a few annotations and two descriptors (about 5 KiB with the
+// ancestors tend publish lists), is kept beside the unpacked layer and read
+// every tick: a registry may not make it megabytes of annotations.
 const (
 	MaxLayerBytes    = 64 << 20
 	MaxUnpackedBytes = 512 << 20
+	MaxManifestBytes = 64 << 10
 )
 
 // Source says which artifact holds a device's manifests and how far to
@@ -239,7 +243,11 @@ func (f *fetcher) download(ctx context.Context, digest string) (*kept, error) {
 func (f *fetcher) parse(digest string, mediaType types.MediaType, raw []byte) (*kept, v1.Descriptor, error) {
 	var none v1.Descriptor
 	if mediaType != types.OCIManifestSchema1 && mediaType != types.DockerManifestSchema2 {
-		return nil, none, fmt.Errorf("%w: %s (%s) is a %s; %s", ErrNotFleet, f.shown, digest, mediaType, expected)
+		return nil, none, fmt.Errorf("%w: %s (%s) is a %s; %s", ErrNotFleet, f.shown, digest, oci.ShortList([]string{string(mediaType)}, 1), expected)
+	}
+	if len(raw) > MaxManifestBytes {
+		return nil, none, fmt.Errorf("%w: %s (%s): its manifest is %d bytes; a fleet artifact's manifest may be at most %d (64 KiB): push it with tend publish or flux push artifact, without large annotations",
+			ErrNotFleet, f.shown, digest, len(raw), MaxManifestBytes)
 	}
 	m, err := v1.ParseManifest(bytes.NewReader(raw))
 	if err != nil {
@@ -254,7 +262,7 @@ func (f *fetcher) parse(digest string, mediaType types.MediaType, raw []byte) (*
 	}
 	created, err := time.Parse(time.RFC3339, m.Annotations[AnnotationCreated])
 	if err != nil {
-		return nil, none, fmt.Errorf("%w: %s (%s): annotation %s %q is not an RFC 3339 time; the rewind check needs it", ErrNotFleet, f.shown, digest, AnnotationCreated, m.Annotations[AnnotationCreated])
+		return nil, none, fmt.Errorf("%w: %s (%s): annotation %s %s is not an RFC 3339 time; the rewind check needs it", ErrNotFleet, f.shown, digest, AnnotationCreated, source.Quote(m.Annotations[AnnotationCreated]))
 	}
 	ancestors, err := parseAncestors(m.Annotations[AnnotationAncestors])
 	if err != nil {

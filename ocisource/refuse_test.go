@@ -41,6 +41,17 @@ func TestFetchRefusesBadArtifacts(t *testing.T) {
 		{"no commit in the revision", func(tag string) {
 			pushFlux(t, reg, "fleet:"+tag, tgz(t, file("devices/cam-017/d.yaml")), map[string]string{ocisource.AnnotationRevision: "v1.2.3", ocisource.AnnotationCreated: ann[ocisource.AnnotationCreated]})
 		}, `revision "v1.2.3" names no Git commit`, ocisource.ErrNotFleet},
+		{"a created time that is no time", func(tag string) {
+			pushFlux(t, reg, "fleet:"+tag, tgz(t, file("devices/cam-017/d.yaml")), map[string]string{ocisource.AnnotationRevision: ann[ocisource.AnnotationRevision],
+				ocisource.AnnotationCreated: "\x1b[2J" + strings.Repeat("c", 40<<10)})
+		}, `annotation org.opencontainers.image.created "\x1b[2Jccc`, ocisource.ErrNotFleet},
+		{"a manifest of large annotations", func(tag string) {
+			big := map[string]string{ocisource.AnnotationSource: strings.Repeat("s", ocisource.MaxManifestBytes)}
+			for k, v := range ann {
+				big[k] = v
+			}
+			pushFlux(t, reg, "fleet:"+tag, tgz(t, file("devices/cam-017/d.yaml")), big)
+		}, "; a fleet artifact's manifest may be at most 65536 (64 KiB)", ocisource.ErrNotFleet},
 		{"a path that climbs out", func(tag string) {
 			pushFlux(t, reg, "fleet:"+tag, tgz(t, file("devices/cam-017/d.yaml"), file("../../escape.yaml")), ann)
 		}, `"../../escape.yaml" climbs out of the folder`, oci.ErrUnsafeArchive},
@@ -61,6 +72,7 @@ func TestFetchRefusesBadArtifacts(t *testing.T) {
 			_, err := n.fetch(ocisource.Source{})
 			require.ErrorIs(t, err, tc.target)
 			require.ErrorContains(t, err, tc.want)
+			require.Less(t, len(err.Error()), 1000, "the error does not repeat what the registry sent: %.300s", err)
 			require.Empty(t, n.kept(t), "nothing of a refused artifact is kept")
 
 			// A node that applied a good artifact holds it.

@@ -1,8 +1,11 @@
 package source
 
 import (
+	"errors"
 	"fmt"
 	"strings"
+	"unicode"
+	"unicode/utf8"
 )
 
 // Revision names one commit of the fleet repo and the ref it was read from:
@@ -32,14 +35,24 @@ func Quote(s string) string {
 }
 
 // checkRef refuses a ref that no Git ref can be (git check-ref-format):
-// too long, control characters, spaces, ~^:?*[\ or "..".
+// too long, control characters, spaces, ~^:?*[\ or "..". It refuses too
+// what Git would take but a terminal acts on or a reader is misled by:
+// bytes that are not UTF-8, C1 controls (U+0080 to U+009F, such as CSI)
+// and format characters (U+202E and the other bidirectional overrides,
+// zero-width spaces), since plans, logs and status print the ref.
 func checkRef(ref string) error {
 	if len(ref) > MaxRefBytes {
 		return fmt.Errorf("its ref is %d bytes, more than %d", len(ref), MaxRefBytes)
 	}
+	if !utf8.ValidString(ref) {
+		return errors.New("its ref holds bytes that are not UTF-8")
+	}
 	for _, c := range ref {
 		if c < 0x20 || c == 0x7f || strings.ContainsRune(" ~^:?*[\\", c) {
 			return fmt.Errorf("its ref holds %q, which no Git ref may", c)
+		}
+		if unicode.IsControl(c) || unicode.Is(unicode.Cf, c) {
+			return fmt.Errorf("its ref holds %U, a control or format character, which tend does not print", c)
 		}
 	}
 	if strings.Contains(ref, "..") {

@@ -92,6 +92,9 @@ func TestParseRevisionRefusesHostileRefs(t *testing.T) {
 		{"newline", "main\nPlan: 0 to add@sha1:" + commit, `names no Git ref: its ref holds '\n', which no Git ref may`},
 		{"terminal escape", "main\x1b[2J@sha1:" + commit, `names no Git ref: its ref holds '\x1b', which no Git ref may`},
 		{"climb", "refs/../main@sha1:" + commit, `its ref holds "..", which no Git ref may`},
+		{"C1 control sequence introducer", "main\u009b2J@sha1:" + commit, "its ref holds U+009B, a control or format character"},
+		{"right-to-left override", "main\u202enialp@sha1:" + commit, "its ref holds U+202E, a control or format character"},
+		{"not UTF-8", "main\x9b2J@sha1:" + commit, "its ref holds bytes that are not UTF-8"},
 		{"2 MB commit", strings.Repeat("0", 2<<20), "… (2097152 bytes) names no Git commit"},
 	}
 	for _, tt := range tests {
@@ -103,4 +106,6 @@ func TestParseRevisionRefusesHostileRefs(t *testing.T) {
 	}
 	_, err := source.ParseRevision("refs/heads/release-1.2_x@sha1:" + commit)
 	require.NoError(t, err, "an ordinary ref")
+	_, err = source.ParseRevision("refs/heads/größe-1@sha1:" + commit)
+	require.NoError(t, err, "a ref of letters beyond ASCII")
 }
