@@ -10,12 +10,12 @@ import (
 // Fetcher is the Git source of an agent: one fleet repo, one ref, one
 // clone in Dir, kept for the agent's life.
 type Fetcher struct {
-	URL     string // as Source.URL
-	Ref     string // as Source.Ref
-	Auth    Auth
-	Trust   Trust  // as Source.Trust: only a target commit it verifies is returned
-	Dir     string // the persistent bare clone, e.g. stateDir/git
-	Logger  *slog.Logger
+	URL    string // as Source.URL
+	Ref    string // as Source.Ref
+	Auth   Auth
+	Trust  Trust  // as Source.Trust: only a target commit it verifies is returned
+	Dir    string // the persistent bare clone, e.g. stateDir/git
+	Logger *slog.Logger
 }
 
 var _ source.Fetcher = (*Fetcher)(nil)
