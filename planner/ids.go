@@ -55,6 +55,9 @@ const (
 	FieldSpec     = "spec"
 	FieldImage    = "image"
 	FieldReplicas = "replicas"
+	// FieldLimits is a service's resource limits as its instances run
+	// under them: "" when as declared, else how they differ on the node.
+	FieldLimits = "limits"
 )
 
 // Values an observer reports for a field when something other than the

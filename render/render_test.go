@@ -154,7 +154,7 @@ func TestRenderModelsAndServices(t *testing.T) {
 	require.Equal(t, int64(500), s.Replicas[0].CPUMilli)
 	r := d.Resources[3]
 	require.Equal(t, []string{"file/etc/infer/config.yaml", "model/classifier", "model/detector"}, r.Deps)
-	require.Equal(t, []planner.Field{{Name: "spec", Value: s.Hash}, {Name: "replicas", Value: "2"}}, r.Fields)
+	require.Equal(t, []planner.Field{{Name: "spec", Value: s.Hash}, {Name: "replicas", Value: "2"}, {Name: "limits"}}, r.Fields)
 
 	t.Run("the hash ignores the replica count", func(t *testing.T) {
 		three := 3

@@ -81,6 +81,9 @@ func service(s manifest.Service, refs func(ref string) string, hostPath func(str
 		fields = append(fields, planner.Field{Name: planner.FieldImage, Value: image.Digest})
 	}
 	fields = append(fields, planner.Field{Name: planner.FieldReplicas, Value: strconv.Itoa(replicas)})
+	// Limits run as declared: a runtime that reads them back reports any
+	// difference on the node as this field's value (drift).
+	fields = append(fields, planner.Field{Name: planner.FieldLimits})
 	r := planner.Resource{ID: planner.ServiceID(s.Name), Kind: planner.KindService, Deps: s.Deps(), Fields: fields, Reason: image.Reason}
 	if image.Held != nil {
 		r.Held = image.Held.Error()

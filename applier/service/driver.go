@@ -177,6 +177,12 @@ func (d *Driver) Observe(ctx context.Context, id string, spec any) (planner.Stat
 		st.Fields = append(st.Fields, planner.Field{Name: planner.FieldImage, Value: image})
 	}
 	st.Fields = append(st.Fields, planner.Field{Name: planner.FieldReplicas, Value: strconv.Itoa(running)})
+	drift, err := d.sup.LimitDrift(ctx, name)
+	if err != nil {
+		return planner.State{}, err
+	}
+	limits := limitNote(drift)
+	st.Fields = append(st.Fields, planner.Field{Name: planner.FieldLimits, Value: limits})
 	if rec != nil && running < rec.Replicas {
 		st.Note = fmt.Sprintf("%d of %d replicas not running", rec.Replicas-running, rec.Replicas)
 		if len(down) > 0 {
@@ -184,6 +190,9 @@ func (d *Driver) Observe(ctx context.Context, id string, spec any) (planner.Stat
 		}
 	} else if len(loops) > 0 {
 		st.Note = summarise(loops)
+	}
+	if limits != LimitsAsDeclared {
+		st.Note = strings.TrimPrefix(st.Note+"; "+limits, "; ")
 	}
 	if s, ok := spec.(render.Service); ok {
 		st.Owed = owed(insts, s.Inputs)
@@ -240,12 +249,26 @@ func (d *Driver) Apply(ctx context.Context, a planner.Action, spec any) error {
 	if err != nil {
 		return err
 	}
+	drift, err := d.sup.LimitDrift(ctx, name)
+	if err != nil {
+		return err
+	}
 	// Replicas are updated one at a time, each checked before the next, so
 	// a bad update stops at its first replica.
 	for i, in := range wanted {
 		cur, ok := byReplica[i]
 		if a.Type != planner.Restart && !a.Restart && ok && (cur.Alive || cur.Pending || cur.Done) && cur.SpecHash == s.Hash {
-			continue // this replica is as declared: untouched
+			if len(drift[i]) == 0 {
+				continue // this replica is as declared: untouched
+			}
+			// Limits changed on the node: put back in place, or, where
+			// the runtime cannot, by a restart.
+			err := d.sup.RestoreLimits(ctx, name, i)
+			if err == nil {
+				d.sup.log.InfoContext(ctx, "limits restored", logKeyResource, a.Resource, logKeyReplica, i, "drift", strings.Join(drift[i], ", "))
+				continue
+			}
+			d.sup.log.WarnContext(ctx, "limits cannot be restored in place; restarting", logKeyResource, a.Resource, logKeyReplica, i, logKeyError, err.Error())
 		}
 		spec := RunSpec{Hash: s.Hash, Policy: s.Restart, Grace: grace, Probe: probes[i], Inputs: s.Inputs}
 		if err := d.startHealthy(ctx, in, spec); err != nil {

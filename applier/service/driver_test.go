@@ -9,6 +9,8 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
+	"strconv"
 	"strings"
 	"sync"
 	"syscall"
@@ -757,4 +759,53 @@ func TestServiceRestartsAreHeard(t *testing.T) {
 	eventually(t, func() bool { return count() == 1 }, "the watcher's restart was not heard")
 	n.apply(n.service("infer", 1, "-listen", freePort(t)))
 	require.Equal(t, 2, count(), "the update's restart was not heard")
+}
+
+// A limit changed by hand on a running replica is drift: the plan names it,
+// the next tick writes the declared limit back in place (same pid), and
+// the tick after that has nothing to do.
+func TestServiceLimitDriftRevertedInPlace(t *testing.T) {
+	if os.Geteuid() != 0 && os.Getenv("CI") == "" {
+		t.Skip("cgroup limits need root (CI runs as root)")
+	}
+	n := newNode(t, true, testAllow)
+	svc := n.service("infer", 1)
+	svc.Resources = &manifest.Resources{Memory: "64Mi"}
+	n.apply(svc)
+	require.Empty(t, n.records("infer")[0].Limits, "limits were not applied")
+	pid := n.pids("infer")[0]
+
+	// Where the replica's memory limit is, from the kernel.
+	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/cgroup", pid))
+	require.NoError(t, err)
+	var limitFile string
+	for line := range strings.Lines(string(b)) {
+		parts := strings.SplitN(strings.TrimSpace(line), ":", 3)
+		switch {
+		case len(parts) == 3 && parts[0] == "0" && parts[1] == "":
+			limitFile = filepath.Join("/sys/fs/cgroup", parts[2], "memory.max")
+		case len(parts) == 3 && slices.Contains(strings.Split(parts[1], ","), "memory"):
+			limitFile = filepath.Join("/sys/fs/cgroup/memory", parts[2], "memory.limit_in_bytes")
+		}
+		if limitFile != "" && strings.Contains(parts[2], testnode.CgroupParent) {
+			break
+		}
+	}
+	require.FileExists(t, limitFile)
+	require.NoError(t, os.WriteFile(limitFile, []byte(strconv.Itoa(256<<20)), 0))
+
+	cs, res, err := n.tick(n.declare(svc), "rev")
+	require.NoError(t, err)
+	require.Len(t, cs.Actions, 1, reasons(cs))
+	require.Equal(t, "drift: replica 0: memory limit 256Mi on node, 64Mi declared (rewritten in place)", cs.Actions[0].Reason)
+	require.Equal(t, planner.Drift("replica 0: memory limit 256Mi on node, 64Mi declared (rewritten in place)"), cs.Actions[0].Drift)
+	require.Equal(t, cs.Actions, res.Applied)
+	got, err := os.ReadFile(limitFile)
+	require.NoError(t, err)
+	require.Equal(t, strconv.Itoa(64<<20), strings.TrimSpace(string(got)))
+	require.Equal(t, pid, n.pids("infer")[0], "rewritten in place, not restarted")
+
+	cs, _, err = n.tick(n.declare(svc), "rev")
+	require.NoError(t, err)
+	require.True(t, cs.Empty(), reasons(cs))
 }

@@ -180,3 +180,72 @@ func TestCgroupV2Files(t *testing.T) {
 		assert.Equal(t, "resource limits "+noCgroupWarning, warn)
 	})
 }
+
+// TestLimitDriftRestoredInPlace changes a running instance's limits by
+// hand, as an operator would with echo into the cgroup's files, and moves
+// its process out of its cgroup: LimitDrift names each change, and
+// RestoreLimits puts every one back without restarting the process.
+func TestLimitDriftRestoredInPlace(t *testing.T) {
+	e := requireCgroups(t)
+	t.Parallel()
+	if e.cg.mode == cgroupV1 && (!e.cg.v1mem || !e.cg.v1cpu) {
+		t.Skip("no v1 memory and cpu hierarchies")
+	}
+	in := service.Instance{Service: "drift", Replica: 0, Spec: Spec{Command: []string{svcBin, "-sleep", "1h"}, Memory: 64 << 20, CPUMilli: 500}}
+	h, err := e.Start(context.Background(), in)
+	require.NoError(t, err)
+	t.Cleanup(func() { _ = h.Stop(context.Background(), time.Second) })
+	require.Empty(t, e.LimitDrift(context.Background(), in, h), "as started: no drift")
+
+	mem, cpu := instanceDirs(e, "drift-0")
+	memFile, cpuFile, cpuWant := "memory.max", "cpu.max", "max 100000"
+	if e.cg.mode == cgroupV1 {
+		memFile, cpuFile, cpuWant = "memory.limit_in_bytes", "cpu.cfs_quota_us", "200000"
+	}
+	require.NoError(t, os.WriteFile(filepath.Join(mem, memFile), []byte(strconv.Itoa(256<<20)), 0))
+	require.NoError(t, os.WriteFile(filepath.Join(cpu, cpuFile), []byte(cpuWant), 0))
+	// Out of the memory cgroup, into its parent hierarchy's root.
+	root := filepath.Join(e.cg.root, "memory")
+	if e.cg.mode == cgroupV2 {
+		root = e.cg.root
+	}
+	require.NoError(t, os.WriteFile(filepath.Join(root, "cgroup.procs"), []byte(strconv.Itoa(h.PID())), 0))
+
+	drift := e.LimitDrift(context.Background(), in, h)
+	cpuShown := "2000m"
+	if e.cg.mode == cgroupV2 {
+		cpuShown = "none"
+	}
+	want := []string{
+		"cpu limit " + cpuShown + " on node, 500m declared (rewritten in place)",
+		"memory limit 256Mi on node, 64Mi declared (rewritten in place)",
+		"pid " + strconv.Itoa(h.PID()) + " left its cgroup " + mem + " (moved back)",
+	}
+	if e.cg.mode == cgroupV2 {
+		want = want[:2] // one folder: the pid left both at once
+		want = append(want, "pid "+strconv.Itoa(h.PID())+" left its cgroup "+mem+" (moved back)")
+	}
+	assert.Equal(t, want, drift)
+
+	pid := h.PID()
+	require.NoError(t, e.RestoreLimits(context.Background(), in, h))
+	assert.Empty(t, e.LimitDrift(context.Background(), in, h), "restored")
+	assert.Equal(t, strconv.Itoa(64<<20), readTrim(t, filepath.Join(mem, memFile)))
+	assert.Contains(t, strings.Fields(readTrim(t, filepath.Join(mem, "cgroup.procs"))), strconv.Itoa(pid))
+	assert.True(t, h.Alive(), "restored in place, not restarted")
+	assert.Equal(t, pid, h.PID())
+}
+
+// TestLimitDriftNotReportedWithoutCgroups: limits a node could not apply
+// stay the start's warning; they are not drift on every tick.
+func TestLimitDriftNotReportedWithoutCgroups(t *testing.T) {
+	t.Parallel()
+	e := newTestRuntime(t)
+	e.cg = detectCgroups(t.TempDir(), testCgroupParent) // nothing mounted there
+	in := service.Instance{Service: "nocg", Spec: Spec{Command: []string{svcBin, "-sleep", "1h"}, Memory: 64 << 20}}
+	h, err := e.Start(context.Background(), in)
+	require.NoError(t, err)
+	t.Cleanup(func() { _ = h.Stop(context.Background(), time.Second) })
+	require.NotEmpty(t, h.(service.Warner).Warning())
+	assert.Empty(t, e.LimitDrift(context.Background(), in, h))
+}
