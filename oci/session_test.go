@@ -96,3 +96,38 @@ func TestSessionPingsOncePerRepository(t *testing.T) {
 type staticKeychain struct{ a authn.Authenticator }
 
 func (k staticKeychain) Resolve(authn.Resource) (authn.Authenticator, error) { return k.a, nil }
+
+// TestResolveIntoReadsTheManifestOnce: resolving a first pull's tag with
+// a GET keeps its manifest, so that reading the artifact next asks the
+// registry nothing more; a tag it does not have fails as Resolve does.
+func TestResolveIntoReadsTheManifestOnce(t *testing.T) {
+	ctx := context.Background()
+	repo, reg := testRepo(t)
+	log := &requestLog{count: map[string]int{}}
+	reg.Use(func(_ http.ResponseWriter, r *http.Request) bool {
+		log.mu.Lock()
+		log.count[log.kind(r)]++
+		log.mu.Unlock()
+		return false
+	})
+	d := reg.PushFiles(t, testRepoName+":v1", map[string][]byte{"model.bin": []byte("weights")})
+	s, err := NewStore(t.TempDir(), nil)
+	require.NoError(t, err)
+	log.take()
+
+	res, err := s.ResolveInto(ctx, reg.Ref(testRepoName+":v1"), Options{})
+	require.NoError(t, err)
+	require.Equal(t, d, res.Digest)
+	require.Equal(t, "v1", res.Tag)
+	h, err := v1.NewHash(res.Digest)
+	require.NoError(t, err)
+	_, _, err = s.FetchArtifact(ctx, repo, h, NodePlatform(), Options{})
+	require.NoError(t, err)
+	got := log.take()
+	delete(got, "ping")
+	require.Equal(t, map[string]int{"GET manifest": 1}, got, "the manifest is read once, the empty config never")
+
+	_, err = s.ResolveInto(ctx, reg.Ref(testRepoName+":v2"), Options{})
+	require.ErrorIs(t, err, ErrNotFound)
+	require.ErrorContains(t, err, "tag v2 not found in "+repo.String())
+}

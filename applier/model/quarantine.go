@@ -30,8 +30,8 @@ func (d *Driver) quarantine() (map[string]applier.Quarantined, error) {
 // passes over the digests quarantined for it on this node: a policy
 // resolves to the highest tag whose digest is not; a tag that names a
 // quarantined digest resolves to nothing. It returns what was passed over,
-// highest first; a zero Resolved when nothing was left.
-func (d *Driver) resolveSkipping(ctx context.Context, name, ref, policy string) (oci.Resolved, []oci.Resolved, error) {
+// highest first; a zero Resolved when nothing was left. first is resolve's.
+func (d *Driver) resolveSkipping(ctx context.Context, name, ref, policy string, first bool) (oci.Resolved, []oci.Resolved, error) {
 	q, err := d.quarantine()
 	if err != nil {
 		return oci.Resolved{}, nil, err
@@ -44,7 +44,7 @@ func (d *Driver) resolveSkipping(ctx context.Context, name, ref, policy string) 
 	if policy != "" && len(q) > 0 {
 		return oci.ResolveSkipping(ctx, ref, policy, d.opts.Registry, skip)
 	}
-	pinned, err := d.resolve(ctx, ref, policy)
+	pinned, err := d.resolve(ctx, ref, policy, first)
 	if err != nil || !skip(pinned.Digest) {
 		return pinned, nil, err
 	}

@@ -50,7 +50,7 @@ func (d *Driver) Resolve(ctx context.Context, m manifest.Model) (render.Resoluti
 		return render.Resolution{}, err
 	}
 	var res render.Resolution
-	pinned, passed, err := d.resolveSkipping(ctx, m.Name, m.Ref, want.Policy)
+	pinned, passed, err := d.resolveSkipping(ctx, m.Name, m.Ref, want.Policy, rec.active() == nil)
 	if err != nil {
 		if errors.Is(err, oci.ErrNotFound) && want.Policy == "" {
 			return render.Resolution{}, err
@@ -119,12 +119,19 @@ func held(want render.Model, active *render.Active, cause error) render.Resoluti
 	}
 }
 
-func (d *Driver) resolve(ctx context.Context, ref, policy string) (oci.Resolved, error) {
+// resolve pins ref under policy. With first set (no version of the model
+// on the node), a ref without a policy is resolved by reading its
+// manifest into the store, which the pull reads next: one request where a
+// HEAD and a GET were two. A ref by digest already stored needs none.
+func (d *Driver) resolve(ctx context.Context, ref, policy string, first bool) (oci.Resolved, error) {
 	if policy == "" {
 		if r, err := name.NewDigest(ref, d.opts.Registry.NameOptions(ref)...); err == nil {
 			if h, err := v1.NewHash(r.DigestStr()); err == nil && d.store.Has(h) {
 				return oci.Resolved{Ref: ref, Digest: h.String()}, nil
 			}
+		}
+		if first {
+			return d.store.ResolveInto(ctx, ref, d.opts.Registry)
 		}
 	}
 	return oci.Resolve(ctx, ref, policy, d.opts.Registry)
