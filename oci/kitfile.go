@@ -11,6 +11,7 @@ import (
 	"io"
 	"io/fs"
 	"os"
+	"regexp"
 	"strings"
 
 	"github.com/google/go-containerregistry/pkg/name"
@@ -136,8 +137,9 @@ func isModelKitReference(p string) bool {
 	return err == nil
 }
 
-// checkModelKit refuses a ModelKit that refers to a base ModelKit; read
-// gives its config blob.
+// checkModelKit refuses a ModelKit that refers to a base ModelKit, and
+// gives its tar layers the paths they hold (kitHolds); read gives its
+// config blob.
 func checkModelKit(a *Artifact, read blobReader) error {
 	if !a.isModelKit() {
 		return nil
@@ -149,8 +151,106 @@ func checkModelKit(a *Artifact, read blobReader) error {
 	if err != nil {
 		return err
 	}
-	_, err = kitfile(a.Digest, config)
-	return err
+	if _, err = kitfile(a.Digest, config); err != nil {
+		return err
+	}
+	return kitHolds(a, config)
+}
+
+// kitLayerRef is what a ModelKit's config says of the layer of one of
+// its Kitfile's entries: the path it was packed from and, in ModelKits
+// kit packs today, the layer's digest (LayerInfo in kit's
+// pkg/artifact/kitfile.go).
+type kitLayerRef struct {
+	Path   string `json:"path"`
+	Digest string `json:"digest"`
+}
+
+// kitLayerRefs are the entries of a ModelKit's config that have layers.
+type kitLayerRefs struct {
+	Model *struct {
+		kitLayerRef
+		Parts []kitLayerRef `json:"parts"`
+	} `json:"model"`
+	Code     []kitLayerRef `json:"code"`
+	DataSets []kitLayerRef `json:"datasets"`
+	Docs     []kitLayerRef `json:"docs"`
+}
+
+// kitTarType reads the base type of a ModelKit tar layer's media type,
+// as kit does (constants.ParseMediaType).
+var kitTarType = regexp.MustCompile(`^application/vnd\.kitops\.modelkit\.(\w+)\.v1\.tar`)
+
+// kitHolds gives each tar layer of ModelKit a the path its Kitfile entry
+// declares (Entry.Holds), mapping layers to entries as kit unpack does:
+// by the base type of the layer's media type (model, modelpart, code,
+// dataset, docs) and its index among the layers of that type in manifest
+// order, every model layer to the model. A layer whose entry gives
+// another digest is refused, as kit unpack refuses it. A layer with no
+// entry, or that the config maps to two paths, may hold any path.
+func kitHolds(a *Artifact, config []byte) error {
+	var refs kitLayerRefs
+	if err := json.Unmarshal(config, &refs); err != nil {
+		return fmt.Errorf("ModelKit %s: config (its Kitfile): %w", a.Digest, err)
+	}
+	held := map[v1.Hash]string{}
+	twice := map[v1.Hash]bool{}
+	next := map[string]int{}
+	for _, l := range a.layers {
+		m := kitTarType.FindStringSubmatch(string(l.MediaType))
+		if m == nil {
+			continue
+		}
+		typ := m[1]
+		var list []kitLayerRef
+		field := typ
+		switch typ {
+		case "model":
+			if refs.Model != nil {
+				list = []kitLayerRef{refs.Model.kitLayerRef}
+			}
+		case "modelpart":
+			if refs.Model != nil {
+				list = refs.Model.Parts
+			}
+			field = "model.parts"
+		case "code":
+			list = refs.Code
+		case "dataset":
+			list, field = refs.DataSets, "datasets"
+		case "docs":
+			list = refs.Docs
+		default:
+			continue
+		}
+		i := next[typ]
+		if typ != "model" {
+			next[typ]++
+		}
+		if i >= len(list) {
+			twice[l.Digest] = true // no entry says: it may hold any path
+			continue
+		}
+		r := list[i]
+		if r.Digest != "" && r.Digest != l.Digest.String() {
+			return fmt.Errorf("%w: ModelKit %s: layer %s is %s %q, whose digest in the config (Kitfile) is %s; kit unpack refuses it too: push the ModelKit again with kit pack",
+				ErrUnknownLayout, a.Digest, l.Digest, field, r.Path, r.Digest)
+		}
+		p := heldPath(r.Path)
+		if isModelKitReference(r.Path) {
+			p = ""
+		}
+		if old, ok := held[l.Digest]; ok && old != p {
+			twice[l.Digest] = true
+		}
+		held[l.Digest] = p
+	}
+	for i := range a.Entries {
+		if e := &a.Entries[i]; e.Unpack && e.Path == "" && !twice[e.Digest] {
+			e.Holds = held[e.Digest]
+		}
+	}
+	return nil
 }
 
 // remoteBlob returns a small blob of repo (a config), checked against its

@@ -87,6 +87,14 @@ type Entry struct {
 	// annotation): the file is a copy of its blob with this mode, not a
 	// hard link. 0 is a hard link, 0444.
 	Mode fs.FileMode
+	// Holds, for a tar layer unpacked into the version folder itself
+	// (Path ""), is the slash path its files are under as its artifact
+	// declares it: a ModelPack layer's filepath annotation, the path of
+	// the Kitfile entry (model, part, code, dataset, docs) a ModelKit
+	// layer belongs to, as kit unpack maps them. Include skips a layer
+	// that cannot hold a selected path. "" when the artifact does not say,
+	// or says the whole folder: the layer may hold any path.
+	Holds string
 	// Overlay marks a layer of an image: the layers apply in manifest
 	// order, a later one overwrites what an earlier one wrote, and its
 	// whiteouts (.wh.NAME, and .wh..wh..opq for a folder's content)
@@ -107,6 +115,9 @@ type Artifact struct {
 	Entries []Entry // sorted by Path; an image's layers (Overlay) in manifest order
 
 	descs map[v1.Hash]v1.Descriptor // sizes and media types of Manifests
+	// layers are the chosen manifest's layers in manifest order, which a
+	// ModelKit's config maps to its Kitfile's entries.
+	layers []v1.Descriptor
 	// include is what Include selected the entries by; nil for all.
 	include []string
 }
@@ -211,7 +222,21 @@ func isIndex(b []byte) (bool, error) {
 // manifest for platform. It returns an error wrapping ErrNotStored when
 // the manifest, or the index's chosen manifest, is not in the store.
 func (s *Store) LoadArtifact(d v1.Hash, platform v1.Platform) (*Artifact, error) {
-	return loadArtifact(s.read, d, platform)
+	a, err := loadArtifact(s.read, d, platform)
+	if err != nil {
+		return nil, err
+	}
+	// A ModelKit's config, when stored, says what its tar layers hold.
+	if a.isModelKit() && s.Has(a.Config) {
+		config, err := s.read(a.Config, "ModelKit config")
+		if err != nil {
+			return nil, err
+		}
+		if err := kitHolds(a, config); err != nil {
+			return nil, err
+		}
+	}
+	return a, nil
 }
 
 // Inspect reads the artifact repo@d from its registry as FetchArtifact
@@ -314,6 +339,7 @@ func readManifest(read blobReader, a *Artifact, m v1.Hash) (*Artifact, error) {
 		a.descs[man.Config.Digest] = man.Config
 		a.Config = man.Config.Digest
 	}
+	a.layers = man.Layers
 	if a.Format, a.Entries, err = layout(a.Digest, man); err != nil {
 		return nil, err
 	}
