@@ -48,6 +48,29 @@ func (in includer) mayHold(dir string) bool {
 	return false
 }
 
+// IncludeMayHold reports whether include selects p, a slash path in a
+// version folder, or a path inside it (p being a folder).
+func IncludeMayHold(include []string, p string) bool {
+	return includer{patterns: include}.mayHold(p)
+}
+
+// Files returns the paths of a's files (the Kitfile of a ModelKit
+// included) and true, when a's entries are files alone; nil and false
+// when a holds a tar layer, whose names are known once it is downloaded.
+func (a *Artifact) Files() ([]string, bool) {
+	var files []string
+	for _, e := range a.Entries {
+		if e.Unpack {
+			return nil, false
+		}
+		files = append(files, e.Path)
+	}
+	if a.isModelKit() {
+		files = append(files, KitfileName)
+	}
+	return files, true
+}
+
 // patternMayHold reports whether pat could match a path under dir, by
 // matching dir's folders against pat's leading segments. It errs towards
 // true: a segment it cannot judge (braces) may match.

@@ -48,6 +48,10 @@ type Resolution struct {
 	// Download is what activating the version downloads: the bytes of
 	// its artifact not in the store yet; 0 when it is active or staged.
 	Download int64
+	// Files, when set, are every file of the model's artifact that its
+	// include selects (read from its manifest, which has no tar layer):
+	// ${model:NAME}/FILE is checked against them.
+	Files []string
 	// Pull, for an image, says that the node does not have it yet:
 	// activating it pulls it (its size is the engine's to know).
 	Pull bool
@@ -158,6 +162,9 @@ func (r *Registry) resolve(ctx context.Context, m manifest.Model) (Resolution, e
 	}
 	if art, err = art.Include(m.Include); err != nil {
 		return Resolution{}, err
+	}
+	if files, ok := art.Files(); ok && len(m.Include) > 0 {
+		res.Files = files
 	}
 	if !r.Sizes {
 		return res, nil

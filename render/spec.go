@@ -29,6 +29,9 @@ type Model struct {
 	// (nil: all). A version folder holds what its include selected, so a
 	// new include is a new version.
 	Include []string
+	// Files are the files of the artifact the include selects, when the
+	// resolver read them all (see Resolution.Files); nil otherwise.
+	Files []string
 	// Offline, Held, Quarantined and Download are the resolution's (see
 	// Resolution).
 	Offline     error
