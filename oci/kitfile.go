@@ -12,6 +12,7 @@ import (
 	"io/fs"
 	"os"
 	"regexp"
+	"slices"
 	"strings"
 
 	"github.com/google/go-containerregistry/pkg/name"
@@ -20,10 +21,14 @@ import (
 	"go.yaml.in/yaml/v3"
 )
 
-// ErrBaseModelKit means a ModelKit's model is another ModelKit (its
-// Kitfile's model.path is a reference), which tend does not fetch.
-// Retrying will not help until someone pushes another artifact.
-var ErrBaseModelKit = errors.New("ModelKit refers to a base ModelKit")
+// ErrBaseModelKit means the base ModelKit a ModelKit's Kitfile names in
+// model.path cannot be read: not found, not a ModelKit, unreachable, or
+// the chain of bases loops or is longer than MaxModelRefChain.
+var ErrBaseModelKit = errors.New("base ModelKit cannot be read")
+
+// MaxModelRefChain bounds the base ModelKits one ModelKit's model goes
+// through, as kit's constants.MaxModelRefChain does.
+const MaxModelRefChain = 10
 
 // KitfileName is where a ModelKit's Kitfile is written in its version
 // folder, as kit unpack writes it.
@@ -100,19 +105,11 @@ func (a *Artifact) isModelKit() bool {
 }
 
 // kitfile returns the Kitfile of ModelKit d, whose config blob is config,
-// as kit unpack writes it (YAML, two-space indent). A ModelKit whose
-// model is a base ModelKit is refused with ErrBaseModelKit: its weights
-// are not in d.
+// as kit unpack writes it (YAML, two-space indent).
 func kitfile(d v1.Hash, config []byte) ([]byte, error) {
 	var kf kitFile
 	if err := json.Unmarshal(config, &kf); err != nil {
 		return nil, fmt.Errorf("ModelKit %s: config (its Kitfile): %w", d, err)
-	}
-	if kf.Model != nil && isModelKitReference(kf.Model.Path) {
-		return nil, fmt.Errorf("%w: model artifact %s is a ModelKit whose model is the ModelKit %s (model.path in its Kitfile), "+
-			"which tend does not fetch: push a ModelKit that holds the model's files (kit pack with model.path a file or folder), "+
-			"or declare %s as a model of its own",
-			ErrBaseModelKit, d, kf.Model.Path, kf.Model.Path)
 	}
 	var b bytes.Buffer
 	enc := yaml.NewEncoder(&b)
@@ -137,9 +134,9 @@ func isModelKitReference(p string) bool {
 	return err == nil
 }
 
-// checkModelKit refuses a ModelKit that refers to a base ModelKit, and
-// gives its tar layers the paths they hold (kitHolds); read gives its
-// config blob.
+// checkModelKit reads a ModelKit's config (read gives it): its tar
+// layers get the paths they hold (kitHolds), and the base ModelKit its
+// model.path names, if any, is noted for resolveBases.
 func checkModelKit(a *Artifact, read blobReader) error {
 	if !a.isModelKit() {
 		return nil
@@ -151,10 +148,77 @@ func checkModelKit(a *Artifact, read blobReader) error {
 	if err != nil {
 		return err
 	}
-	if _, err = kitfile(a.Digest, config); err != nil {
-		return err
+	var kf kitFile
+	if err := json.Unmarshal(config, &kf); err != nil {
+		return fmt.Errorf("ModelKit %s: config (its Kitfile): %w", a.Digest, err)
+	}
+	if kf.Model != nil && isModelKitReference(kf.Model.Path) {
+		a.baseRef = kf.Model.Path
 	}
 	return kitHolds(a, config)
+}
+
+// baseSource reads the base ModelKit ref names, pinned to a digest, with
+// its config read (checkModelKit); repo is where its blobs are.
+type baseSource func(ref string) (b *Artifact, repo string, err error)
+
+// resolveBases joins to ModelKit a the model and model part layers of the
+// base ModelKit its Kitfile names, and of that base's base and so on, as
+// kit unpack does (unpackParent: only the model of a base, its code,
+// datasets and docs and its Kitfile left out; a cycle refused; at most
+// MaxModelRefChain bases). Each base is read through source and recorded
+// in a.Bases, pinned by digest; its layers are pulled from its own
+// repository (Entry.Repo).
+func resolveBases(a *Artifact, source baseSource) error {
+	var visited []string
+	var joined []Entry
+	for ref := a.baseRef; ref != ""; {
+		why := ""
+		if i := slices.Index(visited, ref); i >= 0 {
+			why = "its bases loop: " + strings.Join(append(visited[i:], ref), " => ")
+		} else if len(visited) >= MaxModelRefChain {
+			why = fmt.Sprintf("its bases go on past %d (%s => %s); kit unpack stops there too", MaxModelRefChain, strings.Join(visited, " => "), ref)
+		}
+		if why != "" {
+			return fmt.Errorf("%w: model artifact %s is a ModelKit whose model is the ModelKit %s (model.path in its Kitfile), and %s: point model.path at a ModelKit that holds the model's files",
+				ErrBaseModelKit, a.Digest, a.baseRef, why)
+		}
+		visited = append(visited, ref)
+		b, repo, err := source(ref)
+		if err == nil && !b.isModelKit() {
+			err = fmt.Errorf("%s is not a ModelKit (config %s)", b.Digest, orNone(string(b.descs[b.Config].MediaType)))
+		}
+		if err != nil {
+			return fmt.Errorf("%w: model artifact %s is a ModelKit whose model is the ModelKit %s (model.path in its Kitfile): %w; push it, or point model.path at a ModelKit tend can read",
+				ErrBaseModelKit, a.Digest, ref, err)
+		}
+		if a.repos == nil {
+			a.repos = map[v1.Hash]string{}
+		}
+		for _, h := range b.Manifests {
+			if _, ok := a.descs[h]; !ok {
+				a.Manifests = append(a.Manifests, h)
+				a.descs[h] = b.descs[h]
+				a.repos[h] = repo
+			}
+		}
+		for _, e := range b.Entries {
+			if m := kitTarType.FindStringSubmatch(e.MediaType); m != nil && (m[1] == "model" || m[1] == "modelpart") {
+				e.Repo = repo
+				a.repos[e.Digest] = repo
+				joined = append(joined, e)
+			}
+		}
+		a.Bases = append(a.Bases, Base{Ref: ref, Digest: b.Digest})
+		ref = b.baseRef
+	}
+	if len(joined) == 0 {
+		return nil
+	}
+	// A base's layers first, as kit unpacks them; then by path.
+	a.Entries = append(joined, a.Entries...)
+	slices.SortStableFunc(a.Entries, func(x, y Entry) int { return strings.Compare(x.Path, y.Path) })
+	return checkEntries(a)
 }
 
 // kitLayerRef is what a ModelKit's config says of the layer of one of

@@ -216,7 +216,7 @@ func model(ctx context.Context, m manifest.Model, allow []string, resolver Resol
 	if err != nil {
 		return Model{}, planner.Resource{}, err
 	}
-	spec := Model{Name: m.Name, Ref: m.Ref, Policy: policy(m), Path: m.Path, Digest: res.Digest, Tag: res.Tag, Include: m.Include, Files: res.Files, Offline: res.Offline, Held: res.Held, Quarantined: res.Quarantined, Download: res.Download}
+	spec := Model{Name: m.Name, Ref: m.Ref, Policy: policy(m), Path: m.Path, Digest: res.Digest, Tag: res.Tag, Include: m.Include, Files: res.Files, Bases: res.Bases, Offline: res.Offline, Held: res.Held, Quarantined: res.Quarantined, Download: res.Download}
 	r := planner.Resource{
 		ID: planner.ModelID(m.Name), Kind: planner.KindModel, Reason: res.Reason,
 		Fields: ModelFields(res.Digest, m.Include),
