@@ -27,14 +27,15 @@ var modelFileRef = regexp.MustCompile(`\$\{model:([^}]*)\}/([^\s"',;:=$]+)`)
 // the model's include: FILE, or a file under it, must be one the include
 // selects (a model without an include holds every file), and, when the
 // resolver listed the artifact's files (Model.Files), one of them. A
-// FILE with glob characters (a shell pattern) is not checked.
+// FILE with glob characters (a shell pattern), or one that climbs out of
+// the folder, is not checked.
 func checkModelRefs(s manifest.Service, models map[string]Model) error {
 	var errs []error
 	check := func(field, v string) {
 		for _, m := range modelFileRef.FindAllStringSubmatch(v, -1) {
 			spec, ok := models[m[1]]
 			file := strings.TrimSuffix(path.Clean(m[2]), "/")
-			if !ok || len(spec.Include) == 0 || strings.ContainsAny(file, "*?[{") || file == "." {
+			if !ok || len(spec.Include) == 0 || strings.ContainsAny(file, "*?[{") || file == "." || file == ".." || strings.HasPrefix(file, "../") {
 				continue
 			}
 			if err := checkModelFile(spec, file); err != nil {

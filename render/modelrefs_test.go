@@ -51,6 +51,7 @@ spec:
 	require.NoError(t, render1(ok, registry()))
 	require.NoError(t, render1(doc(`["weights/q4.gguf", "tokenizer.json"]`, "${model:llm}/weights"), render.Declared{}), "a folder the include may fill")
 	require.NoError(t, render1(doc(`["*.gguf", "tokenizer.json"]`, "${model:llm}/*.gguf"), render.Declared{}), "a shell pattern is not checked")
+	require.NoError(t, render1(doc(`["*.gguf", "tokenizer.json"]`, "${model:llm}/../other/x.bin"), render.Declared{}), "nor a path out of the folder")
 
 	for _, resolver := range []render.Resolver{render.Declared{}, registry()} {
 		err := render1(doc(`["*.gguf"]`, "--model=${model:llm}/q4.gguf"), resolver)
