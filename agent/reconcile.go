@@ -386,6 +386,9 @@ func (r *Reconciler) plan(ctx context.Context, t *tick) error {
 				t.res.Info = map[string]string{}
 			}
 			t.res.Info[res.ID] = m.Ref + " → " + m.Digest
+			for _, b := range m.Bases {
+				t.res.Info[res.ID] += ", base " + b
+			}
 		}
 		if st := t.observed.Resources[res.ID]; st.Note != "" && !acted[res.ID] {
 			if t.res.Notes == nil {

@@ -116,12 +116,11 @@ func layerEntry(l v1.Descriptor) (e Entry, kind string, err error) {
 	// what being model, weight, dataset, code, docs…
 	_, format, _ := strings.Cut(rest, ".v1.")
 	switch format {
-	case "tar":
-		e.Unpack, e.Compression = true, Uncompressed
-	case "tar+gzip":
-		e.Unpack, e.Compression = true, Gzip
-	case "tar+zstd":
-		e.Unpack, e.Compression = true, Zstd
+	case "tar", "tar+gzip", "tar+zstd":
+		e.Unpack, e.Compression = true, tarCompression[format]
+		if kind == FormatModelPack {
+			e.Holds = heldPath(cmp.Or(l.Annotations[annotationFilepath], l.Annotations[annotationFilepathLegacy]))
+		}
 	case "raw":
 		e.Path = cmp.Or(l.Annotations[annotationFilepath], l.Annotations[annotationFilepathLegacy], title)
 		if e.Path == "" {
@@ -134,6 +133,21 @@ func layerEntry(l v1.Descriptor) (e Entry, kind string, err error) {
 		return e, kind, errUnknownLayer
 	}
 	return e, kind, nil
+}
+
+// tarCompression maps the suffix of a KitOps or ModelPack tar layer's
+// media type to its compression.
+var tarCompression = map[string]string{"tar": Uncompressed, "tar+gzip": Gzip, "tar+zstd": Zstd}
+
+// heldPath is the path a tar layer's artifact says it holds (see
+// Entry.Holds), cleaned; "" for none, the whole folder, or a path out of
+// it (such a layer may hold anything: it is kept).
+func heldPath(p string) string {
+	p = path.Clean(strings.TrimPrefix(p, "./"))
+	if p == "." || path.IsAbs(p) || p == ".." || strings.HasPrefix(p, "../") {
+		return ""
+	}
+	return p
 }
 
 // fileMetadata is the part of a ModelPack raw layer's file metadata

@@ -1,6 +1,7 @@
 package oci
 
 import (
+	"cmp"
 	"errors"
 	"fmt"
 	"path"
@@ -47,6 +48,29 @@ func (in includer) mayHold(dir string) bool {
 	return false
 }
 
+// IncludeMayHold reports whether include selects p, a slash path in a
+// version folder, or a path inside it (p being a folder).
+func IncludeMayHold(include []string, p string) bool {
+	return includer{patterns: include}.mayHold(p)
+}
+
+// Files returns the paths of a's files (the Kitfile of a ModelKit
+// included) and true, when a's entries are files alone; nil and false
+// when a holds a tar layer, whose names are known once it is downloaded.
+func (a *Artifact) Files() ([]string, bool) {
+	var files []string
+	for _, e := range a.Entries {
+		if e.Unpack {
+			return nil, false
+		}
+		files = append(files, e.Path)
+	}
+	if a.isModelKit() {
+		files = append(files, KitfileName)
+	}
+	return files, true
+}
+
 // patternMayHold reports whether pat could match a path under dir, by
 // matching dir's folders against pat's leading segments. It errs towards
 // true: a segment it cannot judge (braces) may match.
@@ -68,9 +92,10 @@ func patternMayHold(pat, dir string) bool {
 
 // Include returns the version that include selects from a: its file
 // entries whose path a pattern matches, and the tar layers that may hold
-// such a path (an ORAS folder whose name fits the patterns, and every
-// layer unpacked into the version folder itself, whose names are known
-// only once it is downloaded); Materialise unpacks only their selected
+// such a path (an ORAS folder, or a KitOps or ModelPack layer whose
+// declared path, Holds, fits the patterns, and every other layer
+// unpacked into the version folder itself, whose names are known only
+// once it is downloaded); Materialise unpacks only their selected
 // entries. Blobs and Size then count only what the selection downloads.
 // An empty include returns a itself.
 //
@@ -97,17 +122,18 @@ func (a *Artifact) Include(include []string) (*Artifact, error) {
 			}
 			continue
 		}
-		if e.Path == "" {
+		dir := cmp.Or(e.Path, e.Holds)
+		if dir == "" {
 			openTar = true
 			files = append(files, "(a tar layer's files)")
 			out.Entries = append(out.Entries, e)
 			continue
 		}
-		files = append(files, e.Path+"/…")
-		if in.mayHold(e.Path) {
+		files = append(files, dir+"/…")
+		if in.mayHold(dir) {
 			out.Entries = append(out.Entries, e)
 			for i, pat := range include {
-				if (includer{patterns: []string{pat}}).mayHold(e.Path) {
+				if (includer{patterns: []string{pat}}).mayHold(dir) {
 					hit[i] = true
 				}
 			}

@@ -10,8 +10,11 @@ import (
 	"slices"
 	"testing"
 
+	"github.com/google/go-containerregistry/pkg/name"
 	v1 "github.com/google/go-containerregistry/pkg/v1"
 	"github.com/stretchr/testify/require"
+
+	"github.com/tend-dev/tend/internal/testkit/testoci"
 )
 
 func TestIncluderMatch(t *testing.T) {
@@ -136,4 +139,70 @@ func TestMaterialiseInclude(t *testing.T) {
 func hashOf(s string) v1.Hash {
 	sum := sha256.Sum256([]byte(s))
 	return v1.Hash{Algorithm: "sha256", Hex: hex.EncodeToString(sum[:])}
+}
+
+// A tar layer unpacked at the top that declares what it holds is kept
+// only when a pattern may select a path there.
+func TestArtifactIncludeHolds(t *testing.T) {
+	e := func(holds string) Entry { return Entry{Digest: hashOf(holds), Size: 10, Unpack: true, Holds: holds} }
+	a := &Artifact{Digest: testDigest, Entries: []Entry{e("model.gguf"), e("data"), e("")}}
+	sel, err := a.Include([]string{"*.gguf"})
+	require.NoError(t, err)
+	require.Equal(t, []Entry{e("model.gguf"), e("")}, sel.Entries, "a layer that does not say may hold anything")
+	a.Entries = a.Entries[:2]
+	sel, err = a.Include([]string{"data/train/*"})
+	require.NoError(t, err)
+	require.Equal(t, []Entry{e("data")}, sel.Entries)
+	_, err = a.Include([]string{"*.safetensors"})
+	require.ErrorIs(t, err, ErrIncludeMatchesNothing)
+}
+
+// A ModelKit's tar layers hold the paths of their Kitfile entries, by
+// type and index as kit unpack maps them, read from the registry and
+// from the store alike; a layer whose entry gives another digest is
+// refused as kit unpack refuses it.
+func TestModelKitLayersHoldTheirEntries(t *testing.T) {
+	reg := testoci.Start(t)
+	ctx := context.Background()
+	const kit = "application/vnd.kitops.modelkit." // kitops pkg/lib/constants/mediaType.go
+	part1, part2, code := []byte("p1"), []byte("p2"), []byte("code")
+	config := func(codeDigest string) []byte {
+		return []byte(`{"manifestVersion":"1.0.0","model":{"path":"weights","parts":[{"path":"lora/a"},{"path":"./lora/b/"}]},` +
+			`"code":[{"path":"src","digest":"` + codeDigest + `"}]}`)
+	}
+	layers := []layer{{MediaType: kit + "modelpart.v1.tar", Data: part1}, {MediaType: kit + "code.v1.tar+gzip", Data: code}, {MediaType: kit + "modelpart.v1.tar", Data: part2}}
+	dg, err := testoci.Push(reg.Host, "models/kit:v1", kit+"config.v1+json", config(testoci.Digest(code)), layers)
+	require.NoError(t, err)
+	repo, err := name.NewRepository(reg.Host+"/models/kit", name.Insecure)
+	require.NoError(t, err)
+	d, err := v1.NewHash(dg)
+	require.NoError(t, err)
+	opts := Options{Insecure: []string{reg.Host}}
+	holds := func(a *Artifact) map[string]string {
+		out := map[string]string{}
+		for _, e := range a.Entries {
+			out[e.Digest.String()] = e.Holds
+		}
+		return out
+	}
+	want := map[string]string{testoci.Digest(part1): "lora/a", testoci.Digest(part2): "lora/b", testoci.Digest(code): "src"}
+	s := newTestStore(t)
+	a, _, err := s.FetchArtifact(ctx, repo, d, NodePlatform(), opts)
+	require.NoError(t, err)
+	require.Equal(t, want, holds(a))
+	a, err = s.LoadArtifact(d, NodePlatform())
+	require.NoError(t, err)
+	require.Equal(t, want, holds(a))
+	a, err = Inspect(ctx, repo, d, NodePlatform(), opts)
+	require.NoError(t, err)
+	require.Equal(t, want, holds(a))
+
+	other := testoci.Digest([]byte("other"))
+	dg, err = testoci.Push(reg.Host, "models/kit:bad", kit+"config.v1+json", config(other), layers)
+	require.NoError(t, err)
+	d, err = v1.NewHash(dg)
+	require.NoError(t, err)
+	_, _, err = newTestStore(t).FetchArtifact(ctx, repo, d, NodePlatform(), opts)
+	require.ErrorIs(t, err, ErrUnknownLayout)
+	require.ErrorContains(t, err, "ModelKit "+dg+": layer "+testoci.Digest(code)+` is code "src", whose digest in the config (Kitfile) is `+other)
 }

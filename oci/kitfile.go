@@ -11,6 +11,8 @@ import (
 	"io"
 	"io/fs"
 	"os"
+	"regexp"
+	"slices"
 	"strings"
 
 	"github.com/google/go-containerregistry/pkg/name"
@@ -19,10 +21,14 @@ import (
 	"go.yaml.in/yaml/v3"
 )
 
-// ErrBaseModelKit means a ModelKit's model is another ModelKit (its
-// Kitfile's model.path is a reference), which tend does not fetch.
-// Retrying will not help until someone pushes another artifact.
-var ErrBaseModelKit = errors.New("ModelKit refers to a base ModelKit")
+// ErrBaseModelKit means the base ModelKit a ModelKit's Kitfile names in
+// model.path cannot be read: not found, not a ModelKit, unreachable, or
+// the chain of bases loops or is longer than MaxModelRefChain.
+var ErrBaseModelKit = errors.New("base ModelKit cannot be read")
+
+// MaxModelRefChain bounds the base ModelKits one ModelKit's model goes
+// through, as kit's constants.MaxModelRefChain does.
+const MaxModelRefChain = 10
 
 // KitfileName is where a ModelKit's Kitfile is written in its version
 // folder, as kit unpack writes it.
@@ -99,19 +105,11 @@ func (a *Artifact) isModelKit() bool {
 }
 
 // kitfile returns the Kitfile of ModelKit d, whose config blob is config,
-// as kit unpack writes it (YAML, two-space indent). A ModelKit whose
-// model is a base ModelKit is refused with ErrBaseModelKit: its weights
-// are not in d.
+// as kit unpack writes it (YAML, two-space indent).
 func kitfile(d v1.Hash, config []byte) ([]byte, error) {
 	var kf kitFile
 	if err := json.Unmarshal(config, &kf); err != nil {
 		return nil, fmt.Errorf("ModelKit %s: config (its Kitfile): %w", d, err)
-	}
-	if kf.Model != nil && isModelKitReference(kf.Model.Path) {
-		return nil, fmt.Errorf("%w: model artifact %s is a ModelKit whose model is the ModelKit %s (model.path in its Kitfile), "+
-			"which tend does not fetch: push a ModelKit that holds the model's files (kit pack with model.path a file or folder), "+
-			"or declare %s as a model of its own",
-			ErrBaseModelKit, d, kf.Model.Path, kf.Model.Path)
 	}
 	var b bytes.Buffer
 	enc := yaml.NewEncoder(&b)
@@ -136,8 +134,9 @@ func isModelKitReference(p string) bool {
 	return err == nil
 }
 
-// checkModelKit refuses a ModelKit that refers to a base ModelKit; read
-// gives its config blob.
+// checkModelKit reads a ModelKit's config (read gives it): its tar
+// layers get the paths they hold (kitHolds), and the base ModelKit its
+// model.path names, if any, is noted for resolveBases.
 func checkModelKit(a *Artifact, read blobReader) error {
 	if !a.isModelKit() {
 		return nil
@@ -149,8 +148,173 @@ func checkModelKit(a *Artifact, read blobReader) error {
 	if err != nil {
 		return err
 	}
-	_, err = kitfile(a.Digest, config)
-	return err
+	var kf kitFile
+	if err := json.Unmarshal(config, &kf); err != nil {
+		return fmt.Errorf("ModelKit %s: config (its Kitfile): %w", a.Digest, err)
+	}
+	if kf.Model != nil && isModelKitReference(kf.Model.Path) {
+		a.baseRef = kf.Model.Path
+	}
+	return kitHolds(a, config)
+}
+
+// baseSource reads the base ModelKit ref names, pinned to a digest, with
+// its config read (checkModelKit); repo is where its blobs are.
+type baseSource func(ref string) (b *Artifact, repo string, err error)
+
+// resolveBases joins to ModelKit a the model and model part layers of the
+// base ModelKit its Kitfile names, and of that base's base and so on, as
+// kit unpack does (unpackParent: only the model of a base, its code,
+// datasets and docs and its Kitfile left out; a cycle refused; at most
+// MaxModelRefChain bases). Each base is read through source and recorded
+// in a.Bases, pinned by digest; its layers are pulled from its own
+// repository (Entry.Repo).
+func resolveBases(a *Artifact, source baseSource) error {
+	var visited []string
+	var joined []Entry
+	for ref := a.baseRef; ref != ""; {
+		why := ""
+		if i := slices.Index(visited, ref); i >= 0 {
+			why = "its bases loop: " + strings.Join(append(visited[i:], ref), " => ")
+		} else if len(visited) >= MaxModelRefChain {
+			why = fmt.Sprintf("its bases go on past %d (%s => %s); kit unpack stops there too", MaxModelRefChain, strings.Join(visited, " => "), ref)
+		}
+		if why != "" {
+			return fmt.Errorf("%w: model artifact %s is a ModelKit whose model is the ModelKit %s (model.path in its Kitfile), and %s: point model.path at a ModelKit that holds the model's files",
+				ErrBaseModelKit, a.Digest, a.baseRef, why)
+		}
+		visited = append(visited, ref)
+		b, repo, err := source(ref)
+		if err == nil && !b.isModelKit() {
+			err = fmt.Errorf("%s is not a ModelKit (config %s)", b.Digest, orNone(string(b.descs[b.Config].MediaType)))
+		}
+		if err != nil {
+			return fmt.Errorf("%w: model artifact %s is a ModelKit whose model is the ModelKit %s (model.path in its Kitfile): %w; push it, or point model.path at a ModelKit tend can read",
+				ErrBaseModelKit, a.Digest, ref, err)
+		}
+		if a.repos == nil {
+			a.repos = map[v1.Hash]string{}
+		}
+		for _, h := range b.Manifests {
+			if _, ok := a.descs[h]; !ok {
+				a.Manifests = append(a.Manifests, h)
+				a.descs[h] = b.descs[h]
+				a.repos[h] = repo
+			}
+		}
+		for _, e := range b.Entries {
+			if m := kitTarType.FindStringSubmatch(e.MediaType); m != nil && (m[1] == "model" || m[1] == "modelpart") {
+				e.Repo = repo
+				a.repos[e.Digest] = repo
+				joined = append(joined, e)
+			}
+		}
+		a.Bases = append(a.Bases, Base{Ref: ref, Digest: b.Digest})
+		ref = b.baseRef
+	}
+	if len(joined) == 0 {
+		return nil
+	}
+	// A base's layers first, as kit unpacks them; then by path.
+	a.Entries = append(joined, a.Entries...)
+	slices.SortStableFunc(a.Entries, func(x, y Entry) int { return strings.Compare(x.Path, y.Path) })
+	return checkEntries(a)
+}
+
+// kitLayerRef is what a ModelKit's config says of the layer of one of
+// its Kitfile's entries: the path it was packed from and, in ModelKits
+// kit packs today, the layer's digest (LayerInfo in kit's
+// pkg/artifact/kitfile.go).
+type kitLayerRef struct {
+	Path   string `json:"path"`
+	Digest string `json:"digest"`
+}
+
+// kitLayerRefs are the entries of a ModelKit's config that have layers.
+type kitLayerRefs struct {
+	Model *struct {
+		kitLayerRef
+		Parts []kitLayerRef `json:"parts"`
+	} `json:"model"`
+	Code     []kitLayerRef `json:"code"`
+	DataSets []kitLayerRef `json:"datasets"`
+	Docs     []kitLayerRef `json:"docs"`
+}
+
+// kitTarType reads the base type of a ModelKit tar layer's media type,
+// as kit does (constants.ParseMediaType).
+var kitTarType = regexp.MustCompile(`^application/vnd\.kitops\.modelkit\.(\w+)\.v1\.tar`)
+
+// kitHolds gives each tar layer of ModelKit a the path its Kitfile entry
+// declares (Entry.Holds), mapping layers to entries as kit unpack does:
+// by the base type of the layer's media type (model, modelpart, code,
+// dataset, docs) and its index among the layers of that type in manifest
+// order, every model layer to the model. A layer whose entry gives
+// another digest is refused, as kit unpack refuses it. A layer with no
+// entry, or that the config maps to two paths, may hold any path.
+func kitHolds(a *Artifact, config []byte) error {
+	var refs kitLayerRefs
+	if err := json.Unmarshal(config, &refs); err != nil {
+		return fmt.Errorf("ModelKit %s: config (its Kitfile): %w", a.Digest, err)
+	}
+	held := map[v1.Hash]string{}
+	twice := map[v1.Hash]bool{}
+	next := map[string]int{}
+	for _, l := range a.layers {
+		m := kitTarType.FindStringSubmatch(string(l.MediaType))
+		if m == nil {
+			continue
+		}
+		typ := m[1]
+		var list []kitLayerRef
+		field := typ
+		switch typ {
+		case "model":
+			if refs.Model != nil {
+				list = []kitLayerRef{refs.Model.kitLayerRef}
+			}
+		case "modelpart":
+			if refs.Model != nil {
+				list = refs.Model.Parts
+			}
+			field = "model.parts"
+		case "code":
+			list = refs.Code
+		case "dataset":
+			list, field = refs.DataSets, "datasets"
+		case "docs":
+			list = refs.Docs
+		default:
+			continue
+		}
+		i := next[typ]
+		if typ != "model" {
+			next[typ]++
+		}
+		if i >= len(list) {
+			twice[l.Digest] = true // no entry says: it may hold any path
+			continue
+		}
+		r := list[i]
+		if r.Digest != "" && r.Digest != l.Digest.String() {
+			return fmt.Errorf("%w: ModelKit %s: layer %s is %s %q, whose digest in the config (Kitfile) is %s; kit unpack refuses it too: push the ModelKit again with kit pack",
+				ErrUnknownLayout, a.Digest, l.Digest, field, r.Path, r.Digest)
+		}
+		p := heldPath(r.Path)
+		if isModelKitReference(r.Path) {
+			p = ""
+		}
+		if old, ok := held[l.Digest]; ok && old != p {
+			twice[l.Digest] = true
+		}
+		held[l.Digest] = p
+	}
+	for i := range a.Entries {
+		if e := &a.Entries[i]; e.Unpack && e.Path == "" && !twice[e.Digest] {
+			e.Holds = held[e.Digest]
+		}
+	}
+	return nil
 }
 
 // remoteBlob returns a small blob of repo (a config), checked against its

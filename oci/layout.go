@@ -86,6 +86,18 @@ type Entry struct {
 	// annotation): the file is a copy of its blob with this mode, not a
 	// hard link. 0 is a hard link, 0444.
 	Mode fs.FileMode
+	// Holds, for a tar layer unpacked into the version folder itself
+	// (Path ""), is the slash path its files are under as its artifact
+	// declares it: a ModelPack layer's filepath annotation, the path of
+	// the Kitfile entry (model, part, code, dataset, docs) a ModelKit
+	// layer belongs to, as kit unpack maps them. Include skips a layer
+	// that cannot hold a selected path. "" when the artifact does not say,
+	// or says the whole folder: the layer may hold any path.
+	Holds string
+	// Repo is the repository the blob is pulled from when it is not the
+	// artifact's own (a base ModelKit's layer), as a reference names it:
+	// host/path. "" is the artifact's repository.
+	Repo string
 	// Overlay marks a layer of an image: the layers apply in manifest
 	// order, a later one overwrites what an earlier one wrote, and its
 	// whiteouts (.wh.NAME, and .wh..wh..opq for a folder's content)
@@ -104,11 +116,39 @@ type Artifact struct {
 	// has none).
 	Config  v1.Hash
 	Entries []Entry // sorted by Path; an image's layers (Overlay) in manifest order
+	// Bases are the base ModelKits a ModelKit's model comes from (its
+	// Kitfile's model.path names one, whose may name another), each
+	// pinned to the digest its ref resolved to when the ModelKit was read;
+	// their model and model part layers are among Entries, with Repo set,
+	// and their manifests and configs among Manifests.
+	Bases []Base
 
 	descs map[v1.Hash]v1.Descriptor // sizes and media types of Manifests
+	// layers are the chosen manifest's layers in manifest order, which a
+	// ModelKit's config maps to its Kitfile's entries.
+	layers []v1.Descriptor
 	// include is what Include selected the entries by; nil for all.
 	include []string
+	// baseRef is the base ModelKit a ModelKit's Kitfile names in
+	// model.path; "" for none.
+	baseRef string
+	// repos holds the repository of each manifest of a base (see
+	// Entry.Repo).
+	repos map[v1.Hash]string
 }
+
+// Base is a base ModelKit, pinned.
+type Base struct {
+	Ref    string  // as the Kitfile's model.path names it
+	Digest v1.Hash // of its manifest (or index)
+}
+
+// String is the form plans and status print: "ref → sha256:…".
+func (b Base) String() string { return b.Ref + " → " + b.Digest.String() }
+
+// BlobRepo returns the repository blob h of a is pulled from when it is
+// not a's own (a base ModelKit's), as Entry.Repo names it; "" for a's.
+func (a *Artifact) BlobRepo(h v1.Hash) string { return a.repos[h] }
 
 // Included returns the patterns Include selected a's entries by; nil
 // when a holds every entry of its version.
@@ -208,17 +248,59 @@ func isIndex(b []byte) (bool, error) {
 // LoadArtifact reads the artifact with manifest (or index) digest d from
 // the store alone, without the network. For an index it picks the
 // manifest for platform. It returns an error wrapping ErrNotStored when
-// the manifest, or the index's chosen manifest, is not in the store.
+// the manifest, or the index's chosen manifest, is not in the store. A
+// base ModelKit is not resolved (its ref may be a tag, which needs the
+// registry): Bases is empty, and only FetchArtifact and Inspect give a
+// base's entries.
 func (s *Store) LoadArtifact(d v1.Hash, platform v1.Platform) (*Artifact, error) {
-	return loadArtifact(s.read, d, platform)
+	a, err := loadArtifact(s.read, d, platform)
+	if err != nil {
+		return nil, err
+	}
+	// A ModelKit's config, when stored, says what its tar layers hold.
+	if a.isModelKit() && s.Has(a.Config) {
+		config, err := s.read(a.Config, "ModelKit config")
+		if err != nil {
+			return nil, err
+		}
+		if err := kitHolds(a, config); err != nil {
+			return nil, err
+		}
+	}
+	return a, nil
 }
 
 // Inspect reads the artifact repo@d from its registry as FetchArtifact
 // does (for an index, the index and the manifest for platform, and a
-// ModelKit's config), each checked against its digest, without storing
+// ModelKit's config, and those of its base ModelKits, each base ref
+// resolved with a HEAD), each checked against its digest, without storing
 // anything: what downloading it costs is known where there is no store
 // (CI).
 func Inspect(ctx context.Context, repo name.Repository, d v1.Hash, platform v1.Platform, opts Options) (*Artifact, error) {
+	a, err := inspect(ctx, repo, d, platform, opts)
+	if err != nil || a.baseRef == "" {
+		return a, err
+	}
+	err = resolveBases(a, func(ref string) (*Artifact, string, error) {
+		r, err := name.ParseReference(ref, opts.NameOptions(ref)...)
+		if err != nil {
+			return nil, "", err
+		}
+		desc, err := remote.Head(r, opts.remoteOptions(ctx)...)
+		if err != nil {
+			return nil, "", headError(ctx, r, err, opts)
+		}
+		b, err := inspect(ctx, r.Context(), desc.Digest, platform, opts)
+		return b, r.Context().String(), err
+	})
+	if err != nil {
+		return nil, err
+	}
+	return a, nil
+}
+
+// inspect is Inspect without the bases.
+func inspect(ctx context.Context, repo name.Repository, d v1.Hash, platform v1.Platform, opts Options) (*Artifact, error) {
 	read := func(h v1.Hash, what string) ([]byte, error) {
 		ref := repo.Digest(h.String())
 		desc, err := getManifest(ctx, ref, opts)
@@ -313,6 +395,7 @@ func readManifest(read blobReader, a *Artifact, m v1.Hash) (*Artifact, error) {
 		a.descs[man.Config.Digest] = man.Config
 		a.Config = man.Config.Digest
 	}
+	a.layers = man.Layers
 	if a.Format, a.Entries, err = layout(a.Digest, man); err != nil {
 		return nil, err
 	}
@@ -327,8 +410,52 @@ func readManifest(read blobReader, a *Artifact, m v1.Hash) (*Artifact, error) {
 // platform), then the config blob, each checked against its digest, and
 // returns the artifact and the bytes downloaded. Layers are not
 // downloaded: FetchAll the artifact's Blobs for that. A ModelKit whose
-// model is a base ModelKit is refused (ErrBaseModelKit).
+// model is a base ModelKit gets the base's model layers (see
+// resolveBases): each base ref is resolved to a digest (one HEAD, none
+// for a digest ref whose manifest is stored) and its manifest and config
+// are stored likewise; a base that cannot be read is an error wrapping
+// ErrBaseModelKit.
 func (s *Store) FetchArtifact(ctx context.Context, repo name.Repository, d v1.Hash, platform v1.Platform, opts Options) (*Artifact, int64, error) {
+	a, total, err := s.fetchArtifact(ctx, repo, d, platform, opts)
+	if err != nil || a.baseRef == "" {
+		return a, total, err
+	}
+	err = resolveBases(a, func(ref string) (*Artifact, string, error) {
+		r, err := name.ParseReference(ref, opts.NameOptions(ref)...)
+		if err != nil {
+			return nil, "", err
+		}
+		h, err := s.pin(ctx, r, opts)
+		if err != nil {
+			return nil, "", err
+		}
+		b, n, err := s.fetchArtifact(ctx, r.Context(), h, platform, opts)
+		total += n
+		return b, r.Context().String(), err
+	})
+	if err != nil {
+		return nil, total, err
+	}
+	return a, total, nil
+}
+
+// pin resolves r to the digest of its manifest: a digest ref whose
+// manifest is stored needs no registry.
+func (s *Store) pin(ctx context.Context, r name.Reference, opts Options) (v1.Hash, error) {
+	if dr, ok := r.(name.Digest); ok {
+		if h, err := v1.NewHash(dr.DigestStr()); err == nil && s.Has(h) {
+			return h, nil
+		}
+	}
+	desc, err := remote.Head(r, opts.remoteOptions(ctx)...)
+	if err != nil {
+		return v1.Hash{}, headError(ctx, r, err, opts)
+	}
+	return desc.Digest, nil
+}
+
+// fetchArtifact is FetchArtifact without the bases.
+func (s *Store) fetchArtifact(ctx context.Context, repo name.Repository, d v1.Hash, platform v1.Platform, opts Options) (*Artifact, int64, error) {
 	total, err := s.fetchManifest(ctx, repo, d, opts)
 	if err != nil {
 		return nil, total, err

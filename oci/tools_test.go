@@ -46,8 +46,17 @@ func pullInto(t *testing.T, repo name.Repository, d v1.Hash) (*Store, *Artifact,
 	opts := Options{Insecure: []string{repo.RegistryStr()}}
 	a, _, err := s.FetchArtifact(ctx, repo, d, NodePlatform(), opts)
 	require.NoError(t, err)
-	_, err = s.FetchAll(ctx, repo, a.Blobs(), 2, opts)
-	require.NoError(t, err)
+	// By repository, as the model driver fetches them: a base
+	// ModelKit's layers are in its own.
+	for _, b := range a.Blobs() {
+		r := repo
+		if br := a.BlobRepo(b.Digest); br != "" {
+			r, err = name.NewRepository(br, name.Insecure)
+			require.NoError(t, err)
+		}
+		_, err = s.FetchAll(ctx, r, []v1.Descriptor{b}, 1, opts)
+		require.NoError(t, err)
+	}
 	dir := filepath.Join(t.TempDir(), "versions", d.Hex)
 	require.NoError(t, s.Materialise(ctx, a, dir, 0))
 	return s, a, dir
@@ -239,49 +248,98 @@ func TestModelKitKitfile(t *testing.T) {
 
 // A ModelKit whose model is a base ModelKit (its Kitfile's model.path a
 // reference, as kit pack writes for `model: {path: REGISTRY/REPO:TAG}`)
-// holds no weights of its own; kit unpack fetches the base. tend refuses
-// it, naming the reference and what to do, when it reads the manifest and
-// config: no layer is downloaded, and a plan without a store (Inspect)
-// says so too.
-func TestModelKitBaseRefused(t *testing.T) {
+// gets the base's model and model part layers, as kit unpack does
+// (unpackParent: the base's docs, datasets, code and Kitfile are left
+// out), pulled from the base's repository and pinned by digest; its own
+// Kitfile is written. Inspect reads the same.
+func TestModelKitBaseResolved(t *testing.T) {
 	host := testoci.StartDistribution(t)
 	ctx := context.Background()
+	// KitOps media types (kitops-ml/kitops pkg/lib/constants/mediaType.go):
+	// config application/vnd.kitops.modelkit.config.v1+json, layers
+	// application/vnd.kitops.modelkit.<type>.v1.tar.
 	const kit = "application/vnd.kitops.modelkit."
 	base := host + "/models/base:v1"
-	_, _ = pushSpec(t, host, "models/base:v1", "", layer{MediaType: kit + "config.v1+json", Data: []byte(`{"manifestVersion":"1.0.0","model":{"path":"model.gguf"}}`)},
-		layer{MediaType: kit + "model.v1.tar", Data: tgz(t, Uncompressed, file("model.gguf", "base weights"))})
+	_, baseDigest := pushSpec(t, host, "models/base:v1", "", layer{MediaType: kit + "config.v1+json",
+		Data: []byte(`{"manifestVersion":"1.0.0","model":{"path":"model.gguf"},"docs":[{"path":"BASE.md"}]}`)},
+		layer{MediaType: kit + "model.v1.tar", Data: tgz(t, Uncompressed, file("model.gguf", "base weights"))},
+		layer{MediaType: kit + "docs.v1.tar", Data: tgz(t, Uncompressed, file("BASE.md", "# base\n"))})
 	for _, tt := range []struct {
 		name   string
 		layers []layer
+		files  []string
 	}{
 		{"with a part and docs", []layer{
 			{MediaType: kit + "modelpart.v1.tar", Data: tgz(t, Uncompressed, file("lora.safetensors", "adapter"))},
 			{MediaType: kit + "docs.v1.tar", Data: tgz(t, Uncompressed, file("README.md", "# tuned\n"))},
-		}},
-		{"without layers", nil},
+		}, []string{KitfileName, "README.md", "lora.safetensors", "model.gguf"}},
+		{"without layers", nil, []string{KitfileName, "model.gguf"}},
 	} {
 		t.Run(tt.name, func(t *testing.T) {
 			config := layer{MediaType: kit + "config.v1+json",
 				Data: []byte(`{"manifestVersion":"1.0.0","package":{"name":"tuned"},"model":{"name":"tuned","path":"` + base + `","parts":[{"path":"lora.safetensors"}]}}`)}
 			repo, d := pushSpec(t, host, "models/tuned:"+strings.ReplaceAll(tt.name, " ", "-"), "", config, tt.layers...)
-			opts := Options{Insecure: []string{host}}
-			s := newTestStore(t)
-			_, _, err := s.FetchArtifact(ctx, repo, d, NodePlatform(), opts)
-			require.ErrorIs(t, err, ErrBaseModelKit)
-			require.ErrorContains(t, err, d.String())
-			require.ErrorContains(t, err, "is a ModelKit whose model is the ModelKit "+base+" (model.path in its Kitfile)")
-			require.ErrorContains(t, err, "push a ModelKit that holds the model's files")
-			require.ErrorContains(t, err, "or declare "+base+" as a model of its own")
-			for _, l := range tt.layers {
-				dg, err := v1.NewHash(testoci.Digest(l.Data))
-				require.NoError(t, err)
-				require.False(t, s.Has(dg), "a layer was downloaded")
+			_, a, dir := pullInto(t, repo, d)
+			require.Equal(t, []Base{{Ref: base, Digest: baseDigest}}, a.Bases)
+			entries, err := os.ReadDir(dir)
+			require.NoError(t, err)
+			var names []string
+			for _, e := range entries {
+				names = append(names, e.Name())
 			}
+			require.Equal(t, tt.files, names)
+			b, err := os.ReadFile(filepath.Join(dir, "model.gguf"))
+			require.NoError(t, err)
+			require.Equal(t, "base weights", string(b))
+			b, err = os.ReadFile(filepath.Join(dir, KitfileName))
+			require.NoError(t, err)
+			require.Contains(t, string(b), "path: "+base, "the ModelKit's own Kitfile")
 
-			_, err = Inspect(ctx, repo, d, NodePlatform(), opts)
-			require.ErrorIs(t, err, ErrBaseModelKit)
-			require.ErrorContains(t, err, base)
+			in, err := Inspect(ctx, repo, d, NodePlatform(), Options{Insecure: []string{host}})
+			require.NoError(t, err)
+			require.Equal(t, a.Bases, in.Bases)
+			require.Equal(t, a.Blobs(), in.Blobs())
 		})
+	}
+}
+
+// A base that cannot be read is an error naming the ModelKit, the
+// reference and why: not found, not a ModelKit, a loop, a chain longer
+// than kit follows.
+func TestModelKitBaseUnreadable(t *testing.T) {
+	reg := testoci.Start(t)
+	ctx := context.Background()
+	const kit = "application/vnd.kitops.modelkit."
+	push := func(tag, modelPath string) (name.Repository, v1.Hash) {
+		return pushSpec(t, reg.Host, "models/kit:"+tag, "", layer{MediaType: kit + "config.v1+json",
+			Data: []byte(`{"manifestVersion":"1.0.0","model":{"path":"` + modelPath + `"}}`)})
+	}
+	ref := func(tag string) string { return reg.Host + "/models/kit:" + tag }
+	reg.PushFiles(t, "models/oras:v1", map[string][]byte{"model.gguf": []byte("w")})
+	for i := range MaxModelRefChain + 1 {
+		push(fmt.Sprint("chain", i), ref(fmt.Sprint("chain", i+1)))
+	}
+	push(fmt.Sprint("chain", MaxModelRefChain+1), "model.gguf")
+	push("loop-b", ref("loop-a"))
+	for _, tt := range []struct {
+		tag, path string
+		want      []string
+	}{
+		{"missing", ref("nothing"), []string{"is a ModelKit whose model is the ModelKit " + ref("nothing") + " (model.path in its Kitfile): tag nothing not found in " + reg.Host + "/models/kit"}},
+		{"oras", reg.Host + "/models/oras:v1", []string{"is not a ModelKit (config application/vnd.oci.empty.v1+json)"}},
+		{"loop-a", ref("loop-b"), []string{"its bases loop: " + ref("loop-b") + " => " + ref("loop-a") + " => " + ref("loop-b")}},
+		{"chain", ref("chain0"), []string{"its bases go on past 10 (" + ref("chain0") + " => ", ref("chain9") + " => " + ref("chain10") + "); kit unpack stops there too"}},
+	} {
+		repo, d := push(tt.tag, tt.path)
+		s := newTestStore(t)
+		_, _, err := s.FetchArtifact(ctx, repo, d, NodePlatform(), Options{Insecure: []string{reg.Host}})
+		require.ErrorIs(t, err, ErrBaseModelKit, tt.tag)
+		require.ErrorContains(t, err, "model artifact "+d.String()+" is a ModelKit whose model is the ModelKit "+tt.path)
+		for _, w := range tt.want {
+			require.ErrorContains(t, err, w)
+		}
+		_, err = Inspect(ctx, repo, d, NodePlatform(), Options{Insecure: []string{reg.Host}})
+		require.ErrorIs(t, err, ErrBaseModelKit, tt.tag)
 	}
 }
 

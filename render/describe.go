@@ -14,7 +14,8 @@ import (
 )
 
 // Describe returns a rendered spec (a File, Model or Service) as one side
-// of a content diff: a file's bytes, a model's ref, tag, digest and include, a
+// of a content diff: a file's bytes, a model's ref, tag, digest, include
+// and base ModelKits, a
 // service's command, env and the rest of its first replica's spec. ok is
 // false for anything else. Drivers describe what is on the node with the
 // same fields, so that only what differs is printed.
@@ -43,6 +44,9 @@ func modelFields(m Model) []planner.Field {
 	}
 	if len(m.Include) > 0 {
 		f = append(f, planner.Field{Name: "include", Value: FormatInclude(m.Include)})
+	}
+	for _, b := range m.Bases {
+		f = append(f, planner.Field{Name: "base", Value: b})
 	}
 	return f
 }

@@ -60,6 +60,9 @@ func TestDescribe(t *testing.T) {
 	require.Equal(t, []planner.Field{{Name: "ref", Value: m.Ref}, {Name: "include", Value: `["*.gguf", "tokenizer.json"]`}}, c.Fields)
 	require.Equal(t, []planner.Field{{Name: planner.FieldDigest, Value: m.Ref}, {Name: planner.FieldInclude, Value: `["*.gguf", "tokenizer.json"]`}}, withInclude.Resources[0].Fields)
 
+	c, _ = Describe(Model{Ref: "r/tuned:v1", Bases: []string{"r/base:v1 → sha256:ab"}})
+	require.Equal(t, []planner.Field{{Name: "ref", Value: "r/tuned:v1"}, {Name: "base", Value: "r/base:v1 → sha256:ab"}}, c.Fields, "a base ModelKit, pinned")
+
 	c, ok = Describe(d.Specs["file/etc/infer/config.yaml"])
 	require.True(t, ok)
 	require.Equal(t, planner.Content{Data: []byte(config.Content), Size: int64(len(config.Content))}, c)

@@ -135,6 +135,10 @@ func Render(ctx context.Context, dev *manifest.Device, revision string, opts Opt
 		}
 		return "${" + ref + "}"
 	}
+	modelSpecs := make(map[string]Model, len(dev.Spec.Models))
+	for _, m := range dev.Spec.Models {
+		modelSpecs[m.Name], _ = d.Model(m.Name)
+	}
 	values := make(map[string]string, len(d.Resources))
 	for _, r := range d.Resources {
 		values[r.ID] = fieldValues(r.Fields)
@@ -155,6 +159,9 @@ func Render(ctx context.Context, dev *manifest.Device, revision string, opts Opt
 		}
 		if image.Held != nil && image.Quarantined != nil {
 			heldByQuarantine++
+		}
+		if err := checkModelRefs(s, modelSpecs); err != nil {
+			return nil, err
 		}
 		spec, r, err := service(s, refs, func(p string) string { return filepath.Join(root, p) }, image)
 		if err == nil && d.Specs[r.ID] != nil {
@@ -209,7 +216,7 @@ func model(ctx context.Context, m manifest.Model, allow []string, resolver Resol
 	if err != nil {
 		return Model{}, planner.Resource{}, err
 	}
-	spec := Model{Name: m.Name, Ref: m.Ref, Policy: policy(m), Path: m.Path, Digest: res.Digest, Tag: res.Tag, Include: m.Include, Offline: res.Offline, Held: res.Held, Quarantined: res.Quarantined, Download: res.Download}
+	spec := Model{Name: m.Name, Ref: m.Ref, Policy: policy(m), Path: m.Path, Digest: res.Digest, Tag: res.Tag, Include: m.Include, Files: res.Files, Bases: res.Bases, Offline: res.Offline, Held: res.Held, Quarantined: res.Quarantined, Download: res.Download}
 	r := planner.Resource{
 		ID: planner.ModelID(m.Name), Kind: planner.KindModel, Reason: res.Reason,
 		Fields: ModelFields(res.Digest, m.Include),

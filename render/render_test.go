@@ -238,6 +238,8 @@ func TestModelReason(t *testing.T) {
 			"sha256:abababababab → sha256:cdcdcdcdcdcd (new tag v8.4 matches ^8)"},
 		{"ref changed", Model{Ref: "r/m:v9", Digest: cd, Tag: "v9"}, &Active{Ref: "r/m:v8", Digest: ab, Tag: "v8"}, 0,
 			"sha256:abababababab → sha256:cdcdcdcdcdcd (ref r/m:v9), nothing to download"},
+		{"a base ModelKit", Model{Ref: "r/tuned:v1", Digest: cd, Tag: "v1", Bases: []string{"r/base:v1 → " + ab}}, nil, 1000,
+			"r/tuned:v1 → " + cd + ", base r/base:v1 → " + ab + ", 1.0 kB to download"},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {

@@ -48,6 +48,14 @@ type Resolution struct {
 	// Download is what activating the version downloads: the bytes of
 	// its artifact not in the store yet; 0 when it is active or staged.
 	Download int64
+	// Files, when set, are every file of the model's artifact that its
+	// include selects (read from its manifest, which has no tar layer):
+	// ${model:NAME}/FILE is checked against them.
+	Files []string
+	// Bases, when the resolver read the version's manifest, are the base
+	// ModelKits its model comes from, pinned: "REF → sha256:…" (see
+	// oci.Artifact.Bases).
+	Bases []string
 	// Pull, for an image, says that the node does not have it yet:
 	// activating it pulls it (its size is the engine's to know).
 	Pull bool
@@ -159,10 +167,14 @@ func (r *Registry) resolve(ctx context.Context, m manifest.Model) (Resolution, e
 	if art, err = art.Include(m.Include); err != nil {
 		return Resolution{}, err
 	}
+	if files, ok := art.Files(); ok && len(m.Include) > 0 {
+		res.Files = files
+	}
+	res.Bases = BaseStrings(art.Bases)
 	if !r.Sizes {
 		return res, nil
 	}
-	res.Reason = ModelReason(Model{Ref: m.Ref, Policy: policy(m), Digest: pinned.Digest, Tag: pinned.Tag}, nil, art.Size())
+	res.Reason = ModelReason(Model{Ref: m.Ref, Policy: policy(m), Digest: pinned.Digest, Tag: pinned.Tag, Bases: res.Bases}, nil, art.Size())
 	sizes := make(map[v1.Hash]int64, len(art.Entries))
 	for _, e := range art.Entries {
 		sizes[e.Digest] = e.Size
@@ -182,11 +194,23 @@ type Active struct {
 	Ref, Policy string // the declaration it was pulled for
 	Digest, Tag string
 	Include     []string // what its folder holds of the version; nil: all
+	Bases       []string // the base ModelKits it was pinned to (see Model.Bases)
+}
+
+// BaseStrings writes the base ModelKits of a version as Model.Bases
+// holds them; nil for none.
+func BaseStrings(bases []oci.Base) []string {
+	var out []string
+	for _, b := range bases {
+		out = append(out, b.String())
+	}
+	return out
 }
 
 // ModelReason says why a model's digest is m.Digest, as plans print it:
 // "sha256:ab… → sha256:cd… (new tag v8.4 matches >=8.0.0 <9), 1.0 kB to
-// download", or with nothing active "REF:TAG → sha256:cd…, …". download is
+// download", or with nothing active "REF:TAG → sha256:cd…, …", each base
+// ModelKit of the version following as ", base REF → sha256:…". download is
 // the bytes pulling it still costs; a negative one (a held model) is not
 // printed.
 func ModelReason(m Model, active *Active, download int64) string {
@@ -209,6 +233,9 @@ func ModelReason(m Model, active *Active, download int64) string {
 		case m.Tag != "":
 			fmt.Fprintf(&b, " (tag %s moved)", m.Tag)
 		}
+	}
+	for _, base := range m.Bases {
+		fmt.Fprintf(&b, ", base %s", base)
 	}
 	switch {
 	case download < 0:

@@ -29,6 +29,13 @@ type Model struct {
 	// (nil: all). A version folder holds what its include selected, so a
 	// new include is a new version.
 	Include []string
+	// Files are the files of the artifact the include selects, when the
+	// resolver read them all (see Resolution.Files); nil otherwise.
+	Files []string
+	// Bases are the base ModelKits the version's model comes from, each
+	// "REF → sha256:…" as it was pinned when the version was read (see
+	// Resolution.Bases).
+	Bases []string
 	// Offline, Held, Quarantined and Download are the resolution's (see
 	// Resolution).
 	Offline     error

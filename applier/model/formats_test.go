@@ -4,11 +4,13 @@ import (
 	"archive/tar"
 	"bytes"
 	"encoding/json"
-	"errors"
 	"io/fs"
+	"net/http"
 	"os"
 	"path/filepath"
+	"regexp"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -84,10 +86,7 @@ func TestModelPackModesLetAServiceRunIt(t *testing.T) {
 }
 
 // A ModelKit's folder holds its Kitfile, as kit unpack writes it, so
-// ${model:NAME}/Kitfile says which file is the model. A ModelKit whose
-// model is a base ModelKit (model.path a reference) is refused when the
-// tick reads its config, naming the reference; the version before it
-// stays active.
+// ${model:NAME}/Kitfile says which file is the model.
 func TestModelKitKitfileAndBaseReference(t *testing.T) {
 	n := newModelNode(t)
 	const kit = "application/vnd.kitops.modelkit."
@@ -109,17 +108,55 @@ func TestModelKitKitfileAndBaseReference(t *testing.T) {
 	cs, _ := n.apply(m)
 	require.True(t, cs.Empty(), reasons(cs))
 
-	base := n.reg.Ref("models/llm:v1")
-	_, err = testoci.PushArtifact(n.reg.Host, "models/llm:v2", "", kit+"config.v1+json",
-		[]byte(`{"manifestVersion":"1.0.0","package":{"name":"llm-tuned"},"model":{"name":"llm-tuned","path":"`+base+`"},"docs":[{"path":"README.md"}]}`),
-		[]testoci.Layer{{MediaType: kit + "docs.v1.tar", Data: tarOf(t, "README.md", "# tuned\n")}})
+	// A ModelKit whose model is that one (model.path a reference), in
+	// another repository, with code of its own: its folder holds the
+	// base's model, pulled from the base's repository and pinned by
+	// digest, its own code and Kitfile, and not the base's docs.
+	base := n.reg.Ref("models/base:v1")
+	model := tarOf(t, "model.gguf", "base weights")
+	_, err = testoci.PushArtifact(n.reg.Host, "models/base:v1", "", kit+"config.v1+json",
+		[]byte(`{"manifestVersion":"1.0.0","package":{"name":"base"},"model":{"name":"base","path":"model.gguf"},"docs":[{"path":"README.md"}]}`),
+		[]testoci.Layer{{MediaType: kit + "model.v1.tar", Data: model}, {MediaType: kit + "docs.v1.tar", Data: tarOf(t, "README.md", "# base\n")}})
 	require.NoError(t, err)
-	_, _, _, err = n.tick(true, n.model("llm", "models/llm:v2"))
-	require.Error(t, err)
-	require.True(t, errors.Is(err, oci.ErrBaseModelKit), "%v", err)
-	require.ErrorContains(t, err, "model/llm")
-	require.ErrorContains(t, err, "whose model is the ModelKit "+base)
-	require.ErrorContains(t, err, "or declare "+base+" as a model of its own")
-	require.Equal(t, kitfile, n.read("llm", oci.KitfileName), "the version before stays active")
-	require.Equal(t, "weights", n.read("llm", "model.gguf"))
+	var mu sync.Mutex
+	var gets []string
+	n.reg.Use(func(_ http.ResponseWriter, r *http.Request) bool {
+		if r.Method == http.MethodGet && strings.Contains(r.URL.Path, "/blobs/") {
+			mu.Lock()
+			gets = append(gets, r.URL.Path)
+			mu.Unlock()
+		}
+		return false
+	})
+	t.Cleanup(func() { n.reg.Use(nil) })
+	tunedKitfile := `{"manifestVersion":"1.0.0","package":{"name":"llm-tuned"},"model":{"name":"llm-tuned","path":"` + base + `"},"code":[{"path":"src"}]}`
+	_, err = testoci.PushArtifact(n.reg.Host, "models/tuned:v1", "", kit+"config.v1+json", []byte(tunedKitfile),
+		[]testoci.Layer{{MediaType: kit + "code.v1.tar", Data: tarOf(t, "src/run.py", "print('tuned')")}})
+	require.NoError(t, err)
+	tuned := n.model("tuned", "models/tuned:v1")
+	cs, _ = n.apply(m, tuned)
+	require.Len(t, cs.Actions, 1)
+	require.Regexp(t, `, base `+regexp.QuoteMeta(base)+` → sha256:[0-9a-f]{64}, `, cs.Actions[0].Reason)
+	require.Equal(t, []string{oci.KitfileName, "model.gguf", "src/run.py"}, n.folder("tuned"))
+	require.Equal(t, "base weights", n.read("tuned", "model.gguf"))
+	require.Contains(t, n.read("tuned", oci.KitfileName), "path: "+base)
+	mu.Lock()
+	require.Contains(t, gets, "/v2/models/base/blobs/"+testoci.Digest(model), "the base's layer from the base's repository")
+	require.Len(t, gets, 4, "the two manifests' configs, the base's model layer and the code layer: not the base's docs")
+	mu.Unlock()
+	cs, _ = n.apply(m, tuned)
+	require.True(t, cs.Empty(), reasons(cs))
+
+	// A base that cannot be read fails the tick, naming the reference;
+	// the version before stays active.
+	missing := n.reg.Ref("models/gone:v1")
+	_, err = testoci.PushArtifact(n.reg.Host, "models/tuned:v2", "", kit+"config.v1+json",
+		[]byte(`{"manifestVersion":"1.0.0","model":{"path":"`+missing+`"}}`), nil)
+	require.NoError(t, err)
+	_, _, _, err = n.tick(true, m, n.model("tuned", "models/tuned:v2"))
+	require.ErrorIs(t, err, oci.ErrBaseModelKit)
+	require.ErrorIs(t, err, oci.ErrNotFound)
+	require.ErrorContains(t, err, "model/tuned")
+	require.ErrorContains(t, err, "whose model is the ModelKit "+missing+" (model.path in its Kitfile)")
+	require.Equal(t, []string{oci.KitfileName, "model.gguf", "src/run.py"}, n.folder("tuned"))
 }

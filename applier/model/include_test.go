@@ -174,3 +174,67 @@ func TestModelIncludeUnpacksOnlySelectedTarEntries(t *testing.T) {
 	require.Equal(t, []string{oci.KitfileName, "weights/notes.md", "weights/q4.gguf", "weights/q8.gguf"}, n.folder("kit"),
 		"the version before stays active")
 }
+
+// A KitOps or ModelPack tar layer says what path it holds (the Kitfile
+// entry it belongs to; the filepath annotation), so include ["*.gguf"]
+// downloads the model layer and never the dataset's, as
+// kit unpack --filter=model and modctl fetch --patterns do.
+func TestModelIncludeSkipsTarLayersByDeclaredPath(t *testing.T) {
+	model := tarOf(t, "model.gguf", strings.Repeat("q4", 10_000))
+	dataset := tarOf(t, "data/train.bin", strings.Repeat("row\n", 100_000), "data/test.bin", "row\n")
+	for _, tt := range []struct {
+		name, configType string
+		config           []byte
+		layers           []testoci.Layer
+		folder           []string
+	}{
+		// KitOps (kitops-ml/kitops pkg/lib/constants/mediaType.go): config
+		// application/vnd.kitops.modelkit.config.v1+json (the Kitfile as
+		// JSON, each entry with its layer's digest), layers
+		// application/vnd.kitops.modelkit.<model|dataset|…>.v1.tar, whose
+		// names carry the entry's path.
+		{"KitOps", kitMedia + "config.v1+json",
+			[]byte(`{"manifestVersion":"1.0.0","package":{"name":"kit"},"model":{"name":"kit","path":"model.gguf","digest":"` + testoci.Digest(model) + `"},` +
+				`"datasets":[{"name":"train","path":"./data","digest":"` + testoci.Digest(dataset) + `"}]}`),
+			[]testoci.Layer{{MediaType: kitMedia + "model.v1.tar", Data: model}, {MediaType: kitMedia + "dataset.v1.tar", Data: dataset}},
+			[]string{oci.KitfileName, "model.gguf"}},
+		// ModelPack (CNCF model-spec specs-go/v1/mediatype.go and
+		// annotations.go): config application/vnd.cncf.model.config.v1+json,
+		// layers application/vnd.cncf.model.<weight|dataset|…>.v1.tar, each
+		// with the path it holds in org.cncf.model.filepath.
+		{"ModelPack", "application/vnd.cncf.model.config.v1+json",
+			[]byte(`{"descriptor":{"name":"kit"},"config":{"format":"gguf"},"modelfs":{"type":"layers","diffIds":[]}}`),
+			[]testoci.Layer{
+				{MediaType: "application/vnd.cncf.model.weight.v1.tar", Data: model, Annotations: map[string]string{"org.cncf.model.filepath": "model.gguf"}},
+				{MediaType: "application/vnd.cncf.model.dataset.v1.tar", Data: dataset, Annotations: map[string]string{"org.cncf.model.filepath": "data"}},
+			},
+			[]string{"model.gguf"}},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			n := newModelNode(t)
+			_, err := testoci.PushArtifact(n.reg.Host, "models/kit:v1", "", tt.configType, tt.config, tt.layers)
+			require.NoError(t, err)
+			gets := countBlobGets(t, n)
+			m := n.model("kit", "models/kit:v1")
+			m.Include = []string{"*.gguf"}
+			cs, _ := n.apply(m)
+			require.Contains(t, cs.Actions[0].Reason, oci.HumanBytes(int64(len(model)))+" to download", reasons(cs))
+			require.Equal(t, []int{1, 0}, gets.of(model, dataset))
+			require.Equal(t, tt.folder, n.folder("kit"))
+
+			// A pattern no declared path can hold fails before any download.
+			m.Include = []string{"*.safetensors"}
+			_, _, _, err = n.tick(true, m)
+			require.ErrorIs(t, err, oci.ErrIncludeMatchesNothing)
+			require.ErrorContains(t, err, "it holds model.gguf/…, data/…")
+			require.Equal(t, []int{1, 0}, gets.of(model, dataset))
+
+			m.Include = []string{"data/*.bin"}
+			n.apply(m)
+			require.Equal(t, []int{1, 1}, gets.of(model, dataset))
+		})
+	}
+}
+
+// kitMedia is the prefix of KitOps media types.
+const kitMedia = "application/vnd.kitops.modelkit."

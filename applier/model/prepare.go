@@ -1,6 +1,7 @@
 package model
 
 import (
+	"cmp"
 	"context"
 	"crypto/rand"
 	"encoding/hex"
@@ -12,6 +13,7 @@ import (
 	"slices"
 	"time"
 
+	"github.com/google/go-containerregistry/pkg/name"
 	v1 "github.com/google/go-containerregistry/pkg/v1"
 
 	"github.com/tend-dev/tend/internal/atomicfile"
@@ -147,9 +149,11 @@ func (d *Driver) fetch(ctx context.Context, m render.Model, art *oci.Artifact, p
 	if len(missing) == 0 {
 		return 0, nil
 	}
-	repo, err := d.repository(m.Ref)
-	if err != nil {
-		return 0, err
+	// By repository: a base ModelKit's layers come from its own.
+	byRepo := map[string][]v1.Descriptor{}
+	for _, desc := range missing {
+		r := art.BlobRepo(desc.Digest)
+		byRepo[r] = append(byRepo[r], desc)
 	}
 	start := d.now()
 	opts := d.opts.Registry
@@ -159,12 +163,27 @@ func (d *Driver) fetch(ctx context.Context, m render.Model, art *oci.Artifact, p
 		tally = oci.NewTally(planner.ModelID(m.Name), missing, d.opts.Meter)
 		opts.Progress = tally
 	}
-	n, err := d.store.FetchAll(ctx, repo, missing, d.opts.Parallel, opts)
+	var n int64
+	var err error
+	for _, r := range slices.Sorted(maps.Keys(byRepo)) {
+		ref := cmp.Or(r, m.Ref)
+		var repo name.Repository
+		if repo, err = d.repository(ref); err != nil {
+			break
+		}
+		var got int64
+		got, err = d.store.FetchAll(ctx, repo, byRepo[r], d.opts.Parallel, opts)
+		n += got
+		if err != nil {
+			err = fmt.Errorf("pull %s: %w", ref, err)
+			break
+		}
+	}
 	if tally != nil {
 		tally.Done()
 	}
 	if err != nil {
-		return n, fmt.Errorf("pull %s: %w", m.Ref, err)
+		return n, err
 	}
 	d.log.InfoContext(ctx, "model downloaded", logKeyResource, planner.ModelID(m.Name), "bytes", n, "blobs", len(missing),
 		"duration", d.now().Sub(start).Round(time.Millisecond).String())
@@ -181,6 +200,7 @@ func (d *Driver) materialise(ctx context.Context, rec *record, m render.Model, a
 		Digest:  m.Digest,
 		Tag:     m.Tag,
 		Include: art.Included(),
+		Bases:   render.BaseStrings(art.Bases),
 	}
 	if v.Digest != art.Digest.String() {
 		return v, fmt.Errorf("%s: manifest %s read for digest %s", planner.ModelID(rec.Name), art.Digest, v.Digest)

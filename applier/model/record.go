@@ -30,6 +30,7 @@ type version struct {
 	Digest     string      `json:"digest"`
 	Tag        string      `json:"tag,omitempty"`
 	Include    []string    `json:"include,omitempty"` // what the folder holds of the version; nil: all
+	Bases      []string    `json:"bases,omitempty"`   // the base ModelKits its model came from: "REF → sha256:…"
 	Blobs      []string    `json:"blobs"`             // every blob the version was made from, manifests included
 	Entries    []fileStamp `json:"entries"`
 	VerifiedAt time.Time   `json:"verifiedAt"`
@@ -75,7 +76,7 @@ func (r *record) pinned() *render.Active {
 	if v == nil {
 		return nil
 	}
-	return &render.Active{Ref: r.Ref, Policy: r.Policy, Digest: v.Digest, Tag: v.Tag, Include: v.Include}
+	return &render.Active{Ref: r.Ref, Policy: r.Policy, Digest: v.Digest, Tag: v.Tag, Include: v.Include, Bases: v.Bases}
 }
 
 // loadRecord reads the record of model name; a model tend has never pulled

@@ -90,12 +90,14 @@ func (d *Driver) Resolve(ctx context.Context, m manifest.Model) (render.Resoluti
 	res.Digest, res.Tag = pinned.Digest, pinned.Tag
 	want.Digest, want.Tag = pinned.Digest, pinned.Tag
 	if act := rec.active(); act != nil && act.Digest == pinned.Digest && slices.Equal(act.Include, m.Include) {
+		res.Bases = act.Bases // pinned when it was read
 		return res, nil
 	}
-	download, err := d.missing(ctx, want)
+	download, bases, err := d.missing(ctx, want)
 	if err != nil {
 		return render.Resolution{}, err
 	}
+	res.Bases, want.Bases = bases, bases
 	res.Reason = render.ModelReason(want, rec.pinned(), download)
 	res.Download = download
 	return res, nil
@@ -138,11 +140,11 @@ func (d *Driver) resolve(ctx context.Context, ref, policy string, first bool) (o
 }
 
 // missing returns the bytes of m's blobs that are not in the store, of
-// the files its include selects.
-func (d *Driver) missing(ctx context.Context, m render.Model) (int64, error) {
+// the files its include selects, and the base ModelKits of its version.
+func (d *Driver) missing(ctx context.Context, m render.Model) (int64, []string, error) {
 	art, err := d.selected(ctx, m)
 	if err != nil {
-		return 0, err
+		return 0, nil, err
 	}
 	var n int64
 	for _, desc := range art.Blobs() {
@@ -150,5 +152,5 @@ func (d *Driver) missing(ctx context.Context, m render.Model) (int64, error) {
 			n += desc.Size
 		}
 	}
-	return n, nil
+	return n, render.BaseStrings(art.Bases), nil
 }
