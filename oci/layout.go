@@ -286,7 +286,7 @@ func Inspect(ctx context.Context, repo name.Repository, d v1.Hash, platform v1.P
 		if err != nil {
 			return nil, "", err
 		}
-		desc, err := remote.Head(r, opts.remoteOptions(ctx)...)
+		desc, err := headManifest(ctx, r, opts)
 		if err != nil {
 			return nil, "", headError(ctx, r, err, opts)
 		}
@@ -447,7 +447,7 @@ func (s *Store) pin(ctx context.Context, r name.Reference, opts Options) (v1.Has
 			return h, nil
 		}
 	}
-	desc, err := remote.Head(r, opts.remoteOptions(ctx)...)
+	desc, err := headManifest(ctx, r, opts)
 	if err != nil {
 		return v1.Hash{}, headError(ctx, r, err, opts)
 	}

@@ -12,7 +12,6 @@ import (
 	"github.com/Masterminds/semver/v3"
 	"github.com/google/go-containerregistry/pkg/authn"
 	"github.com/google/go-containerregistry/pkg/name"
-	v1 "github.com/google/go-containerregistry/pkg/v1"
 	"github.com/google/go-containerregistry/pkg/v1/remote"
 	"github.com/google/go-containerregistry/pkg/v1/remote/transport"
 )
@@ -83,11 +82,7 @@ func Resolve(ctx context.Context, ref, semverRange string, opts Options) (Resolv
 	if t, ok := r.(name.Tag); ok && res.Tag == "" {
 		res.Tag = t.TagStr()
 	}
-	ro, err := opts.repoOptions(ctx, r.Context())
-	var desc *v1.Descriptor
-	if err == nil {
-		desc, err = remote.Head(r, ro...)
-	}
+	desc, err := headManifest(ctx, r, opts)
 	if err != nil {
 		return res, headError(ctx, r, err, opts)
 	}

@@ -12,6 +12,7 @@ import (
 
 	"github.com/google/go-containerregistry/pkg/authn"
 	"github.com/google/go-containerregistry/pkg/name"
+	v1 "github.com/google/go-containerregistry/pkg/v1"
 	"github.com/google/go-containerregistry/pkg/v1/remote"
 	"github.com/google/go-containerregistry/pkg/v1/remote/transport"
 )
@@ -150,4 +151,13 @@ func getManifest(ctx context.Context, ref name.Reference, opts Options) (*remote
 		return nil, err
 	}
 	return remote.Get(ref, ro...)
+}
+
+// headManifest HEADs the manifest ref names with repoOptions.
+func headManifest(ctx context.Context, ref name.Reference, opts Options) (*v1.Descriptor, error) {
+	ro, err := opts.repoOptions(ctx, ref.Context())
+	if err != nil {
+		return nil, err
+	}
+	return remote.Head(ref, ro...)
 }
