@@ -109,10 +109,10 @@ func writePID(f *os.File) error {
 	if err := f.Truncate(0); err != nil {
 		return err
 	}
-	if _, err := f.WriteAt([]byte(strconv.Itoa(os.Getpid())+"\n"), 0); err != nil {
-		return err
-	}
-	return f.Sync()
+	// Not synced: the pid only names the holder in messages, and a power
+	// cut ends the lock with its holder.
+	_, err := f.WriteAt([]byte(strconv.Itoa(os.Getpid())+"\n"), 0)
+	return err
 }
 
 // readPID returns the pid written in the lock file, or 0.
