@@ -101,7 +101,7 @@ func BenchmarkNoopTick10Containers(b *testing.B) {
 
 // countingEngine serves the engine at socket on a socket of its own,
 // counting each API call (the long-lived waits among them).
-func countingEngine(b *testing.B, socket string) (string, *atomic.Int64) {
+func countingEngine(b testing.TB, socket string) (string, *atomic.Int64) {
 	b.Helper()
 	path := filepath.Join(b.TempDir(), "e.sock")
 	ln, err := net.Listen("unix", path)

@@ -68,6 +68,8 @@ type Runtime struct {
 	// needs no call to the engine (an agent's no-op tick asks it nothing
 	// about the containers it watches).
 	waiting map[string]int
+	// updates follows the engine's update events, for LimitDrift.
+	updates updateWatch
 }
 
 // New returns a Runtime for the engine at opts.Host. It does not connect:
@@ -95,7 +97,10 @@ func New(opts Options) (*Runtime, error) {
 func (r *Runtime) Host() string { return r.host }
 
 // Close releases the client's idle connections.
-func (r *Runtime) Close() error { return r.cli.Close() }
+func (r *Runtime) Close() error {
+	r.updates.stop()
+	return r.cli.Close()
+}
 
 // APIVersion pings the engine and returns the API version the client
 // negotiated with it (at most what both sides speak).
