@@ -131,7 +131,7 @@ func (s *Store) Device(ctx context.Context, name string, limit int) (DeviceDetai
 type Release struct {
 	Revision  string         `json:"revision"`
 	FirstSeen string         `json:"firstSeen"` // the fleet's first report naming it
-	Devices   int            `json:"total"` // devices it targets (superseded ones left out)
+	Devices   int            `json:"total"`     // devices it targets (superseded ones left out)
 	Counts    map[string]int `json:"counts"`
 	firstSeen int64
 }
