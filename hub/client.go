@@ -171,6 +171,9 @@ func WriteRelease(w io.Writer, rd ReleaseDetail) error {
 	fmt.Fprintf(w, "Release %s, first seen %s: %d device(s).\n", rd.Revision, rd.FirstSeen, rd.Devices)
 	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
 	fmt.Fprintln(tw, "WAVE\tDEVICES\tAPPLIED\tFAILED\tHELD\tSTAGING\tERROR\tPENDING")
+	if n := rd.Counts[StateUnreported]; n > 0 {
+		defer fmt.Fprintf(w, "%d device(s) following its ref have not reported it yet.\n", n)
+	}
 	for _, wv := range rd.Waves {
 		name := "-"
 		if wv.Wave != nil {

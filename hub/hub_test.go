@@ -275,6 +275,13 @@ func TestEventsAndReleases(t *testing.T) {
 		assert.Equal(t, 90.0, m[`tend_hub_release_convergence_seconds_sum`])
 		assert.Equal(t, 1.0, m[`tend_hub_devices{state="failed"}`])
 
+		// A third device on the ref that has not reported rev2 yet.
+		h.report(h.token("cam-3"), h.doc("cam-3", rev1, ""))
+		rd = ReleaseDetail{}
+		h.getJSON("/v1/releases/"+rev2, &rd)
+		assert.Equal(t, map[string]int{"applied": 1, "failed": 1, StateUnreported: 1}, rd.Counts)
+		assert.Equal(t, 3, rd.Devices)
+
 		code, _ := h.get("/v1/devices/nobody")
 		assert.Equal(t, http.StatusNotFound, code)
 		code, _ = h.get("/v1/releases/main@sha1:0000")

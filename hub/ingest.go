@@ -92,9 +92,15 @@ func (s *Store) Ingest(ctx context.Context, st *status.Status, now time.Time) (i
 			return fmt.Errorf("write device %s: %w", st.Device, err)
 		}
 		res.events = events(prev, st)
+		seq := 0 // after the events of a report taken at the same instant
+		if len(res.events) > 0 {
+			if err := tx.QueryRowContext(ctx, `SELECT COALESCE(MAX(seq) + 1, 0) FROM events WHERE device = $1 AND at = $2`, st.Device, now.UnixNano()).Scan(&seq); err != nil {
+				return fmt.Errorf("read the events of %s: %w", st.Device, err)
+			}
+		}
 		for i, e := range res.events {
 			if _, err := tx.ExecContext(ctx, `INSERT INTO events (device, at, seq, kind, revision, detail) VALUES ($1, $2, $3, $4, $5, $6)`,
-				st.Device, now.UnixNano(), i, e.Kind, e.Revision, e.Detail); err != nil {
+				st.Device, now.UnixNano(), seq+i, e.Kind, e.Revision, e.Detail); err != nil {
 				return fmt.Errorf("write an event of %s: %w", st.Device, err)
 			}
 		}

@@ -138,7 +138,7 @@ func (s *Server) pageRelease(w http.ResponseWriter, r *http.Request) {
 		R      ReleaseDetail
 		States []string
 		Chart  template.HTML
-	}{rd, append(append([]string{}, States...), "superseded"), convergenceChart(rd)})
+	}{rd, append(append([]string{}, States...), "superseded", StateUnreported), convergenceChart(rd)})
 }
 
 // Chart geometry, in SVG user units.

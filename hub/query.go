@@ -7,6 +7,7 @@ import (
 	"errors"
 	"fmt"
 	"sort"
+	"strings"
 	"time"
 )
 
@@ -180,6 +181,12 @@ func (s *Store) Releases(ctx context.Context, limit int) ([]Release, error) {
 	return out, nil
 }
 
+// likePrefix is a LIKE pattern matching strings that begin with p.
+func likePrefix(p string) string {
+	r := strings.NewReplacer(`\`, `\\`, `%`, `\%`, `_`, `\_`)
+	return r.Replace(p) + "%"
+}
+
 // ReleaseDevice is one device's part in a release.
 type ReleaseDevice struct {
 	Device string `json:"device"`
@@ -255,6 +262,20 @@ func (s *Store) ReleaseDetail(ctx context.Context, rev string) (ReleaseDetail, e
 	}
 	if err := rows.Err(); err != nil {
 		return rd, err
+	}
+	// Devices following the release's ref that have not reported it yet
+	// (down, or not ticked since) are part of it too.
+	if ref, _, ok := strings.Cut(rev, "@"); ok {
+		var n int
+		err := s.db.QueryRowContext(ctx, `SELECT COUNT(*) FROM devices WHERE (applied LIKE $1 ESCAPE '\' OR target LIKE $1 ESCAPE '\')
+			AND name NOT IN (SELECT device FROM device_releases WHERE revision = $2)`, likePrefix(ref+"@"), rev).Scan(&n)
+		if err != nil {
+			return rd, fmt.Errorf("%s: read release %q: %w", s.display, rev, err)
+		}
+		if n > 0 {
+			rd.Counts[StateUnreported] = n
+			rd.Devices += n
+		}
 	}
 	keys := make([]int, 0, len(waves))
 	for k := range waves {

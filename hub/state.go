@@ -19,6 +19,10 @@ const (
 	StateApplied = "applied" // runs its target
 )
 
+// StateUnreported counts, in a release, the devices following its ref
+// that have not reported it yet: down, or not ticked since.
+const StateUnreported = "unreported"
+
 // States lists the device states, worst first.
 var States = []string{StateFailed, StateError, StateHeld, StateStaging, StateDrifted, StatePending, StateApplied}
 
