@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/tend-dev/tend/agent/status"
+	"github.com/tend-dev/tend/internal/failpoint"
 )
 
 // maxEvents is how many events the hub keeps per device, newest.
@@ -110,6 +111,7 @@ func (s *Store) Ingest(ctx context.Context, st *status.Status, now time.Time) (i
 				return fmt.Errorf("trim the events of %s: %w", st.Device, err)
 			}
 		}
+		failpoint.Hit("hub:ingest") // the device and its events written, its releases not yet
 		res.converged, err = s.releases(ctx, tx, st, wave, now)
 		return err
 	})

@@ -31,10 +31,16 @@ type runningHub struct {
 	url, db   string
 	tokenFile string // the read token's
 	log       string
+	exited    chan struct{} // closed when the process has ended
 }
 
 // startHub starts tend hub on db, at addr ("" for a free port).
 func startHub(t *testing.T, db, addr string) *runningHub {
+	return startHubBin(t, tendBin, db, addr)
+}
+
+// startHubBin starts the hub of the tend binary bin.
+func startHubBin(t *testing.T, bin, db, addr string, env ...string) *runningHub {
 	t.Helper()
 	dir := t.TempDir()
 	if addr == "" {
@@ -45,10 +51,13 @@ func startHub(t *testing.T, db, addr string) *runningHub {
 	f, err := os.Create(h.log)
 	require.NoError(t, err)
 	defer f.Close()
-	h.cmd = exec.Command(tendBin, "hub", "--listen", strings.TrimPrefix(h.url, "http://"), "--db", db, "--read-token-file", h.tokenFile, "--log-format", "text")
+	h.cmd = exec.Command(bin, "hub", "--listen", strings.TrimPrefix(h.url, "http://"), "--db", db, "--read-token-file", h.tokenFile, "--log-format", "text")
 	h.cmd.Stdout, h.cmd.Stderr = f, f
+	h.cmd.Env = append(os.Environ(), env...)
 	require.NoError(t, h.cmd.Start())
-	t.Cleanup(func() { _ = h.cmd.Process.Kill(); _ = h.cmd.Wait() })
+	h.exited = make(chan struct{})
+	go func() { _ = h.cmd.Wait(); close(h.exited) }()
+	t.Cleanup(func() { _ = h.cmd.Process.Kill(); <-h.exited })
 	eventually(t, func() bool {
 		resp, err := http.Get(h.url + "/healthz")
 		if err != nil {
@@ -183,7 +192,7 @@ func TestHubShowsReportingAgents(t *testing.T) {
 			// The hub killed with kill -9 and started again on its
 			// database, at its address: the agents' reports go on.
 			require.NoError(t, h.cmd.Process.Signal(syscall.SIGKILL))
-			_ = h.cmd.Wait()
+			<-h.exited
 			h2 := startHub(t, db, strings.TrimPrefix(h.url, "http://"))
 			agents["cam-2"].stop()
 			for name := range devices {
@@ -198,4 +207,45 @@ func TestHubShowsReportingAgents(t *testing.T) {
 			require.Equal(t, 2, code, "cam-2 is stopped: in progress\n%s\n%s", out, h2.logs())
 		})
 	}
+}
+
+// A hub killed (SIGKILL) in the middle of taking a report, after the
+// device's row and events are written and before its releases are: the
+// database holds the report before it whole, and the agent's next post,
+// to the hub started again, is taken.
+func TestHubKilledDuringIngest(t *testing.T) {
+	t.Parallel()
+	crashBin := crashTend(t)
+	db := "sqlite://" + filepath.Join(t.TempDir(), "hub.db")
+	repo := testgit.NewRepo(t)
+	repo.WriteFile("devices/cam-1/device.yaml", deviceDoc("cam-1", "threshold: 0.4\n"))
+	first := "HEAD@sha1:" + repo.Commit("first")
+	srv := testgit.StartHTTP(t, filepath.Dir(repo.Dir()))
+	h := startHubBin(t, crashBin, db, "", "TEND_FAILPOINT=hub:ingest#2")
+	startReportingAgent(t, h, repo.URL(srv.URL), "cam-1", "lyon", 2*time.Second)
+	select {
+	case <-h.exited:
+	case <-time.After(60 * time.Second):
+		t.Fatalf("the hub was not killed at its second report:\n%s", h.logs())
+	}
+	require.Contains(t, h.logs(), "failpoint hub:ingest#2: killed")
+
+	store, err := hub.Open(t.Context(), db)
+	require.NoError(t, err)
+	dd, err := store.Device(t.Context(), "cam-1", 10)
+	require.NoError(t, err)
+	require.Len(t, dd.Events, 1, "the first report's events only: %+v", dd.Events)
+	require.Equal(t, dd.Device.FirstSeen, dd.Device.LastSeen, "the device's row is the first report's (the second came %s later)", 2*time.Second)
+	rd, err := store.ReleaseDetail(t.Context(), first)
+	require.NoError(t, err)
+	require.Equal(t, map[string]int{hub.StateApplied: 1}, rd.Counts)
+	require.NoError(t, store.Close())
+
+	h2 := startHub(t, db, strings.TrimPrefix(h.url, "http://"))
+	repo.WriteFile("devices/cam-1/device.yaml", deviceDoc("cam-1", "threshold: 0.5\n"))
+	second := "HEAD@sha1:" + repo.Commit("second")
+	eventually(t, func() bool {
+		l := h2.fleetStatus("")
+		return l.Total == 1 && l.Devices[0].Applied == second
+	})
 }

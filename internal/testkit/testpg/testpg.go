@@ -128,30 +128,6 @@ func Start(t testing.TB) string {
 	return url
 }
 
-// Database creates a fresh database on the server at url and returns its
-// URL, so tests can share one server.
-func Database(t testing.TB, url, name string) string {
-	t.Helper()
-	db, err := sql.Open("pgx", url)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer db.Close()
-	if _, err := db.Exec(`CREATE DATABASE ` + name); err != nil {
-		t.Fatalf("create database %s: %v", name, err)
-	}
-	u, _ := neturl(url, name)
-	return u
-}
-
-func neturl(url, name string) (string, error) {
-	var port int
-	if _, err := fmt.Sscanf(url, "postgres://tend@127.0.0.1:%d/", &port); err != nil {
-		return "", err
-	}
-	return fmt.Sprintf("postgres://tend@127.0.0.1:%d/%s?sslmode=disable", port, name), nil
-}
-
 func freePort(t testing.TB) int {
 	l, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
