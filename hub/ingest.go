@@ -172,7 +172,7 @@ func (s *Store) releases(ctx context.Context, tx *sql.Tx, st *status.Status, wav
 		case state == "" && known && (old.state == StateApplied || old.state == StateFailed):
 			continue // it ran or failed here; what came after does not change that
 		case state == "":
-			state = "superseded"
+			state = StateSuperseded
 		}
 		w := old.wave
 		if !known {

@@ -49,6 +49,7 @@ type fleetPage struct {
 	States     []string
 	List       DeviceList
 	Releases   []Release
+	RelStates  []string
 	Columns    []column
 	Sort       string
 	Error      string
@@ -58,7 +59,7 @@ type fleetPage struct {
 
 func (s *Server) pageFleet(w http.ResponseWriter, r *http.Request) {
 	v := r.URL.Query()
-	p := fleetPage{States: States}
+	p := fleetPage{States: States, RelStates: ReleaseStates[:len(ReleaseStates)-1]}
 	l, bad, err := s.deviceList(r)
 	if err != nil && !bad {
 		s.fail(w, r, err, false)
@@ -138,7 +139,7 @@ func (s *Server) pageRelease(w http.ResponseWriter, r *http.Request) {
 		R      ReleaseDetail
 		States []string
 		Chart  template.HTML
-	}{rd, append(append([]string{}, States...), "superseded", StateUnreported), convergenceChart(rd)})
+	}{rd, ReleaseStates, convergenceChart(rd)})
 }
 
 // Chart geometry, in SVG user units.
@@ -161,7 +162,7 @@ func convergenceChart(rd ReleaseDetail) template.HTML {
 	byWave := map[int]*series{}
 	maxT := 1.0
 	for _, p := range rd.DeviceParts {
-		if p.State == "superseded" {
+		if p.State == StateSuperseded {
 			continue
 		}
 		w := -1

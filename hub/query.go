@@ -161,7 +161,7 @@ func (s *Store) Releases(ctx context.Context, limit int) ([]Release, error) {
 			byRev[rev] = r
 		}
 		r.Counts[state] = n
-		if state != "superseded" {
+		if state != StateSuperseded {
 			r.Devices += n
 		}
 	}
@@ -248,7 +248,7 @@ func (s *Store) ReleaseDetail(ctx context.Context, rev string) (ReleaseDetail, e
 		}
 		rd.DeviceParts = append(rd.DeviceParts, p)
 		rd.Counts[p.State]++
-		if p.State == "superseded" {
+		if p.State == StateSuperseded {
 			continue
 		}
 		rd.Devices++

@@ -19,6 +19,13 @@ const (
 	StateApplied = "applied" // runs its target
 )
 
+// StateSuperseded is a device's part in a release it never applied nor
+// failed, whose target moved on to a newer one first.
+const StateSuperseded = "superseded"
+
+// ReleaseStates lists a device's parts in a release, worst first.
+var ReleaseStates = []string{StateFailed, StateError, StateHeld, StateStaging, StatePending, StateApplied, StateSuperseded, StateUnreported}
+
 // StateUnreported counts, in a release, the devices following its ref
 // that have not reported it yet: down, or not ticked since.
 const StateUnreported = "unreported"
