@@ -236,6 +236,7 @@ func (l *Loop) loop(ctx context.Context, log *slog.Logger) {
 func (l *Loop) serve(ctx context.Context, log *slog.Logger) error {
 	c := l.r.Config
 	l.tracker = status.NewTracker(c.Device, l.opts.Version)
+	l.tracker.SetLabels(c.Labels)
 	l.metrics = status.NewMetrics()
 	l.metrics.SetClock(l.r.Now)
 	l.observed = make(chan struct{})

@@ -69,6 +69,11 @@ type Report struct {
 	// Headers are sent with every post (e.g. Authorization); their values
 	// are never logged.
 	Headers map[string]string `json:"headers,omitempty"`
+	// TokenFile is the absolute path of a file holding a bearer token
+	// (tend hub token create prints one): every post carries
+	// "Authorization: Bearer TOKEN", read from the file at each post,
+	// unless headers set Authorization. Its value is never logged.
+	TokenFile string `json:"tokenFile,omitempty"`
 }
 
 // DefaultReportInterval is the longest time between two status posts.
@@ -302,6 +307,9 @@ func (c *AgentConfig) Validate() error {
 	if r := c.Report; r != nil {
 		if u, err := url.Parse(r.URL); err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
 			errs.add("", 0, "report.url", "not an http(s) URL: use e.g. https://collector.example.com/v1/status")
+		}
+		if r.TokenFile != "" && !filepath.IsAbs(r.TokenFile) {
+			errs.add("", 0, "report.tokenFile", "%q must be the absolute path of a file holding the token (tend hub token create prints one)", r.TokenFile)
 		}
 	}
 	if n := c.Notify; n != nil && n.MQTT != nil {

@@ -11,6 +11,8 @@ import (
 	"log/slog"
 	"net/http"
 	"net/url"
+	"os"
+	"slices"
 	"strings"
 	"sync/atomic"
 	"time"
@@ -45,15 +47,16 @@ const (
 // waits a random jitter first, so a fleet does not post at once after a
 // fleet-wide commit or a power cut.
 type Reporter struct {
-	url      string        // without userinfo, which goes in an Authorization header
-	user     *url.Userinfo // nil when the URL has none
-	display  string        // for logs and errors: no credentials
-	headers  map[string]string
-	secrets  []string // header values and userinfo, redacted from anything logged
-	interval time.Duration
-	stateDir string
-	log      *slog.Logger
-	client   *retryablehttp.Client
+	url       string        // without userinfo, which goes in an Authorization header
+	user      *url.Userinfo // nil when the URL has none
+	display   string        // for logs and errors: no credentials
+	headers   map[string]string
+	tokenFile string   // a bearer token's file, read at each post; "" for none
+	secrets   []string // header values and userinfo, redacted from anything logged
+	interval  time.Duration
+	stateDir  string
+	log       *slog.Logger
+	client    *retryablehttp.Client
 
 	// Seams for tests.
 	now         func() time.Time
@@ -106,6 +109,7 @@ func NewReporter(cfg manifest.Report, stateDir string, log *slog.Logger) (*Repor
 	r := &Reporter{
 		user:        u.User,
 		headers:     cfg.Headers,
+		tokenFile:   cfg.TokenFile,
 		interval:    interval,
 		stateDir:    stateDir,
 		now:         time.Now,
@@ -275,6 +279,13 @@ func (r *Reporter) post(ctx context.Context, s Status) error {
 		pw, _ := r.user.Password()
 		req.SetBasicAuth(r.user.Username(), pw)
 	}
+	if r.tokenFile != "" {
+		token, err := r.token()
+		if err != nil {
+			return err
+		}
+		req.Header.Set("Authorization", "Bearer "+token)
+	}
 	for k, v := range r.headers {
 		req.Header.Set(k, v)
 	}
@@ -295,6 +306,23 @@ func (r *Reporter) post(ctx context.Context, s Status) error {
 		r.log.Warn("cannot cache the accepted report; a restart will post the status again", keyError, err.Error())
 	}
 	return nil
+}
+
+// token reads the bearer token of report.tokenFile, and redacts it from
+// anything logged from then on.
+func (r *Reporter) token() (string, error) {
+	b, err := os.ReadFile(r.tokenFile)
+	if err != nil {
+		return "", fmt.Errorf("report.tokenFile: %w; write the token tend hub token create printed there", err)
+	}
+	token := strings.TrimSpace(string(b))
+	if token == "" || !validHeaderValue(token) || strings.ContainsAny(token, " \t") {
+		return "", fmt.Errorf("report.tokenFile %s holds no token (empty, or several words): write the token tend hub token create printed there", r.tokenFile)
+	}
+	if !slices.Contains(r.secrets, token) {
+		r.secrets = append(r.secrets, token)
+	}
+	return token, nil
 }
 
 // failed logs a failed post: at warn the first time it fails this way,

@@ -453,3 +453,33 @@ func TestRetryAfter(t *testing.T) {
 		require.Equal(t, tc.want, got, tc.header)
 	}
 }
+
+func TestReporterSendsTokenFile(t *testing.T) {
+	t.Parallel()
+	c := newReportCollector(t, nil)
+	dir := t.TempDir()
+	file := dir + "/token"
+	require.NoError(t, os.WriteFile(file, []byte("tok-one-secret\n"), 0o600))
+	r, logs := newTestReporter(t, manifest.Report{URL: c.URL, TokenFile: file}, t.TempDir())
+	require.NoError(t, r.post(context.Background(), newReportStatus("main@sha1:aaaa").get()))
+	require.NoError(t, os.WriteFile(file, []byte("tok-two-secret"), 0o600)) // rotated: read at each post
+	require.NoError(t, r.post(context.Background(), newReportStatus("main@sha1:bbbb").get()))
+	got := c.received()
+	require.Len(t, got, 2)
+	assert.Equal(t, "Bearer tok-one-secret", got[0].header.Get("Authorization"))
+	assert.Equal(t, "Bearer tok-two-secret", got[1].header.Get("Authorization"))
+	assert.Equal(t, "[redacted]", r.redact("tok-two-secret"))
+	assert.NotContains(t, logs.String(), "tok-")
+
+	t.Run("missing or empty file", func(t *testing.T) {
+		for _, content := range []string{"", "two words"} {
+			require.NoError(t, os.WriteFile(file, []byte(content), 0o600))
+			err := r.post(context.Background(), newReportStatus("main@sha1:cccc").get())
+			require.ErrorContains(t, err, "report.tokenFile "+file+" holds no token")
+		}
+		r2, _ := newTestReporter(t, manifest.Report{URL: c.URL, TokenFile: dir + "/absent"}, t.TempDir())
+		err := r2.post(context.Background(), newReportStatus("main@sha1:cccc").get())
+		require.ErrorContains(t, err, "report.tokenFile: open "+dir+"/absent")
+		assert.Len(t, c.received(), 2, "nothing posted without a token")
+	})
+}

@@ -43,14 +43,17 @@ const (
 
 // Status is what the agent last did, for people, scripts and collectors.
 type Status struct {
-	FormatVersion   string `json:"formatVersion"`
-	Device          string `json:"device"`
-	Version         string `json:"version,omitempty"` // of tend
-	AppliedRevision string `json:"appliedRevision"`   // ref@sha1:commit last applied in full
-	TargetRevision  string `json:"targetRevision,omitempty"`
-	LastReconcile   string `json:"lastReconcile"`         // RFC 3339; "" before the first tick
-	LastSuccess     string `json:"lastSuccess,omitempty"` // RFC 3339
-	Result          string `json:"result,omitempty"`      // success | noop | error | suspended | held
+	FormatVersion string `json:"formatVersion"`
+	Device        string `json:"device"`
+	Version       string `json:"version,omitempty"` // of tend
+	// Labels are the device's labels from its AgentConfig, for fleet views
+	// that select devices by label.
+	Labels          map[string]string `json:"labels,omitempty"`
+	AppliedRevision string            `json:"appliedRevision"` // ref@sha1:commit last applied in full
+	TargetRevision  string            `json:"targetRevision,omitempty"`
+	LastReconcile   string            `json:"lastReconcile"`         // RFC 3339; "" before the first tick
+	LastSuccess     string            `json:"lastSuccess,omitempty"` // RFC 3339
+	Result          string            `json:"result,omitempty"`      // success | noop | error | suspended | held
 	// Pending counts the actions the last tick planned and did not apply
 	// because the node is suspended.
 	Pending int `json:"pending,omitempty"`

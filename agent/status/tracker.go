@@ -54,6 +54,13 @@ func NewTracker(device, version string) *Tracker {
 // reads coalesce.
 func (t *Tracker) Changed() <-chan struct{} { return t.changed }
 
+// SetLabels sets the device's labels in the status.
+func (t *Tracker) SetLabels(labels map[string]string) {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	t.status.Labels = maps.Clone(labels)
+}
+
 // SetApplied seeds the applied revision, read from the inventory when the
 // agent starts, before a tick has applied anything.
 func (t *Tracker) SetApplied(rev string) {

@@ -52,6 +52,8 @@ func newRootCommand() *cobra.Command {
 		newDiffCommand(g),
 		newPublishCommand(g),
 		newNotifyCommand(g),
+		newHubCommand(g),
+		newFleetCommand(g),
 		newSchemaCommand(),
 		newVersionCommand(),
 	)

@@ -1,0 +1,85 @@
+package main
+
+import (
+	"encoding/json"
+	"fmt"
+
+	"github.com/spf13/cobra"
+
+	"github.com/tend-dev/tend/hub"
+)
+
+func newFleetCommand(g *globals) *cobra.Command {
+	var hubURL, tokenFile, selector, format string
+	client := func() (*hub.Client, error) {
+		c := &hub.Client{URL: hubURL}
+		if hubURL == "" {
+			return nil, fmt.Errorf("--hub is required: the URL of tend hub, e.g. https://hub.example:8420")
+		}
+		if tokenFile != "" {
+			tok, err := readTokenFrom(tokenFile, "--read-token-file")
+			if err != nil {
+				return nil, err
+			}
+			c.Token = tok
+		}
+		return c, nil
+	}
+	fleet := &cobra.Command{Use: "fleet", Short: "Ask tend hub how the fleet stands", Args: cobra.NoArgs}
+	status := &cobra.Command{
+		Use:   "status --hub URL [--selector SEL] [--format text|json]",
+		Short: "Print the device table of the hub",
+		Args:  cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			if format != "text" && format != "json" {
+				return fmt.Errorf("--format %q: use text or json", format)
+			}
+			c, err := client()
+			if err != nil {
+				return err
+			}
+			l, err := c.Devices(cmd.Context(), selector)
+			if err != nil {
+				return err
+			}
+			if format == "json" {
+				enc := json.NewEncoder(cmd.OutOrStdout())
+				enc.SetIndent("", "  ")
+				return enc.Encode(l)
+			}
+			return hub.WriteDevices(cmd.OutOrStdout(), l)
+		},
+	}
+	status.Flags().StringVar(&selector, "selector", "", "only the devices whose labels match: k=v, k!=v, k, !k, comma-separated")
+	status.Flags().StringVar(&format, "format", "text", "text or json")
+	release := &cobra.Command{
+		Use:   "release REVISION --hub URL",
+		Short: "Print a release's progress per wave",
+		Long:  "release prints how many devices of each wave applied REVISION (ref@sha1:COMMIT).\nExit codes: 0 every device it targets applied it, 2 in progress, 1 a device rolled it back (or an error).",
+		Args:  cobra.ExactArgs(1),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			c, err := client()
+			if err != nil {
+				return err
+			}
+			rd, err := c.Release(cmd.Context(), args[0])
+			if err != nil {
+				return err
+			}
+			if err := hub.WriteRelease(cmd.OutOrStdout(), rd); err != nil {
+				return err
+			}
+			if v := hub.ReleaseVerdict(rd); v != hub.VerdictApplied {
+				return exitError{code: int(v)}
+			}
+			return nil
+		},
+	}
+	for _, c := range []*cobra.Command{status, release} {
+		g.addFlags(c)
+		c.Flags().StringVar(&hubURL, "hub", "", "the URL of tend hub")
+		c.Flags().StringVar(&tokenFile, "read-token-file", "", "file holding the hub's read token")
+	}
+	fleet.AddCommand(status, release)
+	return fleet
+}

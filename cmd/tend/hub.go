@@ -1,0 +1,124 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"net"
+	"net/http"
+	"os"
+	"strings"
+	"time"
+
+	"github.com/spf13/cobra"
+
+	"github.com/tend-dev/tend/hub"
+)
+
+func newHubCommand(g *globals) *cobra.Command {
+	var listen, db, readTokenFile string
+	var publicRead bool
+	cmd := &cobra.Command{
+		Use:   "hub --listen ADDR --db DB [--read-token-file FILE | --public-read]",
+		Short: "Serve the fleet's view: take the agents' status reports, show devices and releases",
+		Long: "hub takes the status documents agents post (report.url: https://HUB/v1/reports, with report.tokenFile\n" +
+			"holding a token from tend hub token create), keeps each device's state and release events in DB\n" +
+			"(sqlite:///PATH, or postgres://… for several hubs behind one load balancer; the schema is migrated\n" +
+			"at start), and serves the fleet page at /, JSON under /v1/devices and /v1/releases, /metrics and\n" +
+			"/healthz. Devices work the same while it is down.",
+		Args: cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			log, err := g.logger(cmd.ErrOrStderr())
+			if err != nil {
+				return err
+			}
+			opts := hub.Options{PublicRead: publicRead, Log: log}
+			switch {
+			case readTokenFile != "" && publicRead:
+				return errors.New("--read-token-file and --public-read exclude each other: choose one")
+			case readTokenFile != "":
+				if opts.ReadToken, err = readTokenFrom(readTokenFile, "--read-token-file"); err != nil {
+					return err
+				}
+			}
+			ctx := cmd.Context()
+			store, err := hub.Open(ctx, db)
+			if err != nil {
+				return err
+			}
+			defer store.Close()
+			srv, err := hub.NewServer(store, opts)
+			if err != nil {
+				return err
+			}
+			l, err := net.Listen("tcp", listen)
+			if err != nil {
+				return fmt.Errorf("--listen %s: %w", listen, err)
+			}
+			hs := &http.Server{Handler: srv, ReadHeaderTimeout: 10 * time.Second, ReadTimeout: time.Minute, IdleTimeout: 2 * time.Minute}
+			log.Info("hub listening", "listen", l.Addr().String(), "db", store.String())
+			errc := make(chan error, 1)
+			go func() { errc <- hs.Serve(l) }()
+			select {
+			case err := <-errc:
+				return err
+			case <-ctx.Done():
+			}
+			sctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+			defer cancel()
+			return hs.Shutdown(sctx)
+		},
+	}
+	f := cmd.Flags()
+	// Reads no config: only the logging flags, and its own --listen.
+	configFlags["log-format"](g, f)
+	configFlags["log-level"](g, f)
+	f.StringVar(&listen, "listen", "127.0.0.1:8420", "address to serve on (HOST:PORT)")
+	f.StringVar(&db, "db", hub.DefaultDB, "the database: sqlite:///PATH or postgres://USER@HOST/DB")
+	f.StringVar(&readTokenFile, "read-token-file", "", "file holding the token reading needs (bearer token, or the password of basic auth)")
+	f.BoolVar(&publicRead, "public-read", false, "let anyone who reaches the hub read it, without a token")
+	cmd.AddCommand(newHubTokenCommand(g))
+	return cmd
+}
+
+func newHubTokenCommand(g *globals) *cobra.Command {
+	token := &cobra.Command{Use: "token", Short: "Manage the devices' report tokens", Args: cobra.NoArgs}
+	var db string
+	create := &cobra.Command{
+		Use:   "create DEVICE --db DB",
+		Short: "Make a token DEVICE reports with; printed once, as the last line",
+		Long: "create stores the hash of a new token for DEVICE and prints the token as the last line of its\n" +
+			"output. Write it to the file the device's report.tokenFile names. A device may have several.",
+		Args: cobra.ExactArgs(1),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			store, err := hub.Open(cmd.Context(), db)
+			if err != nil {
+				return err
+			}
+			defer store.Close()
+			tok, err := store.CreateToken(cmd.Context(), args[0], time.Now())
+			if err != nil {
+				return err
+			}
+			_, err = fmt.Fprintf(cmd.OutOrStdout(), "Token for device %s (write it to its report.tokenFile; it is not shown again):\n%s\n", args[0], tok)
+			return err
+		},
+	}
+	g.addFlags(create)
+	create.Flags().StringVar(&db, "db", hub.DefaultDB, "the hub's database: sqlite:///PATH or postgres://USER@HOST/DB")
+	token.AddCommand(create)
+	return token
+}
+
+// readTokenFrom reads a token from file, named by flag in errors.
+func readTokenFrom(file, flag string) (string, error) {
+	b, err := os.ReadFile(file)
+	if err != nil {
+		return "", fmt.Errorf("%s: %w", flag, err)
+	}
+	tok := strings.TrimSpace(string(b))
+	if tok == "" || strings.ContainsAny(tok, " \t\r\n") {
+		return "", fmt.Errorf("%s %s holds no token (empty, or several words): write one token there", flag, file)
+	}
+	return tok, nil
+}

@@ -1,0 +1,90 @@
+package hub
+
+import (
+	"encoding/json"
+	"errors"
+	"net/http"
+)
+
+// recentEvents is how many events a device's JSON and page show.
+const recentEvents = 50
+
+// releasesListed is how many releases GET /v1/releases lists, newest.
+const releasesListed = 50
+
+func writeJSON(w http.ResponseWriter, v any) {
+	w.Header().Set("Content-Type", "application/json")
+	enc := json.NewEncoder(w)
+	enc.SetIndent("", "  ")
+	enc.Encode(v) //nolint:errcheck // the client went away
+}
+
+// fail answers err: 404 for what the hub never heard of, 400 for a bad
+// query (bad), 503 for the database.
+func (s *Server) fail(w http.ResponseWriter, r *http.Request, err error, bad bool) {
+	code := http.StatusServiceUnavailable
+	switch {
+	case errors.Is(err, ErrNotFound):
+		code = http.StatusNotFound
+	case bad:
+		code = http.StatusBadRequest
+	default:
+		s.log.Error("read failed", "path", r.URL.Path, keyError, err.Error())
+	}
+	http.Error(w, err.Error(), code)
+}
+
+func (s *Server) deviceList(r *http.Request) (DeviceList, bool, error) {
+	q, err := parseQuery(r.URL.Query())
+	if err != nil {
+		return DeviceList{}, true, err
+	}
+	all, err := s.store.Devices(r.Context())
+	if err != nil {
+		return DeviceList{}, false, err
+	}
+	l, err := list(all, q)
+	return l, true, err
+}
+
+func (s *Server) apiDevices(w http.ResponseWriter, r *http.Request) {
+	l, bad, err := s.deviceList(r)
+	if err != nil {
+		s.fail(w, r, err, bad)
+		return
+	}
+	writeJSON(w, l)
+}
+
+func (s *Server) apiDevice(w http.ResponseWriter, r *http.Request) {
+	d, err := s.store.Device(r.Context(), r.PathValue("name"), recentEvents)
+	if err != nil {
+		s.fail(w, r, err, false)
+		return
+	}
+	writeJSON(w, d)
+}
+
+// ReleaseList is GET /v1/releases.
+type ReleaseList struct {
+	FormatVersion string    `json:"formatVersion"`
+	Releases      []Release `json:"releases"`
+}
+
+func (s *Server) apiReleases(w http.ResponseWriter, r *http.Request) {
+	rels, err := s.store.Releases(r.Context(), releasesListed)
+	if err != nil {
+		s.fail(w, r, err, false)
+		return
+	}
+	writeJSON(w, ReleaseList{FormatVersion: "1", Releases: rels})
+}
+
+func (s *Server) apiRelease(w http.ResponseWriter, r *http.Request) {
+	rd, err := s.store.ReleaseDetail(r.Context(), r.PathValue("revision"))
+	if err != nil {
+		s.fail(w, r, err, false)
+		return
+	}
+	writeJSON(w, rd)
+}

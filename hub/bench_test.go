@@ -1,0 +1,75 @@
+package hub
+
+import (
+	"context"
+	"fmt"
+	"net/http"
+	"net/http/httptest"
+	"path/filepath"
+	"sort"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/require"
+
+	"github.com/tend-dev/tend/agent/status"
+)
+
+// benchFleet is how many devices the benchmarks simulate.
+const benchFleet = 10000
+
+// seedFleet ingests one report of each of n devices.
+func seedFleet(b *testing.B, store *Store, n int, at time.Time) {
+	b.Helper()
+	for i := range n {
+		s := status.Status{FormatVersion: status.FormatVersion, Device: fmt.Sprintf("cam-%05d", i), AppliedRevision: rev1,
+			LastReconcile: at.Format(time.RFC3339Nano), Labels: map[string]string{"site": fmt.Sprint("site-", i%20)},
+			Resources: []status.ResourceStatus{{ID: "file:/etc/a", State: status.StateOK}, {ID: "model:detector", State: status.StateOK}}}
+		_, err := store.Ingest(context.Background(), &s, at)
+		require.NoError(b, err)
+	}
+}
+
+// BenchmarkIngest takes reports of a 10,000-device fleet on SQLite, each
+// device moving to a new release, and reports the p99 of one report.
+func BenchmarkIngest(b *testing.B) {
+	store, err := Open(context.Background(), "sqlite://"+filepath.Join(b.TempDir(), "hub.db"))
+	require.NoError(b, err)
+	defer store.Close()
+	t0 := time.Date(2026, 12, 3, 12, 0, 0, 0, time.UTC)
+	seedFleet(b, store, benchFleet, t0)
+	lat := make([]time.Duration, 0, b.N)
+	b.ResetTimer()
+	for i := 0; b.Loop(); i++ {
+		at := t0.Add(time.Duration(i+1) * time.Millisecond)
+		s := status.Status{FormatVersion: status.FormatVersion, Device: fmt.Sprintf("cam-%05d", i%benchFleet), AppliedRevision: rev2,
+			LastReconcile: at.Format(time.RFC3339Nano), Labels: map[string]string{"site": "lyon"},
+			Resources: []status.ResourceStatus{{ID: "file:/etc/a", State: status.StateOK}}}
+		start := time.Now()
+		if _, err := store.Ingest(context.Background(), &s, at); err != nil {
+			b.Fatal(err)
+		}
+		lat = append(lat, time.Since(start))
+	}
+	sort.Slice(lat, func(i, j int) bool { return lat[i] < lat[j] })
+	b.ReportMetric(float64(lat[len(lat)*99/100].Microseconds())/1000, "p99-ms")
+}
+
+// BenchmarkFleetPage renders the first page of the fleet page of 10,000
+// devices, sorted by state.
+func BenchmarkFleetPage(b *testing.B) {
+	store, err := Open(context.Background(), "sqlite://"+filepath.Join(b.TempDir(), "hub.db"))
+	require.NoError(b, err)
+	defer store.Close()
+	seedFleet(b, store, benchFleet, time.Date(2026, 12, 3, 12, 0, 0, 0, time.UTC))
+	srv, err := NewServer(store, Options{PublicRead: true})
+	require.NoError(b, err)
+	b.ResetTimer()
+	for b.Loop() {
+		w := httptest.NewRecorder()
+		srv.ServeHTTP(w, httptest.NewRequest(http.MethodGet, "/?sort=state&selector=site%3Dsite-3", nil))
+		if w.Code != http.StatusOK {
+			b.Fatal(w.Code, w.Body.String())
+		}
+	}
+}

@@ -1,0 +1,204 @@
+package hub
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"io"
+	"net/http"
+	"net/url"
+	"sort"
+	"strings"
+	"text/tabwriter"
+	"time"
+)
+
+// maxReadBytes caps what the CLI reads of one hub answer.
+const maxReadBytes = 64 << 20
+
+// Client reads a hub's JSON: tend fleet.
+type Client struct {
+	URL   string // the hub's base URL
+	Token string // the read token; "" for a hub with --public-read
+	HTTP  *http.Client
+}
+
+func (c *Client) get(ctx context.Context, path string, v any) error {
+	base, err := url.Parse(c.URL)
+	if err != nil || (base.Scheme != "http" && base.Scheme != "https") || base.Host == "" {
+		return fmt.Errorf("--hub %q is not an http(s) URL: use e.g. https://hub.example:8420", c.URL)
+	}
+	u := strings.TrimSuffix(base.String(), "/") + path
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet, u, nil)
+	if err != nil {
+		return err
+	}
+	if c.Token != "" {
+		req.Header.Set("Authorization", "Bearer "+c.Token)
+	}
+	hc := c.HTTP
+	if hc == nil {
+		hc = &http.Client{Timeout: time.Minute}
+	}
+	resp, err := hc.Do(req)
+	if err != nil {
+		return fmt.Errorf("ask the hub: %w", err)
+	}
+	defer resp.Body.Close()
+	body, err := io.ReadAll(io.LimitReader(resp.Body, maxReadBytes+1))
+	if err != nil {
+		return fmt.Errorf("read %s: %w", u, err)
+	}
+	if len(body) > maxReadBytes {
+		return fmt.Errorf("the answer of %s exceeds %d bytes", u, maxReadBytes)
+	}
+	switch {
+	case resp.StatusCode == http.StatusUnauthorized:
+		return fmt.Errorf("the hub %s wants its read token: give --read-token-file FILE", c.URL)
+	case resp.StatusCode != http.StatusOK:
+		return fmt.Errorf("%s answered %d: %s", u, resp.StatusCode, strings.TrimSpace(string(body)))
+	}
+	if err := json.Unmarshal(body, v); err != nil {
+		return fmt.Errorf("%s: not a hub's answer: %w", u, err)
+	}
+	return nil
+}
+
+// Devices reads every device the selector matches, page by page.
+func (c *Client) Devices(ctx context.Context, selector string) (DeviceList, error) {
+	var all DeviceList
+	for offset := 0; ; {
+		q := url.Values{"limit": {fmt.Sprint(maxPageSize)}, "offset": {fmt.Sprint(offset)}}
+		if selector != "" {
+			q.Set("selector", selector)
+		}
+		var page DeviceList
+		if err := c.get(ctx, "/v1/devices?"+q.Encode(), &page); err != nil {
+			return all, err
+		}
+		if offset == 0 {
+			all = page
+		} else {
+			all.Devices = append(all.Devices, page.Devices...)
+		}
+		offset += len(page.Devices)
+		if len(page.Devices) == 0 || offset >= page.Total {
+			return all, nil
+		}
+	}
+}
+
+// Release reads one release.
+func (c *Client) Release(ctx context.Context, revision string) (ReleaseDetail, error) {
+	var rd ReleaseDetail
+	err := c.get(ctx, "/v1/releases/"+url.PathEscape(revision), &rd)
+	return rd, err
+}
+
+// WriteDevices prints the device table for people.
+func WriteDevices(w io.Writer, l DeviceList) error {
+	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
+	fmt.Fprintln(tw, "DEVICE\tSTATE\tAPPLIED\tTARGET\tWAVE\tLAST SEEN\tLABELS\tWHY")
+	for _, d := range l.Devices {
+		wave := "-"
+		if d.Wave != nil {
+			wave = fmt.Sprint(*d.Wave)
+		}
+		why := d.Held
+		if d.LastError != "" {
+			why = d.LastError
+		}
+		keys := make([]string, 0, len(d.Labels))
+		for k := range d.Labels {
+			keys = append(keys, k)
+		}
+		sort.Strings(keys)
+		labels := make([]string, 0, len(keys))
+		for _, k := range keys {
+			labels = append(labels, k+"="+d.Labels[k])
+		}
+		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\n", oneLine(d.Name), d.State, shortRevision(d.Applied), shortRevision(d.Target), wave,
+			d.LastSeen, oneLine(strings.Join(labels, ",")), oneLine(why))
+	}
+	if err := tw.Flush(); err != nil {
+		return err
+	}
+	var counts []string
+	for _, st := range States {
+		if n := l.Counts[st]; n > 0 {
+			counts = append(counts, fmt.Sprintf("%d %s", n, st))
+		}
+	}
+	_, err := fmt.Fprintf(w, "%d device(s): %s\n", l.Total, strings.Join(counts, ", "))
+	return err
+}
+
+// oneLine keeps a value a device sent on its table cell: no newlines, tabs
+// or other control characters.
+func oneLine(s string) string {
+	return strings.Map(func(r rune) rune {
+		if r < ' ' || r == 0x7f {
+			return ' '
+		}
+		return r
+	}, s)
+}
+
+// Verdict is how a release stands: every targeted device applied it, it
+// is in progress, or a device rolled it back.
+type Verdict int
+
+// Verdicts, with tend fleet release's exit codes.
+const (
+	VerdictApplied    Verdict = 0
+	VerdictFailed     Verdict = 1
+	VerdictInProgress Verdict = 2
+)
+
+// ReleaseVerdict judges rd.
+func ReleaseVerdict(rd ReleaseDetail) Verdict {
+	if rd.Counts[StateFailed] > 0 {
+		return VerdictFailed
+	}
+	if rd.Devices > 0 && rd.Counts[StateApplied] == rd.Devices {
+		return VerdictApplied
+	}
+	return VerdictInProgress
+}
+
+// WriteRelease prints a release's progress per wave for people.
+func WriteRelease(w io.Writer, rd ReleaseDetail) error {
+	fmt.Fprintf(w, "Release %s, first seen %s: %d device(s).\n", rd.Revision, rd.FirstSeen, rd.Devices)
+	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
+	fmt.Fprintln(tw, "WAVE\tDEVICES\tAPPLIED\tFAILED\tHELD\tSTAGING\tERROR\tPENDING")
+	if n := rd.Counts[StateUnreported]; n > 0 {
+		defer fmt.Fprintf(w, "%d device(s) following its ref have not reported it yet.\n", n)
+	}
+	for _, wv := range rd.Waves {
+		name := "-"
+		if wv.Wave != nil {
+			name = fmt.Sprint(*wv.Wave)
+		}
+		c := wv.Counts
+		fmt.Fprintf(tw, "%s\t%d\t%d\t%d\t%d\t%d\t%d\t%d\n", name, wv.Devices, c[StateApplied], c[StateFailed], c[StateHeld], c[StateStaging], c[StateError], c[StatePending])
+	}
+	if err := tw.Flush(); err != nil {
+		return err
+	}
+	var failed []string
+	for _, p := range rd.DeviceParts {
+		if p.State == StateFailed {
+			failed = append(failed, oneLine(p.Device))
+		}
+	}
+	var err error
+	switch ReleaseVerdict(rd) {
+	case VerdictApplied:
+		_, err = fmt.Fprintln(w, "Applied by every device it targets.")
+	case VerdictFailed:
+		_, err = fmt.Fprintf(w, "Failed: rolled back on %s.\n", strings.Join(failed, ", "))
+	default:
+		_, err = fmt.Fprintf(w, "In progress: %d of %d applied.\n", rd.Counts[StateApplied], rd.Devices)
+	}
+	return err
+}

@@ -1,0 +1,110 @@
+package hub
+
+import (
+	"context"
+	"database/sql"
+	"fmt"
+)
+
+// migrations are the schema's versions, in order: migration i brings the
+// schema from version i to i+1. A released migration never changes; a
+// change of schema is a new one at the end.
+var migrations = []string{
+	// 1: devices, their tokens, the releases and each device's part in
+	// them, and the events derived from successive reports.
+	`CREATE TABLE devices (
+		name TEXT PRIMARY KEY,
+		labels TEXT NOT NULL,
+		applied TEXT NOT NULL,
+		target TEXT NOT NULL,
+		state TEXT NOT NULL,
+		held TEXT NOT NULL,
+		wave INTEGER NOT NULL,
+		last_error TEXT NOT NULL,
+		reconciled BIGINT NOT NULL,
+		last_seen BIGINT NOT NULL,
+		first_seen BIGINT NOT NULL,
+		status TEXT NOT NULL
+	);
+	CREATE TABLE tokens (
+		hash TEXT PRIMARY KEY,
+		device TEXT NOT NULL,
+		created BIGINT NOT NULL
+	);
+	CREATE INDEX tokens_device ON tokens (device);
+	CREATE TABLE releases (
+		revision TEXT PRIMARY KEY,
+		first_seen BIGINT NOT NULL
+	);
+	CREATE TABLE device_releases (
+		device TEXT NOT NULL,
+		revision TEXT NOT NULL,
+		state TEXT NOT NULL,
+		wave INTEGER NOT NULL,
+		first_seen BIGINT NOT NULL,
+		applied_at BIGINT NOT NULL,
+		PRIMARY KEY (device, revision)
+	);
+	CREATE INDEX device_releases_revision ON device_releases (revision);
+	CREATE TABLE events (
+		device TEXT NOT NULL,
+		at BIGINT NOT NULL,
+		seq INTEGER NOT NULL,
+		kind TEXT NOT NULL,
+		revision TEXT NOT NULL,
+		detail TEXT NOT NULL,
+		PRIMARY KEY (device, at, seq)
+	);`,
+}
+
+// migrate brings the schema to the newest version, each version in one
+// transaction. Hub replicas that start at once on PostgreSQL take turns
+// through an advisory lock.
+func (s *Store) migrate(ctx context.Context) error {
+	conn, err := s.db.Conn(ctx)
+	if err != nil {
+		return fmt.Errorf("%s: %w", s.display, err)
+	}
+	defer conn.Close()
+	if s.dialect == postgres {
+		const key = 0x74656e64 // "tend"
+		if _, err := conn.ExecContext(ctx, `SELECT pg_advisory_lock($1)`, key); err != nil {
+			return fmt.Errorf("%s: lock for migrations: %w", s.display, err)
+		}
+		defer conn.ExecContext(context.WithoutCancel(ctx), `SELECT pg_advisory_unlock($1)`, key) //nolint:errcheck // released with the connection anyway
+	}
+	if _, err := conn.ExecContext(ctx, `CREATE TABLE IF NOT EXISTS schema_version (version INTEGER NOT NULL)`); err != nil {
+		return fmt.Errorf("%s: %w", s.display, err)
+	}
+	var version int
+	err = conn.QueryRowContext(ctx, `SELECT version FROM schema_version`).Scan(&version)
+	switch {
+	case err == sql.ErrNoRows:
+		if _, err := conn.ExecContext(ctx, `INSERT INTO schema_version (version) VALUES (0)`); err != nil {
+			return fmt.Errorf("%s: %w", s.display, err)
+		}
+	case err != nil:
+		return fmt.Errorf("%s: read the schema version: %w", s.display, err)
+	}
+	if version > len(migrations) {
+		return fmt.Errorf("%s: schema version %d is newer than this tend knows (%d): run the tend that migrated it, or a newer one", s.display, version, len(migrations))
+	}
+	for v := version; v < len(migrations); v++ {
+		tx, err := conn.BeginTx(ctx, nil)
+		if err != nil {
+			return fmt.Errorf("%s: %w", s.display, err)
+		}
+		if _, err := tx.ExecContext(ctx, migrations[v]); err != nil {
+			tx.Rollback() //nolint:errcheck // the error that matters is err
+			return fmt.Errorf("%s: migration %d: %w", s.display, v+1, err)
+		}
+		if _, err := tx.ExecContext(ctx, `UPDATE schema_version SET version = $1`, v+1); err != nil {
+			tx.Rollback() //nolint:errcheck
+			return fmt.Errorf("%s: migration %d: %w", s.display, v+1, err)
+		}
+		if err := tx.Commit(); err != nil {
+			return fmt.Errorf("%s: migration %d: %w", s.display, v+1, err)
+		}
+	}
+	return nil
+}

@@ -1,0 +1,251 @@
+package hub
+
+import (
+	"context"
+	"crypto/subtle"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"net/http"
+	"strings"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/promhttp"
+
+	"github.com/tend-dev/tend/agent/status"
+)
+
+// MaxReportBytes caps the body of one report. A status document lists a
+// device's resources, services and recent drift: far less than this.
+const MaxReportBytes = 1 << 20
+
+// Log keys.
+const (
+	keyDevice = "device"
+	keyResult = "result"
+	keyError  = "error"
+	keyRemote = "remote"
+)
+
+// Options configure a Server.
+type Options struct {
+	// ReadToken, when set, is the token reading needs (as a bearer token,
+	// or the password of HTTP basic auth, which browsers ask for);
+	// PublicRead lets anyone read instead. One of the two is required.
+	ReadToken  string
+	PublicRead bool
+	Log        *slog.Logger
+	Now        func() time.Time // default time.Now
+}
+
+// Server is the hub's HTTP side: ingest, JSON, the page and metrics.
+type Server struct {
+	store   *Store
+	opts    Options
+	log     *slog.Logger
+	metrics *metrics
+	mux     *http.ServeMux
+}
+
+// NewServer returns the hub's handler over store.
+func NewServer(store *Store, opts Options) (*Server, error) {
+	if opts.ReadToken == "" && !opts.PublicRead {
+		return nil, errors.New("reading the hub needs a token: give --read-token-file FILE, or --public-read to let anyone who reaches it read")
+	}
+	if opts.Log == nil {
+		opts.Log = slog.New(slog.DiscardHandler)
+	}
+	if opts.Now == nil {
+		opts.Now = time.Now
+	}
+	s := &Server{store: store, opts: opts, log: opts.Log, metrics: newMetrics(store), mux: http.NewServeMux()}
+	s.mux.HandleFunc("GET /healthz", s.healthz)
+	s.mux.Handle("GET /metrics", promhttp.HandlerFor(s.metrics.reg, promhttp.HandlerOpts{}))
+	s.mux.HandleFunc("POST /v1/reports", s.report)
+	s.mux.HandleFunc("GET /v1/devices", s.read(s.apiDevices))
+	s.mux.HandleFunc("GET /v1/devices/{name}", s.read(s.apiDevice))
+	s.mux.HandleFunc("GET /v1/releases", s.read(s.apiReleases))
+	s.mux.HandleFunc("GET /v1/releases/{revision...}", s.read(s.apiRelease))
+	s.mux.HandleFunc("GET /{$}", s.read(s.pageFleet))
+	s.mux.HandleFunc("GET /devices/{name}", s.read(s.pageDevice))
+	s.mux.HandleFunc("GET /releases/{revision...}", s.read(s.pageRelease))
+	return s, nil
+}
+
+func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) { s.mux.ServeHTTP(w, r) }
+
+func (s *Server) healthz(w http.ResponseWriter, r *http.Request) {
+	ctx, cancel := context.WithTimeout(r.Context(), 5*time.Second)
+	defer cancel()
+	if err := s.store.db.PingContext(ctx); err != nil {
+		http.Error(w, "database unreachable: "+err.Error(), http.StatusServiceUnavailable)
+		return
+	}
+	fmt.Fprintln(w, "ok")
+}
+
+// bearer is the token of an Authorization: Bearer header, or the password
+// of a basic one.
+func bearer(r *http.Request) string {
+	if _, pw, ok := r.BasicAuth(); ok {
+		return pw
+	}
+	h := r.Header.Get("Authorization")
+	if t, ok := strings.CutPrefix(h, "Bearer "); ok {
+		return strings.TrimSpace(t)
+	}
+	return ""
+}
+
+// read guards a read endpoint with the read token.
+func (s *Server) read(h http.HandlerFunc) http.HandlerFunc {
+	return func(w http.ResponseWriter, r *http.Request) {
+		if !s.opts.PublicRead {
+			got := bearer(r)
+			if got == "" || subtle.ConstantTimeCompare([]byte(got), []byte(s.opts.ReadToken)) != 1 {
+				w.Header().Set("WWW-Authenticate", `Basic realm="tend hub", charset="UTF-8"`)
+				http.Error(w, "reading the hub needs its read token: send Authorization: Bearer TOKEN (or any user name and the token as password)", http.StatusUnauthorized)
+				return
+			}
+		}
+		h(w, r)
+	}
+}
+
+// report takes one status document: POST /v1/reports.
+func (s *Server) report(w http.ResponseWriter, r *http.Request) {
+	result, code, err := s.ingest(w, r)
+	s.metrics.reports.WithLabelValues(result).Inc()
+	if err != nil {
+		level := slog.LevelWarn
+		if code >= 500 {
+			level = slog.LevelError
+		}
+		s.log.Log(r.Context(), level, "report refused", keyResult, result, keyRemote, r.RemoteAddr, keyError, err.Error())
+		http.Error(w, err.Error(), code)
+		return
+	}
+	w.Header().Set("Content-Type", "application/json")
+	json.NewEncoder(w).Encode(map[string]string{"result": result}) //nolint:errcheck // the client went away
+}
+
+func (s *Server) ingest(w http.ResponseWriter, r *http.Request) (string, int, error) {
+	token := bearer(r)
+	if token == "" {
+		return ResultUnauthorized, http.StatusUnauthorized, errors.New("no device token: set report.tokenFile to a file holding the token tend hub token create printed")
+	}
+	device, err := s.store.TokenDevice(r.Context(), token)
+	if err != nil {
+		return ResultError, http.StatusServiceUnavailable, err
+	}
+	if device == "" {
+		return ResultUnauthorized, http.StatusUnauthorized, errors.New("unknown device token: create one with tend hub token create DEVICE and put it in report.tokenFile")
+	}
+	body, err := io.ReadAll(http.MaxBytesReader(w, r.Body, MaxReportBytes))
+	if err != nil {
+		var mbe *http.MaxBytesError
+		if errors.As(err, &mbe) {
+			return ResultTooLarge, http.StatusRequestEntityTooLarge, fmt.Errorf("report of %s exceeds %d bytes", device, MaxReportBytes)
+		}
+		return ResultMalformed, http.StatusBadRequest, fmt.Errorf("read the report of %s: %w", device, err)
+	}
+	var st status.Status
+	dec := json.NewDecoder(strings.NewReader(string(body)))
+	if err := dec.Decode(&st); err != nil {
+		return ResultMalformed, http.StatusBadRequest, fmt.Errorf("report of %s is not a status document: %w", device, err)
+	}
+	if dec.More() {
+		return ResultMalformed, http.StatusBadRequest, fmt.Errorf("report of %s has data after the status document", device)
+	}
+	switch {
+	case st.FormatVersion != status.FormatVersion:
+		return ResultMalformed, http.StatusBadRequest, fmt.Errorf("report of %s has formatVersion %q; this hub reads %q: run a tend of the hub's version", device, st.FormatVersion, status.FormatVersion)
+	case st.Device != device:
+		return ResultForbidden, http.StatusForbidden, fmt.Errorf("the token of device %s cannot report for device %q", device, st.Device)
+	}
+	res, err := s.store.Ingest(r.Context(), &st, s.opts.Now())
+	if err != nil {
+		code := http.StatusBadRequest
+		if res.result == ResultError {
+			code = http.StatusServiceUnavailable // the agent tries again
+		}
+		return res.result, code, fmt.Errorf("report of %s: %w", device, err)
+	}
+	for _, d := range res.converged {
+		s.metrics.convergence.Observe(d.Seconds())
+	}
+	if res.result == ResultReplayed {
+		s.log.Info("older report ignored", keyDevice, device)
+	}
+	return res.result, http.StatusOK, nil
+}
+
+// metrics are the hub's own: counters of this process, and gauges read
+// from the database at each scrape, so every replica serves the fleet's.
+type metrics struct {
+	reg         *prometheus.Registry
+	reports     *prometheus.CounterVec
+	convergence prometheus.Histogram
+}
+
+func newMetrics(store *Store) *metrics {
+	m := &metrics{
+		reg: prometheus.NewRegistry(),
+		reports: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "tend_hub_reports_total",
+			Help: "Status reports posted to this hub, by result: accepted, replayed (older than the last taken, ignored), unauthorized, forbidden, too_large, malformed, error.",
+		}, []string{"result"}),
+		convergence: prometheus.NewHistogram(prometheus.HistogramOpts{
+			Name:    "tend_hub_release_convergence_seconds",
+			Help:    "From the moment the fleet first reported a release to each device's report that it applied it.",
+			Buckets: prometheus.ExponentialBucketsRange(1, 14*24*3600, 20),
+		}),
+	}
+	for _, r := range results {
+		m.reports.WithLabelValues(r)
+	}
+	m.reg.MustRegister(m.reports, m.convergence, &fleetCollector{store: store})
+	return m
+}
+
+var (
+	devicesDesc        = prometheus.NewDesc("tend_hub_devices", "Devices the hub knows, by state.", []string{"state"}, nil)
+	releaseDevicesDesc = prometheus.NewDesc("tend_hub_release_devices", "Devices by their part in each of the newest releases: applied, failed, held, staging, error, pending, superseded.", []string{"revision", "state"}, nil)
+)
+
+// metricReleases bounds the releases tend_hub_release_devices lists, newest.
+const metricReleases = 20
+
+// fleetCollector reads the fleet's gauges from the database.
+type fleetCollector struct{ store *Store }
+
+func (c *fleetCollector) Describe(ch chan<- *prometheus.Desc) {
+	ch <- devicesDesc
+	ch <- releaseDevicesDesc
+}
+
+func (c *fleetCollector) Collect(ch chan<- prometheus.Metric) {
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	counts, err := c.store.stateCounts(ctx)
+	if err != nil {
+		ch <- prometheus.NewInvalidMetric(devicesDesc, err)
+		return
+	}
+	for _, st := range States {
+		ch <- prometheus.MustNewConstMetric(devicesDesc, prometheus.GaugeValue, float64(counts[st]), st)
+	}
+	rels, err := c.store.Releases(ctx, metricReleases)
+	if err != nil {
+		ch <- prometheus.NewInvalidMetric(releaseDevicesDesc, err)
+		return
+	}
+	for _, rel := range rels {
+		for st, n := range rel.Counts {
+			ch <- prometheus.MustNewConstMetric(releaseDevicesDesc, prometheus.GaugeValue, float64(n), rel.Revision, st)
+		}
+	}
+}
