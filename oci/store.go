@@ -9,6 +9,7 @@ import (
 	"log/slog"
 	"net/http"
 	"os"
+	"path/filepath"
 	"syscall"
 	"time"
 
@@ -74,10 +75,10 @@ func (s *Store) Partial(d v1.Hash) int64 {
 	return fi.Size()
 }
 
-// Has reports whether the blob is in the store.
+// Has reports whether blob d is in the store: as a blob, or for a tar
+// layer as its complete tree (see Unpack).
 func (s *Store) Has(d v1.Hash) bool {
-	_, err := os.Stat(s.Path(d))
-	return err == nil
+	return s.HasBlob(d) || s.HasTree(d)
 }
 
 // fetchAttempts bounds how often one Fetch resumes after a dropped
@@ -215,7 +216,19 @@ var lockWait = backoff.Exponential{Initial: 10 * time.Millisecond, Max: 500 * ti
 // is in the store by then. A file system without locks downloads
 // unlocked, as tend did before.
 func (s *Store) lockPartial(ctx context.Context, d v1.Hash) (*os.File, error) {
-	p := s.partial(d)
+	return lockFile(ctx, s.partial(d), func() bool { return s.Has(d) }, s.log, d)
+}
+
+// lockFile opens the lock file p (creating it) and takes its exclusive
+// flock, trying again (lockWait) while another holds it, until ctx ends.
+// It returns nil (and no error) once done reports the work the lock guards
+// is done, by whoever held it. A holder may remove p while it holds it:
+// a waiter then opens the new file at p. The lock guards the work on
+// blob d, which the log names.
+func lockFile(ctx context.Context, p string, done func() bool, log *slog.Logger, d v1.Hash) (*os.File, error) {
+	if err := os.MkdirAll(filepath.Dir(p), 0o755); err != nil {
+		return nil, err
+	}
 	for waited := 0; ; {
 		f, err := os.OpenFile(p, os.O_CREATE|os.O_RDWR, 0o644)
 		if err != nil {
@@ -231,20 +244,20 @@ func (s *Store) lockPartial(ctx context.Context, d v1.Hash) (*os.File, error) {
 				break
 			}
 			if waited++; waited == 1 {
-				s.log.InfoContext(ctx, "waiting for another download of the same blob", logKeyDigest, d.String())
+				log.InfoContext(ctx, "waiting for another download of the same blob", logKeyDigest, d.String())
 			}
 			if err := backoff.Sleep(ctx, lockWait.Delay(waited)); err != nil {
 				_ = f.Close()
 				return nil, err
 			}
 		}
-		// The holder this one waited for may have moved the file into
-		// the store, or removed it (a digest mismatch, GC): f is then
-		// no longer the partial file.
+		// The holder this one waited for may have finished and removed
+		// the file (a blob moved into the store, a digest mismatch, GC):
+		// f is then no longer the file at p.
 		fi, ferr := f.Stat()
 		pi, perr := os.Stat(p)
 		current := ferr == nil && perr == nil && os.SameFile(fi, pi)
-		if s.Has(d) {
+		if done() {
 			if current {
 				_ = os.Remove(p) // what this one created, or a stale rest
 			}
