@@ -78,26 +78,23 @@ func (d *Driver) Prepare(ctx context.Context, a planner.Action, s any) error {
 		return err
 	}
 	if damaged {
-		// Files are hard links to blobs, so an edit in place may have
-		// changed the blob too: drop any blob that no longer matches.
+		// Files are hard links to blobs and to the trees of tar layers,
+		// so an edit in place may have changed the store too: drop any
+		// blob or tree that no longer matches, and download only those.
 		for _, e := range art.Entries {
 			if err := d.store.Verify(e.Digest); err != nil {
 				d.log.WarnContext(ctx, "blob damaged; downloading it again", logKeyResource, a.Resource, logKeyDigest, e.Digest.String())
 			}
 		}
 	}
-	n, err := d.fetch(ctx, m, art, nil)
+	n, err := d.fetch(ctx, m, art, nil, limit)
 	d.loaded.Add(n)
 	if err != nil {
 		return err
 	}
 	v, err := d.materialise(ctx, rec, m, art, limit)
-	if errors.Is(err, oci.ErrTooLarge) {
-		if rerr := d.refuse(m.Name, m.Digest, limit, err); rerr != nil {
-			d.log.WarnContext(ctx, "cannot record the refused model", logKeyResource, a.Resource, logKeyError, rerr.Error())
-		}
-	}
 	if err != nil {
+		d.tooLarge(ctx, m, limit, err)
 		return err
 	}
 	rec.Versions = append(rec.Versions, v)
@@ -114,28 +111,47 @@ func (d *Driver) setPrepared(name, dir string) {
 	d.mu.Unlock()
 }
 
-// fetch downloads the blobs of art not in the store, after checking that
-// they and the room to unpack them fit on the disk, and returns the bytes
+// tooLarge records that m's digest is refused when err says it unpacked
+// past limit bytes.
+func (d *Driver) tooLarge(ctx context.Context, m render.Model, limit int64, err error) {
+	if !errors.Is(err, oci.ErrTooLarge) {
+		return
+	}
+	if rerr := d.refuse(m.Name, m.Digest, limit, err); rerr != nil {
+		d.log.WarnContext(ctx, "cannot record the refused model", logKeyResource, planner.ModelID(m.Name), logKeyError, rerr.Error())
+	}
+}
+
+// fetch downloads what art needs and the store lacks, after checking that
+// it and the room to unpack it fit on the disk, unpacks its tar layers
+// into trees (at most limit bytes in all), and returns the bytes
 // downloaded. progress, when not nil, is told how each blob moves (the
 // driver's Meter otherwise).
-func (d *Driver) fetch(ctx context.Context, m render.Model, art *oci.Artifact, progress oci.Progress) (int64, error) {
-	var missing []v1.Descriptor
-	var need int64
-	for _, desc := range art.Blobs() {
-		if !d.store.Has(desc.Digest) {
-			missing = append(missing, desc)
-			need += desc.Size - d.store.Partial(desc.Digest) // a resumed download needs only the rest
-		}
-	}
+func (d *Driver) fetch(ctx context.Context, m render.Model, art *oci.Artifact, progress oci.Progress, limit int64) (int64, error) {
+	missing := d.store.Missing(art)
+	unpack := map[v1.Hash]oci.Entry{}
 	for _, e := range art.Entries {
 		if e.Unpack {
-			// Unpacked content lands in new files: allow for a
-			// compression ratio of 2 on compressed layers.
+			unpack[e.Digest] = e
+		}
+	}
+	var need int64
+	for _, desc := range missing {
+		if !d.store.HasBlob(desc.Digest) {
+			need += desc.Size - d.store.Partial(desc.Digest) // a resumed download needs only the rest
+		}
+		if e, ok := unpack[desc.Digest]; ok {
+			// The tree lands in new files, beside the blob until it is
+			// whole: allow for a compression ratio of 2 on compressed
+			// layers.
 			need += e.Size
 			if e.Compression != oci.Uncompressed {
 				need += e.Size
 			}
-		} else if e.Mode != 0 {
+		}
+	}
+	for _, e := range art.Entries {
+		if !e.Unpack && e.Mode != 0 {
 			need += e.Size // a copy of its blob, with its own mode
 		}
 	}
@@ -159,11 +175,12 @@ func (d *Driver) fetch(ctx context.Context, m render.Model, art *oci.Artifact, p
 		tally = oci.NewTally(planner.ModelID(m.Name), missing, d.opts.Meter)
 		opts.Progress = tally
 	}
-	n, err := d.store.FetchAll(ctx, repo, missing, d.opts.Parallel, opts)
+	n, err := d.store.Pull(ctx, repo, art, missing, d.opts.Parallel, &oci.Budget{Limit: limit}, opts)
 	if tally != nil {
 		tally.Done()
 	}
 	if err != nil {
+		d.tooLarge(ctx, m, limit, err)
 		return n, fmt.Errorf("pull %s: %w", m.Ref, err)
 	}
 	d.log.InfoContext(ctx, "model downloaded", logKeyResource, planner.ModelID(m.Name), "bytes", n, "blobs", len(missing),
