@@ -118,7 +118,8 @@ func removePartial(p string) error {
 }
 
 // gcTrees removes the trees not in keep, and the trees being built (or
-// removed) that no one works on.
+// removed), and their locks, that no one works on: all those of a digest
+// not in keep or whose tree is complete (a crash left them).
 func (s *Store) gcTrees(keep map[string]bool) (int, int64, error) {
 	var (
 		n     int
@@ -146,17 +147,25 @@ func (s *Store) gcTrees(keep map[string]bool) (int, int64, error) {
 	if err != nil && !errors.Is(err, fs.ErrNotExist) {
 		errs = append(errs, err)
 	}
+	seen := map[string]bool{}
 	for _, e := range partials {
 		p := filepath.Join(s.dir.TreePartials(), e.Name())
-		switch digest := statedir.Digest(e.Name()); {
-		case strings.HasPrefix(e.Name(), trashPrefix):
+		if strings.HasPrefix(e.Name(), trashPrefix) {
 			// A tree being removed: whoever removes it holds no lock, and
 			// a second removal does no harm.
 			errs = append(errs, os.RemoveAll(p))
-		case strings.HasSuffix(e.Name(), lockSuffix), keep[digest]:
-		default:
-			errs = append(errs, removeBuilding(p, p+lockSuffix))
+			continue
 		}
+		p = strings.TrimSuffix(p, lockSuffix)
+		if seen[p] {
+			continue
+		}
+		seen[p] = true
+		digest := statedir.Digest(filepath.Base(p))
+		if h, err := v1.NewHash(digest); keep[digest] && (err != nil || !s.HasTree(h)) {
+			continue // its builder's, or the next one's
+		}
+		errs = append(errs, removeBuilding(p, p+lockSuffix))
 	}
 	return n, freed, errors.Join(errs...)
 }

@@ -216,7 +216,7 @@ var lockWait = backoff.Exponential{Initial: 10 * time.Millisecond, Max: 500 * ti
 // is in the store by then. A file system without locks downloads
 // unlocked, as tend did before.
 func (s *Store) lockPartial(ctx context.Context, d v1.Hash) (*os.File, error) {
-	return lockFile(ctx, s.partial(d), func() bool { return s.Has(d) }, s.log, d)
+	return lockFile(ctx, s.partial(d), func() bool { return s.Has(d) }, s.log, "waiting for another download of the same blob", d)
 }
 
 // lockFile opens the lock file p (creating it) and takes its exclusive
@@ -224,8 +224,8 @@ func (s *Store) lockPartial(ctx context.Context, d v1.Hash) (*os.File, error) {
 // It returns nil (and no error) once done reports the work the lock guards
 // is done, by whoever held it. A holder may remove p while it holds it:
 // a waiter then opens the new file at p. The lock guards the work on
-// blob d, which the log names.
-func lockFile(ctx context.Context, p string, done func() bool, log *slog.Logger, d v1.Hash) (*os.File, error) {
+// blob d; waiting is logged once, with msg.
+func lockFile(ctx context.Context, p string, done func() bool, log *slog.Logger, msg string, d v1.Hash) (*os.File, error) {
 	if err := os.MkdirAll(filepath.Dir(p), 0o755); err != nil {
 		return nil, err
 	}
@@ -244,7 +244,7 @@ func lockFile(ctx context.Context, p string, done func() bool, log *slog.Logger,
 				break
 			}
 			if waited++; waited == 1 {
-				log.InfoContext(ctx, "waiting for another download of the same blob", logKeyDigest, d.String())
+				log.InfoContext(ctx, msg, logKeyDigest, d.String())
 			}
 			if err := backoff.Sleep(ctx, lockWait.Delay(waited)); err != nil {
 				_ = f.Close()

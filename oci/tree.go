@@ -164,7 +164,7 @@ func (s *Store) dropBlob(d v1.Hash) {
 // error wraps ErrTooLarge for the latter.
 func (s *Store) Unpack(ctx context.Context, e Entry, b *Budget, keepBlob bool) error {
 	d := e.Digest
-	lock, err := lockFile(ctx, s.dir.TreeLock(d.Algorithm, d.Hex), func() bool { return s.HasTree(d) }, s.log, d)
+	lock, err := lockFile(ctx, s.dir.TreeLock(d.Algorithm, d.Hex), func() bool { return s.HasTree(d) }, s.log, "waiting for another unpacking of the same layer", d)
 	if err != nil {
 		return fmt.Errorf("unpack layer %s: %w", d, err)
 	}

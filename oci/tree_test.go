@@ -3,6 +3,7 @@ package oci
 import (
 	"archive/tar"
 	"context"
+	"crypto/rand"
 	"io/fs"
 	"os"
 	"path/filepath"
@@ -172,4 +173,40 @@ func entries(t *testing.T, dir string) []string {
 		out = append(out, e.Name())
 	}
 	return out
+}
+
+// While a layer unpacks, its blob and its tree are both on disk, briefly:
+// the peak is the compressed and the unpacked size together. Once the
+// tree is whole the blob goes, and the layer takes its unpacked size.
+func TestUnpackPeak(t *testing.T) {
+	s := newTestStore(t)
+	body := make([]byte, 24<<20)
+	_, _ = rand.Read(body)
+	e := putEntry(t, s, "", tgz(t, Gzip, file("model.gguf", string(body))), true, Gzip)
+	require.NoError(t, s.Unpack(context.Background(), e, nil, true)) // the moment before the blob goes
+	peak := storeUsage(t, s)
+	s.dropBlob(e.Digest)
+	after := storeUsage(t, s)
+	t.Logf("store while unpacking: %d bytes (%.3fx of %d unpacked, %d compressed); after: %d bytes (%.3fx)",
+		peak, float64(peak)/float64(len(body)), len(body), e.Size, after, float64(after)/float64(len(body)))
+	require.LessOrEqual(t, float64(peak), 2.05*float64(len(body)))
+	require.LessOrEqual(t, float64(after), 1.05*float64(len(body)))
+}
+
+// storeUsage is what the store takes on disk, in blocks.
+func storeUsage(t *testing.T, s *Store) int64 {
+	t.Helper()
+	var n int64
+	require.NoError(t, filepath.WalkDir(string(s.dir), func(p string, d fs.DirEntry, err error) error {
+		if err != nil {
+			return err
+		}
+		fi, err := d.Info()
+		if err != nil {
+			return err
+		}
+		n += fi.Sys().(*syscall.Stat_t).Blocks * 512
+		return nil
+	}))
+	return n
 }
