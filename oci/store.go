@@ -97,6 +97,12 @@ var (
 // the first (see lockPartial) and then finds it stored, or resumes what
 // the first left. It returns the bytes downloaded by this call.
 func (s *Store) Fetch(ctx context.Context, repo name.Repository, d v1.Hash, size int64, opts Options) (int64, error) {
+	return s.fetch(ctx, repo, d, size, opts, func() bool { return s.HasBlob(d) })
+}
+
+// fetch is Fetch, done once stored reports the blob is in the store as
+// its caller needs it: as a blob, or for FetchTree as a blob or a tree.
+func (s *Store) fetch(ctx context.Context, repo name.Repository, d v1.Hash, size int64, opts Options, stored func() bool) (int64, error) {
 	if d.Algorithm != "sha256" {
 		return 0, fmt.Errorf("blob %s: only sha256 digests are supported", d)
 	}
@@ -104,7 +110,7 @@ func (s *Store) Fetch(ctx context.Context, repo name.Repository, d v1.Hash, size
 	if opts.Progress != nil {
 		report = func(done int64) { opts.Progress.Blob(d, done, size) }
 	}
-	if s.Has(d) {
+	if stored() {
 		report(size)
 		return 0, nil
 	}
@@ -114,7 +120,7 @@ func (s *Store) Fetch(ctx context.Context, repo name.Repository, d v1.Hash, size
 	}
 	var total int64
 	for attempt := 1; ; attempt++ {
-		n, err := s.download(ctx, client, repo, d, size, report)
+		n, err := s.download(ctx, client, repo, d, size, report, stored)
 		total += n
 		if err == nil {
 			failpoint.Hit("blob:stored")
@@ -136,8 +142,8 @@ func (s *Store) Fetch(ctx context.Context, repo name.Repository, d v1.Hash, size
 // it holds the lock. A blob another downloader stored while this one
 // waited is not downloaded again. It reports the bytes in the partial
 // file as they grow.
-func (s *Store) download(ctx context.Context, client *http.Client, repo name.Repository, d v1.Hash, size int64, report func(done int64)) (int64, error) {
-	f, err := s.lockPartial(ctx, d)
+func (s *Store) download(ctx context.Context, client *http.Client, repo name.Repository, d v1.Hash, size int64, report func(done int64), stored func() bool) (int64, error) {
+	f, err := s.lockPartial(ctx, d, stored)
 	if err != nil {
 		return 0, err
 	}
@@ -213,10 +219,10 @@ var lockWait = backoff.Exponential{Initial: 10 * time.Millisecond, Max: 500 * ti
 // store or the download has stopped: goroutines and processes downloading
 // one blob take turns. While another holds it, lockPartial tries again
 // (lockWait) until ctx ends. It returns nil (and no error) when the blob
-// is in the store by then. A file system without locks downloads
+// is in the store by then, as stored tells. A file system without locks downloads
 // unlocked, as tend did before.
-func (s *Store) lockPartial(ctx context.Context, d v1.Hash) (*os.File, error) {
-	return lockFile(ctx, s.partial(d), func() bool { return s.Has(d) }, s.log, "waiting for another download of the same blob", d)
+func (s *Store) lockPartial(ctx context.Context, d v1.Hash, stored func() bool) (*os.File, error) {
+	return lockFile(ctx, s.partial(d), stored, s.log, "waiting for another download of the same blob", d)
 }
 
 // lockFile opens the lock file p (creating it) and takes its exclusive

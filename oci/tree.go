@@ -137,7 +137,7 @@ func (s *Store) FetchTree(ctx context.Context, repo name.Repository, e Entry, b 
 		}
 		return 0, nil
 	}
-	n, err := s.Fetch(ctx, repo, e.Digest, e.Size, opts)
+	n, err := s.fetch(ctx, repo, e.Digest, e.Size, opts, func() bool { return s.Has(e.Digest) })
 	if err != nil {
 		return n, err
 	}
