@@ -402,6 +402,28 @@ func (s *Store) removeTree(d v1.Hash) error {
 // trashPrefix starts the name of a tree being removed.
 const trashPrefix = ".removed-"
 
+// TreeFiles returns the files of the trees of a's tar layers, by path,
+// with the digest their record gives each: a version folder's file that
+// is a hard link to one of them has that content, unless the tree was
+// changed in place (which Verify finds). A layer not kept as a tree has
+// none.
+func (s *Store) TreeFiles(a *Artifact) map[string]string {
+	out := map[string]string{}
+	for d := range a.tars() {
+		rec, err := s.readTree(d)
+		if err != nil {
+			continue
+		}
+		t := s.tree(d)
+		for _, e := range rec.Entries {
+			if e.regular() {
+				out[t.File(e.File)] = e.Digest
+			}
+		}
+	}
+	return out
+}
+
 // treeSize is what tree d's files take, by their record.
 func (s *Store) treeSize(d v1.Hash) int64 {
 	rec, err := s.readTree(d)

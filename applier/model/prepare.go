@@ -219,21 +219,26 @@ func (d *Driver) materialise(ctx context.Context, rec *record, m render.Model, a
 	if err != nil {
 		return v, err
 	}
-	// A file linked to (or copied from) its blob has the blob's digest;
-	// anything else, from an unpacked layer or a ModelKit's Kitfile, is
-	// hashed.
+	// A file linked to (or copied from) its blob has the blob's digest, a
+	// hard link to a tar layer's tree file the digest the tree's record
+	// gives it; anything else (a copy across file systems, a ModelKit's
+	// Kitfile) is hashed.
 	linked := map[string]string{}
 	for _, e := range art.Entries {
 		if !e.Unpack {
 			linked[e.Path] = e.Digest.String()
 		}
 	}
+	trees := treeFilesByInode(d.store.TreeFiles(art))
 	for _, p := range slices.Sorted(maps.Keys(found)) {
 		st := found[p]
 		if st.Type == "" {
+			full := filepath.Join(root, filepath.FromSlash(p))
 			if dg, ok := linked[p]; ok {
 				st.Digest = dg
-			} else if st.Digest, err = hashFile(filepath.Join(root, filepath.FromSlash(p))); err != nil {
+			} else if dg, ok := trees.digest(st.Ino, full); ok {
+				st.Digest = dg
+			} else if st.Digest, err = hashFile(full); err != nil {
 				return v, err
 			}
 		}
@@ -241,4 +246,46 @@ func (d *Driver) materialise(ctx context.Context, rec *record, m render.Model, a
 	}
 	v.VerifiedAt = d.now()
 	return v, nil
+}
+
+// treeInodes are the files of tar layers' trees by inode, with their
+// digests.
+type treeInodes map[uint64][]treeFile
+
+type treeFile struct {
+	fi     os.FileInfo
+	digest string
+}
+
+// treeFilesByInode stats the tree files (path → digest).
+func treeFilesByInode(files map[string]string) treeInodes {
+	out := treeInodes{}
+	for p, dg := range files {
+		fi, err := os.Lstat(p)
+		if err != nil {
+			continue
+		}
+		ino, _, _ := statIDs(fi)
+		out[ino] = append(out[ino], treeFile{fi, dg})
+	}
+	return out
+}
+
+// digest returns the digest of the tree file the version file at p, of
+// inode ino, is a hard link to.
+func (t treeInodes) digest(ino uint64, p string) (string, bool) {
+	cands := t[ino]
+	if ino == 0 || len(cands) == 0 { // 0: no inodes here
+		return "", false
+	}
+	fi, err := os.Lstat(p)
+	if err != nil {
+		return "", false
+	}
+	for _, c := range cands {
+		if os.SameFile(c.fi, fi) {
+			return c.digest, true
+		}
+	}
+	return "", false
 }
