@@ -27,25 +27,29 @@ var link = os.Link
 // parent is made when missing), from blobs already in the store: a file
 // entry is hard-linked from its blob (copied when the link fails, across
 // file systems for one, or when the entry has a Mode of its own), a tar
-// entry is extracted into its path, and a ModelKit's config is written as
-// its Kitfile, as kit unpack does. Files are read-only, as a hard link
-// shares the blob's inode. Every file and folder is synced before Materialise
+// entry is built into its path from its layer's tree (see Unpack; a tar
+// layer stored as its blob is unpacked into its tree first), each regular
+// file a hard link to the tree's (a copy where the link fails), and a
+// ModelKit's config is written as its Kitfile, as kit unpack does. Files
+// are read-only, as a hard link shares the blob's or the tree's inode. Every file and folder is synced before Materialise
 // returns, so a symlink swapped to dir afterwards points at whole content.
 // Writes are confined to dir; an entry path that is absolute, has "..",
 // is not clean or collides with another is refused with ErrUnsafeArchive.
 // On failure dir is removed.
 //
-// Unpacking, copying a file for its mode and the Kitfile write at most
-// limit bytes (0: no limit), counted as written: past it, it fails with
-// an error wrapping ErrTooLarge.
+// Unpacking a blob into its tree, the entries made, copying a file (for
+// its mode, or a tree's where the link fails) and the Kitfile write at
+// most limit bytes (0: no limit), counted as written: past it, it fails
+// with an error wrapping ErrTooLarge.
 func (s *Store) Materialise(ctx context.Context, a *Artifact, dir string, limit int64) (err error) {
 	if err := checkEntries(a); err != nil {
 		return err
 	}
 	var missing []string
-	for _, e := range a.Entries {
-		if !s.HasBlob(e.Digest) && (!e.Unpack || !s.HasTree(e.Digest)) && !slices.Contains(missing, e.Digest.String()) {
-			missing = append(missing, e.Digest.String())
+	tars := a.tars()
+	for _, b := range a.Blobs() {
+		if _, tar := tars[b.Digest]; !s.HasBlob(b.Digest) && (!tar || !s.HasTree(b.Digest)) {
+			missing = append(missing, b.Digest.String())
 		}
 	}
 	if len(missing) > 0 {
