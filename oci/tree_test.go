@@ -210,3 +210,21 @@ func storeUsage(t *testing.T, s *Store) int64 {
 	}))
 	return n
 }
+
+// Unpackers of one layer take turns: each finds the tree whole, the blob
+// is removed once, and nothing is left half built.
+func TestConcurrentUnpack(t *testing.T) {
+	s := newTestStore(t)
+	e := putEntry(t, s, "", tgz(t, Gzip, file("a", "a"), file("b", "b")), true, Gzip)
+	errs := make(chan error, 4)
+	for range 4 {
+		go func() { errs <- s.Unpack(context.Background(), e, nil, false) }()
+	}
+	for range 4 {
+		require.NoError(t, <-errs)
+	}
+	require.True(t, s.HasTree(e.Digest))
+	require.False(t, s.HasBlob(e.Digest))
+	require.Empty(t, entries(t, s.dir.TreePartials()))
+	require.NoError(t, s.Verify(e.Digest))
+}
