@@ -83,7 +83,8 @@ func (d *Driver) Prepare(ctx context.Context, a planner.Action, s any) error {
 		// blob or tree that no longer matches, and download only those.
 		for _, e := range art.Entries {
 			if err := d.store.Verify(e.Digest); err != nil {
-				d.log.WarnContext(ctx, "blob damaged; downloading it again", logKeyResource, a.Resource, logKeyDigest, e.Digest.String())
+				d.log.WarnContext(ctx, "blob damaged; downloading it again", logKeyResource, a.Resource, logKeyDigest, e.Digest.String(),
+					logKeyError, err.Error())
 			}
 		}
 	}
