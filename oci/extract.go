@@ -4,6 +4,8 @@ import (
 	"archive/tar"
 	"compress/gzip"
 	"context"
+	"crypto/sha256"
+	"encoding/hex"
 	"errors"
 	"fmt"
 	"io"
@@ -177,9 +179,9 @@ type extractor struct {
 	dir  string
 	b    *Budget
 	// src is the tree's file holding the content of the regular file
-	// being extracted, which is hard-linked; "" when it is read from the
-	// tar.
-	src string
+	// being extracted, which is hard-linked, and srcDigest its digest by
+	// the tree's record; "" when it is read from the tar.
+	src, srcDigest string
 	// folders are the paths known to be real folders (made here, or
 	// checked once): each is looked at once, however many entries lie
 	// under it, so a tar's cost is linear in its names.
@@ -472,7 +474,8 @@ func entryName(n string) (string, error) {
 
 // link makes the regular file name a hard link to the tree's file x.src,
 // whose mode the tar gave it; where linking fails (across file systems),
-// a copy counted against the budget.
+// a copy counted against the budget, checked against x.srcDigest (an
+// error wrapping ErrDigestMismatch when the tree's file was changed).
 func (x *extractor) link(name string, h *tar.Header, mode fs.FileMode) error {
 	err := link(x.src, filepath.Join(x.dir, filepath.FromSlash(name)))
 	if err == nil {
@@ -490,9 +493,14 @@ func (x *extractor) link(name string, h *tar.Header, mode fs.FileMode) error {
 	if err != nil {
 		return fmt.Errorf("%w: %s: %w", ErrUnsafeArchive, h.Name, err)
 	}
-	if _, err := io.Copy(budgetWriter{f, x.b}, src); err != nil {
+	sum := sha256.New()
+	if _, err := io.Copy(budgetWriter{io.MultiWriter(f, sum), x.b}, src); err != nil {
 		f.Close()
 		return fmt.Errorf("extract %s: %w", h.Name, err)
+	}
+	if got := "sha256:" + hex.EncodeToString(sum.Sum(nil)); got != x.srcDigest {
+		f.Close()
+		return fmt.Errorf("%w: %s: the layer's tree holds content that hashes to %s, not %s as its record says", ErrDigestMismatch, h.Name, got, x.srcDigest)
 	}
 	if err := f.Chmod(mode); err != nil {
 		f.Close()
@@ -531,9 +539,9 @@ func replay(ctx context.Context, t statedir.Tree, rec *treeRecord, dir string, b
 				}
 			}
 		}
-		x.src = ""
+		x.src, x.srcDigest = "", ""
 		if e.regular() {
-			x.src = t.File(e.File)
+			x.src, x.srcDigest = t.File(e.File), e.Digest
 		}
 		if err := x.entry(nil, h); err != nil {
 			return err

@@ -248,13 +248,21 @@ func (s *selection) check(a *Artifact) error {
 }
 
 // unpack builds a tar entry into its path in the version folder from the
-// layer's tree, the entries keep selects (nil: all).
-func (s *Store) unpack(ctx context.Context, root *os.Root, dir string, e Entry, b *Budget, keep func(string) bool) error {
+// layer's tree, the entries keep selects (nil: all). A tree whose file no
+// longer matches its record is dropped.
+func (s *Store) unpack(ctx context.Context, root *os.Root, dir string, e Entry, b *Budget, keep func(string) bool) (err error) {
 	rec, err := s.readTree(e.Digest)
 	if err != nil {
 		return err
 	}
 	t := s.tree(e.Digest)
+	defer func() {
+		if errors.Is(err, ErrDigestMismatch) {
+			if verr := s.verifyTree(e.Digest); verr != nil {
+				err = verr // it is dropped, for the next pull
+			}
+		}
+	}()
 	if e.Path == "" {
 		return replay(ctx, t, rec, dir, b, e.Overlay, keep, "")
 	}

@@ -83,6 +83,20 @@ func TestMaterialiseTreeCopiesWhereLinksFail(t *testing.T) {
 	fi, err := os.Stat(filepath.Join(dir, "m.onnx"))
 	require.NoError(t, err)
 	require.Equal(t, fs.FileMode(0o444), fi.Mode().Perm())
+
+	// A tree's file changed in place is not copied: the tree is dropped.
+	rec, err := s.readTree(e.Digest)
+	require.NoError(t, err)
+	p := s.tree(e.Digest).File(rec.Entries[0].File)
+	require.NoError(t, os.Chmod(p, 0o644))
+	require.NoError(t, os.WriteFile(p, []byte("WEIGHTS"), 0o644))
+	require.NoError(t, os.Chmod(p, 0o444))
+	dir = filepath.Join(t.TempDir(), "v")
+	err = s.Materialise(context.Background(), a, dir, 0)
+	require.ErrorIs(t, err, ErrDigestMismatch)
+	require.ErrorContains(t, err, "m.onnx")
+	require.False(t, s.Has(e.Digest), "the changed tree is kept")
+	require.NoDirExists(t, dir)
 }
 
 // A tree whose file was changed in place (through a version folder's hard
