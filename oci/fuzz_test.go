@@ -6,6 +6,7 @@ import (
 	"compress/gzip"
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"io/fs"
 	"os"
@@ -162,7 +163,10 @@ func FuzzTreeMatchesExtract(f *testing.F) {
 				}
 			}
 		}
-		errTar := extract(ctx, bytes.NewReader(layer), Uncompressed, fromTar, nil, overlay, nil)
+		// A budget, as a sparse entry may stand for any size: each way
+		// counts its own writes, so one past it says nothing of the other.
+		budget := func() *Budget { return &Budget{Limit: 4 << 20} }
+		errTar := extract(ctx, bytes.NewReader(layer), Uncompressed, fromTar, budget(), overlay, nil)
 		s, err := NewStore(t.TempDir(), nil)
 		if err != nil {
 			t.Fatal(err)
@@ -171,13 +175,16 @@ func FuzzTreeMatchesExtract(f *testing.F) {
 		if err := s.Put(d, layer); err != nil {
 			t.Fatal(err)
 		}
-		errTree := s.Unpack(ctx, Entry{Digest: d, Unpack: true}, nil, false)
+		errTree := s.Unpack(ctx, Entry{Digest: d, Unpack: true}, budget(), false)
 		if errTree == nil {
 			rec, err := s.readTree(d)
 			if err != nil {
 				t.Fatal(err)
 			}
-			errTree = replay(ctx, s.tree(d), rec, fromTree, nil, overlay, nil, "")
+			errTree = replay(ctx, s.tree(d), rec, fromTree, budget(), overlay, nil, "")
+		}
+		if errors.Is(errTar, ErrTooLarge) || errors.Is(errTree, ErrTooLarge) {
+			return
 		}
 		if (errTar == nil) != (errTree == nil) {
 			t.Fatalf("from the tar: %v; from the tree: %v", errTar, errTree)
