@@ -278,6 +278,16 @@ func (s *Store) buildTree(ctx context.Context, r io.Reader, compression string, 
 		}
 		rec.Entries = append(rec.Entries, e)
 	}
+	// The files are synced once the tar is read whole: a layer refused
+	// half way (past its budget) costs no sync, and a sync finds the
+	// files written together.
+	for _, e := range rec.Entries {
+		if e.regular() {
+			if err := syncIn(files, e.File); err != nil {
+				return err
+			}
+		}
+	}
 	if err := atomicfile.Sync(t.Files()); err != nil {
 		return err
 	}
@@ -289,7 +299,7 @@ func (s *Store) buildTree(ctx context.Context, r io.Reader, compression string, 
 const maxTreeEntries = 4_000_000
 
 // writeTreeFile writes r to the new file name in files with mode, hashing
-// it into h, counting it against b, and syncs it.
+// it into h and counting it against b.
 func writeTreeFile(files *os.Root, name string, mode fs.FileMode, r io.Reader, h hash.Hash, b *Budget) (int64, error) {
 	f, err := files.OpenFile(name, os.O_CREATE|os.O_EXCL|os.O_WRONLY, 0o600)
 	if err != nil {
@@ -299,13 +309,23 @@ func writeTreeFile(files *os.Root, name string, mode fs.FileMode, r io.Reader, h
 	if err == nil {
 		err = f.Chmod(mode)
 	}
-	if err == nil {
-		err = f.Sync()
-	}
 	if cerr := f.Close(); err == nil {
 		err = cerr
 	}
 	return n, err
+}
+
+// syncIn syncs the file name in r.
+func syncIn(r *os.Root, name string) error {
+	f, err := r.Open(name)
+	if err != nil {
+		return err
+	}
+	err = f.Sync()
+	if cerr := f.Close(); err == nil {
+		err = cerr
+	}
+	return err
 }
 
 // verifyTree re-hashes every file of tree d against its record. A tree
