@@ -4,16 +4,22 @@ import (
 	"archive/tar"
 	"compress/gzip"
 	"context"
+	"crypto/sha256"
+	"encoding/hex"
 	"errors"
 	"fmt"
 	"io"
 	"io/fs"
 	"os"
 	"path"
+	"path/filepath"
 	"strings"
+	"sync/atomic"
 	"syscall"
 
 	"github.com/klauspost/compress/zstd"
+
+	"github.com/tend-dev/tend/internal/statedir"
 )
 
 // ErrUnsafeArchive means a layer's tar holds an entry that would land
@@ -48,13 +54,14 @@ const (
 	maxPartBytes = 255
 )
 
-// take counts n more bytes, or fails once the budget is spent.
+// take counts n more bytes, or fails once the budget is spent. Layers
+// unpacked at once may share a budget: take is safe for concurrent use
+// (Written is read once they are done).
 func (b *Budget) take(n int64) error {
 	if b == nil {
 		return nil
 	}
-	b.Written += n
-	if b.Written > b.Limit {
+	if atomic.AddInt64(&b.Written, n) > b.Limit {
 		return fmt.Errorf("%w: more than %s written", ErrTooLarge, HumanBytes(b.Limit))
 	}
 	return nil
@@ -138,10 +145,7 @@ func extract(ctx context.Context, r io.Reader, compression, dir string, b *Budge
 		return err
 	}
 	defer root.Close()
-	x := extractor{root: root, b: b, folders: map[string]bool{}, keep: keep}
-	if overlay {
-		x.written = map[string]bool{}
-	}
+	x := newExtractor(root, dir, b, overlay, keep)
 	tr := tar.NewReader(r)
 	for {
 		if err := ctx.Err(); err != nil {
@@ -160,10 +164,24 @@ func extract(ctx context.Context, r io.Reader, compression, dir string, b *Budge
 	}
 }
 
-// extractor unpacks the entries of one tar into root.
+func newExtractor(root *os.Root, dir string, b *Budget, overlay bool, keep func(string) bool) *extractor {
+	x := &extractor{root: root, dir: dir, b: b, folders: map[string]bool{}, keep: keep}
+	if overlay {
+		x.written = map[string]bool{}
+	}
+	return x
+}
+
+// extractor unpacks the entries of one tar into root, the folder dir:
+// from the tar itself, or from a layer's tree (see replay).
 type extractor struct {
 	root *os.Root
+	dir  string
 	b    *Budget
+	// src is the tree's file holding the content of the regular file
+	// being extracted, which is hard-linked, and srcDigest its digest by
+	// the tree's record; "" when it is read from the tar.
+	src, srcDigest string
 	// folders are the paths known to be real folders (made here, or
 	// checked once): each is looked at once, however many entries lie
 	// under it, so a tar's cost is linear in its names.
@@ -288,6 +306,9 @@ func (x *extractor) entry(tr *tar.Reader, h *tar.Header) error {
 		// A 1777 folder in the tar is 0755 here.
 		return root.Chmod(name, mode|0o700)
 	case tar.TypeReg:
+		if x.src != "" {
+			return x.link(name, h, mode)
+		}
 		f, err := root.OpenFile(name, os.O_CREATE|os.O_EXCL|os.O_WRONLY, mode)
 		if err != nil {
 			return fmt.Errorf("%w: %s: %w", ErrUnsafeArchive, h.Name, err)
@@ -449,4 +470,82 @@ func entryName(n string) (string, error) {
 		}
 	}
 	return clean, nil
+}
+
+// link makes the regular file name a hard link to the tree's file x.src,
+// whose mode the tar gave it; where linking fails (across file systems),
+// a copy counted against the budget, checked against x.srcDigest (an
+// error wrapping ErrDigestMismatch when the tree's file was changed).
+func (x *extractor) link(name string, h *tar.Header, mode fs.FileMode) error {
+	err := link(x.src, filepath.Join(x.dir, filepath.FromSlash(name)))
+	if err == nil {
+		return nil
+	}
+	if errors.Is(err, fs.ErrExist) {
+		return fmt.Errorf("%w: %s: %w", ErrUnsafeArchive, h.Name, err)
+	}
+	src, err := os.Open(x.src)
+	if err != nil {
+		return fmt.Errorf("extract %s: %w", h.Name, err)
+	}
+	defer src.Close()
+	f, err := x.root.OpenFile(name, os.O_CREATE|os.O_EXCL|os.O_WRONLY, mode)
+	if err != nil {
+		return fmt.Errorf("%w: %s: %w", ErrUnsafeArchive, h.Name, err)
+	}
+	sum := sha256.New()
+	if _, err := io.Copy(budgetWriter{io.MultiWriter(f, sum), x.b}, src); err != nil {
+		f.Close()
+		return fmt.Errorf("extract %s: %w", h.Name, err)
+	}
+	if got := "sha256:" + hex.EncodeToString(sum.Sum(nil)); got != x.srcDigest {
+		f.Close()
+		return fmt.Errorf("%w: %s: the layer's tree holds content that hashes to %s, not %s as its record says", ErrDigestMismatch, h.Name, got, x.srcDigest)
+	}
+	if err := f.Chmod(mode); err != nil {
+		f.Close()
+		return err
+	}
+	return f.Close()
+}
+
+// replay builds what the tar layer kept as tree t (whose record is rec)
+// unpacks to in dir, which must exist, exactly as extract would from the
+// tar (confined alike, an image's layer when overlay, the entries keep
+// selects), hard-linking each regular file from the tree. With a prefix,
+// every name must start with it, as ORAS tars a folder, and lands in dir
+// with the prefix taken off.
+func replay(ctx context.Context, t statedir.Tree, rec *treeRecord, dir string, b *Budget, overlay bool, keep func(string) bool, prefix string) error {
+	root, err := os.OpenRoot(dir)
+	if err != nil {
+		return err
+	}
+	defer root.Close()
+	x := newExtractor(root, dir, b, overlay, keep)
+	for _, e := range rec.Entries {
+		if err := ctx.Err(); err != nil {
+			return fmt.Errorf("extract: %w", err)
+		}
+		h := e.header()
+		if prefix != "" {
+			name, ok := under(h.Name, prefix)
+			if !ok || name == "." && h.Typeflag != tar.TypeDir {
+				return fmt.Errorf("%w: %s: not inside the layer's folder %q", ErrUnsafeArchive, h.Name, prefix)
+			}
+			h.Name = name
+			if h.Typeflag == tar.TypeLink {
+				if h.Linkname, ok = under(h.Linkname, prefix); !ok {
+					return fmt.Errorf("%w: %s: hard link %q leaves the layer's folder %q", ErrUnsafeArchive, h.Name, h.Linkname, prefix)
+				}
+			}
+		}
+		x.src, x.srcDigest = "", ""
+		if e.regular() {
+			x.src, x.srcDigest = t.File(e.File), e.Digest
+		}
+		if err := x.entry(nil, h); err != nil {
+			return err
+		}
+	}
+	return nil
 }

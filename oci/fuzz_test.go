@@ -6,6 +6,8 @@ import (
 	"compress/gzip"
 	"context"
 	"encoding/json"
+	"errors"
+	"fmt"
 	"io/fs"
 	"os"
 	"path/filepath"
@@ -126,4 +128,109 @@ func FuzzLoadArtifact(f *testing.F) {
 			}
 		}
 	})
+}
+
+// FuzzTreeMatchesExtract unpacks arbitrary bytes as a layer twice: from
+// the tar (Extract, ExtractLayer over an earlier layer when overlay), and
+// as the store does, into its tree and from there into a folder (Unpack,
+// replay). Either both fail or both leave the same entries: names, types,
+// modes (but the write bit a tree's file never has), content and link
+// targets.
+func FuzzTreeMatchesExtract(f *testing.F) {
+	f.Add(tarOf(&tar.Header{Name: "model.onnx", Typeflag: tar.TypeReg, Mode: 0o644, Size: 3}), false)
+	f.Add(tarOf(&tar.Header{Name: "d", Typeflag: tar.TypeDir, Mode: 0o1777}, &tar.Header{Name: "d/s", Typeflag: tar.TypeReg, Mode: 0o4777, Size: 1}), false)
+	f.Add(tarOf(&tar.Header{Name: "a", Typeflag: tar.TypeReg, Size: 1}, &tar.Header{Name: "a", Typeflag: tar.TypeReg, Size: 2}), true)
+	f.Add(tarOf(&tar.Header{Name: "a", Typeflag: tar.TypeReg, Size: 1}, &tar.Header{Name: "a", Typeflag: tar.TypeReg, Size: 2}), false)
+	f.Add(tarOf(&tar.Header{Name: "l", Typeflag: tar.TypeSymlink, Linkname: "d"}, &tar.Header{Name: "l/x", Typeflag: tar.TypeReg, Size: 1}), false)
+	f.Add(tarOf(&tar.Header{Name: "h", Typeflag: tar.TypeLink, Linkname: "a"}, &tar.Header{Name: "a", Typeflag: tar.TypeReg, Size: 1}), false)
+	f.Add(tarOf(&tar.Header{Name: "a", Typeflag: tar.TypeReg, Size: 1}, &tar.Header{Name: "h", Typeflag: tar.TypeLink, Linkname: "a"}), false)
+	f.Add(tarOf(&tar.Header{Name: "lower/.wh.f", Typeflag: tar.TypeReg}, &tar.Header{Name: "lower/.wh..wh..opq", Typeflag: tar.TypeReg}), true)
+	f.Add(tarOf(&tar.Header{Name: "lower", Typeflag: tar.TypeReg, Size: 1}), true)
+	f.Add(tarOf(&tar.Header{Name: "dev", Typeflag: tar.TypeChar, Devmajor: 1, Devminor: 3}), false)
+	// The layer an image's layer applies over.
+	lower := tarOf(&tar.Header{Name: "lower/f", Typeflag: tar.TypeReg, Mode: 0o644, Size: 1}, &tar.Header{Name: "lower/g", Typeflag: tar.TypeReg, Mode: 0o644, Size: 2})
+	f.Fuzz(func(t *testing.T, layer []byte, overlay bool) {
+		ctx := context.Background()
+		fromTar := filepath.Join(t.TempDir(), "tar")
+		fromTree := filepath.Join(t.TempDir(), "tree")
+		for _, dir := range []string{fromTar, fromTree} {
+			if err := os.Mkdir(dir, 0o700); err != nil {
+				t.Fatal(err)
+			}
+			if overlay {
+				if err := ExtractLayer(ctx, bytes.NewReader(lower), Uncompressed, dir, nil); err != nil {
+					t.Fatal(err)
+				}
+			}
+		}
+		// A budget, as a sparse entry may stand for any size: each way
+		// counts its own writes, so one past it says nothing of the other.
+		budget := func() *Budget { return &Budget{Limit: 4 << 20} }
+		errTar := extract(ctx, bytes.NewReader(layer), Uncompressed, fromTar, budget(), overlay, nil)
+		s, err := NewStore(t.TempDir(), nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		d, _, _ := v1.SHA256(bytes.NewReader(layer))
+		if err := s.Put(d, layer); err != nil {
+			t.Fatal(err)
+		}
+		errTree := s.Unpack(ctx, Entry{Digest: d, Unpack: true}, budget(), false)
+		if errTree == nil {
+			rec, err := s.readTree(d)
+			if err != nil {
+				t.Fatal(err)
+			}
+			errTree = replay(ctx, s.tree(d), rec, fromTree, budget(), overlay, nil, "")
+		}
+		if errors.Is(errTar, ErrTooLarge) || errors.Is(errTree, ErrTooLarge) {
+			return
+		}
+		if (errTar == nil) != (errTree == nil) {
+			t.Fatalf("from the tar: %v; from the tree: %v", errTar, errTree)
+		}
+		if errTar != nil {
+			return
+		}
+		if a, b := listing(t, fromTar), listing(t, fromTree); a != b {
+			t.Fatalf("from the tar:\n%s\nfrom the tree:\n%s", a, b)
+		}
+	})
+}
+
+// listing describes every entry under dir, one a line.
+func listing(t *testing.T, dir string) string {
+	var b strings.Builder
+	err := filepath.WalkDir(dir, func(p string, d fs.DirEntry, err error) error {
+		if err != nil {
+			return err
+		}
+		fi, err := os.Lstat(p)
+		if err != nil {
+			return err
+		}
+		rel, _ := filepath.Rel(dir, p)
+		mode := fi.Mode()
+		if mode.IsRegular() {
+			mode &^= 0o222
+		}
+		extra := ""
+		switch {
+		case mode&fs.ModeSymlink != 0:
+			extra, err = os.Readlink(p)
+		case mode.IsRegular():
+			var body []byte
+			body, err = os.ReadFile(p)
+			extra = string(body)
+		}
+		if err != nil {
+			return err
+		}
+		fmt.Fprintf(&b, "%s %s %q\n", rel, mode, extra)
+		return nil
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return b.String()
 }

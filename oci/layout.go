@@ -201,7 +201,7 @@ func (s *Store) Put(d v1.Hash, data []byte) error {
 	if got := hex.EncodeToString(sum[:]); got != d.Hex {
 		return fmt.Errorf("store %s: %w: got sha256:%s", d, ErrDigestMismatch, got)
 	}
-	if s.Has(d) {
+	if s.HasBlob(d) {
 		return nil
 	}
 	if err := atomicfile.Write(filepath.Dir(s.Path(d)), d.Hex, data, 0o444); err != nil {
@@ -488,7 +488,7 @@ func (s *Store) fetchArtifact(ctx context.Context, repo name.Repository, d v1.Ha
 
 // fetchManifest stores manifest d of repo unless it is there already.
 func (s *Store) fetchManifest(ctx context.Context, repo name.Repository, d v1.Hash, opts Options) (int64, error) {
-	if s.Has(d) {
+	if s.HasBlob(d) {
 		return 0, nil
 	}
 	ref := repo.Digest(d.String())

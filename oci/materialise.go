@@ -1,7 +1,6 @@
 package oci
 
 import (
-	"archive/tar"
 	"compress/gzip"
 	"context"
 	"errors"
@@ -14,6 +13,7 @@ import (
 	"slices"
 	"strings"
 
+	v1 "github.com/google/go-containerregistry/pkg/v1"
 	"github.com/klauspost/compress/zstd"
 
 	"github.com/tend-dev/tend/internal/atomicfile"
@@ -27,24 +27,28 @@ var link = os.Link
 // parent is made when missing), from blobs already in the store: a file
 // entry is hard-linked from its blob (copied when the link fails, across
 // file systems for one, or when the entry has a Mode of its own), a tar
-// entry is extracted into its path, and a ModelKit's config is written as
-// its Kitfile, as kit unpack does. Files are read-only, as a hard link
-// shares the blob's inode. Every file and folder is synced before Materialise
+// entry is built into its path from its layer's tree (see Unpack; a tar
+// layer stored as its blob is unpacked into its tree first), each regular
+// file a hard link to the tree's (a copy where the link fails), and a
+// ModelKit's config is written as its Kitfile, as kit unpack does. Files
+// are read-only, as a hard link shares the blob's or the tree's inode. Every file and folder is synced before Materialise
 // returns, so a symlink swapped to dir afterwards points at whole content.
 // Writes are confined to dir; an entry path that is absolute, has "..",
 // is not clean or collides with another is refused with ErrUnsafeArchive.
 // On failure dir is removed.
 //
-// Unpacking, copying a file for its mode and the Kitfile write at most
-// limit bytes (0: no limit), counted as written: past it, it fails with
-// an error wrapping ErrTooLarge.
+// Unpacking a blob into its tree, the entries made, copying a file (for
+// its mode, or a tree's where the link fails) and the Kitfile write at
+// most limit bytes (0: no limit), counted as written: past it, it fails
+// with an error wrapping ErrTooLarge.
 func (s *Store) Materialise(ctx context.Context, a *Artifact, dir string, limit int64) (err error) {
 	if err := checkEntries(a); err != nil {
 		return err
 	}
 	var missing []string
+	tars := a.tars()
 	for _, b := range a.Blobs() {
-		if !s.Has(b.Digest) {
+		if _, tar := tars[b.Digest]; !s.HasBlob(b.Digest) && (!tar || !s.HasTree(b.Digest)) {
 			missing = append(missing, b.Digest.String())
 		}
 	}
@@ -70,6 +74,16 @@ func (s *Store) Materialise(ctx context.Context, a *Artifact, dir string, limit 
 	var budget *Budget
 	if limit > 0 {
 		budget = &Budget{Limit: limit}
+	}
+	// A tar layer stored as its blob (by Put, or by an older tend) is
+	// turned into its tree first, counted against the budget.
+	raw := a.files()
+	for _, e := range a.Entries {
+		if e.Unpack && !s.HasTree(e.Digest) {
+			if err := s.Unpack(ctx, e, budget, raw[e.Digest]); err != nil {
+				return fmt.Errorf("materialise model %s: layer %s into %q: %w", a.Digest, e.Digest, "/"+e.Path, err)
+			}
+		}
 	}
 	sel := newSelection(a)
 	// Files first, while the folder holds no symlink a tar could plant;
@@ -104,6 +118,18 @@ func (s *Store) Materialise(ctx context.Context, a *Artifact, dir string, limit 
 		return fmt.Errorf("materialise model %s: %w", a.Digest, err)
 	}
 	return atomicfile.Sync(filepath.Dir(dir))
+}
+
+// files returns the digests of a's entries that are files, linked from
+// their blob (not tar layers).
+func (a *Artifact) files() map[v1.Hash]bool {
+	raw := map[v1.Hash]bool{}
+	for _, e := range a.Entries {
+		if !e.Unpack {
+			raw[e.Digest] = true
+		}
+	}
+	return raw
 }
 
 // place puts a file entry in the version folder: a hard link to its blob,
@@ -221,22 +247,30 @@ func (s *selection) check(a *Artifact) error {
 	return nil
 }
 
-// unpack extracts a tar entry into its path in the version folder, the
-// entries keep selects (nil: all).
-func (s *Store) unpack(ctx context.Context, root *os.Root, dir string, e Entry, b *Budget, keep func(string) bool) error {
-	f, err := os.Open(s.Path(e.Digest))
+// unpack builds a tar entry into its path in the version folder from the
+// layer's tree, the entries keep selects (nil: all). A tree whose file no
+// longer matches its record is dropped.
+func (s *Store) unpack(ctx context.Context, root *os.Root, dir string, e Entry, b *Budget, keep func(string) bool) (err error) {
+	rec, err := s.readTree(e.Digest)
 	if err != nil {
 		return err
 	}
-	defer f.Close()
+	t := s.tree(e.Digest)
+	defer func() {
+		if errors.Is(err, ErrDigestMismatch) {
+			if verr := s.verifyTree(e.Digest); verr != nil {
+				err = verr // it is dropped, for the next pull
+			}
+		}
+	}()
 	if e.Path == "" {
-		return extract(ctx, f, e.Compression, dir, b, e.Overlay, keep)
+		return replay(ctx, t, rec, dir, b, e.Overlay, keep, "")
 	}
 	if err := root.MkdirAll(e.Path, 0o755); err != nil {
 		return err
 	}
-	// Extract opens its folder by name: no part of it may be a symlink
-	// an earlier layer planted.
+	// The layer's folder is opened by name: no part of it may be a
+	// symlink an earlier layer planted.
 	for p := e.Path; p != "."; p = path.Dir(p) {
 		fi, err := root.Lstat(p)
 		if err != nil {
@@ -246,61 +280,7 @@ func (s *Store) unpack(ctx context.Context, root *os.Root, dir string, e Entry, 
 			return fmt.Errorf("%w: %q is not a folder", ErrUnsafeArchive, p)
 		}
 	}
-	return extractUnder(ctx, f, e.Compression, e.Path, filepath.Join(dir, filepath.FromSlash(e.Path)), b, keep)
-}
-
-// extractUnder extracts a tar whose names all start with prefix, as ORAS
-// tars a folder, into dir with the prefix taken off. A name outside the
-// prefix is refused.
-func extractUnder(ctx context.Context, r io.Reader, compression, prefix, dir string, b *Budget, keep func(string) bool) error {
-	dr, closeDecompressor, err := decompress(r, compression)
-	if err != nil {
-		return err
-	}
-	defer closeDecompressor()
-	pr, pw := io.Pipe()
-	done := make(chan error, 1)
-	go func() {
-		err := retar(dr, pw, prefix)
-		pw.CloseWithError(err)
-		done <- err
-	}()
-	err = extract(ctx, pr, Uncompressed, dir, b, false, keep)
-	pr.Close() // stops retar if Extract gave up first
-	if rerr := <-done; rerr != nil && !errors.Is(rerr, io.ErrClosedPipe) {
-		return rerr
-	}
-	return err
-}
-
-// retar copies the tar stream r to w with prefix taken off every name.
-func retar(r io.Reader, w io.Writer, prefix string) error {
-	tr, tw := tar.NewReader(r), tar.NewWriter(w)
-	for {
-		h, err := tr.Next()
-		if errors.Is(err, io.EOF) {
-			return tw.Close()
-		}
-		if err != nil {
-			return fmt.Errorf("read tar: %w", err)
-		}
-		name, ok := under(h.Name, prefix)
-		if !ok || name == "." && h.Typeflag != tar.TypeDir {
-			return fmt.Errorf("%w: %s: not inside the layer's folder %q", ErrUnsafeArchive, h.Name, prefix)
-		}
-		h.Name = name
-		if h.Typeflag == tar.TypeLink {
-			if h.Linkname, ok = under(h.Linkname, prefix); !ok {
-				return fmt.Errorf("%w: %s: hard link %q leaves the layer's folder %q", ErrUnsafeArchive, h.Name, h.Linkname, prefix)
-			}
-		}
-		if err := tw.WriteHeader(h); err != nil {
-			return err
-		}
-		if _, err := io.Copy(tw, tr); err != nil {
-			return err
-		}
-	}
+	return replay(ctx, t, rec, filepath.Join(dir, filepath.FromSlash(e.Path)), b, false, keep, e.Path)
 }
 
 // under returns name relative to prefix, if it is inside it.

@@ -20,6 +20,55 @@ const DefaultParallel = 3
 // after the first error and returns every error but those of the
 // downloads the first one cancelled.
 func (s *Store) FetchAll(ctx context.Context, repo name.Repository, descs []v1.Descriptor, parallel int, opts Options) (int64, error) {
+	return fetchEach(ctx, descs, parallel, func(ctx context.Context, d v1.Descriptor) (int64, error) {
+		return s.Fetch(ctx, repo, d.Digest, d.Size, opts)
+	})
+}
+
+// Missing returns the blobs of a not in the store as a needs them: a tar
+// layer as its tree (its blob alone is not enough), anything else as its
+// blob.
+func (s *Store) Missing(a *Artifact) []v1.Descriptor {
+	tars := a.tars()
+	var out []v1.Descriptor
+	for _, d := range a.Blobs() {
+		if _, tar := tars[d.Digest]; tar && !s.HasTree(d.Digest) || !tar && !s.HasBlob(d.Digest) {
+			out = append(out, d)
+		}
+	}
+	return out
+}
+
+// Pull brings descs, blobs of a (see Missing), into the store, at most
+// parallel at once: a tar layer as its tree (FetchTree), unpacked under
+// b, which the layers unpacked share (nil: no bound), anything else as
+// its blob (Fetch). A blob a also links as a file is kept beside the
+// tree. It returns the bytes downloaded, and stops and reports errors as
+// FetchAll does.
+func (s *Store) Pull(ctx context.Context, repo name.Repository, a *Artifact, descs []v1.Descriptor, parallel int, b *Budget, opts Options) (int64, error) {
+	tars, raw := a.tars(), a.files()
+	return fetchEach(ctx, descs, parallel, func(ctx context.Context, d v1.Descriptor) (int64, error) {
+		if e, ok := tars[d.Digest]; ok {
+			return s.FetchTree(ctx, repo, e, b, raw[d.Digest], opts)
+		}
+		return s.Fetch(ctx, repo, d.Digest, d.Size, opts)
+	})
+}
+
+// tars returns a's tar layers by digest.
+func (a *Artifact) tars() map[v1.Hash]Entry {
+	tars := map[v1.Hash]Entry{}
+	for _, e := range a.Entries {
+		if e.Unpack {
+			tars[e.Digest] = e
+		}
+	}
+	return tars
+}
+
+// fetchEach runs fetch for every blob in descs, at most parallel at once,
+// and returns the bytes they downloaded; see FetchAll.
+func fetchEach(ctx context.Context, descs []v1.Descriptor, parallel int, fetch func(context.Context, v1.Descriptor) (int64, error)) (int64, error) {
 	if parallel <= 0 {
 		parallel = DefaultParallel
 	}
@@ -37,7 +86,7 @@ func (s *Store) FetchAll(ctx context.Context, repo name.Repository, descs []v1.D
 		}
 		started++
 		g.Go(func() error {
-			n, err := s.Fetch(gctx, repo, d.Digest, d.Size, opts)
+			n, err := fetch(gctx, d)
 			total.Add(n)
 			if err != nil {
 				mu.Lock()

@@ -9,6 +9,7 @@ import (
 	"log/slog"
 	"net/http"
 	"os"
+	"path/filepath"
 	"syscall"
 	"time"
 
@@ -73,10 +74,10 @@ func (s *Store) Partial(d v1.Hash) int64 {
 	return fi.Size()
 }
 
-// Has reports whether the blob is in the store.
+// Has reports whether blob d is in the store: as a blob, or for a tar
+// layer as its complete tree (see Unpack).
 func (s *Store) Has(d v1.Hash) bool {
-	_, err := os.Stat(s.Path(d))
-	return err == nil
+	return s.HasBlob(d) || s.HasTree(d)
 }
 
 // fetchAttempts bounds how often one Fetch resumes after a dropped
@@ -95,6 +96,12 @@ var (
 // the first (see lockPartial) and then finds it stored, or resumes what
 // the first left. It returns the bytes downloaded by this call.
 func (s *Store) Fetch(ctx context.Context, repo name.Repository, d v1.Hash, size int64, opts Options) (int64, error) {
+	return s.fetch(ctx, repo, d, size, opts, func() bool { return s.HasBlob(d) })
+}
+
+// fetch is Fetch, done once stored reports the blob is in the store as
+// its caller needs it: as a blob, or for FetchTree as a blob or a tree.
+func (s *Store) fetch(ctx context.Context, repo name.Repository, d v1.Hash, size int64, opts Options, stored func() bool) (int64, error) {
 	if d.Algorithm != "sha256" {
 		return 0, fmt.Errorf("blob %s: only sha256 digests are supported", d)
 	}
@@ -102,7 +109,7 @@ func (s *Store) Fetch(ctx context.Context, repo name.Repository, d v1.Hash, size
 	if opts.Progress != nil {
 		report = func(done int64) { opts.Progress.Blob(d, done, size) }
 	}
-	if s.Has(d) {
+	if stored() {
 		report(size)
 		return 0, nil
 	}
@@ -121,7 +128,7 @@ func (s *Store) Fetch(ctx context.Context, repo name.Repository, d v1.Hash, size
 	}
 	var total int64
 	for attempt := 1; ; attempt++ {
-		n, err := s.download(ctx, client, repo, d, size, report)
+		n, err := s.download(ctx, client, repo, d, size, report, stored)
 		total += n
 		if err == nil {
 			failpoint.Hit("blob:stored")
@@ -143,8 +150,8 @@ func (s *Store) Fetch(ctx context.Context, repo name.Repository, d v1.Hash, size
 // it holds the lock. A blob another downloader stored while this one
 // waited is not downloaded again. It reports the bytes in the partial
 // file as they grow.
-func (s *Store) download(ctx context.Context, client *http.Client, repo name.Repository, d v1.Hash, size int64, report func(done int64)) (int64, error) {
-	f, err := s.lockPartial(ctx, d)
+func (s *Store) download(ctx context.Context, client *http.Client, repo name.Repository, d v1.Hash, size int64, report func(done int64), stored func() bool) (int64, error) {
+	f, err := s.lockPartial(ctx, d, stored)
 	if err != nil {
 		return 0, err
 	}
@@ -220,10 +227,22 @@ var lockWait = backoff.Exponential{Initial: 10 * time.Millisecond, Max: 500 * ti
 // store or the download has stopped: goroutines and processes downloading
 // one blob take turns. While another holds it, lockPartial tries again
 // (lockWait) until ctx ends. It returns nil (and no error) when the blob
-// is in the store by then. A file system without locks downloads
+// is in the store by then, as stored tells. A file system without locks downloads
 // unlocked, as tend did before.
-func (s *Store) lockPartial(ctx context.Context, d v1.Hash) (*os.File, error) {
-	p := s.partial(d)
+func (s *Store) lockPartial(ctx context.Context, d v1.Hash, stored func() bool) (*os.File, error) {
+	return lockFile(ctx, s.partial(d), stored, s.log, "waiting for another download of the same blob", d)
+}
+
+// lockFile opens the lock file p (creating it) and takes its exclusive
+// flock, trying again (lockWait) while another holds it, until ctx ends.
+// It returns nil (and no error) once done reports the work the lock guards
+// is done, by whoever held it. A holder may remove p while it holds it:
+// a waiter then opens the new file at p. The lock guards the work on
+// blob d; waiting is logged once, with msg.
+func lockFile(ctx context.Context, p string, done func() bool, log *slog.Logger, msg string, d v1.Hash) (*os.File, error) {
+	if err := os.MkdirAll(filepath.Dir(p), 0o755); err != nil {
+		return nil, err
+	}
 	for waited := 0; ; {
 		f, err := os.OpenFile(p, os.O_CREATE|os.O_RDWR, 0o644)
 		if err != nil {
@@ -239,20 +258,20 @@ func (s *Store) lockPartial(ctx context.Context, d v1.Hash) (*os.File, error) {
 				break
 			}
 			if waited++; waited == 1 {
-				s.log.InfoContext(ctx, "waiting for another download of the same blob", logKeyDigest, d.String())
+				log.InfoContext(ctx, msg, logKeyDigest, d.String())
 			}
 			if err := backoff.Sleep(ctx, lockWait.Delay(waited)); err != nil {
 				_ = f.Close()
 				return nil, err
 			}
 		}
-		// The holder this one waited for may have moved the file into
-		// the store, or removed it (a digest mismatch, GC): f is then
-		// no longer the partial file.
+		// The holder this one waited for may have finished and removed
+		// the file (a blob moved into the store, a digest mismatch, GC):
+		// f is then no longer the file at p.
 		fi, ferr := f.Stat()
 		pi, perr := os.Stat(p)
 		current := ferr == nil && perr == nil && os.SameFile(fi, pi)
-		if s.Has(d) {
+		if done() {
 			if current {
 				_ = os.Remove(p) // what this one created, or a stale rest
 			}

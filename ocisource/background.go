@@ -96,7 +96,7 @@ func (f *fetcher) layerPath(ctx context.Context, k *kept, l v1.Descriptor) (stri
 	if err != nil {
 		return "", err
 	}
-	if blobs.Has(l.Digest) {
+	if blobs.HasBlob(l.Digest) {
 		return blobs.Path(l.Digest), nil
 	}
 	if f.opts.Stage != nil && f.opts.background != nil {

@@ -80,26 +80,24 @@ func (d *Driver) Prepare(ctx context.Context, a planner.Action, s any) error {
 		return err
 	}
 	if damaged {
-		// Files are hard links to blobs, so an edit in place may have
-		// changed the blob too: drop any blob that no longer matches.
+		// Files are hard links to blobs and to the trees of tar layers,
+		// so an edit in place may have changed the store too: drop any
+		// blob or tree that no longer matches, and download only those.
 		for _, e := range art.Entries {
 			if err := d.store.Verify(e.Digest); err != nil {
-				d.log.WarnContext(ctx, "blob damaged; downloading it again", logKeyResource, a.Resource, logKeyDigest, e.Digest.String())
+				d.log.WarnContext(ctx, "blob damaged; downloading it again", logKeyResource, a.Resource, logKeyDigest, e.Digest.String(),
+					logKeyError, err.Error())
 			}
 		}
 	}
-	n, err := d.fetch(ctx, m, art, nil)
+	n, err := d.fetch(ctx, m, art, nil, limit)
 	d.loaded.Add(n)
 	if err != nil {
 		return err
 	}
 	v, err := d.materialise(ctx, rec, m, art, limit)
-	if errors.Is(err, oci.ErrTooLarge) {
-		if rerr := d.refuse(m.Name, m.Digest, limit, err); rerr != nil {
-			d.log.WarnContext(ctx, "cannot record the refused model", logKeyResource, a.Resource, logKeyError, rerr.Error())
-		}
-	}
 	if err != nil {
+		d.tooLarge(ctx, m, limit, err)
 		return err
 	}
 	rec.Versions = append(rec.Versions, v)
@@ -116,28 +114,47 @@ func (d *Driver) setPrepared(name, dir string) {
 	d.mu.Unlock()
 }
 
-// fetch downloads the blobs of art not in the store, after checking that
-// they and the room to unpack them fit on the disk, and returns the bytes
+// tooLarge records that m's digest is refused when err says it unpacked
+// past limit bytes.
+func (d *Driver) tooLarge(ctx context.Context, m render.Model, limit int64, err error) {
+	if !errors.Is(err, oci.ErrTooLarge) {
+		return
+	}
+	if rerr := d.refuse(m.Name, m.Digest, limit, err); rerr != nil {
+		d.log.WarnContext(ctx, "cannot record the refused model", logKeyResource, planner.ModelID(m.Name), logKeyError, rerr.Error())
+	}
+}
+
+// fetch downloads what art needs and the store lacks, after checking that
+// it and the room to unpack it fit on the disk, unpacks its tar layers
+// into trees (at most limit bytes in all), and returns the bytes
 // downloaded. progress, when not nil, is told how each blob moves (the
 // driver's Meter otherwise).
-func (d *Driver) fetch(ctx context.Context, m render.Model, art *oci.Artifact, progress oci.Progress) (int64, error) {
-	var missing []v1.Descriptor
-	var need int64
-	for _, desc := range art.Blobs() {
-		if !d.store.Has(desc.Digest) {
-			missing = append(missing, desc)
-			need += desc.Size - d.store.Partial(desc.Digest) // a resumed download needs only the rest
-		}
-	}
+func (d *Driver) fetch(ctx context.Context, m render.Model, art *oci.Artifact, progress oci.Progress, limit int64) (int64, error) {
+	missing := d.store.Missing(art)
+	unpack := map[v1.Hash]oci.Entry{}
 	for _, e := range art.Entries {
 		if e.Unpack {
-			// Unpacked content lands in new files: allow for a
-			// compression ratio of 2 on compressed layers.
+			unpack[e.Digest] = e
+		}
+	}
+	var need int64
+	for _, desc := range missing {
+		if !d.store.HasBlob(desc.Digest) {
+			need += desc.Size - d.store.Partial(desc.Digest) // a resumed download needs only the rest
+		}
+		if e, ok := unpack[desc.Digest]; ok {
+			// The tree lands in new files, beside the blob until it is
+			// whole: allow for a compression ratio of 2 on compressed
+			// layers.
 			need += e.Size
 			if e.Compression != oci.Uncompressed {
 				need += e.Size
 			}
-		} else if e.Mode != 0 {
+		}
+	}
+	for _, e := range art.Entries {
+		if !e.Unpack && e.Mode != 0 {
 			need += e.Size // a copy of its blob, with its own mode
 		}
 	}
@@ -163,6 +180,7 @@ func (d *Driver) fetch(ctx context.Context, m render.Model, art *oci.Artifact, p
 		tally = oci.NewTally(planner.ModelID(m.Name), missing, d.opts.Meter)
 		opts.Progress = tally
 	}
+	budget := &oci.Budget{Limit: limit}
 	var n int64
 	var err error
 	for _, r := range slices.Sorted(maps.Keys(byRepo)) {
@@ -172,9 +190,10 @@ func (d *Driver) fetch(ctx context.Context, m render.Model, art *oci.Artifact, p
 			break
 		}
 		var got int64
-		got, err = d.store.FetchAll(ctx, repo, byRepo[r], d.opts.Parallel, opts)
+		got, err = d.store.Pull(ctx, repo, art, byRepo[r], d.opts.Parallel, budget, opts)
 		n += got
 		if err != nil {
+			d.tooLarge(ctx, m, limit, err)
 			err = fmt.Errorf("pull %s: %w", ref, err)
 			break
 		}
@@ -222,21 +241,26 @@ func (d *Driver) materialise(ctx context.Context, rec *record, m render.Model, a
 	if err != nil {
 		return v, err
 	}
-	// A file linked to (or copied from) its blob has the blob's digest;
-	// anything else, from an unpacked layer or a ModelKit's Kitfile, is
-	// hashed.
+	// A file linked to (or copied from) its blob has the blob's digest, a
+	// hard link to a tar layer's tree file the digest the tree's record
+	// gives it; anything else (a copy across file systems, a ModelKit's
+	// Kitfile) is hashed.
 	linked := map[string]string{}
 	for _, e := range art.Entries {
 		if !e.Unpack {
 			linked[e.Path] = e.Digest.String()
 		}
 	}
+	trees := treeFilesByInode(d.store.TreeFiles(art))
 	for _, p := range slices.Sorted(maps.Keys(found)) {
 		st := found[p]
 		if st.Type == "" {
+			full := filepath.Join(root, filepath.FromSlash(p))
 			if dg, ok := linked[p]; ok {
 				st.Digest = dg
-			} else if st.Digest, err = hashFile(filepath.Join(root, filepath.FromSlash(p))); err != nil {
+			} else if dg, ok := trees.digest(st.Ino, full); ok {
+				st.Digest = dg
+			} else if st.Digest, err = hashFile(full); err != nil {
 				return v, err
 			}
 		}
@@ -244,4 +268,46 @@ func (d *Driver) materialise(ctx context.Context, rec *record, m render.Model, a
 	}
 	v.VerifiedAt = d.now()
 	return v, nil
+}
+
+// treeInodes are the files of tar layers' trees by inode, with their
+// digests.
+type treeInodes map[uint64][]treeFile
+
+type treeFile struct {
+	fi     os.FileInfo
+	digest string
+}
+
+// treeFilesByInode stats the tree files (path → digest).
+func treeFilesByInode(files map[string]string) treeInodes {
+	out := treeInodes{}
+	for p, dg := range files {
+		fi, err := os.Lstat(p)
+		if err != nil {
+			continue
+		}
+		ino, _, _ := statIDs(fi)
+		out[ino] = append(out[ino], treeFile{fi, dg})
+	}
+	return out
+}
+
+// digest returns the digest of the tree file the version file at p, of
+// inode ino, is a hard link to.
+func (t treeInodes) digest(ino uint64, p string) (string, bool) {
+	cands := t[ino]
+	if ino == 0 || len(cands) == 0 { // 0: no inodes here
+		return "", false
+	}
+	fi, err := os.Lstat(p)
+	if err != nil {
+		return "", false
+	}
+	for _, c := range cands {
+		if os.SameFile(c.fi, fi) {
+			return c.digest, true
+		}
+	}
+	return "", false
 }

@@ -13,8 +13,9 @@ import (
 	"github.com/tend-dev/tend/render"
 )
 
-// Stage brings every blob of m's artifact that its include selects into the store and changes
-// nothing else: no record, no version folder, nothing in use. It may run
+// Stage brings every blob of m's artifact that its include selects into the
+// store (a tar layer unpacked into its tree) and changes nothing else: no
+// record, no version folder, nothing in use. It may run
 // beside a tick (the agent stages a release in the background while its
 // ticks keep the applied one converged). The blobs, and the partial
 // downloads of those not whole yet, are kept from garbage collection until
@@ -43,7 +44,7 @@ func (d *Driver) Stage(ctx context.Context, m render.Model, progress oci.Progres
 	if err := d.refused(m.Digest, limit); err != nil {
 		return 0, fmt.Errorf("%s: %w", planner.ModelID(m.Name), err)
 	}
-	return d.fetch(ctx, m, art, progress)
+	return d.fetch(ctx, m, art, progress, limit)
 }
 
 // Unstage lets garbage collection have the blobs Stage kept (a staged

@@ -8,6 +8,7 @@ package main
 // did not create.
 
 import (
+	"archive/tar"
 	"bytes"
 	"errors"
 	"fmt"
@@ -401,6 +402,63 @@ func TestCrashDuringOCISourceUnpack(t *testing.T) {
 			require.Empty(t, n.temps(), "temporary files left")
 			_, errOut, code = n.tend("plan", "--detailed-exitcode")
 			require.Equal(t, 0, code, "converged, yet the plan has changes:\n%s", errOut)
+		})
+	}
+}
+
+// TestCrashWhileUnpackingATarLayer kills tend once a ModelKit's tar layer
+// is unpacked into a tree not yet in place, and once the tree is in place
+// before its blob is removed: the node holds the old version, the next
+// apply converges without downloading the layer again, and the layer is
+// left on disk once, as its tree.
+func TestCrashWhileUnpackingATarLayer(t *testing.T) {
+	reg := testoci.Start(t)
+	repo := testgit.NewRepo(t)
+	const kit = "application/vnd.kitops.modelkit."
+	config := []byte(`{"manifestVersion":"1.0.0","package":{"name":"llm"},"model":{"name":"llm","path":"model.gguf"}}`)
+	for _, point := range []string{"tree:built", "tree:stored"} {
+		t.Run(point, func(t *testing.T) {
+			tag := "models/llm:" + strings.ReplaceAll(point, ":", "-")
+			layer := func(body string) []byte {
+				var b bytes.Buffer
+				tw := tar.NewWriter(&b)
+				require.NoError(t, tw.WriteHeader(&tar.Header{Name: "model.gguf", Typeflag: tar.TypeReg, Mode: 0o644, Size: int64(len(body))}))
+				_, err := tw.Write([]byte(body))
+				require.NoError(t, err)
+				require.NoError(t, tw.Close())
+				return b.Bytes()
+			}
+			old, next := layer("old weights"), layer("new weights")
+			for v, data := range map[string][]byte{"1": old, "2": next} {
+				_, err := testoci.PushArtifact(reg.Host, tag+"-"+v, "", kit+"config.v1+json", config,
+					[]testoci.Layer{{MediaType: kit + "model.v1.tar", Data: data}})
+				require.NoError(t, err)
+			}
+			n := newNode(t, repo.Dir(), "--allow-path", "/opt/models", "--insecure-registry", reg.Host)
+			declare := func(v string) {
+				repo.WriteFile("devices/cam-017/device.yaml", "apiVersion: tend.dev/v1alpha1\nkind: Device\nmetadata: {name: cam-017}\nspec:\n"+
+					"  models:\n    - {name: llm, ref: "+reg.Ref(tag+"-"+v)+", path: /opt/models/llm}\n")
+				repo.Commit(tag + " " + v)
+			}
+			declare("1")
+			_, errOut, code := n.tend("apply")
+			require.Equal(t, 0, code, errOut)
+			declare("2")
+			n.crash("", point)
+			require.Equal(t, "old weights", n.read("opt/models/llm/model.gguf"))
+
+			before := reg.BlobBytes.Load()
+			_, errOut, code = n.tend("apply")
+			require.Equal(t, 0, code, "the apply after the crash did not converge:\n%s", errOut)
+			require.Equal(t, "new weights", n.read("opt/models/llm/model.gguf"))
+			require.Zero(t, reg.BlobBytes.Load()-before, "the layer was downloaded again")
+			_, err := os.Stat(filepath.Join(n.state, "blobs", "sha256", testoci.Digest(next)[7:]))
+			require.ErrorIs(t, err, fs.ErrNotExist, "the layer's blob is left beside its tree")
+			require.DirExists(t, filepath.Join(n.state, "blobs", "trees", "sha256", testoci.Digest(next)[7:]))
+			partial, err := os.ReadDir(filepath.Join(n.state, "blobs", "trees", "partial"))
+			require.NoError(t, err)
+			require.Empty(t, partial, "a tree being built is left")
+			require.Empty(t, n.temps(), "temporary files left")
 		})
 	}
 }

@@ -99,10 +99,15 @@ const logExt = ".log"
 func LogReplica(name string) (int, bool) { return replicaOf(name, logExt) }
 
 // Blobs is stateDir/blobs: a blob is stored whole as ALG/HEX, and grows as
-// partial/ALG-HEX while it downloads.
+// partial/ALG-HEX while it downloads. A tar layer is kept unpacked instead,
+// as trees/ALG/HEX (see Tree), built in trees/partial/ALG-HEX under the lock
+// trees/partial/ALG-HEX.lock.
 type Blobs string
 
-const partialDir = "partial"
+const (
+	partialDir = "partial"
+	treesDir   = "trees"
+)
 
 // Stored is the folder of the whole blobs of digest algorithm alg.
 func (b Blobs) Stored(alg string) string { return filepath.Join(string(b), alg) }
@@ -117,6 +122,47 @@ func (b Blobs) Partials() string { return filepath.Join(string(b), partialDir) }
 func (b Blobs) Partial(alg, hex string) string {
 	return filepath.Join(string(b), partialDir, alg+digestSep+hex)
 }
+
+// Trees is the folder of the complete trees of digest algorithm alg.
+func (b Blobs) Trees(alg string) string { return filepath.Join(string(b), treesDir, alg) }
+
+// Tree is where the tar layer of digest alg:hex is kept unpacked.
+func (b Blobs) Tree(alg, hex string) Tree { return Tree(filepath.Join(string(b), treesDir, alg, hex)) }
+
+// TreePartials is the folder of trees being built (and of their locks).
+func (b Blobs) TreePartials() string { return filepath.Join(string(b), treesDir, partialDir) }
+
+// TreePartial is where the tree of the tar layer of digest alg:hex is
+// built before it is renamed to Tree.
+func (b Blobs) TreePartial(alg, hex string) Tree {
+	return Tree(filepath.Join(string(b), treesDir, partialDir, alg+digestSep+hex))
+}
+
+// TreeLock is the lock held while the tree of digest alg:hex is built.
+func (b Blobs) TreeLock(alg, hex string) string {
+	return filepath.Join(string(b), treesDir, partialDir, alg+digestSep+hex+lockExt)
+}
+
+// Tree is one tar layer kept unpacked: its record, which lists every
+// entry of the tar in order, and a folder holding the content of each of
+// its regular files, named by its place in the record. A tree is complete
+// when its record is there.
+type Tree string
+
+// The names in a Tree.
+const (
+	TreeRecordFile = "entries.json"
+	treeFilesDir   = "files"
+)
+
+// Record lists the tree's entries.
+func (t Tree) Record() string { return filepath.Join(string(t), TreeRecordFile) }
+
+// Files is the folder of the tree's regular files.
+func (t Tree) Files() string { return filepath.Join(string(t), treeFilesDir) }
+
+// File is the content of regular file name (as its record names it).
+func (t Tree) File(name string) string { return filepath.Join(string(t), treeFilesDir, name) }
 
 // digestSep stands for the ':' of a digest in a name on disk.
 const digestSep = "-"
