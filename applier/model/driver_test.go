@@ -632,3 +632,23 @@ func TestModelPathHeldByTheUser(t *testing.T) {
 		require.Equal(t, string(v1Files["labels.txt"]), n.read("detector", "labels.txt"), "and leads to its files")
 	})
 }
+
+// A version that does not fit on the node is known before a byte is
+// downloaded: the plan says the apply will fail and why, and the apply
+// fails so, downloading nothing.
+func TestModelThatDoesNotFitIsPredicted(t *testing.T) {
+	n := newModelNode(t)
+	n.reg.PushFiles(t, "models/detector:v8", map[string][]byte{"model.onnx": bytes.Repeat([]byte("w"), 4<<10)})
+	n.Models.Free = func(string) (int64, error) { return 1 << 10, nil }
+	m := n.model("detector", "models/detector:v8")
+	n.reg.BlobBytes.Store(0)
+
+	cs, _, _, err := n.tick(false, m)
+	require.NoError(t, err)
+	require.Len(t, cs.Actions, 1)
+	require.Contains(t, cs.Actions[0].Reason, "4.1 kB to download; will fail: not enough disk space: model detector needs 4.1 kB, 1.0 kB free on "+n.StateDir)
+
+	_, _, _, err = n.tick(true, m)
+	require.ErrorIs(t, err, oci.ErrNoSpace)
+	require.Zero(t, n.reg.BlobBytes.Load(), "nothing is downloaded for a version that cannot fit")
+}

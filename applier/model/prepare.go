@@ -125,12 +125,12 @@ func (d *Driver) tooLarge(ctx context.Context, m render.Model, limit int64, err 
 	}
 }
 
-// fetch downloads what art needs and the store lacks, after checking that
-// it and the room to unpack it fit on the disk, unpacks its tar layers
-// into trees (at most limit bytes in all), and returns the bytes
-// downloaded. progress, when not nil, is told how each blob moves (the
-// driver's Meter otherwise).
-func (d *Driver) fetch(ctx context.Context, m render.Model, art *oci.Artifact, progress oci.Progress, limit int64) (int64, error) {
+// need returns what art needs and the store lacks, and the room pulling
+// it takes on stateDir's file system: the blobs still to download, the
+// trees their tar layers unpack into (beside the blob until whole: a
+// compression ratio of 2 is allowed for on compressed layers), and the
+// copies of files with a mode of their own.
+func (d *Driver) need(art *oci.Artifact) ([]v1.Descriptor, int64) {
 	missing := d.store.Missing(art)
 	unpack := map[v1.Hash]oci.Entry{}
 	for _, e := range art.Entries {
@@ -144,9 +144,6 @@ func (d *Driver) fetch(ctx context.Context, m render.Model, art *oci.Artifact, p
 			need += desc.Size - d.store.Partial(desc.Digest) // a resumed download needs only the rest
 		}
 		if e, ok := unpack[desc.Digest]; ok {
-			// The tree lands in new files, beside the blob until it is
-			// whole: allow for a compression ratio of 2 on compressed
-			// layers.
 			need += e.Size
 			if e.Compression != oci.Uncompressed {
 				need += e.Size
@@ -158,10 +155,34 @@ func (d *Driver) fetch(ctx context.Context, m render.Model, art *oci.Artifact, p
 			need += e.Size // a copy of its blob, with its own mode
 		}
 	}
-	if need > 0 {
-		if err := oci.CheckSpace(d.state, "model "+m.Name, need); err != nil {
-			return 0, fmt.Errorf("%w; free space there, or keep fewer versions (models.keepVersions)", err)
-		}
+	return missing, need
+}
+
+// checkSpace fails when need bytes do not fit on stateDir's file system.
+func (d *Driver) checkSpace(name string, need int64) error {
+	if need <= 0 {
+		return nil
+	}
+	free, err := d.opts.Free(d.state)
+	if err != nil {
+		return err
+	}
+	if need > free {
+		return fmt.Errorf("%w: model %s needs %s, %s free on %s; free space there, or keep fewer versions (models.keepVersions)",
+			oci.ErrNoSpace, name, oci.HumanBytes(need), oci.HumanBytes(free), d.state)
+	}
+	return nil
+}
+
+// fetch downloads what art needs and the store lacks, after checking that
+// it and the room to unpack it fit on the disk, unpacks its tar layers
+// into trees (at most limit bytes in all), and returns the bytes
+// downloaded. progress, when not nil, is told how each blob moves (the
+// driver's Meter otherwise).
+func (d *Driver) fetch(ctx context.Context, m render.Model, art *oci.Artifact, progress oci.Progress, limit int64) (int64, error) {
+	missing, need := d.need(art)
+	if err := d.checkSpace(m.Name, need); err != nil {
+		return 0, err
 	}
 	if len(missing) == 0 {
 		return 0, nil

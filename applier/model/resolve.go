@@ -93,12 +93,16 @@ func (d *Driver) Resolve(ctx context.Context, m manifest.Model) (render.Resoluti
 		res.Bases = act.Bases // pinned when it was read
 		return res, nil
 	}
-	download, bases, err := d.missing(ctx, want)
+	download, need, bases, err := d.missing(ctx, want)
 	if err != nil {
 		return render.Resolution{}, err
 	}
 	res.Bases, want.Bases = bases, bases
 	res.Reason = render.ModelReason(want, rec.pinned(), download)
+	if err := d.checkSpace(m.Name, need); err != nil {
+		// Known before a byte is downloaded: the plan says so.
+		res.Reason += "; will fail: " + err.Error()
+	}
 	res.Download = download
 	return res, nil
 }
@@ -140,11 +144,12 @@ func (d *Driver) resolve(ctx context.Context, ref, policy string, first bool) (o
 }
 
 // missing returns the bytes of m's blobs that are not in the store, of
-// the files its include selects, and the base ModelKits of its version.
-func (d *Driver) missing(ctx context.Context, m render.Model) (int64, []string, error) {
+// the files its include selects, the room pulling them takes (see need),
+// and the base ModelKits of its version.
+func (d *Driver) missing(ctx context.Context, m render.Model) (int64, int64, []string, error) {
 	art, err := d.selected(ctx, m)
 	if err != nil {
-		return 0, nil, err
+		return 0, 0, nil, err
 	}
 	var n int64
 	for _, desc := range art.Blobs() {
@@ -152,5 +157,6 @@ func (d *Driver) missing(ctx context.Context, m render.Model) (int64, []string, 
 			n += desc.Size
 		}
 	}
-	return n, render.BaseStrings(art.Bases), nil
+	_, need := d.need(art)
+	return n, need, render.BaseStrings(art.Bases), nil
 }
