@@ -207,7 +207,7 @@ func TestAgentKill9AdoptsServices(t *testing.T) {
 	b, _ = os.ReadFile(logFile)
 	// The supervisor saw the exit at once and restarted it after its first
 	// backoff step; it was not left for a reconcile to find as drift.
-	require.Contains(t, string(b), `msg="service exited; restarting" resource=service/svc3 replica=0 exit="exited (status unknown: adopted process)" in=200ms crashes=1`)
+	require.Contains(t, string(b), `msg="service exited; restarting" resource=service/svc3 replica=0 exit="exited (status unknown: adopted process)" in=100ms crashes=1`)
 	require.Contains(t, string(b), `msg="service restarted" resource=service/svc3`)
 	require.NotContains(t, string(b), "msg=drift device=cam-017 resource=service/svc3")
 }
