@@ -241,6 +241,9 @@ func TestLogs(t *testing.T) {
 	_, errOut, code = n.tend("logs", "file/etc/x")
 	require.Equal(t, 1, code)
 	require.Contains(t, errOut, `"file/etc/x" is not a service: use service/NAME`)
+	_, errOut, code = n.tend("logs", "service/svc0", "--previous", "-f")
+	require.Equal(t, 1, code)
+	require.Contains(t, errOut, "logs of service/svc0: --previous prints an instance that has ended: it cannot be followed (drop -f)")
 
 	// -f keeps printing what a new start appends.
 	f := exec.Command(tendBin, append([]string{"logs", "service/svc0", "-f", "--replica", "0"}, n.flags...)...)
