@@ -89,15 +89,16 @@ func (s *Supervisor) setHealth(key instanceKey, h string) {
 // exited handles an exit, which its watcher saw at seen: it records it
 // and, when the policy says so, restarts the instance the backoff's delay
 // after the exit (in place when its runtime can: see Restarter),
-// returning it with its new process. Each step holds the replica's lock and first checks that the
-// instance is still the one this supervisor runs and that the record on
-// disk still names the process that exited: a tick that replaced or
-// stopped the replica meanwhile (here, or a `tend apply` in another
-// process) wins, and nothing is restarted behind its back.
+// returning it with its new process. Each step holds the replica's lock
+// and first checks that the instance is still the one this supervisor
+// runs and that the record on disk still names the process that exited:
+// a tick that replaced or stopped the replica meanwhile (here, or a `tend
+// apply` in another process) wins, and nothing is restarted behind its
+// back.
 func (s *Supervisor) exited(ctx context.Context, in *instance, st ExitStatus, seen time.Time) (*instance, bool) {
 	key := instanceKey{in.rec.Instance.Service, in.rec.Instance.Replica}
 	s.mu.Lock()
-	unhealthy := in.unhealthy // its probe's stop removed it, if it was removed
+	unhealthy := in.unhealthy // its probe's stop ended it (and removed it, if it was removed)
 	in.unhealthy = false
 	s.mu.Unlock()
 	if st.Removed && !unhealthy {
