@@ -54,16 +54,14 @@ func BenchmarkProcessKillToServing(b *testing.B) {
 	loops := make([]*exec.Cmd, b.N)
 	for i := range loops {
 		loops[i] = exec.Command("sh", "-c", "until "+prog+" -listen "+ports[b.N+i]+" >/dev/null; do :; done")
+		loops[i].SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
 		if err := loops[i].Start(); err != nil {
 			b.Fatal(err)
 		}
 		sh := loops[i]
 		b.Cleanup(func() {
-			_ = sh.Process.Kill()
+			_ = syscallKill(-sh.Process.Pid) // the loop and what it runs
 			_ = sh.Wait()
-			if pid := childOf(sh.Process.Pid); pid > 0 {
-				_ = syscallKill(pid)
-			}
 		})
 	}
 	var tend, floor []time.Duration
