@@ -303,7 +303,6 @@ func TestAgentRestartsKilledContainer(t *testing.T) {
 		default:
 		}
 	})
-	require.NoError(t, syscall.Kill(in.Container.State.Pid, syscall.SIGKILL))
 
 	rts := agent.Runtimes(n.c, nil)
 	defer rts.Close()
