@@ -213,11 +213,11 @@ func Logs(ctx context.Context, w io.Writer, rts *Runtimes, stateDir, name string
 			return lw.WriteLogs(ctx, w, name, spans, replica, opts.Follow)
 		}
 	}
-	// The file of the instance that runs is its own; one that ended (and
-	// was not replaced) left its output in it.
+	// The file of the instance that runs (or is being started) is its
+	// own; one that ended (and was not replaced) left its output in it.
 	running := map[int]bool{}
 	for _, r := range recs {
-		running[r.Instance.Replica] = opts.Previous && sup.alive(r)
+		running[r.Instance.Replica] = opts.Previous && (r.Starting != nil || sup.alive(r))
 	}
 	return writeLogFiles(ctx, w, stateDir, name, replica, opts.Follow, opts.Previous, running)
 }
