@@ -13,7 +13,8 @@ sandbox=${DEMO_DIR:-$top/.demo}
 . "$here/demo-lib.sh"
 agent='' registry=''
 record="$sandbox/state/services/infer/0.json" # the demo service's record
-service_pid() { sed -n 's/.*"pid": \([0-9]*\).*/\1/p' "$record" 2>/dev/null; }
+# The first pid in the record is its process's (a "previous" one may follow).
+service_pid() { sed -n '/"pid": /{s/.*"pid": \([0-9]*\).*/\1/p;q;}' "$record" 2>/dev/null; }
 stop_all() { # stop what the demo started and wait until it has exited
 	local pid
 	for pid in $agent $registry; do
@@ -84,7 +85,7 @@ wait_for 30 bash -c '[[ -s "$1" ]]' _ "$sandbox/state/logs/infer/0.log"
 say "the service is killed (SIGKILL): the agent restarts it at once"
 old_pid=$(service_pid)
 kill -KILL "$old_pid"
-wait_for 30 bash -c 'p=$(sed -n "s/.*\"pid\": \([0-9]*\).*/\1/p" "$1"); [[ -n "$p" && "$p" != "$2" ]] && kill -0 "$p"' _ "$record" "$old_pid"
+wait_for 30 bash -c 'p=$(sed -n "/\"pid\": /{s/.*\"pid\": \([0-9]*\).*/\1/p;q;}" "$1"); [[ -n "$p" && "$p" != "$2" ]] && kill -0 "$p"' _ "$record" "$old_pid"
 wait_for 30 grep -q 'service restarted' "$sandbox/agent.log"
 grep -E 'service (exited|started|restarted)' "$sandbox/agent.log" | tail -3 | sed 's/^/  /'
 

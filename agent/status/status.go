@@ -149,9 +149,11 @@ type ReplicaStatus struct {
 	Restarts  int    `json:"restarts"`
 	// Health is what its probe last said ("healthy", or "unhealthy: …");
 	// empty without a probe.
-	Health    string `json:"health,omitempty"`
-	LastExit  string `json:"lastExit,omitempty"` // how it last ended: "exit code 3", "killed by signal killed"
-	CrashLoop bool   `json:"crashLoop,omitempty"`
+	Health   string `json:"health,omitempty"`
+	LastExit string `json:"lastExit,omitempty"` // how it last ended: "exit code 3", "killed by signal killed (out of memory: limit 64Mi)"
+	// LastExitAt is when it last ended (RFC 3339, UTC).
+	LastExitAt string `json:"lastExitAt,omitempty"`
+	CrashLoop  bool   `json:"crashLoop,omitempty"`
 }
 
 // Fingerprint identifies the content of the status that matters to a

@@ -320,7 +320,7 @@ func replicaStatus(declared int, states []service.InstanceState) []ReplicaStatus
 		rs := ReplicaStatus{Replica: i, State: ReplicaNotStarted}
 		if ok {
 			rs = ReplicaStatus{Replica: i, PID: st.PID, Container: st.Container, Image: st.Image, State: ReplicaExited, Restarts: st.Restarts,
-				Health: st.Health, LastExit: st.LastExit, CrashLoop: st.CrashLoop}
+				Health: st.Health, LastExit: st.LastExit, LastExitAt: RFC3339(st.LastExitAt), CrashLoop: st.CrashLoop}
 			switch {
 			case st.Alive:
 				rs.State = ReplicaRunning

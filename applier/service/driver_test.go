@@ -301,7 +301,7 @@ func TestServiceKilledIsDriftWithoutAgent(t *testing.T) {
 }
 
 // The first restart after an exit waits the first step of the backoff
-// (200ms), not a later one. What the test asserts is the wait the
+// (100ms, as Docker's restart policy), not a later one. What the test asserts is the wait the
 // supervisor chose, not how long the restart took on a loaded machine.
 func TestServiceSupervisorRestartsAtOnce(t *testing.T) {
 	n := newNode(t, true, testAllow)
@@ -312,7 +312,7 @@ func TestServiceSupervisorRestartsAtOnce(t *testing.T) {
 	require.NoError(t, syscall.Kill(pid, syscall.SIGKILL))
 	eventually(t, func() bool { p := n.pids("infer")[0]; return p != 0 && p != pid }, "the killed instance was not restarted")
 
-	require.Equal(t, 200*time.Millisecond, service.RestartDelay(1), "the first step of the backoff")
+	require.Equal(t, 100*time.Millisecond, service.RestartDelay(1), "the first step of the backoff")
 	require.Equal(t, []restart{{Crashes: 1, Delay: service.RestartDelay(1)}}, n.log.restarts(t, "infer"),
 		"the first restart comes after the first step of the backoff")
 	recs := n.records("infer")

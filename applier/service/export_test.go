@@ -71,3 +71,7 @@ func SetStartupGrace(t testing.TB, d time.Duration) {
 	startupGrace = d
 	t.Cleanup(func() { startupGrace = old })
 }
+
+// SetClock makes now the supervisor's clock: when instances started and
+// exited, as the backoff counts them. Call it before Start.
+func (s *Supervisor) SetClock(now func() time.Time) { s.now = now }

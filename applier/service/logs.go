@@ -9,6 +9,12 @@ import (
 	"strconv"
 )
 
+// PreviousLog is where the output of the instance before the one that
+// writes path is kept: a runtime that writes its instances' output to a
+// file (the process runtime) moves what is there to it when it starts a
+// new instance, so that path holds the current instance's output.
+func PreviousLog(path string) string { return path + ".prev" }
+
 // RotateLog caps a log file a running process appends to: when it is larger
 // than max bytes, it is copied to path.1 (older copies shift to .2 … .keep,
 // the oldest dropped) and truncated in place (copytruncate: the process's

@@ -23,6 +23,9 @@ type instanceRecord struct {
 	Instance Instance
 	// Proc is its runtime's handle; nil while it is being started.
 	Proc Handle
+	// Prev is the handle of the instance that ran before Proc, in its
+	// place (see Supervisor.Previous); nil when none did.
+	Prev Handle
 	recordState
 }
 
@@ -35,7 +38,10 @@ type recordState struct {
 	Restarts  int       `json:"restarts"`
 	Crashes   int       `json:"crashes"` // quick exits in a row
 	LastExit  string    `json:"lastExit,omitempty"`
-	CleanExit bool      `json:"cleanExit,omitempty"` // the last exit was a clean exit 0
+	// LastExitAt is when the last exit happened (the runtime's time for
+	// it when it has one).
+	LastExitAt time.Time `json:"lastExitAt,omitzero"`
+	CleanExit  bool      `json:"cleanExit,omitempty"` // the last exit was a clean exit 0
 	// Removed: the instance was removed outside tend while watched (a
 	// container removed by hand); drift for the next tick, whatever its
 	// restart policy.
@@ -63,6 +69,7 @@ type diskRecord struct {
 	Kind     string          `json:"kind,omitempty"`
 	Instance json.RawMessage `json:"instance"`
 	Proc     json.RawMessage `json:"proc"`
+	Prev     json.RawMessage `json:"previous,omitempty"`
 	recordState
 }
 
@@ -111,7 +118,13 @@ func (r instanceRecord) MarshalJSON() ([]byte, error) {
 			return nil, err
 		}
 	}
-	return json.Marshal(diskRecord{Kind: r.Kind, Instance: in, Proc: proc, recordState: r.recordState})
+	var prev json.RawMessage
+	if r.Prev != nil {
+		if prev, err = json.Marshal(r.Prev); err != nil {
+			return nil, err
+		}
+	}
+	return json.Marshal(diskRecord{Kind: r.Kind, Instance: in, Proc: proc, Prev: prev, recordState: r.recordState})
 }
 
 // decode reads a record's file through the runtime of its kind. A kind
@@ -133,6 +146,9 @@ func (d diskRecord) decode(rts *Runtimes) (instanceRecord, error) {
 		if !isNull(d.Proc) {
 			r.Proc = missingHandle{raw: d.Proc, err: err}
 		}
+		if !isNull(d.Prev) {
+			r.Prev = missingHandle{raw: d.Prev, err: err}
+		}
 		return r, nil
 	}
 	if r.Instance.Spec, err = rt.DecodeSpec(d.Instance); err != nil {
@@ -141,6 +157,11 @@ func (d diskRecord) decode(rts *Runtimes) (instanceRecord, error) {
 	if !isNull(d.Proc) {
 		if r.Proc, err = rt.Recover(d.Proc); err != nil {
 			return instanceRecord{}, fmt.Errorf("%s handle: %w", r.Kind, err)
+		}
+	}
+	if !isNull(d.Prev) {
+		if r.Prev, err = rt.Recover(d.Prev); err != nil {
+			return instanceRecord{}, fmt.Errorf("%s handle of the previous instance: %w", r.Kind, err)
 		}
 	}
 	return r, nil

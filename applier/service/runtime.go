@@ -20,9 +20,10 @@ type Instance struct {
 	Service string
 	Replica int
 	// Invocation is unique to one start of the instance (set by the
-	// supervisor) and reaches the instance as $TEND_INVOCATION_ID, as
-	// systemd's $INVOCATION_ID does: what a tend killed while starting it
-	// left running is found by it (see Sweeper), even after an exec.
+	// supervisor; a restart in place keeps it, see Restarter) and reaches
+	// the instance as $TEND_INVOCATION_ID, as systemd's $INVOCATION_ID
+	// does: what a tend killed while starting it left running is found by
+	// it (see Sweeper), even after an exec.
 	Invocation string
 	Spec       Spec
 }
@@ -78,6 +79,9 @@ type ExitStatus struct {
 	// which the supervisor tells apart). Known and Code may still say how
 	// its process ended.
 	Removed bool
+	// At is when it ended, as its runtime knows it (the engine's finish
+	// time of a container, the reaping of a process); zero when unknown.
+	At time.Time
 }
 
 // String is the status as status and logs print it: "exit code 3",
@@ -167,6 +171,32 @@ type Node struct {
 // time, when tend died before it recorded them.
 type Sweeper interface {
 	Orphans(ctx context.Context, in Instance, since time.Time) ([]Handle, error)
+}
+
+// Restarter is a Runtime that can start an instance that exited again in
+// place, as the engine's own restart policy does (a container started
+// again, not created anew): what the exited one left, its output and its
+// exit state, stays for a post-mortem. Restart gets the instance as it
+// was started (same invocation) and the handle that exited, and returns
+// the handle of the instance running again. When the instance cannot be
+// started in place (it is gone or damaged, or what it would run differs
+// from in: its spec, image digest or the paths its mounts lead to), it
+// returns an error matching ErrRecreate before anything runs, and the
+// supervisor starts a new instance instead.
+type Restarter interface {
+	Restart(ctx context.Context, in Instance, h Handle) (Handle, error)
+}
+
+// ErrRecreate: an instance cannot be started again in place (see
+// Restarter); a new one is started instead.
+var ErrRecreate = errors.New("cannot restart in place")
+
+// Ender is a Handle that can end its instance as Stop does while keeping
+// what it leaves (a container stays, exited, with its output), so that
+// it can be restarted in place. The supervisor ends an instance whose
+// health probe failed this way.
+type Ender interface {
+	End(ctx context.Context, grace time.Duration) error
 }
 
 // Warner is a Handle whose start left a warning (resources asked for that

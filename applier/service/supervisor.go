@@ -20,11 +20,11 @@ import (
 	"github.com/tend-dev/tend/planner"
 )
 
-// Crash-loop backoff: the first restart after an exit comes within 200ms,
-// each quick exit after that doubles the wait up to a minute, and an
-// instance that ran for stablePeriod starts over.
+// Crash-loop backoff, as Docker's restart policy: the first restart comes
+// 100ms after the exit, each quick exit after that doubles the wait up to
+// a minute, and an instance that ran for stablePeriod starts over.
 var (
-	restartBackoff = backoff.Exponential{Initial: 200 * time.Millisecond, Max: time.Minute}
+	restartBackoff = backoff.Exponential{Initial: 100 * time.Millisecond, Max: time.Minute}
 	stablePeriod   = 10 * time.Second
 )
 
@@ -112,11 +112,13 @@ type InstanceState struct {
 	CrashLoop bool
 	Restarts  int
 	LastExit  string
-	PID       int    // of the process, while it is alive
-	Container string // a container's id, while it is alive
-	Image     string // a container's image, by digest
-	Health    string // HealthOK, or HealthFailing and why; "" without a probe or while not watched
-	Limits    string // a warning when resource limits could not be applied
+	// LastExitAt is when it last exited (zero when LastExit is "").
+	LastExitAt time.Time
+	PID        int    // of the process, while it is alive
+	Container  string // a container's id, while it is alive
+	Image      string // a container's image, by digest
+	Health     string // HealthOK, or HealthFailing and why; "" without a probe or while not watched
+	Limits     string // a warning when resource limits could not be applied
 	// Inputs are what its dependencies were declared as when it started;
 	// nil when its record does not say.
 	Inputs map[string]string
@@ -190,7 +192,7 @@ func (s *Supervisor) Instances(name string) ([]InstanceState, error) {
 	out := make([]InstanceState, 0, len(recs))
 	for _, r := range recs {
 		st := InstanceState{Replica: r.Instance.Replica, SpecHash: r.SpecHash, Restarts: r.Restarts, LastExit: r.LastExit,
-			Alive: s.alive(r), CrashLoop: r.Crashes >= crashLoopAfter, Limits: warningOf(r.Proc), Inputs: r.Inputs}
+			LastExitAt: r.LastExitAt, Alive: s.alive(r), CrashLoop: r.Crashes >= crashLoopAfter, Limits: warningOf(r.Proc), Inputs: r.Inputs}
 		if st.Alive {
 			st.PID = r.Proc.PID()
 			if c, ok := r.Proc.(ContainerHandle); ok {
@@ -231,14 +233,18 @@ func (s *Supervisor) Run(ctx context.Context, in Instance, spec RunSpec) (Handle
 	}
 	defer unlock()
 	restarts, again := 0, false
+	var prev Handle
 	if old, err := s.readRecord(key); err == nil && old != nil {
 		restarts, again = old.Restarts, old.Starting == nil
+		if again {
+			prev = old.Proc
+		}
 		if err := s.halt(ctx, key, old, spec.Grace); err != nil {
 			return nil, err
 		}
 		failpoint.Hit("service:stopped")
 	}
-	rec := instanceRecord{Kind: in.Spec.Kind(), Instance: in, recordState: recordState{SpecHash: spec.Hash, Policy: spec.Policy,
+	rec := instanceRecord{Kind: in.Spec.Kind(), Instance: in, Prev: prev, recordState: recordState{SpecHash: spec.Hash, Policy: spec.Policy,
 		Restarts: restarts, BootID: bootID(), Probe: spec.Probe, Inputs: spec.Inputs}}
 	proc, err := s.start(ctx, key, &rec)
 	if err != nil {

@@ -2,7 +2,9 @@ package service
 
 import (
 	"context"
+	"errors"
 	"log/slog"
+	"time"
 
 	"github.com/tend-dev/tend/internal/backoff"
 	"github.com/tend-dev/tend/manifest"
@@ -31,6 +33,7 @@ func (s *Supervisor) watchInstance(in *instance) {
 			mctx, stopMonitor := context.WithCancel(ctx)
 			go s.monitor(mctx, in, in.rec)
 			st, err := in.rec.Proc.Wait(ctx)
+			seen := time.Now()
 			stopMonitor()
 			if ctx.Err() != nil {
 				return
@@ -39,7 +42,7 @@ func (s *Supervisor) watchInstance(in *instance) {
 				s.log.Error("watch service", logKeyResource, planner.ServiceID(in.rec.Instance.Service), logKeyError, err.Error())
 				return
 			}
-			next, ok := s.exited(ctx, in, st)
+			next, ok := s.exited(ctx, in, st, seen)
 			if !ok {
 				return
 			}
@@ -69,6 +72,10 @@ func (s *Supervisor) monitor(ctx context.Context, in *instance, rec instanceReco
 		s.mu.Lock()
 		in.unhealthy = true
 		s.mu.Unlock()
+		if e, ok := rec.Proc.(Ender); ok {
+			_ = e.End(ctx, DefaultStopTimeout) // kept, to restart in place
+			return
+		}
 		_ = rec.Proc.Stop(ctx, DefaultStopTimeout)
 	})
 }
@@ -79,17 +86,19 @@ func (s *Supervisor) setHealth(key instanceKey, h string) {
 	s.mu.Unlock()
 }
 
-// exited handles an exit: it records it and, when the policy says so,
-// restarts the instance after the backoff, returning it with its new
-// process. Each step holds the replica's lock and first checks that the
-// instance is still the one this supervisor runs and that the record on
-// disk still names the process that exited: a tick that replaced or
-// stopped the replica meanwhile (here, or a `tend apply` in another
-// process) wins, and nothing is restarted behind its back.
-func (s *Supervisor) exited(ctx context.Context, in *instance, st ExitStatus) (*instance, bool) {
+// exited handles an exit, which its watcher saw at seen: it records it
+// and, when the policy says so, restarts the instance the backoff's delay
+// after the exit (in place when its runtime can: see Restarter),
+// returning it with its new process. Each step holds the replica's lock
+// and first checks that the instance is still the one this supervisor
+// runs and that the record on disk still names the process that exited:
+// a tick that replaced or stopped the replica meanwhile (here, or a `tend
+// apply` in another process) wins, and nothing is restarted behind its
+// back.
+func (s *Supervisor) exited(ctx context.Context, in *instance, st ExitStatus, seen time.Time) (*instance, bool) {
 	key := instanceKey{in.rec.Instance.Service, in.rec.Instance.Replica}
 	s.mu.Lock()
-	unhealthy := in.unhealthy // its probe's stop removed it, if it was removed
+	unhealthy := in.unhealthy // its probe's stop ended it (and removed it, if it was removed)
 	in.unhealthy = false
 	s.mu.Unlock()
 	if st.Removed && !unhealthy {
@@ -99,8 +108,10 @@ func (s *Supervisor) exited(ctx context.Context, in *instance, st ExitStatus) (*
 	st.Removed = false
 	rec := in.rec
 	id := planner.ServiceID(key.service)
-	ran := s.now().Sub(rec.StartedAt)
-	rec.LastExit, rec.CleanExit = st.String(), !st.Failed()
+	now := s.now()
+	at := exitTime(st.At, now)
+	ran := at.Sub(rec.StartedAt)
+	rec.LastExit, rec.LastExitAt, rec.CleanExit = st.String(), at, !st.Failed()
 	if ran < stablePeriod {
 		rec.Crashes++
 	} else {
@@ -133,7 +144,10 @@ func (s *Supervisor) exited(ctx context.Context, in *instance, st ExitStatus) (*
 	}
 	s.log.Log(ctx, level, "service exited; restarting", logKeyResource, id, logKeyReplica, key.replica,
 		"exit", rec.LastExit, "in", roundDuration(delay), "crashes", rec.Crashes)
-	if backoff.Sleep(ctx, delay) != nil {
+	// The delay counts from the exit, as the engine's own restart policy
+	// counts it: the time it took to hear of it and record it is part of
+	// it.
+	if backoff.Sleep(ctx, delay-now.Sub(at)-time.Since(seen)) != nil {
 		return nil, false
 	}
 	unlock, err = s.lockKey(ctx, key)
@@ -145,7 +159,8 @@ func (s *Supervisor) exited(ctx context.Context, in *instance, st ExitStatus) (*
 		s.giveUp(ctx, key, in)
 		return nil, false
 	}
-	proc, err := s.start(ctx, key, &rec)
+	exitedProc := rec.Proc
+	proc, inPlace, err := s.restart(ctx, key, &rec)
 	if err != nil {
 		_ = s.writeRecord(rec) // the exit it recorded, not the start
 		s.log.ErrorContext(ctx, "restart service", logKeyResource, id, logKeyReplica, key.replica, logKeyError, err.Error())
@@ -154,9 +169,10 @@ func (s *Supervisor) exited(ctx context.Context, in *instance, st ExitStatus) (*
 		s.mu.Unlock()
 		return nil, false
 	}
-	rec.Proc, rec.StartedAt = proc, s.now()
+	rec.Prev, rec.Proc, rec.StartedAt = exitedProc, proc, s.now()
 	rec.Restarts++
-	s.log.InfoContext(ctx, "service restarted", logKeyResource, id, logKeyReplica, key.replica, logKeyPID, proc.PID(), "restarts", rec.Restarts)
+	s.log.InfoContext(ctx, "service restarted", logKeyResource, id, logKeyReplica, key.replica, logKeyPID, proc.PID(),
+		"restarts", rec.Restarts, "inPlace", inPlace)
 	if err := s.writeRecord(rec); err != nil {
 		s.log.ErrorContext(ctx, "record service", logKeyResource, id, logKeyError, err.Error())
 	}
@@ -166,6 +182,43 @@ func (s *Supervisor) exited(ctx context.Context, in *instance, st ExitStatus) (*
 	s.restarted(key.service)
 	s.point("exited:restarted")
 	return in, true
+}
+
+// exitTime is when an exit happened: at, the runtime's time for it, when
+// that is plausible on this clock (not after now, nor long before it: an
+// engine on another host may keep another time), else now.
+func exitTime(at, now time.Time) time.Time {
+	if at.IsZero() || at.After(now) || now.Sub(at) > time.Second {
+		return now
+	}
+	return at
+}
+
+// restart starts rec's instance again after its exit: in place when its
+// runtime can (see Restarter), keeping its invocation; else, and when the
+// runtime says the instance must be created anew, as a new instance under
+// a new invocation (see start). A restart in place needs no record that
+// it is starting: the record names the instance already, and a tend that
+// dies before it records the new process finds that instance not alive
+// (another process) and replaces it as drift.
+func (s *Supervisor) restart(ctx context.Context, key instanceKey, rec *instanceRecord) (Handle, bool, error) {
+	rt, err := s.rts.Get(rec.Kind)
+	if err != nil {
+		return nil, false, err
+	}
+	if r, ok := rt.(Restarter); ok && rec.Proc != nil {
+		h, err := r.Restart(ctx, rec.Instance, rec.Proc)
+		if err == nil {
+			return h, true, nil
+		}
+		if !errors.Is(err, ErrRecreate) {
+			return nil, false, err
+		}
+		s.log.InfoContext(ctx, "service instance not restarted in place; starting a new one", logKeyResource, planner.ServiceID(key.service),
+			logKeyReplica, key.replica, logKeyError, err.Error())
+	}
+	h, err := s.start(ctx, key, rec)
+	return h, false, err
 }
 
 // removed handles an instance removed outside tend (a container removed

@@ -19,15 +19,43 @@ import (
 // followPoll is how often WriteLogs looks for new output when following.
 const followPoll = 250 * time.Millisecond
 
+// LogOptions say which output Logs writes, and how.
+type LogOptions struct {
+	// Follow keeps writing what the replicas print until ctx ends.
+	Follow bool
+	// Previous writes the output of the last instance of each replica
+	// that exited, instead of the current one's: the one before the
+	// instance that runs, or the last one when none runs.
+	Previous bool
+}
+
 // WriteLogs writes the output of a service's replicas (replica < 0: all of
-// them; each line prefixed with its replica when there are several) to w.
-// With follow it keeps writing what they append until ctx ends, and starts
-// over on a file that was rotated.
+// them; each line prefixed with its replica when there are several) to w,
+// from their log files: each the current instance's. With follow it keeps
+// writing what they append until ctx ends, and starts over on a file that
+// was rotated or replaced (a new instance started).
 func WriteLogs(ctx context.Context, w io.Writer, stateDir, name string, replica int, follow bool) error {
+	return writeLogFiles(ctx, w, stateDir, name, replica, follow, false, nil)
+}
+
+// writeLogFiles is WriteLogs; with previous, it writes the output of the
+// last instance of each replica that exited: the previous instance's file
+// (see PreviousLog) of the replicas that run, the current one of the
+// others.
+func writeLogFiles(ctx context.Context, w io.Writer, stateDir, name string, replica int, follow, previous bool, running map[int]bool) error {
 	dir := statedir.Dir(stateDir).Logs(name)
+	file := func(r int) string {
+		if previous && running[r] {
+			return PreviousLog(LogFile(stateDir, name, r))
+		}
+		return LogFile(stateDir, name, r)
+	}
 	var replicas []int
 	if replica >= 0 {
-		if _, err := os.Stat(LogFile(stateDir, name, replica)); errors.Is(err, fs.ErrNotExist) {
+		if _, err := os.Stat(file(replica)); errors.Is(err, fs.ErrNotExist) {
+			if previous && running[replica] {
+				return fmt.Errorf("no logs of an earlier instance of %s replica %d in %s: it has not restarted since it started on this node (tend logs without --previous prints the one that runs)", planner.ServiceID(name), replica, dir)
+			}
 			return fmt.Errorf("no logs for %s replica %d in %s: it has not run on this node", planner.ServiceID(name), replica, dir)
 		}
 		replicas = []int{replica}
@@ -41,17 +69,22 @@ func WriteLogs(ctx context.Context, w io.Writer, stateDir, name string, replica 
 		}
 		for _, e := range entries {
 			if r, ok := statedir.LogReplica(e.Name()); ok {
-				replicas = append(replicas, r)
+				if _, err := os.Stat(file(r)); err == nil {
+					replicas = append(replicas, r)
+				}
 			}
 		}
 		slices.Sort(replicas)
 	}
 	if len(replicas) == 0 {
+		if previous {
+			return fmt.Errorf("no logs of an earlier instance of %s in %s: none has restarted since it started on this node (tend logs without --previous prints the ones that run)", planner.ServiceID(name), dir)
+		}
 		return fmt.Errorf("no logs for %s in %s: it has not run on this node", planner.ServiceID(name), dir)
 	}
 	tails := make([]*tail, len(replicas))
 	for i, r := range replicas {
-		tails[i] = &tail{path: LogFile(stateDir, name, r)}
+		tails[i] = &tail{path: file(r)}
 		if len(replicas) > 1 {
 			tails[i].prefix = fmt.Sprintf("replica %d | ", r)
 		}
@@ -77,6 +110,7 @@ func WriteLogs(ctx context.Context, w io.Writer, stateDir, name string, replica 
 type tail struct {
 	path, prefix string
 	offset       int64
+	file         os.FileInfo // the file read last: another at path is read from its start
 }
 
 // copy writes the whole lines added since the last call; with partial,
@@ -94,9 +128,10 @@ func (t *tail) copy(w io.Writer, partial bool) error {
 	if err != nil {
 		return err
 	}
-	if fi.Size() < t.offset {
-		t.offset = 0 // rotated: truncated in place
+	if fi.Size() < t.offset || t.file != nil && !os.SameFile(t.file, fi) {
+		t.offset = 0 // rotated: truncated in place, or replaced by a new instance's
 	}
+	t.file = fi
 	if _, err := f.Seek(t.offset, io.SeekStart); err != nil {
 		return err
 	}
@@ -120,20 +155,32 @@ func (t *tail) copy(w io.Writer, partial bool) error {
 	}
 }
 
+// LogSpan is the output of one instance of a replica: From's (nil: none
+// started yet), up to where Next began, the instance started in From's
+// place after it (nil when none was).
+type LogSpan struct {
+	From, Next Handle
+}
+
 // LogWriter is a Runtime that keeps its instances' output itself (a
 // container engine) and writes it: the output of a service's replicas
 // (replica < 0: all of them, each line prefixed with its replica when
-// there are several; handles by replica, nil for one not started yet) to
-// w, with follow until ctx ends.
+// there are several; one span by replica) to w, with follow until ctx
+// ends.
 type LogWriter interface {
-	WriteLogs(ctx context.Context, w io.Writer, name string, handles map[int]Handle, replica int, follow bool) error
+	WriteLogs(ctx context.Context, w io.Writer, name string, spans map[int]LogSpan, replica int, follow bool) error
 }
 
-// Logs writes the output of a service's replicas to w (see WriteLogs):
-// through the runtime of its kind when that keeps the output (LogWriter),
-// else from its log files in stateDir.
-func Logs(ctx context.Context, w io.Writer, rts *Runtimes, stateDir, name string, replica int, follow bool) error {
-	recs, err := (&Supervisor{dir: statedir.Dir(stateDir).Services(), rts: rts}).serviceRecords(name)
+// Logs writes the output of a service's replicas to w, each its current
+// instance's or, with opts.Previous, its last exited instance's: through
+// the runtime of its kind when that keeps the output (LogWriter), else
+// from its log files in stateDir (see WriteLogs and PreviousLog).
+func Logs(ctx context.Context, w io.Writer, rts *Runtimes, stateDir, name string, replica int, opts LogOptions) error {
+	if opts.Previous && opts.Follow {
+		return fmt.Errorf("logs of %s: --previous prints an instance that has ended: it cannot be followed (drop -f)", planner.ServiceID(name))
+	}
+	sup := &Supervisor{dir: statedir.Dir(stateDir).Services(), rts: rts}
+	recs, err := sup.serviceRecords(name)
 	if err != nil {
 		return err
 	}
@@ -143,12 +190,34 @@ func Logs(ctx context.Context, w io.Writer, rts *Runtimes, stateDir, name string
 			return fmt.Errorf("logs of %s: %w", planner.ServiceID(name), err)
 		}
 		if lw, ok := rt.(LogWriter); ok {
-			handles := make(map[int]Handle, len(recs))
+			spans := make(map[int]LogSpan, len(recs))
 			for _, r := range recs {
-				handles[r.Instance.Replica] = r.Proc
+				if replica >= 0 && r.Instance.Replica != replica {
+					continue
+				}
+				span := LogSpan{From: r.Proc}
+				if opts.Previous && sup.alive(r) {
+					if r.Prev == nil {
+						if replica >= 0 {
+							return fmt.Errorf("%s replica %d has not restarted since it started: no earlier instance to print (tend logs without --previous prints the one that runs)", planner.ServiceID(name), replica)
+						}
+						continue
+					}
+					span = LogSpan{From: r.Prev, Next: r.Proc}
+				}
+				spans[r.Instance.Replica] = span
 			}
-			return lw.WriteLogs(ctx, w, name, handles, replica, follow)
+			if len(spans) == 0 && opts.Previous && replica < 0 {
+				return fmt.Errorf("no replica of %s has restarted since it started: no earlier instance to print (tend logs without --previous prints the ones that run)", planner.ServiceID(name))
+			}
+			return lw.WriteLogs(ctx, w, name, spans, replica, opts.Follow)
 		}
 	}
-	return WriteLogs(ctx, w, stateDir, name, replica, follow)
+	// The file of the instance that runs (or is being started) is its
+	// own; one that ended (and was not replaced) left its output in it.
+	running := map[int]bool{}
+	for _, r := range recs {
+		running[r.Instance.Replica] = opts.Previous && (r.Starting != nil || sup.alive(r))
+	}
+	return writeLogFiles(ctx, w, stateDir, name, replica, opts.Follow, opts.Previous, running)
 }

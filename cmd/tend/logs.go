@@ -15,8 +15,8 @@ import (
 
 func newLogsCommand(g *globals) *cobra.Command {
 	var (
-		follow  bool
-		replica int
+		follow, previous bool
+		replica          int
 	)
 	cmd := &cobra.Command{
 		Use:   "logs service/NAME",
@@ -35,11 +35,12 @@ func newLogsCommand(g *globals) *cobra.Command {
 			defer stop()
 			rts := agent.Runtimes(c, nil)
 			defer rts.Close()
-			return service.Logs(ctx, cmd.OutOrStdout(), rts, c.StateDir, name, replica, follow)
+			return service.Logs(ctx, cmd.OutOrStdout(), rts, c.StateDir, name, replica, service.LogOptions{Follow: follow, Previous: previous})
 		},
 	}
 	g.addFlags(cmd, logFlags, []string{"state-dir"})
 	cmd.Flags().BoolVarP(&follow, "follow", "f", false, "keep printing what the service writes")
+	cmd.Flags().BoolVarP(&previous, "previous", "p", false, "print the last instance that exited (the one before the instance that runs)")
 	replica = -1
 	cmd.Flags().Var((*replicaFlag)(&replica), "replica", "only this replica, by its index (default: all)")
 	return cmd

@@ -207,7 +207,7 @@ func TestAgentKill9AdoptsServices(t *testing.T) {
 	b, _ = os.ReadFile(logFile)
 	// The supervisor saw the exit at once and restarted it after its first
 	// backoff step; it was not left for a reconcile to find as drift.
-	require.Contains(t, string(b), `msg="service exited; restarting" resource=service/svc3 replica=0 exit="exited (status unknown: adopted process)" in=200ms crashes=1`)
+	require.Contains(t, string(b), `msg="service exited; restarting" resource=service/svc3 replica=0 exit="exited (status unknown: adopted process)" in=100ms crashes=1`)
 	require.Contains(t, string(b), `msg="service restarted" resource=service/svc3`)
 	require.NotContains(t, string(b), "msg=drift device=cam-017 resource=service/svc3")
 }
@@ -241,6 +241,9 @@ func TestLogs(t *testing.T) {
 	_, errOut, code = n.tend("logs", "file/etc/x")
 	require.Equal(t, 1, code)
 	require.Contains(t, errOut, `"file/etc/x" is not a service: use service/NAME`)
+	_, errOut, code = n.tend("logs", "service/svc0", "--previous", "-f")
+	require.Equal(t, 1, code)
+	require.Contains(t, errOut, "logs of service/svc0: --previous prints an instance that has ended: it cannot be followed (drop -f)")
 
 	// -f keeps printing what a new start appends.
 	f := exec.Command(tendBin, append([]string{"logs", "service/svc0", "-f", "--replica", "0"}, n.flags...)...)

@@ -200,7 +200,7 @@ func TestAgentContainerLogs(t *testing.T) {
 	rts := agent.Runtimes(n.c, nil)
 	defer rts.Close()
 	logs := func(w *bytes.Buffer, name string, replica int) error {
-		return service.Logs(context.Background(), w, rts, n.c.StateDir, name, replica, false)
+		return service.Logs(context.Background(), w, rts, n.c.StateDir, name, replica, service.LogOptions{})
 	}
 
 	var all bytes.Buffer
@@ -275,11 +275,14 @@ func (n *node) hasImage(t *testing.T, ref string) bool {
 }
 
 // An agent watching a container service sees its main process killed at
-// once, through the engine, and starts a replacement under the restart
-// policy: one supervisor, the engine's own restart policy off.
+// once, through the engine, and starts it again under the restart policy:
+// one supervisor, the engine's own restart policy off. It restarts the
+// same container in place, whose output stays: tend logs --previous
+// prints the killed instance's, tend logs the new one's. A spec that
+// changes creates a new container, and the old one's output goes with it.
 func TestAgentRestartsKilledContainer(t *testing.T) {
 	n := newNode(t)
-	n.declare(t, "    - name: web\n      image: "+n.img.Tag+"\n")
+	n.declare(t, "    - name: web\n      image: "+n.img.Tag+"\n      args: [-id]\n")
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
 	sup := agent.NewSupervisor(n.c, nil)
@@ -300,23 +303,60 @@ func TestAgentRestartsKilledContainer(t *testing.T) {
 		default:
 		}
 	})
+
+	rts := agent.Runtimes(n.c, nil)
+	defer rts.Close()
+	logs := func(replica int, previous bool) (string, error) {
+		var b bytes.Buffer
+		err := service.Logs(ctx, &b, rts, n.c.StateDir, "web", replica, service.LogOptions{Previous: previous})
+		return b.String(), err
+	}
+	runID := func(out string) string {
+		_, id, _ := strings.Cut(out, "svc run ")
+		id, _, _ = strings.Cut(id, "\n")
+		return id
+	}
+	var killed string
+	require.Eventually(t, func() bool { out, _ := logs(-1, false); killed = runID(out); return killed != "" }, 30*time.Second, 10*time.Millisecond)
+	_, err = logs(0, true)
+	require.EqualError(t, err, "service/web replica 0 has not restarted since it started: no earlier instance to print (tend logs without --previous prints the one that runs)")
 	require.NoError(t, syscall.Kill(in.Container.State.Pid, syscall.SIGKILL))
 
 	select {
 	case <-restarted:
 	case <-time.After(30 * time.Second): // fails the test only
-		t.Fatal("no replacement for the killed container")
+		t.Fatal("the killed container was not restarted")
 	}
 	states, err := sup.Instances("web")
 	require.NoError(t, err)
 	require.Len(t, states, 1)
 	require.True(t, states[0].Alive)
-	require.NotEqual(t, first, states[0].Container)
+	require.Equal(t, first, states[0].Container, "restarted in place")
 	require.Equal(t, 1, states[0].Restarts)
 	require.Contains(t, states[0].LastExit, "killed by signal killed")
+	require.False(t, states[0].LastExitAt.IsZero())
 	cs := n.containers(t)
-	require.Len(t, cs, 1, "the killed container was replaced, not left beside its replacement")
+	require.Len(t, cs, 1)
 	require.Equal(t, "running", string(cs[0].State))
+
+	var now string
+	require.Eventually(t, func() bool { out, _ := logs(-1, false); now = runID(out); return now != "" }, 30*time.Second, 10*time.Millisecond)
+	require.NotEqual(t, killed, now, "tend logs prints the instance that runs")
+	prev, err := logs(-1, true)
+	require.NoError(t, err)
+	require.Equal(t, killed, runID(prev), "tend logs --previous prints the killed instance: %q", prev)
+	require.NotContains(t, prev, now)
+
+	// A new spec: a new container; the one before is gone, and says so.
+	n.declare(t, "    - name: web\n      image: "+n.img.Tag+"\n      args: [-id, -say, changed]\n")
+	_, err = (&agent.Reconciler{Config: n.c, Supervisor: sup}).Apply(ctx)
+	require.NoError(t, err)
+	cs = n.containers(t)
+	require.Len(t, cs, 1)
+	require.NotEqual(t, first, cs[0].ID, "a changed spec creates a new container")
+	_, err = logs(0, true)
+	require.EqualError(t, err, "service/web replica 0: the container of its earlier instance, "+first[:12]+
+		", was removed when tend created a new one in its place (its spec, image or mounts changed, or it was gone or damaged): its output is gone")
 }
 
 // A container removed by hand while an agent watches it is drift, not a
@@ -380,9 +420,9 @@ func TestAgentContainerRemovedByHandIsDrift(t *testing.T) {
 	require.Equal(t, cs[0].ID, states[0].Container)
 }
 
-// A container the supervisor stops because its probe failed is removed by
-// that stop: an exit under the restart policy, not a removal outside
-// tend, whatever the engine shows when its wait ends.
+// A container the supervisor stops because its probe failed is stopped,
+// not removed, and restarted in place: an exit under the restart policy,
+// not a removal outside tend.
 func TestAgentRestartsUnhealthyContainer(t *testing.T) {
 	n := newNode(t)
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
@@ -426,7 +466,7 @@ func TestAgentRestartsUnhealthyContainer(t *testing.T) {
 	states, err := sup.Instances("web")
 	require.NoError(t, err)
 	require.Len(t, states, 1)
-	require.NotEqual(t, first, states[0].Container)
+	require.Equal(t, first, states[0].Container, "restarted in place")
 	require.NotEqual(t, service.RemovedExit, states[0].LastExit)
 }
 

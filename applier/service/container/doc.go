@@ -15,7 +15,8 @@
 //
 // Restart policy is tend's, not the engine's: every container is created
 // with restart policy "no", and the supervisor restarts it when Wait
-// returns. Every container carries labels (dev.tend.device,
+// returns, in place (RestartInPlace: the same container started again,
+// its output kept) unless what it runs changed. Every container carries labels (dev.tend.device,
 // dev.tend.resource, dev.tend.spec from Spec.Labels, dev.tend.replica
 // and dev.tend.invocation from the runtime) by which List finds tend's
 // containers for adoption. Pruning removes only containers the records

@@ -6,6 +6,7 @@ import (
 	"io"
 	"strconv"
 	"strings"
+	"time"
 
 	"github.com/moby/moby/api/pkg/stdcopy"
 	"github.com/moby/moby/client"
@@ -47,11 +48,28 @@ func (r *Runtime) List(ctx context.Context, device string) ([]Container, error) 
 // the engine stored them, to w: the last tail lines (all when tail <= 0),
 // then, with follow, what it prints until it stops or ctx ends.
 func (r *Runtime) Logs(ctx context.Context, w io.Writer, id string, tail int, follow bool) error {
+	return r.logs(ctx, w, id, tail, time.Time{}, time.Time{}, follow)
+}
+
+// LogsBetween writes what the container printed from since until until,
+// by the engine's clock (a zero time: no bound), to w, as Logs does.
+func (r *Runtime) LogsBetween(ctx context.Context, w io.Writer, id string, since, until time.Time, follow bool) error {
+	return r.logs(ctx, w, id, 0, since, until, follow)
+}
+
+func (r *Runtime) logs(ctx context.Context, w io.Writer, id string, tail int, since, until time.Time, follow bool) error {
 	t := "all"
 	if tail > 0 {
 		t = strconv.Itoa(tail)
 	}
-	rc, err := r.cli.ContainerLogs(ctx, id, client.ContainerLogsOptions{ShowStdout: true, ShowStderr: true, Tail: t, Follow: follow})
+	opts := client.ContainerLogsOptions{ShowStdout: true, ShowStderr: true, Tail: t, Follow: follow}
+	if !since.IsZero() {
+		opts.Since = unixNano(since)
+	}
+	if !until.IsZero() {
+		opts.Until = unixNano(until)
+	}
+	rc, err := r.cli.ContainerLogs(ctx, id, opts)
 	if err != nil {
 		if isNotFound(err) {
 			return fmt.Errorf("logs of container %s: no such container on %s: %w", short(id), r.host, err)
@@ -64,4 +82,9 @@ func (r *Runtime) Logs(ctx context.Context, w io.Writer, id string, tail int, fo
 		return fmt.Errorf("logs of container %s: %w", short(id), err)
 	}
 	return nil
+}
+
+// unixNano is t as the engine's logs API takes a time: seconds.nanoseconds.
+func unixNano(t time.Time) string {
+	return fmt.Sprintf("%d.%09d", t.Unix(), t.Nanosecond())
 }

@@ -63,11 +63,12 @@ type Runtime struct {
 	confine *Confinement
 
 	mu sync.Mutex
-	// waiting counts, by container id, the Waits in progress: while one
+	// waiting counts, by container id and main pid (a container
+	// restarted in place runs another), the Waits in progress: while one
 	// waits, the engine has not said the container stopped, and Alive
 	// needs no call to the engine (an agent's no-op tick asks it nothing
 	// about the containers it watches).
-	waiting map[string]int
+	waiting map[waitKey]int
 	// updates follows the engine's update events, for LimitDrift.
 	updates updateWatch
 }
@@ -119,7 +120,7 @@ func (r *Runtime) Alive(p Proc) bool {
 		return false
 	}
 	r.mu.Lock()
-	waited := r.waiting[p.Container] > 0
+	waited := r.waiting[waitKeyOf(p)] > 0
 	r.mu.Unlock()
 	if waited {
 		return true
@@ -148,21 +149,30 @@ func (r *Runtime) Wait(ctx context.Context, p Proc) (service.ExitStatus, error) 
 		// for, and no wait to count as alive.
 		return r.waited(ctx, p)
 	}
+	k := waitKeyOf(p)
 	r.mu.Lock()
 	if r.waiting == nil {
-		r.waiting = map[string]int{}
+		r.waiting = map[waitKey]int{}
 	}
-	r.waiting[p.Container]++
+	r.waiting[k]++
 	r.mu.Unlock()
 	defer func() {
 		r.mu.Lock()
-		if r.waiting[p.Container]--; r.waiting[p.Container] <= 0 {
-			delete(r.waiting, p.Container)
+		if r.waiting[k]--; r.waiting[k] <= 0 {
+			delete(r.waiting, k)
 		}
 		r.mu.Unlock()
 	}()
 	return r.waited(ctx, p)
 }
+
+// waitKey is what Alive knows a Wait by: a container and its main pid.
+type waitKey struct {
+	container string
+	pid       int
+}
+
+func waitKeyOf(p Proc) waitKey { return waitKey{p.Container, p.PID} }
 
 // A wait also asks the engine for the container's state once, a moment
 // after it began, then now and then: an engine (Docker 20.10) can miss
@@ -226,6 +236,9 @@ wait:
 	if err != nil || in.Container.State == nil || in.Container.HostConfig == nil {
 		return st, nil
 	}
+	if at, err := time.Parse(time.RFC3339Nano, in.Container.State.FinishedAt); err == nil && at.Year() > 1 {
+		st.At = at
+	}
 	st.OOMKilled = in.Container.State.OOMKilled
 	limit := in.Container.HostConfig.Memory
 	if !st.OOMKilled && limit > 0 && st.Signal == syscall.SIGKILL.String() {
@@ -285,6 +298,19 @@ func exitStatus(code int64) service.ExitStatus {
 // whole seconds as the engine counts) and removes it. A container already
 // gone is no error.
 func (r *Runtime) Stop(ctx context.Context, p Proc, grace time.Duration) error {
+	if err := r.End(ctx, p, grace); err != nil {
+		return err
+	}
+	if p.Container == "" {
+		return nil
+	}
+	return r.remove(ctx, p.Container)
+}
+
+// End stops p's container as Stop does, and keeps it, exited, with its
+// output: RestartInPlace can start it again. A container already gone is
+// no error.
+func (r *Runtime) End(ctx context.Context, p Proc, grace time.Duration) error {
 	if p.Container == "" {
 		return nil
 	}
@@ -292,7 +318,7 @@ func (r *Runtime) Stop(ctx context.Context, p Proc, grace time.Duration) error {
 	if _, err := r.cli.ContainerStop(ctx, p.Container, client.ContainerStopOptions{Timeout: &secs}); err != nil && !isNotFound(err) {
 		return r.engineError(fmt.Errorf("stop container %s: %w", short(p.Container), err))
 	}
-	return r.remove(ctx, p.Container)
+	return nil
 }
 
 // removeWait bounds the wait for a removal another client began.

@@ -102,10 +102,16 @@ type Proc struct {
 	Limits string `json:"limits,omitempty"`
 	// Container is the engine's id of the container.
 	Container string `json:"container,omitempty"`
+	// Started is when tend asked the engine to start the container, this
+	// time (zero for a container found by List): its output since then is
+	// this instance's (see WriteLogs).
+	Started time.Time `json:"started,omitzero"`
 }
 
 var (
 	_ service.Runtime         = (*Runtime)(nil)
+	_ service.Restarter       = (*Runtime)(nil)
+	_ service.Ender           = handle{}
 	_ service.Preparer        = (*Runtime)(nil)
 	_ service.ImageResolving  = (*Runtime)(nil)
 	_ service.Finisher        = (*Runtime)(nil)
@@ -156,6 +162,24 @@ func (r *Runtime) Start(ctx context.Context, in service.Instance) (service.Handl
 	return handle{p, r}, nil
 }
 
+// Restart starts the exited container of h again in place, as
+// RestartInPlace does.
+func (r *Runtime) Restart(ctx context.Context, in service.Instance, h service.Handle) (service.Handle, error) {
+	ci, err := instance(in)
+	if err != nil {
+		return nil, err
+	}
+	old, ok := h.(handle)
+	if !ok {
+		return nil, fmt.Errorf("%w: %s replica %d: not a container's handle (%T)", service.ErrRecreate, in.Service, in.Replica, h)
+	}
+	p, err := r.RestartInPlace(ctx, ci, old.p)
+	if err != nil {
+		return nil, err
+	}
+	return handle{p, r}, nil
+}
+
 // Recover returns the handle of a container from its Proc in a record.
 func (r *Runtime) Recover(raw json.RawMessage) (service.Handle, error) {
 	var p Proc
@@ -186,18 +210,28 @@ func (r *Runtime) Prepare(ctx context.Context, s render.Service, ins []service.I
 	return nil
 }
 
-// WriteLogs writes the logs of the containers handles hold, as
-// WriteContainerLogs does.
-func (r *Runtime) WriteLogs(ctx context.Context, w io.Writer, name string, handles map[int]service.Handle, replica int, follow bool) error {
-	ids := make(map[int]string, len(handles))
-	for n, h := range handles {
-		if c, ok := h.(service.ContainerHandle); ok {
-			ids[n] = c.ContainerID()
-		} else {
-			ids[n] = ""
+// WriteLogs writes the output of the instances spans name, as
+// WriteContainerLogs does: the container's output since the instance was
+// started, until the next instance was started in the same container (a
+// restart in place), or the end.
+func (r *Runtime) WriteLogs(ctx context.Context, w io.Writer, name string, spans map[int]service.LogSpan, replica int, follow bool) error {
+	out := make(map[int]Span, len(spans))
+	for n, s := range spans {
+		from, ok := s.From.(handle)
+		if !ok {
+			out[n] = Span{}
+			continue
 		}
+		sp := Span{Container: from.p.Container, Since: from.p.Started}
+		if next, ok := s.Next.(handle); ok && next.p.Container == from.p.Container {
+			sp.Until = next.p.Started
+		}
+		if s.Next != nil {
+			sp.Replaced = true
+		}
+		out[n] = sp
 	}
-	return r.WriteContainerLogs(ctx, w, name, ids, replica, follow)
+	return r.WriteContainerLogs(ctx, w, name, out, replica, follow)
 }
 
 // instance is in with its Spec's fields.
@@ -226,6 +260,9 @@ func (h handle) Alive() bool                                          { return h
 func (h handle) Wait(ctx context.Context) (service.ExitStatus, error) { return h.rt.Wait(ctx, h.p) }
 func (h handle) Stop(ctx context.Context, grace time.Duration) error {
 	return h.rt.Stop(ctx, h.p, grace)
+}
+func (h handle) End(ctx context.Context, grace time.Duration) error {
+	return h.rt.End(ctx, h.p, grace)
 }
 func (h handle) Warning() string              { return h.p.Limits }
 func (h handle) MarshalJSON() ([]byte, error) { return json.Marshal(h.p) }

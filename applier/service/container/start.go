@@ -11,6 +11,7 @@ import (
 	"slices"
 	"strconv"
 	"strings"
+	"time"
 
 	cerrdefs "github.com/containerd/errdefs"
 	"github.com/moby/moby/api/types/container"
@@ -70,6 +71,7 @@ func (r *Runtime) Run(ctx context.Context, in Instance) (Proc, error) {
 		}
 		return Proc{}, r.engineError(fmt.Errorf("service %s: create container %s: %w", in.Service, name, err))
 	}
+	started := time.Now()
 	if _, err := r.cli.ContainerStart(ctx, created.ID, client.ContainerStartOptions{}); err != nil {
 		_ = r.remove(context.WithoutCancel(ctx), created.ID)
 		if cerrdefs.IsInvalidArgument(err) || cerrdefs.IsNotFound(err) {
@@ -86,7 +88,7 @@ func (r *Runtime) Run(ctx context.Context, in Instance) (Proc, error) {
 		_ = r.remove(context.WithoutCancel(ctx), created.ID)
 		return Proc{}, fmt.Errorf("service %s: %w", in.Service, err)
 	}
-	p.Limits = strings.Join(created.Warnings, "; ")
+	p.Limits, p.Started = strings.Join(created.Warnings, "; "), started
 	return p, nil
 }
 

@@ -8,18 +8,31 @@ import (
 	"maps"
 	"slices"
 	"sync"
+	"time"
 
 	"github.com/tend-dev/tend/planner"
 )
 
+// Span is the output of one instance of a replica in its container: what
+// the container printed since Since, until Until (zero times: from its
+// creation, to the end).
+type Span struct {
+	Container string // "" for an instance not started yet
+	Since     time.Time
+	Until     time.Time
+	// Replaced: another instance was started in its place (in another
+	// container when Until is zero).
+	Replaced bool
+}
+
 // WriteContainerLogs writes the logs of a container service's replicas
-// (container ids, by replica, "" for one not started yet; replica < 0: all, each line
-// prefixed with its replica when there are several) through the engine's
-// API; with follow, until ctx ends.
-func (rt *Runtime) WriteContainerLogs(ctx context.Context, w io.Writer, name string, ids map[int]string, replica int, follow bool) error {
-	replicas := slices.Sorted(maps.Keys(ids))
+// (their spans, by replica; replica < 0: all, each line prefixed with its
+// replica when there are several) through the engine's API; with follow,
+// until ctx ends.
+func (rt *Runtime) WriteContainerLogs(ctx context.Context, w io.Writer, name string, spans map[int]Span, replica int, follow bool) error {
+	replicas := slices.Sorted(maps.Keys(spans))
 	if replica >= 0 {
-		if _, ok := ids[replica]; !ok {
+		if _, ok := spans[replica]; !ok {
 			return fmt.Errorf("no container for %s replica %d: it has not run on this node", planner.ServiceID(name), replica)
 		}
 		replicas = []int{replica}
@@ -33,11 +46,16 @@ func (rt *Runtime) WriteContainerLogs(ctx context.Context, w io.Writer, name str
 			out = &prefixWriter{w: w, mu: &mu, prefix: fmt.Sprintf("replica %d | ", r)}
 		}
 		run := func() {
-			if ids[r] == "" {
+			sp := spans[r]
+			if sp.Container == "" {
 				errs[i] = fmt.Errorf("%s replica %d has no container yet", planner.ServiceID(name), r)
 				return
 			}
-			errs[i] = rt.Logs(ctx, out, ids[r], 0, follow)
+			errs[i] = rt.LogsBetween(ctx, out, sp.Container, sp.Since, sp.Until, follow)
+			if isNotFound(errs[i]) && sp.Replaced && sp.Until.IsZero() {
+				errs[i] = fmt.Errorf("%s replica %d: the container of its earlier instance, %s, was removed when tend created a new one in its place (its spec, image or mounts changed, or it was gone or damaged): its output is gone",
+					planner.ServiceID(name), r, short(sp.Container))
+			}
 			if p, ok := out.(*prefixWriter); ok {
 				p.flush()
 			}

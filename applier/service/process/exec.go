@@ -86,6 +86,13 @@ func (e *Runtime) Run(ctx context.Context, in Instance) (Proc, error) {
 		if err := os.MkdirAll(filepath.Dir(in.LogFile), 0o750); err != nil {
 			return Proc{}, fmt.Errorf("create log folder: %w", err)
 		}
+		// The last instance's output is kept for a post-mortem (tend logs
+		// --previous); the file is this instance's.
+		if fi, err := os.Stat(in.LogFile); err == nil && fi.Size() > 0 {
+			if err := os.Rename(in.LogFile, service.PreviousLog(in.LogFile)); err != nil {
+				return Proc{}, fmt.Errorf("keep the last instance's log: %w", err)
+			}
+		}
 		if out, err = os.OpenFile(in.LogFile, os.O_WRONLY|os.O_CREATE|os.O_APPEND, 0o640); err != nil {
 			return Proc{}, fmt.Errorf("open log file: %w", err)
 		}
