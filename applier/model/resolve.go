@@ -92,6 +92,9 @@ func (d *Driver) Resolve(ctx context.Context, m manifest.Model) (render.Resoluti
 	if act := rec.active(); act != nil && act.Digest == pinned.Digest && slices.Equal(act.Include, m.Include) {
 		return res, nil
 	}
+	if err := d.verify(ctx, m, pinned.Digest, rec.active()); err != nil {
+		return unverified(want, rec.pinned(), pinned.Digest, err), nil
+	}
 	download, err := d.missing(ctx, want)
 	if err != nil {
 		return render.Resolution{}, err
