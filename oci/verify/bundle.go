@@ -69,9 +69,9 @@ func parseBundle(raw []byte) (*bundle.Bundle, error) {
 	return &b, nil
 }
 
-// signs reports whether bundle b signs digest: the subject of its in-toto
-// statement (cosign v3's DSSE) or its message digest.
-func signs(b *bundle.Bundle, digest string) (bool, error) {
+// signs reports whether b, a bundle, signs digest: the subject of its
+// in-toto statement (cosign v3's DSSE) or its message digest.
+func signs(b sgverify.SignedEntity, digest string) (bool, error) {
 	sc, err := b.SignatureContent()
 	if err != nil {
 		return false, err
@@ -95,7 +95,7 @@ func signs(b *bundle.Bundle, digest string) (bool, error) {
 	return false, nil
 }
 
-// checkBundle verifies raw, a bundle, against p for digest: nil when it
+// checkBundle verifies raw, a bundle, against p for digest: true when it
 // satisfies p; otherwise t counts why not.
 func (p *policy) checkBundle(raw []byte, digest string, t *tally) bool {
 	b, err := parseBundle(raw)
@@ -104,6 +104,11 @@ func (p *policy) checkBundle(raw []byte, digest string, t *tally) bool {
 		t.lastErr = err.Error()
 		return false
 	}
+	return p.check(b, digest, t)
+}
+
+// check verifies b, a bundle read, against p for digest.
+func (p *policy) check(b sgverify.SignedEntity, digest string, t *tally) bool {
 	if ok, err := signs(b, digest); err != nil {
 		t.invalid++
 		t.lastErr = err.Error()
