@@ -25,7 +25,7 @@ type signed struct {
 	opts   oci.Options
 }
 
-func newSigned(t *testing.T) *signed {
+func newSigned(t testing.TB) *signed {
 	t.Helper()
 	c := testcosign.New(t)
 	host := testoci.StartDistribution(t)
@@ -34,14 +34,14 @@ func newSigned(t *testing.T) *signed {
 
 // push pushes an artifact of one file under repo:tag and returns its
 // digest.
-func (s *signed) push(t *testing.T, repoTag, content string) string {
+func (s *signed) push(t testing.TB, repoTag, content string) string {
 	t.Helper()
 	d, err := testoci.PushFiles(s.host, repoTag, map[string][]byte{"model.bin": []byte(content)})
 	require.NoError(t, err)
 	return d
 }
 
-func (s *signed) target(t *testing.T, repo, digest string) verify.Target {
+func (s *signed) target(t testing.TB, repo, digest string) verify.Target {
 	t.Helper()
 	r, err := name.NewRepository(s.host+"/"+repo, name.Insecure)
 	require.NoError(t, err)
