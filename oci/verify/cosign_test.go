@@ -132,6 +132,28 @@ func TestCosignKeyBased(t *testing.T) {
 		require.NoError(t, v.Verify(ctx, s.target(t, "models/retag", first), keys(pub)))
 	})
 
+	t.Run("cosign's legacy .sig format", func(t *testing.T) {
+		d := s.push(t, "models/legacy:v1", "weights legacy")
+		s.cosign.SignLegacy(priv, s.host+"/models/legacy@"+d)
+		sig, err := name.ParseReference(s.host+"/models/legacy:"+strings.Replace(d, ":", "-", 1)+".sig", name.Insecure)
+		require.NoError(t, err)
+		_, err = remote.Get(sig)
+		require.NoError(t, err, "cosign wrote the legacy .sig tag")
+		v := &verify.Verifier{Options: s.opts}
+		require.NoError(t, v.Verify(ctx, s.target(t, "models/legacy", d), keys(pub)))
+		err = v.Verify(ctx, s.target(t, "models/legacy", d), keys(otherPub))
+		require.ErrorIs(t, err, verify.ErrUnsigned)
+		require.Contains(t, err.Error(), "(found 1 signature by another key)")
+	})
+
+	t.Run("a notation requirement is not checked yet", func(t *testing.T) {
+		v := &verify.Verifier{Options: s.opts}
+		err := v.Verify(ctx, s.target(t, "models/detector", good), []*manifest.ArtifactVerify{
+			{Notation: &manifest.NotationVerify{TrustPolicy: "/etc/tend/notation/trustpolicy.json", TrustStore: "/etc/tend/notation/truststore"}}})
+		require.ErrorIs(t, err, verify.ErrUnsigned)
+		require.Contains(t, err.Error(), "no Notation signature by the trust policy /etc/tend/notation/trustpolicy.json (this tend checks cosign signatures only)")
+	})
+
 	t.Run("a key file that is not a key", func(t *testing.T) {
 		v := &verify.Verifier{Options: s.opts}
 		err := v.Verify(ctx, s.target(t, "models/detector", good), keys(priv))

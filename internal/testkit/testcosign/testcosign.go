@@ -118,3 +118,12 @@ func (c *Cosign) Sign(priv, ref string) {
 	}
 	c.Run("sign", "--key", priv, "--signing-config", cfg, "--allow-http-registry", "--allow-insecure-registry", ref)
 }
+
+// SignLegacy signs ref as Sign does, in cosign's legacy format: a
+// simple signing payload in the manifest tagged sha256-HEX.sig, as cosign
+// v2 wrote by default.
+func (c *Cosign) SignLegacy(priv, ref string) {
+	c.t.Helper()
+	c.Run("sign", "--key", priv, "--use-signing-config=false", "--tlog-upload=false", "--new-bundle-format=false",
+		"--allow-http-registry", "--allow-insecure-registry", ref)
+}
