@@ -138,3 +138,48 @@ func TestModelSigned(t *testing.T) {
 	require.Equal(t, 1.0, got[`tend_verify_total{kind="model",result="ok"}`])
 	require.Equal(t, 1.0, got[`tend_verify_total{kind="model",result="failed"}`])
 }
+
+// A container service's image must carry the signature runtime.verify
+// asks for, and those its own verify adds, before it is pulled: the plan
+// holds the service otherwise, naming the image's digest and what was
+// found. (Planning needs no engine: the image is resolved in its
+// registry.)
+func TestImageSigned(t *testing.T) {
+	cosign := testcosign.New(t)
+	priv, pub := cosign.KeyPair("release")
+	_, otherPub := cosign.KeyPair("other")
+	reg := testoci.Start(t)
+	v1 := reg.PushFiles(t, "app:v1", map[string][]byte{"bin": []byte("app one")})
+	cosign.Sign(priv, reg.Ref("app@"+v1))
+	v2 := reg.PushFiles(t, "app:v2", map[string][]byte{"bin": []byte("app two")})
+
+	for _, tc := range []struct {
+		name, tag, own string
+		held           string // "" when the plan takes the image
+	}{
+		{"signed", "v1", "", ""},
+		{"unsigned", "v2", "", "service/web " + reg.Ref("app") + "@" + v2 + ": no cosign signature by " + pub + " (found no cosign signature of this digest)"},
+		{"signed, but not by the key the service adds", "v1", "\n      verify: {cosign: {keys: [" + otherPub + "]}}",
+			"service/web " + reg.Ref("app") + "@" + v1 + ": no cosign signature by " + otherPub + " (found 1 signature by another key)"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			repo := testgit.NewRepo(t)
+			repo.WriteFile("devices/cam-017/d.yaml", fmt.Sprintf(oneFile, "good")+
+				"  services:\n    - name: web\n      image: "+reg.Ref("app:"+tc.tag)+tc.own+"\n")
+			repo.Commit("one")
+			c := newConfig(t, repo.Dir())
+			c.Registries.Insecure = []string{reg.Host}
+			c.Runtime.Verify = &manifest.ArtifactVerify{Cosign: &manifest.CosignVerify{Keys: []string{pub}}}
+			require.NoError(t, c.Validate())
+			r := &Reconciler{Config: c}
+			res, err := r.Plan(context.Background())
+			if tc.held == "" {
+				require.NoError(t, err)
+				require.NoError(t, res.Desired.Held)
+				return
+			}
+			require.Error(t, err)
+			require.ErrorContains(t, res.Desired.Held, tc.held)
+		})
+	}
+}
