@@ -22,7 +22,6 @@ type tally struct {
 	otherID     int // keyless by an identity not allowed, or not verifying
 	noTlog      int // no transparency log entry, and one is required
 	invalid     int // not a bundle tend can read
-	legacy      int // legacy signatures read
 	lastErr     string
 }
 

@@ -33,8 +33,12 @@ const (
 	mediaSimpleSigning = "application/vnd.dev.cosign.simplesigning.v1+json"
 )
 
-// errNotFound is a 404 from the registry.
-var errNotFound = errors.New("not found")
+// errNotFound is a 404 from the registry; errUnsupported, a 400, 405 or
+// 501: what some registries answer for an API they do not have.
+var (
+	errNotFound    = errors.New("not found")
+	errUnsupported = errors.New("not supported by the registry")
+)
 
 // client sends the requests of one verification, counting them.
 type client struct {
@@ -86,6 +90,9 @@ func (c *client) get(ctx context.Context, url, accept string, max int64) ([]byte
 	case resp.StatusCode == http.StatusNotFound:
 		_, _ = io.Copy(io.Discard, io.LimitReader(resp.Body, 4<<10))
 		return nil, "", errNotFound
+	case resp.StatusCode == http.StatusBadRequest, resp.StatusCode == http.StatusMethodNotAllowed, resp.StatusCode == http.StatusNotImplemented:
+		_, _ = io.Copy(io.Discard, io.LimitReader(resp.Body, 4<<10))
+		return nil, "", fmt.Errorf("GET %s: HTTP %d: %w", req.URL.Redacted(), resp.StatusCode, errUnsupported)
 	case resp.StatusCode != http.StatusOK:
 		return nil, "", fmt.Errorf("GET %s: HTTP %d", req.URL.Redacted(), resp.StatusCode)
 	case resp.ContentLength > max:
@@ -135,11 +142,13 @@ func (c *client) blob(ctx context.Context, d descriptor) ([]byte, error) {
 }
 
 // referrers lists the bundles attached to digest: through the referrers
-// API, or, where the registry has none (a 404), through the referrers tag
-// schema (the index tagged sha256-HEX). None is an empty list.
+// API, or, where the registry has none (a 404, 400, 405 or 501, or an
+// answer that is no index), through the referrers tag schema (the index
+// tagged sha256-HEX). None is an empty list.
 func (c *client) referrers(ctx context.Context, digest string) ([]descriptor, error) {
 	b, ctype, err := c.get(ctx, c.url("referrers", digest)+"?artifactType="+strings.ReplaceAll(BundleArtifactType, "+", "%2B"), mediaIndex, MaxIndexBytes)
-	if errors.Is(err, errNotFound) || (err == nil && !strings.HasPrefix(ctype, mediaIndex) && !strings.HasPrefix(ctype, "application/json")) {
+	noAPI := errors.Is(err, errNotFound) || errors.Is(err, errUnsupported)
+	if noAPI || (err == nil && !strings.HasPrefix(ctype, mediaIndex) && !strings.HasPrefix(ctype, "application/json")) {
 		b, _, err = c.get(ctx, c.url("manifests", tagOf(digest)), mediaIndex, MaxIndexBytes)
 		if errors.Is(err, errNotFound) {
 			return nil, nil

@@ -44,7 +44,6 @@ func (p *policy) legacy(ctx context.Context, c *client, digest string, t *tally)
 		if seen++; seen > MaxSignatures {
 			break
 		}
-		t.legacy++
 		if _, ok := l.Annotations[annotationCertificate]; ok {
 			if len(p.identities) > 0 {
 				t.otherID++

@@ -4,7 +4,6 @@ import (
 	"crypto/sha256"
 	"crypto/x509"
 	"encoding/base64"
-	"encoding/hex"
 	"fmt"
 	"io"
 	"os"
@@ -41,8 +40,6 @@ type key struct {
 	// hint is how cosign names the key in a bundle: the base64 SHA-256
 	// of its DER encoding.
 	hint string
-	// id is the hex SHA-256 of its DER encoding, for the legacy format.
-	id string
 }
 
 // readBounded reads a file of at most max bytes.
@@ -83,7 +80,7 @@ func loadPolicy(c *manifest.CosignVerify) (*policy, error) {
 		}
 		tr, err := root.NewTrustedRootFromJSON(b)
 		if err != nil {
-			return nil, fmt.Errorf("Sigstore trusted root %s: %w; fetch it again (cosign trusted-root create, or the TUF repository's trusted_root.json)", c.TrustedRoot, err)
+			return nil, fmt.Errorf("trusted root %s: %w; fetch it again (cosign trusted-root create, or the TUF repository's trusted_root.json)", c.TrustedRoot, err)
 		}
 		p.trusted = tr
 	}
@@ -112,7 +109,7 @@ func parseKey(path string, pemBytes []byte) (key, error) {
 		return key{}, fmt.Errorf("cosign public key %s: %w", path, err)
 	}
 	sum := sha256.Sum256(der)
-	return key{path: path, verifier: v, hint: base64.StdEncoding.EncodeToString(sum[:]), id: hex.EncodeToString(sum[:])}, nil
+	return key{path: path, verifier: v, hint: base64.StdEncoding.EncodeToString(sum[:])}, nil
 }
 
 // describe is the requirement in words: "cosign signature by
