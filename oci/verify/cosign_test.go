@@ -146,12 +146,13 @@ func TestCosignKeyBased(t *testing.T) {
 		require.Contains(t, err.Error(), "(found 1 signature by another key)")
 	})
 
-	t.Run("a notation requirement is not checked yet", func(t *testing.T) {
+	t.Run("a notation trust policy that is missing", func(t *testing.T) {
 		v := &verify.Verifier{Options: s.opts}
 		err := v.Verify(ctx, s.target(t, "models/detector", good), []*manifest.ArtifactVerify{
-			{Notation: &manifest.NotationVerify{TrustPolicy: "/etc/tend/notation/trustpolicy.json", TrustStore: "/etc/tend/notation/truststore"}}})
-		require.ErrorIs(t, err, verify.ErrUnsigned)
-		require.Contains(t, err.Error(), "no Notation signature by the trust policy /etc/tend/notation/trustpolicy.json (this tend checks cosign signatures only)")
+			{Notation: &manifest.NotationVerify{TrustPolicy: "/nonexistent/trustpolicy.json", TrustStore: "/nonexistent/truststore"}}})
+		require.Error(t, err)
+		require.False(t, errors.Is(err, verify.ErrUnsigned))
+		require.Contains(t, err.Error(), "read Notation trust policy: open /nonexistent/trustpolicy.json")
 	})
 
 	t.Run("a key file that is not a key", func(t *testing.T) {

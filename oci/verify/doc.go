@@ -5,7 +5,9 @@
 // (Sigstore bundles as OCI 1.1 referrers, through the referrers API or
 // the referrers tag schema, and cosign's legacy sha256-HEX.sig tag) and
 // verifies them against the configured public keys, or keyless against a
-// Sigstore trusted root and the allowed identities, with sigstore-go.
+// Sigstore trusted root and the allowed identities, with sigstore-go; and
+// it verifies Notation signatures against a trust policy and trust store
+// with notation-go.
 //
 // Everything the registry sends is bounded in bytes and count before it is
 // read. A digest verified against the same requirements is remembered, so

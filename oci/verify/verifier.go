@@ -62,29 +62,25 @@ func (v *Verifier) Requests() int64 { return v.requests.Load() }
 // failure is an *Error (wrapping ErrUnsigned) naming t, the requirement
 // and what was found, or an error reaching the registry.
 func (v *Verifier) Verify(ctx context.Context, t Target, reqs []*manifest.ArtifactVerify) error {
-	var todo []*manifest.CosignVerify
+	var todo []requirement
 	var keys []string
 	for _, r := range reqs {
 		if r == nil {
 			continue
 		}
-		if r.Notation != nil {
-			return &Error{ID: t.ID, Repository: t.Repository.String(), Digest: t.Digest,
-				Requirement: "Notation signature by the trust policy " + r.Notation.TrustPolicy,
-				Found:       "this tend checks cosign signatures only",
-				Fix:         "sign with cosign and set verify.cosign, or remove verify.notation"}
-		}
-		if r.Cosign == nil {
-			continue
-		}
-		fp, err := fingerprint(r.Cosign)
-		if err != nil {
-			return fmt.Errorf("%s %s@%s: %w", t.ID, t.Repository, t.Digest, err)
-		}
-		k := t.Repository.String() + "@" + t.Digest + " " + fp
-		if !v.remembered(k) {
-			todo = append(todo, r.Cosign)
-			keys = append(keys, k)
+		for _, q := range []requirement{{cosign: r.Cosign}, {notation: r.Notation}} {
+			if q.cosign == nil && q.notation == nil {
+				continue
+			}
+			fp, err := q.fingerprint()
+			if err != nil {
+				return fmt.Errorf("%s %s@%s: %w", t.ID, t.Repository, t.Digest, err)
+			}
+			k := t.Repository.String() + "@" + t.Digest + " " + fp
+			if !v.remembered(k) {
+				todo = append(todo, q)
+				keys = append(keys, k)
+			}
 		}
 	}
 	if len(todo) == 0 {
@@ -103,9 +99,26 @@ func (v *Verifier) Verify(ctx context.Context, t Target, reqs []*manifest.Artifa
 	return err
 }
 
-// verify checks t against each block of todo, asking the registry for
-// its signatures once.
-func (v *Verifier) verify(ctx context.Context, t Target, todo []*manifest.CosignVerify) error {
+// requirement is one signature requirement of a verify block: its cosign
+// or its notation block.
+type requirement struct {
+	cosign   *manifest.CosignVerify
+	notation *manifest.NotationVerify
+}
+
+func (q requirement) fingerprint() (string, error) {
+	if q.notation != nil {
+		fp, err := notationFingerprint(q.notation)
+		return "notation " + fp, err
+	}
+	fp, err := fingerprint(q.cosign)
+	return "cosign " + fp, err
+}
+
+// verify checks t against each requirement of todo, asking the registry
+// for its cosign signatures once (and for its Notation signatures per
+// notation block).
+func (v *Verifier) verify(ctx context.Context, t Target, todo []requirement) error {
 	if !validDigest(t.Digest) {
 		return fmt.Errorf("%s %s@%s: not a sha256 digest", t.ID, t.Repository, t.Digest)
 	}
@@ -117,8 +130,14 @@ func (v *Verifier) verify(ctx context.Context, t Target, todo []*manifest.Cosign
 	defer func() { v.requests.Add(int64(c.requests)) }()
 	var bundles [][]byte
 	fetched := false
-	for _, block := range todo {
-		p, err := loadPolicy(block)
+	for _, q := range todo {
+		if q.notation != nil {
+			if err := verifyNotation(ctx, rt, &c.requests, t, q.notation); err != nil {
+				return err
+			}
+			continue
+		}
+		p, err := loadPolicy(q.cosign)
 		if err != nil {
 			return fmt.Errorf("%s %s@%s: %w", t.ID, t.Repository, short(t.Digest), err)
 		}
