@@ -86,12 +86,12 @@ func verifyNotation(ctx context.Context, rt http.RoundTripper, requests *int, t 
 	}
 	var doc trustpolicy.Document
 	if err := json.Unmarshal(b, &doc); err != nil {
-		return fmt.Errorf("Notation trust policy %s: %w", n.TrustPolicy, err)
+		return fmt.Errorf("trust policy %s: %w", n.TrustPolicy, err)
 	}
 	store := truststore.NewX509TrustStore(storeFS{FS: os.DirFS(n.TrustStore), dir: n.TrustStore})
 	v, err := verifier.NewWithOptions(&doc, store, nil, verifier.VerifierOptions{})
 	if err != nil {
-		return fmt.Errorf("Notation trust policy %s: %w", n.TrustPolicy, err)
+		return fmt.Errorf("trust policy %s: %w", n.TrustPolicy, err)
 	}
 	repo, err := remote.NewRepository(t.Repository.RegistryStr() + "/" + t.Repository.RepositoryStr())
 	if err != nil {
