@@ -239,6 +239,7 @@ func (l *Loop) serve(ctx context.Context, log *slog.Logger) error {
 	l.tracker.SetLabels(c.Labels)
 	l.metrics = status.NewMetrics()
 	l.metrics.SetClock(l.r.Now)
+	l.r.OnVerify(l.metrics.Verified)
 	l.observed = make(chan struct{})
 	if sup := l.r.Supervisor; sup != nil {
 		l.tracker.SetInstances(sup.Instances)

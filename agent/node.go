@@ -15,6 +15,7 @@ import (
 	"github.com/tend-dev/tend/internal/confine"
 	"github.com/tend-dev/tend/manifest"
 	"github.com/tend-dev/tend/oci"
+	"github.com/tend-dev/tend/oci/verify"
 	"github.com/tend-dev/tend/render"
 )
 
@@ -43,6 +44,10 @@ func (r nodeResolver) ResolveImage(ctx context.Context, service, ref string) (re
 	return r.images.ResolveImage(ctx, service, ref)
 }
 
+func (r nodeResolver) ResolveServiceImage(ctx context.Context, s manifest.Service) (render.Resolution, error) {
+	return r.images.ResolveServiceImage(ctx, s)
+}
+
 // nodeCache keeps a Reconciler's node: its drivers and applier are made
 // once, by the first tick, and serve every later one, each of which
 // begins by having them forget what the last one read (applier.Begin). A
@@ -55,11 +60,11 @@ type nodeCache struct {
 }
 
 // open returns the node, opening it the first time, and begins a tick.
-func (nc *nodeCache) open(c *manifest.AgentConfig, sup *service.Supervisor, meter oci.Meter, now func() time.Time, log *slog.Logger) (*node, error) {
+func (nc *nodeCache) open(c *manifest.AgentConfig, sup *service.Supervisor, meter oci.Meter, ver *verify.Verifier, now func() time.Time, log *slog.Logger) (*node, error) {
 	nc.mu.Lock()
 	defer nc.mu.Unlock()
 	if nc.node == nil || nc.sup != sup {
-		n, err := openNode(c, sup, meter, now, log)
+		n, err := openNode(c, sup, meter, ver, now, log)
 		if err != nil {
 			return nil, err
 		}
@@ -71,15 +76,16 @@ func (nc *nodeCache) open(c *manifest.AgentConfig, sup *service.Supervisor, mete
 
 // openNode makes the drivers for c's node (services run through sup, or a
 // supervisor that starts them detached when sup is nil; model pulls shown
-// on meter when it is not nil) and the applier that is handed them, on
-// the clock now.
-func openNode(c *manifest.AgentConfig, sup *service.Supervisor, meter oci.Meter, now func() time.Time, log *slog.Logger) (*node, error) {
+// on meter when it is not nil; signatures checked by ver) and the applier
+// that is handed them, on the clock now.
+func openNode(c *manifest.AgentConfig, sup *service.Supervisor, meter oci.Meter, ver *verify.Verifier, now func() time.Time, log *slog.Logger) (*node, error) {
 	tree, err := confine.New(c.Root, c.AllowPaths)
 	if err != nil {
 		return nil, err
 	}
 	mopts := ModelOptions(c)
 	mopts.Meter = meter
+	mopts.Verifier = ver
 	models, err := model.New(c.StateDir, tree, mopts, log)
 	if err != nil {
 		return nil, err
@@ -87,7 +93,8 @@ func openNode(c *manifest.AgentConfig, sup *service.Supervisor, meter oci.Meter,
 	if sup == nil {
 		sup = NewSupervisor(c, log)
 	}
-	services := service.NewDriver(c.StateDir, sup, service.DriverOptions{Device: c.Device, Registry: mopts.Registry, KeepImages: mopts.KeepVersions})
+	services := service.NewDriver(c.StateDir, sup, service.DriverOptions{Device: c.Device, Registry: mopts.Registry, KeepImages: mopts.KeepVersions,
+		Verify: c.Runtime.Verify, Verifier: ver})
 	a, err := applier.New(applier.Config{Root: tree.Root(), StateDir: c.StateDir, Logger: log, Now: now},
 		file.New(tree), models, services)
 	if err != nil {
@@ -126,6 +133,7 @@ func ModelOptions(c *manifest.AgentConfig) model.Options {
 		VerifyInterval: c.Models.VerifyInterval.D(),
 		Parallel:       c.Models.Parallel,
 		KeepVersions:   manifest.DefaultKeepVersions,
+		Verify:         c.Models.Verify,
 	}
 	if c.Models.KeepVersions != nil {
 		o.KeepVersions = *c.Models.KeepVersions

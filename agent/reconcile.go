@@ -62,6 +62,7 @@ type Reconciler struct {
 	// observations counts the observations of the node, one a tick.
 	observations atomic.Int64
 	src          sourceOnce // the fleet's source, built once (see fetcher)
+	verify       verifierOnce
 
 	Config *manifest.AgentConfig
 	Logger *slog.Logger
@@ -284,7 +285,7 @@ func (r *Reconciler) steps(ctx context.Context, t *tick, steps []step) error {
 // and begins this tick; the applier's inventory (read once) serves the
 // source's rewind check and the observer.
 func (r *Reconciler) open(_ context.Context, t *tick) error {
-	n, err := r.nodes.open(r.Config, r.Supervisor, r.Meter, r.now, r.logger())
+	n, err := r.nodes.open(r.Config, r.Supervisor, r.Meter, r.verifier(), r.now, r.logger())
 	if err != nil {
 		return err
 	}

@@ -37,7 +37,7 @@ func (r *Reconciler) Compose(ctx context.Context, confine bool) (*source.Snapsho
 		return nil, nil, err
 	}
 	defer os.RemoveAll(dir)
-	f, err := newFetcher(r.Config, dir, r.logger())
+	f, err := newFetcher(r.Config, dir, r.verifier(), r.logger())
 	if err != nil {
 		return nil, nil, err
 	}

@@ -12,6 +12,7 @@ import (
 	"github.com/tend-dev/tend/gitsource"
 	"github.com/tend-dev/tend/internal/statedir"
 	"github.com/tend-dev/tend/manifest"
+	"github.com/tend-dev/tend/oci/verify"
 	"github.com/tend-dev/tend/ocisource"
 	"github.com/tend-dev/tend/source"
 )
@@ -56,9 +57,11 @@ func (r *Reconciler) lock(ctx context.Context) (func() error, error) {
 
 // newFetcher builds the source c names, keeping its copy on the node in
 // dir: an OCI artifact for an oci:// URL, else a Git repo.
-func newFetcher(c *manifest.AgentConfig, dir string, log *slog.Logger) (source.Fetcher, error) {
+func newFetcher(c *manifest.AgentConfig, dir string, ver *verify.Verifier, log *slog.Logger) (source.Fetcher, error) {
 	if ocisource.IsURL(c.Source.URL) {
-		return ocisource.NewFetcher(c.Source.URL, dir, RegistryOptions(c), log), nil
+		f := ocisource.NewFetcher(c.Source.URL, dir, RegistryOptions(c), log)
+		f.Verify = sourceVerify(c, ver)
+		return f, nil
 	}
 	ref, _, err := c.ExpandSource()
 	if err != nil {
@@ -100,7 +103,7 @@ func (r *Reconciler) fetcher() (source.Fetcher, error) {
 	r.src.mu.Lock()
 	defer r.src.mu.Unlock()
 	if r.src.f == nil {
-		f, err := newFetcher(r.Config, SourceDir(r.Config), r.logger())
+		f, err := newFetcher(r.Config, SourceDir(r.Config), r.verifier(), r.logger())
 		if err != nil {
 			return nil, err
 		}

@@ -38,6 +38,11 @@ type Options struct {
 	// declaration and no registry is asked.
 	Resolve  bool
 	Registry oci.Options
+	// Verify, with Resolve, is models.verify of the agents: every
+	// model's digest must carry the signatures it and the model's own
+	// verify ask for, checked in the registry as a device checks them
+	// (the key and trusted root files are read on this machine).
+	Verify *manifest.ArtifactVerify
 	// AllowEmpty is the agents' allowEmpty: without it, a device whose
 	// head declares nothing while its base declared something is an
 	// error, as the agent refuses such a commit.

@@ -32,7 +32,7 @@ func newRenderer(opts Options) *renderer {
 	var reg *render.Registry
 	if opts.Resolve {
 		reg = &render.Registry{Options: opts.Registry, Sizes: true}
-		resolver = reg
+		resolver = verifying(reg, opts)
 	}
 	return &renderer{opts: render.Options{AllowPaths: opts.AllowPaths, CheckAllowPaths: len(opts.AllowPaths) > 0, Resolver: resolver}, registry: reg}
 }

@@ -93,7 +93,7 @@ func Validate(ctx context.Context, repo *git.Repository, rev string, opts Option
 		out = append(out, c)
 	}
 	if opts.Resolve {
-		if err := resolveAll(ctx, out, opts.Registry); err != nil {
+		if err := resolveAll(ctx, out, opts); err != nil {
 			return nil, err
 		}
 	}
@@ -138,8 +138,8 @@ func addFolderDevices(repo *git.Repository, rev string, opts Options, branches [
 // resolveAll resolves every distinct model ref of the valid devices once,
 // and marks the devices whose refs are not found invalid, naming the file,
 // the field and the ref.
-func resolveAll(ctx context.Context, devices []Checked, reg oci.Options) error {
-	resolver := &render.Registry{Options: reg}
+func resolveAll(ctx context.Context, devices []Checked, opts Options) error {
+	resolver := verifying(&render.Registry{Options: opts.Registry}, opts)
 	for i := range devices {
 		d := &devices[i]
 		if d.Device == nil {

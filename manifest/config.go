@@ -89,6 +89,9 @@ type ModelsConfig struct {
 	VerifyInterval Duration `json:"verifyInterval,omitempty"`
 	// Parallel bounds the blobs of one model downloaded at once.
 	Parallel int `json:"parallel,omitempty" jsonschema:"minimum=0"`
+	// Verify is the signature every model must carry before it is
+	// staged; a model's own verify adds to it.
+	Verify *ArtifactVerify `json:"verify,omitempty"`
 }
 
 // Downloads bounds what tend downloads from registries.
@@ -117,6 +120,9 @@ type Registries struct {
 // RuntimeConfig configures the container engine of services with image:.
 type RuntimeConfig struct {
 	Docker DockerRuntime `json:"docker,omitempty"`
+	// Verify is the signature every container image must carry before it
+	// is pulled; a service's own verify adds to it.
+	Verify *ArtifactVerify `json:"verify,omitempty"`
 }
 
 // DockerRuntime is a Docker Engine API endpoint: Docker's socket, or
@@ -259,14 +265,16 @@ func (c *AgentConfig) Validate() error {
 	}
 	c.checkAllowPaths(&errs)
 	if v := c.Source.Verify; v != nil {
-		switch {
-		case v.Keyring == "" && v.SSH == nil:
-			errs.add("", 0, "source.verify", "names no signer: set keyring (a file of armored OpenPGP public keys) or ssh.allowedSigners (an allowed signers file, as git's gpg.ssh.allowedSignersFile), or both")
-		case v.Keyring != "" && !filepath.IsAbs(v.Keyring):
-			errs.add("", 0, "source.verify.keyring", "%q must be the absolute path of a file of armored OpenPGP public keys", v.Keyring)
-		}
-		if v.SSH != nil && !filepath.IsAbs(v.SSH.AllowedSigners) {
-			errs.add("", 0, "source.verify.ssh.allowedSigners", "%q must be the absolute path of an allowed signers file (git's gpg.ssh.allowedSignersFile format)", v.SSH.AllowedSigners)
+		c.checkSourceVerify(v, &errs)
+	}
+	for _, b := range []struct {
+		field string
+		v     *ArtifactVerify
+	}{{"models.verify", c.Models.Verify}, {"runtime.verify", c.Runtime.Verify}} {
+		if b.v != nil {
+			for _, p := range b.v.problems() {
+				errs.add("", 0, b.field+p.field, "%s", p.msg)
+			}
 		}
 	}
 	if a := c.Source.Auth; a != nil {

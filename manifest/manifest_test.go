@@ -118,6 +118,8 @@ func TestBadInput(t *testing.T) {
 		{"model ref without tag", header + "  models:\n    - {name: m, ref: r.local/m}\n", `has no tag or digest`},
 		{"policy with tag", header + "  models:\n    - {name: m, ref: r.local/m:v1, policy: {semver: \">=1\"}}\n", `pins a tag or digest`},
 		{"bad semver", header + "  models:\n    - {name: m, ref: r.local/m, policy: {semver: \"banana\"}}\n", `spec.models[0].policy.semver: invalid semver range "banana"`},
+		{"model verify with a relative key", header + "  models:\n    - {name: m, ref: r.local/m:1, verify: {cosign: {keys: [k.pub]}}}\n", `spec.models[0].verify.cosign.keys[0]: "k.pub" must be the absolute path of a PEM public key`},
+		{"verify of a process service", header + "  services:\n    - {name: s, command: [/bin/true], verify: {cosign: {keys: [/k.pub]}}}\n", `spec.services[0].verify: checks the signature of a container image and the service has no image:`},
 		{"include climbs out", header + "  models:\n    - {name: m, ref: r.local/m:v1, include: [\"*.gguf\", \"../etc/*\"]}\n", `d.yaml:6: spec.models[0].include[1]: "../etc/*" climbs out with ".."`},
 		{"absolute include", header + "  models:\n    - {name: m, ref: r.local/m:v1, include: [/weights]}\n", `spec.models[0].include[0]: "/weights" is absolute`},
 		{"unclean include", header + "  models:\n    - {name: m, ref: r.local/m:v1, include: [\"weights//*.bin\"]}\n", `spec.models[0].include[0]: "weights//*.bin" is not a clean path ("weights/*.bin")`},

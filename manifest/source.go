@@ -36,12 +36,25 @@ type Auth struct {
 	InsecureIgnoreHostKey bool   `json:"insecureIgnoreHostKey,omitempty"`
 }
 
-// Verify configures commit signature verification: a target commit must
-// carry an OpenPGP signature by a key of Keyring or an SSH signature by a
-// signer SSH allows (at least one of the two is set).
+// Verify configures the source's signature verification. Of a Git
+// source, a target commit must carry an OpenPGP signature by a key of
+// Keyring or an SSH signature by a signer SSH allows (at least one of the
+// two is set). Of an oci:// source, the fleet artifact must carry the
+// signatures Cosign and Notation ask for, as a model's (ArtifactVerify).
 type Verify struct {
-	Keyring string     `json:"keyring,omitempty"`
-	SSH     *SSHVerify `json:"ssh,omitempty"`
+	Keyring  string          `json:"keyring,omitempty"`
+	SSH      *SSHVerify      `json:"ssh,omitempty"`
+	Cosign   *CosignVerify   `json:"cosign,omitempty"`
+	Notation *NotationVerify `json:"notation,omitempty"`
+}
+
+// Artifact returns the artifact signature requirements of v (cosign and
+// notation), nil when v or both are nil.
+func (v *Verify) Artifact() *ArtifactVerify {
+	if v == nil || (v.Cosign == nil && v.Notation == nil) {
+		return nil
+	}
+	return &ArtifactVerify{Cosign: v.Cosign, Notation: v.Notation}
 }
 
 // SSHVerify names the SSH signers of commits: an allowed signers file in
@@ -142,8 +155,8 @@ func (c *AgentConfig) checkOCI(errs *Errors) {
 	if c.Source.Ref != "" {
 		errs.add("", 0, "source.ref", "%q is set with an oci:// source.url: the artifact's tag or digest is part of the URL; remove source.ref", c.Source.Ref)
 	}
-	if c.Source.Verify != nil {
-		errs.add("", 0, "source.verify", "commit signatures cannot be checked in a published artifact, which holds no commits; use the Git URL of the fleet repo to verify them")
+	if v := c.Source.Verify; v != nil && (v.Keyring != "" || v.SSH != nil) {
+		errs.add("", 0, "source.verify", "commit signatures (keyring, ssh) cannot be checked in a published artifact, which holds no commits: verify the artifact's own signature with source.verify.cosign or source.verify.notation, or use the Git URL of the fleet repo")
 	}
 	if c.Source.Auth != nil {
 		errs.add("", 0, "source.auth", "registry credentials of an oci:// source come from registries.dockerConfig (or docker login), as for models; remove source.auth")

@@ -54,6 +54,9 @@ type Model struct {
 	// holding a selected file are downloaded, and only selected files are
 	// written. Empty: every file.
 	Include []string `json:"include,omitempty"`
+	// Verify adds signature requirements to the node's models.verify:
+	// the model must satisfy both.
+	Verify *ArtifactVerify `json:"verify,omitempty"`
 	// Absent removes the model of this name that an earlier layer (a
 	// profile) declares; the other fields are then not read.
 	Absent bool `json:"absent,omitempty"`
@@ -118,6 +121,9 @@ type Service struct {
 	// restart the service waits, up to the agent's maxLockWait. tend
 	// never creates the file; a missing file is a lock not held.
 	UpdateLock string `json:"updateLock,omitempty"`
+	// Verify adds signature requirements to the node's runtime.verify:
+	// the service's image must satisfy both. Only with image:.
+	Verify *ArtifactVerify `json:"verify,omitempty"`
 	// Absent removes the service of this name that an earlier layer (a
 	// profile) declares; the other fields are then not read.
 	Absent bool `json:"absent,omitempty"`

@@ -116,6 +116,7 @@ func (v validator) model(m Model) {
 	if m.Path != "" {
 		v.path(o, ".path", m.Path)
 	}
+	v.verify(o, m.Verify)
 	seen := map[string]int{}
 	for i, pat := range m.Include {
 		field := fmt.Sprintf(".include[%d]", i)
@@ -127,6 +128,16 @@ func (v validator) model(m Model) {
 		if why := includeProblem(pat); why != "" {
 			v.at(o, field, "%q %s", pat, why)
 		}
+	}
+}
+
+// verify checks a model's or service's own verify block.
+func (v validator) verify(o Origin, b *ArtifactVerify) {
+	if b == nil {
+		return
+	}
+	for _, p := range b.problems() {
+		v.at(o, ".verify"+p.field, "%s", p.msg)
 	}
 }
 
@@ -248,6 +259,11 @@ func Under(p, dir string) bool {
 func (v validator) service(s Service) {
 	o := s.Origin
 	v.name(o, s.Name)
+	if s.Verify != nil && s.Image == "" {
+		v.at(o, ".verify", "checks the signature of a container image and the service has no image:; remove verify")
+	} else {
+		v.verify(o, s.Verify)
+	}
 	switch {
 	case s.Image != "" && len(s.Command) > 0:
 		v.at(o, ".image", "set either command (a process) or image (a container), not both; a container's arguments go in args")

@@ -57,7 +57,11 @@ type Options struct {
 	// Stage, when set with a background (a Fetcher's), downloads a new
 	// layer in the background: Fetch returns a *source.StagingError
 	// until it is whole, and calls Stage when its download ends.
-	Stage      func()
+	Stage func()
+	// Verify, when set, checks the artifact's signatures before it is
+	// read (see Fetcher.Verify): an error refuses the target, and the
+	// last applied commit is held.
+	Verify     func(ctx context.Context, repo name.Repository, digest string) error
 	background *background
 }
 
@@ -163,6 +167,11 @@ func (f *fetcher) read(ctx context.Context) (*source.Snapshot, string, error) {
 			return nil, "", oci.ExplainHead(ctx, f.ref, err, f.opts.Client.opts)
 		}
 		digest = desc.Digest.String()
+	}
+	if f.opts.Verify != nil {
+		if err := f.opts.Verify(ctx, f.ref.Context(), digest); err != nil {
+			return nil, "", fmt.Errorf("fleet artifact %s refused: %w", f.shown, err)
+		}
 	}
 	k, ok := f.st.load(digest)
 	fetched := !ok

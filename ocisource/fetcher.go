@@ -4,6 +4,8 @@ import (
 	"context"
 	"log/slog"
 
+	"github.com/google/go-containerregistry/pkg/name"
+
 	"github.com/tend-dev/tend/oci"
 	"github.com/tend-dev/tend/source"
 )
@@ -16,6 +18,10 @@ type Fetcher struct {
 	Dir    string // where artifacts are kept unpacked, e.g. stateDir/oci
 	Client *Client
 	Logger *slog.Logger
+	// Verify, when set, checks the signatures of the artifact's digest
+	// before it is used (the agent's source.verify); it remembers what
+	// it verified, so a poll that finds the same digest asks nothing more.
+	Verify func(ctx context.Context, repo name.Repository, digest string) error
 
 	bg background // the download of a new layer beside the ticks (see source.Request.Stage)
 }
@@ -35,7 +41,7 @@ func NewFetcher(url, dir string, opts oci.Options, log *slog.Logger) *Fetcher {
 func (f *Fetcher) Fetch(ctx context.Context, req source.Request) (*source.Snapshot, error) {
 	src := Source{URL: f.URL, Paths: req.Paths, LastApplied: req.LastApplied.Commit,
 		AllowRewind: req.AllowRewind, Quarantined: req.Quarantined}
-	return Fetch(ctx, src, Options{Dir: f.Dir, Client: f.Client, Logger: f.Logger, Stage: req.Stage, background: &f.bg})
+	return Fetch(ctx, src, Options{Dir: f.Dir, Client: f.Client, Logger: f.Logger, Stage: req.Stage, Verify: f.Verify, background: &f.bg})
 }
 
 // Stop cancels a background download under way and waits for it to end.

@@ -14,6 +14,13 @@ type ImageResolver interface {
 	ResolveImage(ctx context.Context, service, ref string) (Resolution, error)
 }
 
+// ServiceImageResolver is an ImageResolver that is handed the whole
+// service, for what besides its ref bears on the image (its own verify
+// block); render prefers it.
+type ServiceImageResolver interface {
+	ResolveServiceImage(ctx context.Context, s manifest.Service) (Resolution, error)
+}
+
 // ResolveImage returns ref as declared: its digest for a digest ref.
 func (Declared) ResolveImage(_ context.Context, _ string, ref string) (Resolution, error) {
 	if _, digest, ok := strings.Cut(ref, "@"); ok {
@@ -33,6 +40,9 @@ func (r *Registry) ResolveImage(ctx context.Context, service, ref string) (Resol
 func resolveImage(ctx context.Context, s manifest.Service, resolver Resolver) (Resolution, error) {
 	if !s.Container() {
 		return Resolution{}, nil
+	}
+	if sr, ok := resolver.(ServiceImageResolver); ok {
+		return sr.ResolveServiceImage(ctx, s)
 	}
 	if ir, ok := resolver.(ImageResolver); ok {
 		return ir.ResolveImage(ctx, s.Name, s.Image)

@@ -48,6 +48,7 @@ type Metrics struct {
 	suspended   prometheus.Gauge
 	held        *prometheus.GaugeVec
 	notified    *prometheus.CounterVec
+	verified    *prometheus.CounterVec // tend_verify_total
 
 	// tickBytes are the model bytes ticks pulled; the stager's are read
 	// from it when scraped.
@@ -158,6 +159,15 @@ func NewMetrics() *Metrics {
 	for _, r := range []string{NotifyTick, NotifySkipped, NotifyError} {
 		m.notified.WithLabelValues(r)
 	}
+	m.verified = prometheus.NewCounterVec(prometheus.CounterOpts{
+		Name: "tend_verify_total",
+		Help: "Signature verifications that asked a registry, by kind of artifact (source, model, image) and result (ok, failed); a digest verified once is remembered and not counted again.",
+	}, []string{"kind", "result"})
+	for _, k := range []string{"source", "model", "image"} {
+		for _, r := range []string{"ok", "failed"} {
+			m.verified.WithLabelValues(k, r)
+		}
+	}
 	for _, r := range []string{ResultSuccess, ResultError, ResultNoop} {
 		m.reconciles.WithLabelValues(r)
 	}
@@ -171,7 +181,7 @@ func NewMetrics() *Metrics {
 		collectors.NewGoCollector(),
 		collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}),
 		m.reconciles, m.duration, m.drifts, m.revision, m.lastSuccess, m.fetches, downloaded, m.convergence, m.restarts, m.unreachable, m.suspended, m.held,
-		m.notified, m.release, stageBytes, staging, lag,
+		m.notified, m.release, stageBytes, staging, lag, m.verified,
 	)
 	return m
 }
@@ -191,6 +201,12 @@ func (m *Metrics) ServiceRestarted(service string) {
 // NotifyError).
 func (m *Metrics) Notified(result string) {
 	m.notified.WithLabelValues(result).Inc()
+}
+
+// Verified counts one signature verification of an artifact of kind
+// (source, model, image) with result (ok, failed).
+func (m *Metrics) Verified(kind, result string) {
+	m.verified.WithLabelValues(kind, result).Inc()
 }
 
 // SetSuspended sets tend_suspended.

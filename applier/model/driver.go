@@ -16,6 +16,7 @@ import (
 	"github.com/tend-dev/tend/internal/statedir"
 	"github.com/tend-dev/tend/manifest"
 	"github.com/tend-dev/tend/oci"
+	"github.com/tend-dev/tend/oci/verify"
 	"github.com/tend-dev/tend/planner"
 	"github.com/tend-dev/tend/render"
 )
@@ -39,6 +40,11 @@ type Options struct {
 	Free func(dir string) (int64, error)
 	// Meter, when set, is shown how the download of each model moves.
 	Meter oci.Meter
+	// Verify is the signature every model must carry (models.verify); a
+	// model's own verify adds to it. Verifier checks them; nil with
+	// Verify or a model's verify set holds the model.
+	Verify   *manifest.ArtifactVerify
+	Verifier *verify.Verifier
 }
 
 // Driver pulls model artifacts into the blob store, materialises each

@@ -93,6 +93,9 @@ func (d *Driver) Resolve(ctx context.Context, m manifest.Model) (render.Resoluti
 		res.Bases = act.Bases // pinned when it was read
 		return res, nil
 	}
+	if err := d.verify(ctx, m, pinned.Digest, rec.active()); err != nil {
+		return unverified(want, rec.pinned(), pinned.Digest, err), nil
+	}
 	download, need, bases, err := d.missing(ctx, want)
 	if err != nil {
 		return render.Resolution{}, err

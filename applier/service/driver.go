@@ -18,6 +18,7 @@ import (
 	"github.com/tend-dev/tend/internal/statedir"
 	"github.com/tend-dev/tend/manifest"
 	"github.com/tend-dev/tend/oci"
+	"github.com/tend-dev/tend/oci/verify"
 	"github.com/tend-dev/tend/planner"
 	"github.com/tend-dev/tend/render"
 )
@@ -55,6 +56,10 @@ type DriverOptions struct {
 	// KeepImages is how many images no declared service runs stay on the
 	// engine, the most recently used, for a rollback to start again.
 	KeepImages int
+	// Verify is the signature every container image must carry before
+	// it is pulled (runtime.verify); Verifier checks it.
+	Verify   *manifest.ArtifactVerify
+	Verifier *verify.Verifier
 }
 
 // node is what the driver tells its runtimes of the node.

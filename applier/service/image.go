@@ -4,6 +4,7 @@ import (
 	"context"
 
 	"github.com/tend-dev/tend/applier"
+	"github.com/tend-dev/tend/manifest"
 	"github.com/tend-dev/tend/planner"
 	"github.com/tend-dev/tend/render"
 )
@@ -39,7 +40,25 @@ func (d *Driver) ResolveImage(ctx context.Context, service, ref string) (render.
 	if r == nil {
 		return render.Declared{}.ResolveImage(ctx, service, ref)
 	}
-	return r.ResolveImage(ctx, service, ref)
+	res, err := r.ResolveImage(ctx, service, ref)
+	if err != nil {
+		return res, err
+	}
+	return d.verifyImage(ctx, service, ref, nil, res), nil
+}
+
+// ResolveServiceImage is ResolveImage of s's image, which must also carry
+// the signatures s's own verify asks for.
+func (d *Driver) ResolveServiceImage(ctx context.Context, s manifest.Service) (render.Resolution, error) {
+	r := d.imageResolver()
+	if r == nil {
+		return render.Declared{}.ResolveImage(ctx, s.Name, s.Image)
+	}
+	res, err := r.ResolveImage(ctx, s.Name, s.Image)
+	if err != nil {
+		return res, err
+	}
+	return d.verifyImage(ctx, s.Name, s.Image, s.Verify, res), nil
 }
 
 // imageResolver is the driver's resolver of images, made once.

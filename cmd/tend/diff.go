@@ -144,6 +144,7 @@ func diffOptions(c *manifest.AgentConfig, resolve bool, log *slog.Logger) diff.O
 		Ref:        c.Source.Ref,
 		Resolve:    resolve,
 		Registry:   agent.RegistryOptions(c),
+		Verify:     c.Models.Verify,
 		AllowEmpty: c.AllowEmpty,
 		AllowPaths: c.AllowPaths,
 		Logger:     log,

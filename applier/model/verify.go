@@ -1,0 +1,51 @@
+package model
+
+import (
+	"context"
+	"errors"
+	"fmt"
+
+	"github.com/tend-dev/tend/manifest"
+	"github.com/tend-dev/tend/oci/verify"
+	"github.com/tend-dev/tend/planner"
+	"github.com/tend-dev/tend/render"
+)
+
+// errNoVerifier holds a model with a verify requirement on a driver that
+// was given no verifier (a program built without one): nothing unchecked
+// is staged.
+var errNoVerifier = errors.New("signature verification is required and this tend has no verifier")
+
+// verify checks that digest, what m resolved to, carries the signatures
+// models.verify and m's own verify ask for. The active version is not
+// checked again: it stays whatever happens.
+func (d *Driver) verify(ctx context.Context, m manifest.Model, digest string, active *version) error {
+	reqs := manifest.Requirements(d.opts.Verify, m.Verify)
+	if len(reqs) == 0 || (active != nil && active.Digest == digest) {
+		return nil
+	}
+	if d.opts.Verifier == nil {
+		return errNoVerifier
+	}
+	repo, err := d.repository(m.Ref)
+	if err != nil {
+		return err
+	}
+	return d.opts.Verifier.Verify(ctx, verify.Target{Kind: verify.KindModel, ID: planner.ModelID(m.Name), Repository: repo, Digest: digest}, reqs)
+}
+
+// unverified is the resolution of a model whose new digest does not carry
+// the signatures asked for (or whose signatures could not be looked up):
+// it is held, the active version stays, and the plan says why.
+func unverified(want render.Model, active *render.Active, digest string, cause error) render.Resolution {
+	from := "nothing"
+	if active != nil {
+		from = planner.ShortDigest(active.Digest)
+	}
+	return render.Resolution{
+		Digest: digest,
+		Tag:    want.Tag,
+		Reason: fmt.Sprintf("%s → %s, signature not verified", from, planner.ShortDigest(digest)),
+		Held:   cause,
+	}
+}

@@ -1,0 +1,210 @@
+package verify
+
+import (
+	"context"
+	"crypto/sha256"
+	"encoding/hex"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"net/http"
+	"strings"
+
+	"github.com/google/go-containerregistry/pkg/name"
+)
+
+// Bounds of what a registry sends while tend looks for signatures: an
+// index of referrers, a signature's manifest and a bundle or payload are
+// small; more than MaxSignatures signatures on one digest are not read.
+const (
+	MaxIndexBytes    = 1 << 20
+	MaxManifestBytes = 256 << 10
+	MaxBlobBytes     = 1 << 20
+	MaxSignatures    = 16
+)
+
+// Media and artifact types of cosign's signatures.
+const (
+	BundleArtifactType = "application/vnd.dev.sigstore.bundle.v0.3+json"
+	mediaIndex         = "application/vnd.oci.image.index.v1+json"
+	mediaManifest      = "application/vnd.oci.image.manifest.v1+json"
+	mediaDockerV2      = "application/vnd.docker.distribution.manifest.v2+json"
+	mediaSimpleSigning = "application/vnd.dev.cosign.simplesigning.v1+json"
+)
+
+// errNotFound is a 404 from the registry; errUnsupported, a 400, 405 or
+// 501: what some registries answer for an API they do not have.
+var (
+	errNotFound    = errors.New("not found")
+	errUnsupported = errors.New("not supported by the registry")
+)
+
+// client sends the requests of one verification, counting them.
+type client struct {
+	rt       http.RoundTripper
+	repo     name.Repository
+	requests int
+}
+
+// descriptor is an OCI descriptor, as much as tend reads of it.
+type descriptor struct {
+	MediaType    string            `json:"mediaType"`
+	ArtifactType string            `json:"artifactType,omitempty"`
+	Digest       string            `json:"digest"`
+	Size         int64             `json:"size"`
+	Annotations  map[string]string `json:"annotations,omitempty"`
+}
+
+// ociManifest is an image manifest or an index, as much as tend reads.
+type ociManifest struct {
+	MediaType    string       `json:"mediaType"`
+	ArtifactType string       `json:"artifactType,omitempty"`
+	Config       descriptor   `json:"config"`
+	Layers       []descriptor `json:"layers"`
+	Manifests    []descriptor `json:"manifests"`
+}
+
+func (c *client) url(kind, ref string) string {
+	scheme := c.repo.Scheme()
+	return fmt.Sprintf("%s://%s/v2/%s/%s/%s", scheme, c.repo.RegistryStr(), c.repo.RepositoryStr(), kind, ref)
+}
+
+// get GETs url with accept and reads the body within max bytes; a 404 is
+// errNotFound.
+func (c *client) get(ctx context.Context, url, accept string, max int64) ([]byte, string, error) {
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet, url, nil)
+	if err != nil {
+		return nil, "", err
+	}
+	if accept != "" {
+		req.Header.Set("Accept", accept)
+	}
+	c.requests++
+	resp, err := c.rt.RoundTrip(req)
+	if err != nil {
+		return nil, "", fmt.Errorf("GET %s: %w", req.URL.Redacted(), err)
+	}
+	defer resp.Body.Close()
+	switch {
+	case resp.StatusCode == http.StatusNotFound:
+		_, _ = io.Copy(io.Discard, io.LimitReader(resp.Body, 4<<10))
+		return nil, "", errNotFound
+	case resp.StatusCode == http.StatusBadRequest, resp.StatusCode == http.StatusMethodNotAllowed, resp.StatusCode == http.StatusNotImplemented:
+		_, _ = io.Copy(io.Discard, io.LimitReader(resp.Body, 4<<10))
+		return nil, "", fmt.Errorf("GET %s: HTTP %d: %w", req.URL.Redacted(), resp.StatusCode, errUnsupported)
+	case resp.StatusCode != http.StatusOK:
+		return nil, "", fmt.Errorf("GET %s: HTTP %d", req.URL.Redacted(), resp.StatusCode)
+	case resp.ContentLength > max:
+		return nil, "", fmt.Errorf("GET %s: %d bytes, over tend's bound of %d for a signature lookup", req.URL.Redacted(), resp.ContentLength, max)
+	}
+	b, err := io.ReadAll(io.LimitReader(resp.Body, max+1))
+	if err != nil {
+		return nil, "", fmt.Errorf("GET %s: %w", req.URL.Redacted(), err)
+	}
+	if int64(len(b)) > max {
+		return nil, "", fmt.Errorf("GET %s: over tend's bound of %d bytes for a signature lookup", req.URL.Redacted(), max)
+	}
+	return b, resp.Header.Get("Content-Type"), nil
+}
+
+// manifest GETs the manifest ref (a digest or a tag) names; with a
+// digest, its content must hash to it.
+func (c *client) manifest(ctx context.Context, ref string) (*ociManifest, error) {
+	b, _, err := c.get(ctx, c.url("manifests", ref), strings.Join([]string{mediaManifest, mediaIndex, mediaDockerV2}, ", "), MaxManifestBytes)
+	if err != nil {
+		return nil, err
+	}
+	if strings.HasPrefix(ref, "sha256:") {
+		if err := checkDigest(b, ref); err != nil {
+			return nil, fmt.Errorf("manifest %s@%s: %w", c.repo, ref, err)
+		}
+	}
+	return parseManifest(b)
+}
+
+// blob GETs the blob of d, which must hash to d.Digest.
+func (c *client) blob(ctx context.Context, d descriptor) ([]byte, error) {
+	if d.Size > MaxBlobBytes {
+		return nil, fmt.Errorf("signature blob %s@%s is %d bytes, over tend's bound of %d", c.repo, d.Digest, d.Size, MaxBlobBytes)
+	}
+	if !validDigest(d.Digest) {
+		return nil, fmt.Errorf("signature blob digest %q is not sha256:HEX", d.Digest)
+	}
+	b, _, err := c.get(ctx, c.url("blobs", d.Digest), "", MaxBlobBytes)
+	if err != nil {
+		return nil, err
+	}
+	if err := checkDigest(b, d.Digest); err != nil {
+		return nil, fmt.Errorf("blob %s@%s: %w", c.repo, d.Digest, err)
+	}
+	return b, nil
+}
+
+// referrers lists the bundles attached to digest: through the referrers
+// API, or, where the registry has none (a 404, 400, 405 or 501, or an
+// answer that is no index), through the referrers tag schema (the index
+// tagged sha256-HEX). None is an empty list.
+func (c *client) referrers(ctx context.Context, digest string) ([]descriptor, error) {
+	b, ctype, err := c.get(ctx, c.url("referrers", digest)+"?artifactType="+strings.ReplaceAll(BundleArtifactType, "+", "%2B"), mediaIndex, MaxIndexBytes)
+	noAPI := errors.Is(err, errNotFound) || errors.Is(err, errUnsupported)
+	if noAPI || (err == nil && !strings.HasPrefix(ctype, mediaIndex) && !strings.HasPrefix(ctype, "application/json")) {
+		b, _, err = c.get(ctx, c.url("manifests", tagOf(digest)), mediaIndex, MaxIndexBytes)
+		if errors.Is(err, errNotFound) {
+			return nil, nil
+		}
+	}
+	if err != nil {
+		return nil, err
+	}
+	return bundlesOf(b)
+}
+
+// bundlesOf returns the bundle descriptors of a referrers index, at most
+// MaxSignatures.
+func bundlesOf(index []byte) ([]descriptor, error) {
+	m, err := parseManifest(index)
+	if err != nil {
+		return nil, fmt.Errorf("referrers index: %w", err)
+	}
+	var out []descriptor
+	for _, d := range m.Manifests {
+		if d.ArtifactType == BundleArtifactType && len(out) < MaxSignatures {
+			out = append(out, d)
+		}
+	}
+	return out, nil
+}
+
+// parseManifest decodes a manifest or index, bounded in entries.
+func parseManifest(b []byte) (*ociManifest, error) {
+	var m ociManifest
+	if err := json.Unmarshal(b, &m); err != nil {
+		return nil, fmt.Errorf("not an OCI manifest: %w", err)
+	}
+	if len(m.Manifests) > 4096 || len(m.Layers) > 4096 {
+		return nil, fmt.Errorf("an OCI manifest of %d entries and %d layers: over tend's bound of 4096", len(m.Manifests), len(m.Layers))
+	}
+	return &m, nil
+}
+
+// tagOf is the tag cosign and the referrers tag schema name digest's
+// signatures by: sha256-HEX.
+func tagOf(digest string) string { return strings.Replace(digest, ":", "-", 1) }
+
+func validDigest(d string) bool {
+	h, ok := strings.CutPrefix(d, "sha256:")
+	if !ok || len(h) != 64 {
+		return false
+	}
+	_, err := hex.DecodeString(h)
+	return err == nil && strings.ToLower(h) == h
+}
+
+func checkDigest(b []byte, want string) error {
+	sum := sha256.Sum256(b)
+	if got := "sha256:" + hex.EncodeToString(sum[:]); got != want {
+		return fmt.Errorf("content hashes to %s, not %s: the registry sent other bytes", got, want)
+	}
+	return nil
+}

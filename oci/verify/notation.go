@@ -1,0 +1,125 @@
+package verify
+
+import (
+	"context"
+	"crypto/sha256"
+	"encoding/hex"
+	"encoding/json"
+	"fmt"
+	"io/fs"
+	"net/http"
+	"os"
+	"path"
+	"path/filepath"
+	"strings"
+
+	"github.com/notaryproject/notation-go"
+	"github.com/notaryproject/notation-go/dir"
+	"github.com/notaryproject/notation-go/registry"
+	"github.com/notaryproject/notation-go/verifier"
+	"github.com/notaryproject/notation-go/verifier/trustpolicy"
+	"github.com/notaryproject/notation-go/verifier/truststore"
+	"oras.land/oras-go/v2/registry/remote"
+
+	"github.com/tend-dev/tend/manifest"
+)
+
+// Bounds of a Notation trust policy file and of a trust store folder.
+const (
+	maxTrustPolicyFile = 1 << 20
+	maxTrustStoreFiles = 1024
+)
+
+// notationFingerprint names a notation block, its trust policy and the
+// files of its trust store (names, sizes and times).
+func notationFingerprint(n *manifest.NotationVerify) (string, error) {
+	h := sha256.New()
+	cfg, _ := json.Marshal(n)
+	h.Write(cfg)
+	b, err := readBounded(n.TrustPolicy, maxTrustPolicyFile, "Notation trust policy")
+	if err != nil {
+		return "", err
+	}
+	h.Write(b)
+	count := 0
+	err = filepath.WalkDir(n.TrustStore, func(p string, d fs.DirEntry, err error) error {
+		if err != nil {
+			return err
+		}
+		if count++; count > maxTrustStoreFiles {
+			return fmt.Errorf("more than %d entries", maxTrustStoreFiles)
+		}
+		info, err := d.Info()
+		if err != nil {
+			return err
+		}
+		fmt.Fprintf(h, "%s %d %d\n", p, info.Size(), info.ModTime().UnixNano())
+		return nil
+	})
+	if err != nil {
+		return "", fmt.Errorf("read Notation trust store %s: %w", n.TrustStore, err)
+	}
+	return hex.EncodeToString(h.Sum(nil)), nil
+}
+
+// storeFS serves a trust store folder laid out as Notation's
+// (x509/ca/NAME/*.crt) where notation-go looks for truststore/x509/….
+type storeFS struct {
+	fs.FS
+	dir string
+}
+
+func (s storeFS) SysPath(items ...string) (string, error) {
+	rest, ok := strings.CutPrefix(path.Join(items...), dir.TrustStoreDir+"/")
+	if !ok {
+		return "", fmt.Errorf("%s is outside the trust store", path.Join(items...))
+	}
+	return filepath.Join(s.dir, filepath.FromSlash(rest)), nil
+}
+
+// verifyNotation checks that t carries a Notation signature the trust
+// policy and trust store of n allow, through the registry transport rt.
+func verifyNotation(ctx context.Context, rt http.RoundTripper, requests *int, t Target, n *manifest.NotationVerify) error {
+	b, err := readBounded(n.TrustPolicy, maxTrustPolicyFile, "Notation trust policy")
+	if err != nil {
+		return err
+	}
+	var doc trustpolicy.Document
+	if err := json.Unmarshal(b, &doc); err != nil {
+		return fmt.Errorf("trust policy %s: %w", n.TrustPolicy, err)
+	}
+	store := truststore.NewX509TrustStore(storeFS{FS: os.DirFS(n.TrustStore), dir: n.TrustStore})
+	v, err := verifier.NewWithOptions(&doc, store, nil, verifier.VerifierOptions{})
+	if err != nil {
+		return fmt.Errorf("trust policy %s: %w", n.TrustPolicy, err)
+	}
+	repo, err := remote.NewRepository(t.Repository.RegistryStr() + "/" + t.Repository.RepositoryStr())
+	if err != nil {
+		return err
+	}
+	repo.PlainHTTP = t.Repository.Scheme() == "http"
+	repo.Client = &http.Client{Transport: counting{rt: rt, n: requests}}
+	repo.MaxMetadataBytes = MaxIndexBytes
+	_, _, err = notation.Verify(ctx, v, registry.NewRepository(repo), notation.VerifyOptions{
+		ArtifactReference:    t.Repository.String() + "@" + t.Digest,
+		MaxSignatureAttempts: MaxSignatures,
+	})
+	if err != nil {
+		return &Error{ID: t.ID, Repository: t.Repository.String(), Digest: t.Digest,
+			Requirement: "Notation signature the trust policy " + n.TrustPolicy + " allows",
+			Found:       strings.ReplaceAll(err.Error(), "\n", ": "),
+			Fix:         fmt.Sprintf("sign it (notation sign %s@%s) with a key whose certificate chains to the trust store %s, or hold this release", t.Repository, t.Digest, n.TrustStore)}
+	}
+	return nil
+}
+
+// counting counts the requests sent through rt.
+type counting struct {
+	rt http.RoundTripper
+	n  *int
+}
+
+func (c counting) RoundTrip(req *http.Request) (*http.Response, error) {
+	*c.n++
+	return c.rt.RoundTrip(req)
+}

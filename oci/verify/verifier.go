@@ -1,0 +1,246 @@
+package verify
+
+import (
+	"context"
+	"crypto/sha256"
+	"encoding/hex"
+	"encoding/json"
+	"fmt"
+	"sync"
+	"sync/atomic"
+
+	"github.com/google/go-containerregistry/pkg/name"
+
+	"github.com/tend-dev/tend/manifest"
+	"github.com/tend-dev/tend/oci"
+)
+
+// Kinds of artifact, as tend_verify_total's kind label names them.
+const (
+	KindSource = "source"
+	KindModel  = "model"
+	KindImage  = "image"
+)
+
+// Results, as tend_verify_total's result label names them.
+const (
+	ResultOK     = "ok"
+	ResultFailed = "failed"
+)
+
+// maxRemembered bounds the verified digests a Verifier remembers; past it
+// it forgets them all and verifies again as they come.
+const maxRemembered = 4096
+
+// Target is the artifact to verify: its manifest digest in a repository.
+type Target struct {
+	Kind       string          // KindSource, KindModel or KindImage
+	ID         string          // the resource it is for, e.g. model/detector; may be empty
+	Repository name.Repository // where its signatures are
+	Digest     string          // sha256:… of its manifest or index
+}
+
+// Verifier checks targets against verify blocks and remembers the digests
+// that passed, per requirement. It is safe for concurrent use.
+type Verifier struct {
+	// Options reach the registries.
+	Options oci.Options
+	// Observe, when set, hears each verification that asked a registry:
+	// its kind and ResultOK or ResultFailed.
+	Observe func(kind, result string)
+
+	requests atomic.Int64
+	mu       sync.Mutex
+	verified map[string]bool // repository@digest fingerprint
+}
+
+// Requests is how many requests the Verifier has sent, in all.
+func (v *Verifier) Requests() int64 { return v.requests.Load() }
+
+// Verify returns nil when t carries a signature satisfying each of reqs
+// (every one must be; nil entries and an empty list ask for nothing). A
+// failure is an *Error (wrapping ErrUnsigned) naming t, the requirement
+// and what was found, or an error reaching the registry.
+func (v *Verifier) Verify(ctx context.Context, t Target, reqs []*manifest.ArtifactVerify) error {
+	var todo []requirement
+	var keys []string
+	for _, r := range reqs {
+		if r == nil {
+			continue
+		}
+		for _, q := range []requirement{{cosign: r.Cosign}, {notation: r.Notation}} {
+			if q.cosign == nil && q.notation == nil {
+				continue
+			}
+			fp, err := q.fingerprint()
+			if err != nil {
+				return fmt.Errorf("%s %s@%s: %w", t.ID, t.Repository, t.Digest, err)
+			}
+			k := t.Repository.String() + "@" + t.Digest + " " + fp
+			if !v.remembered(k) {
+				todo = append(todo, q)
+				keys = append(keys, k)
+			}
+		}
+	}
+	if len(todo) == 0 {
+		return nil
+	}
+	err := v.verify(ctx, t, todo)
+	result := ResultOK
+	if err != nil {
+		result = ResultFailed
+	} else {
+		v.remember(keys)
+	}
+	if v.Observe != nil {
+		v.Observe(t.Kind, result)
+	}
+	return err
+}
+
+// requirement is one signature requirement of a verify block: its cosign
+// or its notation block.
+type requirement struct {
+	cosign   *manifest.CosignVerify
+	notation *manifest.NotationVerify
+}
+
+func (q requirement) fingerprint() (string, error) {
+	if q.notation != nil {
+		fp, err := notationFingerprint(q.notation)
+		return "notation " + fp, err
+	}
+	fp, err := fingerprint(q.cosign)
+	return "cosign " + fp, err
+}
+
+// verify checks t against each requirement of todo, asking the registry
+// for its cosign signatures once (and for its Notation signatures per
+// notation block).
+func (v *Verifier) verify(ctx context.Context, t Target, todo []requirement) error {
+	if !validDigest(t.Digest) {
+		return fmt.Errorf("%s %s@%s: not a sha256 digest", t.ID, t.Repository, t.Digest)
+	}
+	rt, err := v.Options.RepoTransport(ctx, t.Repository)
+	if err != nil {
+		return fmt.Errorf("%s: look up the signatures of %s@%s: %w", t.ID, t.Repository, short(t.Digest), err)
+	}
+	c := &client{rt: rt, repo: t.Repository}
+	defer func() { v.requests.Add(int64(c.requests)) }()
+	var bundles [][]byte
+	fetched := false
+	for _, q := range todo {
+		if q.notation != nil {
+			if err := verifyNotation(ctx, rt, &c.requests, t, q.notation); err != nil {
+				return err
+			}
+			continue
+		}
+		p, err := loadPolicy(q.cosign)
+		if err != nil {
+			return fmt.Errorf("%s %s@%s: %w", t.ID, t.Repository, short(t.Digest), err)
+		}
+		if !fetched {
+			if bundles, err = fetchBundles(ctx, c, t.Digest); err != nil {
+				return fmt.Errorf("%s: look up the signatures of %s@%s: %w", t.ID, t.Repository, short(t.Digest), err)
+			}
+			fetched = true
+		}
+		var tl tally
+		ok := false
+		for _, b := range bundles {
+			if p.checkBundle(b, t.Digest, &tl) {
+				ok = true
+				break
+			}
+		}
+		if !ok {
+			if ok, err = p.legacy(ctx, c, t.Digest, &tl); err != nil {
+				return fmt.Errorf("%s: look up the signatures of %s@%s: %w", t.ID, t.Repository, short(t.Digest), err)
+			}
+		}
+		if !ok {
+			return &Error{ID: t.ID, Repository: t.Repository.String(), Digest: t.Digest,
+				Requirement: p.describe(), Found: tl.found(), Fix: p.fix(t)}
+		}
+	}
+	return nil
+}
+
+// fix says what to do about an unsigned t.
+func (p *policy) fix(t Target) string {
+	if len(p.keys) > 0 {
+		return fmt.Sprintf("sign it (cosign sign --key cosign.key %s@%s) with the key whose public half is listed, or hold this release", t.Repository, t.Digest)
+	}
+	return fmt.Sprintf("sign it keyless (cosign sign %s@%s) as a listed identity, or hold this release", t.Repository, t.Digest)
+}
+
+// fetchBundles returns the Sigstore bundles attached to digest, at most
+// MaxSignatures.
+func fetchBundles(ctx context.Context, c *client, digest string) ([][]byte, error) {
+	refs, err := c.referrers(ctx, digest)
+	if err != nil {
+		return nil, err
+	}
+	var out [][]byte
+	for _, d := range refs {
+		if !validDigest(d.Digest) {
+			continue
+		}
+		m, err := c.manifest(ctx, d.Digest)
+		if err != nil {
+			return nil, err
+		}
+		for _, l := range m.Layers {
+			if l.MediaType == BundleArtifactType {
+				b, err := c.blob(ctx, l)
+				if err != nil {
+					return nil, err
+				}
+				out = append(out, b)
+				break
+			}
+		}
+	}
+	return out, nil
+}
+
+// fingerprint names a cosign block and the content of its files.
+func fingerprint(c *manifest.CosignVerify) (string, error) {
+	h := sha256.New()
+	cfg, _ := json.Marshal(c)
+	h.Write(cfg)
+	for _, path := range c.Keys {
+		b, err := readBounded(path, maxKeyFile, "cosign public key")
+		if err != nil {
+			return "", err
+		}
+		h.Write(b)
+	}
+	if c.TrustedRoot != "" {
+		b, err := readBounded(c.TrustedRoot, maxTrustedRootFile, "Sigstore trusted root")
+		if err != nil {
+			return "", err
+		}
+		h.Write(b)
+	}
+	return hex.EncodeToString(h.Sum(nil)), nil
+}
+
+func (v *Verifier) remembered(k string) bool {
+	v.mu.Lock()
+	defer v.mu.Unlock()
+	return v.verified[k]
+}
+
+func (v *Verifier) remember(keys []string) {
+	v.mu.Lock()
+	defer v.mu.Unlock()
+	if v.verified == nil || len(v.verified)+len(keys) > maxRemembered {
+		v.verified = map[string]bool{}
+	}
+	for _, k := range keys {
+		v.verified[k] = true
+	}
+}
