@@ -73,6 +73,10 @@ func (r *Reconciler) decide(ctx context.Context, t *tick) error {
 	if comp == nil || snap == nil || comp.Rollout == nil && stager == nil {
 		return nil
 	}
+	if comp.Rollout != nil {
+		wave, _ := rollout.Wave(r.Config.Device, comp.Device.Metadata.Labels, comp.Rollout)
+		t.res.Wave = &wave
+	}
 	inv, err := t.node.applier.Inventory()
 	if err != nil {
 		return err
