@@ -26,8 +26,9 @@ type verdict struct {
 }
 
 // askBrakes asks the hub of b for the verdict on release revision in the
-// waves before wave (> 0), with the device's report token when report.tokenFile
-// names one. It returns "" to go, or why the release waits ("2 of 5
+// waves before wave (> 0), with the device's report token when
+// report.tokenFile names one and report.url is on the same hub (scheme and
+// host): a token is never sent where the agent does not report. It returns "" to go, or why the release waits ("2 of 5
 // wave-0 devices failed main@sha1:ab12… (maxFailed 1)"); it is asked again
 // at the next tick. A hub that does not answer, or answers 5xx, holds the
 // release unless b says onHubDown: proceed.
@@ -61,7 +62,7 @@ func (r *Reconciler) askBrakes(ctx context.Context, b *manifest.Brakes, wave int
 	if err != nil {
 		return "hub " + shown + ": " + err.Error()
 	}
-	if rep := r.Config.Report; rep != nil && rep.TokenFile != "" {
+	if rep := r.Config.Report; rep != nil && rep.TokenFile != "" && sameOrigin(rep.URL, b.Hub) {
 		tok, err := os.ReadFile(rep.TokenFile)
 		if err != nil {
 			return fmt.Sprintf("cannot read report.tokenFile for the hub %s: %v", shown, err)
@@ -98,4 +99,14 @@ func (r *Reconciler) askBrakes(ctx context.Context, b *manifest.Brakes, wave int
 		return v.Reason
 	}
 	return ""
+}
+
+// sameOrigin reports whether URLs a and b have the same scheme and host.
+func sameOrigin(a, b string) bool {
+	ua, err := url.Parse(a)
+	if err != nil {
+		return false
+	}
+	ub, err := url.Parse(b)
+	return err == nil && ua.Scheme == ub.Scheme && strings.EqualFold(ua.Host, ub.Host)
 }

@@ -132,3 +132,9 @@ func TestBrakesHoldReleaseUntilTheHubSaysGo(t *testing.T) {
 	require.Nil(t, h.res.Held)
 	require.Equal(t, "v3", h.file(t))
 }
+
+func TestBrakesTokenGoesOnlyToTheReportHub(t *testing.T) {
+	require.True(t, sameOrigin("https://hub.example:8420/v1/reports", "https://HUB.example:8420"))
+	require.False(t, sameOrigin("https://hub.example:8420/v1/reports", "https://other.example:8420"))
+	require.False(t, sameOrigin("https://hub.example:8420/v1/reports", "http://hub.example:8420"))
+}
