@@ -143,6 +143,10 @@ type Result struct {
 	// the tick did not get to decide, or is no apply with a Stager or a
 	// Rollout.
 	Release *status.SeenRelease
+	// Wave is the device's wave in the Rollout of the tick's target
+	// (rollout.NoWave: none takes it); nil without a rollout, or when the
+	// tick did not get to decide.
+	Wave *int
 	// Staged lists the models StageOnly brought into the store.
 	Staged []StagedModel
 	// Agent is the agent that runs on the stateDir of a one-shot apply

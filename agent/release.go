@@ -73,6 +73,10 @@ func (r *Reconciler) decide(ctx context.Context, t *tick) error {
 	if comp == nil || snap == nil || comp.Rollout == nil && stager == nil {
 		return nil
 	}
+	if comp.Rollout != nil {
+		wave, _ := rollout.Wave(r.Config.Device, comp.Device.Metadata.Labels, comp.Rollout)
+		t.res.Wave = &wave
+	}
 	inv, err := t.node.applier.Inventory()
 	if err != nil {
 		return err
@@ -118,6 +122,11 @@ func (r *Reconciler) decide(ctx context.Context, t *tick) error {
 	}
 	if comp.Rollout != nil {
 		d = rollout.Decide(now, seen, r.Config.Device, comp.Device.Metadata.Labels, comp.Rollout)
+		if b := comp.Rollout.Spec.Brakes; d.Take && b != nil && d.Wave > 0 {
+			if why := r.askBrakes(ctx, b, d.Wave, snap.Revision.String()); why != "" {
+				d.Take, d.Cause, d.Reason = false, rollout.CauseBrakes, "held: brakes: "+why
+			}
+		}
 		if d.Take && comp.Rollout.Spec.Gate != nil {
 			if why := askGate(ctx, comp.Rollout.Spec.Gate.URL, r.Config.Device, d.Wave, snap.Revision.Commit); why != "" {
 				d.Take, d.Cause, d.Reason = false, rollout.CauseGate, "held: "+why

@@ -46,6 +46,10 @@ func statusTick(res *Result) *status.Tick {
 		c := *r
 		t.Release = &c
 	}
+	if res.Wave != nil {
+		w := *res.Wave
+		t.Wave = &w
+	}
 	if h := res.Held; h != nil {
 		t.Held = &status.Held{Revision: h.Revision, Cause: h.Cause, Reason: h.Reason}
 	}

@@ -107,7 +107,7 @@ func TestUpdateLockHoldsARelease(t *testing.T) {
 		}
 		return out
 	}
-	notHeld := map[string]float64{"wave": 0, "window": 0, "paused": 0, "gate": 0, "lock": 0, "quarantined": 0}
+	notHeld := map[string]float64{"wave": 0, "window": 0, "paused": 0, "brakes": 0, "gate": 0, "lock": 0, "quarantined": 0}
 	require.Equal(t, notHeld, heldBy(), "every reason exists at zero from the start")
 	applied := func(want ...string) {
 		t.Helper()
@@ -152,7 +152,7 @@ func TestUpdateLockHoldsARelease(t *testing.T) {
 	require.Equal(t, why, st.Held)
 	require.Equal(t, "HEAD@sha1:"+v2, st.TargetRevision)
 	require.Empty(t, st.LastError)
-	lockHeld := map[string]float64{"wave": 0, "window": 0, "paused": 0, "gate": 0, "lock": 1, "quarantined": 0}
+	lockHeld := map[string]float64{"wave": 0, "window": 0, "paused": 0, "brakes": 0, "gate": 0, "lock": 1, "quarantined": 0}
 	require.Equal(t, lockHeld, heldBy())
 	require.Contains(t, logs.String(), "release held by an update lock")
 

@@ -14,14 +14,15 @@ import (
 
 // RolloutChange is a Rollout document that differs between base and head
 // (a commit that pauses a rollout, narrows its selector, moves its waves,
-// window, gate or stage), and the inventory devices it governs. Such a
+// window, gate, stage or brakes), and the inventory devices it governs. Such a
 // change alone changes no device's plan; it changes when each device
 // takes the next release.
 type RolloutChange struct {
 	Name   string `json:"rollout"` // rollout/NAME
 	Change string `json:"change"`  // added, removed or changed
 	// Fields are what changed in its spec, base to head, among paused,
-	// selector, waves, window, gate and stage (a changed rollout only).
+	// selector, waves, window, gate, stage and brakes (a changed rollout
+	// only).
 	Fields []planner.Change `json:"fields,omitempty"`
 	// Devices are the inventory devices it governs at head; for a removed
 	// rollout, those it governed at base.
@@ -270,6 +271,11 @@ func rolloutFields(was, now *manifest.Rollout) []planner.Change {
 	}
 	add("gate", from, to)
 	add("stage", stageText(a.Stage), stageText(b.Stage))
+	from, to = brakesOrNone(a.Brakes), brakesOrNone(b.Brakes)
+	if from == to && a.Brakes != nil && b.Brakes != nil && a.Brakes.Hub != b.Brakes.Hub {
+		to += " (other credentials)"
+	}
+	add("brakes", from, to)
 	return out
 }
 
@@ -312,6 +318,41 @@ func gateText(g *manifest.Gate) string {
 		return "none"
 	}
 	return source.RedactURL(g.URL)
+}
+
+func brakesOrNone(b *manifest.Brakes) string {
+	if b == nil {
+		return "none"
+	}
+	return brakesText(b)
+}
+
+// brakesText is a rollout's brakes in one line, the hub without
+// credentials: hub https://hub.example:8420, maxFailed 1, minApplied 3
+// healthy for 10m, onHubDown hold.
+func brakesText(b *manifest.Brakes) string {
+	parts := []string{"hub " + source.RedactURL(b.Hub)}
+	switch {
+	case b.MaxFailed == nil && b.MaxFailedPercent == nil:
+		parts = append(parts, "maxFailed 0")
+	case b.MaxFailed != nil:
+		parts = append(parts, fmt.Sprintf("maxFailed %d", *b.MaxFailed))
+	}
+	if b.MaxFailedPercent != nil {
+		parts = append(parts, fmt.Sprintf("maxFailedPercent %d", *b.MaxFailedPercent))
+	}
+	if b.MinApplied > 0 {
+		m := fmt.Sprintf("minApplied %d", b.MinApplied)
+		if b.Soak > 0 {
+			m += " healthy for " + manifest.FormatDuration(b.Soak.D())
+		}
+		parts = append(parts, m)
+	}
+	onDown := b.OnHubDown
+	if onDown == "" {
+		onDown = manifest.OnHubDownHold
+	}
+	return strings.Join(append(parts, "onHubDown "+onDown), ", ")
 }
 
 func stageText(s string) string {

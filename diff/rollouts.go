@@ -64,6 +64,9 @@ func (r *DeviceRollout) String() string {
 		b.WriteString(": held")
 	default:
 		b.WriteString(", " + opens(r.After, r.Rollout.Spec))
+		if br := r.Rollout.Spec.Brakes; br != nil && r.Wave > 0 {
+			b.WriteString(", if the brakes let it through (" + brakesText(br) + ")")
+		}
 	}
 	return b.String()
 }
@@ -158,7 +161,8 @@ type JSONRollout struct {
 	After  manifest.Duration `json:"after"`  // after the device first sees the release
 	Paused bool              `json:"paused"`
 	Window *manifest.Window  `json:"window,omitempty"`
-	Gate   *manifest.Gate    `json:"gate,omitempty"` // its URL without credentials
+	Gate   *manifest.Gate    `json:"gate,omitempty"`   // its URL without credentials
+	Brakes *manifest.Brakes  `json:"brakes,omitempty"` // the hub's URL without credentials
 	// Added: the device has applied nothing and takes its first commit
 	// at once.
 	Added bool `json:"added,omitempty"`
@@ -170,6 +174,11 @@ func (r *DeviceRollout) JSON() *JSONRollout {
 	out := &JSONRollout{Name: r.Name(), Wave: r.Wave, Bucket: r.Bucket, After: manifest.Duration(r.After), Paused: spec.Paused, Window: spec.Window, Added: r.Added}
 	if spec.Gate != nil {
 		out.Gate = &manifest.Gate{URL: source.RedactURL(spec.Gate.URL)}
+	}
+	if spec.Brakes != nil {
+		b := *spec.Brakes
+		b.Hub = source.RedactURL(b.Hub)
+		out.Brakes = &b
 	}
 	return out
 }
@@ -246,6 +255,9 @@ func mdRollouts(ds []Device) string {
 		}
 		if spec.Gate != nil {
 			notes = append(notes, "Gate: then each device asks the gate, and takes the change if it answers 200.")
+		}
+		if br := spec.Brakes; br != nil {
+			notes = append(notes, fmt.Sprintf("Brakes: a device of wave 1 or later first asks the hub how the change went in the earlier waves, and holds while they fail it or have not run it long enough: `%s`.", brakesText(br)))
 		}
 		if g.added > 0 {
 			notes = append(notes, fmt.Sprintf("%s applied nothing yet: %s first commit at once, whatever %s wave.",

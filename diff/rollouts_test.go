@@ -335,3 +335,44 @@ func TestDeviceRolloutString(t *testing.T) {
 		})
 	}
 }
+
+// TestRunRolloutBrakes: a commit that adds brakes to a rollout and
+// changes its devices shows the brakes where it shows the waves: on each
+// later-wave device's line, in the rollout's change, in the markdown
+// notes and the JSON, the hub without credentials.
+func TestRunRolloutBrakes(t *testing.T) {
+	r := testgit.NewRepo(t)
+	waves := "  selector: {}\n  waves:\n    - selector: {matchLabels: {ring: canary}}\n    - {percent: 100, after: 1h}\n"
+	r.WriteFile("fleet/default.yaml", rolloutDoc("default", waves))
+	write := func(content string) {
+		r.WriteFile("devices/cam-1/device.yaml", labelled("cam-1", "ring: canary", "  files: [{path: /etc/x, content: "+content+"}]\n"))
+		r.WriteFile("devices/cam-2/device.yaml", labelled("cam-2", "site: a", "  files: [{path: /etc/x, content: "+content+"}]\n"))
+	}
+	write("v1")
+	r.Commit("fleet")
+	write("v2")
+	r.WriteFile("fleet/default.yaml", rolloutDoc("default", waves+
+		"  brakes: {hub: \"https://ops:s3cret@hub.example:8420\", maxFailed: 1, minApplied: 2, soak: 10m}\n"))
+	r.Commit("v2 with brakes")
+	res, err := diff.Run(context.Background(), open(t, r), "HEAD~1", "HEAD", rolloutPaths)
+	require.NoError(t, err)
+	const brakes = "hub https://hub.example:8420, maxFailed 1, minApplied 2 healthy for 10m, onHubDown hold"
+	require.Equal(t, []diff.RolloutChange{{Name: "rollout/default", Change: "changed",
+		Fields:  []planner.Change{{Field: "brakes", From: "none", To: brakes}},
+		Devices: []string{"cam-1", "cam-2"}}}, res.Rollouts)
+
+	var txt, md, js bytes.Buffer
+	require.NoError(t, diff.WriteText(&txt, res))
+	require.NoError(t, diff.WriteMarkdown(&md, res, diff.MarkdownOptions{}))
+	require.NoError(t, diff.WriteJSON(&js, res))
+	require.Contains(t, txt.String(), "Rollout: wave 0 of rollout/default (selector ring=canary), at once\n", "the first wave has no brakes")
+	require.Contains(t, txt.String(), "opens 1h after the device sees the release, if the brakes let it through ("+brakes+")")
+	require.Contains(t, txt.String(), "brakes none → "+brakes)
+	require.Contains(t, md.String(), "- Brakes: a device of wave 1 or later first asks the hub how the change went in the earlier waves, "+
+		"and holds while they fail it or have not run it long enough: `"+brakes+"`.")
+	require.Contains(t, js.String(), `"brakes": {`)
+	require.Contains(t, js.String(), `"hub": "https://hub.example:8420"`)
+	for _, out := range []string{txt.String(), md.String(), js.String()} {
+		require.NotContains(t, out, "s3cret", "the hub's credentials are not printed")
+	}
+}

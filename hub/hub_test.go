@@ -401,7 +401,7 @@ func TestMigrations(t *testing.T) {
 	require.NoError(t, err)
 	s.Close()
 	_, err = Open(context.Background(), db)
-	assert.ErrorContains(t, err, "schema version 99 is newer than this tend knows (1)")
+	assert.ErrorContains(t, err, "schema version 99 is newer than this tend knows (2)")
 
 	for _, bad := range []struct{ url, want string }{
 		{"sqlite://relative.db", "name an absolute file path"},

@@ -6,6 +6,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"strings"
 	"time"
 
 	"github.com/tend-dev/tend/agent/status"
@@ -35,6 +36,9 @@ type ingested struct {
 	// time on the device, how long after the fleet first saw it.
 	converged []time.Duration
 	events    []Event
+	// crashLoops are the services this report found in a crash loop that
+	// the last one did not.
+	crashLoops []string
 }
 
 // errReplayed marks a report older than the one the hub holds.
@@ -82,17 +86,18 @@ func (s *Store) Ingest(ctx context.Context, st *status.Status, now time.Time) (i
 		if st.Labels == nil {
 			labels = []byte("{}")
 		}
-		wave := heldWave(st.Held)
-		if _, err := tx.ExecContext(ctx, `INSERT INTO devices (name, labels, applied, target, state, held, wave, last_error, reconciled, last_seen, first_seen, status)
-			VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12)
+		wave := deviceWave(st)
+		if _, err := tx.ExecContext(ctx, `INSERT INTO devices (name, labels, applied, target, state, held, wave, last_error, reconciled, last_seen, first_seen, status, crash_loop)
+			VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13)
 			ON CONFLICT (name) DO UPDATE SET labels = excluded.labels, applied = excluded.applied, target = excluded.target,
 				state = excluded.state, held = excluded.held, wave = excluded.wave, last_error = excluded.last_error,
-				reconciled = excluded.reconciled, last_seen = excluded.last_seen, status = excluded.status`,
+				reconciled = excluded.reconciled, last_seen = excluded.last_seen, status = excluded.status, crash_loop = excluded.crash_loop`,
 			st.Device, string(labels), st.AppliedRevision, target(st), deviceState(st), st.Held, wave, st.LastError,
-			reconciled.UnixNano(), now.UnixNano(), firstSeen, string(raw)); err != nil {
+			reconciled.UnixNano(), now.UnixNano(), firstSeen, string(raw), strings.Join(crashLooping(st), ",")); err != nil {
 			return fmt.Errorf("write device %s: %w", st.Device, err)
 		}
 		res.events = events(prev, st)
+		res.crashLoops = newCrashLoops(prev, st)
 		seq := 0 // after the events of a report taken at the same instant
 		if len(res.events) > 0 {
 			if err := tx.QueryRowContext(ctx, `SELECT COALESCE(MAX(seq) + 1, 0) FROM events WHERE device = $1 AND at = $2`, st.Device, now.UnixNano()).Scan(&seq); err != nil {
@@ -178,8 +183,14 @@ func (s *Store) releases(ctx context.Context, tx *sql.Tx, st *status.Status, wav
 		if !known {
 			w = -1
 		}
-		if wave >= 0 && rev == target(st) && state != StateApplied {
+		switch {
+		case wave < 0:
+		case rev == target(st) && (state != StateApplied || st.Wave != nil):
+			// The device's wave in the rollout of its target; a hold's
+			// reason names it only while the release waits.
 			w = wave
+		case w < 0 && st.Wave != nil && state == StateFailed:
+			w = wave // rolled back at once, before any report named it
 		}
 		applied := old.applied
 		if state == StateApplied && applied == 0 {

@@ -55,6 +55,9 @@ var migrations = []string{
 		detail TEXT NOT NULL,
 		PRIMARY KEY (device, at, seq)
 	);`,
+	// 2: the services of each device in a crash loop, which rollout
+	// brakes count as a failure of the release it runs.
+	`ALTER TABLE devices ADD COLUMN crash_loop TEXT NOT NULL DEFAULT ''`,
 }
 
 // migrate brings the schema to the newest version, each version in one

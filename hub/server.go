@@ -9,6 +9,7 @@ import (
 	"io"
 	"log/slog"
 	"net/http"
+	"net/url"
 	"strings"
 	"time"
 
@@ -39,6 +40,10 @@ type Options struct {
 	PublicRead bool
 	Log        *slog.Logger
 	Now        func() time.Time // default time.Now
+	// Webhook, when set, is a URL the hub POSTs a JSON event to (with a
+	// Slack-compatible text field) when brakes trip for a release or a
+	// device goes into a crash loop.
+	Webhook string
 }
 
 // Server is the hub's HTTP side: ingest, JSON, the page and metrics.
@@ -48,6 +53,7 @@ type Server struct {
 	log     *slog.Logger
 	metrics *metrics
 	mux     *http.ServeMux
+	webhook *webhook // nil without Options.Webhook
 }
 
 // NewServer returns the hub's handler over store.
@@ -62,12 +68,20 @@ func NewServer(store *Store, opts Options) (*Server, error) {
 		opts.Now = time.Now
 	}
 	s := &Server{store: store, opts: opts, log: opts.Log, metrics: newMetrics(store), mux: http.NewServeMux()}
+	if opts.Webhook != "" {
+		u, err := url.Parse(opts.Webhook)
+		if err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
+			return nil, fmt.Errorf("--webhook %q is not an http(s) URL: use e.g. https://hooks.slack.com/services/…", redactURL(opts.Webhook))
+		}
+		s.webhook = newWebhook(opts.Webhook, opts.Log, opts.Now)
+	}
 	s.mux.HandleFunc("GET /healthz", s.healthz)
 	s.mux.Handle("GET /metrics", promhttp.HandlerFor(s.metrics.reg, promhttp.HandlerOpts{}))
 	s.mux.HandleFunc("POST /v1/reports", s.report)
 	s.mux.HandleFunc("GET /v1/devices", s.read(s.apiDevices))
 	s.mux.HandleFunc("GET /v1/devices/{name}", s.read(s.apiDevice))
 	s.mux.HandleFunc("GET /v1/releases", s.read(s.apiReleases))
+	s.mux.HandleFunc("GET /v1/verdict", s.readOrDevice(s.apiVerdict))
 	s.mux.HandleFunc("GET /v1/releases/{revision...}", s.read(s.apiRelease))
 	s.mux.HandleFunc("GET /{$}", s.read(s.pageFleet))
 	s.mux.HandleFunc("GET /devices/{name}", s.read(s.pageDevice))
@@ -76,6 +90,9 @@ func NewServer(store *Store, opts Options) (*Server, error) {
 }
 
 func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) { s.mux.ServeHTTP(w, r) }
+
+// Close posts the webhook events queued, and stops.
+func (s *Server) Close() { s.webhook.close() }
 
 func (s *Server) healthz(w http.ResponseWriter, r *http.Request) {
 	ctx, cancel := context.WithTimeout(r.Context(), 5*time.Second)
@@ -174,6 +191,7 @@ func (s *Server) ingest(w http.ResponseWriter, r *http.Request) (string, int, er
 		}
 		return res.result, code, fmt.Errorf("report of %s: %w", device, err)
 	}
+	s.webhook.crashLoop(device, st.AppliedRevision, res.crashLoops)
 	for _, d := range res.converged {
 		s.metrics.convergence.Observe(d.Seconds())
 	}

@@ -3,6 +3,7 @@ package hub
 import (
 	"fmt"
 	"regexp"
+	"slices"
 	"strconv"
 
 	"github.com/tend-dev/tend/agent/status"
@@ -124,6 +125,45 @@ func heldWave(held string) int {
 		return -1
 	}
 	return n
+}
+
+// deviceWave is the device's wave: the status document's, else the one a
+// hold names (an agent that does not report its wave); -1 when neither says.
+func deviceWave(s *status.Status) int {
+	if s.Wave != nil {
+		return max(*s.Wave, -1)
+	}
+	return heldWave(s.Held)
+}
+
+// crashLooping lists the services of s with a replica in a crash loop.
+func crashLooping(s *status.Status) []string {
+	var out []string
+	for _, svc := range s.Services {
+		for _, r := range svc.Replicas {
+			if r.CrashLoop {
+				out = append(out, svc.ID)
+				break
+			}
+		}
+	}
+	return out
+}
+
+// newCrashLoops lists the services next finds in a crash loop that prev
+// (nil: none) did not.
+func newCrashLoops(prev, next *status.Status) []string {
+	var was []string
+	if prev != nil {
+		was = crashLooping(prev)
+	}
+	var out []string
+	for _, id := range crashLooping(next) {
+		if !slices.Contains(was, id) {
+			out = append(out, id)
+		}
+	}
+	return out
 }
 
 var waveRE = regexp.MustCompile(`\bwave (\d{1,6})\b`)

@@ -39,7 +39,40 @@ type RolloutSpec struct {
 	// default), as soon as it sees it, even while this rollout holds it;
 	// onRelease, only once the rollout lets it through.
 	Stage string `json:"stage,omitempty" jsonschema:"enum=onSight,enum=onRelease"`
+	// Brakes stop the later waves of a release that fails in the earlier
+	// ones, as the hub counts them.
+	Brakes *Brakes `json:"brakes,omitempty"`
 }
+
+// Brakes are a rollout's thresholds over the earlier waves of a release:
+// before taking a release in wave k > 0, a device asks the hub for the
+// verdict on that release in waves 0 to k-1, and holds while more devices
+// there failed than MaxFailed (or MaxFailedPercent of them), or fewer
+// than MinApplied applied it and stayed healthy for Soak.
+type Brakes struct {
+	// Hub is the tend hub's base URL, https://hub.example:8420.
+	Hub string `json:"hub" jsonschema:"required"`
+	// MaxFailed is how many earlier-wave devices may fail the release
+	// before later waves stop; with neither it nor MaxFailedPercent set,
+	// 0: one failure stops them.
+	MaxFailed *int `json:"maxFailed,omitempty" jsonschema:"minimum=0"`
+	// MaxFailedPercent is the share of earlier-wave devices that may fail.
+	MaxFailedPercent *int `json:"maxFailedPercent,omitempty" jsonschema:"minimum=0,maximum=100"`
+	// MinApplied is how many earlier-wave devices must have applied the
+	// release, and stayed healthy for Soak, before a later wave goes.
+	MinApplied int `json:"minApplied,omitempty" jsonschema:"minimum=0"`
+	// Soak is how long those devices must have run it.
+	Soak Duration `json:"soak,omitempty"`
+	// OnHubDown is what a device does when the hub does not answer:
+	// hold (the default) or proceed.
+	OnHubDown string `json:"onHubDown,omitempty" jsonschema:"enum=hold,enum=proceed"`
+}
+
+// What a device does when the brakes' hub does not answer.
+const (
+	OnHubDownHold    = "hold"
+	OnHubDownProceed = "proceed"
+)
 
 // When a device stages a release (RolloutSpec.Stage).
 const (
@@ -96,12 +129,49 @@ func (r *Rollout) check(info *document, errs *Errors) {
 		errs.add(info.file, nearestLine(info, "spec.stage"), "spec.stage",
 			"unknown stage %q: use onSight (download a release as soon as it is seen) or onRelease (once the rollout lets it through)", r.Spec.Stage)
 	}
+	if b := r.Spec.Brakes; b != nil {
+		r.checkBrakes(b, info, errs)
+	}
 	if g := r.Spec.Gate; g != nil {
 		u, err := url.Parse(g.URL)
 		if err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
 			errs.add(info.file, nearestLine(info, "spec.gate.url"), "spec.gate.url",
 				"invalid gate %q: use an http:// or https:// URL", g.URL)
 		}
+	}
+}
+
+// checkBrakes reports a brakes hub that is no http(s) URL, thresholds out
+// of range, a soak nothing waits for, and brakes with no later wave to stop.
+func (r *Rollout) checkBrakes(b *Brakes, info *document, errs *Errors) {
+	at := func(field, format string, args ...any) {
+		errs.add(info.file, nearestLine(info, "spec.brakes"+field), "spec.brakes"+field, format, args...)
+	}
+	if u, err := url.Parse(b.Hub); err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
+		at(".hub", "invalid hub %q: use the tend hub's http:// or https:// URL, e.g. https://hub.example:8420", b.Hub)
+	}
+	if b.MaxFailed != nil && *b.MaxFailed < 0 {
+		at(".maxFailed", "maxFailed %d is negative: use 0 (one failure stops later waves) or more", *b.MaxFailed)
+	}
+	if p := b.MaxFailedPercent; p != nil && (*p < 0 || *p > 100) {
+		at(".maxFailedPercent", "maxFailedPercent %d is out of range: use 0 to 100", *p)
+	}
+	if b.MinApplied < 0 {
+		at(".minApplied", "minApplied %d is negative: use 0 (no wait) or more", b.MinApplied)
+	}
+	switch {
+	case b.Soak < 0:
+		at(".soak", "soak %s is negative: use a duration such as 10m", b.Soak.D())
+	case b.Soak > 0 && b.MinApplied == 0:
+		at(".soak", "soak %s waits for no device: set minApplied, the earlier-wave devices that must run the release healthy for soak", b.Soak.D())
+	}
+	switch b.OnHubDown {
+	case "", OnHubDownHold, OnHubDownProceed:
+	default:
+		at(".onHubDown", "unknown onHubDown %q: use hold (wait for the hub) or proceed (go on without its verdict)", b.OnHubDown)
+	}
+	if len(r.Spec.Waves) < 2 {
+		at("", "brakes stop later waves on the failures of earlier ones, and this rollout has %d wave(s): give spec.waves at least two, e.g. a canary selector then 100 percent", len(r.Spec.Waves))
 	}
 }
 

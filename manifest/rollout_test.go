@@ -70,6 +70,7 @@ func TestRolloutGoverns(t *testing.T) {
 }
 
 func TestBadRollout(t *testing.T) {
+	const twoWaves = "  waves:\n    - selector: {matchLabels: {ring: canary}}\n    - {percent: 100, after: 1h}\n"
 	head := "apiVersion: tend.dev/v1alpha1\nkind: Rollout\nmetadata: {name: r}\nspec:\n  selector: {}\n"
 	tests := []struct{ name, spec, want string }{
 		{"bad cron", `  window: {schedule: "0 25 * * *", duration: 1h}` + "\n",
@@ -98,6 +99,22 @@ func TestBadRollout(t *testing.T) {
 			`r.yaml:6: spec.gate.url: invalid gate "ftp://gate.example.com/": use an http:// or https:// URL`},
 		{"unknown stage", "  stage: onArrival\n",
 			`r.yaml:6: spec.stage: unknown stage "onArrival": use onSight (download a release as soon as it is seen) or onRelease (once the rollout lets it through)`},
+		{"brakes hub not http", twoWaves + "  brakes: {hub: hub.example:8420}\n",
+			`r.yaml:9: spec.brakes.hub: invalid hub "hub.example:8420": use the tend hub's http:// or https:// URL, e.g. https://hub.example:8420`},
+		{"brakes maxFailed negative", twoWaves + "  brakes:\n    hub: https://hub.example\n    maxFailed: -1\n",
+			`r.yaml:11: spec.brakes.maxFailed: maxFailed -1 is negative: use 0 (one failure stops later waves) or more`},
+		{"brakes percent over 100", twoWaves + "  brakes:\n    hub: https://hub.example\n    maxFailedPercent: 150\n",
+			`r.yaml:11: spec.brakes.maxFailedPercent: maxFailedPercent 150 is out of range: use 0 to 100`},
+		{"brakes minApplied negative", twoWaves + "  brakes:\n    hub: https://hub.example\n    minApplied: -2\n",
+			`r.yaml:11: spec.brakes.minApplied: minApplied -2 is negative: use 0 (no wait) or more`},
+		{"brakes soak without minApplied", twoWaves + "  brakes:\n    hub: https://hub.example\n    soak: 10m\n",
+			`r.yaml:11: spec.brakes.soak: soak 10m0s waits for no device: set minApplied, the earlier-wave devices that must run the release healthy for soak`},
+		{"brakes unknown onHubDown", twoWaves + "  brakes:\n    hub: https://hub.example\n    onHubDown: panic\n",
+			`r.yaml:11: spec.brakes.onHubDown: unknown onHubDown "panic": use hold (wait for the hub) or proceed (go on without its verdict)`},
+		{"brakes with one wave", "  waves:\n    - {percent: 100}\n  brakes: {hub: https://hub.example}\n",
+			`r.yaml:8: spec.brakes: brakes stop later waves on the failures of earlier ones, and this rollout has 1 wave(s): give spec.waves at least two, e.g. a canary selector then 100 percent`},
+		{"brakes unknown field", twoWaves + "  brakes: {hub: https://hub.example, maxFailures: 1}\n",
+			`r.yaml:9: spec.brakes: unknown field "maxFailures"`},
 		{"unknown field", "  wave: []\n",
 			`r.yaml:6: spec: unknown field "wave"`},
 	}
@@ -118,4 +135,23 @@ func TestBadRollout(t *testing.T) {
 		_, err := LoadFleet([]Input{{Name: "a.yaml", Data: []byte(head)}, {Name: "b.yaml", Data: []byte(head)}})
 		require.EqualError(t, err, `b.yaml:3: metadata.name: rollout/r is declared twice (first at a.yaml:3); rollout names must be unique`)
 	})
+}
+
+func TestRolloutBrakes(t *testing.T) {
+	doc := "apiVersion: tend.dev/v1alpha1\nkind: Rollout\nmetadata: {name: r}\nspec:\n  selector: {}\n" +
+		"  waves:\n    - selector: {matchLabels: {ring: canary}}\n    - {percent: 100, after: 1h}\n" +
+		"  brakes:\n    hub: https://hub.example:8420\n    maxFailed: 0\n    maxFailedPercent: 10\n    minApplied: 3\n    soak: 10m\n    onHubDown: proceed\n"
+	sh := ParseShared([]Input{{Name: "r.yaml", Data: []byte(doc)}})
+	require.NoError(t, sh.Err())
+	rs := sh.Rollouts()
+	require.Len(t, rs, 1)
+	b := rs[0].Spec.Brakes
+	require.NotNil(t, b)
+	require.Equal(t, "https://hub.example:8420", b.Hub)
+	require.NotNil(t, b.MaxFailed)
+	require.Equal(t, 0, *b.MaxFailed)
+	require.Equal(t, 10, *b.MaxFailedPercent)
+	require.Equal(t, 3, b.MinApplied)
+	require.Equal(t, 10*time.Minute, b.Soak.D())
+	require.Equal(t, OnHubDownProceed, b.OnHubDown)
 }

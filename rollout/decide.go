@@ -13,6 +13,11 @@ const (
 	CauseWindow = "window"
 	CausePaused = "paused"
 	CauseGate   = "gate"
+	// CauseBrakes is a release that failed in too many devices of the
+	// earlier waves, or was not yet applied by enough of them, as the
+	// rollout's hub counts them. Decide never returns it; the agent asks
+	// the hub once Decide lets a release through.
+	CauseBrakes = "brakes"
 	// CauseQuarantined is a release the node itself holds: the newest
 	// version of a model was rolled back on this node. Decide never
 	// returns it; model resolution passes over such versions.
@@ -24,9 +29,9 @@ const (
 )
 
 // Causes are every cause of a release held at a tick, in the order they
-// are checked: Decide's, then the gate and the update locks, which the
-// agent asks once Decide lets a release through.
-var Causes = []string{CausePaused, CauseWave, CauseWindow, CauseGate, CauseLock}
+// are checked: Decide's, then the brakes, the gate and the update locks,
+// which the agent asks once Decide lets a release through.
+var Causes = []string{CausePaused, CauseWave, CauseWindow, CauseBrakes, CauseGate, CauseLock}
 
 // Decision is whether a device takes a release now.
 type Decision struct {

@@ -43,6 +43,7 @@ func TestMetricsContract(t *testing.T) {
 		`tend_release_held{reason="wave"}`,
 		`tend_release_held{reason="window"}`,
 		`tend_release_held{reason="paused"}`,
+		`tend_release_held{reason="brakes"}`,
 		`tend_release_held{reason="gate"}`,
 		`tend_release_held{reason="lock"}`,
 		`tend_release_held{reason="quarantined"}`,

@@ -83,6 +83,10 @@ type Status struct {
 	// Staging is the release downloading in the background, or staged
 	// and waiting for its rollout; absent when none is.
 	Staging *Staging `json:"staging,omitempty"`
+	// Wave is the device's wave in the Rollout that governs its target
+	// (-1: in no wave), for fleet views and rollout brakes; absent
+	// without a rollout.
+	Wave *int `json:"wave,omitempty"`
 }
 
 // Staging is a release staged in the background: what it downloads, how

@@ -66,6 +66,9 @@ type Tick struct {
 	// when it did not get to decide, or did not record first sights (a
 	// plan, a tick of a suspended node).
 	Release *SeenRelease
+	// Wave is the device's wave in the Rollout of the target (-1: in no
+	// wave); nil without a rollout, or when the tick did not decide.
+	Wave *int
 }
 
 // SeenRelease is the release a tick's target makes against what the node

@@ -136,6 +136,9 @@ func (t *Tracker) Observe(res *Tick, err error, suspended string) []drift.Event 
 		// rollout.
 		s.Held = ""
 	}
+	if res.Plan != nil || res.Held != nil {
+		s.Wave = res.Wave
+	}
 	if h := res.Held; h != nil {
 		s.TargetRevision, s.Held = h.Revision, h.Reason
 		if err == nil {

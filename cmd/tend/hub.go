@@ -16,23 +16,25 @@ import (
 )
 
 func newHubCommand(g *globals) *cobra.Command {
-	var listen, db, readTokenFile string
+	var listen, db, readTokenFile, webhook string
 	var publicRead bool
 	cmd := &cobra.Command{
-		Use:   "hub --listen ADDR --db DB [--read-token-file FILE | --public-read]",
+		Use:   "hub --listen ADDR --db DB [--read-token-file FILE | --public-read] [--webhook URL]",
 		Short: "Serve the fleet's view: take the agents' status reports, show devices and releases",
 		Long: "hub takes the status documents agents post (report.url: https://HUB/v1/reports, with report.tokenFile\n" +
 			"holding a token from tend hub token create), keeps each device's state and release events in DB\n" +
 			"(sqlite:///PATH, or postgres://… for several hubs behind one load balancer; the schema is migrated\n" +
 			"at start), and serves the fleet page at /, JSON under /v1/devices and /v1/releases, /metrics and\n" +
-			"/healthz. Devices work the same while it is down.",
+			"/healthz. Devices work the same while it is down. Devices of a rollout with brakes ask\n" +
+			"GET /v1/verdict, with their report token, before taking a release in a later wave; --webhook\n" +
+			"posts a JSON event (Slack-compatible text) when brakes trip or a device goes into a crash loop.",
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			log, err := g.logger(cmd.ErrOrStderr())
 			if err != nil {
 				return err
 			}
-			opts := hub.Options{PublicRead: publicRead, Log: log}
+			opts := hub.Options{PublicRead: publicRead, Log: log, Webhook: webhook}
 			switch {
 			case readTokenFile != "" && publicRead:
 				return errors.New("--read-token-file and --public-read exclude each other: choose one")
@@ -51,6 +53,7 @@ func newHubCommand(g *globals) *cobra.Command {
 			if err != nil {
 				return err
 			}
+			defer srv.Close()
 			l, err := net.Listen("tcp", listen)
 			if err != nil {
 				return fmt.Errorf("--listen %s: %w", listen, err)
@@ -77,6 +80,7 @@ func newHubCommand(g *globals) *cobra.Command {
 	f.StringVar(&db, "db", hub.DefaultDB, "the database: sqlite:///PATH or postgres://USER@HOST/DB")
 	f.StringVar(&readTokenFile, "read-token-file", "", "file holding the token reading needs (bearer token, or the password of basic auth)")
 	f.BoolVar(&publicRead, "public-read", false, "let anyone who reaches the hub read it, without a token")
+	f.StringVar(&webhook, "webhook", "", "URL to POST a JSON event to (Slack-compatible text field) when brakes trip for a release or a device crash-loops")
 	cmd.AddCommand(newHubTokenCommand(g))
 	return cmd
 }

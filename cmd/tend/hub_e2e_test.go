@@ -42,6 +42,12 @@ func startHub(t *testing.T, db, addr string) *runningHub {
 // startHubBin starts the hub of the tend binary bin.
 func startHubBin(t *testing.T, bin, db, addr string, env ...string) *runningHub {
 	t.Helper()
+	return startHubArgs(t, bin, db, addr, nil, env...)
+}
+
+// startHubArgs starts the hub of bin with more flags.
+func startHubArgs(t *testing.T, bin, db, addr string, flags []string, env ...string) *runningHub {
+	t.Helper()
 	dir := t.TempDir()
 	if addr == "" {
 		addr = freeAddr(t)
@@ -51,7 +57,7 @@ func startHubBin(t *testing.T, bin, db, addr string, env ...string) *runningHub 
 	f, err := os.Create(h.log)
 	require.NoError(t, err)
 	defer f.Close()
-	h.cmd = exec.Command(bin, "hub", "--listen", strings.TrimPrefix(h.url, "http://"), "--db", db, "--read-token-file", h.tokenFile, "--log-format", "text")
+	h.cmd = exec.Command(bin, append([]string{"hub", "--listen", strings.TrimPrefix(h.url, "http://"), "--db", db, "--read-token-file", h.tokenFile, "--log-format", "text"}, flags...)...)
 	h.cmd.Stdout, h.cmd.Stderr = f, f
 	h.cmd.Env = append(os.Environ(), env...)
 	require.NoError(t, h.cmd.Start())

@@ -1,0 +1,112 @@
+package agent
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"io"
+	"net/http"
+	"net/url"
+	"os"
+	"strconv"
+	"strings"
+
+	"github.com/tend-dev/tend/manifest"
+	"github.com/tend-dev/tend/source"
+)
+
+// maxVerdictBytes caps what the agent reads of a hub's verdict.
+const maxVerdictBytes = 64 << 10
+
+// verdict is what the agent reads of the hub's GET /v1/verdict (see
+// hub.BrakesVerdict).
+type verdict struct {
+	Go     bool   `json:"go"`
+	Reason string `json:"reason"`
+}
+
+// askBrakes asks the hub of b for the verdict on release revision in the
+// waves before wave (> 0), with the device's report token when
+// report.tokenFile names one and report.url is on the same hub (scheme and
+// host): a token is never sent where the agent does not report. It returns "" to go, or why the release waits ("2 of 5
+// wave-0 devices failed main@sha1:ab12… (maxFailed 1)"); it is asked again
+// at the next tick. A hub that does not answer, or answers 5xx, holds the
+// release unless b says onHubDown: proceed.
+func (r *Reconciler) askBrakes(ctx context.Context, b *manifest.Brakes, wave int, revision string) string {
+	q := url.Values{"revision": {revision}, "before": {strconv.Itoa(wave)}}
+	if b.MaxFailed != nil {
+		q.Set("maxFailed", strconv.Itoa(*b.MaxFailed))
+	}
+	if b.MaxFailedPercent != nil {
+		q.Set("maxFailedPercent", strconv.Itoa(*b.MaxFailedPercent))
+	}
+	if b.MinApplied > 0 {
+		q.Set("minApplied", strconv.Itoa(b.MinApplied))
+	}
+	if b.Soak > 0 {
+		q.Set("soak", b.Soak.D().String())
+	}
+	u := strings.TrimSuffix(b.Hub, "/") + "/v1/verdict?" + q.Encode()
+	shown := source.RedactURL(b.Hub)
+	down := func(why string) string {
+		if b.OnHubDown == manifest.OnHubDownProceed {
+			r.logger().Warn("the brakes' hub did not answer; the release goes on (onHubDown: proceed)",
+				keyDevice, r.Config.Device, keyRevision, revision, keyReason, why)
+			return ""
+		}
+		return why + " (onHubDown: hold)"
+	}
+	ctx, cancel := context.WithTimeout(ctx, gateTimeout)
+	defer cancel()
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet, u, nil)
+	if err != nil {
+		return "hub " + shown + ": " + err.Error()
+	}
+	if rep := r.Config.Report; rep != nil && rep.TokenFile != "" && sameOrigin(rep.URL, b.Hub) {
+		tok, err := os.ReadFile(rep.TokenFile)
+		if err != nil {
+			return fmt.Sprintf("cannot read report.tokenFile for the hub %s: %v", shown, err)
+		}
+		req.Header.Set("Authorization", "Bearer "+strings.TrimSpace(string(tok)))
+	}
+	resp, err := gateClient.Do(req)
+	if err != nil {
+		return down("hub did not answer: " + shown)
+	}
+	defer resp.Body.Close()
+	body, err := io.ReadAll(io.LimitReader(resp.Body, maxVerdictBytes+1))
+	switch {
+	case err != nil:
+		return down("hub did not answer: " + shown + ": " + err.Error())
+	case resp.StatusCode >= 500:
+		return down(fmt.Sprintf("hub %s answered %d", shown, resp.StatusCode))
+	case resp.StatusCode == http.StatusUnauthorized:
+		return fmt.Sprintf("hub %s refused the device: set report.tokenFile to the token tend hub token create printed", shown)
+	case resp.StatusCode != http.StatusOK:
+		first, _, _ := strings.Cut(strings.TrimSpace(string(body)), "\n")
+		return fmt.Sprintf("hub %s answered %d: %.200s", shown, resp.StatusCode, first)
+	case len(body) > maxVerdictBytes:
+		return fmt.Sprintf("hub %s answered more than %d bytes", shown, maxVerdictBytes)
+	}
+	var v verdict
+	if err := json.Unmarshal(body, &v); err != nil {
+		return fmt.Sprintf("hub %s: not a verdict: %v", shown, err)
+	}
+	if !v.Go {
+		if v.Reason == "" {
+			return "the hub says wait"
+		}
+		return v.Reason
+	}
+	return ""
+}
+
+// sameOrigin reports whether URLs a and b have the same scheme and host.
+func sameOrigin(a, b string) bool {
+	ua, err := url.Parse(a)
+	if err != nil {
+		return false
+	}
+	ub, err := url.Parse(b)
+	return err == nil && ua.Scheme == ub.Scheme && strings.EqualFold(ua.Host, ub.Host)
+}
