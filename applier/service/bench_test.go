@@ -3,7 +3,6 @@ package service_test
 import (
 	"context"
 	"fmt"
-	"net"
 	"os"
 	"os/exec"
 	"slices"
@@ -16,6 +15,7 @@ import (
 	"github.com/tend-dev/tend/applier/service"
 	"github.com/tend-dev/tend/applier/service/process"
 	"github.com/tend-dev/tend/internal/testkit/testnode"
+	"github.com/tend-dev/tend/internal/testkit/testserver"
 	"github.com/tend-dev/tend/manifest"
 )
 
@@ -39,7 +39,7 @@ func BenchmarkProcessKillToServing(b *testing.B) {
 	ports := make([]string, 2*b.N)
 	svcs := make([]manifest.Service, b.N)
 	for i := range ports {
-		ports[i] = benchPort(b)
+		ports[i] = testserver.FreeAddr(b)
 	}
 	for i := range svcs {
 		svcs[i] = manifest.Service{Name: fmt.Sprintf("web%d", i), Command: []string{prog, "-listen", ports[i]}, Replicas: replicas(1)}
@@ -67,7 +67,7 @@ func BenchmarkProcessKillToServing(b *testing.B) {
 	var tend, floor []time.Duration
 	b.ResetTimer()
 	for i := range b.N {
-		serveWait(b, ports[i], false)
+		testserver.WaitServing(b, ports[i], false)
 		recs, err := n.Sup.Records(svcs[i].Name)
 		if err != nil || len(recs) != 1 || !recs[0].Alive {
 			b.Fatalf("%s not running: %v %+v", svcs[i].Name, err, recs)
@@ -76,10 +76,10 @@ func BenchmarkProcessKillToServing(b *testing.B) {
 		if err := syscallKill(recs[0].PID); err != nil {
 			b.Fatal(err)
 		}
-		serveWait(b, ports[i], true)
+		testserver.WaitServing(b, ports[i], true)
 		tend = append(tend, time.Since(t0))
 
-		serveWait(b, ports[b.N+i], false)
+		testserver.WaitServing(b, ports[b.N+i], false)
 		pid := childOf(loops[i].Process.Pid)
 		if pid <= 0 {
 			b.Fatal("the shell loop runs no svcprog")
@@ -88,7 +88,7 @@ func BenchmarkProcessKillToServing(b *testing.B) {
 		if err := syscallKill(pid); err != nil {
 			b.Fatal(err)
 		}
-		serveWait(b, ports[b.N+i], true)
+		testserver.WaitServing(b, ports[b.N+i], true)
 		floor = append(floor, time.Since(t0))
 	}
 	b.StopTimer()
@@ -101,39 +101,6 @@ func BenchmarkProcessKillToServing(b *testing.B) {
 func median(d []time.Duration) float64 {
 	slices.Sort(d)
 	return float64(d[len(d)/2].Microseconds()) / 1000
-}
-
-// benchPort is a TCP address on 127.0.0.1 that nothing listens on now.
-func benchPort(b *testing.B) string {
-	b.Helper()
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		b.Fatal(err)
-	}
-	defer ln.Close()
-	return ln.Addr().String()
-}
-
-// serveWait waits until addr accepts a connection; with again, first
-// until it refuses one (the killed process is gone). It polls every
-// 0.5 ms.
-func serveWait(b *testing.B, addr string, again bool) {
-	b.Helper()
-	deadline := time.Now().Add(time.Minute)
-	gone := !again
-	for time.Now().Before(deadline) {
-		c, err := net.DialTimeout("tcp", addr, time.Second)
-		if err == nil {
-			_ = c.Close()
-			if gone {
-				return
-			}
-		} else {
-			gone = true
-		}
-		time.Sleep(500 * time.Microsecond)
-	}
-	b.Fatalf("%s does not serve", addr)
 }
 
 // childOf is the first child of process pid, 0 when it has none.

@@ -23,6 +23,7 @@ import (
 	"github.com/tend-dev/tend/internal/testkit/testdocker"
 	"github.com/tend-dev/tend/internal/testkit/testgit"
 	"github.com/tend-dev/tend/internal/testkit/testoci"
+	"github.com/tend-dev/tend/internal/testkit/testserver"
 	"github.com/tend-dev/tend/manifest"
 )
 
@@ -151,7 +152,7 @@ func BenchmarkAgentKillToReplacement(b *testing.B) {
 	img := testdocker.PushProgram(b, reg.Host, "infer/svc", testdocker.SvcDir())
 	ports := make([]string, 2*b.N)
 	for i := range ports {
-		ports[i] = freePort(b)
+		ports[i] = testserver.FreeAddr(b)
 	}
 	// One service per kill: none has a restart backoff grown.
 	r := benchAgent(b, "killbench", b.N, img.Tag, reg.Host, host, host, func(i int) string {
@@ -173,7 +174,7 @@ func BenchmarkAgentKillToReplacement(b *testing.B) {
 	docker := make([]int, b.N) // the main pid of each reference container
 	for i := range b.N {
 		docker[i] = runAlways(b, cli, img.Ref, fmt.Sprintf("killbench-always-%d", i), ports[b.N+i])
-		waitServing(b, ports[b.N+i], false)
+		testserver.WaitServing(b, ports[b.N+i], false)
 	}
 	var took, serving, dockerServing []time.Duration
 	b.ResetTimer()
@@ -183,12 +184,12 @@ func BenchmarkAgentKillToReplacement(b *testing.B) {
 		if err != nil || len(states) != 1 || !states[0].Alive {
 			b.Fatalf("%s not running: %v %+v", name, err, states)
 		}
-		waitServing(b, ports[i], false)
+		testserver.WaitServing(b, ports[i], false)
 		t0 := time.Now()
 		if err := unix.Kill(states[0].PID, unix.SIGKILL); err != nil {
 			b.Fatal(err)
 		}
-		waitServing(b, ports[i], true)
+		testserver.WaitServing(b, ports[i], true)
 		serving = append(serving, time.Since(t0))
 		<-restarted // the supervisor started and recorded it (before it served, or after)
 		took = append(took, time.Since(t0))
@@ -200,7 +201,7 @@ func BenchmarkAgentKillToReplacement(b *testing.B) {
 		if err := unix.Kill(docker[i], unix.SIGKILL); err != nil {
 			b.Fatal(err)
 		}
-		waitServing(b, ports[b.N+i], true)
+		testserver.WaitServing(b, ports[b.N+i], true)
 		dockerServing = append(dockerServing, time.Since(t0))
 	}
 	b.StopTimer()
@@ -232,39 +233,6 @@ func runAlways(b *testing.B, cli *client.Client, image, name, addr string) int {
 		b.Fatal(err)
 	}
 	return in.Container.State.Pid
-}
-
-// freePort is a TCP address on 127.0.0.1 that nothing listens on now.
-func freePort(b *testing.B) string {
-	b.Helper()
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		b.Fatal(err)
-	}
-	defer ln.Close()
-	return ln.Addr().String()
-}
-
-// waitServing waits until addr accepts a connection; with again, first
-// until it refuses one (the killed process is gone), so that what
-// answers is the new one. It polls every 0.5 ms.
-func waitServing(b *testing.B, addr string, again bool) {
-	b.Helper()
-	deadline := time.Now().Add(time.Minute)
-	gone := !again
-	for time.Now().Before(deadline) {
-		c, err := net.DialTimeout("tcp", addr, time.Second)
-		if err == nil {
-			_ = c.Close()
-			if gone {
-				return
-			}
-		} else {
-			gone = true
-		}
-		time.Sleep(500 * time.Microsecond)
-	}
-	b.Fatalf("%s does not serve", addr)
 }
 
 // benchAgent is device's reconciler with its services, n containers of

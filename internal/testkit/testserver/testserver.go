@@ -9,6 +9,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"testing"
+	"time"
 )
 
 // Program returns the path of program, from PATH or else from Debian's
@@ -41,4 +42,27 @@ func FreeAddr(t testing.TB) string {
 	}
 	defer l.Close()
 	return l.Addr().String()
+}
+
+// WaitServing waits until addr accepts a TCP connection; with again, first
+// until it refuses one (a killed server is gone), so that what answers is
+// the new one. It polls every 0.5 ms, for at most a minute: the wait of a
+// benchmark that times a restart, not a bound on it.
+func WaitServing(t testing.TB, addr string, again bool) {
+	t.Helper()
+	deadline := time.Now().Add(time.Minute)
+	gone := !again
+	for time.Now().Before(deadline) {
+		c, err := net.DialTimeout("tcp", addr, time.Second)
+		if err == nil {
+			_ = c.Close()
+			if gone {
+				return
+			}
+		} else {
+			gone = true
+		}
+		time.Sleep(500 * time.Microsecond)
+	}
+	t.Fatalf("%s does not serve", addr)
 }
