@@ -342,14 +342,6 @@ func seal(root *os.Root) error {
 		case !d.IsDir():
 			return fmt.Errorf("%w: %s is not a file, folder or symlink", ErrUnsafeArchive, p)
 		}
-		f, err := root.Open(p)
-		if err != nil {
-			return err
-		}
-		err = f.Sync()
-		if cerr := f.Close(); err == nil {
-			err = cerr
-		}
-		return err
+		return syncIn(root, p)
 	})
 }
