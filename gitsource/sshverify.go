@@ -193,16 +193,24 @@ func (s allowedSigner) signs(key ssh.PublicKey, when time.Time) (ok bool, why st
 		if cert.CertType != ssh.UserCert {
 			return false, fmt.Sprintf("line %d: the certificate is not a user certificate", s.line)
 		}
-		principal := false
+		principal := ""
 		for _, p := range cert.ValidPrincipals {
-			principal = principal || matchPatterns(s.principals, p)
+			if principal == "" && matchPatterns(s.principals, p) {
+				principal = p
+			}
 		}
-		if !principal {
+		if principal == "" {
 			return false, fmt.Sprintf("line %d: no principal of the certificate (%s) matches %s", s.line, strings.Join(cert.ValidPrincipals, ", "), strings.Join(s.principals, ","))
 		}
 		unix := uint64(when.Unix())
 		if unix < cert.ValidAfter || cert.ValidBefore != ssh.CertTimeInfinity && unix >= cert.ValidBefore {
 			return false, fmt.Sprintf("line %d: the certificate is not valid at the commit's time %s", s.line, when.UTC().Format(time.RFC3339))
+		}
+		// The certificate names the CA; only its signature says the CA
+		// issued it.
+		checker := ssh.CertChecker{Clock: func() time.Time { return when }}
+		if err := checker.CheckCert(principal, cert); err != nil {
+			return false, fmt.Sprintf("line %d: the certificate does not check against its authority %s: %v", s.line, fp(s.key), err)
 		}
 	} else if fp(key) != fp(s.key) {
 		return false, ""
