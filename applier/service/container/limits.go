@@ -16,8 +16,10 @@ import (
 var _ service.LimitKeeper = (*Runtime)(nil)
 
 // LimitDrift compares the limits the engine holds for h's container
-// (HostConfig: memory, memory and swap, CPUs, a CPU quota or a pids
-// limit tend never sets, the restart policy, which tend keeps at "no")
+// (HostConfig: memory, memory and swap, CPUs, a CPU quota tend never
+// sets, the restart policy, which tend keeps at "no"; not a pids limit,
+// which services do not declare and engines set by default: Podman's is
+// 2048)
 // with in's spec. A container the engine has reported no update of since
 // it was last found as declared is not asked about again: an agent's
 // no-op tick makes no engine call (see updateWatch).
@@ -74,9 +76,6 @@ func limitDrift(s Spec, host *container.HostConfig) []string {
 	if host.CPUQuota > 0 {
 		add("cpu quota", strconv.FormatInt(host.CPUQuota, 10)+"µs", "none", fix(0))
 	}
-	if host.PidsLimit != nil && *host.PidsLimit > 0 {
-		add("pids limit", strconv.FormatInt(*host.PidsLimit, 10), "none", "updated in place")
-	}
 	if p := host.RestartPolicy.Name; p != "" && p != container.RestartPolicyDisabled {
 		out = append(out, fmt.Sprintf("restart policy %s on engine, no declared: tend restarts it (updated in place)", p))
 	}
@@ -106,10 +105,6 @@ func (r *Runtime) RestoreLimits(ctx context.Context, in service.Instance, h serv
 		return fmt.Errorf("container %s: a limit set on the engine where none is declared cannot be removed in place", id)
 	}
 	res2 := &container.Resources{Memory: s.Memory, MemorySwap: s.Memory, NanoCPUs: s.CPUMilli * 1_000_000}
-	if host.PidsLimit != nil && *host.PidsLimit > 0 {
-		unlimited := int64(-1)
-		res2.PidsLimit = &unlimited
-	}
 	opts := client.ContainerUpdateOptions{Resources: res2, RestartPolicy: &container.RestartPolicy{Name: container.RestartPolicyDisabled}}
 	if _, err := r.cli.ContainerUpdate(ctx, id, opts); err != nil {
 		return fmt.Errorf("update container %s: %w", id, r.engineError(err))

@@ -249,3 +249,22 @@ func TestLimitDriftNotReportedWithoutCgroups(t *testing.T) {
 	require.NotEmpty(t, h.(service.Warner).Warning())
 	assert.Empty(t, e.LimitDrift(context.Background(), in, h))
 }
+
+// A memory limit that is no whole number of pages (1G is 10^9 bytes) is
+// kept by the kernel rounded down to a page: that is as declared, not
+// drift on every tick.
+func TestLimitDriftMemoryInPages(t *testing.T) {
+	e := requireCgroups(t)
+	t.Parallel()
+	in := service.Instance{Service: "pages", Spec: Spec{Command: []string{svcBin, "-sleep", "1h"}, Memory: 100_000_000}}
+	h, err := e.Start(context.Background(), in)
+	require.NoError(t, err)
+	t.Cleanup(func() { _ = h.Stop(context.Background(), time.Second) })
+	mem, _ := instanceDirs(e, "pages-0")
+	file := "memory.max"
+	if e.cg.mode == cgroupV1 {
+		file = "memory.limit_in_bytes"
+	}
+	require.NotEqual(t, "100000000", readTrim(t, filepath.Join(mem, file)), "the kernel rounds it to pages")
+	assert.Empty(t, e.LimitDrift(context.Background(), in, h))
+}

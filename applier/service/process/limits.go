@@ -79,7 +79,7 @@ func (e *Runtime) LimitDrift(_ context.Context, in service.Instance, h service.H
 			}
 			continue
 		}
-		if got := strings.TrimSpace(string(b)); got != l.want {
+		if got := strings.TrimSpace(string(b)); !sameLimit(l.file, got, l.want) {
 			out = append(out, fmt.Sprintf("%s %s on node, %s declared (rewritten in place)", l.what, l.show(got), l.show(l.want)))
 		}
 	}
@@ -179,4 +179,20 @@ func showQuota(quota string, period int64) string {
 func sortedUnique(s []string) []string {
 	slices.Sort(s)
 	return slices.Compact(s)
+}
+
+// sameLimit reports whether a limit file holds want. The kernel keeps a
+// memory limit in whole pages: 1G (10^9 bytes) reads back as 999997440, and
+// is as declared.
+func sameLimit(file, got, want string) bool {
+	if got == want {
+		return true
+	}
+	if !strings.HasPrefix(file, "memory.") {
+		return false
+	}
+	g, err1 := strconv.ParseInt(got, 10, 64)
+	w, err2 := strconv.ParseInt(want, 10, 64)
+	page := int64(os.Getpagesize())
+	return err1 == nil && err2 == nil && g == w/page*page
 }
