@@ -1,8 +1,11 @@
 package agent
 
 import (
+	"archive/tar"
+	"bytes"
 	"context"
 	"fmt"
+	"log/slog"
 	"net/http"
 	"os"
 	"path/filepath"
@@ -182,4 +185,54 @@ func TestImageSigned(t *testing.T) {
 			require.ErrorContains(t, res.Desired.Held, tc.held)
 		})
 	}
+}
+
+// A signed ModelKit whose model is a base ModelKit is applied only when
+// the base is signed too: the weights come from the base.
+func TestModelBaseSigned(t *testing.T) {
+	cosign := testcosign.New(t)
+	priv, pub := cosign.KeyPair("release")
+	reg := testoci.Start(t)
+	const kit = "application/vnd.kitops.modelkit."
+	tarOf := func(name, body string) []byte {
+		var b bytes.Buffer
+		tw := tar.NewWriter(&b)
+		require.NoError(t, tw.WriteHeader(&tar.Header{Name: name, Typeflag: tar.TypeReg, Mode: 0o644, Size: int64(len(body))}))
+		_, err := tw.Write([]byte(body))
+		require.NoError(t, err)
+		require.NoError(t, tw.Close())
+		return b.Bytes()
+	}
+	base, err := testoci.PushArtifact(reg.Host, "models/base:v1", "", kit+"config.v1+json",
+		[]byte(`{"manifestVersion":"1.0.0","package":{"name":"base"},"model":{"name":"base","path":"model.gguf"}}`),
+		[]testoci.Layer{{MediaType: kit + "model.v1.tar", Data: tarOf("model.gguf", "base weights")}})
+	require.NoError(t, err)
+	tuned, err := testoci.PushArtifact(reg.Host, "models/tuned:v1", "", kit+"config.v1+json",
+		[]byte(`{"manifestVersion":"1.0.0","package":{"name":"tuned"},"model":{"name":"tuned","path":"`+reg.Ref("models/base:v1")+`"},"code":[{"path":"src"}]}`),
+		[]testoci.Layer{{MediaType: kit + "code.v1.tar", Data: tarOf("src/run.py", "print('tuned')")}})
+	require.NoError(t, err)
+	cosign.Sign(priv, reg.Ref("models/tuned@"+tuned))
+
+	repo := testgit.NewRepo(t)
+	repo.WriteFile("devices/cam-017/d.yaml", fmt.Sprintf(oneFile, "good")+
+		"  models:\n    - {name: m, ref: "+reg.Ref("models/tuned:v1")+"}\n")
+	repo.Commit("good")
+	h := newHeldLoop(t, repo)
+	h.r.Config.Registries.Insecure = []string{reg.Host}
+	h.r.Config.Models.Verify = &manifest.ArtifactVerify{Cosign: &manifest.CosignVerify{Keys: []string{pub}}}
+	require.NoError(t, h.r.Config.Validate())
+	weights := filepath.Join(h.r.Config.StateDir, "models/m/current/model.gguf")
+
+	h.scheduled()
+	require.Error(t, h.err)
+	require.Contains(t, h.err.Error(), "base ModelKit "+reg.Ref("models/base:v1")+": model/m base "+reg.Ref("models/base:v1")+" "+reg.Ref("models/base")+"@"+base+": no cosign signature by "+pub)
+	require.NoFileExists(t, weights, "an unsigned base's weights are not applied")
+
+	cosign.Sign(priv, reg.Ref("models/base@"+base))
+	h.res, h.err = nil, nil
+	h.tick(context.Background(), slog.New(slog.DiscardHandler), true) // tend apply by hand: no backoff
+	require.NoError(t, h.err)
+	b, err := os.ReadFile(weights)
+	require.NoError(t, err)
+	require.Equal(t, "base weights", string(b))
 }

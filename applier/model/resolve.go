@@ -100,6 +100,9 @@ func (d *Driver) Resolve(ctx context.Context, m manifest.Model) (render.Resoluti
 	if err != nil {
 		return render.Resolution{}, err
 	}
+	if err := d.verifyBases(ctx, m, want, rec.active()); err != nil {
+		return unverified(want, rec.pinned(), pinned.Digest, err), nil
+	}
 	res.Bases, want.Bases = bases, bases
 	res.Reason = render.ModelReason(want, rec.pinned(), download)
 	if err := d.checkSpace(m.Name, need); err != nil {

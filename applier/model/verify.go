@@ -34,6 +34,34 @@ func (d *Driver) verify(ctx context.Context, m manifest.Model, digest string, ac
 	return d.opts.Verifier.Verify(ctx, verify.Target{Kind: verify.KindModel, ID: planner.ModelID(m.Name), Repository: repo, Digest: digest}, reqs)
 }
 
+// verifyBases checks the base ModelKits of want's version (see
+// oci.Base) as verify checks the version itself: a signed ModelKit
+// whose weights come from an unsigned base is held too.
+func (d *Driver) verifyBases(ctx context.Context, m manifest.Model, want render.Model, active *version) error {
+	reqs := manifest.Requirements(d.opts.Verify, m.Verify)
+	if len(reqs) == 0 || (active != nil && active.Digest == want.Digest) {
+		return nil
+	}
+	art, err := d.selected(ctx, want)
+	if err != nil || len(art.Bases) == 0 {
+		return err
+	}
+	if d.opts.Verifier == nil {
+		return errNoVerifier
+	}
+	for _, b := range art.Bases {
+		repo, err := d.repository(b.Ref)
+		if err != nil {
+			return err
+		}
+		target := verify.Target{Kind: verify.KindModel, ID: planner.ModelID(m.Name) + " base " + b.Ref, Repository: repo, Digest: b.Digest.String()}
+		if err := d.opts.Verifier.Verify(ctx, target, reqs); err != nil {
+			return fmt.Errorf("base ModelKit %s: %w", b.Ref, err)
+		}
+	}
+	return nil
+}
+
 // unverified is the resolution of a model whose new digest does not carry
 // the signatures asked for (or whose signatures could not be looked up):
 // it is held, the active version stays, and the plan says why.
