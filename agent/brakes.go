@@ -62,6 +62,10 @@ func (r *Reconciler) askBrakes(ctx context.Context, b *manifest.Brakes, wave int
 	if err != nil {
 		return "hub " + shown + ": " + err.Error()
 	}
+	heldBack := false
+	if rep := r.Config.Report; rep != nil && rep.TokenFile != "" && !sameOrigin(rep.URL, b.Hub) {
+		heldBack = true
+	}
 	if rep := r.Config.Report; rep != nil && rep.TokenFile != "" && sameOrigin(rep.URL, b.Hub) {
 		tok, err := os.ReadFile(rep.TokenFile)
 		if err != nil {
@@ -80,6 +84,8 @@ func (r *Reconciler) askBrakes(ctx context.Context, b *manifest.Brakes, wave int
 		return down("hub did not answer: " + shown + ": " + err.Error())
 	case resp.StatusCode >= 500:
 		return down(fmt.Sprintf("hub %s answered %d", shown, resp.StatusCode))
+	case resp.StatusCode == http.StatusUnauthorized && heldBack:
+		return fmt.Sprintf("hub %s refused the device: report.url is not on the brakes hub's scheme and host, so no token was sent; report to the same hub, or run it with --public-read", shown)
 	case resp.StatusCode == http.StatusUnauthorized:
 		return fmt.Sprintf("hub %s refused the device: set report.tokenFile to the token tend hub token create printed", shown)
 	case resp.StatusCode != http.StatusOK:

@@ -4,10 +4,12 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"io"
 	"log/slog"
 	"net/http"
+	"net/url"
 	"strings"
 	"sync"
 	"time"
@@ -134,12 +136,18 @@ func (w *webhook) post(body []byte) error {
 	req.Header.Set("Content-Type", "application/json")
 	resp, err := w.client.Do(req)
 	if err != nil {
-		return err
+		// Not the *url.Error, which quotes the URL: a webhook's path is
+		// its secret.
+		var ue *url.Error
+		if errors.As(err, &ue) {
+			err = ue.Err
+		}
+		return fmt.Errorf("post to %s: %w", webhookOrigin(w.url), err)
 	}
 	_, _ = io.Copy(io.Discard, io.LimitReader(resp.Body, 64<<10))
 	_ = resp.Body.Close()
 	if resp.StatusCode/100 != 2 {
-		return fmt.Errorf("%s answered %d", redactURL(w.url), resp.StatusCode)
+		return fmt.Errorf("%s answered %d", webhookOrigin(w.url), resp.StatusCode)
 	}
 	return nil
 }
@@ -157,4 +165,14 @@ func (w *webhook) close() {
 	}
 	w.mu.Unlock()
 	<-w.done
+}
+
+// webhookOrigin is a webhook URL as logs show it: scheme and host alone,
+// for a webhook's path (Slack's) is its secret.
+func webhookOrigin(s string) string {
+	u, err := url.Parse(s)
+	if err != nil || u.Host == "" {
+		return "the webhook"
+	}
+	return "the webhook at " + u.Scheme + "://" + u.Host
 }

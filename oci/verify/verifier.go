@@ -183,25 +183,40 @@ func fetchBundles(ctx context.Context, c *client, digest string) ([][]byte, erro
 	if err != nil {
 		return nil, err
 	}
+	// A referrer that cannot be read (gone, too large, another digest) is
+	// skipped: whoever can push referrers must not hold a signed release
+	// by attaching junk. Only when none could be read is its error said.
 	var out [][]byte
+	var last error
 	for _, d := range refs {
 		if !validDigest(d.Digest) {
 			continue
 		}
 		m, err := c.manifest(ctx, d.Digest)
 		if err != nil {
-			return nil, err
+			if ctx.Err() != nil {
+				return nil, err
+			}
+			last = err
+			continue
 		}
 		for _, l := range m.Layers {
 			if l.MediaType == BundleArtifactType {
 				b, err := c.blob(ctx, l)
 				if err != nil {
-					return nil, err
+					if ctx.Err() != nil {
+						return nil, err
+					}
+					last = err
+					break
 				}
 				out = append(out, b)
 				break
 			}
 		}
+	}
+	if len(out) == 0 && last != nil {
+		return nil, last
 	}
 	return out, nil
 }
