@@ -5,6 +5,7 @@ import (
 	"context"
 	"encoding/json"
 	"io"
+	"log/slog"
 	"net/http"
 	"net/http/httptest"
 	"net/url"
@@ -214,3 +215,21 @@ func TestWebhookURLMustBeHTTP(t *testing.T) {
 }
 
 func bytesReader(b []byte) io.Reader { return bytes.NewReader(b) }
+
+// A webhook's path is its secret (Slack's): what fails to reach it, or
+// what it answers, is said with its scheme and host alone.
+func TestWebhookErrorsKeepItsPathSecret(t *testing.T) {
+	answer := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) { w.WriteHeader(http.StatusForbidden) }))
+	t.Cleanup(answer.Close)
+	down := httptest.NewServer(http.NotFoundHandler())
+	downURL := down.URL
+	down.Close()
+	for _, base := range []string{answer.URL, downURL} {
+		w := newWebhook(base+"/services/T000/B000/s3cr3t", slog.New(slog.DiscardHandler), time.Now)
+		err := w.post([]byte(`{"text":"x"}`))
+		w.close()
+		require.Error(t, err)
+		require.NotContains(t, err.Error(), "s3cr3t")
+		require.Contains(t, err.Error(), "the webhook at "+base)
+	}
+}
