@@ -1,13 +1,16 @@
 package verify_test
 
 import (
+	"bytes"
 	"context"
+	"encoding/json"
 	"errors"
 	"strings"
 	"testing"
 
 	"github.com/google/go-containerregistry/pkg/name"
 	"github.com/google/go-containerregistry/pkg/v1/remote"
+	"github.com/google/go-containerregistry/pkg/v1/types"
 	"github.com/stretchr/testify/require"
 
 	"github.com/tend-dev/tend/internal/testkit/testcosign"
@@ -132,6 +135,37 @@ func TestCosignKeyBased(t *testing.T) {
 		require.NoError(t, v.Verify(ctx, s.target(t, "models/retag", first), keys(pub)))
 	})
 
+	t.Run("a referrer that cannot be read does not hide a signature", func(t *testing.T) {
+		d := s.push(t, "models/junk:v1", "weights junk")
+		s.cosign.Sign(priv, s.host+"/models/junk@"+d)
+		// Whoever can push to the repository lists a referrer of their
+		// own first in the referrers tag index: a "bundle" over the
+		// bound, which is not read.
+		big, err := testoci.PushArtifact(s.host, "models/junk:junk", verify.BundleArtifactType, "application/vnd.oci.empty.v1+json", []byte("{}"),
+			[]testoci.Layer{{MediaType: verify.BundleArtifactType, Data: bytes.Repeat([]byte("x"), 2<<20)}})
+		require.NoError(t, err)
+		bigRef, err := name.ParseReference(s.host+"/models/junk@"+big, name.Insecure)
+		require.NoError(t, err)
+		bigDesc, err := remote.Get(bigRef)
+		require.NoError(t, err)
+		idxRef, err := name.ParseReference(s.host+"/models/junk:"+strings.Replace(d, ":", "-", 1), name.Insecure)
+		require.NoError(t, err)
+		desc, err := remote.Get(idxRef)
+		require.NoError(t, err)
+		var idx map[string]any
+		require.NoError(t, json.Unmarshal(desc.Manifest, &idx))
+		manifests, _ := idx["manifests"].([]any)
+		require.NotEmpty(t, manifests, "cosign left its bundle in the referrers tag index")
+		junk := map[string]any{"mediaType": string(bigDesc.MediaType), "size": bigDesc.Size,
+			"digest": big, "artifactType": verify.BundleArtifactType}
+		idx["manifests"] = append([]any{junk}, manifests...)
+		raw, err := json.Marshal(idx)
+		require.NoError(t, err)
+		require.NoError(t, remote.Put(idxRef, rawIndex{raw: raw, mt: desc.MediaType}))
+		v := &verify.Verifier{Options: s.opts}
+		require.NoError(t, v.Verify(ctx, s.target(t, "models/junk", d), keys(pub)))
+	})
+
 	t.Run("cosign's legacy .sig format", func(t *testing.T) {
 		d := s.push(t, "models/legacy:v1", "weights legacy")
 		s.cosign.SignLegacy(priv, s.host+"/models/legacy@"+d)
@@ -185,3 +219,12 @@ func copySignatures(t *testing.T, repo, from, to string) {
 	require.Positive(t, copied, "cosign left no signature tag to copy")
 	t.Logf("copied %d signature tags", copied)
 }
+
+// rawIndex is a manifest to put as it is.
+type rawIndex struct {
+	raw []byte
+	mt  types.MediaType
+}
+
+func (r rawIndex) RawManifest() ([]byte, error)        { return r.raw, nil }
+func (r rawIndex) MediaType() (types.MediaType, error) { return r.mt, nil }
