@@ -33,9 +33,10 @@ type Options struct {
 	// Ref is source.ref. When it contains {device} it is the pattern of
 	// the device branches (branch targeting); otherwise it is not used.
 	Ref string
-	// Resolve resolves every model ref in its registry (tags to digests,
-	// sizes from the manifests); otherwise models are compared by their
-	// declaration and no registry is asked.
+	// Resolve resolves every model ref and container image in its
+	// registry (tags to digests, sizes from the manifests); otherwise
+	// models and images are compared by their declaration and no
+	// registry is asked.
 	Resolve  bool
 	Registry oci.Options
 	// Verify, with Resolve, is models.verify of the agents: every
@@ -43,6 +44,10 @@ type Options struct {
 	// verify ask for, checked in the registry as a device checks them
 	// (the key and trusted root files are read on this machine).
 	Verify *manifest.ArtifactVerify
+	// ImageVerify, with Resolve, is runtime.verify of the agents: the
+	// image digest of every container service must carry the signatures
+	// it and the service's own verify ask for, checked as Verify is.
+	ImageVerify *manifest.ArtifactVerify
 	// AllowEmpty is the agents' allowEmpty: without it, a device whose
 	// head declares nothing while its base declared something is an
 	// error, as the agent refuses such a commit.

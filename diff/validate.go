@@ -29,8 +29,9 @@ type Checked struct {
 
 // Validate checks the manifests of every device found at rev, with the
 // discovery of Run (with branch targeting rev may contain {device}, and is
-// then each device's branch). With opts.Resolve every model ref is
-// resolved in its registry, each distinct ref once. A device's problems
+// then each device's branch). With opts.Resolve every model ref and
+// container image is resolved in its registry, each distinct ref once,
+// and its signatures checked. A device's problems
 // are in its Checked, every one of them with file and field; Validate
 // fails only for what stops the whole check.
 func Validate(ctx context.Context, repo *git.Repository, rev string, opts Options) ([]Checked, error) {
@@ -135,9 +136,9 @@ func addFolderDevices(repo *git.Repository, rev string, opts Options, branches [
 	return out, nil
 }
 
-// resolveAll resolves every distinct model ref of the valid devices once,
-// and marks the devices whose refs are not found invalid, naming the file,
-// the field and the ref.
+// resolveAll resolves every distinct model ref and container image of the
+// valid devices once, and marks the devices whose refs are not found or
+// not signed as required invalid, naming the file, the field and the ref.
 func resolveAll(ctx context.Context, devices []Checked, opts Options) error {
 	resolver := verifying(&render.Registry{Options: opts.Registry}, opts)
 	for i := range devices {
@@ -158,6 +159,19 @@ func resolveAll(ctx context.Context, devices []Checked, opts Options) error {
 				}
 				errs = append(errs, &manifest.Error{File: m.Origin.File, Line: m.Origin.Line(field), Field: m.Origin.Field + field,
 					Msg: fmt.Sprintf("model %s: %v", m.Name, err)})
+			}
+		}
+		for _, s := range d.Device.Spec.Services {
+			if !s.Container() {
+				continue
+			}
+			_, err := resolver.ResolveServiceImage(ctx, s)
+			if ctx.Err() != nil {
+				return ctx.Err()
+			}
+			if err != nil {
+				errs = append(errs, &manifest.Error{File: s.Origin.File, Line: s.Origin.Line(".image"), Field: s.Origin.Field + ".image",
+					Msg: fmt.Sprintf("service %s: image %s: %v", s.Name, s.Image, err)})
 			}
 		}
 		if len(errs) > 0 {

@@ -12,21 +12,24 @@ import (
 	"github.com/tend-dev/tend/render"
 )
 
-// verifyingResolver resolves models in their registry and checks that
-// each digest carries the signatures models.verify and the model's own
-// verify ask for: a model a device would hold for its signature fails in
-// CI.
+// verifyingResolver resolves models and the images of container services
+// in their registries and checks that each digest carries the signatures
+// the node asks for (models.verify, runtime.verify) and the model's or
+// service's own verify adds: a model or image a device would hold for its
+// signature fails in CI.
 type verifyingResolver struct {
 	*render.Registry
-	node     *manifest.ArtifactVerify
+	node     *manifest.ArtifactVerify // models.verify
+	images   *manifest.ArtifactVerify // runtime.verify
 	verifier *verify.Verifier
 }
 
-// verifying wraps reg in a verifyingResolver, or returns it as it is
-// when no model can ask for a signature (none does without the agents'
-// models.verify unless its own verify does: that is checked per model).
-func verifying(reg *render.Registry, opts Options) render.Resolver {
-	return &verifyingResolver{Registry: reg, node: opts.Verify, verifier: &verify.Verifier{Options: opts.Registry}}
+var _ render.ServiceImageResolver = (*verifyingResolver)(nil)
+
+// verifying wraps reg in a verifyingResolver with the requirements of
+// opts; a model or service that asks for no signature is only resolved.
+func verifying(reg *render.Registry, opts Options) *verifyingResolver {
+	return &verifyingResolver{Registry: reg, node: opts.Verify, images: opts.ImageVerify, verifier: &verify.Verifier{Options: opts.Registry}}
 }
 
 // Resolve resolves m, then checks the signatures of its digest.
@@ -44,6 +47,27 @@ func (r *verifyingResolver) Resolve(ctx context.Context, m manifest.Model) (rend
 		return res, err
 	}
 	if err := r.verifier.Verify(ctx, verify.Target{Kind: verify.KindModel, ID: planner.ModelID(m.Name), Repository: repo, Digest: res.Digest}, reqs); err != nil {
+		return res, err
+	}
+	return res, nil
+}
+
+// ResolveServiceImage resolves the image of s, then checks the signatures
+// of its digest against runtime.verify and s's own verify.
+func (r *verifyingResolver) ResolveServiceImage(ctx context.Context, s manifest.Service) (render.Resolution, error) {
+	res, err := r.Registry.ResolveImage(ctx, s.Name, s.Image)
+	if err != nil {
+		return res, err
+	}
+	reqs := manifest.Requirements(r.images, s.Verify)
+	if len(reqs) == 0 || !strings.HasPrefix(res.Digest, "sha256:") {
+		return res, nil
+	}
+	ref, err := name.ParseReference(s.Image, r.Options.NameOptions(s.Image)...)
+	if err != nil {
+		return res, err
+	}
+	if err := r.verifier.Verify(ctx, verify.Target{Kind: verify.KindImage, ID: planner.ServiceID(s.Name), Repository: ref.Context(), Digest: res.Digest}, reqs); err != nil {
 		return res, err
 	}
 	return res, nil

@@ -88,7 +88,7 @@ func newDiffCommand(g *globals) *cobra.Command {
 	f.StringVar(&base, "base", "", "revision the change is merged into, e.g. origin/main (required)")
 	f.StringVar(&head, "head", "", "revision with the change, e.g. HEAD (required)")
 	f.StringVar(&format, "format", "text", "output format: text, json or markdown (a pull-request comment)")
-	f.BoolVar(&resolve, "resolve", false, "resolve model refs in their registries: tags to digests and download sizes; a missing tag is an error")
+	f.BoolVar(&resolve, "resolve", false, "resolve model refs and container images in their registries: tags to digests and download sizes, signatures checked as models.verify and runtime.verify ask; a missing tag or signature is an error")
 	f.BoolVar(&showDiff, "diff", false, "show what each update changes: a unified diff of file content (base against head), old and new spec fields; "+
 		"on by default with --format markdown (--diff=false turns it off)")
 	_ = cmd.MarkFlagRequired("base")
@@ -139,14 +139,15 @@ func openFleet(ctx context.Context, c *manifest.AgentConfig, log *slog.Logger) (
 // diffOptions are the diff package's options from the config and flags.
 func diffOptions(c *manifest.AgentConfig, resolve bool, log *slog.Logger) diff.Options {
 	return diff.Options{
-		Path:       c.Source.Path,
-		Paths:      c.Source.Paths,
-		Ref:        c.Source.Ref,
-		Resolve:    resolve,
-		Registry:   agent.RegistryOptions(c),
-		Verify:     c.Models.Verify,
-		AllowEmpty: c.AllowEmpty,
-		AllowPaths: c.AllowPaths,
-		Logger:     log,
+		Path:        c.Source.Path,
+		Paths:       c.Source.Paths,
+		Ref:         c.Source.Ref,
+		Resolve:     resolve,
+		Registry:    agent.RegistryOptions(c),
+		Verify:      c.Models.Verify,
+		ImageVerify: c.Runtime.Verify,
+		AllowEmpty:  c.AllowEmpty,
+		AllowPaths:  c.AllowPaths,
+		Logger:      log,
 	}
 }

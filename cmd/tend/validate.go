@@ -29,8 +29,10 @@ func newValidateCommand(g *globals) *cobra.Command {
 			"no expansion, a wave whose selector takes no device).\n" +
 			"With --all, it checks every device of the fleet repo (--repo, default .) at --rev, found as tend diff\n" +
 			"finds them (--path with {device}, or --ref with {device} for a branch per device), and reports every\n" +
-			"invalid device at once; --resolve also resolves every model ref in its registry. Give every source path the\n" +
-			"agents read, e.g. --path profiles --path 'devices/{device}' (or --config with an agent config naming them):\n" +
+			"invalid device at once; --resolve also resolves every model ref and container image in its registry and\n" +
+			"checks the signatures models.verify and runtime.verify of --config and their own verify ask for. Give\n" +
+			"every source path the agents read, e.g. --path profiles --path 'devices/{device}' (or --config with an\n" +
+			"agent config naming them):\n" +
 			"every profile of the shared source paths is checked once (name, selector, variables) and listed with the\n" +
 			"devices it applies to, every rollout with the wave each device falls in, and a device that renders to\n" +
 			"nothing (no models, files or services) is warned about. CI knows only the devices with a Device document\n" +
@@ -83,7 +85,7 @@ func newValidateCommand(g *globals) *cobra.Command {
 	f := cmd.Flags()
 	f.BoolVar(&all, "all", false, "check every device of the fleet repo, as tend diff finds them")
 	f.StringVar(&rev, "rev", "HEAD", "with --all: the revision to check; with --ref containing {device}, each device's branch unless given")
-	f.BoolVar(&resolve, "resolve", false, "with --all: resolve every model ref in its registry; a missing tag or repository is an error")
+	f.BoolVar(&resolve, "resolve", false, "with --all: resolve every model ref and container image in its registry and check its signatures; a missing tag or repository, or a missing signature, is an error")
 	return cmd
 }
 
