@@ -129,3 +129,35 @@ func untar(t *testing.T, path string, want map[string]string) {
 	}
 	require.Len(t, seen, len(want), "%s: entries", path)
 }
+
+// .ci/release refuses to start, saying what is missing and how to get it,
+// without VERSION, without COMMIT, or without cosign.
+func TestReleaseRefuses(t *testing.T) {
+	if _, err := exec.LookPath("bash"); err != nil {
+		t.Skip("no bash")
+	}
+	root, err := filepath.Abs("../..")
+	require.NoError(t, err)
+	for _, tc := range []struct {
+		name string
+		env  []string
+		want string
+	}{
+		{"no version", []string{"VERSION=", "COMMIT=abc"}, "VERSION is not set: the version to stamp"},
+		{"no commit", []string{"VERSION=v1.0.0", "COMMIT="}, "COMMIT is not set: the commit to stamp"},
+		{"no cosign", []string{"VERSION=v1.0.0", "COMMIT=abc", "COSIGN=/nonexistent/cosign"},
+			"release: no cosign at /nonexistent/cosign (COSIGN, else PATH, else "},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			out := t.TempDir()
+			cmd := exec.Command("bash", filepath.Join(root, ".ci", "release"), out)
+			cmd.Env = append(os.Environ(), tc.env...)
+			b, err := cmd.CombinedOutput()
+			require.Error(t, err)
+			require.Contains(t, string(b), tc.want)
+			entries, err := os.ReadDir(out)
+			require.NoError(t, err)
+			require.Empty(t, entries, "nothing is written")
+		})
+	}
+}
