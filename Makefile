@@ -5,7 +5,7 @@ LDFLAGS := -s -w -X main.version=$(VERSION) -X main.commit=$(COMMIT)
 PKGS    := ./...
 STATICCHECK ?= $(GO) run honnef.co/go/tools/cmd/staticcheck@v0.8.2
 
-.PHONY: build build-all test fuzz lint fmt vet tidy demo demo-containers bench clean
+.PHONY: build build-all release test fuzz lint fmt vet tidy demo demo-containers bench clean
 
 # -v names each package as it is compiled: a first build, with a cold
 # build cache, compiles every dependency (minutes on 2 cores); later ones
@@ -23,6 +23,14 @@ build-all:
 		echo "build $$p"; \
 		CGO_ENABLED=0 GOOS=$${p%/*} GOARCH=$${p#*/} $(GO) build -trimpath -o /dev/null ./cmd/tend; \
 	done
+
+# A release in dist/, published nowhere (.ci/release): for each platform of
+# build-all, tend stamped with VERSION and COMMIT in tend_VERSION_OS_ARCH.tar.gz
+# (.zip for Windows) and its CycloneDX SBOM; tend_VERSION_checksums.txt (SHA-256)
+# and its cosign signature (.sig), made with COSIGN_KEY, else with a key pair
+# generated into dist/ (cosign.key, cosign.pub; empty password).
+release:
+	VERSION=$(VERSION) COMMIT=$(COMMIT) PLATFORMS="$(PLATFORMS)" GO=$(GO) bash .ci/release dist
 
 # Every test, end-to-end suites included, under the race detector
 # (go test -short ./... skips the end-to-end suites for a fast loop).
@@ -86,4 +94,4 @@ fleet-sim:
 		-args -fleetsim.agents $(AGENTS) -fleetsim.interval $(INTERVAL) -fleetsim.modes "$(MODES)" -fleetsim.profile=$(PROFILE)
 
 clean:
-	rm -rf bin .demo .demo-containers
+	rm -rf bin dist .demo .demo-containers
