@@ -14,36 +14,14 @@ import (
 	"path"
 	"path/filepath"
 	"strings"
-	"sync/atomic"
 	"syscall"
 
 	"github.com/klauspost/compress/zstd"
-
-	"github.com/tend-dev/tend/internal/statedir"
 )
 
 // ErrUnsafeArchive means a layer's tar holds an entry that would land
 // outside its folder or is not a plain file, folder or confined link.
 var ErrUnsafeArchive = errors.New("unsafe archive entry")
-
-// ErrTooLarge means unpacking a layer wrote more than its budget: more
-// than the room the node has for it (a decompression bomb, or a layer that
-// does not fit).
-var ErrTooLarge = errors.New("unpacks to more than the room for it")
-
-// Budget bounds the bytes extraction writes, counted as they are written,
-// and EntryCost for every entry it creates (a folder, an empty file, a
-// link take a block and an inode), so that a small layer of millions of
-// empty entries cannot exhaust the file system either. A nil Budget is no
-// bound.
-type Budget struct {
-	Limit   int64
-	Written int64
-}
-
-// EntryCost is what one entry costs the budget besides its content: an
-// entry's own, and each folder created for it that the tar does not list.
-const EntryCost = 4096
 
 // Bounds of one entry's name, checked before anything is made for it: a
 // deep path costs a walk per folder, and the kernel refuses longer ones
@@ -53,32 +31,6 @@ const (
 	maxNameParts = 128
 	maxPartBytes = 255
 )
-
-// take counts n more bytes, or fails once the budget is spent. Layers
-// unpacked at once may share a budget: take is safe for concurrent use
-// (Written is read once they are done).
-func (b *Budget) take(n int64) error {
-	if b == nil {
-		return nil
-	}
-	if atomic.AddInt64(&b.Written, n) > b.Limit {
-		return fmt.Errorf("%w: more than %s written", ErrTooLarge, HumanBytes(b.Limit))
-	}
-	return nil
-}
-
-// budgetWriter is a file written under a budget.
-type budgetWriter struct {
-	w io.Writer
-	b *Budget
-}
-
-func (w budgetWriter) Write(p []byte) (int, error) {
-	if err := w.b.take(int64(len(p))); err != nil {
-		return 0, err
-	}
-	return w.w.Write(p)
-}
 
 // Compression of a tar layer.
 const (
@@ -507,45 +459,4 @@ func (x *extractor) link(name string, h *tar.Header, mode fs.FileMode) error {
 		return err
 	}
 	return f.Close()
-}
-
-// replay builds what the tar layer kept as tree t (whose record is rec)
-// unpacks to in dir, which must exist, exactly as extract would from the
-// tar (confined alike, an image's layer when overlay, the entries keep
-// selects), hard-linking each regular file from the tree. With a prefix,
-// every name must start with it, as ORAS tars a folder, and lands in dir
-// with the prefix taken off.
-func replay(ctx context.Context, t statedir.Tree, rec *treeRecord, dir string, b *Budget, overlay bool, keep func(string) bool, prefix string) error {
-	root, err := os.OpenRoot(dir)
-	if err != nil {
-		return err
-	}
-	defer root.Close()
-	x := newExtractor(root, dir, b, overlay, keep)
-	for _, e := range rec.Entries {
-		if err := ctx.Err(); err != nil {
-			return fmt.Errorf("extract: %w", err)
-		}
-		h := e.header()
-		if prefix != "" {
-			name, ok := under(h.Name, prefix)
-			if !ok || name == "." && h.Typeflag != tar.TypeDir {
-				return fmt.Errorf("%w: %s: not inside the layer's folder %q", ErrUnsafeArchive, h.Name, prefix)
-			}
-			h.Name = name
-			if h.Typeflag == tar.TypeLink {
-				if h.Linkname, ok = under(h.Linkname, prefix); !ok {
-					return fmt.Errorf("%w: %s: hard link %q leaves the layer's folder %q", ErrUnsafeArchive, h.Name, h.Linkname, prefix)
-				}
-			}
-		}
-		x.src, x.srcDigest = "", ""
-		if e.regular() {
-			x.src, x.srcDigest = t.File(e.File), e.Digest
-		}
-		if err := x.entry(nil, h); err != nil {
-			return err
-		}
-	}
-	return nil
 }

@@ -3,6 +3,7 @@ package oci
 import (
 	"context"
 	"crypto/sha256"
+	"encoding/hex"
 	"errors"
 	"fmt"
 	"io"
@@ -337,4 +338,36 @@ func (o Options) blobClient(ctx context.Context, repo name.Repository) (*http.Cl
 		return nil, fmt.Errorf("connect to %s: %w", repo.RegistryStr(), reachError(repo.RegistryStr(), err, o))
 	}
 	return &http.Client{Transport: rt}, nil
+}
+
+// Put stores data under digest d after checking that it hashes to d. The
+// blob is written atomically (see atomicfile), so it is whole or absent.
+// Manifests come this way; layers come with Fetch.
+func (s *Store) Put(d v1.Hash, data []byte) error {
+	if d.Algorithm != "sha256" {
+		return fmt.Errorf("blob %s: only sha256 digests are supported", d)
+	}
+	sum := sha256.Sum256(data)
+	if got := hex.EncodeToString(sum[:]); got != d.Hex {
+		return fmt.Errorf("store %s: %w: got sha256:%s", d, ErrDigestMismatch, got)
+	}
+	if s.HasBlob(d) {
+		return nil
+	}
+	if err := atomicfile.Write(filepath.Dir(s.Path(d)), d.Hex, data, 0o444); err != nil {
+		return fmt.Errorf("store %s: %w", d, err)
+	}
+	return nil
+}
+
+// read returns the stored blob d, or an error wrapping ErrNotStored.
+func (s *Store) read(d v1.Hash, what string) ([]byte, error) {
+	b, err := os.ReadFile(s.Path(d))
+	if errors.Is(err, os.ErrNotExist) {
+		return nil, fmt.Errorf("%s %s: %w", what, d, ErrNotStored)
+	}
+	if err != nil {
+		return nil, fmt.Errorf("%s %s: %w", what, d, err)
+	}
+	return b, nil
 }
