@@ -8,10 +8,10 @@ import (
 	"net/http"
 	"net/url"
 	"os"
-	"strconv"
 	"strings"
 
 	"github.com/tend-dev/tend/manifest"
+	"github.com/tend-dev/tend/rollout"
 	"github.com/tend-dev/tend/source"
 )
 
@@ -33,20 +33,7 @@ type verdict struct {
 // at the next tick. A hub that does not answer, or answers 5xx, holds the
 // release unless b says onHubDown: proceed.
 func (r *Reconciler) askBrakes(ctx context.Context, b *manifest.Brakes, wave int, revision string) string {
-	q := url.Values{"revision": {revision}, "before": {strconv.Itoa(wave)}}
-	if b.MaxFailed != nil {
-		q.Set("maxFailed", strconv.Itoa(*b.MaxFailed))
-	}
-	if b.MaxFailedPercent != nil {
-		q.Set("maxFailedPercent", strconv.Itoa(*b.MaxFailedPercent))
-	}
-	if b.MinApplied > 0 {
-		q.Set("minApplied", strconv.Itoa(b.MinApplied))
-	}
-	if b.Soak > 0 {
-		q.Set("soak", b.Soak.D().String())
-	}
-	u := strings.TrimSuffix(b.Hub, "/") + "/v1/verdict?" + q.Encode()
+	u := strings.TrimSuffix(b.Hub, "/") + "/v1/verdict?" + rollout.BrakesQuery(b, wave, revision).Encode()
 	shown := source.RedactURL(b.Hub)
 	down := func(why string) string {
 		if b.OnHubDown == manifest.OnHubDownProceed {

@@ -16,6 +16,7 @@ import (
 
 	"github.com/tend-dev/tend/agent/status"
 	"github.com/tend-dev/tend/internal/testkit/testpg"
+	"github.com/tend-dev/tend/rollout"
 )
 
 // benchFleet is how many devices the benchmarks simulate.
@@ -126,7 +127,7 @@ func benchVerdict(b *testing.B, store *Store) {
 	require.NoError(b, err)
 	srv, err := NewServer(store, Options{ReadToken: "read", Now: func() time.Time { return at.Add(time.Hour) }})
 	require.NoError(b, err)
-	path := "/v1/verdict?" + VerdictQuery(rev1, 1, Thresholds{MinApplied: 100, Soak: 10 * time.Minute}).Encode()
+	path := "/v1/verdict?" + rollout.VerdictQuery{Revision: rev1, Before: 1, Thresholds: rollout.Thresholds{MinApplied: 100, Soak: 10 * time.Minute}}.Encode()
 	b.ResetTimer()
 	for b.Loop() {
 		w := httptest.NewRecorder()

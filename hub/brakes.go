@@ -4,24 +4,11 @@ import (
 	"context"
 	"fmt"
 	"net/http"
-	"net/url"
-	"strconv"
 	"strings"
 	"time"
-)
 
-// Thresholds are a rollout's brakes, as a device sends them when it asks
-// for a verdict (the hub reads no rollout).
-type Thresholds struct {
-	// MaxFailed and MaxFailedPercent: more failed devices than these stop
-	// later waves; nil when not set. With neither set, one failure does.
-	MaxFailed        *int
-	MaxFailedPercent *int
-	// MinApplied devices must have applied the release and stayed healthy
-	// for Soak before a later wave goes.
-	MinApplied int
-	Soak       time.Duration
-}
+	"github.com/tend-dev/tend/rollout"
+)
 
 // BrakesVerdict is GET /v1/verdict: how a release stands in the waves
 // before a device's, and whether that device may take it.
@@ -52,7 +39,7 @@ type brakePart struct {
 }
 
 // judge gives the verdict on rev in waves before `before` by parts, at now.
-func judge(rev string, before int, parts []brakePart, th Thresholds, now time.Time) BrakesVerdict {
+func judge(rev string, before int, parts []brakePart, th rollout.Thresholds, now time.Time) BrakesVerdict {
 	v := BrakesVerdict{Revision: rev, Before: before}
 	for _, p := range parts {
 		if p.state == StateSuperseded {
@@ -99,11 +86,13 @@ func judge(rev string, before int, parts []brakePart, th Thresholds, now time.Ti
 	return v
 }
 
-// Verdict judges release rev in the waves before `before` under th, at now.
-func (s *Store) Verdict(ctx context.Context, rev string, before int, th Thresholds, now time.Time) (BrakesVerdict, error) {
+// Verdict judges q's release in the waves before q.Before under q's
+// thresholds, at now.
+func (s *Store) Verdict(ctx context.Context, q rollout.VerdictQuery, now time.Time) (BrakesVerdict, error) {
+	rev := q.Revision
 	rows, err := s.db.QueryContext(ctx, `SELECT r.state, r.applied_at, d.applied, d.state, d.crash_loop
 		FROM device_releases r JOIN devices d ON d.name = r.device
-		WHERE r.revision = $1 AND r.wave >= 0 AND r.wave < $2`, rev, before)
+		WHERE r.revision = $1 AND r.wave >= 0 AND r.wave < $2`, rev, q.Before)
 	if err != nil {
 		return BrakesVerdict{}, fmt.Errorf("%s: read release %q: %w", s.display, rev, err)
 	}
@@ -123,86 +112,19 @@ func (s *Store) Verdict(ctx context.Context, rev string, before int, th Threshol
 	if err := rows.Err(); err != nil {
 		return BrakesVerdict{}, fmt.Errorf("%s: read release %q: %w", s.display, rev, err)
 	}
-	return judge(rev, before, parts, th, now), nil
-}
-
-// parseVerdictQuery reads GET /v1/verdict's query: revision, before, and
-// the thresholds maxFailed, maxFailedPercent, minApplied, soak.
-func parseVerdictQuery(q url.Values) (rev string, before int, th Thresholds, err error) {
-	rev = q.Get("revision")
-	if rev == "" {
-		return "", 0, th, fmt.Errorf("revision: missing: the release asked about, ref@sha1:commit")
-	}
-	num := func(name string, lo, hi int) (*int, error) {
-		raw := q.Get(name)
-		if raw == "" {
-			return nil, nil
-		}
-		n, err := strconv.Atoi(raw)
-		if err != nil || n < lo || n > hi {
-			return nil, fmt.Errorf("%s %q: use a whole number from %d to %d", name, raw, lo, hi)
-		}
-		return &n, nil
-	}
-	b, err := num("before", 1, 1<<20)
-	if err != nil {
-		return "", 0, th, err
-	}
-	if b == nil {
-		return "", 0, th, fmt.Errorf("before: missing: the asking device's wave; waves 0 to before-1 are counted")
-	}
-	if th.MaxFailed, err = num("maxFailed", 0, 1<<30); err != nil {
-		return "", 0, th, err
-	}
-	if th.MaxFailedPercent, err = num("maxFailedPercent", 0, 100); err != nil {
-		return "", 0, th, err
-	}
-	m, err := num("minApplied", 0, 1<<30)
-	if err != nil {
-		return "", 0, th, err
-	}
-	if m != nil {
-		th.MinApplied = *m
-	}
-	if raw := q.Get("soak"); raw != "" {
-		d, err := time.ParseDuration(raw)
-		if err != nil || d < 0 {
-			return "", 0, th, fmt.Errorf("soak %q: use a duration such as 10m", raw)
-		}
-		th.Soak = d
-	}
-	return rev, *b, th, nil
-}
-
-// VerdictQuery is the query of GET /v1/verdict for rev, asked by a device
-// of wave `wave` under th.
-func VerdictQuery(rev string, wave int, th Thresholds) url.Values {
-	q := url.Values{"revision": {rev}, "before": {strconv.Itoa(wave)}}
-	if th.MaxFailed != nil {
-		q.Set("maxFailed", strconv.Itoa(*th.MaxFailed))
-	}
-	if th.MaxFailedPercent != nil {
-		q.Set("maxFailedPercent", strconv.Itoa(*th.MaxFailedPercent))
-	}
-	if th.MinApplied > 0 {
-		q.Set("minApplied", strconv.Itoa(th.MinApplied))
-	}
-	if th.Soak > 0 {
-		q.Set("soak", th.Soak.String())
-	}
-	return q
+	return judge(rev, q.Before, parts, q.Thresholds, now), nil
 }
 
 // apiVerdict is GET /v1/verdict: the brakes' verdict on a release in the
 // waves before the asking device's. A verdict that finds the brakes
 // tripped posts to the webhook, once per release.
 func (s *Server) apiVerdict(w http.ResponseWriter, r *http.Request) {
-	rev, before, th, err := parseVerdictQuery(r.URL.Query())
+	q, err := rollout.ParseVerdictQuery(r.URL.Query())
 	if err != nil {
 		s.fail(w, r, err, true)
 		return
 	}
-	v, err := s.store.Verdict(r.Context(), rev, before, th, s.opts.Now())
+	v, err := s.store.Verdict(r.Context(), q, s.opts.Now())
 	if err != nil {
 		s.fail(w, r, err, false)
 		return

@@ -1,0 +1,111 @@
+package rollout
+
+import (
+	"fmt"
+	"net/url"
+	"strconv"
+	"time"
+
+	"github.com/tend-dev/tend/manifest"
+)
+
+// VerdictQuery is what a device of a later wave asks the brakes' hub: the
+// query of GET /v1/verdict, which the agent encodes and the hub parses
+// (revision, before, maxFailed, maxFailedPercent, minApplied, soak).
+type VerdictQuery struct {
+	// Revision is the release asked about, ref@sha1:commit.
+	Revision string
+	// Before is the asking device's wave: waves 0 to Before-1 are counted.
+	Before int
+	Thresholds
+}
+
+// Thresholds are a rollout's brakes as a device sends them with a
+// VerdictQuery (the hub reads no rollout).
+type Thresholds struct {
+	// MaxFailed and MaxFailedPercent: more failed devices than these stop
+	// later waves; nil when not set. With neither set, one failure does.
+	MaxFailed        *int
+	MaxFailedPercent *int
+	// MinApplied devices must have applied the release and stayed healthy
+	// for Soak before a later wave goes.
+	MinApplied int
+	Soak       time.Duration
+}
+
+// BrakesQuery is the question a device of wave (> 0) asks b's hub about
+// release revision.
+func BrakesQuery(b *manifest.Brakes, wave int, revision string) VerdictQuery {
+	return VerdictQuery{Revision: revision, Before: wave, Thresholds: Thresholds{
+		MaxFailed: b.MaxFailed, MaxFailedPercent: b.MaxFailedPercent, MinApplied: b.MinApplied, Soak: b.Soak.D(),
+	}}
+}
+
+// Encode is q as the URL query of GET /v1/verdict, keys sorted, the
+// thresholds not set left out: before=2&maxFailed=1&revision=main%40sha1%3A….
+func (q VerdictQuery) Encode() string {
+	v := url.Values{"revision": {q.Revision}, "before": {strconv.Itoa(q.Before)}}
+	if q.MaxFailed != nil {
+		v.Set("maxFailed", strconv.Itoa(*q.MaxFailed))
+	}
+	if q.MaxFailedPercent != nil {
+		v.Set("maxFailedPercent", strconv.Itoa(*q.MaxFailedPercent))
+	}
+	if q.MinApplied > 0 {
+		v.Set("minApplied", strconv.Itoa(q.MinApplied))
+	}
+	if q.Soak > 0 {
+		v.Set("soak", q.Soak.String())
+	}
+	return v.Encode()
+}
+
+// ParseVerdictQuery reads the query of GET /v1/verdict. Its errors say
+// which parameter is wrong and what it takes, for a 400.
+func ParseVerdictQuery(v url.Values) (VerdictQuery, error) {
+	var q VerdictQuery
+	q.Revision = v.Get("revision")
+	if q.Revision == "" {
+		return VerdictQuery{}, fmt.Errorf("revision: missing: the release asked about, ref@sha1:commit")
+	}
+	num := func(name string, lo, hi int) (*int, error) {
+		raw := v.Get(name)
+		if raw == "" {
+			return nil, nil
+		}
+		n, err := strconv.Atoi(raw)
+		if err != nil || n < lo || n > hi {
+			return nil, fmt.Errorf("%s %q: use a whole number from %d to %d", name, raw, lo, hi)
+		}
+		return &n, nil
+	}
+	b, err := num("before", 1, 1<<20)
+	if err != nil {
+		return VerdictQuery{}, err
+	}
+	if b == nil {
+		return VerdictQuery{}, fmt.Errorf("before: missing: the asking device's wave; waves 0 to before-1 are counted")
+	}
+	q.Before = *b
+	if q.MaxFailed, err = num("maxFailed", 0, 1<<30); err != nil {
+		return VerdictQuery{}, err
+	}
+	if q.MaxFailedPercent, err = num("maxFailedPercent", 0, 100); err != nil {
+		return VerdictQuery{}, err
+	}
+	m, err := num("minApplied", 0, 1<<30)
+	if err != nil {
+		return VerdictQuery{}, err
+	}
+	if m != nil {
+		q.MinApplied = *m
+	}
+	if raw := v.Get("soak"); raw != "" {
+		d, err := time.ParseDuration(raw)
+		if err != nil || d < 0 {
+			return VerdictQuery{}, fmt.Errorf("soak %q: use a duration such as 10m", raw)
+		}
+		q.Soak = d
+	}
+	return q, nil
+}

@@ -1,0 +1,61 @@
+package rollout
+
+import (
+	"net/url"
+	"reflect"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/require"
+
+	"github.com/tend-dev/tend/manifest"
+)
+
+func intp(n int) *int { return &n }
+
+// What the agent encodes, the hub parses back whole; every brakes field
+// of a Rollout but the hub's URL and onHubDown travels in the query.
+func TestVerdictQueryRoundTrip(t *testing.T) {
+	b := &manifest.Brakes{Hub: "https://hub.example:8420", MaxFailed: intp(0), MaxFailedPercent: intp(10),
+		MinApplied: 3, Soak: manifest.Duration(10 * time.Minute), OnHubDown: manifest.OnHubDownHold}
+	every := BrakesQuery(b, 2, "main@sha1:ab12")
+	th := reflect.ValueOf(every.Thresholds)
+	for i := range th.NumField() {
+		require.False(t, th.Field(i).IsZero(), "set %s in this test, so that the round trip covers it", th.Type().Field(i).Name)
+	}
+	bt := reflect.TypeFor[manifest.Brakes]()
+	for i := range bt.NumField() {
+		if name := bt.Field(i).Name; name != "Hub" && name != "OnHubDown" {
+			_, ok := th.Type().FieldByName(name)
+			require.True(t, ok, "Brakes.%s is not in Thresholds: the hub would never see it", name)
+		}
+	}
+	require.Equal(t, "before=2&maxFailed=0&maxFailedPercent=10&minApplied=3&revision=main%40sha1%3Aab12&soak=10m0s", every.Encode(),
+		"the wire format of DESIGN.md")
+
+	for _, q := range []VerdictQuery{every, {Revision: "main@sha1:ab12", Before: 1}} {
+		v, err := url.ParseQuery(q.Encode())
+		require.NoError(t, err)
+		got, err := ParseVerdictQuery(v)
+		require.NoError(t, err)
+		require.Equal(t, q, got)
+	}
+}
+
+func TestParseVerdictQueryRefuses(t *testing.T) {
+	for q, want := range map[string]string{
+		"before=1":                                 "revision: missing: the release asked about, ref@sha1:commit",
+		"revision=r":                               "before: missing: the asking device's wave; waves 0 to before-1 are counted",
+		"revision=r&before=0":                      `before "0": use a whole number from 1 to 1048576`,
+		"revision=r&before=1&maxFailed=-1":         `maxFailed "-1": use a whole number from 0 to 1073741824`,
+		"revision=r&before=1&maxFailedPercent=101": `maxFailedPercent "101": use a whole number from 0 to 100`,
+		"revision=r&before=1&minApplied=x":         `minApplied "x": use a whole number from 0 to 1073741824`,
+		"revision=r&before=1&soak=soon":            `soak "soon": use a duration such as 10m`,
+		"revision=r&before=1&soak=-1m":             `soak "-1m": use a duration such as 10m`,
+	} {
+		v, err := url.ParseQuery(q)
+		require.NoError(t, err)
+		_, err = ParseVerdictQuery(v)
+		require.EqualError(t, err, want, q)
+	}
+}
