@@ -3,10 +3,13 @@ package agent
 import (
 	"context"
 	"fmt"
+	"net"
+	"net/http"
 	"net/http/httptest"
 	"os"
 	"path/filepath"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -137,4 +140,208 @@ func TestBrakesTokenGoesOnlyToTheReportHub(t *testing.T) {
 	require.True(t, sameOrigin("https://hub.example:8420/v1/reports", "https://HUB.example:8420"))
 	require.False(t, sameOrigin("https://hub.example:8420/v1/reports", "https://other.example:8420"))
 	require.False(t, sameOrigin("https://hub.example:8420/v1/reports", "http://hub.example:8420"))
+}
+
+// quietHub stands in front of a real hub: until up, it takes each
+// question and never answers it (the asker gives up); then the hub
+// answers. asked counts the questions, and got hears of each.
+type quietHub struct {
+	hub   http.Handler
+	up    atomic.Bool
+	asked atomic.Int64
+	got   chan struct{}
+}
+
+func (q *quietHub) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+	if r.URL.Path == "/v1/verdict" {
+		q.asked.Add(1)
+		q.got <- struct{}{}
+	}
+	if !q.up.Load() {
+		<-r.Context().Done() // the device gave up
+		return
+	}
+	q.hub.ServeHTTP(w, r)
+}
+
+const quietRollout = "apiVersion: tend.dev/v1alpha1\nkind: Rollout\nmetadata: {name: default}\nspec:\n  selector: {}\n" +
+	"  waves:\n    - selector: {matchLabels: {ring: canary}}\n    - {percent: 100}\n" +
+	"  brakes: {hub: %q, minApplied: 1, onHubDown: %s}\n"
+
+// A hub that hangs, or whose port is closed, costs one bounded wait: the
+// next tick decides as onHubDown says without asking it, and reverts
+// drift as every tick does; once the back-off has passed, the hub is
+// asked again and its verdict counts.
+func TestBrakesHubDownCostsOneWait(t *testing.T) {
+	for _, tt := range []struct {
+		name      string
+		hangs     bool // else the port is closed
+		onHubDown string
+	}{
+		{"hangs, hold", true, manifest.OnHubDownHold},
+		{"hangs, proceed", true, manifest.OnHubDownProceed},
+		{"closed port, hold", false, manifest.OnHubDownHold},
+		{"closed port, proceed", false, manifest.OnHubDownProceed},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			t.Parallel()
+			ctx := context.Background()
+			store, err := hub.Open(ctx, "sqlite://"+filepath.Join(t.TempDir(), "hub.db"))
+			require.NoError(t, err)
+			defer store.Close()
+			at := time.Date(2026, 12, 3, 12, 0, 0, 0, time.UTC)
+			srv, err := hub.NewServer(store, hub.Options{PublicRead: true, Now: func() time.Time { return at }})
+			require.NoError(t, err)
+			quiet := &quietHub{hub: srv, got: make(chan struct{}, 16)}
+			web := httptest.NewUnstartedServer(quiet)
+			defer web.Close()
+			addr := web.Listener.Addr().String()
+			if tt.hangs {
+				web.Start()
+			} else {
+				require.NoError(t, web.Listener.Close())
+			}
+			wave0 := 0
+			canaryRuns := func(rev string) {
+				t.Helper()
+				_, err := store.Ingest(ctx, &status.Status{FormatVersion: status.FormatVersion, Device: "cam-001",
+					AppliedRevision: rev, TargetRevision: rev, LastReconcile: at.Format(time.RFC3339Nano), Wave: &wave0}, at)
+				require.NoError(t, err)
+			}
+
+			repo := testgit.NewRepo(t)
+			hubURL := "http://" + addr
+			repo.WriteFile("devices/cam-017/rollout.yaml", fmt.Sprintf(quietRollout, hubURL, tt.onHubDown))
+			commit := func(content string) string {
+				repo.WriteFile("devices/cam-017/d.yaml", fmt.Sprintf(oneFile, content))
+				return "HEAD@sha1:" + repo.Commit(content)
+			}
+			commit("v1")
+			c := newConfig(t, repo.Dir())
+			h := heldLoopOf(c)
+			clock := &hubClock{t: at}
+			h.r.Now = clock.now
+			h.r.brakesDown.timeout = 500 * time.Millisecond
+			drifted := func() {
+				t.Helper()
+				require.NoError(t, os.WriteFile(filepath.Join(c.Root, "etc/infer/a"), []byte("edited by hand"), 0o644))
+			}
+			held := func() float64 {
+				t.Helper()
+				return scrape(t, h.metrics)[`tend_release_held{reason="brakes"}`]
+			}
+			h.scheduled()
+			require.NoError(t, h.err)
+			require.Equal(t, "v1", h.file(t))
+
+			// The first question waits for the hub, and gets no answer.
+			canaryRuns(commit("v2"))
+			drifted()
+			h.scheduled()
+			require.NoError(t, h.err)
+			if tt.hangs {
+				<-quiet.got
+			}
+			asked := quiet.asked.Load()
+			downReason := "held: brakes: hub did not answer: " + hubURL + " (onHubDown: hold)"
+			if tt.onHubDown == manifest.OnHubDownHold {
+				require.NotNil(t, h.res.Held)
+				require.Equal(t, downReason, h.res.Held.Reason)
+				require.Equal(t, "v1", h.file(t), "drift is reverted while the hub is down")
+				require.Equal(t, 1.0, held())
+			} else {
+				require.Nil(t, h.res.Held)
+				require.Equal(t, "v2", h.file(t))
+				require.Equal(t, 0.0, held())
+			}
+
+			// The hub is back, but the next tick does not ask it: it
+			// decides at once, as onHubDown says.
+			quiet.up.Store(true)
+			if !tt.hangs {
+				l, err := net.Listen("tcp", addr)
+				require.NoError(t, err)
+				web.Listener = l
+				web.Start()
+			}
+			if tt.onHubDown == manifest.OnHubDownProceed {
+				canaryRuns(commit("v3"))
+			}
+			drifted()
+			h.scheduled()
+			require.NoError(t, h.err)
+			require.Equal(t, asked, quiet.asked.Load(), "the second tick did not ask the hub")
+			if tt.onHubDown == manifest.OnHubDownHold {
+				require.Equal(t, downReason, h.res.Held.Reason)
+				require.Equal(t, "v1", h.file(t), "drift is reverted while the hub is left alone")
+				require.Equal(t, 1.0, held())
+			} else {
+				require.Nil(t, h.res.Held)
+				require.Equal(t, "v3", h.file(t))
+			}
+
+			// Once the back-off has passed, the hub is asked, and its
+			// verdict counts: go for a release the canary runs, wait for
+			// one it has not.
+			clock.add(hubBackoff.Delay(1))
+			var v4 string
+			if tt.onHubDown == manifest.OnHubDownProceed {
+				v4 = commit("v4")
+			}
+			drifted()
+			h.scheduled()
+			require.NoError(t, h.err)
+			<-quiet.got
+			require.Equal(t, asked+1, quiet.asked.Load())
+			if tt.onHubDown == manifest.OnHubDownHold {
+				require.Nil(t, h.res.Held)
+				require.Equal(t, "v2", h.file(t))
+				require.Equal(t, 0.0, held())
+			} else {
+				require.NotNil(t, h.res.Held)
+				require.Equal(t, "held: brakes: 0 of 0 wave-0 devices applied "+v4[:len("HEAD@sha1:")+12]+"… (minApplied 1)", h.res.Held.Reason)
+				require.Equal(t, "v3", h.file(t), "drift is reverted while the brakes hold")
+				require.Equal(t, 1.0, held())
+			}
+		})
+	}
+}
+
+// A hub that did not answer is left alone by the next question and for
+// the back-off, which doubles with each failure in a row; an answer, a
+// clock set back or another hub end the rest.
+func TestHubDownRests(t *testing.T) {
+	const a, b = "https://a.example", "https://b.example"
+	at := time.Date(2026, 12, 3, 12, 0, 0, 0, time.UTC)
+	var d hubDown
+	_, ok := d.rests(a, at)
+	require.False(t, ok, "a hub that never failed is asked")
+
+	d.failed(a, "hub did not answer: "+a, at)
+	why, ok := d.rests(a, at.Add(time.Hour))
+	require.True(t, ok, "the next question is not asked, however late")
+	require.Equal(t, "hub did not answer: "+a, why)
+	_, ok = d.rests(a, at.Add(time.Minute-time.Nanosecond))
+	require.True(t, ok)
+	_, ok = d.rests(b, at)
+	require.False(t, ok, "another hub is asked")
+	_, ok = d.rests(a, at.Add(time.Minute))
+	require.False(t, ok, "asked again once the back-off has passed")
+
+	d.failed(a, "hub did not answer: "+a, at)
+	_, ok = d.rests(a, at)
+	require.True(t, ok)
+	_, ok = d.rests(a, at.Add(time.Minute))
+	require.True(t, ok, "the second failure in a row doubles the back-off")
+	_, ok = d.rests(a, at.Add(-time.Second))
+	require.False(t, ok, "a clock set back before the failure asks at once")
+
+	d.answered(a)
+	_, ok = d.rests(a, at)
+	require.False(t, ok, "a hub that answered is asked")
+	d.failed(a, "hub did not answer: "+a, at)
+	_, ok = d.rests(a, at)
+	require.True(t, ok)
+	_, ok = d.rests(a, at.Add(time.Minute))
+	require.False(t, ok, "an answer starts the back-off over")
 }

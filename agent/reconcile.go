@@ -63,6 +63,7 @@ type Reconciler struct {
 	observations atomic.Int64
 	src          sourceOnce // the fleet's source, built once (see fetcher)
 	verify       verifierOnce
+	brakesDown   hubDown // the brakes' hub that did not answer, left alone a while
 
 	Config *manifest.AgentConfig
 	Logger *slog.Logger
