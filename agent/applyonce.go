@@ -54,16 +54,25 @@ func (a *RunningAgent) Reverts(rev source.Revision) string {
 // detached, as a one-shot apply starts them.
 func (r *Reconciler) ApplyOnce(ctx context.Context, version string) (*Result, error) {
 	start := r.now()
+	if err := r.checkState(); err != nil {
+		return &Result{}, err
+	}
 	unlock, err := r.lock(ctx)
 	if err != nil {
 		return &Result{}, err
 	}
 	defer unlock()
+	if err := r.migrateState(r.logger()); err != nil {
+		return &Result{}, err
+	}
 	if r.Supervisor == nil {
 		// The status lists the services' instances through it.
 		r.Supervisor = NewSupervisor(r.Config, r.logger())
 	}
 	res, err := r.runLocked(ctx, StepApply, start)
+	if err == nil {
+		r.dropFormatCopies()
+	}
 	log := r.logger()
 	pid, running, aerr := applier.AgentRunning(r.Config.StateDir)
 	switch {

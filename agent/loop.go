@@ -124,11 +124,18 @@ func (l *Loop) Run(ctx context.Context) error {
 func (l *Loop) Start(ctx context.Context) error {
 	c := l.r.Config
 	log := l.r.logger()
+	if err := l.r.checkState(); err != nil {
+		return err // a newer tend's stateDir: nothing is touched
+	}
 	unlock, err := applier.LockAgent(c.StateDir)
 	if err != nil {
 		return err
 	}
 	l.stops = append(l.stops, func() { _ = unlock() })
+	if err := l.r.migrateOnStart(ctx); err != nil {
+		l.undo()
+		return err
+	}
 	log.Info("agent starting", keyDevice, c.Device, keySchedule, c.Schedule,
 		keyJitter, l.opts.Jitter.String(), keyVersion, l.opts.Version)
 

@@ -42,6 +42,10 @@ const (
 	keyDownloaded = "downloaded"
 	keySuspended  = "suspended"
 	keyHeld       = "held"
+	keyStateDir   = "stateDir"
+	keyFrom       = "from"
+	keyTo         = "to"
+	keyCopy       = "copy"
 )
 
 // Steps of a tick, as Result.FailedStep names them.
@@ -88,6 +92,9 @@ type Reconciler struct {
 	// background: a tick never waits for a download (see decide). Nil
 	// downloads in the apply, in the foreground.
 	Stager *Stager
+	// Version and Commit are this tend's, written in stateDir's format
+	// marker when a tick migrates the stateDir (statedir.Dir.Migrate).
+	Version, Commit string
 }
 
 // DefaultLockTimeout is how long a reconcile waits for another tend that
@@ -220,12 +227,25 @@ func (r *Reconciler) Apply(ctx context.Context) (*Result, error) {
 
 func (r *Reconciler) run(ctx context.Context, upTo string) (*Result, error) {
 	start := r.now()
+	if err := r.checkState(); err != nil {
+		return &Result{}, err
+	}
 	unlock, err := r.lock(ctx)
 	if err != nil {
 		return &Result{}, err
 	}
 	defer unlock()
-	return r.runLocked(ctx, upTo, start)
+	if upTo == StepApply {
+		// Only an apply writes: a plan reads an older format as it is.
+		if err := r.migrateState(r.logger()); err != nil {
+			return &Result{}, err
+		}
+	}
+	res, err := r.runLocked(ctx, upTo, start)
+	if err == nil && upTo == StepApply {
+		r.dropFormatCopies()
+	}
+	return res, err
 }
 
 // runLocked runs the steps up to upTo of a tick that began at start; the

@@ -18,7 +18,6 @@ import (
 
 	"github.com/tend-dev/tend/agent/status"
 	"github.com/tend-dev/tend/applier"
-	"github.com/tend-dev/tend/internal/atomicfile"
 	"github.com/tend-dev/tend/internal/statedir"
 	"github.com/tend-dev/tend/manifest"
 	"github.com/tend-dev/tend/planner"
@@ -214,7 +213,7 @@ func releaseKey(d planner.Desired) string {
 // (forgetting older releases: only the one waiting matters).
 func (r *Reconciler) firstSeen(key string, now time.Time, record bool) (time.Time, error) {
 	var seen releases
-	if _, err := atomicfile.ReadJSON(statedir.Dir(r.Config.StateDir).Releases(), &seen); err != nil {
+	if _, err := statedir.ReadJSON(statedir.Dir(r.Config.StateDir).Releases(), &seen); err != nil {
 		r.logger().Warn("forgetting when releases were first seen", keyReason, err.Error())
 		seen = nil
 	}
@@ -227,7 +226,7 @@ func (r *Reconciler) firstSeen(key string, now time.Time, record bool) (time.Tim
 			fmt.Sprintf("first seen %s, now %s: check the node's clock", at.UTC().Format(time.RFC3339), now.UTC().Format(time.RFC3339)))
 	}
 	if record {
-		if err := atomicfile.WriteJSON(r.Config.StateDir, statedir.ReleasesFile, releases{key: now.UTC()}, 0o600); err != nil {
+		if err := statedir.WriteJSON(r.Config.StateDir, statedir.ReleasesFile, releases{key: now.UTC()}, 0o600); err != nil {
 			return now, fmt.Errorf("record when release %s was first seen: %w", key, err)
 		}
 	}

@@ -1,14 +1,12 @@
 package agent
 
 import (
-	"encoding/json"
 	"errors"
 	"fmt"
 	"io/fs"
 	"os"
 	"time"
 
-	"github.com/tend-dev/tend/internal/atomicfile"
 	"github.com/tend-dev/tend/internal/statedir"
 	"github.com/tend-dev/tend/manifest"
 )
@@ -29,7 +27,7 @@ func Suspended(c *manifest.AgentConfig) (bool, string) {
 		return false, ""
 	}
 	var s suspension
-	_ = json.Unmarshal(data, &s)
+	_ = statedir.Decode(statedir.Dir(c.StateDir).Suspended(), data, &s) // present is suspended, whatever it holds
 	why := "tend suspend"
 	if !s.At.IsZero() {
 		why += " at " + s.At.UTC().Format(time.RFC3339)
@@ -43,8 +41,7 @@ func Suspended(c *manifest.AgentConfig) (bool, string) {
 // Suspend stops applies on the node until Resume: drift is still observed
 // and reported.
 func Suspend(stateDir, reason string) error {
-	data, _ := json.Marshal(suspension{At: time.Now().UTC(), Reason: reason})
-	if err := atomicfile.Write(stateDir, statedir.SuspendFile, data, 0o644); err != nil {
+	if err := statedir.WriteJSON(stateDir, statedir.SuspendFile, suspension{At: time.Now().UTC(), Reason: reason}, 0o644); err != nil {
 		return fmt.Errorf("suspend: %w", err)
 	}
 	return nil

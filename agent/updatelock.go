@@ -10,7 +10,6 @@ import (
 	"time"
 
 	"github.com/tend-dev/tend/applier"
-	"github.com/tend-dev/tend/internal/atomicfile"
 	"github.com/tend-dev/tend/internal/statedir"
 	"github.com/tend-dev/tend/manifest"
 	"github.com/tend-dev/tend/planner"
@@ -216,7 +215,7 @@ func lockKey(key string) string { return "lock:" + key }
 // else. A time in the future (a clock set back) counts from now.
 func (r *Reconciler) lockHeldSince(key string, now time.Time, record bool) (time.Time, error) {
 	var seen releases
-	if _, err := atomicfile.ReadJSON(statedir.Dir(r.Config.StateDir).Releases(), &seen); err != nil {
+	if _, err := statedir.ReadJSON(statedir.Dir(r.Config.StateDir).Releases(), &seen); err != nil {
 		r.logger().Warn("forgetting since when update locks hold the release", keyReason, err.Error())
 		seen = nil
 	}
@@ -228,7 +227,7 @@ func (r *Reconciler) lockHeldSince(key string, now time.Time, record bool) (time
 		if at, ok := seen[key]; ok {
 			keep[key] = at
 		}
-		if err := atomicfile.WriteJSON(r.Config.StateDir, statedir.ReleasesFile, keep, 0o600); err != nil {
+		if err := statedir.WriteJSON(r.Config.StateDir, statedir.ReleasesFile, keep, 0o600); err != nil {
 			return now, fmt.Errorf("record since when an update lock holds release %s: %w", key, err)
 		}
 	}

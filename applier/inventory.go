@@ -1,7 +1,6 @@
 package applier
 
 import (
-	"encoding/json"
 	"errors"
 	"fmt"
 	"io/fs"
@@ -14,9 +13,6 @@ import (
 	"github.com/tend-dev/tend/internal/statedir"
 	"github.com/tend-dev/tend/planner"
 )
-
-// inventoryFormat is the formatVersion this package reads and writes.
-const inventoryFormat = "1"
 
 // Inventory records every resource tend manages on the node, with the fields
 // it had when tend last applied it, and the last revision applied in full.
@@ -45,14 +41,15 @@ type InventoryEntry struct {
 	Sensitive bool `json:"sensitive,omitempty"`
 }
 
-// inventoryJSON is the file's layout.
+// inventoryJSON is the file's layout, after the formatVersion of
+// stateDir's format (statedir.Encode writes it, statedir.Decode checks it;
+// format 1 had "1" there too).
 type inventoryJSON struct {
-	FormatVersion string                    `json:"formatVersion"`
-	Device        string                    `json:"device"`
-	Root          string                    `json:"root,omitempty"`
-	Revision      string                    `json:"revision"`
-	AppliedAt     string                    `json:"appliedAt,omitempty"` // RFC 3339
-	Resources     map[string]InventoryEntry `json:"resources"`
+	Device    string                    `json:"device"`
+	Root      string                    `json:"root,omitempty"`
+	Revision  string                    `json:"revision"`
+	AppliedAt string                    `json:"appliedAt,omitempty"` // RFC 3339
+	Resources map[string]InventoryEntry `json:"resources"`
 }
 
 // LoadInventory reads the inventory in stateDir. A missing file is an empty
@@ -67,11 +64,11 @@ func LoadInventory(stateDir string) (*Inventory, error) {
 		return nil, fmt.Errorf("read inventory: %w", err)
 	}
 	var raw inventoryJSON
-	if err := json.Unmarshal(data, &raw); err != nil {
+	if err := statedir.Decode(name, data, &raw); err != nil {
+		if _, newer := errors.AsType[*statedir.NewerError](err); newer {
+			return nil, err
+		}
 		return nil, corrupt(name, err)
-	}
-	if raw.FormatVersion != inventoryFormat {
-		return nil, corrupt(name, fmt.Errorf("formatVersion %q, this tend reads %q", raw.FormatVersion, inventoryFormat))
 	}
 	inv := &Inventory{Device: raw.Device, Root: raw.Root, Revision: raw.Revision, Resources: raw.Resources}
 	if raw.AppliedAt != "" {
@@ -95,11 +92,10 @@ func corrupt(name string, err error) error {
 // rename, fsync of stateDir), creating stateDir (statedir.Mode) if needed.
 func (inv *Inventory) Save(stateDir string) error {
 	raw := inventoryJSON{
-		FormatVersion: inventoryFormat,
-		Device:        inv.Device,
-		Root:          inv.Root,
-		Revision:      inv.Revision,
-		Resources:     inv.Resources,
+		Device:    inv.Device,
+		Root:      inv.Root,
+		Revision:  inv.Revision,
+		Resources: inv.Resources,
 	}
 	if raw.Resources == nil {
 		raw.Resources = map[string]InventoryEntry{}
@@ -107,7 +103,7 @@ func (inv *Inventory) Save(stateDir string) error {
 	if !inv.AppliedAt.IsZero() {
 		raw.AppliedAt = inv.AppliedAt.UTC().Format(time.RFC3339)
 	}
-	data, err := json.MarshalIndent(raw, "", "  ")
+	data, err := statedir.Encode(statedir.InventoryFile, raw)
 	if err != nil {
 		return fmt.Errorf("encode inventory: %w", err)
 	}
@@ -120,7 +116,7 @@ func (inv *Inventory) Save(stateDir string) error {
 		return fmt.Errorf("save inventory: %w", err)
 	}
 	defer r.Close()
-	if err := atomicfile.WriteIn(r, statedir.InventoryFile, append(data, '\n'), 0o600); err != nil {
+	if err := atomicfile.WriteIn(r, statedir.InventoryFile, data, 0o600); err != nil {
 		return fmt.Errorf("save inventory %s: %w", statedir.Dir(stateDir).Inventory(), err)
 	}
 	return nil

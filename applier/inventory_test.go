@@ -2,8 +2,10 @@ package applier
 
 import (
 	"encoding/json"
+	"fmt"
 	"os"
 	"path/filepath"
+	"strconv"
 	"testing"
 	"time"
 
@@ -38,7 +40,7 @@ func TestInventoryRoundTrip(t *testing.T) {
 	require.NoError(t, err)
 	require.NoError(t, json.Unmarshal(data, &raw))
 	require.Equal(t, map[string]any{
-		"formatVersion": "1",
+		"formatVersion": strconv.Itoa(statedir.Format),
 		"device":        "cam-017",
 		"root":          "/srv/node",
 		"revision":      "4b825dc642cb6eb9a060e54bf8d69288fbee4904",
@@ -77,7 +79,7 @@ func TestLoadInventory(t *testing.T) {
 		{"never applied", `{"formatVersion":"1","device":"","revision":"","resources":{}}`, ""},
 		{"truncated", `{"formatVersion":"1","reso`, "unexpected end of JSON input"},
 		{"not json", "\x00\x00\x00", "invalid character"},
-		{"unknown format", `{"formatVersion":"2","resources":{}}`, `formatVersion "2", this tend reads "1"`},
+		{"format no number", `{"formatVersion":"two","resources":{}}`, `formatVersion "two" is no format`},
 		{"bad time", `{"formatVersion":"1","appliedAt":"yesterday","resources":{}}`, "appliedAt"},
 	}
 	for _, tt := range tests {
@@ -101,4 +103,23 @@ func TestLoadInventory(t *testing.T) {
 			require.ErrorContains(t, err, "restore the file from a backup, or move it aside")
 		})
 	}
+}
+
+// An inventory a newer tend wrote is not corrupt: it is refused as newer,
+// saying what to install, and left as it is.
+func TestLoadInventoryNewerFormat(t *testing.T) {
+	stateDir := t.TempDir()
+	name := statedir.Dir(stateDir).Inventory()
+	content := fmt.Sprintf(`{"formatVersion":"%d","resources":{}}`, statedir.Format+1)
+	require.NoError(t, os.WriteFile(name, []byte(content), 0o600))
+	_, err := LoadInventory(stateDir)
+	var newer *statedir.NewerError
+	require.ErrorAs(t, err, &newer)
+	require.NotErrorIs(t, err, ErrCorruptInventory)
+	require.Equal(t, statedir.Format+1, newer.Format)
+	require.ErrorContains(t, err, name+" is in state format "+strconv.Itoa(statedir.Format+1))
+	require.ErrorContains(t, err, "install the tend that wrote it")
+	b, err := os.ReadFile(name)
+	require.NoError(t, err)
+	require.Equal(t, content, string(b))
 }

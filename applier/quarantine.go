@@ -64,7 +64,7 @@ func ReleaseKey(id, digest string) string { return id + "@" + digest }
 // ReleaseKey.
 func LoadQuarantine(stateDir string) (map[string]Quarantined, error) {
 	q := map[string]Quarantined{}
-	if _, err := atomicfile.ReadJSON(statedir.Dir(stateDir).Quarantine(), &q); err != nil {
+	if _, err := statedir.ReadJSON(statedir.Dir(stateDir).Quarantine(), &q); err != nil {
 		if errors.Is(err, atomicfile.ErrCorrupt) {
 			err = fmt.Errorf("%w; remove it to try every commit again", err)
 		}
@@ -85,7 +85,7 @@ func Quarantine(stateDir, commit string, q Quarantined, more ...Keyed) error {
 		all[k.Key] = k.Quarantined
 	}
 	failpoint.Hit("quarantine:write")
-	return atomicfile.WriteJSON(stateDir, statedir.QuarantineFile, all, 0o644)
+	return statedir.WriteJSON(stateDir, statedir.QuarantineFile, all, 0o644)
 }
 
 // releaseKeys returns the quarantine entries of release d, whose plan
@@ -187,7 +187,7 @@ func Unquarantine(stateDir, commit string) ([]Quarantined, error) {
 		}
 		return cleared, nil
 	}
-	return cleared, atomicfile.WriteJSON(stateDir, statedir.QuarantineFile, all, 0o644)
+	return cleared, statedir.WriteJSON(stateDir, statedir.QuarantineFile, all, 0o644)
 }
 
 func unquarantineError(commit string, matches int, all map[string]Quarantined) error {

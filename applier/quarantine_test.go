@@ -43,7 +43,7 @@ func TestUnquarantine(t *testing.T) {
 }
 
 // A model version's entry sits in the same map as the commits: a tend
-// that knows only commits reads the file (its entry type has no tag) and
+// that knows only commits reads the map (its entry type has no tag) and
 // looks commits up by hash, which never names a model's key; tend retry
 // of a commit leaves the model's entry, and of the model's key (its digest
 // abbreviated) leaves the commit's.
@@ -65,8 +65,11 @@ func TestQuarantineModelKeysNextToCommits(t *testing.T) {
 		Reason   string    `json:"reason"`
 		At       time.Time `json:"at"`
 	}
-	var old map[string]older
-	require.NoError(t, json.Unmarshal(b, &old))
+	var file struct {
+		Quarantined map[string]older `json:"quarantined"`
+	}
+	require.NoError(t, json.Unmarshal(b, &file))
+	old := file.Quarantined
 	require.Len(t, old, 3)
 	require.Equal(t, "unhealthy", old[commit].Reason)
 	require.Equal(t, older{Revision: key, Reason: "model bad", At: at}, old[key])

@@ -113,7 +113,7 @@ func (s *Store) HasBlob(d v1.Hash) bool {
 // readTree reads the record of tree d.
 func (s *Store) readTree(d v1.Hash) (*treeRecord, error) {
 	var rec treeRecord
-	found, err := atomicfile.ReadJSON(s.tree(d).Record(), &rec)
+	found, err := statedir.ReadJSON(s.tree(d).Record(), &rec)
 	if err != nil {
 		return nil, fmt.Errorf("tree of layer %s: %w", d, err)
 	}
@@ -291,7 +291,7 @@ func (s *Store) buildTree(ctx context.Context, r io.Reader, compression string, 
 	if err := atomicfile.Sync(t.Files()); err != nil {
 		return err
 	}
-	return atomicfile.WriteJSON(string(t), statedir.TreeRecordFile, rec, 0o444)
+	return statedir.WriteJSON(string(t), statedir.TreeRecordFile, rec, 0o444)
 }
 
 // maxTreeEntries bounds the entries of one tar layer, whatever its budget:

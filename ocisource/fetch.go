@@ -365,7 +365,7 @@ func (f *fetcher) unpack(ctx context.Context, k *kept, l v1.Descriptor) (err err
 	if got := "sha256:" + hex.EncodeToString(h.Sum(nil)); got != l.Digest.String() {
 		return fmt.Errorf("%w: layer %s of %s: the registry sent content of digest %s", ErrNotFleet, l.Digest, f.shown, got)
 	}
-	if err := atomicfile.WriteJSON(tmp, statedir.ArtifactFile, k, 0o644); err != nil {
+	if err := statedir.WriteJSON(tmp, statedir.ArtifactFile, k, 0o644); err != nil {
 		return err
 	}
 	failpoint.Hit("ocisource:unpacked")

@@ -9,7 +9,6 @@ import (
 	"strings"
 	"time"
 
-	"github.com/tend-dev/tend/internal/atomicfile"
 	"github.com/tend-dev/tend/internal/statedir"
 	"github.com/tend-dev/tend/source"
 )
@@ -42,7 +41,7 @@ func (s store) folder(digest string) string {
 func (s store) load(digest string) (*kept, bool) {
 	dir := s.folder(digest)
 	var k kept
-	if ok, err := atomicfile.ReadJSON(statedir.Artifact(dir).Meta(), &k); !ok || err != nil || k.Digest != digest {
+	if ok, err := statedir.ReadJSON(statedir.Artifact(dir).Meta(), &k); !ok || err != nil || k.Digest != digest {
 		return nil, false
 	}
 	k.dir = dir

@@ -2,21 +2,16 @@ package status
 
 import (
 	"context"
-	"encoding/json"
-	"errors"
 	"fmt"
-	"io/fs"
 	"log/slog"
 	"math/rand/v2"
 	"net/http"
-	"os"
 	"strconv"
 	"strings"
 	"time"
 
 	"github.com/hashicorp/go-retryablehttp"
 
-	"github.com/tend-dev/tend/internal/atomicfile"
 	"github.com/tend-dev/tend/internal/backoff"
 	"github.com/tend-dev/tend/internal/statedir"
 )
@@ -66,26 +61,15 @@ func keepLastResponse(resp *http.Response, err error, attempts int) (*http.Respo
 
 func readReportCache(stateDir string) (reportCache, error) {
 	var c reportCache
-	b, err := os.ReadFile(statedir.Dir(stateDir).Report())
-	if errors.Is(err, fs.ErrNotExist) {
-		return c, nil
-	}
-	if err != nil {
-		return c, err
-	}
-	if err := json.Unmarshal(b, &c); err != nil {
-		return reportCache{}, fmt.Errorf("%s: %w", statedir.Dir(stateDir).Report(), err)
+	if _, err := statedir.ReadJSON(statedir.Dir(stateDir).Report(), &c); err != nil {
+		return reportCache{}, err
 	}
 	return c, nil
 }
 
 // writeReportCache publishes c atomically: temp file, fsync, rename.
 func writeReportCache(stateDir string, c reportCache) error {
-	b, err := json.Marshal(c)
-	if err != nil {
-		return err
-	}
-	return atomicfile.Write(stateDir, statedir.ReportFile, b, 0o644)
+	return statedir.WriteJSON(stateDir, statedir.ReportFile, c, 0o644)
 }
 
 // validHeaderName reports whether k is an RFC 9110 token.

@@ -84,7 +84,7 @@ func (r *record) pinned() *render.Active {
 func loadRecord(models statedir.Models, name string) (*record, error) {
 	file := models.Record(name)
 	var r record
-	found, err := atomicfile.ReadJSON(file, &r)
+	found, err := statedir.ReadJSON(file, &r)
 	if errors.Is(err, atomicfile.ErrCorrupt) {
 		return nil, fmt.Errorf("%w; remove the folder %s and tend pulls the model again", err, filepath.Dir(file))
 	}
@@ -96,5 +96,5 @@ func loadRecord(models statedir.Models, name string) (*record, error) {
 
 // save writes the record atomically.
 func (r *record) save(models statedir.Models) error {
-	return atomicfile.WriteJSON(models.Model(r.Name), statedir.ModelRecordFile, r, 0o644)
+	return statedir.WriteJSON(models.Model(r.Name), statedir.ModelRecordFile, r, 0o644)
 }

@@ -4,7 +4,6 @@ import (
 	"fmt"
 	"time"
 
-	"github.com/tend-dev/tend/internal/atomicfile"
 	"github.com/tend-dev/tend/internal/statedir"
 	"github.com/tend-dev/tend/oci"
 )
@@ -25,7 +24,7 @@ type refusal struct {
 
 func (d *Driver) refusals() (map[string]refusal, error) {
 	r := map[string]refusal{}
-	if _, err := atomicfile.ReadJSON(d.dir.Refused(), &r); err != nil {
+	if _, err := statedir.ReadJSON(d.dir.Refused(), &r); err != nil {
 		return nil, err
 	}
 	return r, nil
@@ -65,5 +64,5 @@ func (d *Driver) refuse(name, digest string, limit int64, cause error) error {
 		all = map[string]refusal{}
 	}
 	all[digest] = refusal{Model: name, Limit: limit, Reason: cause.Error(), At: d.now().UTC()}
-	return atomicfile.WriteJSON(string(d.dir), statedir.RefusedFile, all, 0o644)
+	return statedir.WriteJSON(string(d.dir), statedir.RefusedFile, all, 0o644)
 }

@@ -13,7 +13,6 @@ import (
 	"time"
 
 	"github.com/tend-dev/tend/applier"
-	"github.com/tend-dev/tend/internal/atomicfile"
 	"github.com/tend-dev/tend/internal/backoff"
 	"github.com/tend-dev/tend/internal/statedir"
 	"github.com/tend-dev/tend/manifest"
@@ -402,7 +401,7 @@ func (d *Driver) recordPath(name string) string {
 
 func (d *Driver) record(name string) (*record, error) {
 	var r record
-	found, err := atomicfile.ReadJSON(d.recordPath(name), &r)
+	found, err := statedir.ReadJSON(d.recordPath(name), &r)
 	if err != nil || !found {
 		return nil, err
 	}
@@ -410,7 +409,7 @@ func (d *Driver) record(name string) (*record, error) {
 }
 
 func (d *Driver) saveRecord(name string, r record) error {
-	return atomicfile.WriteJSON(d.sup.dir.Service(name), statedir.ServiceFile, r, 0o644)
+	return statedir.WriteJSON(d.sup.dir.Service(name), statedir.ServiceFile, r, 0o644)
 }
 
 // Undo notes the instances running now: the undo starts each again from

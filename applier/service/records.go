@@ -211,7 +211,7 @@ func (s *Supervisor) recordPath(k instanceKey) string {
 
 func (s *Supervisor) readRecord(k instanceKey) (*instanceRecord, error) {
 	var d diskRecord
-	found, err := atomicfile.ReadJSON(s.recordPath(k), &d)
+	found, err := statedir.ReadJSON(s.recordPath(k), &d)
 	if errors.Is(err, atomicfile.ErrCorrupt) {
 		return nil, fmt.Errorf("%w; stop the process by hand and remove the file", err)
 	}
@@ -232,7 +232,7 @@ func (s *Supervisor) writeRecord(r instanceRecord) error {
 	if err := os.MkdirAll(filepath.Dir(file), 0o700); err != nil {
 		return err
 	}
-	return atomicfile.WriteJSON(filepath.Dir(file), filepath.Base(file), r, 0o600)
+	return statedir.WriteJSON(filepath.Dir(file), filepath.Base(file), r, 0o600)
 }
 
 // serviceRecords reads the instance records of one service, by replica.

@@ -85,5 +85,9 @@ func retry(ctx context.Context, stateDir, commit string, lockTimeout time.Durati
 		return nil, err
 	}
 	defer unlock()
+	b := thisBuild()
+	if err := agent.MigrateState(stateDir, b.Version, b.Commit, nil); err != nil {
+		return nil, err
+	}
 	return applier.Unquarantine(stateDir, commit)
 }

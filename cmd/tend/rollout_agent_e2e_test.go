@@ -16,7 +16,7 @@ import (
 
 	"github.com/stretchr/testify/require"
 
-	"github.com/tend-dev/tend/internal/atomicfile"
+	"github.com/tend-dev/tend/internal/statedir"
 	"github.com/tend-dev/tend/internal/testkit/testgit"
 )
 
@@ -154,7 +154,7 @@ spec:
 		require.Equal(t, "HEAD@sha1:"+v1, s["appliedRevision"], d.name)
 		require.Equal(t, "v1 for "+d.name, d.n.read("etc/infer/model.txt"), "%s serves the applied release while it reports the new one held", d.name)
 		var seen map[string]time.Time
-		ok, err := atomicfile.ReadJSON(filepath.Join(d.n.state, "releases.json"), &seen)
+		ok, err := statedir.ReadJSON(filepath.Join(d.n.state, "releases.json"), &seen)
 		require.NoError(t, err)
 		require.True(t, ok, "%s holds a release and has no releases.json", d.name)
 		require.Len(t, seen, 1)

@@ -13,6 +13,7 @@ import (
 	"golang.org/x/term"
 
 	"github.com/tend-dev/tend/agent"
+	"github.com/tend-dev/tend/internal/statedir"
 	"github.com/tend-dev/tend/manifest"
 )
 
@@ -170,7 +171,15 @@ func (g *globals) nodeConfig() (*manifest.AgentConfig, error) {
 	if err != nil {
 		return nil, err
 	}
-	return agent.LoadNodeConfig(g.config, o)
+	c, err := agent.LoadNodeConfig(g.config, o)
+	if err != nil {
+		return nil, err
+	}
+	// A stateDir a newer tend wrote is refused before it is read.
+	if err := statedir.Dir(c.StateDir).Check(); err != nil {
+		return nil, err
+	}
+	return c, nil
 }
 
 // setup loads the config and makes the logger every command needs.
@@ -219,7 +228,8 @@ func isTerminal(f *os.File) bool { return term.IsTerminal(int(f.Fd())) }
 
 // reconciler returns a Reconciler for c with the flags' settings.
 func (g *globals) reconciler(c *manifest.AgentConfig, log *slog.Logger) *agent.Reconciler {
-	r := &agent.Reconciler{Config: c, Logger: log, LockTimeout: g.lockTimeout}
+	b := thisBuild()
+	r := &agent.Reconciler{Config: c, Logger: log, LockTimeout: g.lockTimeout, Version: b.Version, Commit: b.Commit}
 	if g.progress != nil {
 		r.Meter = g.progress
 	}

@@ -26,6 +26,8 @@ func TestLayout(t *testing.T) {
 		{"report", d.Report(), "/var/lib/tend/report.json"},
 		{"suspended", d.Suspended(), "/var/lib/tend/suspended"},
 		{"lock", d.Lock(), "/var/lib/tend/lock"},
+		{"format", d.Format(), "/var/lib/tend/format.json"},
+		{"format copy", d.FormatCopy(1), "/var/lib/tend/format-1"},
 		{"agent lock", d.AgentLock(), "/var/lib/tend/agent.lock"},
 		{"git clone", d.Git(), "/var/lib/tend/git"},
 		{"fleet artifacts", string(d.OCI()), "/var/lib/tend/oci"},

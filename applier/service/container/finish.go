@@ -7,7 +7,6 @@ import (
 	"slices"
 
 	"github.com/tend-dev/tend/applier/service"
-	"github.com/tend-dev/tend/internal/atomicfile"
 	"github.com/tend-dev/tend/internal/statedir"
 	"github.com/tend-dev/tend/render"
 )
@@ -26,7 +25,7 @@ func (r *Runtime) Finish(ctx context.Context, node service.Node, declared []rend
 	// The images container services ran, the most recently used first.
 	dir := statedir.Dir(node.StateDir).Services()
 	var used []string
-	if _, err := atomicfile.ReadJSON(dir.Images(), &used); err != nil {
+	if _, err := statedir.ReadJSON(dir.Images(), &used); err != nil {
 		return err
 	}
 	if len(images) == 0 && len(used) == 0 {
@@ -45,7 +44,7 @@ func (r *Runtime) Finish(ctx context.Context, node service.Node, declared []rend
 			keep = append(keep, image) // asked again next time
 		}
 	}
-	errs = append(errs, atomicfile.WriteJSON(string(dir), statedir.ImagesFile, keep, 0o644))
+	errs = append(errs, statedir.WriteJSON(string(dir), statedir.ImagesFile, keep, 0o644))
 	if err := errors.Join(errs...); err != nil {
 		return fmt.Errorf("prune containers and images: %w", err)
 	}

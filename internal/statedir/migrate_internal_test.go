@@ -1,0 +1,72 @@
+package statedir
+
+import (
+	"io/fs"
+	"os"
+	"path/filepath"
+	"testing"
+
+	"github.com/stretchr/testify/require"
+)
+
+// read returns every file under dir (relative) with its content.
+func read(t *testing.T, dir string) map[string]string {
+	t.Helper()
+	out := map[string]string{}
+	require.NoError(t, filepath.WalkDir(dir, func(p string, e fs.DirEntry, err error) error {
+		if err != nil || e.IsDir() {
+			return err
+		}
+		b, err := os.ReadFile(p)
+		rel, _ := filepath.Rel(dir, p)
+		out[rel] = string(b)
+		return err
+	}))
+	return out
+}
+
+// A migration a crash cut short is taken up again: a copy that was being
+// built is built again from the files (none was rewritten yet); a copy
+// that was complete is kept as it is (the files as they were, not as the
+// first migration left them), and the files left are rewritten.
+func TestMigrateAfterCrash(t *testing.T) {
+	for _, crash := range []string{"while copying", "while rewriting"} {
+		t.Run(crash, func(t *testing.T) {
+			d := Dir(filepath.Join(t.TempDir(), "state"))
+			require.NoError(t, os.CopyFS(string(d), os.DirFS("testdata/format1")))
+			orig := read(t, string(d))
+			files, err := d.versioned()
+			require.NoError(t, err)
+			require.Greater(t, len(files), 10)
+
+			switch crash {
+			case "while copying":
+				part := d.formatCopyPartial(1)
+				require.NoError(t, os.MkdirAll(filepath.Join(part, "services"), 0o700))
+				require.NoError(t, os.WriteFile(filepath.Join(part, "services", "half"), []byte("{"), 0o600))
+			case "while rewriting":
+				require.NoError(t, d.keepCopy(1, files))
+				for _, rel := range files[:len(files)/2] {
+					require.NoError(t, d.upgradeFile(rel))
+				}
+				require.NotEqual(t, orig, read(t, string(d)))
+			}
+			from, err := d.Migrate("v2", "c")
+			require.NoError(t, err)
+			require.Equal(t, 1, from)
+
+			copied := read(t, d.FormatCopy(1))
+			require.Len(t, copied, len(files))
+			for _, rel := range files {
+				require.Equal(t, orig[rel], copied[rel], "%s: the copy holds the file as it was", rel)
+				b, err := os.ReadFile(filepath.Join(string(d), rel))
+				require.NoError(t, err)
+				n, err := formatOf(filepath.Base(rel), b)
+				require.NoError(t, err)
+				require.Equal(t, Format, n, rel)
+			}
+			_, err = os.Stat(d.formatCopyPartial(1))
+			require.ErrorIs(t, err, fs.ErrNotExist, "no partial copy is left")
+		})
+	}
+}
