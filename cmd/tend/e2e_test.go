@@ -20,6 +20,7 @@ import (
 
 	"github.com/stretchr/testify/require"
 
+	"github.com/tend-dev/tend/internal/testkit/testdocker"
 	"github.com/tend-dev/tend/internal/testkit/testgit"
 	"github.com/tend-dev/tend/internal/testkit/testnode"
 )
@@ -44,7 +45,7 @@ func TestMain(m *testing.M) {
 	if err := build.Run(); err != nil {
 		panic(fmt.Sprintf("build tend: %v", err))
 	}
-	code := m.Run()
+	code := testdocker.Main(m) // stops the Docker Engine a container test started
 	os.RemoveAll(dir)
 	os.Exit(code)
 }
@@ -97,13 +98,27 @@ func newNode(t *testing.T, repoURL string, extra ...string) *node {
 // the exit code.
 func (n *node) tend(command string, extra ...string) (string, string, int) {
 	n.t.Helper()
+	return n.tendAt(tendBin, command, extra...)
+}
+
+// tendAt runs the tend binary bin (another build than the one under test)
+// as n.tend runs this one.
+func (n *node) tendAt(bin, command string, extra ...string) (string, string, int) {
+	n.t.Helper()
 	args := append(append([]string{command}, n.flags...), extra...)
-	return tend(n.t, args...)
+	return runTend(n.t, bin, args...)
 }
 
 func tend(t *testing.T, args ...string) (string, string, int) {
 	t.Helper()
-	cmd := exec.Command(tendBin, args...)
+	return runTend(t, tendBin, args...)
+}
+
+// runTend runs the tend binary bin with args and returns stdout, stderr
+// and the exit code.
+func runTend(t *testing.T, bin string, args ...string) (string, string, int) {
+	t.Helper()
+	cmd := exec.Command(bin, args...)
 	cmd.Env = append(os.Environ(), "TEND_CONFIG=")
 	var stdout, stderr bytes.Buffer
 	cmd.Stdout, cmd.Stderr = &stdout, &stderr
@@ -134,13 +149,24 @@ func (n *node) write(path, content string) {
 // with content and mode, to prove a failed run changed nothing.
 func (n *node) snapshot() map[string]string {
 	n.t.Helper()
+	return treeSnapshot(n.root, filepath.Join(n.state, "inventory.json"))
+}
+
+// treeSnapshot maps each file under paths (files or folders) to its mode
+// and content, or a symlink to its target.
+func treeSnapshot(paths ...string) map[string]string {
 	out := map[string]string{}
-	for _, dir := range []string{n.root, filepath.Join(n.state, "inventory.json")} {
+	for _, dir := range paths {
 		_ = filepath.WalkDir(dir, func(p string, d fs.DirEntry, err error) error {
 			if err != nil || d.IsDir() {
 				return nil
 			}
 			fi, _ := d.Info()
+			if fi != nil && fi.Mode()&fs.ModeSymlink != 0 {
+				target, _ := os.Readlink(p)
+				out[p] = fmt.Sprintf("%v %s", fi.Mode(), target)
+				return nil
+			}
 			b, _ := os.ReadFile(p)
 			out[p] = fmt.Sprintf("%v %s", fi.Mode(), b)
 			return nil

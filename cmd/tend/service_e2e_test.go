@@ -76,15 +76,25 @@ func servicePID(t testing.TB, stateDir, name string) int {
 		} `json:"proc"`
 	}
 	require.NoError(t, json.Unmarshal(b, &rec))
-	if syscall.Kill(rec.Proc.PID, 0) != nil {
+	if !processAlive(rec.Proc.PID) {
 		return 0
 	}
-	if st, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", rec.Proc.PID)); err == nil {
+	return rec.Proc.PID
+}
+
+// processAlive reports whether pid runs: it exists and is not a zombie (an
+// exited service whose parent, gone, left it to an init that does not
+// reap).
+func processAlive(pid int) bool {
+	if pid <= 0 || syscall.Kill(pid, 0) != nil {
+		return false
+	}
+	if st, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid)); err == nil {
 		if f := strings.Fields(string(st[strings.LastIndexByte(string(st), ')')+1:])); len(f) > 0 && f[0] == "Z" {
-			return 0
+			return false
 		}
 	}
-	return rec.Proc.PID
+	return true
 }
 
 // A commit whose service does not become healthy is rolled back and never
