@@ -9,10 +9,8 @@ import (
 	"net/url"
 	"os"
 	"strings"
-	"sync"
 	"time"
 
-	"github.com/tend-dev/tend/internal/backoff"
 	"github.com/tend-dev/tend/manifest"
 	"github.com/tend-dev/tend/rollout"
 	"github.com/tend-dev/tend/source"
@@ -21,74 +19,11 @@ import (
 // maxVerdictBytes caps what the agent reads of a hub's verdict.
 const maxVerdictBytes = 64 << 10
 
-// hubBackoff is how long a brakes hub that did not answer is left alone
-// after its n-th failure in a row: 1 minute, doubling to 5.
-var hubBackoff = backoff.Exponential{Initial: time.Minute, Max: 5 * time.Minute}
-
 // verdict is what the agent reads of the hub's GET /v1/verdict (see
 // hub.BrakesVerdict).
 type verdict struct {
 	Go     bool   `json:"go"`
 	Reason string `json:"reason"`
-}
-
-// hubDown remembers the brakes hub that last did not answer, so that a
-// hub that is down or hangs costs one bounded wait a back-off
-// (hubBackoff), not one a tick: every tick reverts drift, and the ticks
-// in between do so without waiting for the hub.
-type hubDown struct {
-	mu       sync.Mutex
-	hub      string    // its URL as the rollout names it; "" when every hub answered
-	why      string    // how it failed: "hub did not answer: URL"
-	at       time.Time // when the last question to it ended
-	failures int       // in a row
-	skipped  bool      // a tick decided without asking it since
-	// timeout bounds one question; zero means gateTimeout. Set before
-	// the first tick.
-	timeout time.Duration
-}
-
-// rests reports whether hub is to be left alone at now, and if so how it
-// last failed. A hub that did not answer is asked again neither by the
-// next tick that would ask it nor before hubBackoff has passed (a clock
-// set back before the failure has it asked at once).
-func (d *hubDown) rests(hub string, now time.Time) (string, bool) {
-	d.mu.Lock()
-	defer d.mu.Unlock()
-	passed := !now.Before(d.at.Add(hubBackoff.Delay(d.failures))) || now.Before(d.at)
-	if d.hub != hub || d.skipped && passed {
-		return "", false
-	}
-	d.skipped = true
-	return d.why, true
-}
-
-// failed records that hub did not answer a question that ended at now.
-func (d *hubDown) failed(hub, why string, now time.Time) {
-	d.mu.Lock()
-	defer d.mu.Unlock()
-	if d.hub != hub {
-		d.hub, d.failures = hub, 0
-	}
-	d.why, d.at, d.skipped = why, now, false
-	d.failures++
-}
-
-// answered records that hub answered.
-func (d *hubDown) answered(hub string) {
-	d.mu.Lock()
-	defer d.mu.Unlock()
-	if d.hub == hub {
-		d.hub = ""
-	}
-}
-
-// wait bounds one question to a brakes hub.
-func (d *hubDown) wait() time.Duration {
-	if d.timeout > 0 {
-		return d.timeout
-	}
-	return gateTimeout
 }
 
 // askBrakes asks the hub of b for the verdict on release revision in the
@@ -97,7 +32,7 @@ func (d *hubDown) wait() time.Duration {
 // asked again at the next tick, and a verdict is never reused: a "go" is
 // taken by the tick that hears it, or asked for again. A hub that does
 // not answer, or answers 5xx, holds the release unless b says onHubDown:
-// proceed, and is then left alone for a while (see hubDown.rests): the
+// proceed, and is then left alone for a while (see serverDown.rests): the
 // ticks in between decide as onHubDown says without asking, with the
 // same reason.
 func (r *Reconciler) askBrakes(ctx context.Context, b *manifest.Brakes, wave int, revision string) string {
@@ -109,28 +44,25 @@ func (r *Reconciler) askBrakes(ctx context.Context, b *manifest.Brakes, wave int
 		}
 		return why + " (onHubDown: hold)"
 	}
-	if why, ok := r.brakesDown.rests(b.Hub, r.now()); ok {
+	why, hubIsDown := r.brakesDown.ask(b.Hub, r.now, func(wait time.Duration) (string, bool) {
+		return r.askHub(ctx, b, rollout.BrakesQuery(b, wave, revision), wait)
+	})
+	if hubIsDown {
 		return down(why)
 	}
-	why, answered := r.askHub(ctx, b, rollout.BrakesQuery(b, wave, revision))
-	if !answered {
-		r.brakesDown.failed(b.Hub, why, r.now())
-		return down(why)
-	}
-	r.brakesDown.answered(b.Hub)
 	return why
 }
 
-// askHub asks b's hub q, with the device's report token when
-// report.tokenFile names one and report.url is on the same hub (scheme
-// and host): a token is never sent where the agent does not report. It
-// returns "" to go or why the release waits, and whether the hub
-// answered: a hub that could not be reached, did not answer in time, or
-// answered 5xx did not.
-func (r *Reconciler) askHub(ctx context.Context, b *manifest.Brakes, q rollout.VerdictQuery) (why string, answered bool) {
+// askHub asks b's hub q, waiting no longer than wait, with the device's
+// report token when report.tokenFile names one and report.url is on the
+// same hub (scheme and host): a token is never sent where the agent does
+// not report. It returns "" to go or why the release waits, and whether
+// the hub answered: a hub that could not be reached, did not answer in
+// time, or answered 5xx did not.
+func (r *Reconciler) askHub(ctx context.Context, b *manifest.Brakes, q rollout.VerdictQuery, wait time.Duration) (why string, answered bool) {
 	u := strings.TrimSuffix(b.Hub, "/") + "/v1/verdict?" + q.Encode()
 	shown := source.RedactURL(b.Hub)
-	ctx, cancel := context.WithTimeout(ctx, r.brakesDown.wait())
+	ctx, cancel := context.WithTimeout(ctx, wait)
 	defer cancel()
 	req, err := http.NewRequestWithContext(ctx, http.MethodGet, u, nil)
 	if err != nil {

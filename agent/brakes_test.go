@@ -3,13 +3,10 @@ package agent
 import (
 	"context"
 	"fmt"
-	"net"
-	"net/http"
 	"net/http/httptest"
 	"os"
 	"path/filepath"
 	"sync"
-	"sync/atomic"
 	"testing"
 	"time"
 
@@ -142,28 +139,6 @@ func TestBrakesTokenGoesOnlyToTheReportHub(t *testing.T) {
 	require.False(t, sameOrigin("https://hub.example:8420/v1/reports", "http://hub.example:8420"))
 }
 
-// quietHub stands in front of a real hub: until up, it takes each
-// question and never answers it (the asker gives up); then the hub
-// answers. asked counts the questions, and got hears of each.
-type quietHub struct {
-	hub   http.Handler
-	up    atomic.Bool
-	asked atomic.Int64
-	got   chan struct{}
-}
-
-func (q *quietHub) ServeHTTP(w http.ResponseWriter, r *http.Request) {
-	if r.URL.Path == "/v1/verdict" {
-		q.asked.Add(1)
-		q.got <- struct{}{}
-	}
-	if !q.up.Load() {
-		<-r.Context().Done() // the device gave up
-		return
-	}
-	q.hub.ServeHTTP(w, r)
-}
-
 const quietRollout = "apiVersion: tend.dev/v1alpha1\nkind: Rollout\nmetadata: {name: default}\nspec:\n  selector: {}\n" +
 	"  waves:\n    - selector: {matchLabels: {ring: canary}}\n    - {percent: 100}\n" +
 	"  brakes: {hub: %q, minApplied: 1, onHubDown: %s}\n"
@@ -192,15 +167,8 @@ func TestBrakesHubDownCostsOneWait(t *testing.T) {
 			at := time.Date(2026, 12, 3, 12, 0, 0, 0, time.UTC)
 			srv, err := hub.NewServer(store, hub.Options{PublicRead: true, Now: func() time.Time { return at }})
 			require.NoError(t, err)
-			quiet := &quietHub{hub: srv, got: make(chan struct{}, 16)}
-			web := httptest.NewUnstartedServer(quiet)
-			defer web.Close()
-			addr := web.Listener.Addr().String()
-			if tt.hangs {
-				web.Start()
-			} else {
-				require.NoError(t, web.Listener.Close())
-			}
+			quiet := &quietServer{next: srv, got: make(chan struct{}, 16)}
+			addr, reopen := serveQuiet(t, quiet, tt.hangs)
 			wave0 := 0
 			canaryRuns := func(rev string) {
 				t.Helper()
@@ -258,12 +226,7 @@ func TestBrakesHubDownCostsOneWait(t *testing.T) {
 			// The hub is back, but the next tick does not ask it: it
 			// decides at once, as onHubDown says.
 			quiet.up.Store(true)
-			if !tt.hangs {
-				l, err := net.Listen("tcp", addr)
-				require.NoError(t, err)
-				web.Listener = l
-				web.Start()
-			}
+			reopen()
 			if tt.onHubDown == manifest.OnHubDownProceed {
 				canaryRuns(commit("v3"))
 			}
@@ -283,7 +246,7 @@ func TestBrakesHubDownCostsOneWait(t *testing.T) {
 			// Once the back-off has passed, the hub is asked, and its
 			// verdict counts: go for a release the canary runs, wait for
 			// one it has not.
-			clock.add(hubBackoff.Delay(1))
+			clock.add(serverDownBackoff.Delay(1))
 			var v4 string
 			if tt.onHubDown == manifest.OnHubDownProceed {
 				v4 = commit("v4")
@@ -305,43 +268,4 @@ func TestBrakesHubDownCostsOneWait(t *testing.T) {
 			}
 		})
 	}
-}
-
-// A hub that did not answer is left alone by the next question and for
-// the back-off, which doubles with each failure in a row; an answer, a
-// clock set back or another hub end the rest.
-func TestHubDownRests(t *testing.T) {
-	const a, b = "https://a.example", "https://b.example"
-	at := time.Date(2026, 12, 3, 12, 0, 0, 0, time.UTC)
-	var d hubDown
-	_, ok := d.rests(a, at)
-	require.False(t, ok, "a hub that never failed is asked")
-
-	d.failed(a, "hub did not answer: "+a, at)
-	why, ok := d.rests(a, at.Add(time.Hour))
-	require.True(t, ok, "the next question is not asked, however late")
-	require.Equal(t, "hub did not answer: "+a, why)
-	_, ok = d.rests(a, at.Add(time.Minute-time.Nanosecond))
-	require.True(t, ok)
-	_, ok = d.rests(b, at)
-	require.False(t, ok, "another hub is asked")
-	_, ok = d.rests(a, at.Add(time.Minute))
-	require.False(t, ok, "asked again once the back-off has passed")
-
-	d.failed(a, "hub did not answer: "+a, at)
-	_, ok = d.rests(a, at)
-	require.True(t, ok)
-	_, ok = d.rests(a, at.Add(time.Minute))
-	require.True(t, ok, "the second failure in a row doubles the back-off")
-	_, ok = d.rests(a, at.Add(-time.Second))
-	require.False(t, ok, "a clock set back before the failure asks at once")
-
-	d.answered(a)
-	_, ok = d.rests(a, at)
-	require.False(t, ok, "a hub that answered is asked")
-	d.failed(a, "hub did not answer: "+a, at)
-	_, ok = d.rests(a, at)
-	require.True(t, ok)
-	_, ok = d.rests(a, at.Add(time.Minute))
-	require.False(t, ok, "an answer starts the back-off over")
 }

@@ -67,7 +67,8 @@ type Reconciler struct {
 	observations atomic.Int64
 	src          sourceOnce // the fleet's source, built once (see fetcher)
 	verify       verifierOnce
-	brakesDown   hubDown // the brakes' hub that did not answer, left alone a while
+	brakesDown   serverDown // the brakes' hub that did not answer, left alone a while
+	gateDown     serverDown // the rollout's gate that did not answer, left alone a while
 
 	Config *manifest.AgentConfig
 	Logger *slog.Logger

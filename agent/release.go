@@ -127,7 +127,7 @@ func (r *Reconciler) decide(ctx context.Context, t *tick) error {
 			}
 		}
 		if d.Take && comp.Rollout.Spec.Gate != nil {
-			if why := askGate(ctx, comp.Rollout.Spec.Gate.URL, r.Config.Device, d.Wave, snap.Revision.Commit); why != "" {
+			if why := r.askGate(ctx, comp.Rollout.Spec.Gate.URL, d.Wave, snap.Revision.Commit); why != "" {
 				d.Take, d.Cause, d.Reason = false, rollout.CauseGate, "held: "+why
 			}
 		}
@@ -252,33 +252,52 @@ func (r *Reconciler) seeRelease(t *tick, key string, now time.Time) (time.Time, 
 // gateTimeout bounds one question to a rollout's gate.
 const gateTimeout = 10 * time.Second
 
-// askGate GETs a rollout's gate URL, with {revision} (the commit),
-// {device} and {wave} filled in: 200 means go, and it returns "". Any
-// other answer, or none, says why the release waits; it is asked again
-// at the next tick.
-func askGate(ctx context.Context, raw, device string, wave int, commit string) string {
-	u := strings.NewReplacer("{revision}", url.QueryEscape(commit), "{device}", url.QueryEscape(device),
+// askGate asks a rollout's gate (raw, its URL) whether the device, of
+// wave, takes commit: it returns "" to go, or why the release waits; it
+// is asked again at the next tick. A gate that does not answer holds the
+// release and is then left alone for a while (see serverDown.rests): the
+// ticks in between hold it with the same reason without asking. A gate
+// is known by the URL it is asked at, so a new commit asks at once.
+func (r *Reconciler) askGate(ctx context.Context, raw string, wave int, commit string) string {
+	u := gateURL(raw, r.Config.Device, wave, commit)
+	why, _ := r.gateDown.ask(u, r.now, func(wait time.Duration) (string, bool) {
+		return getGate(ctx, u, wait)
+	})
+	return why
+}
+
+// gateURL is a gate's URL raw with {revision} (the commit), {device} and
+// {wave} filled in.
+func gateURL(raw, device string, wave int, commit string) string {
+	return strings.NewReplacer("{revision}", url.QueryEscape(commit), "{device}", url.QueryEscape(device),
 		"{wave}", strconv.Itoa(wave)).Replace(raw)
-	ctx, cancel := context.WithTimeout(ctx, gateTimeout)
+}
+
+// getGate GETs a gate's URL u, waiting no longer than wait: 200 means go,
+// and it returns "". Any other answer, or none, says why the release
+// waits. answered is false when the gate could not be reached or did not
+// answer in time.
+func getGate(ctx context.Context, u string, wait time.Duration) (why string, answered bool) {
+	ctx, cancel := context.WithTimeout(ctx, wait)
 	defer cancel()
 	req, err := http.NewRequestWithContext(ctx, http.MethodGet, u, nil)
 	if err != nil {
-		return "gate " + source.RedactURL(u) + ": " + err.Error()
+		return "gate " + source.RedactURL(u) + ": " + err.Error(), true
 	}
 	resp, err := gateClient.Do(req)
 	if err != nil {
 		var refused *gateRefusal
 		if errors.As(err, &refused) {
-			return "gate " + source.RedactURL(u) + ": " + refused.Error()
+			return "gate " + source.RedactURL(u) + ": " + refused.Error(), true
 		}
-		return "gate did not answer: " + source.RedactURL(u)
+		return "gate did not answer: " + source.RedactURL(u), false
 	}
 	_, _ = io.Copy(io.Discard, io.LimitReader(resp.Body, 64<<10))
 	_ = resp.Body.Close()
 	if resp.StatusCode != http.StatusOK {
-		return fmt.Sprintf("gate answered %d", resp.StatusCode)
+		return fmt.Sprintf("gate answered %d", resp.StatusCode), true
 	}
-	return ""
+	return "", true
 }
 
 // gateClient asks gates: it follows a redirect only to the same scheme and

@@ -259,12 +259,15 @@ func TestGateRefusesOtherOriginsAndLinkLocal(t *testing.T) {
 		}
 	}))
 	defer gate.Close()
-	ctx := context.Background()
-	require.Empty(t, askGate(ctx, gate.URL+"/moved", "cam-017", 0, "abc"), "a redirect within the gate's origin")
-	require.Contains(t, askGate(ctx, gate.URL+"/away", "cam-017", 0, "abc"),
+	askGate := func(u string) string {
+		why, _ := getGate(context.Background(), u, gateTimeout)
+		return why
+	}
+	require.Empty(t, askGate(gate.URL+"/moved"), "a redirect within the gate's origin")
+	require.Contains(t, askGate(gate.URL+"/away"),
 		"redirected to another origin, "+elsewhere.URL+"; a gate answers itself")
 	// Refused before any packet is sent: the dialer's check runs before connect.
-	require.Contains(t, askGate(ctx, "http://169.254.169.254/latest/meta-data", "cam-017", 0, "abc"),
+	require.Contains(t, askGate("http://169.254.169.254/latest/meta-data"),
 		"169.254.169.254 is a link-local address; a gate may not be there")
 }
 
