@@ -52,9 +52,9 @@ func binaries(t *testing.T, platforms ...string) ([]release.Binary, map[string][
 	return bins, data
 }
 
-// Archive reads the OCI layout archive at path: the index its index.json
+// readArchive reads the OCI layout archive at path: the index its index.json
 // names, and that name.
-func Archive(t *testing.T, path string) (v1.ImageIndex, string) {
+func readArchive(t *testing.T, path string) (v1.ImageIndex, string) {
 	t.Helper()
 	dir := t.TempDir()
 	f, err := os.Open(path)
@@ -91,9 +91,9 @@ func Archive(t *testing.T, path string) (v1.ImageIndex, string) {
 	return idx, desc.Annotations[release.AnnotationRefName]
 }
 
-// Layer returns the files of img's single layer, name → content ("" for
+// layerFiles returns the files of img's single layer, name → content ("" for
 // a folder), and their modes.
-func Layer(t *testing.T, img v1.Image) (map[string]string, map[string]int64) {
+func layerFiles(t *testing.T, img v1.Image) (map[string]string, map[string]int64) {
 	t.Helper()
 	layers, err := img.Layers()
 	require.NoError(t, err)
@@ -134,7 +134,7 @@ func TestImage(t *testing.T) {
 	digest, err := im.WriteArchive(out)
 	require.NoError(t, err)
 
-	idx, ref := Archive(t, out)
+	idx, ref := readArchive(t, out)
 	require.Equal(t, "v1.2.3", ref)
 	got, err := idx.Digest()
 	require.NoError(t, err)
@@ -167,7 +167,7 @@ func TestImage(t *testing.T) {
 		require.True(t, cf.Created.Equal(created))
 		require.Equal(t, desc.Platform.Architecture, cf.Architecture)
 		require.Equal(t, desc.Platform.Variant, cf.Variant)
-		files, modes := Layer(t, img)
+		files, modes := layerFiles(t, img)
 		require.Equal(t, map[string]string{"tmp/": "", "usr/": "", "usr/local/": "", "usr/local/bin/": "",
 			"usr/local/bin/tend": string(data[platforms[i]])}, files)
 		require.Equal(t, int64(0o1777), modes["tmp/"])
@@ -251,7 +251,7 @@ func TestImageRunsInDocker(t *testing.T) {
 	require.NoError(t, err)
 	digest, err := v1.NewHash(strings.TrimSpace(string(b)))
 	require.NoError(t, err, "imagetool prints the index digest")
-	idx, _ := Archive(t, archive)
+	idx, _ := readArchive(t, archive)
 	got, err := idx.Digest()
 	require.NoError(t, err)
 	require.Equal(t, digest, got)
