@@ -20,10 +20,14 @@ var (
 
 // build is what `tend version` says of this binary.
 type build struct {
-	Version  string // the ldflags version, else the module's (a tag, or a pseudo-version of the commit), else "dev"
-	Commit   string // the ldflags commit, else vcs.revision, else the pseudo-version's; "" when unknown
-	Time     string // vcs.time: when the commit was made; "" when unknown
-	Modified bool   // vcs.modified: built from a tree with uncommitted changes
+	Version string // the ldflags version, else the module's (a tag, or a pseudo-version of the commit), else "dev"
+	Commit  string // the ldflags commit, else vcs.revision, else the pseudo-version's; "" when unknown
+	Time    string // vcs.time: when the commit was made; "" when unknown
+	// Tag is the module version when it is a tag and no commit is known
+	// (go install …@v0.1.0 stamps the version, not the commit): the
+	// commit is the tag's, which the binary cannot name.
+	Tag      string
+	Modified bool // vcs.modified: built from a tree with uncommitted changes
 }
 
 // pseudoRev is the revision at the end of a pseudo-version,
@@ -51,6 +55,8 @@ func buildInfo(ldVersion, ldCommit string, bi *debug.BuildInfo) build {
 			b.Version = v
 			if m := pseudoRev.FindStringSubmatch(v); b.Commit == "" && m != nil {
 				b.Commit = m[1]
+			} else if b.Commit == "" && m == nil {
+				b.Tag = v
 			}
 		}
 	}
@@ -67,11 +73,15 @@ func thisBuild() build {
 }
 
 // line is what `tend version` prints, given the Go version and platform:
-// tend v0.4.0 (commit 0123…, 2026-01-02T15:04:05Z, modified, go1.26.0 linux/arm64).
+// tend v0.4.0 (commit 0123…, 2026-01-02T15:04:05Z, modified, go1.26.0 linux/arm64),
+// or, built by go install …@v0.4.0, tend v0.4.0 (commit of tag v0.4.0, …).
 func (b build) line(goVersion, platform string) string {
 	var s strings.Builder
 	c := b.Commit
-	if c == "" {
+	switch {
+	case c == "" && b.Tag != "":
+		c = "of tag " + b.Tag
+	case c == "":
 		c = "unknown"
 	}
 	fmt.Fprintf(&s, "tend %s (commit %s", b.Version, c)
@@ -89,9 +99,10 @@ func newVersionCommand() *cobra.Command {
 	return &cobra.Command{
 		Use:   "version",
 		Short: "Print the version, commit and Go version",
-		Long: "version prints the version and commit set at build time (make build), or else what the Go\n" +
-			"toolchain stamped: the Git commit, its time and whether the tree had uncommitted changes\n" +
-			"(go build in a checkout), or the module's version (go install …@version).",
+		Long: "version prints the version and commit set at build time (make build, make release), or else\n" +
+			"what the Go toolchain stamped: the Git commit, its time and whether the tree had uncommitted\n" +
+			"changes (go build in a checkout), or the module's version (go install …@version), whose commit\n" +
+			"it names as the tag's (commit of tag v0.1.0) or, for a pseudo-version, by its short hash.",
 		Args: cobra.NoArgs,
 		Run: func(cmd *cobra.Command, _ []string) {
 			fmt.Fprintln(cmd.OutOrStdout(), thisBuild().line(runtime.Version(), runtime.GOOS+"/"+runtime.GOARCH))
