@@ -121,8 +121,8 @@ func (r *Reconciler) writeOnceStatus(res *Result, err error, version string) err
 func previousStatus(stateDir string) (status.Status, bool) {
 	var s status.Status
 	b, _, err := status.ReadLast(stateDir)
-	if err != nil || json.Unmarshal(b, &s) != nil {
-		return s, false
+	if err != nil || json.Unmarshal(b, &s) != nil || s.FormatVersion != status.FormatVersion {
+		return s, false // a document of another version is not carried over into this one's
 	}
 	return s, true
 }

@@ -214,6 +214,9 @@ func releaseKey(d planner.Desired) string {
 func (r *Reconciler) firstSeen(key string, now time.Time, record bool) (time.Time, error) {
 	var seen releases
 	if _, err := statedir.ReadJSON(statedir.Dir(r.Config.StateDir).Releases(), &seen); err != nil {
+		if _, newer := errors.AsType[*statedir.NewerError](err); newer {
+			return now, err // a newer tend's record is not written over
+		}
 		r.logger().Warn("forgetting when releases were first seen", keyReason, err.Error())
 		seen = nil
 	}

@@ -2,6 +2,7 @@ package agent
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"path/filepath"
 	"slices"
@@ -216,6 +217,9 @@ func lockKey(key string) string { return "lock:" + key }
 func (r *Reconciler) lockHeldSince(key string, now time.Time, record bool) (time.Time, error) {
 	var seen releases
 	if _, err := statedir.ReadJSON(statedir.Dir(r.Config.StateDir).Releases(), &seen); err != nil {
+		if _, newer := errors.AsType[*statedir.NewerError](err); newer {
+			return now, err // a newer tend's record is not written over
+		}
 		r.logger().Warn("forgetting since when update locks hold the release", keyReason, err.Error())
 		seen = nil
 	}

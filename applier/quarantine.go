@@ -77,7 +77,9 @@ func LoadQuarantine(stateDir string) (map[string]Quarantined, error) {
 // may follow, each with its own entry, in one write.
 func Quarantine(stateDir, commit string, q Quarantined, more ...Keyed) error {
 	all, err := LoadQuarantine(stateDir)
-	if err != nil {
+	if _, newer := errors.AsType[*statedir.NewerError](err); newer {
+		return err // a newer tend's record is not written over
+	} else if err != nil {
 		all = map[string]Quarantined{}
 	}
 	all[commit] = q

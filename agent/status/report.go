@@ -20,6 +20,7 @@ import (
 	"github.com/hashicorp/go-retryablehttp"
 
 	"github.com/tend-dev/tend/internal/backoff"
+	"github.com/tend-dev/tend/internal/statedir"
 	"github.com/tend-dev/tend/manifest"
 )
 
@@ -165,6 +166,9 @@ func NewReporter(cfg manifest.Report, stateDir string, log *slog.Logger) (*Repor
 	r.client = c
 
 	if r.last, err = readReportCache(stateDir); err != nil {
+		if _, newer := errors.AsType[*statedir.NewerError](err); newer {
+			return nil, err // a newer tend's cache is not written over
+		}
 		// Only costs one post that may not have been needed.
 		r.log.Warn("ignoring the report cache; the status will be posted at once", keyError, err.Error())
 	}

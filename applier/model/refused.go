@@ -1,6 +1,7 @@
 package model
 
 import (
+	"errors"
 	"fmt"
 	"time"
 
@@ -60,7 +61,9 @@ func (d *Driver) refused(digest string, limit int64) error {
 // refuse records that digest unpacked past limit bytes.
 func (d *Driver) refuse(name, digest string, limit int64, cause error) error {
 	all, err := d.refusals()
-	if err != nil {
+	if _, newer := errors.AsType[*statedir.NewerError](err); newer {
+		return err // a newer tend's record is not written over
+	} else if err != nil {
 		all = map[string]refusal{}
 	}
 	all[digest] = refusal{Model: name, Limit: limit, Reason: cause.Error(), At: d.now().UTC()}

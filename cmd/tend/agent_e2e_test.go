@@ -33,12 +33,19 @@ type runningAgent struct {
 
 func startAgent(t *testing.T, n *node, extra ...string) *runningAgent {
 	t.Helper()
+	return startAgentAt(t, n, tendBin, extra...)
+}
+
+// startAgentAt starts the agent of the tend binary bin (another release
+// of tend) as startAgent does.
+func startAgentAt(t *testing.T, n *node, bin string, extra ...string) *runningAgent {
+	t.Helper()
 	a := &runningAgent{t: t, addr: freeAddr(t), log: filepath.Join(t.TempDir(), "agent.log")}
 	f, err := os.Create(a.log)
 	require.NoError(t, err)
 	defer f.Close()
 	args := append(append([]string{"agent"}, n.flags...), append([]string{"--listen", a.addr, "--jitter", "0s"}, extra...)...)
-	a.cmd = exec.Command(tendBin, args...)
+	a.cmd = exec.Command(bin, args...)
 	a.cmd.Stdout, a.cmd.Stderr = f, f
 	require.NoError(t, a.cmd.Start())
 	t.Cleanup(func() { _ = a.cmd.Process.Kill(); _ = a.cmd.Wait() })

@@ -65,6 +65,7 @@ func newRootCommand() *cobra.Command {
 		newSuspendCommand(g),
 		newResumeCommand(g),
 		newRetryCommand(g),
+		newStateCommand(g),
 		newPlanCommand(g),
 		newApplyCommand(g),
 		newAgentCommand(g),

@@ -8,7 +8,9 @@ import (
 	"io/fs"
 	"os"
 	"path/filepath"
+	"regexp"
 	"strconv"
+	"strings"
 
 	"github.com/tend-dev/tend/internal/atomicfile"
 )
@@ -66,13 +68,21 @@ func (d Dir) formatCopyPartial(from int) string { return d.FormatCopy(from) + ".
 type NewerError struct {
 	Path   string // the file that says so
 	Format int    // the format it is in
-	Tend   string // the tend that wrote it, when known (from FormatFile)
+	Tend   string // the version of the tend that wrote it, when known (from FormatFile)
+	Commit string // its commit, when known
 }
+
+// release matches a release's version (what a user can install by name).
+var release = regexp.MustCompile(`^v\d+\.\d+\.\d+(?:-[0-9A-Za-z.-]+)?$`)
 
 func (e *NewerError) Error() string {
 	by, install := "a newer tend", "the tend that wrote it"
-	if e.Tend != "" {
+	switch {
+	case release.MatchString(e.Tend):
 		by, install = "tend "+e.Tend, "tend "+e.Tend+" or later"
+	case e.Tend != "" || e.Commit != "":
+		by = "tend " + strings.TrimSpace(e.Tend+" (commit "+e.Commit+")")
+		install = fmt.Sprintf("a tend that reads format %d, such as the one that wrote it", e.Format)
 	}
 	return fmt.Sprintf("%s is in state format %d, written by %s; this tend reads format %d and older: "+
 		"install %s on this node (this tend changed nothing)", e.Path, e.Format, by, Format, install)
@@ -114,7 +124,7 @@ func (d Dir) Check() error {
 		return err
 	}
 	if n > Format {
-		return &NewerError{Path: d.Format(), Format: n, Tend: m.Tend}
+		return &NewerError{Path: d.Format(), Format: n, Tend: m.Tend, Commit: m.Commit}
 	}
 	return nil
 }
@@ -130,11 +140,25 @@ func Encode(name string, v any) ([]byte, error) {
 	if err := enc.Encode(v); err != nil {
 		return nil, err
 	}
-	data, err := upgrade(name, bytes.TrimSpace(b.Bytes()), 1)
+	data, err := current(name, bytes.TrimSpace(b.Bytes()))
 	if err != nil {
 		return nil, fmt.Errorf("encode %s: %w", name, err)
 	}
 	return indent(data)
+}
+
+// current returns data, the JSON of a value of the file called name as
+// this tend's code has it, in this tend's format: a collection wrapped
+// under its key, anything else an object with formatVersion first.
+func current(name string, data []byte) ([]byte, error) {
+	if key, ok := collections[name]; ok {
+		var b bytes.Buffer
+		fmt.Fprintf(&b, `{%q:"%d",%q:`, formatKey, Format, key)
+		b.Write(data)
+		b.WriteByte('}')
+		return b.Bytes(), nil
+	}
+	return setFormat(data, Format)
 }
 
 func indent(data []byte) ([]byte, error) {
@@ -158,7 +182,17 @@ func Decode(file string, data []byte, v any) error {
 	if n > Format {
 		return &NewerError{Path: file, Format: n}
 	}
-	if key, ok := collections[name]; ok && n >= 2 {
+	if n < Format {
+		// An older format is read as it would be once migrated.
+		var compact bytes.Buffer
+		if err := json.Compact(&compact, data); err != nil {
+			return fmt.Errorf("%w: %s: %v", ErrCorrupt, file, err)
+		}
+		if data, err = upgrade(name, compact.Bytes(), n); err != nil {
+			return fmt.Errorf("%w: %s: %v", ErrCorrupt, file, err)
+		}
+	}
+	if key, ok := collections[name]; ok {
 		var wrap map[string]json.RawMessage
 		if err := json.Unmarshal(data, &wrap); err != nil {
 			return fmt.Errorf("%w: %s: %v", ErrCorrupt, file, err)

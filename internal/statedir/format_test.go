@@ -2,6 +2,7 @@ package statedir_test
 
 import (
 	"bytes"
+	"fmt"
 	"io/fs"
 	"os"
 	"path/filepath"
@@ -34,7 +35,26 @@ func fixture(t *testing.T) statedir.Dir {
 		}
 		return os.Chmod(p, mode)
 	}))
+	for dir, mode := range map[string]fs.FileMode{".": statedir.Mode, "models": 0o755, "models/detector": 0o755, "services": 0o700, "services/infer": 0o700} {
+		require.NoError(t, os.Chmod(filepath.Join(dst, dir), mode))
+	}
 	return statedir.Dir(dst)
+}
+
+// modes returns the mode of every folder under dir (relative).
+func modes(t *testing.T, dir string) map[string]fs.FileMode {
+	t.Helper()
+	out := map[string]fs.FileMode{}
+	require.NoError(t, filepath.WalkDir(dir, func(p string, e fs.DirEntry, err error) error {
+		if err != nil || !e.IsDir() {
+			return err
+		}
+		fi, err := e.Info()
+		rel, _ := filepath.Rel(dir, p)
+		out[rel] = fi.Mode()
+		return err
+	}))
+	return out
 }
 
 // files returns every file under dir (relative) with its content.
@@ -104,9 +124,9 @@ func TestMigrateFormat1(t *testing.T) {
 	require.NoError(t, err)
 	require.Equal(t, 1, n, "no marker is format 1")
 
-	from, err := d.Migrate("v9.9.9", "0123abc")
+	mig, err := d.Migrate("v9.9.9", "0123abc")
 	require.NoError(t, err)
-	require.Equal(t, 1, from)
+	require.Equal(t, statedir.Migration{From: 1, Copy: d.FormatCopy(1)}, mig)
 
 	n, m, err := d.ReadMarker()
 	require.NoError(t, err)
@@ -143,9 +163,9 @@ func TestMigrateFormat1(t *testing.T) {
 		require.Equal(t, orig[rel], copied[rel], "%s: the copy holds the file as it was", rel)
 	}
 
-	from, err = d.Migrate("v9.9.10", "4567def")
+	mig, err = d.Migrate("v9.9.10", "4567def")
 	require.NoError(t, err)
-	require.Equal(t, statedir.Format, from)
+	require.Equal(t, statedir.Migration{From: statedir.Format}, mig)
 	after := files(t, string(d))
 	require.Equal(t, now, after, "a migrated stateDir is not migrated again")
 
@@ -158,9 +178,9 @@ func TestMigrateFormat1(t *testing.T) {
 // A stateDir no tend has run on (missing, or empty) gets the marker alone.
 func TestMigrateNew(t *testing.T) {
 	d := statedir.Dir(filepath.Join(t.TempDir(), "state"))
-	from, err := d.Migrate("v1", "c")
+	mig, err := d.Migrate("v1", "c")
 	require.NoError(t, err)
-	require.Equal(t, 1, from)
+	require.Equal(t, statedir.Migration{From: 1}, mig, "nothing to copy")
 	require.Equal(t, map[string]string{statedir.FormatFile: "{\n  \"formatVersion\": \"" + strconv.Itoa(statedir.Format) +
 		"\",\n  \"tend\": \"v1\",\n  \"commit\": \"c\"\n}\n"}, files(t, string(d)))
 }
@@ -177,7 +197,7 @@ func TestNewerFormatRefused(t *testing.T) {
 	err := d.Check()
 	var ne *statedir.NewerError
 	require.ErrorAs(t, err, &ne)
-	require.Equal(t, statedir.NewerError{Path: d.Format(), Format: statedir.Format + 1, Tend: "v0.9.0"}, *ne)
+	require.Equal(t, statedir.NewerError{Path: d.Format(), Format: statedir.Format + 1, Tend: "v0.9.0", Commit: "abc"}, *ne)
 	require.EqualError(t, err, d.Format()+" is in state format "+newer+", written by tend v0.9.0; this tend reads format "+
 		strconv.Itoa(statedir.Format)+" and older: install tend v0.9.0 or later on this node (this tend changed nothing)")
 
@@ -257,4 +277,86 @@ func TestCorruptMarker(t *testing.T) {
 		require.ErrorIs(t, err, statedir.ErrCorrupt)
 		require.ErrorContains(t, err, c.want)
 	}
+}
+
+// The copy's folders have the modes of the originals (0711 stateDir,
+// 0755 models: services of other users reach model versions through
+// them), so that restoring it changes none.
+func TestCopyKeepsFolderModes(t *testing.T) {
+	d := fixture(t)
+	_, err := d.Migrate("v1", "c")
+	require.NoError(t, err)
+	copied, orig := modes(t, d.FormatCopy(1)), modes(t, string(d))
+	for rel, mode := range copied {
+		if rel == "." {
+			continue
+		}
+		require.Equal(t, orig[rel], mode, "%s in the copy", rel)
+	}
+	require.Equal(t, fs.ModeDir|0o755, copied["models"])
+}
+
+// Putting the copy back leaves the stateDir as the older tend left it:
+// every file as it was, with its mode, the folders' modes unchanged, a
+// file written since in the new format removed, no marker, no copy. With
+// no copy, it says why and what to do.
+func TestRestoreFormatCopy(t *testing.T) {
+	d := fixture(t)
+	orig, dirs := files(t, string(d)), modes(t, string(d))
+	_, err := d.Migrate("v1", "c")
+	require.NoError(t, err)
+	require.NoError(t, statedir.WriteJSON(d.Services().Service("new"), statedir.ServiceFile, map[string]int{"replicas": 1}, 0o644))
+
+	removed, err := d.RestoreFormatCopy(1)
+	require.NoError(t, err)
+	require.Equal(t, []string{"services/new/service.json"}, removed)
+	got := files(t, string(d))
+	require.Equal(t, orig, got)
+	after := modes(t, string(d))
+	delete(after, "services/new")
+	require.Equal(t, dirs, after)
+	fi, err := os.Stat(filepath.Join(string(d), "blobs/trees/sha256/bbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbb/entries.json"))
+	require.NoError(t, err)
+	require.Equal(t, fs.FileMode(0o444), fi.Mode())
+
+	_, err = d.RestoreFormatCopy(1)
+	require.ErrorContains(t, err, "no copy of state format 1 in "+d.FormatCopy(1)+": the first apply that succeeded after the migration removed it")
+}
+
+// A copy left from an earlier migration (restored, then the older tend
+// ran on) is not taken for this one's: while no file is rewritten yet,
+// the copy is built again from the files as they are.
+func TestStaleCopyIsBuiltAgain(t *testing.T) {
+	d := fixture(t)
+	require.NoError(t, os.MkdirAll(d.FormatCopy(1), 0o700))
+	require.NoError(t, os.WriteFile(filepath.Join(d.FormatCopy(1), statedir.InventoryFile), []byte(`{"formatVersion":"1","resources":{}}`), 0o600))
+	inv, err := os.ReadFile(d.Inventory())
+	require.NoError(t, err)
+	_, err = d.Migrate("v1", "c")
+	require.NoError(t, err)
+	copied, err := os.ReadFile(filepath.Join(d.FormatCopy(1), statedir.InventoryFile))
+	require.NoError(t, err)
+	require.Equal(t, string(inv), string(copied))
+}
+
+// A stateDir without a marker holding a file a newer tend wrote (its
+// migration cut short) is refused, naming the file, and nothing changes.
+func TestMigrateRefusesANewerFile(t *testing.T) {
+	d := fixture(t)
+	newer := fmt.Sprintf(`{"formatVersion":"%d","resources":{}}`, statedir.Format+1)
+	require.NoError(t, os.WriteFile(d.Inventory(), []byte(newer), 0o600))
+	before := files(t, string(d))
+	_, err := d.Migrate("v1", "c")
+	var ne *statedir.NewerError
+	require.ErrorAs(t, err, &ne)
+	require.Equal(t, d.Inventory(), ne.Path)
+	require.Equal(t, before, files(t, string(d)))
+}
+
+// A tend that is no release is named by its commit, and the refusal asks
+// for a tend of that format rather than a version that does not exist.
+func TestNewerErrorOfABuildThatIsNoRelease(t *testing.T) {
+	err := &statedir.NewerError{Path: "/s/format.json", Format: 9, Tend: "dev", Commit: "0123abc"}
+	require.EqualError(t, err, "/s/format.json is in state format 9, written by tend dev (commit 0123abc); this tend reads format "+
+		strconv.Itoa(statedir.Format)+" and older: install a tend that reads format 9, such as the one that wrote it on this node (this tend changed nothing)")
 }

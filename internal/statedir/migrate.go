@@ -14,87 +14,163 @@ import (
 	"github.com/tend-dev/tend/internal/failpoint"
 )
 
-// Migrate brings the stateDir to this tend's Format, and returns the
-// format it found (Format when there was nothing to do). The caller holds
-// the stateDir lock, and no older tend runs on the stateDir (an older
-// agent reads the files as it wrote them). tend and commit name the tend
-// that migrates, for the marker.
+// Migration is what Migrate did.
+type Migration struct {
+	From int    // the format the stateDir was in; Format when there was nothing to do
+	Copy string // the folder of the copy of the files as they were; "" when none was kept (a new stateDir)
+}
+
+// Migrate brings the stateDir to this tend's Format. The caller holds the
+// stateDir lock and the agent lock (no older agent reads the files while
+// they change). tend and commit name the tend that migrates, for the
+// marker.
 //
 // A migration first keeps a copy of every file it rewrites, as it was, in
-// FormatCopy(from) (built aside and renamed into place whole); then
-// rewrites each file atomically (Encode's format; a file already in it is
+// FormatCopy(from) (built aside, synced, and renamed into place whole);
+// then rewrites each file atomically (a file already in this format is
 // left alone, one that does not decode too, for its reader to report);
 // and writes the marker last. A crash leaves the marker at the old
-// format: the next Migrate keeps the copy it has (the files as they were)
-// and rewrites what is left. Until then every file reads in either format.
-// DropFormatCopies removes the copy after the first successful tick.
-// A stateDir in a newer format is a *NewerError, and nothing is changed.
-func (d Dir) Migrate(tend, commit string) (int, error) {
+// format: the next Migrate keeps the copy it finds once any file was
+// rewritten (it holds the files as they were), builds it again while none
+// was, and rewrites what is left. Until then every file reads in either
+// format. DropFormatCopies removes the copy after the first successful
+// apply; RestoreFormatCopy puts it back. A stateDir in a newer format, or
+// holding any file in one, is a *NewerError, and nothing is changed.
+func (d Dir) Migrate(tend, commit string) (Migration, error) {
 	from, m, err := d.ReadMarker()
 	if err != nil {
-		return 0, err
+		return Migration{}, err
 	}
 	if from > Format {
-		return from, &NewerError{Path: d.Format(), Format: from, Tend: m.Tend}
+		return Migration{From: from}, &NewerError{Path: d.Format(), Format: from, Tend: m.Tend, Commit: m.Commit}
 	}
 	if from == Format {
-		return from, nil
+		return Migration{From: from}, nil
 	}
 	files, err := d.versioned()
 	if err != nil {
-		return from, fmt.Errorf("migrate %s from state format %d: %w", string(d), from, err)
+		return Migration{From: from}, fmt.Errorf("migrate %s from state format %d: %w", string(d), from, err)
 	}
+	upgraded := false
+	for _, rel := range files {
+		n, err := d.fileFormat(rel)
+		if err != nil {
+			continue // gone, or undecodable: its reader says so
+		}
+		if n > Format {
+			return Migration{From: from}, &NewerError{Path: d.join(rel), Format: n}
+		}
+		upgraded = upgraded || n > from
+	}
+	mig := Migration{From: from}
 	if len(files) > 0 {
-		if err := d.keepCopy(from, files); err != nil {
-			return from, fmt.Errorf("migrate %s from state format %d: keep a copy in %s: %w", string(d), from, d.FormatCopy(from), err)
+		mig.Copy = d.FormatCopy(from)
+		if err := d.keepCopy(from, files, upgraded); err != nil {
+			return mig, fmt.Errorf("migrate %s from state format %d: keep a copy in %s: %w", string(d), from, mig.Copy, err)
 		}
 		failpoint.Hit("format:copied")
 		for _, rel := range files {
 			if err := d.upgradeFile(rel); err != nil {
-				return from, fmt.Errorf("migrate %s from state format %d: %w", string(d), from, err)
+				return mig, fmt.Errorf("migrate %s from state format %d: %w", string(d), from, err)
 			}
 		}
 		failpoint.Hit("format:upgraded")
 	}
 	if err := os.MkdirAll(string(d), Mode); err != nil {
-		return from, fmt.Errorf("migrate %s: %w", string(d), err)
+		return mig, fmt.Errorf("migrate %s: %w", string(d), err)
 	}
 	data, err := Encode(FormatFile, Marker{Tend: tend, Commit: commit})
 	if err != nil {
-		return from, err
+		return mig, err
 	}
 	if err := atomicfile.Write(string(d), FormatFile, data, 0o644); err != nil {
-		return from, fmt.Errorf("migrate %s: write %s: %w", string(d), FormatFile, err)
+		return mig, fmt.Errorf("migrate %s: write %s: %w", string(d), FormatFile, err)
 	}
-	return from, nil
+	return mig, nil
 }
 
-// keepCopy copies files (relative to d) into FormatCopy(from), unless a
-// complete copy is there from a migration a crash cut short.
-func (d Dir) keepCopy(from int, files []string) error {
+// fileFormat is the format of the file rel.
+func (d Dir) fileFormat(rel string) (int, error) {
+	data, err := os.ReadFile(d.join(rel))
+	if err != nil {
+		return 0, err
+	}
+	return formatOf(filepath.Base(rel), data)
+}
+
+// keepCopy copies files (relative to d) into FormatCopy(from), with the
+// modes and owners of the files and of their folders. A copy already
+// there is kept when upgraded (a migration a crash cut short rewrote some
+// files: the copy holds them as they were); otherwise it is left from an
+// earlier migration or restore and is built again.
+func (d Dir) keepCopy(from int, files []string, upgraded bool) error {
 	dst := d.FormatCopy(from)
 	if _, err := os.Lstat(dst); err == nil {
-		return nil
+		if upgraded {
+			return nil
+		}
+		if err := os.RemoveAll(dst); err != nil {
+			return err
+		}
 	}
 	tmp := d.formatCopyPartial(from)
 	if err := os.RemoveAll(tmp); err != nil {
 		return err
 	}
-	for _, rel := range files {
+	if err := os.Mkdir(tmp, 0o700); err != nil {
+		return err
+	}
+	dirs := map[string]bool{tmp: true}
+	for _, rel := range append(files, FormatFile) {
 		src := d.join(rel)
-		data, err := os.ReadFile(src)
+		fi, err := os.Lstat(src)
+		if errors.Is(err, fs.ErrNotExist) {
+			continue // gone since it was listed (tend resume removes suspended without the lock)
+		}
 		if err != nil {
 			return err
 		}
-		fi, err := os.Lstat(src)
+		data, err := os.ReadFile(src)
+		if errors.Is(err, fs.ErrNotExist) {
+			continue
+		}
 		if err != nil {
 			return err
+		}
+		// Each folder on the way as the original is.
+		parts := strings.Split(filepath.Dir(rel), string(filepath.Separator))
+		for i := range parts {
+			if parts[i] == "." {
+				break
+			}
+			sub := filepath.Join(parts[:i+1]...)
+			at := filepath.Join(tmp, sub)
+			if dirs[at] {
+				continue
+			}
+			orig, err := os.Lstat(d.join(sub))
+			if err != nil {
+				return err
+			}
+			if err := os.Mkdir(at, 0o700); err != nil && !errors.Is(err, fs.ErrExist) {
+				return err
+			}
+			if err := sameMode(at, orig); err != nil {
+				return err
+			}
+			dirs[at] = true
 		}
 		dir := filepath.Join(tmp, filepath.Dir(rel))
-		if err := os.MkdirAll(dir, 0o700); err != nil {
+		if err := atomicfile.Write(dir, filepath.Base(rel), data, fi.Mode().Perm()); err != nil {
 			return err
 		}
-		if err := atomicfile.Write(dir, filepath.Base(rel), data, fi.Mode().Perm()); err != nil {
+		if err := sameOwner(filepath.Join(dir, filepath.Base(rel)), fi); err != nil {
+			return err
+		}
+	}
+	// Every folder synced, so that the rename publishes a whole copy.
+	for dir := range dirs {
+		if err := atomicfile.Sync(dir); err != nil {
 			return err
 		}
 	}
@@ -104,15 +180,30 @@ func (d Dir) keepCopy(from int, files []string) error {
 	return atomicfile.Sync(string(d))
 }
 
+// sameMode gives the folder at the mode of the folder orig.
+func sameMode(at string, orig fs.FileInfo) error {
+	if err := os.Chmod(at, orig.Mode().Perm()); err != nil {
+		return err
+	}
+	return sameOwner(at, orig)
+}
+
 // upgradeFile rewrites the file rel in this tend's format, in place and
-// atomically, with its mode.
+// atomically, with its mode and owner. A file gone since it was listed is
+// no error.
 func (d Dir) upgradeFile(rel string) error {
 	file := d.join(rel)
-	data, err := os.ReadFile(file)
+	fi, err := os.Lstat(file)
+	if errors.Is(err, fs.ErrNotExist) {
+		return nil
+	}
 	if err != nil {
 		return err
 	}
-	fi, err := os.Lstat(file)
+	data, err := os.ReadFile(file)
+	if errors.Is(err, fs.ErrNotExist) {
+		return nil
+	}
 	if err != nil {
 		return err
 	}
@@ -136,11 +227,11 @@ func (d Dir) upgradeFile(rel string) error {
 	if err := atomicfile.Write(filepath.Dir(file), name, out, fi.Mode().Perm()); err != nil {
 		return fmt.Errorf("rewrite %s: %w", file, err)
 	}
-	return nil
+	return sameOwner(file, fi)
 }
 
-// DropFormatCopies removes the copies a migration kept (FormatCopy): a
-// successful tick has run on the migrated files.
+// DropFormatCopies removes the copies a migration kept (FormatCopy): an
+// apply has succeeded on the migrated files.
 func (d Dir) DropFormatCopies() error {
 	var errs []error
 	for n := 1; n < Format; n++ {
@@ -151,6 +242,70 @@ func (d Dir) DropFormatCopies() error {
 		}
 	}
 	return errors.Join(errs...)
+}
+
+// RestoreFormatCopy puts back the files a migration from format from
+// kept in FormatCopy(from), for a tend of that format to run on the
+// stateDir again: each file of the copy is written back atomically with
+// its mode and owner, each versioned file the copy does not hold (written
+// since, in this format) is removed, then the marker (or the one the copy
+// holds), and the copy last. A crash leaves the copy, and running it
+// again finishes. The caller holds the stateDir lock and the agent lock.
+// It returns the files it removed.
+func (d Dir) RestoreFormatCopy(from int) ([]string, error) {
+	src := d.FormatCopy(from)
+	if _, err := os.Lstat(src); err != nil {
+		return nil, fmt.Errorf("no copy of state format %d in %s: the first apply that succeeded after the migration removed it; "+
+			"a tend of format %d cannot run on this stateDir: install a tend of format %d or later, or give the older tend a new stateDir", from, src, from, Format)
+	}
+	kept := map[string]bool{}
+	err := filepath.WalkDir(src, func(p string, e fs.DirEntry, err error) error {
+		if err != nil || e.IsDir() {
+			return err
+		}
+		rel, _ := filepath.Rel(src, p)
+		fi, err := e.Info()
+		if err != nil {
+			return err
+		}
+		data, err := os.ReadFile(p)
+		if err != nil {
+			return err
+		}
+		kept[rel] = true
+		if err := os.MkdirAll(filepath.Dir(d.join(rel)), 0o700); err != nil {
+			return err
+		}
+		if err := atomicfile.Write(filepath.Dir(d.join(rel)), filepath.Base(rel), data, fi.Mode().Perm()); err != nil {
+			return err
+		}
+		return sameOwner(d.join(rel), fi)
+	})
+	if err != nil {
+		return nil, fmt.Errorf("restore %s from %s: %w", string(d), src, err)
+	}
+	files, err := d.versioned()
+	if err != nil {
+		return nil, err
+	}
+	var removed []string
+	for _, rel := range files {
+		if !kept[rel] {
+			if err := os.Remove(d.join(rel)); err != nil && !errors.Is(err, fs.ErrNotExist) {
+				return removed, err
+			}
+			removed = append(removed, rel)
+		}
+	}
+	if !kept[FormatFile] {
+		if err := os.Remove(d.Format()); err != nil && !errors.Is(err, fs.ErrNotExist) {
+			return removed, err
+		}
+	}
+	if err := atomicfile.Sync(string(d)); err != nil {
+		return removed, err
+	}
+	return removed, os.RemoveAll(src)
 }
 
 // versioned lists the files of d that carry a format version, relative

@@ -45,15 +45,15 @@ func TestMigrateAfterCrash(t *testing.T) {
 				require.NoError(t, os.MkdirAll(filepath.Join(part, "services"), 0o700))
 				require.NoError(t, os.WriteFile(filepath.Join(part, "services", "half"), []byte("{"), 0o600))
 			case "while rewriting":
-				require.NoError(t, d.keepCopy(1, files))
+				require.NoError(t, d.keepCopy(1, files, false))
 				for _, rel := range files[:len(files)/2] {
 					require.NoError(t, d.upgradeFile(rel))
 				}
 				require.NotEqual(t, orig, read(t, string(d)))
 			}
-			from, err := d.Migrate("v2", "c")
+			mig, err := d.Migrate("v2", "c")
 			require.NoError(t, err)
-			require.Equal(t, 1, from)
+			require.Equal(t, Migration{From: 1, Copy: d.FormatCopy(1)}, mig)
 
 			copied := read(t, d.FormatCopy(1))
 			require.Len(t, copied, len(files))
