@@ -307,14 +307,14 @@ type gateServer struct {
 	open atomic.Bool
 }
 
-func startGate(b *testing.B) *gateServer {
+func startGate(t testing.TB) *gateServer {
 	g := &gateServer{}
 	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) {
 		if !g.open.Load() {
 			http.Error(w, "closed", http.StatusServiceUnavailable)
 		}
 	}))
-	b.Cleanup(srv.Close)
+	t.Cleanup(srv.Close)
 	g.url = srv.URL + "/go"
 	return g
 }

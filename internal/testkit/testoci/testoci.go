@@ -4,7 +4,8 @@
 //
 // The registry is go-containerregistry's pkg/registry, in-process, behind
 // an optional middleware that tests use to cut, slow down or corrupt
-// responses.
+// responses; HoldBlob stops a blob's download part way until the test
+// lets it go on.
 package testoci
 
 import (
@@ -49,6 +50,7 @@ type Registry struct {
 	mu         sync.Mutex
 	middleware func(w http.ResponseWriter, r *http.Request) bool
 	observe    func(r *http.Request, n int) // hears each write of a blob GET's body
+	holds      map[string]*Hold             // by blob digest (see HoldBlob)
 	// BlobBytes counts the body bytes of blob GETs served.
 	BlobBytes atomic.Int64
 	// Requests counts every request served.
@@ -86,7 +88,7 @@ func start(t testing.TB, sendBuffer int) *Registry {
 			reg.mu.Lock()
 			obs := reg.observe
 			reg.mu.Unlock()
-			cw := &countingWriter{ResponseWriter: w, n: &reg.BlobBytes, req: r, observe: obs}
+			cw := &countingWriter{ResponseWriter: w, n: &reg.BlobBytes, req: r, observe: obs, hold: reg.hold(r)}
 			h.ServeHTTP(cw, r)
 			return
 		}
@@ -263,16 +265,28 @@ type countingWriter struct {
 	n       *atomic.Int64
 	req     *http.Request
 	observe func(r *http.Request, n int)
+	hold    *Hold // waited for once sent reaches its after; nil: none
+	sent    int64 // body bytes written
 }
 
 // Write writes p 32 KiB at a time (the registry writes a blob it holds in
-// memory in one call), so an observer hears the body as it goes.
+// memory in one call), so an observer hears the body as it goes, and a
+// hold stops it where it says.
 func (c *countingWriter) Write(p []byte) (int, error) {
 	written := 0
 	for len(p) > 0 {
-		chunk := p[:min(len(p), 32<<10)]
-		n, err := c.ResponseWriter.Write(chunk)
+		size := int64(min(len(p), 32<<10))
+		if h := c.hold; h != nil && c.sent >= h.after {
+			c.hold = nil
+			if err := h.wait(c.req.Context(), c.ResponseWriter); err != nil {
+				return written, err
+			}
+		} else if h != nil {
+			size = min(size, h.after-c.sent)
+		}
+		n, err := c.ResponseWriter.Write(p[:size])
 		written += n
+		c.sent += int64(n)
 		p = p[n:]
 		c.n.Add(int64(n))
 		if c.observe != nil && n > 0 {
