@@ -45,8 +45,15 @@ type StagedModel struct {
 // too (service.Driver.Stage); Result.Staged lists the models only.
 func (r *Reconciler) StageOnly(ctx context.Context) (*Result, error) {
 	t := &tick{upTo: StepStage, res: Result{Started: r.now()}}
+	if err := r.checkState(); err != nil {
+		return &t.res, err
+	}
 	unlock, err := r.lock(ctx)
 	if err != nil {
+		return &t.res, err
+	}
+	if err := r.migrateState(r.logger()); err != nil {
+		_ = unlock()
 		return &t.res, err
 	}
 	err = r.steps(ctx, t, []step{

@@ -15,13 +15,11 @@ import (
 	"fmt"
 	"io/fs"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"slices"
 	"strconv"
 	"strings"
 	"testing"
-	"time"
 
 	"github.com/moby/moby/client"
 	"github.com/stretchr/testify/require"
@@ -211,43 +209,6 @@ func TestUpgradeFromPreviousRelease(t *testing.T) {
 	// The agent stops cleanly and leaves the service it keeps running.
 	a.stop()
 	require.Equal(t, web, webContainer(t, cli), "%s: the web container stopped with the agent", which)
-
-	// Back to the old tend: one of an older format applies nothing.
-	if oldFormat < statedir.Format {
-		inv, root := readFile(t, filepath.Join(n.state, "inventory.json")), treeSnapshot(n.root)
-		out, errOut, code = n.tendAt(oldBin, "apply")
-		require.NotEqual(t, 0, code, "%s: the old tend applied on a newer stateDir\n%s%s", which, out, errOut)
-		if oldFormat == 1 {
-			require.Contains(t, errOut, `formatVersion "`+strconv.Itoa(statedir.Format)+`", this tend reads "1"`, which)
-		} else {
-			require.Contains(t, errOut, "install tend", which)
-		}
-		require.Equal(t, inv, readFile(t, filepath.Join(n.state, "inventory.json")), which)
-		require.Equal(t, root, treeSnapshot(n.root), which)
-	}
-
-	// A stateDir a later tend migrated: this one refuses it, in every
-	// command that reads it, says what to install, and changes nothing.
-	future := fmt.Sprintf(`{"formatVersion": "%d", "tend": "v9.9.9", "commit": "abc"}`, statedir.Format+1)
-	require.NoError(t, os.WriteFile(filepath.Join(n.state, statedir.FormatFile), []byte(future), 0o644))
-	state, root := treeSnapshot(n.state), treeSnapshot(n.root)
-	for _, command := range [][]string{{"apply"}, {"plan"}, {"status"}, {"retry"}, {"suspend"}, {"logs", "service/web"}, {"agent"}} {
-		ctx, cancel := context.WithTimeout(context.Background(), time.Minute) // an agent that does not refuse runs on
-		flags := n.flags
-		if command[0] != "apply" && command[0] != "plan" && command[0] != "agent" {
-			flags = []string{"--state-dir", n.state, "--config", config} // the commands of the node's state alone
-		}
-		cmd := exec.CommandContext(ctx, tendBin, append(append([]string{command[0]}, flags...), command[1:]...)...)
-		cmd.Env = append(os.Environ(), "TEND_CONFIG=")
-		b, err := cmd.CombinedOutput()
-		cancel()
-		require.Error(t, err, "tend %s on a stateDir of format %d:\n%s", command[0], statedir.Format+1, b)
-		require.Contains(t, string(b), fmt.Sprintf("is in state format %d, written by tend v9.9.9; this tend reads format %d and older: install tend v9.9.9 or later",
-			statedir.Format+1, statedir.Format), "tend %s", command[0])
-	}
-	require.Equal(t, state, treeSnapshot(n.state), "a refused tend changed its stateDir")
-	require.Equal(t, root, treeSnapshot(n.root), "a refused tend changed the node")
-	require.Equal(t, web, webContainer(t, cli), "a refused tend touched the web container")
 }
 
 // stateFormat is the format a stateDir's format.json holding marker says,
