@@ -36,13 +36,14 @@ func (r *Reconciler) Hold(ctx context.Context) (*Result, error) {
 	t := &tick{upTo: StepApply, hold: true, res: Result{Started: start}}
 	err = r.steps(ctx, t, []step{
 		{StepOpen, r.open},
+		{StepOpen, r.resumeVerdict},
 		{StepFetch, r.fetchApplied},
 		{StepRender, r.renderApplied},
 		{StepObserve, r.observe},
 		{StepPlan, r.planReverts},
 		{StepApply, r.applyPlan},
 	})
-	return &t.res, err
+	return &t.res, t.judged(err)
 }
 
 // holdApplied holds the tick at the applied revision (see decide): it
@@ -118,12 +119,13 @@ func (r *Reconciler) renderApplied(ctx context.Context, t *tick) error {
 // planReverts plans, and stops the tick before applying unless every
 // action only reverts drift (a resource Git also changed is not a revert:
 // the node may hold a newer commit's part of it) or restarts a service for
-// such a revert.
+// such a revert, or the tick rolls back a release judged unhealthy (see
+// resumeVerdict).
 func (r *Reconciler) planReverts(ctx context.Context, t *tick) error {
 	if err := r.plan(ctx, t); err != nil {
 		return err
 	}
-	if !onlyReverts(t.res.Plan.Actions) {
+	if !onlyReverts(t.res.Plan.Actions) && t.verdict == nil {
 		t.upTo = StepPlan
 	}
 	return nil

@@ -186,6 +186,7 @@ type tick struct {
 	upTo     string             // the last step to run
 	hold     bool               // a hold (see Hold): the applied revision, reverts only
 	released *planner.Changeset // see release
+	verdict  error              // a resumed verdict of unhealthy (see resumeVerdict)
 }
 
 // release is what the tick's target changes against what the inventory
@@ -251,8 +252,9 @@ func (r *Reconciler) run(ctx context.Context, upTo string) (*Result, error) {
 
 // runLocked runs the steps up to upTo of a tick that began at start; the
 // caller holds the stateDir lock.
-func (r *Reconciler) runLocked(ctx context.Context, upTo string, start time.Time) (*Result, error) {
+func (r *Reconciler) runLocked(ctx context.Context, upTo string, start time.Time) (_ *Result, err error) {
 	t := &tick{upTo: upTo, res: Result{Started: start}}
+	defer func() { err = t.judged(err) }()
 	if upTo == StepApply {
 		defer func() {
 			// What a rollback of this tick quarantined counts too.
@@ -263,6 +265,7 @@ func (r *Reconciler) runLocked(ctx context.Context, upTo string, start time.Time
 	}
 	if err := r.steps(ctx, t, []step{
 		{StepOpen, r.open},
+		{StepOpen, r.resumeVerdict},
 		{StepFetch, r.fetch},
 		{StepRender, r.render},
 		{StepDecide, r.decide},
@@ -320,6 +323,9 @@ func (r *Reconciler) open(_ context.Context, t *tick) error {
 }
 
 func (r *Reconciler) fetch(ctx context.Context, t *tick) error {
+	if t.verdict != nil {
+		return r.fetchApplied(ctx, t) // a rollback (see resumeVerdict)
+	}
 	inv, err := t.node.applier.Inventory()
 	if err != nil {
 		return err
@@ -358,8 +364,8 @@ func (r *Reconciler) fetch(ctx context.Context, t *tick) error {
 // render loads and validates the device's manifests and renders them,
 // pinning every model through the model driver.
 func (r *Reconciler) render(ctx context.Context, t *tick) error {
-	if t.hold {
-		return r.renderApplied(ctx, t) // the target's source is downloading
+	if t.hold || t.verdict != nil {
+		return r.renderApplied(ctx, t) // the target's source is downloading, or a rollback
 	}
 	confine := t.upTo != StepRender || len(r.Config.AllowPaths) > 0
 	comp, err := r.composed.load(r.Config, t.res.Snapshot, confine)

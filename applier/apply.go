@@ -152,7 +152,10 @@ func (a *Applier) graced(tick context.Context) (ctx context.Context, stop func()
 // failed action of a Runner rolls back every action applied before it,
 // unless first: no revision was ever applied on this node, there is
 // nothing to go back to, and the failed service is left to its restart
-// policy (a rollback would leave the node running nothing).
+// policy (a rollback would leave the node running nothing). Before a
+// Runner's action that could be rolled back, it records that the release
+// awaits its verdict (see Verdict), and removes the record once the run
+// is over.
 func (a *Applier) run(ctx context.Context, d *render.Desired, cs *planner.Changeset, res *Result, inv *Inventory) (outcome, error) {
 	first := inv.Revision == ""
 	o := outcome{pending: make(map[string]bool, len(cs.Actions)), created: map[string]bool{}}
@@ -160,6 +163,8 @@ func (a *Applier) run(ctx context.Context, d *render.Desired, cs *planner.Change
 		o.pending[act.Resource] = true
 	}
 	var undo []undoStep
+	var verdict awaiting
+	defer verdict.done(ctx, a)
 	for _, act := range cs.Actions {
 		// Drift reverts are not undone: that would put back a change made
 		// by hand.
@@ -168,6 +173,11 @@ func (a *Applier) run(ctx context.Context, d *render.Desired, cs *planner.Change
 				a.logger.WarnContext(ctx, "cannot roll this action back", logKeyResource, act.Resource, logKeyError, err.Error())
 			} else if fn != nil {
 				undo = append(undo, undoStep{id: act.Resource, runs: a.runs(act.Kind), run: fn})
+			}
+		}
+		if a.runs(act.Kind) && act.Type != planner.Delete && !first {
+			if err := verdict.before(a, inv, d, act, undoIDs(undo)); err != nil {
+				return o, err
 			}
 		}
 		if err := a.applyOne(ctx, act, d.Specs); err != nil {
@@ -292,12 +302,8 @@ func (a *Applier) rollBack(ctx context.Context, inv *Inventory, d *render.Desire
 	// bounds.
 	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), rollbackTimeout)
 	defer cancel()
-	ids := make([]string, 0, len(undo))
-	for _, u := range undo {
-		ids = append(ids, u.id)
-	}
 	reason := fmt.Sprintf("%s did not become healthy: %v", failed.Resource, cause)
-	qerr := a.quarantine(ctx, releaseKeys(inv, d, ids, reason, a.now().UTC()))
+	qerr := a.quarantine(ctx, releaseKeys(inv, d, undoIDs(undo), reason, a.now().UTC()))
 	done, err := rollback(ctx, undo)
 	res.RolledBack = done
 	for _, id := range done {

@@ -11,4 +11,5 @@ const (
 	logKeyError    = "error"
 	logKeyDigest   = "digest"
 	logKeyRevision = "revision"
+	logKeySince    = "since"
 )

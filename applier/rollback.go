@@ -39,6 +39,15 @@ type undoStep struct {
 	run  func(context.Context) error
 }
 
+// undoIDs returns the ids of steps, in order.
+func undoIDs(steps []undoStep) []string {
+	ids := make([]string, 0, len(steps))
+	for _, s := range steps {
+		ids = append(ids, s.id)
+	}
+	return ids
+}
+
 // rollback runs the undo steps: everything but what runs in reverse order,
 // then what runs (services) in order, so they restart onto the models and
 // files put back.

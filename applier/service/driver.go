@@ -14,6 +14,7 @@ import (
 
 	"github.com/tend-dev/tend/applier"
 	"github.com/tend-dev/tend/internal/backoff"
+	"github.com/tend-dev/tend/internal/failpoint"
 	"github.com/tend-dev/tend/internal/statedir"
 	"github.com/tend-dev/tend/manifest"
 	"github.com/tend-dev/tend/oci"
@@ -79,8 +80,9 @@ type record struct {
 }
 
 var (
-	_ applier.Runner = (*Driver)(nil)
-	_ applier.Undoer = (*Driver)(nil)
+	_ applier.Runner   = (*Driver)(nil)
+	_ applier.Undoer   = (*Driver)(nil)
+	_ applier.Verifier = (*Driver)(nil)
 )
 
 // NewDriver returns a driver running services through sup.
@@ -318,12 +320,8 @@ func (d *Driver) startHealthy(ctx context.Context, in Instance, spec RunSpec) er
 		if err != nil {
 			return err
 		}
-		err = d.settle(ctx, spec.Policy, proc)
-		if err == nil && spec.Probe != nil {
-			p := *spec.Probe
-			p.started = start // the grace runs from the first start
-			err = p.WaitHealthy(ctx, proc.Alive)
-		}
+		failpoint.Hit("service:health")
+		err = d.judge(ctx, spec, proc, start) // the grace runs from the first start
 		if err == nil || !errors.Is(err, errExited) || !restarts(spec.Policy) {
 			return err
 		}
@@ -342,6 +340,60 @@ func (d *Driver) startHealthy(ctx context.Context, in Instance, spec RunSpec) er
 		}
 		proc, err = d.sup.Run(ctx, in, spec)
 	}
+}
+
+// judge waits until proc, started (first) at start from spec, is
+// healthy: running startSettle, then passing its probe if it has one
+// within its startup grace from start.
+func (d *Driver) judge(ctx context.Context, spec RunSpec, proc Handle, start time.Time) error {
+	if err := d.settle(ctx, spec.Policy, proc); err != nil || spec.Probe == nil {
+		return err
+	}
+	p := *spec.Probe
+	p.started = start
+	return p.WaitHealthy(ctx, proc.Alive)
+}
+
+// Verify judges again the instances of service id that an interrupted
+// apply started from the spec whose hash is hash (see applier.Verifier),
+// as Apply judges a start, with a full startup grace from now: one that
+// runs must keep running and pass its probe; one that does not (the node
+// rebooted, or it exited) is started again from its record and waited
+// for, retried under its restart policy. One that finished as its policy
+// lets it is not started again. Instances of another spec were not
+// reached: the next plan updates them, and judges them then.
+func (d *Driver) Verify(ctx context.Context, id, hash string) error {
+	name := planner.ServiceName(id)
+	recs, err := d.sup.serviceRecords(name)
+	if err != nil {
+		return err
+	}
+	states, err := d.sup.Instances(name)
+	if err != nil {
+		return err
+	}
+	done := map[int]bool{}
+	for _, st := range states {
+		done[st.Replica] = st.Done
+	}
+	for _, r := range recs {
+		if r.SpecHash != hash || done[r.Instance.Replica] {
+			continue
+		}
+		spec := RunSpec{Hash: r.SpecHash, Policy: r.Policy, Grace: DefaultStopTimeout, Probe: r.Probe, Inputs: r.Inputs}
+		var err error
+		running := r.Starting == nil && d.sup.alive(r)
+		if running {
+			err = d.judge(ctx, spec, r.Proc, time.Now())
+		}
+		if !running || errors.Is(err, errExited) && restarts(spec.Policy) {
+			err = d.startHealthy(ctx, r.Instance, spec)
+		}
+		if err != nil {
+			return fmt.Errorf("replica %d: %w", r.Instance.Replica, err)
+		}
+	}
+	return nil
 }
 
 // restarts reports whether policy restarts an instance whatever its exit.

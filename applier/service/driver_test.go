@@ -809,3 +809,47 @@ func TestServiceLimitDriftRevertedInPlace(t *testing.T) {
 	require.NoError(t, err)
 	require.True(t, cs.Empty(), reasons(cs))
 }
+
+// Verify judges again what an interrupted apply started (see
+// applier.Verifier): a running instance in place, with a full startup
+// grace; one that is gone, started again from its record; one of another
+// spec, not at all.
+func TestServiceVerify(t *testing.T) {
+	n := newNode(t, false, testAllow)
+	n.AllowEmpty = true
+	ready := filepath.Join(t.TempDir(), "ready")
+	require.NoError(t, os.WriteFile(ready, nil, 0o644))
+	svc := n.service("web", 1)
+	svc.Health = &manifest.Health{Exec: []string{"/bin/sh", "-c", "test -e " + ready},
+		Interval: manifest.Duration(100 * time.Millisecond), StartupGrace: manifest.Duration(time.Second)}
+	n.apply(svc)
+	hash := n.instances("web")[0].SpecHash
+	d := service.NewDriver(n.StateDir, n.Sup, service.DriverOptions{})
+	ctx := context.Background()
+
+	t.Run("running and healthy: judged in place", func(t *testing.T) {
+		before := n.pids("web")
+		require.NoError(t, d.Verify(ctx, "service/web", hash))
+		require.Equal(t, before, n.pids("web"), "a healthy instance was restarted")
+	})
+	t.Run("another spec: not judged", func(t *testing.T) {
+		require.NoError(t, os.Remove(ready))
+		require.NoError(t, d.Verify(ctx, "service/web", "another"))
+		require.NoError(t, os.WriteFile(ready, nil, 0o644))
+	})
+	t.Run("gone: started again and judged", func(t *testing.T) {
+		pid := n.pids("web")[0]
+		require.NoError(t, syscall.Kill(pid, syscall.SIGKILL))
+		eventually(t, func() bool { return len(n.pids("web")) == 0 }, "the killed instance still runs")
+		require.NoError(t, d.Verify(ctx, "service/web", hash))
+		now := n.pids("web")
+		require.Len(t, now, 1)
+		require.NotEqual(t, pid, now[0])
+	})
+	t.Run("unhealthy", func(t *testing.T) {
+		require.NoError(t, os.Remove(ready))
+		err := d.Verify(ctx, "service/web", hash)
+		require.ErrorIs(t, err, service.ErrUnhealthy)
+		require.ErrorContains(t, err, "replica 0: unhealthy: not healthy after")
+	})
+}

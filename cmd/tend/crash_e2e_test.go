@@ -271,17 +271,7 @@ func TestCrashDuringModelRollback(t *testing.T) {
 	for _, point := range []string{"quarantine:written", "rollback:step#1", "rollback:step#2"} {
 		t.Run(point, func(t *testing.T) {
 			tag := "models/m:" + strings.NewReplacer(":", "-", "#", "-").Replace(point)
-			reg.PushFiles(t, tag, map[string][]byte{"model.onnx": []byte("good")})
-			n := newNode(t, repo.Dir(), "--allow-path", "/opt/models", "--insecure-registry", reg.Host)
-			t.Cleanup(func() { stopServices(t, n.state) })
-			weights := filepath.Join(n.root, "opt/models/m/model.onnx")
-			repo.WriteFile("devices/cam-017/device.yaml", "apiVersion: tend.dev/v1alpha1\nkind: Device\nmetadata: {name: cam-017}\nspec:\n"+
-				"  models:\n    - {name: m, ref: "+reg.Ref(tag)+", path: /opt/models/m}\n"+
-				"  services:\n    - name: infer\n      command: [\"/bin/sh\", \"-c\", \"exec sleep 600\", \"${model:m}\"]\n      stopTimeout: 2s\n"+
-				"      health: {exec: [\"/bin/sh\", \"-c\", \"! grep -q bad "+weights+"\"], interval: 100ms, startupGrace: 1s}\n")
-			repo.Commit("follow " + tag)
-			_, errOut, code := n.tend("apply")
-			require.Equal(t, 0, code, errOut)
+			n := followModel(t, reg, repo, tag)
 
 			bad := reg.PushFiles(t, tag, map[string][]byte{"model.onnx": []byte("bad")})
 			n.crash("", point)
@@ -290,15 +280,43 @@ func TestCrashDuringModelRollback(t *testing.T) {
 			require.NoError(t, err)
 			require.Contains(t, q, applier.ReleaseKey("model/m", bad), "the quarantine written before the rollback was lost")
 
-			_, errOut, code = n.tend("apply")
-			require.Equal(t, 0, code, errOut)
-			require.NotContains(t, errOut, `msg="rolling back"`, "the bad version was tried again")
-			require.Equal(t, "good", n.read("opt/models/m/model.onnx"))
-			out, errOut, code := n.tend("plan", "--detailed-exitcode")
-			require.Equal(t, 0, code, "converged, yet the plan has changes:\n%s\n%s", out, errOut)
-			require.Contains(t, out+errOut, "model/m "+strings.TrimPrefix(tag, "models/m:")+" ("+planner.ShortDigest(bad)+") was rolled back on this node")
+			plan := keptGood(t, n)
+			require.Contains(t, plan, "model/m "+strings.TrimPrefix(tag, "models/m:")+" ("+planner.ShortDigest(bad)+") was rolled back on this node")
 		})
 	}
+}
+
+// followModel returns a node that applied a device following model tag
+// (pushed with good weights), whose service is healthy while the weights
+// are not "bad".
+func followModel(t *testing.T, reg *testoci.Registry, repo *testgit.Repo, tag string) *node {
+	t.Helper()
+	reg.PushFiles(t, tag, map[string][]byte{"model.onnx": []byte("good")})
+	n := newNode(t, repo.Dir(), "--allow-path", "/opt/models", "--insecure-registry", reg.Host)
+	t.Cleanup(func() { stopServices(t, n.state) })
+	weights := filepath.Join(n.root, "opt/models/m/model.onnx")
+	repo.WriteFile("devices/cam-017/device.yaml", "apiVersion: tend.dev/v1alpha1\nkind: Device\nmetadata: {name: cam-017}\nspec:\n"+
+		"  models:\n    - {name: m, ref: "+reg.Ref(tag)+", path: /opt/models/m}\n"+
+		"  services:\n    - name: infer\n      command: [\"/bin/sh\", \"-c\", \"exec sleep 600\", \"${model:m}\"]\n      stopTimeout: 2s\n"+
+		"      health: {exec: [\"/bin/sh\", \"-c\", \"! grep -q bad "+weights+"\"], interval: 100ms, startupGrace: 1s}\n")
+	repo.Commit("follow " + tag)
+	_, errOut, code := n.tend("apply")
+	require.Equal(t, 0, code, errOut)
+	return n
+}
+
+// keptGood requires the next apply of a node from followModel to keep
+// the good weights without trying the bad ones again, and the node to be
+// converged; it returns what the plan printed.
+func keptGood(t *testing.T, n *node) string {
+	t.Helper()
+	_, errOut, code := n.tend("apply")
+	require.Equal(t, 0, code, errOut)
+	require.NotContains(t, errOut, `msg="rolling back"`, "the bad version was tried again")
+	require.Equal(t, "good", n.read("opt/models/m/model.onnx"))
+	out, errOut, code := n.tend("plan", "--detailed-exitcode")
+	require.Equal(t, 0, code, "converged, yet the plan has changes:\n%s\n%s", out, errOut)
+	return out + errOut
 }
 
 // TestCrashDuringStaging kills tend while it stages a model of two blobs

@@ -345,7 +345,7 @@ func (d Dir) versioned() ([]string, error) {
 		}
 		return nil
 	}
-	for _, f := range []string{InventoryFile, QuarantineFile, ReleasesFile, ReportFile, SuspendFile} {
+	for _, f := range []string{InventoryFile, QuarantineFile, VerdictFile, ReleasesFile, ReportFile, SuspendFile} {
 		if err := add(f); err != nil {
 			return nil, err
 		}

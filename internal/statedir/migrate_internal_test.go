@@ -70,3 +70,12 @@ func TestMigrateAfterCrash(t *testing.T) {
 		})
 	}
 }
+
+// verdict.json carries the format: a migration would rewrite it.
+func TestVersionedHasTheVerdict(t *testing.T) {
+	d := Dir(t.TempDir())
+	require.NoError(t, WriteJSON(string(d), VerdictFile, map[string]string{"revision": "r"}, 0o644))
+	files, err := d.versioned()
+	require.NoError(t, err)
+	require.Equal(t, []string{VerdictFile}, files)
+}

@@ -19,6 +19,7 @@ const Mode fs.FileMode = 0o711
 const (
 	InventoryFile  = "inventory.json"  // every resource tend manages, and the applied revision
 	QuarantineFile = "quarantine.json" // the commits this node rolled back
+	VerdictFile    = "verdict.json"    // the release whose services' health is awaited, and what to roll back to
 	StatusFile     = "status.json"     // the agent's last status document
 	ReleasesFile   = "releases.json"   // when this node first saw the release waiting, and since when an update lock holds it
 	ReportFile     = "report.json"     // the last report a collector accepted
@@ -49,6 +50,11 @@ func (d Dir) Inventory() string { return d.join(InventoryFile) }
 
 // Quarantine lists the commits this node rolled back.
 func (d Dir) Quarantine() string { return d.join(QuarantineFile) }
+
+// Verdict records the release whose services an apply started and has
+// not yet judged healthy or not, with what made it new and what to roll
+// back to; a tend that finds it resumes the wait.
+func (d Dir) Verdict() string { return d.join(VerdictFile) }
 
 // Status holds the status document of the agent's last tick.
 func (d Dir) Status() string { return d.join(StatusFile) }

@@ -21,6 +21,7 @@ func TestLayout(t *testing.T) {
 	for _, c := range []struct{ name, got, want string }{
 		{"inventory", d.Inventory(), "/var/lib/tend/inventory.json"},
 		{"quarantine", d.Quarantine(), "/var/lib/tend/quarantine.json"},
+		{"verdict", d.Verdict(), "/var/lib/tend/verdict.json"},
 		{"status", d.Status(), "/var/lib/tend/status.json"},
 		{"releases", d.Releases(), "/var/lib/tend/releases.json"},
 		{"report", d.Report(), "/var/lib/tend/report.json"},
@@ -75,6 +76,7 @@ func TestNames(t *testing.T) {
 	for _, c := range []struct{ dir, name, path string }{
 		{"/s", statedir.InventoryFile, d.Inventory()},
 		{"/s", statedir.QuarantineFile, d.Quarantine()},
+		{"/s", statedir.VerdictFile, d.Verdict()},
 		{"/s", statedir.StatusFile, d.Status()},
 		{"/s", statedir.ReleasesFile, d.Releases()},
 		{"/s", statedir.ReportFile, d.Report()},
