@@ -16,7 +16,6 @@ import (
 
 	"github.com/stretchr/testify/require"
 
-	"github.com/tend-dev/tend/internal/atomicfile"
 	"github.com/tend-dev/tend/internal/statedir"
 	"github.com/tend-dev/tend/internal/testkit/testgit"
 )
@@ -277,7 +276,7 @@ func TestFirstSeenInTheFutureCountsFromNow(t *testing.T) {
 	r := &Reconciler{Config: &manifest.AgentConfig{StateDir: t.TempDir()}}
 	now := time.Date(2026, 12, 3, 13, 0, 0, 0, time.UTC)
 	future := now.Add(30 * 24 * time.Hour)
-	require.NoError(t, atomicfile.WriteJSON(r.Config.StateDir, statedir.ReleasesFile, releases{"k": future}, 0o600))
+	require.NoError(t, statedir.WriteJSON(r.Config.StateDir, statedir.ReleasesFile, releases{"k": future}, 0o600))
 	seen, err := r.firstSeen("k", now, true)
 	require.NoError(t, err)
 	require.Equal(t, now, seen)

@@ -1,7 +1,6 @@
 package main
 
 import (
-	"archive/tar"
 	"bufio"
 	"bytes"
 	"context"
@@ -19,11 +18,11 @@ import (
 
 	ggcrname "github.com/google/go-containerregistry/pkg/name"
 	v1 "github.com/google/go-containerregistry/pkg/v1"
-	"github.com/google/go-containerregistry/pkg/v1/layout"
 	"github.com/google/go-containerregistry/pkg/v1/remote"
 	"github.com/stretchr/testify/require"
 
 	"github.com/tend-dev/tend/internal/testkit/testcosign"
+	"github.com/tend-dev/tend/internal/testkit/testlayout"
 	"github.com/tend-dev/tend/internal/testkit/testoci"
 )
 
@@ -116,7 +115,7 @@ func TestRelease(t *testing.T) {
 		require.NoError(t, err)
 		want, err := v1.NewHash(strings.TrimSpace(string(b)))
 		require.NoError(t, err, "%s holds the index digest", digest)
-		idx, ref, layoutDir := readImageArchive(t, filepath.Join(out, image))
+		idx, ref, layoutDir := testlayout.Read(t, filepath.Join(out, image))
 		require.Equal(t, version, ref, "the layout names the index by the version")
 		got, err := idx.Digest()
 		require.NoError(t, err)
@@ -192,46 +191,6 @@ func TestRelease(t *testing.T) {
 		require.NoError(t, err)
 		require.Equal(t, string(want), string(b))
 	})
-}
-
-// readImageArchive unpacks the OCI layout archive at path into a folder
-// and reads the index its index.json names; it returns the index, its
-// name and the folder.
-func readImageArchive(t *testing.T, path string) (v1.ImageIndex, string, string) {
-	t.Helper()
-	dir := t.TempDir()
-	f, err := os.Open(path)
-	require.NoError(t, err)
-	defer f.Close()
-	tr := tar.NewReader(f)
-	for {
-		h, err := tr.Next()
-		if err == io.EOF {
-			break
-		}
-		require.NoError(t, err)
-		dst := filepath.Join(dir, filepath.FromSlash(h.Name))
-		require.True(t, strings.HasPrefix(dst, dir+string(filepath.Separator)), h.Name)
-		if h.Typeflag == tar.TypeDir {
-			require.NoError(t, os.MkdirAll(dst, 0o755))
-			continue
-		}
-		w, err := os.Create(dst)
-		require.NoError(t, err)
-		_, err = io.Copy(w, tr)
-		require.NoError(t, err)
-		require.NoError(t, w.Close())
-	}
-	lp, err := layout.FromPath(dir)
-	require.NoError(t, err)
-	top, err := lp.ImageIndex()
-	require.NoError(t, err)
-	im, err := top.IndexManifest()
-	require.NoError(t, err)
-	require.Len(t, im.Manifests, 1, "index.json names one index")
-	idx, err := top.ImageIndex(im.Manifests[0].Digest)
-	require.NoError(t, err)
-	return idx, im.Manifests[0].Annotations["org.opencontainers.image.ref.name"], dir
 }
 
 // imageFile is the content of the file at path in img's single layer, a

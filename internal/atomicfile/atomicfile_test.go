@@ -65,22 +65,6 @@ func TestSwapLink(t *testing.T) {
 
 func TestJSON(t *testing.T) {
 	dir := t.TempDir()
-	var v struct{ A int }
-	found, err := ReadJSON(filepath.Join(dir, "missing.json"), &v)
-	require.NoError(t, err)
-	require.False(t, found)
-
-	require.NoError(t, WriteJSON(dir, "s.json", struct{ A int }{7}, 0o600))
-	found, err = ReadJSON(filepath.Join(dir, "s.json"), &v)
-	require.NoError(t, err)
-	require.True(t, found)
-	require.Equal(t, 7, v.A)
-
-	require.NoError(t, os.WriteFile(filepath.Join(dir, "bad.json"), []byte("{"), 0o600))
-	_, err = ReadJSON(filepath.Join(dir, "bad.json"), &v)
-	require.ErrorIs(t, err, ErrCorrupt)
-	require.ErrorContains(t, err, filepath.Join(dir, "bad.json"), "the error names the file")
-
 	require.NoError(t, WriteJSON(dir, "html.json", map[string]string{"reason": "<directory> & more"}, 0o600))
 	data, err := os.ReadFile(filepath.Join(dir, "html.json"))
 	require.NoError(t, err)

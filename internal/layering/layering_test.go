@@ -27,6 +27,8 @@ var ranks = map[string]int{
 	"applier": 4, "drift": 4,
 	"agent": 5, "diff": 5, "hub": 5,
 	"cmd/tend": 6,
+	// The release's tooling (make release): beside the binary, in no stage.
+	"internal/release": 6,
 }
 
 // Prefixes of packages outside the ranks: test support may import

@@ -16,7 +16,6 @@ import (
 
 	"github.com/google/go-containerregistry/pkg/name"
 	v1 "github.com/google/go-containerregistry/pkg/v1"
-	"github.com/google/go-containerregistry/pkg/v1/layout"
 	"github.com/google/go-containerregistry/pkg/v1/remote"
 	"github.com/google/go-containerregistry/pkg/v1/types"
 	"github.com/moby/moby/api/pkg/stdcopy"
@@ -26,6 +25,7 @@ import (
 
 	"github.com/tend-dev/tend/internal/release"
 	"github.com/tend-dev/tend/internal/testkit/testdocker"
+	"github.com/tend-dev/tend/internal/testkit/testlayout"
 	"github.com/tend-dev/tend/internal/testkit/testoci"
 )
 
@@ -50,45 +50,6 @@ func binaries(t *testing.T, platforms ...string) ([]release.Binary, map[string][
 		data[p] = b
 	}
 	return bins, data
-}
-
-// readArchive reads the OCI layout archive at path: the index its index.json
-// names, and that name.
-func readArchive(t *testing.T, path string) (v1.ImageIndex, string) {
-	t.Helper()
-	dir := t.TempDir()
-	f, err := os.Open(path)
-	require.NoError(t, err)
-	defer f.Close()
-	tr := tar.NewReader(f)
-	for {
-		h, err := tr.Next()
-		if err == io.EOF {
-			break
-		}
-		require.NoError(t, err)
-		dst := filepath.Join(dir, filepath.FromSlash(h.Name))
-		if h.Typeflag == tar.TypeDir {
-			require.NoError(t, os.MkdirAll(dst, 0o755))
-			continue
-		}
-		require.Equal(t, byte(tar.TypeReg), h.Typeflag, h.Name)
-		b, err := io.ReadAll(tr)
-		require.NoError(t, err)
-		require.NoError(t, os.WriteFile(dst, b, 0o644))
-	}
-	lp, err := layout.FromPath(dir)
-	require.NoError(t, err)
-	top, err := lp.ImageIndex()
-	require.NoError(t, err)
-	im, err := top.IndexManifest()
-	require.NoError(t, err)
-	require.Len(t, im.Manifests, 1, "index.json names one index")
-	desc := im.Manifests[0]
-	require.Equal(t, types.OCIImageIndex, desc.MediaType)
-	idx, err := top.ImageIndex(desc.Digest)
-	require.NoError(t, err)
-	return idx, desc.Annotations[release.AnnotationRefName]
 }
 
 // layerFiles returns the files of img's single layer, name → content ("" for
@@ -134,7 +95,7 @@ func TestImage(t *testing.T) {
 	digest, err := im.WriteArchive(out)
 	require.NoError(t, err)
 
-	idx, ref := readArchive(t, out)
+	idx, ref, _ := testlayout.Read(t, out)
 	require.Equal(t, "v1.2.3", ref)
 	got, err := idx.Digest()
 	require.NoError(t, err)
@@ -251,7 +212,7 @@ func TestImageRunsInDocker(t *testing.T) {
 	require.NoError(t, err)
 	digest, err := v1.NewHash(strings.TrimSpace(string(b)))
 	require.NoError(t, err, "imagetool prints the index digest")
-	idx, _ := readArchive(t, archive)
+	idx, _, _ := testlayout.Read(t, archive)
 	got, err := idx.Digest()
 	require.NoError(t, err)
 	require.Equal(t, digest, got)

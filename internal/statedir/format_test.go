@@ -57,25 +57,6 @@ func modes(t *testing.T, dir string) map[string]fs.FileMode {
 	return out
 }
 
-// files returns every file under dir (relative) with its content.
-func files(t *testing.T, dir string) map[string]string {
-	t.Helper()
-	out := map[string]string{}
-	require.NoError(t, filepath.WalkDir(dir, func(p string, e fs.DirEntry, err error) error {
-		if err != nil || e.IsDir() {
-			return err
-		}
-		b, err := os.ReadFile(p)
-		if err != nil {
-			return err
-		}
-		rel, _ := filepath.Rel(dir, p)
-		out[rel] = string(b)
-		return nil
-	}))
-	return out
-}
-
 // versionedFiles are the files of the fixture that carry a format.
 var versionedFiles = []string{
 	"inventory.json", "quarantine.json", "releases.json", "report.json", "suspended",
@@ -112,7 +93,7 @@ func decoded(t *testing.T, d statedir.Dir) map[string]any {
 // goes when asked.
 func TestMigrateFormat1(t *testing.T) {
 	d := fixture(t)
-	orig := files(t, string(d))
+	orig := statedir.ReadTree(t, string(d))
 	want := decoded(t, d)
 	modes := map[string]fs.FileMode{}
 	for _, rel := range versionedFiles {
@@ -153,11 +134,11 @@ func TestMigrateFormat1(t *testing.T) {
 	require.NoError(t, err)
 	require.Contains(t, string(img), `"images": [`)
 
-	now := files(t, string(d))
+	now := statedir.ReadTree(t, string(d))
 	for _, rel := range []string{"oci/.tmp-123/artifact.json", "models/.removed-old/model.json", "blobs/trees/partial/sha256-cc/entries.json"} {
 		require.Equal(t, orig[rel], now[rel], "%s is no state file: left alone", rel)
 	}
-	copied := files(t, d.FormatCopy(1))
+	copied := statedir.ReadTree(t, d.FormatCopy(1))
 	require.Len(t, copied, len(versionedFiles))
 	for _, rel := range versionedFiles {
 		require.Equal(t, orig[rel], copied[rel], "%s: the copy holds the file as it was", rel)
@@ -166,7 +147,7 @@ func TestMigrateFormat1(t *testing.T) {
 	mig, err = d.Migrate("v9.9.10", "4567def")
 	require.NoError(t, err)
 	require.Equal(t, statedir.Migration{From: statedir.Format}, mig)
-	after := files(t, string(d))
+	after := statedir.ReadTree(t, string(d))
 	require.Equal(t, now, after, "a migrated stateDir is not migrated again")
 
 	require.NoError(t, d.DropFormatCopies())
@@ -182,7 +163,7 @@ func TestMigrateNew(t *testing.T) {
 	require.NoError(t, err)
 	require.Equal(t, statedir.Migration{From: 1}, mig, "nothing to copy")
 	require.Equal(t, map[string]string{statedir.FormatFile: "{\n  \"formatVersion\": \"" + strconv.Itoa(statedir.Format) +
-		"\",\n  \"tend\": \"v1\",\n  \"commit\": \"c\"\n}\n"}, files(t, string(d)))
+		"\",\n  \"tend\": \"v1\",\n  \"commit\": \"c\"\n}\n"}, statedir.ReadTree(t, string(d)))
 }
 
 // A stateDir a newer tend migrated is refused, saying which tend wrote it
@@ -192,7 +173,7 @@ func TestNewerFormatRefused(t *testing.T) {
 	d := fixture(t)
 	newer := strconv.Itoa(statedir.Format + 1)
 	require.NoError(t, os.WriteFile(d.Format(), []byte(`{"formatVersion":"`+newer+`","tend":"v0.9.0","commit":"abc"}`), 0o644))
-	before := files(t, string(d))
+	before := statedir.ReadTree(t, string(d))
 
 	err := d.Check()
 	var ne *statedir.NewerError
@@ -203,7 +184,7 @@ func TestNewerFormatRefused(t *testing.T) {
 
 	_, err = d.Migrate("v0.1.0", "def")
 	require.ErrorAs(t, err, &ne)
-	require.Equal(t, before, files(t, string(d)), "nothing changed")
+	require.Equal(t, before, statedir.ReadTree(t, string(d)), "nothing changed")
 
 	file := filepath.Join(t.TempDir(), statedir.QuarantineFile)
 	require.NoError(t, os.WriteFile(file, []byte(`{"formatVersion":"`+newer+`","quarantined":{}}`), 0o644))
@@ -302,7 +283,7 @@ func TestCopyKeepsFolderModes(t *testing.T) {
 // no copy, it says why and what to do.
 func TestRestoreFormatCopy(t *testing.T) {
 	d := fixture(t)
-	orig, dirs := files(t, string(d)), modes(t, string(d))
+	orig, dirs := statedir.ReadTree(t, string(d)), modes(t, string(d))
 	_, err := d.Migrate("v1", "c")
 	require.NoError(t, err)
 	require.NoError(t, statedir.WriteJSON(d.Services().Service("new"), statedir.ServiceFile, map[string]int{"replicas": 1}, 0o644))
@@ -310,7 +291,7 @@ func TestRestoreFormatCopy(t *testing.T) {
 	removed, err := d.RestoreFormatCopy(1)
 	require.NoError(t, err)
 	require.Equal(t, []string{"services/new/service.json"}, removed)
-	got := files(t, string(d))
+	got := statedir.ReadTree(t, string(d))
 	require.Equal(t, orig, got)
 	after := modes(t, string(d))
 	delete(after, "services/new")
@@ -345,12 +326,12 @@ func TestMigrateRefusesANewerFile(t *testing.T) {
 	d := fixture(t)
 	newer := fmt.Sprintf(`{"formatVersion":"%d","resources":{}}`, statedir.Format+1)
 	require.NoError(t, os.WriteFile(d.Inventory(), []byte(newer), 0o600))
-	before := files(t, string(d))
+	before := statedir.ReadTree(t, string(d))
 	_, err := d.Migrate("v1", "c")
 	var ne *statedir.NewerError
 	require.ErrorAs(t, err, &ne)
 	require.Equal(t, d.Inventory(), ne.Path)
-	require.Equal(t, before, files(t, string(d)))
+	require.Equal(t, before, statedir.ReadTree(t, string(d)))
 }
 
 // A tend that is no release is named by its commit, and the refusal asks

@@ -9,22 +9,6 @@ import (
 	"github.com/stretchr/testify/require"
 )
 
-// read returns every file under dir (relative) with its content.
-func read(t *testing.T, dir string) map[string]string {
-	t.Helper()
-	out := map[string]string{}
-	require.NoError(t, filepath.WalkDir(dir, func(p string, e fs.DirEntry, err error) error {
-		if err != nil || e.IsDir() {
-			return err
-		}
-		b, err := os.ReadFile(p)
-		rel, _ := filepath.Rel(dir, p)
-		out[rel] = string(b)
-		return err
-	}))
-	return out
-}
-
 // A migration a crash cut short is taken up again: a copy that was being
 // built is built again from the files (none was rewritten yet); a copy
 // that was complete is kept as it is (the files as they were, not as the
@@ -34,7 +18,7 @@ func TestMigrateAfterCrash(t *testing.T) {
 		t.Run(crash, func(t *testing.T) {
 			d := Dir(filepath.Join(t.TempDir(), "state"))
 			require.NoError(t, os.CopyFS(string(d), os.DirFS("testdata/format1")))
-			orig := read(t, string(d))
+			orig := ReadTree(t, string(d))
 			files, err := d.versioned()
 			require.NoError(t, err)
 			require.Greater(t, len(files), 10)
@@ -49,13 +33,13 @@ func TestMigrateAfterCrash(t *testing.T) {
 				for _, rel := range files[:len(files)/2] {
 					require.NoError(t, d.upgradeFile(rel))
 				}
-				require.NotEqual(t, orig, read(t, string(d)))
+				require.NotEqual(t, orig, ReadTree(t, string(d)))
 			}
 			mig, err := d.Migrate("v2", "c")
 			require.NoError(t, err)
 			require.Equal(t, Migration{From: 1, Copy: d.FormatCopy(1)}, mig)
 
-			copied := read(t, d.FormatCopy(1))
+			copied := ReadTree(t, d.FormatCopy(1))
 			require.Len(t, copied, len(files))
 			for _, rel := range files {
 				require.Equal(t, orig[rel], copied[rel], "%s: the copy holds the file as it was", rel)
