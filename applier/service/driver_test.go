@@ -599,11 +599,18 @@ func TestServiceMemoryLimit(t *testing.T) {
 	require.NoError(t, err)
 	require.True(t, cs.Empty(), reasons(cs))
 
-	// Under always, a service killed while no agent watched is drift.
+	// Under always, a service killed while no agent watched is drift. (It
+	// is killed here by hand: one killed by the kernel before its start
+	// settled would fail the apply, and when the kernel kills it is a race.)
+	svc = n.service("hog", 1)
 	svc.Restart = manifest.RestartAlways
+	svc.Resources = &manifest.Resources{Memory: "64Mi", CPU: "500m"}
 	n.Sup.Stop()
 	n.newSupervisor(false)
 	n.apply(svc)
+	pids := n.pids("hog")
+	require.Len(t, pids, 1)
+	require.NoError(t, syscall.Kill(pids[0], syscall.SIGKILL))
 	eventually(t, func() bool { return len(n.pids("hog")) == 0 }, "hog was not killed")
 	cs, _, err = n.tick(n.declare(svc), "rev")
 	require.NoError(t, err)

@@ -18,7 +18,7 @@ import (
 // format 1 wrote them (inventory, service and instance records, the model
 // record and releases.json from a run of that tend; the others in the
 // shapes its code wrote), with the modes tend gives them.
-func fixture(t *testing.T) statedir.Dir {
+func fixture(t testing.TB) statedir.Dir {
 	t.Helper()
 	dst := filepath.Join(t.TempDir(), "state")
 	require.NoError(t, os.CopyFS(dst, os.DirFS("testdata/format1")))
