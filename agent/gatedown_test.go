@@ -22,13 +22,15 @@ func TestGateDownCostsOneWait(t *testing.T) {
 	for _, tt := range []struct {
 		name  string
 		hangs bool // else the port is closed
+		stall bool // it sends its status line, then nothing
 	}{
-		{"hangs", true},
-		{"closed port", false},
+		{"hangs", true, false},
+		{"stalls after its status line", true, true},
+		{"closed port", false, false},
 	} {
 		t.Run(tt.name, func(t *testing.T) {
 			t.Parallel()
-			quiet := &quietServer{next: http.HandlerFunc(func(http.ResponseWriter, *http.Request) {}), got: make(chan struct{}, 16)}
+			quiet := &quietServer{next: http.HandlerFunc(func(http.ResponseWriter, *http.Request) {}), got: make(chan struct{}, 16), stall: tt.stall}
 			addr, reopen := serveQuiet(t, quiet, tt.hangs)
 			repo := testgit.NewRepo(t)
 			repo.WriteFile("devices/cam-017/rollout.yaml", "apiVersion: tend.dev/v1alpha1\nkind: Rollout\nmetadata: {name: default}\nspec:\n  selector: {}\n"+

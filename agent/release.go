@@ -295,8 +295,13 @@ func getGate(ctx context.Context, u string, wait time.Duration) (why string, ans
 		}
 		return "gate did not answer: " + source.RedactURL(u), false
 	}
-	_, _ = io.Copy(io.Discard, io.LimitReader(resp.Body, 64<<10))
+	_, err = io.Copy(io.Discard, io.LimitReader(resp.Body, 64<<10))
 	_ = resp.Body.Close()
+	if err != nil {
+		// A gate that stalls after its status line is one that does not
+		// answer: left alone for the back-off, as one that hangs is.
+		return "gate did not answer: " + source.RedactURL(u), false
+	}
 	if resp.StatusCode != http.StatusOK {
 		return fmt.Sprintf("gate answered %d", resp.StatusCode), true
 	}

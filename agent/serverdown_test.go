@@ -58,12 +58,19 @@ type quietServer struct {
 	up    atomic.Bool
 	asked atomic.Int64
 	got   chan struct{}
+	// stall: while down, send the status line (200) and then nothing.
+	stall bool
 }
 
 func (q *quietServer) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	q.asked.Add(1)
 	q.got <- struct{}{}
 	if !q.up.Load() {
+		if q.stall {
+			w.WriteHeader(http.StatusOK)
+			_, _ = w.Write([]byte("o"))
+			w.(http.Flusher).Flush()
+		}
 		<-r.Context().Done() // the device gave up
 		return
 	}

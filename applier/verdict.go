@@ -158,6 +158,12 @@ func (e *VerdictError) Unwrap() error { return e.Cause }
 // waited for.
 func (a *Applier) ResumeVerdict(ctx context.Context) error {
 	v, err := LoadVerdict(a.stateDir)
+	if errors.Is(err, statedir.ErrCorrupt) {
+		// A record cut short says nothing to judge by: dropped, so that
+		// it does not stop every tick; the release stays as applied.
+		a.logger.WarnContext(ctx, "the release awaiting its verdict cannot be read; forgetting it", logKeyError, err.Error())
+		return clearVerdict(a.stateDir)
+	}
 	if err != nil || v == nil {
 		return err
 	}
@@ -170,19 +176,26 @@ func (a *Applier) ResumeVerdict(ctx context.Context) error {
 	}
 	a.logger.WarnContext(ctx, "tend was interrupted while a release awaited its verdict; waiting for its services again",
 		logKeyRevision, v.Revision, logKeySince, v.Since.Format(time.RFC3339))
+	// As an apply's waits do, the waits run on past the tick's end for
+	// the shutdown grace: a wait the tick's timeout cuts short is a
+	// verdict (not healthy in the time a tick has), or the record would
+	// be waited for, and cut short, by every tick after it.
+	wctx, stop := a.graced(ctx)
+	defer stop()
 	for _, s := range v.Services {
 		vf, ok := a.drivers[kindOf(s.ID)].(Verifier)
 		if !ok {
 			continue // nothing this tend can judge it by
 		}
 		failpoint.Hit("verdict:waiting")
-		cause := vf.Verify(ctx, s.ID, s.Spec)
+		cause := vf.Verify(wctx, s.ID, s.Spec)
 		if cause == nil {
 			continue
 		}
-		if ctx.Err() != nil {
-			return fmt.Errorf("wait for %s: %w", s.ID, ctx.Err()) // judged again next time
+		if wctx.Err() != nil && !errors.Is(context.Cause(ctx), context.DeadlineExceeded) {
+			return fmt.Errorf("wait for %s: %w", s.ID, wctx.Err()) // shutting down: judged again next time
 		}
+		ctx := context.WithoutCancel(ctx) // what follows is written whatever the tick's time
 		reason := fmt.Sprintf("%s did not become healthy: %v", s.ID, cause)
 		keyed := make([]Keyed, 0, len(v.Keys))
 		at := a.now().UTC()

@@ -93,3 +93,57 @@ func TestResumeVerdictWithoutAWait(t *testing.T) {
 	require.NoError(t, a.ResumeVerdict(context.Background()), "quarantined already")
 	require.NoFileExists(t, statedir.Dir(a.stateDir).Verdict())
 }
+
+// slowVerifier judges a service by waiting until its context ends.
+type slowVerifier struct{ waits int }
+
+func (slowVerifier) Kind() planner.Kind { return planner.KindService }
+func (slowVerifier) Observe(context.Context, string, any) (planner.State, error) {
+	return planner.State{}, nil
+}
+func (slowVerifier) Apply(context.Context, planner.Action, any) error { return nil }
+func (v *slowVerifier) Verify(ctx context.Context, _, _ string) error {
+	v.waits++
+	<-ctx.Done()
+	return ctx.Err()
+}
+
+// A wait the tick's timeout (and the shutdown grace after it) cuts short
+// is a verdict: the release is quarantined and the record removed, so no
+// later tick waits for it again. A wait cut short by a shutdown is judged
+// again next time. A record that does not read is forgotten, not waited
+// on by every tick.
+func TestResumeVerdictCutShort(t *testing.T) {
+	defer func(g time.Duration) { ShutdownGrace = g }(ShutdownGrace)
+	ShutdownGrace = 0
+	at := time.Date(2026, 1, 2, 3, 4, 5, 0, time.UTC)
+	v := Verdict{Revision: "main@sha1:" + verdictAfter, Previous: "main@sha1:" + verdictBefore,
+		Keys:     []VerdictKey{{Key: verdictAfter, Revision: "main@sha1:" + verdictAfter}},
+		Services: []VerdictService{{ID: "service/web", Spec: "h"}}, Since: at}
+	vf := &slowVerifier{}
+	a, err := New(Config{Root: t.TempDir(), StateDir: t.TempDir(), Now: func() time.Time { return at }}, vf)
+	require.NoError(t, err)
+	require.NoError(t, statedir.WriteJSON(a.stateDir, statedir.VerdictFile, v, 0o644))
+
+	shutdown, cancel := context.WithCancel(context.Background())
+	cancel()
+	require.ErrorIs(t, a.ResumeVerdict(shutdown), context.Canceled)
+	require.FileExists(t, statedir.Dir(a.stateDir).Verdict(), "a shutdown keeps the record")
+
+	tick, cancel := context.WithDeadline(context.Background(), time.Now())
+	defer cancel()
+	err = a.ResumeVerdict(tick)
+	var ve *VerdictError
+	require.ErrorAs(t, err, &ve)
+	require.Equal(t, "service/web", ve.Failed)
+	require.NoFileExists(t, statedir.Dir(a.stateDir).Verdict())
+	q, err := LoadQuarantine(a.stateDir)
+	require.NoError(t, err)
+	require.Contains(t, q, verdictAfter)
+	require.Equal(t, 2, vf.waits)
+
+	require.NoError(t, os.WriteFile(statedir.Dir(a.stateDir).Verdict(), []byte(`{"revision":`), 0o644))
+	require.NoError(t, a.ResumeVerdict(context.Background()))
+	require.NoFileExists(t, statedir.Dir(a.stateDir).Verdict(), "a record that does not read is forgotten")
+	require.Equal(t, 2, vf.waits)
+}
