@@ -96,7 +96,7 @@ func TestRelease(t *testing.T) {
 	require.NoError(t, json.Unmarshal(b, &bom))
 	require.Equal(t, "CycloneDX", bom.BOMFormat)
 	require.Equal(t, "github.com/tend-dev/tend", bom.Metadata.Component.Name)
-	require.Contains(t, bom.Metadata.Component.Purl, "pkg:golang/github.com/tend-dev/tend@")
+	require.Contains(t, bom.Metadata.Component.Purl, "pkg:golang/github.com/tend-dev/tend@"+version)
 	var deps []string
 	for _, c := range bom.Components {
 		deps = append(deps, c.Name)
