@@ -66,7 +66,7 @@ func restoreState(ctx context.Context, stateDir string, lockTimeout time.Duratio
 			break
 		}
 	}
-	if n < statedir.Format || from == 0 {
+	if from == 0 { // a copy is there after a migration that a crash cut short too
 		return 0, nil, fmt.Errorf("%s holds no copy to restore (it is in state format %d): a copy is kept from a migration until the first apply "+
 			"that succeeds after it; a tend of an older format cannot run on this stateDir: keep this tend, or give the older one a new stateDir", stateDir, n)
 	}

@@ -25,7 +25,7 @@ import (
 // of state format 1.
 func formatOneFleet(t *testing.T) (repo *testgit.Repo, reg *testoci.Registry, oldBin string) {
 	t.Helper()
-	oldBin = oldtend.Build(t, oldtend.Release{Name: "baseline", Commit: oldtend.Baseline})
+	oldBin = oldtend.Build(t, oldtend.AtBaseline(t))
 	reg = testoci.Start(t)
 	reg.PushFiles(t, "models/detector:v1", map[string][]byte{"model.onnx": []byte("weights v1")})
 	worker, err := json.Marshal([]string{svcProg(t)})

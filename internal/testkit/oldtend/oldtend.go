@@ -35,7 +35,22 @@ type Release struct {
 // to fetch.
 func Previous(t testing.TB) Release {
 	t.Helper()
-	r, skip, err := previous(Baseline)
+	r, skip, err := previous(Baseline, false)
+	if err != nil {
+		t.Fatalf("upgrade test: %v", err)
+	}
+	if skip != "" {
+		t.Skipf("upgrade test: %s", skip)
+	}
+	return r
+}
+
+// AtBaseline returns Baseline as a release, the last tend of state format
+// 1, for tests of what comes from that format whatever the previous
+// release is; skipped and failed as Previous is.
+func AtBaseline(t testing.TB) Release {
+	t.Helper()
+	r, skip, err := previous(Baseline, true)
 	if err != nil {
 		t.Fatalf("upgrade test: %v", err)
 	}
@@ -46,9 +61,9 @@ func Previous(t testing.TB) Release {
 }
 
 // previous finds the release before HEAD in the checkout of the working
-// folder, or else baseline. It returns why the test cannot run here when
-// that is a shallow clone.
-func previous(baseline string) (r Release, skip string, err error) {
+// folder, or else baseline (always baseline with only). It returns why the
+// test cannot run here when that is a shallow clone.
+func previous(baseline string, only bool) (r Release, skip string, err error) {
 	top, err := git("rev-parse", "--show-toplevel")
 	if err != nil {
 		return Release{}, "", fmt.Errorf("tend is built at an earlier commit of its Git history, and this is not a Git checkout: %w; run it in a clone of tend", err)
@@ -61,7 +76,7 @@ func previous(baseline string) (r Release, skip string, err error) {
 	if err != nil {
 		return Release{}, "", fmt.Errorf("list the release tags of %s: %w", top, err)
 	}
-	if tag, _, _ := strings.Cut(tags, "\n"); tag != "" {
+	if tag, _, _ := strings.Cut(tags, "\n"); tag != "" && !only {
 		commit, err := git("rev-parse", "--verify", tag+"^{commit}")
 		if err != nil {
 			return Release{}, "", fmt.Errorf("tag %s: %w", tag, err)
