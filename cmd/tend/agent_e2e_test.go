@@ -63,6 +63,16 @@ func (a *runningAgent) get(path string) (string, int) {
 	return string(b), resp.StatusCode
 }
 
+// reconcileNow asks the agent for a tick now (POST /reconcile), which it
+// accepts.
+func (a *runningAgent) reconcileNow() {
+	a.t.Helper()
+	resp, err := http.Post("http://"+a.addr+"/reconcile", "", nil)
+	require.NoError(a.t, err)
+	resp.Body.Close()
+	require.Equal(a.t, http.StatusAccepted, resp.StatusCode)
+}
+
 func (a *runningAgent) status() map[string]any {
 	a.t.Helper()
 	body, code := a.get("/status")
@@ -133,10 +143,7 @@ func TestAgentEndpointsThroughFailures(t *testing.T) {
 	require.Regexp(t, `tend_reconcile_total\{result="error"\} [1-9]`, metrics)
 
 	// A manual reconcile is accepted while it is down.
-	resp, err := http.Post("http://"+a.addr+"/reconcile", "", nil)
-	require.NoError(t, err)
-	resp.Body.Close()
-	require.Equal(t, http.StatusAccepted, resp.StatusCode)
+	a.reconcileNow()
 
 	// Back up with a fixed commit: it converges and lastError clears.
 	srv2 := testgit.StartHTTP(t, filepath.Dir(repo.Dir()))

@@ -126,3 +126,33 @@ func keysOf(v *applier.Verdict) []string {
 	}
 	return out
 }
+
+// The same kill, and then the agent starts (after a reboot, or systemd
+// restarting it): its first tick judges rev3 again, rolls back to rev2
+// and quarantines rev3, and its ticks after keep rev2.
+func TestCrashAwaitingAVerdictThenTheAgent(t *testing.T) {
+	f := newCrashFleet(t)
+	n := f.node(t)
+	_, errOut, code := n.tend("apply", "--ref", f.rev2)
+	require.Equal(t, 0, code, errOut)
+	n.crash(f.rev3, "service:health")
+	v, err := applier.LoadVerdict(n.state)
+	require.NoError(t, err)
+	require.NotNil(t, v, "no verdict awaited after the kill")
+
+	a := startAgent(t, n, "--schedule", "@every 1s")
+	eventually(t, func() bool {
+		q, err := applier.LoadQuarantine(n.state)
+		return err == nil && q[f.rev3].Reason != ""
+	})
+	eventually(t, func() bool { return strings.Contains(a.logs(), "judged again after tend was interrupted") })
+	eventually(t, func() bool { return n.read("etc/infer/config.yaml") == "config 2\n" })
+	v, err = applier.LoadVerdict(n.state)
+	require.NoError(t, err)
+	require.Nil(t, v, "the verdict is still awaited")
+	// A later tick keeps rev2: rev3 is not tried again.
+	eventually(t, func() bool { return strings.Contains(a.logs(), "commit "+f.rev3[:12]+" was rolled back on this node") })
+	require.Equal(t, "config 2\n", n.read("etc/infer/config.yaml"))
+	require.Equal(t, 1, strings.Count(a.logs(), `msg="rolling back"`), "rev3 was tried again:\n%s", a.logs())
+	a.stop()
+}
