@@ -137,12 +137,31 @@ func (s *Store) FetchTree(ctx context.Context, repo name.Repository, e Entry, b 
 		}
 		return 0, nil
 	}
-	n, err := s.fetch(ctx, repo, e.Digest, e.Size, opts, func() bool { return s.Has(e.Digest) })
-	if err != nil {
+	var n int64
+	for try := 0; ; try++ {
+		got, err := s.fetch(ctx, repo, e.Digest, e.Size, opts, func() bool { return s.Has(e.Digest) })
+		n += got
+		if err != nil {
+			return n, err
+		}
+		if afterFetch != nil {
+			afterFetch(e.Digest)
+		}
+		err = s.Unpack(ctx, e, b, keepBlob)
+		if try == 0 && errors.Is(err, ErrNotStored) {
+			// Removed between its download and its unpacking by the
+			// garbage collection of another tend on the stateDir (tend
+			// apply --stage-only downloads beside an agent's ticks):
+			// downloaded once more.
+			continue
+		}
 		return n, err
 	}
-	return n, s.Unpack(ctx, e, b, keepBlob)
 }
+
+// afterFetch, when set (by tests), runs between a layer's download and
+// its unpacking in FetchTree.
+var afterFetch func(v1.Hash)
 
 // dropBlob removes the blob of a layer kept as a tree: a crash after the
 // tree was stored may have left it.

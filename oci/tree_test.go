@@ -7,9 +7,14 @@ import (
 	"io/fs"
 	"os"
 	"path/filepath"
+	"strings"
 	"syscall"
 	"testing"
 
+	"github.com/google/go-containerregistry/pkg/name"
+	v1 "github.com/google/go-containerregistry/pkg/v1"
+	"github.com/google/go-containerregistry/pkg/v1/static"
+	"github.com/google/go-containerregistry/pkg/v1/types"
 	"github.com/stretchr/testify/require"
 )
 
@@ -241,4 +246,40 @@ func TestConcurrentUnpack(t *testing.T) {
 	require.False(t, s.HasBlob(e.Digest))
 	require.Empty(t, entries(t, s.dir.TreePartials()))
 	require.NoError(t, s.Verify(e.Digest))
+}
+
+// A layer's blob removed between its download and its unpacking (another
+// tend's garbage collection) is downloaded once more, and the tree built;
+// removed again, the error says it is not stored.
+func TestFetchTreeAfterTheBlobWasCollected(t *testing.T) {
+	f := newFlakyRegistry(t)
+	repo, err := name.NewRepository(strings.TrimPrefix(f.srv.URL, "http://")+"/models/llm", name.Insecure)
+	require.NoError(t, err)
+	data := tgz(t, Gzip, file("model.gguf", "weights"))
+	l := static.NewLayer(data, types.OCILayer)
+	require.NoError(t, remoteWriteLayer(repo, l))
+	d, err := l.Digest()
+	require.NoError(t, err)
+	e := Entry{Digest: d, Size: int64(len(data)), Unpack: true, Compression: Gzip}
+
+	for _, times := range []int{1, 2} {
+		s := newTestStore(t)
+		removed := 0
+		afterFetch = func(h v1.Hash) {
+			if removed < times {
+				removed++
+				require.NoError(t, os.Remove(s.Path(h)))
+			}
+		}
+		n, err := s.FetchTree(context.Background(), repo, e, nil, false, Options{})
+		afterFetch = nil
+		if times == 1 {
+			require.NoError(t, err)
+			require.Equal(t, 2*e.Size, n, "downloaded twice")
+			require.True(t, s.HasTree(d))
+			continue
+		}
+		require.ErrorIs(t, err, ErrNotStored)
+		require.False(t, s.HasTree(d))
+	}
 }
