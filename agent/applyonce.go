@@ -94,7 +94,7 @@ func (r *Reconciler) writeOnceStatus(res *Result, err error, version string) err
 	t := status.NewTracker(c.Device, version)
 	t.SetInstances(r.Supervisor.Instances)
 	if inv, ierr := applier.LoadInventory(c.StateDir); ierr == nil && inv.Revision != "" {
-		t.SetApplied(inv.Revision)
+		t.SetApplied(inv.Revision, inv.AppliedRelease().String())
 	}
 	t.Observe(statusTick(res), err, "")
 	s := t.Status()

@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"github.com/tend-dev/tend/api"
 	"io"
 	"net/http"
 	"net/url"
@@ -35,7 +36,7 @@ type verdict struct {
 // proceed, and is then left alone for a while (see serverDown.rests): the
 // ticks in between decide as onHubDown says without asking, with the
 // same reason.
-func (r *Reconciler) askBrakes(ctx context.Context, b *manifest.Brakes, wave int, revision string) string {
+func (r *Reconciler) askBrakes(ctx context.Context, b *manifest.Brakes, wave int, key api.ReleaseKey, revision string) string {
 	down := func(why string) string {
 		if b.OnHubDown == manifest.OnHubDownProceed {
 			r.logger().Warn("the brakes' hub did not answer; the release goes on (onHubDown: proceed)",
@@ -45,7 +46,7 @@ func (r *Reconciler) askBrakes(ctx context.Context, b *manifest.Brakes, wave int
 		return why + " (onHubDown: hold)"
 	}
 	why, hubIsDown := r.brakesDown.ask(b.Hub, r.now, func(wait time.Duration) (string, bool) {
-		return r.askHub(ctx, b, rollout.BrakesQuery(b, wave, revision), wait)
+		return r.askHub(ctx, b, rollout.BrakesQuery(b, wave, key, revision), wait)
 	})
 	if hubIsDown {
 		return down(why)

@@ -254,7 +254,7 @@ func (l *Loop) serve(ctx context.Context, log *slog.Logger) error {
 	suspended, _ := Suspended(c)
 	l.metrics.SetSuspended(suspended)
 	if inv, err := applier.LoadInventory(c.StateDir); err == nil && inv.Revision != "" {
-		l.tracker.SetApplied(inv.Revision)
+		l.tracker.SetApplied(inv.Revision, inv.AppliedRelease().String())
 		l.metrics.SetApplied(inv.Revision)
 	}
 	if l.opts.Listen != "" {

@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/tend-dev/tend/agent/status"
+	"github.com/tend-dev/tend/api"
 	"github.com/tend-dev/tend/applier"
 	"github.com/tend-dev/tend/applier/service"
 	"github.com/tend-dev/tend/drift"
@@ -156,6 +157,12 @@ type Result struct {
 	// (rollout.NoWave: none takes it); nil without a rollout, or when the
 	// tick did not get to decide.
 	Wave *int
+	// TargetRelease is the release of the tick's target as the status
+	// reports it (see targetRelease); nil when the tick did not get to
+	// decide. AppliedRelease is the key of the release the node runs
+	// once the tick applied; "" when it did not get to apply.
+	TargetRelease  *status.Release
+	AppliedRelease api.ReleaseKey
 	// Staged lists the models StageOnly brought into the store.
 	Staged []StagedModel
 	// Agent is the agent that runs on the stateDir of a one-shot apply
@@ -448,6 +455,9 @@ func (r *Reconciler) applyPlan(ctx context.Context, t *tick) error {
 	t.res.Downloaded, t.res.Skipped = res.Downloaded, res.Skipped
 	if err == nil && !t.hold && t.res.Release != nil && !t.res.Release.FirstSeen.IsZero() {
 		t.res.Release.Activated = true // the target's release, applied in full
+	}
+	if inv, ierr := t.node.applier.Inventory(); ierr == nil {
+		t.res.AppliedRelease = inv.AppliedRelease()
 	}
 	return err
 }

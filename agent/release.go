@@ -17,10 +17,12 @@ import (
 	"time"
 
 	"github.com/tend-dev/tend/agent/status"
+	"github.com/tend-dev/tend/api"
 	"github.com/tend-dev/tend/applier"
 	"github.com/tend-dev/tend/internal/statedir"
 	"github.com/tend-dev/tend/manifest"
 	"github.com/tend-dev/tend/planner"
+	"github.com/tend-dev/tend/render"
 	"github.com/tend-dev/tend/rollout"
 	"github.com/tend-dev/tend/source"
 )
@@ -69,18 +71,23 @@ func (r *Reconciler) decide(ctx context.Context, t *tick) error {
 	if t.upTo != StepApply {
 		stager = nil // plan and render stage nothing
 	}
-	if comp == nil || snap == nil || comp.Rollout == nil && stager == nil {
+	if comp == nil || snap == nil || t.res.Desired == nil {
+		return nil
+	}
+	inv, err := t.node.applier.Inventory()
+	if err != nil {
+		return err
+	}
+	target := targetRelease(inv, t.res.Desired)
+	t.res.TargetRelease = target
+	if comp.Rollout == nil && stager == nil {
 		return nil
 	}
 	if comp.Rollout != nil {
 		wave, _ := rollout.Wave(r.Config.Device, comp.Device.Metadata.Labels, comp.Rollout)
 		t.res.Wave = &wave
 	}
-	inv, err := t.node.applier.Inventory()
-	if err != nil {
-		return err
-	}
-	key := releaseKey(t.res.Desired.Desired)
+	key := clockKey(t.res.Desired.Desired)
 	need := toStage(t.res.Desired)
 	if _, err := source.ParseRevision(inv.Revision); err != nil {
 		// Nothing applied yet: the first commit is taken at once, once
@@ -122,7 +129,7 @@ func (r *Reconciler) decide(ctx context.Context, t *tick) error {
 	if comp.Rollout != nil {
 		d = rollout.Decide(now, seen, r.Config.Device, comp.Device.Metadata.Labels, comp.Rollout)
 		if b := comp.Rollout.Spec.Brakes; d.Take && b != nil && d.Wave > 0 {
-			if why := r.askBrakes(ctx, b, d.Wave, snap.Revision.String()); why != "" {
+			if why := r.askBrakes(ctx, b, d.Wave, api.ReleaseKey(target.Key), snap.Revision.String()); why != "" {
 				d.Take, d.Cause, d.Reason = false, rollout.CauseBrakes, "held: brakes: "+why
 			}
 		}
@@ -193,11 +200,33 @@ func released(actions []planner.Action) []string {
 	return ids
 }
 
-// releaseKey names a release by what it declares for this device, not by
-// its commit: a later commit that does not change the device (resuming a
-// paused rollout, a change for other devices) is the same release, and
-// does not restart its wave's clock.
-func releaseKey(d planner.Desired) string {
+// targetRelease is the release of the tick's target d as the status
+// reports it: its key against the inventory inv (applier.ReleaseOf), or,
+// when d changes nothing there, the key of the release the node runs.
+func targetRelease(inv *applier.Inventory, d *render.Desired) *status.Release {
+	key := applier.ReleaseOf(inv, d)
+	if key == "" {
+		key = inv.AppliedRelease()
+	}
+	rel := &status.Release{Key: key.String(), Revision: d.Revision}
+	for _, r := range d.Resources {
+		switch s := d.Specs[r.ID].(type) {
+		case render.Model:
+			rel.Resources = append(rel.Resources, status.ReleaseResource{ID: r.ID, Ref: s.Ref, Tag: s.Tag, Digest: s.Digest})
+		case render.Service:
+			if s.Kind == render.KindContainer {
+				rel.Resources = append(rel.Resources, status.ReleaseResource{ID: r.ID, Ref: s.Image, Tag: s.ImageTag, Digest: s.ImageDigest})
+			}
+		}
+	}
+	return rel
+}
+
+// clockKey names a release for its wave's clock by what it declares for
+// this device, not by its commit: a later commit that does not change the
+// device (resuming a paused rollout, a change for other devices) is the
+// same release, and does not restart its wave's clock.
+func clockKey(d planner.Desired) string {
 	h := sha256.New()
 	for _, res := range d.Resources {
 		fmt.Fprintf(h, "%q\n", res.ID)
@@ -209,7 +238,7 @@ func releaseKey(d planner.Desired) string {
 }
 
 // firstSeen returns when this device first saw the release named key
-// (see releaseKey), now if never; with record, it keeps that in stateDir
+// (see clockKey), now if never; with record, it keeps that in stateDir
 // (forgetting older releases: only the one waiting matters).
 func (r *Reconciler) firstSeen(key string, now time.Time, record bool) (time.Time, error) {
 	var seen releases

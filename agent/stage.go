@@ -58,7 +58,7 @@ var DefaultStageBackoff = backoff.Exponential{Initial: 10 * time.Second, Max: 5 
 
 // staging is one release being staged, or staged.
 type staging struct {
-	key       string // the release (see releaseKey)
+	key       string // the release (see clockKey)
 	revision  string
 	resources []string
 	work      work

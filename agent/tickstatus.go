@@ -46,6 +46,11 @@ func statusTick(res *Result) *status.Tick {
 		c := *r
 		t.Release = &c
 	}
+	if r := res.TargetRelease; r != nil {
+		c := *r
+		t.TargetRelease = &c
+	}
+	t.AppliedRelease = res.AppliedRelease.String()
 	if res.Wave != nil {
 		w := *res.Wave
 		t.Wave = &w

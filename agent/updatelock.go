@@ -87,7 +87,7 @@ func (r *Reconciler) holdForLocks(ctx context.Context, t *tick) error {
 		return nil
 	}
 	now := r.now()
-	key := releaseKey(t.res.Desired.Desired)
+	key := clockKey(t.res.Desired.Desired)
 	record := t.upTo == StepApply
 	seen, err := r.firstSeen(key, now, record)
 	if err != nil {
@@ -211,7 +211,7 @@ func (r *Reconciler) appliedDeclarations(ctx context.Context, t *tick, inv *appl
 func lockKey(key string) string { return "lock:" + key }
 
 // lockHeldSince returns when an update lock first held the release named
-// key (see releaseKey), now if never; with record, it keeps that in
+// key (see clockKey), now if never; with record, it keeps that in
 // stateDir, next to the release's first sight and forgetting everything
 // else. A time in the future (a clock set back) counts from now.
 func (r *Reconciler) lockHeldSince(key string, now time.Time, record bool) (time.Time, error) {

@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"github.com/tend-dev/tend/api"
 	"log/slog"
 	"slices"
 	"time"
@@ -53,6 +54,7 @@ func (a *Applier) Apply(ctx context.Context, d *render.Desired, cs *planner.Chan
 		a.mu.Unlock()
 	}()
 	before := fingerprint(inv)
+	release := ReleaseOf(inv, d) // against the inventory as it is before the plan
 	defer func() { res.Downloaded = a.downloaded() }()
 	skipErr := cs.Skip()
 	cs, res.Skipped = runnable(cs)
@@ -84,7 +86,7 @@ func (a *Applier) Apply(ctx context.Context, d *render.Desired, cs *planner.Chan
 		o.pending[act.Resource] = true
 	}
 	full := applyErr == nil && skipErr == nil
-	a.record(inv, d, o, intent, full)
+	a.record(inv, d, o, intent, full, release)
 	if applyErr == nil {
 		applyErr = skipErr
 	}
@@ -258,7 +260,7 @@ func (a *Applier) intend(inv *Inventory, d *render.Desired, cs *planner.Changese
 // record updates the inventory for what the plan did (see Apply); with
 // done, the whole plan succeeded and the revision moves to d's. The
 // entries intend added for actions that did not succeed are dropped.
-func (a *Applier) record(inv *Inventory, d *render.Desired, o outcome, intent map[string]bool, done bool) {
+func (a *Applier) record(inv *Inventory, d *render.Desired, o outcome, intent map[string]bool, done bool, release api.ReleaseKey) {
 	for id := range intent {
 		if o.pending[id] && id != o.left {
 			delete(inv.Resources, id)
@@ -284,7 +286,10 @@ func (a *Applier) record(inv *Inventory, d *render.Desired, o outcome, intent ma
 	}
 	inv.Root, inv.Device = a.root, d.Device
 	if done {
-		inv.Revision = d.Revision
+		if release != "" {
+			inv.Release = release
+		}
+		inv.Revision, inv.Declaration = d.Revision, d.Declaration()
 	}
 }
 
@@ -396,9 +401,9 @@ func createdBy(act planner.Action) bool {
 // fingerprint is what a save would change, AppliedAt aside.
 func fingerprint(inv *Inventory) string {
 	b, _ := json.Marshal(struct {
-		Device, Root, Revision string
-		Resources              map[string]InventoryEntry
-	}{inv.Device, inv.Root, inv.Revision, inv.Resources})
+		Device, Root, Revision, Release, Declaration string
+		Resources                                    map[string]InventoryEntry
+	}{inv.Device, inv.Root, inv.Revision, string(inv.Release), inv.Declaration, inv.Resources})
 	return string(b)
 }
 

@@ -8,6 +8,7 @@ import (
 	"slices"
 	"time"
 
+	"github.com/tend-dev/tend/api"
 	"github.com/tend-dev/tend/internal/atomicfile"
 	"github.com/tend-dev/tend/internal/failpoint"
 	"github.com/tend-dev/tend/internal/statedir"
@@ -25,7 +26,23 @@ type Inventory struct {
 	Root      string    // the absolute root the resources are placed under
 	Revision  string    // the last revision applied in full; "" before the first
 	AppliedAt time.Time // when Revision was applied
-	Resources map[string]InventoryEntry
+	// Release is the key of the release last taken in full (see
+	// ReleaseOf), and Declaration the declarations it was rendered from
+	// (render.Desired.Declaration); "" when a tend that kept neither
+	// applied it.
+	Release     api.ReleaseKey
+	Declaration string
+	Resources   map[string]InventoryEntry
+}
+
+// AppliedRelease is the key of the release the node runs: Release, or,
+// from an inventory that keeps none, the applied commit's; "" before the
+// first apply.
+func (inv *Inventory) AppliedRelease() api.ReleaseKey {
+	if inv.Release != "" || inv.Revision == "" {
+		return inv.Release
+	}
+	return api.RevisionRelease(inv.Revision)
 }
 
 // InventoryEntry is one managed resource.
@@ -45,11 +62,15 @@ type InventoryEntry struct {
 // stateDir's format (statedir.Encode writes it, statedir.Decode checks it;
 // format 1 had "1" there too).
 type inventoryJSON struct {
-	Device    string                    `json:"device"`
-	Root      string                    `json:"root,omitempty"`
-	Revision  string                    `json:"revision"`
-	AppliedAt string                    `json:"appliedAt,omitempty"` // RFC 3339
-	Resources map[string]InventoryEntry `json:"resources"`
+	Device    string `json:"device"`
+	Root      string `json:"root,omitempty"`
+	Revision  string `json:"revision"`
+	AppliedAt string `json:"appliedAt,omitempty"` // RFC 3339
+	// Release and Declaration are optional: a tend of the same format
+	// that knows neither reads the file and drops them when it saves.
+	Release     string                    `json:"release,omitempty"`
+	Declaration string                    `json:"declaration,omitempty"`
+	Resources   map[string]InventoryEntry `json:"resources"`
 }
 
 // LoadInventory reads the inventory in stateDir. A missing file is an empty
@@ -70,7 +91,8 @@ func LoadInventory(stateDir string) (*Inventory, error) {
 		}
 		return nil, corrupt(name, err)
 	}
-	inv := &Inventory{Device: raw.Device, Root: raw.Root, Revision: raw.Revision, Resources: raw.Resources}
+	inv := &Inventory{Device: raw.Device, Root: raw.Root, Revision: raw.Revision, Resources: raw.Resources,
+		Release: api.ReleaseKey(raw.Release), Declaration: raw.Declaration}
 	if raw.AppliedAt != "" {
 		if inv.AppliedAt, err = time.Parse(time.RFC3339, raw.AppliedAt); err != nil {
 			return nil, corrupt(name, fmt.Errorf("appliedAt: %w", err))
@@ -92,10 +114,12 @@ func corrupt(name string, err error) error {
 // rename, fsync of stateDir), creating stateDir (statedir.Mode) if needed.
 func (inv *Inventory) Save(stateDir string) error {
 	raw := inventoryJSON{
-		Device:    inv.Device,
-		Root:      inv.Root,
-		Revision:  inv.Revision,
-		Resources: inv.Resources,
+		Device:      inv.Device,
+		Root:        inv.Root,
+		Revision:    inv.Revision,
+		Release:     inv.Release.String(),
+		Declaration: inv.Declaration,
+		Resources:   inv.Resources,
 	}
 	if raw.Resources == nil {
 		raw.Resources = map[string]InventoryEntry{}

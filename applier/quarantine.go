@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"io/fs"
 	"os"
+	"slices"
 	"sort"
 	"strings"
 	"time"
@@ -15,7 +16,6 @@ import (
 	"github.com/tend-dev/tend/internal/statedir"
 	"github.com/tend-dev/tend/planner"
 	"github.com/tend-dev/tend/render"
-	"github.com/tend-dev/tend/source"
 )
 
 // Quarantined is one rolled-back release, kept in statedir's
@@ -91,33 +91,32 @@ func Quarantine(stateDir, commit string, q Quarantined, more ...Keyed) error {
 }
 
 // releaseKeys returns the quarantine entries of release d, whose plan
-// applied the resources ids before a service failed: its commit when the
-// inventory inv (as it was before the plan) holds another; otherwise each
-// model digest and container image digest among ids that moved. It
-// returns none when nothing moved (a restart after drift): holding that
-// would hold nothing, and the loop's backoff spaces the retries instead.
+// applied the resources ids before a service failed, against the
+// inventory inv as it was before the plan: the parts of its key (see
+// ReleaseOf), its commit's hash when the commit changed what the device
+// runs, otherwise each model digest and container image digest among ids
+// that moved. It returns none when nothing moved (a restart after drift):
+// holding that would hold nothing, and the loop's backoff spaces the
+// retries instead.
 func releaseKeys(inv *Inventory, d *render.Desired, ids []string, reason string, at time.Time) []Keyed {
-	rev, err := source.ParseRevision(d.Revision)
-	if err != nil {
-		return nil
-	}
-	if before, _ := source.ParseRevision(inv.Revision); !before.SameCommit(rev) {
-		return []Keyed{{Key: rev.Commit, Quarantined: Quarantined{Revision: d.Revision, Reason: reason, At: at}}}
+	key := ReleaseOf(inv, d)
+	if hash, ok := key.Commit(); ok {
+		return []Keyed{{Key: hash, Quarantined: Quarantined{Revision: d.Revision, Reason: reason, At: at}}}
 	}
 	var keyed []Keyed
-	for _, id := range ids {
-		var digest, tag, field string
-		switch s := d.Specs[id].(type) {
-		case render.Model:
-			digest, tag, field = s.Digest, s.Tag, planner.FieldDigest
-		case render.Service:
-			digest, tag, field = s.ImageDigest, s.ImageTag, planner.FieldImage
-		}
-		if !strings.HasPrefix(digest, "sha256:") || fieldValue(inv.Resources[id].Fields, field) == digest {
+	for _, part := range key.Parts() {
+		id, _, _ := strings.Cut(part, "@")
+		if !slices.Contains(ids, id) {
 			continue
 		}
-		key := ReleaseKey(id, digest)
-		keyed = append(keyed, Keyed{Key: key, Quarantined: Quarantined{Revision: key, Tag: tag, Applied: d.Revision, Reason: reason, At: at}})
+		var tag string
+		switch s := d.Specs[id].(type) {
+		case render.Model:
+			tag = s.Tag
+		case render.Service:
+			tag = s.ImageTag
+		}
+		keyed = append(keyed, Keyed{Key: part, Quarantined: Quarantined{Revision: part, Tag: tag, Applied: d.Revision, Reason: reason, At: at}})
 	}
 	return keyed
 }

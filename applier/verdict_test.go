@@ -32,7 +32,10 @@ func verdictApplier(t *testing.T, at time.Time) *Applier {
 func TestVerdictRecord(t *testing.T) {
 	at := time.Date(2026, 1, 2, 3, 4, 5, 0, time.UTC)
 	inv := &Inventory{Revision: "main@sha1:" + verdictBefore, Resources: map[string]InventoryEntry{}}
-	d := &render.Desired{Desired: planner.Desired{Revision: "main@sha1:" + verdictAfter}, Specs: map[string]any{
+	d := &render.Desired{Desired: planner.Desired{Revision: "main@sha1:" + verdictAfter, Resources: []planner.Resource{
+		{ID: "service/web", Kind: planner.KindService, Fields: []planner.Field{{Name: planner.FieldSpec, Value: "h-web"}}},
+		{ID: "service/api", Kind: planner.KindService, Fields: []planner.Field{{Name: planner.FieldSpec, Value: "h-api"}}},
+	}}, Specs: map[string]any{
 		"service/web": render.Service{Hash: "h-web"}, "service/api": render.Service{Hash: "h-api"}}}
 	web := planner.Action{Resource: "service/web", Kind: planner.KindService, Type: planner.Update}
 	api := planner.Action{Resource: "service/api", Kind: planner.KindService, Type: planner.Update}

@@ -33,11 +33,13 @@ func service(s manifest.Service, refs func(ref string) string, hostPath func(str
 		return refs(ref)
 	})
 	spec := Service{Name: s.Name, Kind: KindProcess, Hash: specHash(tmpl), Restart: s.Restart, StopTimeout: s.StopTimeout.D()}
+	spec.Declared = spec.Hash
 	pinned := ""
 	if s.Container() {
 		spec.Kind = KindContainer
 		spec.Image, spec.ImageDigest, spec.ImageTag, spec.ImagePull = s.Image, image.Digest, image.Tag, image.Pull
 		spec.Hash = containerHash(tmpl, image.Digest)
+		spec.Declared = containerHash(tmpl, "")
 		pinned = s.Image
 		if strings.HasPrefix(image.Digest, "sha256:") {
 			pinned = Repository(s.Image) + "@" + image.Digest

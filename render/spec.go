@@ -56,8 +56,12 @@ type Service struct {
 	Name string
 	// Kind is the kind of runtime that runs it: KindProcess for a
 	// command, KindContainer for an image.
-	Kind        string
-	Hash        string // of the expanded spec: the field plans compare
+	Kind string
+	Hash string // of the expanded spec: the field plans compare
+	// Declared is the hash of the spec with its image as declared, not
+	// as resolved: a tag that moved leaves it as it was (see
+	// Desired.Declaration). A process's is its Hash.
+	Declared    string
 	Restart     string // always (""), on-failure or never
 	StopTimeout time.Duration
 	Replicas    []Replica

@@ -6,14 +6,21 @@ import (
 	"strconv"
 	"time"
 
+	"github.com/tend-dev/tend/api"
 	"github.com/tend-dev/tend/manifest"
 )
 
 // VerdictQuery is what a device of a later wave asks the brakes' hub: the
 // query of GET /v1/verdict, which the agent encodes and the hub parses
-// (revision, before, maxFailed, maxFailedPercent, minApplied, soak).
+// (release, revision, before, maxFailed, maxFailedPercent, minApplied,
+// soak).
 type VerdictQuery struct {
-	// Revision is the release asked about, ref@sha1:commit.
+	// Release is the key of the release asked about (see api.ReleaseKey);
+	// "" from a tend that sends none (v0.1.0), whose release is its
+	// revision's commit.
+	Release api.ReleaseKey
+	// Revision is the fleet revision the device saw it at,
+	// ref@sha1:commit: a hub that knows no keys counts by it.
 	Revision string
 	// Before is the asking device's wave: waves 0 to Before-1 are counted.
 	Before int
@@ -33,18 +40,30 @@ type Thresholds struct {
 	Soak       time.Duration
 }
 
+// Key is the release asked about: Release, or the commit of Revision.
+func (q VerdictQuery) Key() api.ReleaseKey {
+	if q.Release != "" {
+		return q.Release
+	}
+	return api.RevisionRelease(q.Revision)
+}
+
 // BrakesQuery is the question a device of wave (> 0) asks b's hub about
-// release revision.
-func BrakesQuery(b *manifest.Brakes, wave int, revision string) VerdictQuery {
-	return VerdictQuery{Revision: revision, Before: wave, Thresholds: Thresholds{
+// the release key, seen at revision.
+func BrakesQuery(b *manifest.Brakes, wave int, key api.ReleaseKey, revision string) VerdictQuery {
+	return VerdictQuery{Release: key, Revision: revision, Before: wave, Thresholds: Thresholds{
 		MaxFailed: b.MaxFailed, MaxFailedPercent: b.MaxFailedPercent, MinApplied: b.MinApplied, Soak: b.Soak.D(),
 	}}
 }
 
 // Encode is q as the URL query of GET /v1/verdict, keys sorted, the
-// thresholds not set left out: before=2&maxFailed=1&revision=main%40sha1%3A….
+// thresholds not set left out:
+// before=2&maxFailed=1&release=model%2Fdetector%40sha256%3A…&revision=main%40sha1%3A….
 func (q VerdictQuery) Encode() string {
 	v := url.Values{"revision": {q.Revision}, "before": {strconv.Itoa(q.Before)}}
+	if q.Release != "" {
+		v.Set("release", q.Release.String())
+	}
 	if q.MaxFailed != nil {
 		v.Set("maxFailed", strconv.Itoa(*q.MaxFailed))
 	}
@@ -65,8 +84,15 @@ func (q VerdictQuery) Encode() string {
 func ParseVerdictQuery(v url.Values) (VerdictQuery, error) {
 	var q VerdictQuery
 	q.Revision = v.Get("revision")
-	if q.Revision == "" {
-		return VerdictQuery{}, fmt.Errorf("revision: missing: the release asked about, ref@sha1:commit")
+	if raw := v.Get("release"); raw != "" {
+		k, err := api.ParseReleaseKey(raw)
+		if err != nil {
+			return VerdictQuery{}, fmt.Errorf("release: %w", err)
+		}
+		q.Release = k
+	}
+	if q.Revision == "" && q.Release == "" {
+		return VerdictQuery{}, fmt.Errorf("release: missing: the key of the release asked about (or revision, ref@sha1:commit, its commit's)")
 	}
 	num := func(name string, lo, hi int) (*int, error) {
 		raw := v.Get(name)

@@ -3,11 +3,13 @@ package rollout
 import (
 	"net/url"
 	"reflect"
+	"strings"
 	"testing"
 	"time"
 
 	"github.com/stretchr/testify/require"
 
+	"github.com/tend-dev/tend/api"
 	"github.com/tend-dev/tend/manifest"
 )
 
@@ -18,7 +20,7 @@ func intp(n int) *int { return &n }
 func TestVerdictQueryRoundTrip(t *testing.T) {
 	b := &manifest.Brakes{Hub: "https://hub.example:8420", MaxFailed: intp(0), MaxFailedPercent: intp(10),
 		MinApplied: 3, Soak: manifest.Duration(10 * time.Minute), OnHubDown: manifest.OnHubDownHold}
-	every := BrakesQuery(b, 2, "main@sha1:ab12")
+	every := BrakesQuery(b, 2, api.ReleaseKey("model/m@sha256:"+strings.Repeat("ab", 32)), "main@sha1:ab12")
 	th := reflect.ValueOf(every.Thresholds)
 	for i := range th.NumField() {
 		require.False(t, th.Field(i).IsZero(), "set %s in this test, so that the round trip covers it", th.Type().Field(i).Name)
@@ -30,10 +32,10 @@ func TestVerdictQueryRoundTrip(t *testing.T) {
 			require.True(t, ok, "Brakes.%s is not in Thresholds: the hub would never see it", name)
 		}
 	}
-	require.Equal(t, "before=2&maxFailed=0&maxFailedPercent=10&minApplied=3&revision=main%40sha1%3Aab12&soak=10m0s", every.Encode(),
+	require.Equal(t, "before=2&maxFailed=0&maxFailedPercent=10&minApplied=3&release=model%2Fm%40sha256%3A"+strings.Repeat("ab", 32)+"&revision=main%40sha1%3Aab12&soak=10m0s", every.Encode(),
 		"the wire format of DESIGN.md")
 
-	for _, q := range []VerdictQuery{every, {Revision: "main@sha1:ab12", Before: 1}} {
+	for _, q := range []VerdictQuery{every, {Revision: "main@sha1:ab12", Before: 1}, {Release: "commit:ab12", Before: 1}} {
 		v, err := url.ParseQuery(q.Encode())
 		require.NoError(t, err)
 		got, err := ParseVerdictQuery(v)
@@ -44,7 +46,9 @@ func TestVerdictQueryRoundTrip(t *testing.T) {
 
 func TestParseVerdictQueryRefuses(t *testing.T) {
 	for q, want := range map[string]string{
-		"before=1":                                 "revision: missing: the release asked about, ref@sha1:commit",
+		"before=1": "release: missing: the key of the release asked about (or revision, ref@sha1:commit, its commit's)",
+		"release=main%40sha1%3Aab12&before=1": `release: release key "main@sha1:ab12": part "main@sha1:ab12" is not a digest's key: ` +
+			"use commit:HASH, or model/NAME@sha256:HEX (service/NAME@sha256:HEX), several joined with +",
 		"revision=r":                               "before: missing: the asking device's wave; waves 0 to before-1 are counted",
 		"revision=r&before=0":                      `before "0": use a whole number from 1 to 1048576`,
 		"revision=r&before=1&maxFailed=-1":         `maxFailed "-1": use a whole number from 0 to 1073741824`,
@@ -58,4 +62,11 @@ func TestParseVerdictQueryRefuses(t *testing.T) {
 		_, err = ParseVerdictQuery(v)
 		require.EqualError(t, err, want, q)
 	}
+}
+
+// A tend that sends no key (v0.1.0) asks by revision: its release is its
+// commit's, as the hub counts its reports.
+func TestVerdictQueryKey(t *testing.T) {
+	require.Equal(t, api.ReleaseKey("commit:ab12"), VerdictQuery{Revision: "main@sha1:AB12"}.Key())
+	require.Equal(t, api.ReleaseKey("commit:cd"), VerdictQuery{Release: "commit:cd", Revision: "main@sha1:ab12"}.Key())
 }

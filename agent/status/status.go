@@ -87,6 +87,35 @@ type Status struct {
 	// (-1: in no wave), for fleet views and rollout brakes; absent
 	// without a rollout.
 	Wave *int `json:"wave,omitempty"`
+	// Release is the release of the device's target: the one it works
+	// towards while one waits (held, staging, pending), else the one it
+	// runs. Absent before the first tick that rendered a target, and
+	// from a tend that sends no key (v0.1.0): the hub then counts by
+	// commit.
+	Release *Release `json:"release,omitempty"`
+	// AppliedRelease is the key of the release the device runs (see
+	// api.ReleaseKey): the one it last took in full. Absent before the
+	// first apply.
+	AppliedRelease string `json:"appliedRelease,omitempty"`
+}
+
+// Release is a release as a device reports it: its key (what made it
+// new on the device, see api.ReleaseKey), the fleet revision it is at,
+// and every model and container image it runs, as resolved.
+type Release struct {
+	Key       string            `json:"key"`
+	Revision  string            `json:"revision"`
+	Resources []ReleaseResource `json:"resources,omitempty"`
+}
+
+// ReleaseResource is a model or a container service's image of a
+// release: its resource id, its ref as declared, the tag it resolved
+// through ("" for a digest ref) and its digest.
+type ReleaseResource struct {
+	ID     string `json:"id"`
+	Ref    string `json:"ref"`
+	Tag    string `json:"tag,omitempty"`
+	Digest string `json:"digest"`
 }
 
 // Staging is a release staged in the background: what it downloads, how

@@ -69,6 +69,11 @@ type Tick struct {
 	// Wave is the device's wave in the Rollout of the target (-1: in no
 	// wave); nil without a rollout, or when the tick did not decide.
 	Wave *int
+	// TargetRelease is the release of the tick's target (Status.Release);
+	// nil when the tick did not decide. AppliedRelease is the key of the
+	// release the node runs once the tick applied; "" when it did not.
+	TargetRelease  *Release
+	AppliedRelease string
 }
 
 // SeenRelease is the release a tick's target makes against what the node

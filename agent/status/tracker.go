@@ -61,12 +61,13 @@ func (t *Tracker) SetLabels(labels map[string]string) {
 	t.status.Labels = maps.Clone(labels)
 }
 
-// SetApplied seeds the applied revision, read from the inventory when the
-// agent starts, before a tick has applied anything.
-func (t *Tracker) SetApplied(rev string) {
+// SetApplied seeds the applied revision and the key of the applied
+// release, read from the inventory when the agent starts, before a tick
+// has applied anything.
+func (t *Tracker) SetApplied(rev, release string) {
 	t.mu.Lock()
 	defer t.mu.Unlock()
-	t.status.AppliedRevision = rev
+	t.status.AppliedRevision, t.status.AppliedRelease = rev, release
 	t.notify()
 }
 
@@ -138,6 +139,13 @@ func (t *Tracker) Observe(res *Tick, err error, suspended string) []drift.Event 
 	}
 	if res.Plan != nil || res.Held != nil {
 		s.Wave = res.Wave
+	}
+	if r := res.TargetRelease; r != nil {
+		c := *r
+		s.Release = &c
+	}
+	if res.AppliedRelease != "" {
+		s.AppliedRelease = res.AppliedRelease
 	}
 	if h := res.Held; h != nil {
 		s.TargetRevision, s.Held = h.Revision, h.Reason

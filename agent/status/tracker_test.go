@@ -229,7 +229,7 @@ func TestTrackerFollowsTicks(t *testing.T) {
 
 	tr := NewTracker("cam-017", "v1.2.3")
 	require.False(t, changed(tr), "nothing observed yet")
-	tr.SetApplied("main@sha1:old")
+	tr.SetApplied("main@sha1:old", "commit:old")
 	require.True(t, changed(tr), "seeding the applied revision changes the status")
 	var docs bytes.Buffer
 	for _, st := range steps {

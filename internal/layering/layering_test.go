@@ -19,7 +19,7 @@ const module = "github.com/tend-dev/tend/"
 var ranks = map[string]int{
 	"internal/atomicfile": 0, "internal/backoff": 0, "internal/confine": 0,
 	"internal/errkind": 0, "internal/failpoint": 0, "internal/flock": 0, "internal/layering": 0, "internal/statedir": 0,
-	"manifest": 0, "planner": 0,
+	"manifest": 0, "planner": 0, "api": 0,
 
 	"source": 1, "gitsource": 1, "ocisource": 1, "oci": 1, "notify": 1, "schema": 1,
 	"render":  2,
