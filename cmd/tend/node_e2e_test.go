@@ -54,7 +54,7 @@ func TestNodeCommandsNeedNoSource(t *testing.T) {
 	require.Equal(t, "Error: listen is off, and neither an agent nor tend apply has written a status in "+stateDir+
 		": has either run on this node, with this stateDir?\n", errOut)
 	tr := status.NewTracker("cam-017", "v1")
-	tr.SetApplied("main@sha1:aaa")
+	tr.SetApplied("main@sha1:aaa", "commit:aaa")
 	require.NoError(t, status.WriteLast(stateDir, tr.Status()))
 	out, errOut, code = tend(t, "status", "--config", config)
 	require.Equal(t, 0, code, errOut)
