@@ -21,7 +21,7 @@ import (
 func statusAgent(t *testing.T) (string, *status.Tracker) {
 	t.Helper()
 	tr := status.NewTracker("cam-017", "v1.2.3")
-	tr.SetApplied("main@sha1:aaa")
+	tr.SetApplied("main@sha1:aaa", "commit:aaa")
 	started := time.Now().Add(-time.Minute)
 	plan := &planner.Changeset{Device: "cam-017", Revision: "main@sha1:aaa", Unchanged: 2, Actions: []planner.Action{
 		{Type: planner.Update, Resource: "file/etc/infer/config.yaml", Kind: planner.KindFile, Reason: "drift: content changed on node", Drift: "content changed on node"},
