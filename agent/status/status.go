@@ -33,6 +33,13 @@ const ResultSuspended = "suspended"
 // by what the reverts did.
 const ResultHeld = "held"
 
+// ResultStaging is the status's result of a tick whose target release
+// stages in the background (Status.Staging says how far), not held by
+// its rollout: the node kept its applied revision, or, before its first
+// release, applied nothing yet. tend_reconcile_total counts it as
+// success or noop, by what the tick's drift reverts did.
+const ResultStaging = "staging"
+
 // Replica states in the status document.
 const (
 	ReplicaRunning    = "running"

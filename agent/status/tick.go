@@ -74,6 +74,9 @@ type Tick struct {
 	// release the node runs once the tick applied; "" when it did not.
 	TargetRelease  *Release
 	AppliedRelease string
+	// Staging says the tick's target release stages in the background
+	// and the tick did not take it.
+	Staging bool
 }
 
 // SeenRelease is the release a tick's target makes against what the node

@@ -152,6 +152,8 @@ func (t *Tracker) Observe(res *Tick, err error, suspended string) []drift.Event 
 		if err == nil {
 			s.Result = ResultHeld
 		}
+	} else if res.Staging && err == nil {
+		s.Result = ResultStaging
 	}
 	if err != nil {
 		s.LastError = err.Error()
