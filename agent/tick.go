@@ -149,6 +149,9 @@ func LogTick(log *slog.Logger, device string, res *Result, err error, suspended 
 	if q := res.Quarantined(); q != nil {
 		log.Warn("newest version rolled back here; models kept off it", keyDevice, device, keyReason, q.Error())
 	}
+	if u := res.Unverified(); u != nil {
+		log.Warn("newest version not signed as verify asks; models kept off it", keyDevice, device, keyReason, u.Error())
+	}
 	if err != nil {
 		log.Error("reconcile failed; the node keeps its last applied state", append(attrs, keyError, err.Error())...)
 		return

@@ -69,7 +69,9 @@ type Status struct {
 	// credentials).
 	LastError string `json:"lastError"`
 	// Warning says what the last tick could not do without failing: a
-	// model registry unreachable, the model kept at its applied version.
+	// model registry unreachable, the model kept at its applied version;
+	// a newer version a policy passed over (rolled back here, or not
+	// signed as verify asks).
 	Warning string `json:"warning,omitempty"`
 	// Held says why the device's rollout held the target revision:
 	// "held: rollout wave 2 opens 2026-12-03T14:00Z".

@@ -130,6 +130,15 @@ func (res *Tick) quarantined() error {
 	return res.Desired.Quarantined
 }
 
+// unverified says which versions policies passed over for want of a
+// signature, or is nil.
+func (res *Tick) unverified() error {
+	if res.Desired == nil {
+		return nil
+	}
+	return res.Desired.Unverified
+}
+
 // tickEnd is when a tick ended; now for a result that does not say (the
 // lock could not be taken).
 func tickEnd(res *Tick) time.Time {
