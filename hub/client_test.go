@@ -51,5 +51,5 @@ func TestFleetOutput(t *testing.T) {
 	_, err = (&Client{URL: "ftp://x"}).Devices(t.Context(), "")
 	assert.ErrorContains(t, err, `--hub "ftp://x" is not an http(s) URL`)
 	_, err = c.Release(t.Context(), "main@sha1:0000")
-	assert.ErrorContains(t, err, `answered 404: release "main@sha1:0000": not found`)
+	assert.ErrorContains(t, err, `answered 404: release main@sha1:0000: not found: no device reported a commit whose hash begins with 0000`)
 }
