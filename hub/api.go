@@ -19,14 +19,16 @@ func writeJSON(w http.ResponseWriter, v any) {
 	enc.Encode(v) //nolint:errcheck // the client went away
 }
 
-// fail answers err: 404 for what the hub never heard of, 400 for a bad
-// query (bad), 503 for the database.
+// fail answers err: 404 for what the hub never heard of, 409 for a name
+// of several releases, 400 for a bad query (bad), 503 for the database.
 func (s *Server) fail(w http.ResponseWriter, r *http.Request, err error, bad bool) {
 	code := http.StatusServiceUnavailable
 	switch {
 	case errors.Is(err, ErrNotFound):
 		code = http.StatusNotFound
-	case bad:
+	case errors.Is(err, ErrAmbiguous):
+		code = http.StatusConflict
+	case bad, errors.Is(err, errBadName):
 		code = http.StatusBadRequest
 	default:
 		s.log.Error("read failed", "path", r.URL.Path, keyError, err.Error())
@@ -80,8 +82,17 @@ func (s *Server) apiReleases(w http.ResponseWriter, r *http.Request) {
 	writeJSON(w, ReleaseList{FormatVersion: "1", Releases: rels})
 }
 
+// release reads the release {release} names (see Store.FindRelease).
+func (s *Server) release(r *http.Request) (ReleaseDetail, error) {
+	key, err := s.store.FindRelease(r.Context(), r.PathValue("release"))
+	if err != nil {
+		return ReleaseDetail{}, err
+	}
+	return s.store.ReleaseDetail(r.Context(), key)
+}
+
 func (s *Server) apiRelease(w http.ResponseWriter, r *http.Request) {
-	rd, err := s.store.ReleaseDetail(r.Context(), r.PathValue("revision"))
+	rd, err := s.release(r)
 	if err != nil {
 		s.fail(w, r, err, false)
 		return

@@ -7,12 +7,17 @@ import (
 	"strings"
 	"time"
 
+	"github.com/tend-dev/tend/api"
 	"github.com/tend-dev/tend/rollout"
 )
 
 // BrakesVerdict is GET /v1/verdict: how a release stands in the waves
 // before a device's, and whether that device may take it.
 type BrakesVerdict struct {
+	// Release is the key of the release judged (see api.ReleaseKey);
+	// Revision the revision the asking device saw it at ("" when it did
+	// not say).
+	Release  string `json:"release"`
 	Revision string `json:"revision"`
 	Before   int    `json:"before"`  // waves 0 to before-1 were counted
 	Devices  int    `json:"devices"` // their devices the release targets
@@ -22,10 +27,11 @@ type BrakesVerdict struct {
 	Soaked int  `json:"soaked"`
 	Go     bool `json:"go"`
 	// Tripped says failures passed a threshold: later waves stop until a
-	// new commit (a fix, or a revert) makes a new release.
+	// new release (a fix, or a revert: a new commit or a new digest).
 	Tripped bool `json:"tripped"`
 	// Reason says why a device may not go: "2 of 5 wave-0 devices failed
-	// main@sha1:ab12… (maxFailed 1)".
+	// main@sha1:ab12… (maxFailed 1)", "1 of 1 wave-0 devices failed
+	// model/detector@sha256:1f16… (maxFailed 0)".
 	Reason string `json:"reason,omitempty"`
 }
 
@@ -38,9 +44,10 @@ type brakePart struct {
 	loops   bool   // a service in a crash loop
 }
 
-// judge gives the verdict on rev in waves before `before` by parts, at now.
-func judge(rev string, before int, parts []brakePart, th rollout.Thresholds, now time.Time) BrakesVerdict {
-	v := BrakesVerdict{Revision: rev, Before: before}
+// judge gives the verdict on release key, seen at revision rev, in waves
+// before `before` by parts, at now.
+func judge(key api.ReleaseKey, rev string, before int, parts []brakePart, th rollout.Thresholds, now time.Time) BrakesVerdict {
+	v := BrakesVerdict{Release: string(key), Revision: rev, Before: before}
 	for _, p := range parts {
 		if p.state == StateSuperseded {
 			continue
@@ -60,10 +67,7 @@ func judge(rev string, before int, parts []brakePart, th rollout.Thresholds, now
 	if before > 1 {
 		who = fmt.Sprintf("devices in waves 0-%d", before-1)
 	}
-	name := shortRevision(rev)
-	if name != rev {
-		name += "…"
-	}
+	name := releaseName(key, rev)
 	maxFailed := th.MaxFailed
 	if maxFailed == nil && th.MaxFailedPercent == nil {
 		zero := 0
@@ -86,33 +90,75 @@ func judge(rev string, before int, parts []brakePart, th rollout.Thresholds, now
 	return v
 }
 
-// Verdict judges q's release in the waves before q.Before under q's
-// thresholds, at now.
+// releaseName is how messages name release key seen at revision rev:
+// the revision for a commit's release (its ref says more than its key),
+// else the key, each abbreviated: "main@sha1:ab12…",
+// "model/detector@sha256:1f16…".
+func releaseName(key api.ReleaseKey, rev string) string {
+	if _, commit := key.Commit(); commit && rev != "" && api.RevisionRelease(rev) == key {
+		return shortName(rev)
+	}
+	return shortKey(key)
+}
+
+// Verdict judges q's release (q.Key()) in the waves before q.Before under
+// q's thresholds, at now. It counts each earlier device's part in that
+// release, and, for a release of several digests, a failure of one of
+// them that a device recorded alone (it rolled that digest back, in a
+// release of its own or before it reported this one).
 func (s *Store) Verdict(ctx context.Context, q rollout.VerdictQuery, now time.Time) (BrakesVerdict, error) {
-	rev := q.Revision
-	rows, err := s.db.QueryContext(ctx, `SELECT r.state, r.applied_at, d.applied, d.state, d.crash_loop
+	key := q.Key()
+	keys := []string{string(key)}
+	if parts := key.Parts(); len(parts) > 1 {
+		keys = append(keys, parts...)
+	}
+	args := []any{q.Before}
+	marks := make([]string, len(keys))
+	for i, k := range keys {
+		args = append(args, k)
+		marks[i] = fmt.Sprintf("$%d", i+2)
+	}
+	rows, err := s.db.QueryContext(ctx, `SELECT r.device, r.release_key, r.state, r.applied_at, d.applied_release, d.state, d.crash_loop
 		FROM device_releases r JOIN devices d ON d.name = r.device
-		WHERE r.revision = $1 AND r.wave >= 0 AND r.wave < $2`, rev, q.Before)
+		WHERE r.release_key IN (`+strings.Join(marks, ", ")+`) AND r.wave >= 0 AND r.wave < $1`, args...)
 	if err != nil {
-		return BrakesVerdict{}, fmt.Errorf("%s: read release %q: %w", s.display, rev, err)
+		return BrakesVerdict{}, fmt.Errorf("%s: read release %q: %w", s.display, key, err)
 	}
 	defer rows.Close()
-	var parts []brakePart
+	// A device's part in key, else its failure of one of key's digests.
+	exact, alone := map[string]brakePart{}, map[string]brakePart{}
 	for rows.Next() {
 		var p brakePart
-		var applied, state, loops string
-		if err := rows.Scan(&p.state, &p.applied, &applied, &state, &loops); err != nil {
-			return BrakesVerdict{}, fmt.Errorf("%s: read release %q: %w", s.display, rev, err)
+		var device, rowKey, applied, state, loops string
+		if err := rows.Scan(&device, &rowKey, &p.state, &p.applied, &applied, &state, &loops); err != nil {
+			return BrakesVerdict{}, fmt.Errorf("%s: read release %q: %w", s.display, key, err)
 		}
-		p.runs = applied == rev
+		p.runs = applied == string(key)
 		p.loops = loops != ""
 		p.healthy = !p.loops && state != StateError && state != StateFailed
-		parts = append(parts, p)
+		switch {
+		case rowKey == string(key):
+			exact[device] = p
+		case p.state == StateFailed:
+			alone[device] = p
+		}
 	}
 	if err := rows.Err(); err != nil {
-		return BrakesVerdict{}, fmt.Errorf("%s: read release %q: %w", s.display, rev, err)
+		return BrakesVerdict{}, fmt.Errorf("%s: read release %q: %w", s.display, key, err)
 	}
-	return judge(rev, q.Before, parts, q.Thresholds, now), nil
+	parts := make([]brakePart, 0, len(exact)+len(alone))
+	for device, p := range exact {
+		if _, failed := alone[device]; failed {
+			p.state = StateFailed
+			delete(alone, device)
+		}
+		parts = append(parts, p)
+	}
+	for _, p := range alone {
+		p.applied = 0
+		parts = append(parts, p)
+	}
+	return judge(key, q.Revision, q.Before, parts, q.Thresholds, now), nil
 }
 
 // apiVerdict is GET /v1/verdict: the brakes' verdict on a release in the

@@ -15,6 +15,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/tend-dev/tend/agent/status"
+	"github.com/tend-dev/tend/api"
 	"github.com/tend-dev/tend/rollout"
 )
 
@@ -59,8 +60,8 @@ func TestJudge(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			got := judge(rev1, tt.before, tt.parts, tt.th, now)
-			tt.want.Revision, tt.want.Before = rev1, tt.before
+			got := judge(api.RevisionRelease(rev1), rev1, tt.before, tt.parts, tt.th, now)
+			tt.want.Release, tt.want.Revision, tt.want.Before = "commit:1111111111111111111111111111111111111111", rev1, tt.before
 			require.Equal(t, tt.want, got)
 		})
 	}

@@ -11,6 +11,8 @@ import (
 	"strings"
 	"text/tabwriter"
 	"time"
+
+	"github.com/tend-dev/tend/api"
 )
 
 // maxReadBytes caps what the CLI reads of one hub answer.
@@ -88,10 +90,12 @@ func (c *Client) Devices(ctx context.Context, selector string) (DeviceList, erro
 	}
 }
 
-// Release reads one release.
-func (c *Client) Release(ctx context.Context, revision string) (ReleaseDetail, error) {
+// Release reads the release name names: a release key, a commit (a
+// unique prefix of its hash, bare or as REF@sha1:HASH), or
+// model/NAME@DIGEST|TAG (service/NAME@…); see Store.FindRelease.
+func (c *Client) Release(ctx context.Context, name string) (ReleaseDetail, error) {
 	var rd ReleaseDetail
-	err := c.get(ctx, "/v1/releases/"+url.PathEscape(revision), &rd)
+	err := c.get(ctx, "/v1/releases/"+url.PathEscape(name), &rd)
 	return rd, err
 }
 
@@ -117,7 +121,7 @@ func WriteDevices(w io.Writer, l DeviceList) error {
 		for _, k := range keys {
 			labels = append(labels, k+"="+d.Labels[k])
 		}
-		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\n", oneLine(d.Name), d.State, shortRevision(d.Applied), shortRevision(d.Target), wave,
+		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\n", oneLine(d.Name), d.State, shortRevision(d.Applied), d.TargetShown(), wave,
 			d.LastSeen, oneLine(strings.Join(labels, ",")), oneLine(why))
 	}
 	if err := tw.Flush(); err != nil {
@@ -166,14 +170,19 @@ func ReleaseVerdict(rd ReleaseDetail) Verdict {
 	return VerdictInProgress
 }
 
-// WriteRelease prints a release's progress per wave for people.
+// shownFailures bounds the failed devices WriteRelease names one by one.
+const shownFailures = 20
+
+// WriteRelease prints a release's progress per wave for people, and, when
+// devices rolled it back, what each rolled back and why.
 func WriteRelease(w io.Writer, rd ReleaseDetail) error {
-	fmt.Fprintf(w, "Release %s, first seen %s: %d device(s).\n", rd.Revision, rd.FirstSeen, rd.Devices)
+	name := rd.Key
+	if tags := rd.Tags(); len(tags) > 0 {
+		name += " (" + strings.Join(tags, ", ") + ")"
+	}
+	fmt.Fprintf(w, "Release %s, first seen %s at %s: %d device(s).\n", oneLine(name), rd.FirstSeen, oneLine(rd.Revision), rd.Devices)
 	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
 	fmt.Fprintln(tw, "WAVE\tDEVICES\tAPPLIED\tFAILED\tHELD\tSTAGING\tERROR\tPENDING")
-	if n := rd.Counts[StateUnreported]; n > 0 {
-		defer fmt.Fprintf(w, "%d device(s) following its ref have not reported it yet.\n", n)
-	}
 	for _, wv := range rd.Waves {
 		name := "-"
 		if wv.Wave != nil {
@@ -185,10 +194,17 @@ func WriteRelease(w io.Writer, rd ReleaseDetail) error {
 	if err := tw.Flush(); err != nil {
 		return err
 	}
-	var failed []string
+	if n := rd.Counts[StateUnreported]; n > 0 {
+		if _, commit := api.ReleaseKey(rd.Key).Commit(); commit {
+			fmt.Fprintf(w, "%d device(s) following its ref have not reported it yet.\n", n)
+		} else {
+			fmt.Fprintf(w, "%d device(s) following its ref, running its models or services, have not reported it yet.\n", n)
+		}
+	}
+	var failed []ReleaseDevice
 	for _, p := range rd.DeviceParts {
 		if p.State == StateFailed {
-			failed = append(failed, oneLine(p.Device))
+			failed = append(failed, p)
 		}
 	}
 	var err error
@@ -196,7 +212,22 @@ func WriteRelease(w io.Writer, rd ReleaseDetail) error {
 	case VerdictApplied:
 		_, err = fmt.Fprintln(w, "Applied by every device it targets.")
 	case VerdictFailed:
-		_, err = fmt.Fprintf(w, "Failed: rolled back on %s.\n", strings.Join(failed, ", "))
+		fmt.Fprintf(w, "Failed: rolled back on %d device(s):\n", len(failed))
+		for i, p := range failed {
+			if i == shownFailures {
+				fmt.Fprintf(w, "  and %d more\n", len(failed)-i)
+				break
+			}
+			wave := ""
+			if p.Wave != nil {
+				wave = fmt.Sprintf(" (wave %d)", *p.Wave)
+			}
+			detail := p.Detail
+			if detail == "" {
+				detail = "rolled back " + releaseName(api.ReleaseKey(rd.Key), rd.Revision)
+			}
+			_, err = fmt.Fprintf(w, "  %s%s %s\n", oneLine(p.Device), wave, oneLine(detail))
+		}
 	default:
 		_, err = fmt.Fprintf(w, "In progress: %d of %d applied.\n", rd.Counts[StateApplied], rd.Devices)
 	}

@@ -4,10 +4,12 @@ import (
 	"bytes"
 	"path/filepath"
 	"testing"
+	"time"
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
+	"github.com/tend-dev/tend/agent/status"
 	"github.com/tend-dev/tend/internal/testkit/golden"
 )
 
@@ -51,5 +53,43 @@ func TestFleetOutput(t *testing.T) {
 	_, err = (&Client{URL: "ftp://x"}).Devices(t.Context(), "")
 	assert.ErrorContains(t, err, `--hub "ftp://x" is not an http(s) URL`)
 	_, err = c.Release(t.Context(), "main@sha1:0000")
-	assert.ErrorContains(t, err, `answered 404: release "main@sha1:0000": not found`)
+	assert.ErrorContains(t, err, `answered 404: release main@sha1:0000: not found: no device reported a commit whose hash begins with 0000`)
+}
+
+// tend fleet release of a model pushed as a tag: found by its tag, and,
+// rolled back on the canary, it says who rolled back what and why.
+func TestFleetReleaseOfATag(t *testing.T) {
+	h := newTestHub(t, "sqlite://"+filepath.Join(t.TempDir(), "hub.db"))
+	c := &Client{URL: h.http.URL, Token: readToken}
+	canary, late := h.token("cam-1"), h.token("cam-2")
+	h.report(canary, h.agentDoc("cam-1", 0, rev1, commit1, rev1, model110, detector("1.1.0", digest110)))
+	held := h.agentDoc("cam-2", 1, rev1, commit1, rev1, model110, detector("1.1.0", digest110))
+	held.Held = "held: brakes: 0 of 1 wave-0 devices ran model/detector@sha256:1f16bbbbbbbb… healthy for 20s (minApplied 1)"
+	h.report(late, held)
+	h.report(h.token("cam-3"), h.agentDoc("cam-3", 1, rev1, commit1, rev1, commit1, detector("1.0.0", digest100)))
+
+	var out bytes.Buffer
+	rd, err := c.Release(t.Context(), "model/detector@1.1.0")
+	require.NoError(t, err)
+	require.NoError(t, WriteRelease(&out, rd))
+	golden.Assert(t, "fleet-release-tag-progress.golden", out.Bytes())
+	assert.Equal(t, VerdictInProgress, ReleaseVerdict(rd))
+
+	h.clock.add(30 * time.Second)
+	s := h.agentDoc("cam-1", 0, rev1, commit1, rev1, commit1, detector("1.0.0", digest100))
+	s.Quarantined = []status.Quarantined{{Release: string(model110), Revision: rev1, Tag: "1.1.0",
+		Reason: "service/infer did not become healthy: health probe failed 3 times in 20s: exit status 1", At: "2026-12-03T12:00:30Z"}}
+	h.report(canary, s)
+	rd, err = c.Release(t.Context(), "model/detector@sha256:1f16")
+	require.NoError(t, err)
+	out.Reset()
+	require.NoError(t, WriteRelease(&out, rd))
+	golden.Assert(t, "fleet-release-tag-failed.golden", out.Bytes())
+	assert.Equal(t, VerdictFailed, ReleaseVerdict(rd))
+
+	l, err := c.Devices(t.Context(), "")
+	require.NoError(t, err)
+	out.Reset()
+	require.NoError(t, WriteDevices(&out, l))
+	golden.Assert(t, "fleet-status-keys.golden", out.Bytes())
 }

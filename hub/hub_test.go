@@ -267,10 +267,11 @@ func TestEventsAndReleases(t *testing.T) {
 		h.getJSON("/v1/releases", &rl)
 		require.Len(t, rl.Releases, 2)
 		assert.Equal(t, rev2, rl.Releases[0].Revision, "newest first")
+		assert.Equal(t, "commit:"+rev2[len("main@sha1:"):], rl.Releases[0].Key)
 
 		m := h.metrics()
-		assert.Equal(t, 1.0, m[`tend_hub_release_devices{revision="`+rev2+`",state="failed"}`])
-		assert.Equal(t, 1.0, m[`tend_hub_release_devices{revision="`+rev2+`",state="applied"}`])
+		assert.Equal(t, 1.0, m[`tend_hub_release_devices{release="commit:`+rev2[len("main@sha1:"):]+`",state="failed"}`])
+		assert.Equal(t, 1.0, m[`tend_hub_release_devices{release="commit:`+rev2[len("main@sha1:"):]+`",state="applied"}`])
 		assert.Equal(t, 1.0, m[`tend_hub_release_convergence_seconds_count`], "cam-1 converged; first reports are not convergences")
 		assert.Equal(t, 90.0, m[`tend_hub_release_convergence_seconds_sum`])
 		assert.Equal(t, 1.0, m[`tend_hub_devices{state="failed"}`])
@@ -401,7 +402,7 @@ func TestMigrations(t *testing.T) {
 	require.NoError(t, err)
 	s.Close()
 	_, err = Open(context.Background(), db)
-	assert.ErrorContains(t, err, "schema version 99 is newer than this tend knows (2)")
+	assert.ErrorContains(t, err, "schema version 99 is newer than this tend knows (3)")
 
 	for _, bad := range []struct{ url, want string }{
 		{"sqlite://relative.db", "name an absolute file path"},

@@ -6,10 +6,13 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"maps"
+	"slices"
 	"strings"
 	"time"
 
 	"github.com/tend-dev/tend/agent/status"
+	"github.com/tend-dev/tend/api"
 	"github.com/tend-dev/tend/internal/failpoint"
 )
 
@@ -39,6 +42,8 @@ type ingested struct {
 	// crashLoops are the services this report found in a crash loop that
 	// the last one did not.
 	crashLoops []string
+	// applied is the key of the release the device runs.
+	applied api.ReleaseKey
 }
 
 // errReplayed marks a report older than the one the hub holds.
@@ -52,6 +57,10 @@ func (s *Store) Ingest(ctx context.Context, st *status.Status, now time.Time) (i
 	reconciled, err := time.Parse(time.RFC3339Nano, st.LastReconcile)
 	if err != nil {
 		return ingested{result: ResultMalformed}, fmt.Errorf("lastReconcile %q is not an RFC 3339 time", st.LastReconcile)
+	}
+	k, err := keysOf(st)
+	if err != nil {
+		return ingested{result: ResultMalformed}, err
 	}
 	raw, err := json.Marshal(st)
 	if err != nil {
@@ -67,6 +76,7 @@ func (s *Store) Ingest(ctx context.Context, st *status.Status, now time.Time) (i
 		var prevRaw string
 		var prevReconciled, firstSeen int64
 		var prev *status.Status
+		var pk keys
 		err := tx.QueryRowContext(ctx, `SELECT status, reconciled, first_seen FROM devices WHERE name = $1`+lock, st.Device).Scan(&prevRaw, &prevReconciled, &firstSeen)
 		switch {
 		case errors.Is(err, sql.ErrNoRows):
@@ -80,6 +90,8 @@ func (s *Store) Ingest(ctx context.Context, st *status.Status, now time.Time) (i
 			prev = &status.Status{}
 			if err := json.Unmarshal([]byte(prevRaw), prev); err != nil {
 				prev = nil // a row this hub cannot read: start the device's history afresh
+			} else if pk, err = keysOf(prev); err != nil {
+				prev = nil
 			}
 		}
 		labels, _ := json.Marshal(st.Labels)
@@ -87,16 +99,18 @@ func (s *Store) Ingest(ctx context.Context, st *status.Status, now time.Time) (i
 			labels = []byte("{}")
 		}
 		wave := deviceWave(st)
-		if _, err := tx.ExecContext(ctx, `INSERT INTO devices (name, labels, applied, target, state, held, wave, last_error, reconciled, last_seen, first_seen, status, crash_loop)
-			VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13)
+		if _, err := tx.ExecContext(ctx, `INSERT INTO devices (name, labels, applied, target, state, held, wave, last_error, reconciled, last_seen, first_seen, status, crash_loop, applied_release, target_release, resource_ids)
+			VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14, $15, $16)
 			ON CONFLICT (name) DO UPDATE SET labels = excluded.labels, applied = excluded.applied, target = excluded.target,
 				state = excluded.state, held = excluded.held, wave = excluded.wave, last_error = excluded.last_error,
-				reconciled = excluded.reconciled, last_seen = excluded.last_seen, status = excluded.status, crash_loop = excluded.crash_loop`,
-			st.Device, string(labels), st.AppliedRevision, target(st), deviceState(st), st.Held, wave, st.LastError,
-			reconciled.UnixNano(), now.UnixNano(), firstSeen, string(raw), strings.Join(crashLooping(st), ",")); err != nil {
+				reconciled = excluded.reconciled, last_seen = excluded.last_seen, status = excluded.status, crash_loop = excluded.crash_loop,
+				applied_release = excluded.applied_release, target_release = excluded.target_release, resource_ids = excluded.resource_ids`,
+			st.Device, string(labels), st.AppliedRevision, target(st), deviceState(st, k), st.Held, wave, st.LastError,
+			reconciled.UnixNano(), now.UnixNano(), firstSeen, string(raw), strings.Join(crashLooping(st), ","),
+			string(k.applied), string(k.target), k.resourceIDs()); err != nil {
 			return fmt.Errorf("write device %s: %w", st.Device, err)
 		}
-		res.events = events(prev, st)
+		res.events = events(prev, pk, st, k)
 		res.crashLoops = newCrashLoops(prev, st)
 		seq := 0 // after the events of a report taken at the same instant
 		if len(res.events) > 0 {
@@ -105,8 +119,8 @@ func (s *Store) Ingest(ctx context.Context, st *status.Status, now time.Time) (i
 			}
 		}
 		for i, e := range res.events {
-			if _, err := tx.ExecContext(ctx, `INSERT INTO events (device, at, seq, kind, revision, detail) VALUES ($1, $2, $3, $4, $5, $6)`,
-				st.Device, now.UnixNano(), seq+i, e.Kind, e.Revision, e.Detail); err != nil {
+			if _, err := tx.ExecContext(ctx, `INSERT INTO events (device, at, seq, kind, revision, release_key, detail) VALUES ($1, $2, $3, $4, $5, $6, $7)`,
+				st.Device, now.UnixNano(), seq+i, e.Kind, e.Revision, e.Release, e.Detail); err != nil {
 				return fmt.Errorf("write an event of %s: %w", st.Device, err)
 			}
 		}
@@ -117,7 +131,7 @@ func (s *Store) Ingest(ctx context.Context, st *status.Status, now time.Time) (i
 			}
 		}
 		failpoint.Hit("hub:ingest") // the device and its events written, its releases not yet
-		res.converged, err = s.releases(ctx, tx, st, wave, now)
+		res.converged, err = s.releases(ctx, tx, st, k, wave, now)
 		return err
 	})
 	if errors.Is(err, errReplayed) {
@@ -126,53 +140,68 @@ func (s *Store) Ingest(ctx context.Context, st *status.Status, now time.Time) (i
 	if err != nil {
 		return ingested{result: ResultError}, err
 	}
+	res.applied = k.applied
 	return res, nil
 }
 
+// part is a device's part in one release, as device_releases keeps it.
+type part struct {
+	state   string
+	wave    int
+	applied int64 // when the hub first heard the device run it, unix ns; 0 if never
+	detail  string
+}
+
 // releases records the device's part in every release it names, and
-// those it named before: the applied one, the target, the rolled back.
-func (s *Store) releases(ctx context.Context, tx *sql.Tx, st *status.Status, wave int, now time.Time) ([]time.Duration, error) {
-	type part struct {
-		state   string
-		wave    int
-		applied int64
-	}
-	parts := map[string]part{}
-	rows, err := tx.QueryContext(ctx, `SELECT revision, state, wave, applied_at FROM device_releases WHERE device = $1`, st.Device)
+// those it named before: the one it runs, its target, and those rolled
+// back on it. A rollback no report named before (the device took the
+// release and rolled it back between two reports) is recorded under the
+// key its quarantine entry gives: commit:HASH, or the one digest.
+func (s *Store) releases(ctx context.Context, tx *sql.Tx, st *status.Status, k keys, wave int, now time.Time) ([]time.Duration, error) {
+	parts := map[api.ReleaseKey]part{}
+	rows, err := tx.QueryContext(ctx, `SELECT release_key, state, wave, applied_at, detail FROM device_releases WHERE device = $1`, st.Device)
 	if err != nil {
 		return nil, fmt.Errorf("read the releases of %s: %w", st.Device, err)
 	}
 	for rows.Next() {
-		var rev string
+		var key string
 		var p part
-		if err := rows.Scan(&rev, &p.state, &p.wave, &p.applied); err != nil {
+		if err := rows.Scan(&key, &p.state, &p.wave, &p.applied, &p.detail); err != nil {
 			rows.Close()
 			return nil, fmt.Errorf("read the releases of %s: %w", st.Device, err)
 		}
-		parts[rev] = p
+		parts[api.ReleaseKey(key)] = p
 	}
 	rows.Close()
 	if err := rows.Err(); err != nil {
 		return nil, fmt.Errorf("read the releases of %s: %w", st.Device, err)
 	}
-	revs := map[string]bool{}
-	for rev := range parts {
-		revs[rev] = true
+	named := map[api.ReleaseKey]bool{}
+	for key := range parts {
+		named[key] = true
 	}
-	for _, rev := range []string{st.AppliedRevision, target(st)} {
-		if rev != "" {
-			revs[rev] = true
+	for _, key := range []api.ReleaseKey{k.applied, k.target} {
+		if key != "" {
+			named[key] = true
 		}
 	}
-	for _, q := range st.Quarantined {
-		if q.Revision != "" {
-			revs[q.Revision] = true
+	revisions := map[api.ReleaseKey]string{k.target: k.targetRevision, k.applied: st.AppliedRevision}
+	for _, p := range k.rolledBack {
+		if !holdsPart(named, p) {
+			q := k.quarantined[p]
+			key := quarantineKey(q)
+			named[key] = true
+			if _, known := revisions[key]; !known {
+				revisions[key] = quarantineRevision(q)
+			}
 		}
 	}
+	// In key order: concurrent reports lock the rows of releases they
+	// share in one order.
 	var converged []time.Duration
-	for rev := range revs {
-		old, known := parts[rev]
-		state := releaseState(st, rev)
+	for _, key := range slices.Sorted(maps.Keys(named)) {
+		old, known := parts[key]
+		state, q := partState(st, k, key)
 		switch {
 		case state == "" && known && (old.state == StateApplied || old.state == StateFailed):
 			continue // it ran or failed here; what came after does not change that
@@ -185,7 +214,7 @@ func (s *Store) releases(ctx context.Context, tx *sql.Tx, st *status.Status, wav
 		}
 		switch {
 		case wave < 0:
-		case rev == target(st) && (state != StateApplied || st.Wave != nil):
+		case key == k.target && (state != StateApplied || st.Wave != nil):
 			// The device's wave in the rollout of its target; a hold's
 			// reason names it only while the release waits.
 			w = wave
@@ -196,20 +225,21 @@ func (s *Store) releases(ctx context.Context, tx *sql.Tx, st *status.Status, wav
 		if state == StateApplied && applied == 0 {
 			applied = now.UnixNano()
 		}
-		if known && old.state == state && old.wave == w && old.applied == applied {
+		detail := old.detail
+		if q != nil {
+			detail = failureDetail(q)
+		}
+		if known && old == (part{state: state, wave: w, applied: applied, detail: detail}) {
 			continue
 		}
-		var releaseSeen int64
-		if _, err := tx.ExecContext(ctx, `INSERT INTO releases (revision, first_seen) VALUES ($1, $2) ON CONFLICT (revision) DO NOTHING`, rev, now.UnixNano()); err != nil {
-			return nil, fmt.Errorf("record release %s: %w", rev, err)
+		releaseSeen, err := s.recordRelease(ctx, tx, key, revisions[key], k, now)
+		if err != nil {
+			return nil, err
 		}
-		if err := tx.QueryRowContext(ctx, `SELECT first_seen FROM releases WHERE revision = $1`, rev).Scan(&releaseSeen); err != nil {
-			return nil, fmt.Errorf("read release %s: %w", rev, err)
-		}
-		if _, err := tx.ExecContext(ctx, `INSERT INTO device_releases (device, revision, state, wave, first_seen, applied_at) VALUES ($1, $2, $3, $4, $5, $6)
-			ON CONFLICT (device, revision) DO UPDATE SET state = excluded.state, wave = excluded.wave, applied_at = excluded.applied_at`,
-			st.Device, rev, state, w, now.UnixNano(), applied); err != nil {
-			return nil, fmt.Errorf("record %s's part in release %s: %w", st.Device, rev, err)
+		if _, err := tx.ExecContext(ctx, `INSERT INTO device_releases (device, release_key, state, wave, first_seen, applied_at, detail) VALUES ($1, $2, $3, $4, $5, $6, $7)
+			ON CONFLICT (device, release_key) DO UPDATE SET state = excluded.state, wave = excluded.wave, applied_at = excluded.applied_at, detail = excluded.detail`,
+			st.Device, string(key), state, w, now.UnixNano(), applied, detail); err != nil {
+			return nil, fmt.Errorf("record %s's part in release %s: %w", st.Device, key, err)
 		}
 		// A device's first report names what it already runs: that is not
 		// a convergence the hub saw.
@@ -218,4 +248,57 @@ func (s *Store) releases(ctx context.Context, tx *sql.Tx, st *status.Status, wav
 		}
 	}
 	return converged, nil
+}
+
+// holdsPart reports whether a key among keys has part p.
+func holdsPart(keys map[api.ReleaseKey]bool, p string) bool {
+	for key := range keys {
+		if slices.Contains(key.Parts(), p) {
+			return true
+		}
+	}
+	return false
+}
+
+// quarantineRevision is the revision a rolled back release was at: a
+// commit's own, or the one a digest was rolled back at.
+func quarantineRevision(q *status.Quarantined) string {
+	if strings.Contains(q.Release, "@sha1:") {
+		return q.Release
+	}
+	return q.Revision
+}
+
+// recordRelease records release key, first seen now at revision, when
+// the hub has no record of it, and gives it the resources of k when it
+// is k's target and its record has none yet. It returns when the fleet
+// first reported it.
+func (s *Store) recordRelease(ctx context.Context, tx *sql.Tx, key api.ReleaseKey, revision string, k keys, now time.Time) (int64, error) {
+	resources := "[]"
+	if key == k.target {
+		resources = k.resourcesJSON()
+	}
+	if _, err := tx.ExecContext(ctx, `INSERT INTO releases (release_key, revision, resources, first_seen) VALUES ($1, $2, $3, $4) ON CONFLICT (release_key) DO NOTHING`,
+		string(key), revision, resources, now.UnixNano()); err != nil {
+		return 0, fmt.Errorf("record release %s: %w", key, err)
+	}
+	var seen int64
+	var oldRevision, oldResources string
+	if err := tx.QueryRowContext(ctx, `SELECT first_seen, revision, resources FROM releases WHERE release_key = $1`, string(key)).Scan(&seen, &oldRevision, &oldResources); err != nil {
+		return 0, fmt.Errorf("read release %s: %w", key, err)
+	}
+	if (oldResources == "[]" && resources != "[]") || (oldRevision == "" && revision != "") {
+		// A release first heard of without them: from a rollback no report
+		// named, or in schema 2.
+		if oldResources != "[]" {
+			resources = oldResources
+		}
+		if oldRevision != "" {
+			revision = oldRevision
+		}
+		if _, err := tx.ExecContext(ctx, `UPDATE releases SET revision = $2, resources = $3 WHERE release_key = $1`, string(key), revision, resources); err != nil {
+			return 0, fmt.Errorf("record release %s: %w", key, err)
+		}
+	}
+	return seen, nil
 }

@@ -6,13 +6,28 @@ import (
 	"fmt"
 )
 
+// migration is one version of the schema: its SQL, and PostgreSQL's when
+// that differs.
+type migration struct {
+	sql      string
+	postgres string // "" when sql serves both
+}
+
+// text is m's SQL in dialect d.
+func (m migration) text(d dialect) string {
+	if d == postgres && m.postgres != "" {
+		return m.postgres
+	}
+	return m.sql
+}
+
 // migrations are the schema's versions, in order: migration i brings the
 // schema from version i to i+1. A released migration never changes; a
 // change of schema is a new one at the end.
-var migrations = []string{
+var migrations = []migration{{
 	// 1: devices, their tokens, the releases and each device's part in
 	// them, and the events derived from successive reports.
-	`CREATE TABLE devices (
+	sql: `CREATE TABLE devices (
 		name TEXT PRIMARY KEY,
 		labels TEXT NOT NULL,
 		applied TEXT NOT NULL,
@@ -54,16 +69,23 @@ var migrations = []string{
 		revision TEXT NOT NULL,
 		detail TEXT NOT NULL,
 		PRIMARY KEY (device, at, seq)
-	);`,
+	);`}, {
 	// 2: the services of each device in a crash loop, which rollout
 	// brakes count as a failure of the release it runs.
-	`ALTER TABLE devices ADD COLUMN crash_loop TEXT NOT NULL DEFAULT ''`,
+	sql: `ALTER TABLE devices ADD COLUMN crash_loop TEXT NOT NULL DEFAULT ''`}, {
+	// 3: releases by key (api.ReleaseKey) instead of revision. See
+	// migration3.
+	sql: migration3(sqliteKeyOf), postgres: migration3(postgresKeyOf)},
 }
 
 // migrate brings the schema to the newest version, each version in one
 // transaction. Hub replicas that start at once on PostgreSQL take turns
 // through an advisory lock.
-func (s *Store) migrate(ctx context.Context) error {
+func (s *Store) migrate(ctx context.Context) error { return s.migrateTo(ctx, len(migrations)) }
+
+// migrateTo brings the schema to version upTo (tests start from an older
+// schema with it).
+func (s *Store) migrateTo(ctx context.Context, upTo int) error {
 	conn, err := s.db.Conn(ctx)
 	if err != nil {
 		return fmt.Errorf("%s: %w", s.display, err)
@@ -92,12 +114,12 @@ func (s *Store) migrate(ctx context.Context) error {
 	if version > len(migrations) {
 		return fmt.Errorf("%s: schema version %d is newer than this tend knows (%d): run the tend that migrated it, or a newer one", s.display, version, len(migrations))
 	}
-	for v := version; v < len(migrations); v++ {
+	for v := version; v < upTo; v++ {
 		tx, err := conn.BeginTx(ctx, nil)
 		if err != nil {
 			return fmt.Errorf("%s: %w", s.display, err)
 		}
-		if _, err := tx.ExecContext(ctx, migrations[v]); err != nil {
+		if _, err := tx.ExecContext(ctx, migrations[v].text(s.dialect)); err != nil {
 			tx.Rollback() //nolint:errcheck // the error that matters is err
 			return fmt.Errorf("%s: migration %d: %w", s.display, v+1, err)
 		}

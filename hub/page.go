@@ -10,6 +10,8 @@ import (
 	"sort"
 	"strconv"
 	"strings"
+
+	"github.com/tend-dev/tend/api"
 )
 
 //go:embed templates/*.html
@@ -18,6 +20,7 @@ var templateFS embed.FS
 var pages = template.Must(template.New("").Funcs(template.FuncMap{
 	"deref": func(p *int) int { return *p },
 	"short": shortRevision,
+	"key":   func(k string) string { return shortKey(api.ReleaseKey(k)) },
 }).ParseFS(templateFS, "templates/*.html"))
 
 // shortRevision abbreviates ref@sha1:COMMIT to ref@sha1:12 hex digits.
@@ -130,7 +133,7 @@ func (s *Server) pageDevice(w http.ResponseWriter, r *http.Request) {
 }
 
 func (s *Server) pageRelease(w http.ResponseWriter, r *http.Request) {
-	rd, err := s.store.ReleaseDetail(r.Context(), r.PathValue("revision"))
+	rd, err := s.release(r)
 	if err != nil {
 		s.fail(w, r, err, false)
 		return

@@ -82,10 +82,10 @@ func NewServer(store *Store, opts Options) (*Server, error) {
 	s.mux.HandleFunc("GET /v1/devices/{name}", s.read(s.apiDevice))
 	s.mux.HandleFunc("GET /v1/releases", s.read(s.apiReleases))
 	s.mux.HandleFunc("GET /v1/verdict", s.readOrDevice(s.apiVerdict))
-	s.mux.HandleFunc("GET /v1/releases/{revision...}", s.read(s.apiRelease))
+	s.mux.HandleFunc("GET /v1/releases/{release...}", s.read(s.apiRelease))
 	s.mux.HandleFunc("GET /{$}", s.read(s.pageFleet))
 	s.mux.HandleFunc("GET /devices/{name}", s.read(s.pageDevice))
-	s.mux.HandleFunc("GET /releases/{revision...}", s.read(s.pageRelease))
+	s.mux.HandleFunc("GET /releases/{release...}", s.read(s.pageRelease))
 	return s, nil
 }
 
@@ -191,7 +191,7 @@ func (s *Server) ingest(w http.ResponseWriter, r *http.Request) (string, int, er
 		}
 		return res.result, code, fmt.Errorf("report of %s: %w", device, err)
 	}
-	s.webhook.crashLoop(device, st.AppliedRevision, res.crashLoops)
+	s.webhook.crashLoop(device, st.AppliedRevision, res.applied, res.crashLoops)
 	for _, d := range res.converged {
 		s.metrics.convergence.Observe(d.Seconds())
 	}
@@ -231,7 +231,7 @@ func newMetrics(store *Store) *metrics {
 
 var (
 	devicesDesc        = prometheus.NewDesc("tend_hub_devices", "Devices the hub knows, by state.", []string{"state"}, nil)
-	releaseDevicesDesc = prometheus.NewDesc("tend_hub_release_devices", "Devices by their part in each of the newest releases: applied, failed, held, staging, error, pending, superseded.", []string{"revision", "state"}, nil)
+	releaseDevicesDesc = prometheus.NewDesc("tend_hub_release_devices", "Devices by their part in each of the newest releases, by release key: applied, failed, held, staging, error, pending, superseded.", []string{"release", "state"}, nil)
 )
 
 // metricReleases bounds the releases tend_hub_release_devices lists, newest.
@@ -263,7 +263,7 @@ func (c *fleetCollector) Collect(ch chan<- prometheus.Metric) {
 	}
 	for _, rel := range rels {
 		for st, n := range rel.Counts {
-			ch <- prometheus.MustNewConstMetric(releaseDevicesDesc, prometheus.GaugeValue, float64(n), rel.Revision, st)
+			ch <- prometheus.MustNewConstMetric(releaseDevicesDesc, prometheus.GaugeValue, float64(n), rel.Key, st)
 		}
 	}
 }

@@ -7,11 +7,12 @@ import (
 	"strconv"
 
 	"github.com/tend-dev/tend/agent/status"
+	"github.com/tend-dev/tend/api"
 )
 
 // Device states, worst first: what the fleet page counts and colours.
 const (
-	StateFailed  = "failed"  // its target release was rolled back (quarantined) on it
+	StateFailed  = "failed"  // a part of its target release was rolled back (quarantined) on it
 	StateError   = "error"   // its last tick failed
 	StateHeld    = "held"    // a rollout, gate or update lock holds its target
 	StateStaging = "staging" // its target downloads in the background
@@ -36,19 +37,36 @@ var States = []string{StateFailed, StateError, StateHeld, StateStaging, StateDri
 
 // Device is a device as the hub last heard of it.
 type Device struct {
-	Name      string            `json:"name"`
-	Labels    map[string]string `json:"labels"`
-	Applied   string            `json:"appliedRevision"`
-	Target    string            `json:"targetRevision"`
-	State     string            `json:"state"`
-	Held      string            `json:"held,omitempty"`
-	Wave      *int              `json:"wave,omitempty"` // the rollout wave a hold named; absent when none did
-	LastError string            `json:"lastError,omitempty"`
+	Name    string            `json:"name"`
+	Labels  map[string]string `json:"labels"`
+	Applied string            `json:"appliedRevision"`
+	Target  string            `json:"targetRevision"`
+	// AppliedRelease is the key of the release the device runs;
+	// TargetRelease of the one it works towards, or runs when none waits
+	// (see api.ReleaseKey).
+	AppliedRelease string `json:"appliedRelease,omitempty"`
+	TargetRelease  string `json:"targetRelease,omitempty"`
+	State          string `json:"state"`
+	Held           string `json:"held,omitempty"`
+	Wave           *int   `json:"wave,omitempty"` // the rollout wave a hold named; absent when none did
+	LastError      string `json:"lastError,omitempty"`
 	// LastReconcile is the device's last tick; LastSeen when the hub last
 	// took a report of it; FirstSeen its first report. RFC 3339.
 	LastReconcile string `json:"lastReconcile"`
 	LastSeen      string `json:"lastSeen"`
 	FirstSeen     string `json:"firstSeen"`
+}
+
+// TargetShown is the device table's target: the key of a release of new
+// digests the device works towards and does not run yet (a retrained
+// model pushed as a tag, at the commit it runs), else its target
+// revision; each abbreviated.
+func (d Device) TargetShown() string {
+	k := api.ReleaseKey(d.TargetRelease)
+	if _, commit := k.Commit(); k != "" && !commit && d.TargetRelease != d.AppliedRelease {
+		return shortKey(k)
+	}
+	return shortRevision(d.Target)
 }
 
 // Event is one change of a device's part in a release, derived from two
@@ -57,7 +75,10 @@ type Event struct {
 	At       string `json:"at"` // RFC 3339, when the hub took the report
 	Kind     string `json:"kind"`
 	Revision string `json:"revision,omitempty"`
-	Detail   string `json:"detail,omitempty"`
+	// Release is the key of the release the event is about; absent from
+	// events a hub of schema 2 recorded.
+	Release string `json:"release,omitempty"`
+	Detail  string `json:"detail,omitempty"`
 }
 
 // Event kinds.
@@ -80,21 +101,21 @@ func target(s *status.Status) string {
 	return s.AppliedRevision
 }
 
-// quarantined is the record of rev rolled back on the device, or nil.
-func quarantined(s *status.Status, rev string) *status.Quarantined {
+// quarantinedRelease is s's quarantine entry of release (as an entry
+// names it: REF@sha1:COMMIT or ID@sha256:HEX), or nil.
+func quarantinedRelease(s *status.Status, release string) *status.Quarantined {
 	for i := range s.Quarantined {
-		if q := &s.Quarantined[i]; q.Revision == rev || q.Release == rev {
+		if q := &s.Quarantined[i]; q.Release == release {
 			return q
 		}
 	}
 	return nil
 }
 
-// deviceState is the state of a device by its status.
-func deviceState(s *status.Status) string {
-	t := target(s)
+// deviceState is the state of a device by its status and its keys.
+func deviceState(s *status.Status, k keys) string {
 	switch {
-	case t != "" && t != s.AppliedRevision && quarantined(s, t) != nil:
+	case k.target != k.applied && k.failedBy(k.target) != nil:
 		return StateFailed
 	case s.LastError != "":
 		return StateError
@@ -102,7 +123,7 @@ func deviceState(s *status.Status) string {
 		return StateHeld
 	case s.Staging != nil:
 		return StateStaging
-	case t != s.AppliedRevision:
+	case target(s) != s.AppliedRevision || k.target != k.applied:
 		return StatePending
 	}
 	for _, r := range s.Resources {
@@ -168,60 +189,69 @@ func newCrashLoops(prev, next *status.Status) []string {
 
 var waveRE = regexp.MustCompile(`\bwave (\d{1,6})\b`)
 
-// releaseState is a device's part in release rev by its status: applied,
-// failed, held, staging, error or pending.
-func releaseState(s *status.Status, rev string) string {
-	switch {
-	case rev == s.AppliedRevision:
-		return StateApplied
-	case quarantined(s, rev) != nil:
-		return StateFailed
-	case rev != target(s):
-		return "" // superseded: no longer this device's business
-	case s.LastError != "":
-		return StateError
-	case s.Held != "":
-		return StateHeld
-	case s.Staging != nil:
-		return StateStaging
+// partState is a device's part in release key by its status s and its
+// keys k: failed when a part of key was rolled back on it; applied when
+// it runs key; error, held, staging or pending when key is its target
+// and it does not run it; "" otherwise (superseded, unless it ran or
+// failed it before). The second result is the quarantine entry of a
+// failure.
+func partState(s *status.Status, k keys, key api.ReleaseKey) (string, *status.Quarantined) {
+	if q := k.failedBy(key); q != nil {
+		return StateFailed, q
 	}
-	return StatePending
+	switch {
+	case key == k.applied:
+		return StateApplied, nil
+	case key != k.target:
+		return "", nil // superseded: no longer this device's business
+	case s.LastError != "":
+		return StateError, nil
+	case s.Held != "":
+		return StateHeld, nil
+	case s.Staging != nil:
+		return StateStaging, nil
+	}
+	return StatePending, nil
 }
 
-// events are what changed from prev (nil for a device's first report) to
-// next, in order.
-func events(prev, next *status.Status) []Event {
+// events are what changed from prev (nil for a device's first report,
+// pk then unused) to next, whose keys are nk, in order.
+func events(prev *status.Status, pk keys, next *status.Status, nk keys) []Event {
 	var out []Event
-	add := func(kind, rev, detail string) { out = append(out, Event{Kind: kind, Revision: rev, Detail: detail}) }
+	add := func(kind, rev string, key api.ReleaseKey, detail string) {
+		out = append(out, Event{Kind: kind, Revision: rev, Release: string(key), Detail: detail})
+	}
 	if prev == nil {
-		add(EventFirstSeen, next.AppliedRevision, "")
+		add(EventFirstSeen, next.AppliedRevision, nk.applied, "")
 		prev = &status.Status{AppliedRevision: next.AppliedRevision}
+		pk = keys{applied: nk.applied, target: nk.applied}
 	}
 	t := target(next)
-	if next.AppliedRevision != prev.AppliedRevision && next.AppliedRevision != "" {
-		add(EventApplied, next.AppliedRevision, "")
+	if (next.AppliedRevision != prev.AppliedRevision && next.AppliedRevision != "") || (nk.applied != pk.applied && nk.applied != "") {
+		add(EventApplied, next.AppliedRevision, nk.applied, "")
 	}
-	if next.Staging != nil && (prev.Staging == nil || prev.Staging.Revision != next.Staging.Revision) {
-		add(EventStaging, next.Staging.Revision, "")
+	if next.Staging != nil && (prev.Staging == nil || prev.Staging.Revision != next.Staging.Revision || nk.target != pk.target) {
+		add(EventStaging, next.Staging.Revision, nk.target, "")
 	}
-	if next.Held != "" && (next.Held != prev.Held || t != target(prev)) {
+	if next.Held != "" && (next.Held != prev.Held || t != target(prev) || nk.target != pk.target) {
 		detail := next.Held
 		if w := heldWave(next.Held); w >= 0 {
 			detail = fmt.Sprintf("%s (wave %d)", next.Held, w)
 		}
-		add(EventHeld, t, detail)
+		add(EventHeld, t, nk.target, detail)
 	}
-	for _, q := range next.Quarantined {
-		if quarantined(prev, q.Release) == nil {
-			add(EventFailed, q.Revision, "rolled back: "+q.Reason)
+	for i := range next.Quarantined {
+		q := &next.Quarantined[i]
+		if quarantinedRelease(prev, q.Release) == nil {
+			add(EventFailed, q.Revision, quarantineKey(q), "rolled back: "+q.Reason)
 		}
 	}
 	if next.LastError != "" && next.LastError != prev.LastError {
-		add(EventError, t, next.LastError)
+		add(EventError, t, nk.target, next.LastError)
 	}
 	for _, r := range next.Resources {
 		if r.State == status.StateDrifted && !drifted(prev, r.ID) {
-			add(EventDrift, next.AppliedRevision, r.ID+": "+r.Message)
+			add(EventDrift, next.AppliedRevision, nk.applied, r.ID+": "+r.Message)
 		}
 	}
 	return out

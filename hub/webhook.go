@@ -13,14 +13,19 @@ import (
 	"strings"
 	"sync"
 	"time"
+
+	"github.com/tend-dev/tend/api"
 )
 
 // WebhookEvent is what --webhook posts: Text is Slack's (and Mattermost's,
 // and most chat webhooks') message; the other fields are for scripts.
 type WebhookEvent struct {
-	Text     string   `json:"text"`
-	Kind     string   `json:"kind"` // brakes or crashloop
-	Revision string   `json:"revision,omitempty"`
+	Text     string `json:"text"`
+	Kind     string `json:"kind"` // brakes or crashloop
+	Revision string `json:"revision,omitempty"`
+	// Release is the key of the release (see api.ReleaseKey): the one
+	// the brakes tripped for, or the one the device runs.
+	Release  string   `json:"release,omitempty"`
 	Device   string   `json:"device,omitempty"`
 	Services []string `json:"services,omitempty"`
 	At       string   `json:"at"` // RFC 3339
@@ -70,25 +75,30 @@ func (w *webhook) tripped(v BrakesVerdict) {
 		return
 	}
 	w.mu.Lock()
-	if w.announced[v.Revision] {
+	if w.announced[v.Release] {
 		w.mu.Unlock()
 		return
 	}
 	if len(w.announced) >= webhookTripped {
 		clear(w.announced)
 	}
-	w.announced[v.Revision] = true
+	w.announced[v.Release] = true
 	w.mu.Unlock()
-	w.send(WebhookEvent{Kind: WebhookBrakes, Revision: v.Revision,
-		Text: fmt.Sprintf("tend: brakes tripped for release %s: %s; later waves hold until a new commit", v.Revision, v.Reason)})
+	name := v.Release
+	if _, commit := api.ReleaseKey(v.Release).Commit(); commit && v.Revision != "" {
+		name = v.Revision
+	}
+	w.send(WebhookEvent{Kind: WebhookBrakes, Revision: v.Revision, Release: v.Release,
+		Text: fmt.Sprintf("tend: brakes tripped for release %s: %s; later waves hold until a new release (a fix or a revert)", name, v.Reason)})
 }
 
-// crashLoop posts that services of device went into a crash loop.
-func (w *webhook) crashLoop(device, revision string, services []string) {
+// crashLoop posts that services of device, running release key at
+// revision, went into a crash loop.
+func (w *webhook) crashLoop(device, revision string, key api.ReleaseKey, services []string) {
 	if w == nil || len(services) == 0 {
 		return
 	}
-	w.send(WebhookEvent{Kind: WebhookCrashLoop, Device: device, Revision: revision, Services: services,
+	w.send(WebhookEvent{Kind: WebhookCrashLoop, Device: device, Revision: revision, Release: string(key), Services: services,
 		Text: fmt.Sprintf("tend: device %s is crash-looping %s at %s", device, strings.Join(services, ", "), revision)})
 }
 

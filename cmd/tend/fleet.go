@@ -53,10 +53,14 @@ func newFleetCommand(g *globals) *cobra.Command {
 	status.Flags().StringVar(&selector, "selector", "", "only the devices whose labels match: k=v, k!=v, k, !k, comma-separated")
 	status.Flags().StringVar(&format, "format", "text", "text or json")
 	release := &cobra.Command{
-		Use:   "release REVISION --hub URL",
+		Use:   "release NAME --hub URL",
 		Short: "Print a release's progress per wave",
-		Long:  "release prints how many devices of each wave applied REVISION (ref@sha1:COMMIT).\nExit codes: 0 every device it targets applied it, 2 in progress, 1 a device rolled it back (or an error).",
-		Args:  cobra.ExactArgs(1),
+		Long: "release prints how many devices of each wave applied the release NAME names, and what each device\n" +
+			"that rolled it back rolled back and why. NAME is a release key (commit:HASH, model/NAME@sha256:HEX),\n" +
+			"a commit (a unique prefix of its hash, bare or as REF@sha1:HASH), or model/NAME@DIGEST|TAG\n" +
+			"(service/NAME@DIGEST|TAG; a tag as the devices reported resolving it).\n" +
+			"Exit codes: 0 every device it targets applied it, 2 in progress, 1 a device rolled it back (or an error).",
+		Args: cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			c, err := client()
 			if err != nil {

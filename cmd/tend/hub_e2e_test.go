@@ -19,6 +19,7 @@ import (
 
 	"github.com/stretchr/testify/require"
 
+	"github.com/tend-dev/tend/api"
 	"github.com/tend-dev/tend/hub"
 	"github.com/tend-dev/tend/internal/testkit/testgit"
 	"github.com/tend-dev/tend/internal/testkit/testpg"
@@ -242,7 +243,7 @@ func TestHubKilledDuringIngest(t *testing.T) {
 	require.NoError(t, err)
 	require.Len(t, dd.Events, 1, "the first report's events only: %+v", dd.Events)
 	require.Equal(t, dd.Device.FirstSeen, dd.Device.LastSeen, "the device's row is the first report's (the second came %s later)", 2*time.Second)
-	rd, err := store.ReleaseDetail(t.Context(), first)
+	rd, err := store.ReleaseDetail(t.Context(), api.RevisionRelease(first))
 	require.NoError(t, err)
 	require.Equal(t, map[string]int{hub.StateApplied: 1}, rd.Counts)
 	require.NoError(t, store.Close())

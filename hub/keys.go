@@ -1,0 +1,216 @@
+package hub
+
+import (
+	"encoding/json"
+	"fmt"
+	"slices"
+	"strings"
+	"unicode/utf8"
+
+	"github.com/tend-dev/tend/agent/status"
+	"github.com/tend-dev/tend/api"
+)
+
+// Bounds of the release resources a report may send: what the hub stores
+// of them per release.
+const (
+	maxReleaseResources = 1024
+	maxResourceIDBytes  = 256
+	maxResourceRefBytes = 2048
+	maxResourceTagBytes = 256
+	maxDigestBytes      = 256
+	// maxDetailBytes bounds the reason of a failure kept per device and
+	// release.
+	maxDetailBytes = 1024
+)
+
+// keys are the releases a status document names, by key: the one the
+// device works towards (or runs, when none waits), the one it runs, and
+// those rolled back on it.
+type keys struct {
+	target api.ReleaseKey
+	// targetRevision is the revision the target release is at.
+	targetRevision string
+	applied        api.ReleaseKey // "" before the device's first apply
+	// resources are the target's models and images as the device
+	// resolved them; nil from a tend that sends none (v0.1.0).
+	resources []status.ReleaseResource
+	// quarantined are the device's quarantine entries by the part of a
+	// key each stands for: a commit's hash, or "ID@sha256:HEX".
+	quarantined map[string]*status.Quarantined
+	// rolledBack lists those parts in the order of the status.
+	rolledBack []string
+}
+
+// keysOf reads the release keys of s. A report of tend v0.1.0 names none:
+// its target release is then its target revision's commit, and the one
+// it runs its applied revision's (api.RevisionRelease). Its errors say
+// which field of the report is wrong.
+func keysOf(s *status.Status) (keys, error) {
+	k := keys{targetRevision: target(s), quarantined: map[string]*status.Quarantined{}}
+	if s.AppliedRelease != "" {
+		key, err := api.ParseReleaseKey(s.AppliedRelease)
+		if err != nil {
+			return k, fmt.Errorf("appliedRelease: %w", err)
+		}
+		k.applied = key
+	} else if s.AppliedRevision != "" {
+		k.applied = api.RevisionRelease(s.AppliedRevision)
+	}
+	switch r := s.Release; {
+	case r != nil && r.Key != "":
+		key, err := api.ParseReleaseKey(r.Key)
+		if err != nil {
+			return k, fmt.Errorf("release.key: %w", err)
+		}
+		k.target = key
+		if r.Revision != "" {
+			k.targetRevision = r.Revision
+		}
+		if err := checkResources(r.Resources); err != nil {
+			return k, err
+		}
+		k.resources = r.Resources
+		if k.resources == nil {
+			k.resources = []status.ReleaseResource{}
+		}
+	case s.AppliedRelease != "" && (s.TargetRevision == "" || s.TargetRevision == s.AppliedRevision):
+		// A tend that sends keys, before a tick rendered its target:
+		// nothing waits.
+		k.target = k.applied
+	default:
+		k.target = api.RevisionRelease(k.targetRevision)
+	}
+	for _, key := range []api.ReleaseKey{k.target, k.applied} {
+		if len(key) > api.MaxReleaseKeyBytes {
+			return k, fmt.Errorf("revision of %d bytes, more than %d: a revision is REF@sha1:COMMIT", len(key), api.MaxReleaseKeyBytes)
+		}
+	}
+	for i := range s.Quarantined {
+		q := &s.Quarantined[i]
+		key := quarantineKey(q)
+		if len(key) > api.MaxReleaseKeyBytes {
+			return k, fmt.Errorf("quarantined[%d].release of %d bytes, more than %d: use REF@sha1:COMMIT, model/NAME@sha256:HEX or service/NAME@sha256:HEX", i, len(key), api.MaxReleaseKeyBytes)
+		}
+		for _, p := range key.Parts() {
+			if _, dup := k.quarantined[p]; !dup {
+				k.quarantined[p] = q
+				k.rolledBack = append(k.rolledBack, p)
+			}
+		}
+	}
+	return k, nil
+}
+
+// quarantineKey is the key of the release a quarantine entry rolled back
+// as far as the entry tells: commit:HASH for a commit (REF@sha1:HASH), or
+// the digest's part of a key, "model/NAME@sha256:HEX".
+func quarantineKey(q *status.Quarantined) api.ReleaseKey { return api.RevisionRelease(q.Release) }
+
+// checkResources bounds the release resources of a report.
+func checkResources(rs []status.ReleaseResource) error {
+	if len(rs) > maxReleaseResources {
+		return fmt.Errorf("release.resources lists %d resources, more than %d", len(rs), maxReleaseResources)
+	}
+	for i, r := range rs {
+		for _, f := range []struct {
+			name, value string
+			max         int
+		}{{"id", r.ID, maxResourceIDBytes}, {"ref", r.Ref, maxResourceRefBytes}, {"tag", r.Tag, maxResourceTagBytes}, {"digest", r.Digest, maxDigestBytes}} {
+			if len(f.value) > f.max {
+				return fmt.Errorf("release.resources[%d].%s of %d bytes, more than %d", i, f.name, len(f.value), f.max)
+			}
+		}
+		if strings.ContainsAny(r.ID, " \t\n") {
+			return fmt.Errorf("release.resources[%d].id %q: a resource id has no spaces (model/NAME, service/NAME)", i, r.ID)
+		}
+	}
+	return nil
+}
+
+// failedBy is the quarantine entry of a part of key on the device, or
+// nil when none of key's parts was rolled back there.
+func (k keys) failedBy(key api.ReleaseKey) *status.Quarantined {
+	for _, p := range key.Parts() {
+		if q := k.quarantined[p]; q != nil {
+			return q
+		}
+	}
+	return nil
+}
+
+// resourcesJSON is the target's resources as the releases table keeps
+// them; "[]" when the report sent none.
+func (k keys) resourcesJSON() string {
+	if len(k.resources) == 0 {
+		return "[]"
+	}
+	b, _ := json.Marshal(k.resources)
+	return string(b)
+}
+
+// resourceIDs are the ids of the target's resources as the devices table
+// keeps them, each between spaces: " model/a service/b ".
+func (k keys) resourceIDs() string {
+	if len(k.resources) == 0 {
+		return ""
+	}
+	ids := make([]string, 0, len(k.resources))
+	for _, r := range k.resources {
+		ids = append(ids, r.ID)
+	}
+	slices.Sort(ids)
+	return " " + strings.Join(slices.Compact(ids), " ") + " "
+}
+
+// failureDetail says what a device rolled back and why, for the
+// operator: "rolled back model/detector@sha256:1f16… (1.2.0): service/infer
+// did not become healthy", at most maxDetailBytes.
+func failureDetail(q *status.Quarantined) string {
+	what := shortKey(quarantineKey(q))
+	if strings.HasPrefix(string(quarantineKey(q)), "commit:") && strings.Contains(q.Release, "@sha1:") {
+		what = shortName(q.Release)
+	}
+	if q.Tag != "" {
+		what += " (" + q.Tag + ")"
+	}
+	d := "rolled back " + what
+	if q.Reason != "" {
+		d += ": " + q.Reason
+	}
+	return cut(oneLine(d), maxDetailBytes)
+}
+
+// cut shortens s to at most n bytes, on a rune boundary, marked with "…".
+func cut(s string, n int) string {
+	if len(s) <= n {
+		return s
+	}
+	i := n - len("…")
+	for i > 0 && !utf8.RuneStart(s[i]) {
+		i--
+	}
+	return s[:i] + "…"
+}
+
+// shortKey abbreviates each commit hash and digest of a release key to
+// 12 hex digits, marked "…": "model/detector@sha256:1f16a2b3c4d5…".
+func shortKey(k api.ReleaseKey) string {
+	parts := strings.Split(string(k), "+")
+	for i, p := range parts {
+		parts[i] = shortName(p)
+	}
+	return strings.Join(parts, "+")
+}
+
+// shortName abbreviates the hash of a revision (REF@sha1:HASH), a commit
+// key (commit:HASH) or a digest's part (ID@sha256:HEX) to 12 hex digits,
+// marked "…".
+func shortName(s string) string {
+	for _, sep := range []string{"@sha1:", "@sha256:", "commit:"} {
+		if i := strings.Index(s, sep); i >= 0 && len(s) > i+len(sep)+12 {
+			return s[:i+len(sep)+12] + "…"
+		}
+	}
+	return s
+}

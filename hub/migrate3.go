@@ -1,0 +1,85 @@
+package hub
+
+import "strings"
+
+// migration3 is schema 3: releases, and each device's part in them, by
+// release key (api.ReleaseKey) instead of revision, so that a model or an
+// image digest a policy newly resolved is a release of its own.
+//
+//   - releases: release_key, the revision it was first seen at, and its
+//     resources (JSON of status.ReleaseResource, as the first report
+//     that named it as its target sent them; "[]" when none did).
+//   - device_releases: by (device, release_key), with the detail of a
+//     failure (what was rolled back, and why).
+//   - devices: the keys of the release each runs and works towards, and
+//     the ids of its target's models and services (" model/a service/b "),
+//     for the devices that have not reported a digest's release yet.
+//   - events: the key of the release each is about.
+//
+// Rows of schema 2 are keyed by revision, REF@sha1:HASH: each becomes
+// commit:HASH (the key a report of tend v0.1.0 is counted by). Two refs at
+// one commit become one release, first seen at the older's revision; a
+// device's two parts in it become one: failed before applied before a
+// release it works towards before superseded, seen first and applied
+// first at the earlier of the two.
+//
+// keyOf(col) is the SQL of api.RevisionRelease(col) as it stands in
+// schema 3; it never changes with that function.
+func migration3(keyOf func(col string) string) string {
+	return strings.NewReplacer("KEY(revision)", keyOf("revision"), "KEY(applied)", keyOf("applied"), "KEY(target)", keyOf("target")).Replace(`
+	CREATE TABLE releases_v3 (
+		release_key TEXT PRIMARY KEY,
+		revision TEXT NOT NULL,
+		resources TEXT NOT NULL,
+		first_seen BIGINT NOT NULL
+	);
+	INSERT INTO releases_v3 (release_key, revision, resources, first_seen)
+		SELECT k, revision, '[]', first_seen FROM (
+			SELECT KEY(revision) AS k, revision, first_seen,
+				ROW_NUMBER() OVER (PARTITION BY KEY(revision) ORDER BY first_seen, revision) AS n
+			FROM releases) t
+		WHERE n = 1;
+	DROP TABLE releases;
+	ALTER TABLE releases_v3 RENAME TO releases;
+	CREATE TABLE device_releases_v3 (
+		device TEXT NOT NULL,
+		release_key TEXT NOT NULL,
+		state TEXT NOT NULL,
+		wave INTEGER NOT NULL,
+		first_seen BIGINT NOT NULL,
+		applied_at BIGINT NOT NULL,
+		detail TEXT NOT NULL,
+		PRIMARY KEY (device, release_key)
+	);
+	INSERT INTO device_releases_v3 (device, release_key, state, wave, first_seen, applied_at, detail)
+		SELECT device, k, state, wave, seen, applied, '' FROM (
+			SELECT device, KEY(revision) AS k, state, wave,
+				MIN(first_seen) OVER (PARTITION BY device, KEY(revision)) AS seen,
+				COALESCE(MIN(NULLIF(applied_at, 0)) OVER (PARTITION BY device, KEY(revision)), 0) AS applied,
+				ROW_NUMBER() OVER (PARTITION BY device, KEY(revision) ORDER BY
+					CASE state WHEN 'failed' THEN 0 WHEN 'applied' THEN 1 WHEN 'superseded' THEN 3 ELSE 2 END, first_seen DESC, revision) AS n
+			FROM device_releases) t
+		WHERE n = 1;
+	DROP TABLE device_releases;
+	ALTER TABLE device_releases_v3 RENAME TO device_releases;
+	CREATE INDEX device_releases_release ON device_releases (release_key);
+	ALTER TABLE devices ADD COLUMN applied_release TEXT NOT NULL DEFAULT '';
+	ALTER TABLE devices ADD COLUMN target_release TEXT NOT NULL DEFAULT '';
+	ALTER TABLE devices ADD COLUMN resource_ids TEXT NOT NULL DEFAULT '';
+	UPDATE devices SET applied_release = KEY(applied), target_release = KEY(target);
+	ALTER TABLE events ADD COLUMN release_key TEXT NOT NULL DEFAULT '';`)
+}
+
+// sqliteKeyOf is migration 3's key of a revision column, in SQLite.
+func sqliteKeyOf(col string) string {
+	return `(CASE WHEN instr(` + col + `, '@sha1:') > 0 THEN 'commit:' || lower(substr(` + col + `, instr(` + col + `, '@sha1:') + 6))
+		WHEN substr(` + col + `, 1, 5) = 'sha1:' THEN 'commit:' || lower(substr(` + col + `, 6))
+		ELSE ` + col + ` END)`
+}
+
+// postgresKeyOf is migration 3's key of a revision column, in PostgreSQL.
+func postgresKeyOf(col string) string {
+	return `(CASE WHEN strpos(` + col + `, '@sha1:') > 0 THEN 'commit:' || lower(substr(` + col + `, strpos(` + col + `, '@sha1:') + 6))
+		WHEN substr(` + col + `, 1, 5) = 'sha1:' THEN 'commit:' || lower(substr(` + col + `, 6))
+		ELSE ` + col + ` END)`
+}
