@@ -8,6 +8,7 @@ package main
 import (
 	"encoding/json"
 	"fmt"
+	"net/http"
 	"net/url"
 	"os"
 	"path/filepath"
@@ -41,11 +42,21 @@ func newReportingQuarantineAgent(t *testing.T, h *runningHub, repoDir, registry,
 }
 
 // release reads the hub's record of one release (a key, a commit, or
-// model/NAME@DIGEST|TAG).
+// model/NAME@DIGEST|TAG); empty while the hub has none.
 func (h *runningHub) release(t *testing.T, name string) hub.ReleaseDetail {
 	t.Helper()
+	req, err := http.NewRequest(http.MethodGet, h.url+"/v1/releases/"+url.PathEscape(name), nil)
+	require.NoError(t, err)
+	req.SetBasicAuth("me", "read-secret")
+	resp, err := http.DefaultClient.Do(req)
+	require.NoError(t, err)
+	defer resp.Body.Close()
 	var rd hub.ReleaseDetail
-	require.NoError(t, json.Unmarshal([]byte(h.get("/v1/releases/"+url.PathEscape(name))), &rd))
+	if resp.StatusCode == http.StatusNotFound {
+		return rd
+	}
+	require.Equal(t, http.StatusOK, resp.StatusCode)
+	require.NoError(t, json.NewDecoder(resp.Body).Decode(&rd))
 	return rd
 }
 
