@@ -97,8 +97,7 @@ func TestBrakesStopATagPushedImage(t *testing.T) {
 	t.Cleanup(func() { _ = cli.Close() })
 	repo := testgit.NewRepo(t)
 	repo.WriteFile("profiles/all.yaml", "apiVersion: tend.dev/v1alpha1\nkind: Profile\nmetadata: {name: all}\nspec:\n  selector: {}\n"+
-		"  services:\n    - name: web\n      image: "+img.Tag+"\n      stopTimeout: 2s\n"+
-		"      health: {exec: [/bin/true], interval: 200ms, startupGrace: 2s}\n")
+		"  services:\n    - name: web\n      image: "+img.Tag+"\n      stopTimeout: 2s\n")
 	repo.WriteFile("profiles/rollout.yaml", fmt.Sprintf("apiVersion: tend.dev/v1alpha1\nkind: Rollout\nmetadata: {name: default}\nspec:\n  selector: {}\n"+
 		"  waves:\n    - selector: {matchLabels: {ring: canary}}\n    - {percent: 100}\n"+
 		"  brakes: {hub: %q, maxFailed: 0, minApplied: 1, soak: %s}\n", h.url, tagSoak))
@@ -124,6 +123,11 @@ func TestBrakesStopATagPushedImage(t *testing.T) {
 	canary, later := agent("cam-101", "canary"), agent("cam-102", "main")
 	fleet := []*quarantineAgent{canary, later}
 	for _, d := range fleet {
+		t.Cleanup(func() {
+			if t.Failed() {
+				t.Logf("%s:\n%s", d.name, d.a.logs())
+			}
+		})
 		eventually(t, func() bool { return d.a.status()["appliedRelease"] == "commit:"+first })
 	}
 
