@@ -179,7 +179,11 @@ func tagPushedRelease(t *testing.T, h *runningHub) {
 	// A fixed 1.2.1 is a new release: it counts afresh and goes through.
 	fixed := reg.PushFiles(t, "models/m:1.2.1", map[string][]byte{"model.onnx": []byte("good 1.2.1")})
 	fixedKey := "model/m@" + fixed
-	eventually(t, func() bool { rd = h.release(t, fixedKey); p := part(rd, canary.name); return p != nil && p.Applied != "" })
+	eventually(t, func() bool {
+		rd = h.release(t, fixedKey)
+		p := part(rd, canary.name)
+		return p != nil && p.Applied != ""
+	})
 	canaryAt, _ = time.Parse(time.RFC3339, part(rd, canary.name).Applied)
 
 	// A commit that changes nothing on the devices, during the soak: the
