@@ -9,9 +9,6 @@ import (
 	"testing"
 	"time"
 
-	"github.com/google/go-containerregistry/pkg/name"
-	"github.com/google/go-containerregistry/pkg/v1/mutate"
-	"github.com/google/go-containerregistry/pkg/v1/remote"
 	"github.com/moby/moby/client"
 	"github.com/stretchr/testify/require"
 
@@ -20,28 +17,6 @@ import (
 	"github.com/tend-dev/tend/internal/testkit/testgit"
 	"github.com/tend-dev/tend/internal/testkit/testoci"
 )
-
-// moveImageTag pushes the image tag names again with env added and cmd
-// as its arguments, and returns its digest: a new image under the same
-// tag, as a CI pushes a rebuilt one.
-func moveImageTag(t *testing.T, tag, env string, cmd ...string) string {
-	t.Helper()
-	ref, err := name.ParseReference(tag, name.Insecure)
-	require.NoError(t, err)
-	img, err := remote.Image(ref)
-	require.NoError(t, err)
-	cf, err := img.ConfigFile()
-	require.NoError(t, err)
-	cf = cf.DeepCopy()
-	cf.Config.Env = append(cf.Config.Env, env)
-	cf.Config.Cmd = cmd
-	moved, err := mutate.ConfigFile(img, cf)
-	require.NoError(t, err)
-	require.NoError(t, remote.Write(ref, moved))
-	d, err := moved.Digest()
-	require.NoError(t, err)
-	return d.String()
-}
 
 // engineImages lists, every 20 ms until stop is called, the images the
 // engine's containers of device run, and returns every one it saw.
@@ -133,7 +108,7 @@ func TestBrakesStopATagPushedImage(t *testing.T) {
 
 	// A good image under the tag: the canary first, the later wave after
 	// the canary's soak.
-	good := moveImageTag(t, img.Tag, "BUILD=2")
+	good := testdocker.MoveTag(t, img.Tag, "BUILD=2")
 	for _, d := range fleet {
 		eventually(t, func() bool { return d.a.status()["appliedRelease"] == "service/web@"+good })
 	}
@@ -142,7 +117,7 @@ func TestBrakesStopATagPushedImage(t *testing.T) {
 	// A bad one: it exits at once. Rolled back on the canary, held on the
 	// later device, whose engine never runs it.
 	stop := engineImages(t, cli, later.name)
-	bad := moveImageTag(t, img.Tag, "BUILD=3", "-exit", "3")
+	bad := testdocker.MoveTag(t, img.Tag, "BUILD=3", "-exit", "3")
 	eventually(t, func() bool { return canary.count(rollingBack) == 1 })
 	eventually(t, func() bool {
 		st := later.a.status()
@@ -155,7 +130,7 @@ func TestBrakesStopATagPushedImage(t *testing.T) {
 	require.Equal(t, 1, code, out+errOut)
 
 	// A fixed image goes through.
-	fixed := moveImageTag(t, img.Tag, "BUILD=4")
+	fixed := testdocker.MoveTag(t, img.Tag, "BUILD=4")
 	for _, d := range fleet {
 		eventually(t, func() bool { return d.a.status()["appliedRelease"] == "service/web@"+fixed })
 	}

@@ -103,21 +103,7 @@ func (n *node) moveTag(t *testing.T) string {
 // cmd as its default arguments, and returns its digest.
 func (n *node) moveTagTo(t *testing.T, env string, cmd ...string) string {
 	t.Helper()
-	ref, err := name.ParseReference(n.img.Tag, name.Insecure)
-	require.NoError(t, err)
-	img, err := remote.Image(ref)
-	require.NoError(t, err)
-	cf, err := img.ConfigFile()
-	require.NoError(t, err)
-	cf = cf.DeepCopy()
-	cf.Config.Env = append(cf.Config.Env, env)
-	cf.Config.Cmd = cmd
-	moved, err := mutate.ConfigFile(img, cf)
-	require.NoError(t, err)
-	require.NoError(t, remote.Write(ref, moved))
-	d, err := moved.Digest()
-	require.NoError(t, err)
-	return d.String()
+	return testdocker.MoveTag(t, n.img.Tag, env, cmd...)
 }
 
 // A container service runs the digest its tag resolved to, with tend's

@@ -146,3 +146,38 @@ func build(t testing.TB, dir string) string {
 	binaries.path[dir] = out
 	return out
 }
+
+// MoveTag pushes the image tag names (HOST/REPO:TAG, plain HTTP) again
+// with env added to its environment and cmd as its default arguments,
+// and returns the new image's digest: a rebuilt image under the same
+// tag, as a CI pushes one.
+func MoveTag(t testing.TB, tag, env string, cmd ...string) string {
+	t.Helper()
+	ref, err := name.ParseReference(tag, name.Insecure)
+	if err != nil {
+		t.Fatal(err)
+	}
+	img, err := remote.Image(ref)
+	if err != nil {
+		t.Fatal(err)
+	}
+	cf, err := img.ConfigFile()
+	if err != nil {
+		t.Fatal(err)
+	}
+	cf = cf.DeepCopy()
+	cf.Config.Env = append(cf.Config.Env, env)
+	cf.Config.Cmd = cmd
+	moved, err := mutate.ConfigFile(img, cf)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := remote.Write(ref, moved); err != nil {
+		t.Fatal(err)
+	}
+	d, err := moved.Digest()
+	if err != nil {
+		t.Fatal(err)
+	}
+	return d.String()
+}
