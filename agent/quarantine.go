@@ -8,3 +8,13 @@ func (r *Result) Quarantined() error {
 	}
 	return r.Desired.Quarantined
 }
+
+// Unverified says which versions semver policies passed over because they
+// are not signed as verify asks, and what each resolved to (see
+// render.Desired.Unverified), or is nil.
+func (r *Result) Unverified() error {
+	if r.Desired == nil {
+		return nil
+	}
+	return r.Desired.Unverified
+}

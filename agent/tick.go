@@ -6,6 +6,7 @@ import (
 	"log/slog"
 	"time"
 
+	"github.com/tend-dev/tend/agent/status"
 	"github.com/tend-dev/tend/internal/backoff"
 	"github.com/tend-dev/tend/planner"
 )
@@ -121,7 +122,11 @@ func (l *Loop) holdOff(ctx context.Context, log *slog.Logger) bool {
 // LogTick writes the one summary line of a tick. The drifted resources
 // were logged when planned, before the apply (Reconciler.LogDrift).
 func LogTick(log *slog.Logger, device string, res *Result, err error, suspended bool) {
-	attrs := []any{keyDevice, device, keyResult, res.Outcome(err), keyDuration, res.Duration.Round(time.Millisecond).String()}
+	outcome := res.Outcome(err)
+	if err == nil && res.Staging != nil && res.Held == nil && len(res.Applied) == 0 {
+		outcome = status.ResultStaging // the target downloads; nothing to revert
+	}
+	attrs := []any{keyDevice, device, keyResult, outcome, keyDuration, res.Duration.Round(time.Millisecond).String()}
 	if res.Snapshot != nil {
 		attrs = append(attrs, keyRevision, res.Snapshot.Revision.String(), keyFetched, res.Snapshot.Fetched)
 	}
@@ -143,6 +148,9 @@ func LogTick(log *slog.Logger, device string, res *Result, err error, suspended 
 	}
 	if q := res.Quarantined(); q != nil {
 		log.Warn("newest version rolled back here; models kept off it", keyDevice, device, keyReason, q.Error())
+	}
+	if u := res.Unverified(); u != nil {
+		log.Warn("newest version not signed as verify asks; models kept off it", keyDevice, device, keyReason, u.Error())
 	}
 	if err != nil {
 		log.Error("reconcile failed; the node keeps its last applied state", append(attrs, keyError, err.Error())...)

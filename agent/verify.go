@@ -24,7 +24,7 @@ type verifierOnce struct {
 // verifier returns the Reconciler's verifier of signatures.
 func (r *Reconciler) verifier() *verify.Verifier {
 	r.verify.once.Do(func() {
-		r.verify.v = &verify.Verifier{Options: RegistryOptions(r.Config), Observe: func(kind, result string) {
+		r.verify.v = &verify.Verifier{Options: RegistryOptions(r.Config), Now: r.now, Observe: func(kind, result string) {
 			if f := r.verify.observe.Load(); f != nil {
 				(*f)(kind, result)
 			}

@@ -6,11 +6,13 @@ import (
 	"os"
 	"path/filepath"
 	"strconv"
+	"strings"
 	"testing"
 	"time"
 
 	"github.com/stretchr/testify/require"
 
+	"github.com/tend-dev/tend/api"
 	"github.com/tend-dev/tend/internal/statedir"
 	"github.com/tend-dev/tend/planner"
 )
@@ -18,10 +20,12 @@ import (
 func TestInventoryRoundTrip(t *testing.T) {
 	stateDir := filepath.Join(t.TempDir(), "state")
 	inv := &Inventory{
-		Device:    "cam-017",
-		Root:      "/srv/node",
-		Revision:  "4b825dc642cb6eb9a060e54bf8d69288fbee4904",
-		AppliedAt: time.Date(2025, 3, 1, 12, 30, 0, 0, time.FixedZone("CET", 3600)),
+		Device:      "cam-017",
+		Root:        "/srv/node",
+		Revision:    "4b825dc642cb6eb9a060e54bf8d69288fbee4904",
+		AppliedAt:   time.Date(2025, 3, 1, 12, 30, 0, 0, time.FixedZone("CET", 3600)),
+		Release:     api.ReleaseKey("model/m@sha256:" + strings.Repeat("ab", 32)),
+		Declaration: "sha256:de",
 		Resources: map[string]InventoryEntry{
 			"file/etc/infer/config.yaml": {Fields: []planner.Field{{Name: "content", Value: "sha256:ab"}, {Name: "mode", Value: "0644"}}, Created: true},
 			"file/etc/infer/found":       {Fields: []planner.Field{{Name: "content", Value: "sha256:cd"}, {Name: "mode", Value: "0600"}}},
@@ -45,6 +49,8 @@ func TestInventoryRoundTrip(t *testing.T) {
 		"root":          "/srv/node",
 		"revision":      "4b825dc642cb6eb9a060e54bf8d69288fbee4904",
 		"appliedAt":     "2025-03-01T11:30:00Z",
+		"release":       "model/m@sha256:" + strings.Repeat("ab", 32),
+		"declaration":   "sha256:de",
 		"resources": map[string]any{
 			"file/etc/infer/config.yaml": map[string]any{"fields": []any{
 				map[string]any{"name": "content", "value": "sha256:ab"},

@@ -5,7 +5,9 @@ import (
 	"errors"
 	"fmt"
 	"sort"
+	"strings"
 
+	"github.com/Masterminds/semver/v3"
 	git "github.com/go-git/go-git/v5"
 
 	"github.com/tend-dev/tend/manifest"
@@ -136,6 +138,27 @@ func addFolderDevices(repo *git.Repository, rev string, opts Options, branches [
 	return out, nil
 }
 
+// partialTag warns when m's semver policy resolved to a tag that does not
+// spell MAJOR.MINOR.PATCH (see oci.FullVersion), such as v3: the policy
+// reads it as 3.0.0, so that it outranks 2.9.1 and a later 3.0.0 alike,
+// and such a tag is often moved to each new release of its line.
+func partialTag(m manifest.Model, res render.Resolution) *manifest.Error {
+	if m.Policy == nil || res.Tag == "" || oci.FullVersion(res.Tag) {
+		return nil
+	}
+	read, example := "a version", "1.3.0"
+	if v, err := semver.NewVersion(res.Tag); err == nil { // it matched the policy
+		read, example = v.String(), v.String()
+		if strings.HasPrefix(res.Tag, "v") {
+			example = "v" + example
+		}
+	}
+	const field = ".policy.semver"
+	return &manifest.Error{File: m.Origin.File, Line: m.Origin.Line(field), Field: m.Origin.Field + field,
+		Msg: fmt.Sprintf("model %s: semver policy %q resolves to tag %s, which is no full MAJOR.MINOR.PATCH version (the policy reads it as %s, and such a tag is often moved to each release of its line); push full MAJOR.MINOR.PATCH tags such as %s",
+			m.Name, m.Policy.Semver, res.Tag, read, example)}
+}
+
 // resolveAll resolves every distinct model ref and container image of the
 // valid devices once, and marks the devices whose refs are not found or
 // not signed as required invalid, naming the file, the field and the ref.
@@ -148,9 +171,12 @@ func resolveAll(ctx context.Context, devices []Checked, opts Options) error {
 		}
 		var errs manifest.Errors
 		for _, m := range d.Device.Spec.Models {
-			_, err := resolver.Resolve(ctx, m)
+			res, err := resolver.Resolve(ctx, m)
 			if ctx.Err() != nil {
 				return ctx.Err()
+			}
+			if w := partialTag(m, res); w != nil {
+				d.Device.Warnings = append(d.Device.Warnings, w)
 			}
 			if err != nil {
 				field := ".ref"

@@ -167,6 +167,17 @@ func candidates(ctx context.Context, repo name.Repository, semverRange string, o
 	return out, nil
 }
 
+// FullVersion reports whether tag spells a version in full, as a semver
+// policy is best served: MAJOR.MINOR.PATCH, with or without a leading v
+// and with any prerelease or build metadata (1.3.0, v1.3.0, 1.3.0-rc.1).
+// A policy also matches tags that spell less (v3 as 3.0.0, 1.2 as
+// 1.2.0), which is seldom what was meant: such a tag is often moved to
+// each new release of its line.
+func FullVersion(tag string) bool {
+	_, err := semver.StrictNewVersion(strings.TrimPrefix(tag, "v"))
+	return err == nil
+}
+
 // NameOptions are the options to parse ref with: plain HTTP for a
 // registry listed as insecure.
 func (o Options) NameOptions(ref string) []name.Option {

@@ -134,3 +134,14 @@ func TestResolveNotFoundListsTags(t *testing.T) {
 		require.NotContains(t, err.Error(), "HEAD responses have no body")
 	})
 }
+
+// FullVersion takes MAJOR.MINOR.PATCH, with a v, a prerelease or build
+// metadata, and nothing shorter.
+func TestFullVersion(t *testing.T) {
+	for tag, full := range map[string]bool{
+		"1.2.3": true, "v1.2.3": true, "1.2.3-rc.1": true, "1.2.3+build.7": true, "0.0.1": true,
+		"v3": false, "3": false, "1.2": false, "v1.2": false, "1.2.3.4": false, "latest": false, "01.2.3": false, "V1.2.3": false,
+	} {
+		require.Equal(t, full, FullVersion(tag), tag)
+	}
+}

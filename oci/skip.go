@@ -11,12 +11,14 @@ import (
 const MaxSkipped = 64
 
 // ResolveSkipping pins the repository ref to the highest tag in
-// semverRange whose digest skip does not refuse: it walks the matching
-// tags highest first (the tag list within its bounds), with one HEAD each,
+// semverRange that skip does not refuse: it walks the matching tags
+// highest first (the tag list within its bounds), with one HEAD each,
 // and returns the first one not skipped and those passed over, highest
-// first. When every matching tag is skipped, the resolution is the zero
-// Resolved and skipped lists them all; past MaxSkipped it is an error.
-func ResolveSkipping(ctx context.Context, ref, semverRange string, opts Options, skip func(digest string) bool) (Resolved, []Resolved, error) {
+// first. skip is asked of each resolved tag in turn; an error from it
+// stops the walk and is returned. When every matching tag is skipped,
+// the resolution is the zero Resolved and skipped lists them all; past
+// MaxSkipped it is an error.
+func ResolveSkipping(ctx context.Context, ref, semverRange string, opts Options, skip func(context.Context, Resolved) (bool, error)) (Resolved, []Resolved, error) {
 	repo, err := name.NewRepository(ref, opts.NameOptions(ref)...)
 	if err != nil {
 		return Resolved{Ref: ref}, nil, fmt.Errorf("model ref %q: %w", ref, err)
@@ -35,7 +37,11 @@ func ResolveSkipping(ctx context.Context, ref, semverRange string, opts Options,
 			return Resolved{Ref: ref}, skipped, err
 		}
 		r.Ref = ref
-		if !skip(r.Digest) {
+		out, err := skip(ctx, r)
+		if err != nil {
+			return Resolved{Ref: ref}, skipped, err
+		}
+		if !out {
 			return r, skipped, nil
 		}
 		skipped = append(skipped, r)

@@ -38,6 +38,9 @@ type DocumentModel struct {
 	// Quarantined says why its newest version was passed over: it was
 	// rolled back on this node.
 	Quarantined string `json:"quarantined,omitempty"`
+	// Unverified says which newer versions its policy passed over because
+	// they are not signed as verify asks, and what it resolved to.
+	Unverified string `json:"unverified,omitempty"`
 }
 
 // Document returns d as `tend render` prints it.
@@ -65,6 +68,9 @@ func (d *Desired) Document() Document {
 			}
 			if spec.Quarantined != nil {
 				dm.Quarantined = spec.Quarantined.Error()
+			}
+			if u := unverified(spec.Skips); u != nil {
+				dm.Unverified = u.Error()
 			}
 		}
 		doc.Spec.Models = append(doc.Spec.Models, dm)

@@ -52,6 +52,13 @@ type Desired struct {
 	// their newest version (it was rolled back on this node), or is nil. It is a warning, and holds
 	// a release: tend_release_held{reason="quarantined"}.
 	Quarantined error
+	// Unverified says which versions semver policies passed over because
+	// they do not carry the signatures verify asks for, and what each
+	// resolved to instead, or is nil. It is a warning.
+	Unverified error
+	// Skips are the versions semver policies passed over (see Skip), by
+	// model in declaration order, each highest first.
+	Skips []Skip
 	// HeldByQuarantine is true when every model and service Held names is
 	// held only because each version its ref names was rolled back on
 	// this node: its registry answered (tend_registry_unreachable stays 0).
@@ -105,6 +112,7 @@ func Render(ctx context.Context, dev *manifest.Device, revision string, opts Opt
 		if spec.Held != nil && spec.Quarantined != nil {
 			heldByQuarantine++
 		}
+		d.Skips = append(d.Skips, spec.Skips...)
 		d.add(r, spec)
 	}
 	for _, f := range dev.Spec.Files {
@@ -177,6 +185,7 @@ func Render(ctx context.Context, dev *manifest.Device, revision string, opts Opt
 		d.add(r, spec)
 	}
 	d.Held, d.Offline, d.Quarantined = errors.Join(held...), errors.Join(offline...), errors.Join(quarantined...)
+	d.Unverified = unverified(d.Skips)
 	d.HeldByQuarantine = len(held) > 0 && heldByQuarantine == len(held)
 	return d, nil
 }
@@ -217,6 +226,10 @@ func model(ctx context.Context, m manifest.Model, allow []string, resolver Resol
 		return Model{}, planner.Resource{}, err
 	}
 	spec := Model{Name: m.Name, Ref: m.Ref, Policy: policy(m), Path: m.Path, Digest: res.Digest, Tag: res.Tag, Include: m.Include, Files: res.Files, Bases: res.Bases, Offline: res.Offline, Held: res.Held, Quarantined: res.Quarantined, Download: res.Download}
+	for _, s := range res.Skips {
+		s.ID = planner.ModelID(m.Name)
+		spec.Skips = append(spec.Skips, s)
+	}
 	r := planner.Resource{
 		ID: planner.ModelID(m.Name), Kind: planner.KindModel, Reason: res.Reason,
 		Fields: ModelFields(res.Digest, m.Include),

@@ -45,6 +45,9 @@ type Resolution struct {
 	// active (an image: running) on the node; with neither, the
 	// resolution is held.
 	Quarantined error
+	// Skips are the versions a semver policy passed over, highest first:
+	// rolled back on this node, or not signed as verify asks (see Skip).
+	Skips []Skip
 	// Download is what activating the version downloads: the bytes of
 	// its artifact not in the store yet; 0 when it is active or staged.
 	Download int64

@@ -36,11 +36,12 @@ type Model struct {
 	// "REF → sha256:…" as it was pinned when the version was read (see
 	// Resolution.Bases).
 	Bases []string
-	// Offline, Held, Quarantined and Download are the resolution's (see
-	// Resolution).
+	// Offline, Held, Quarantined, Skips and Download are the
+	// resolution's (see Resolution).
 	Offline     error
 	Held        error
 	Quarantined error
+	Skips       []Skip
 	Download    int64
 }
 

@@ -13,6 +13,7 @@ import (
 
 	"github.com/tend-dev/tend/drift"
 	"github.com/tend-dev/tend/planner"
+	"github.com/tend-dev/tend/render"
 	"github.com/tend-dev/tend/rollout"
 )
 
@@ -49,6 +50,7 @@ type Metrics struct {
 	held        *prometheus.GaugeVec
 	notified    *prometheus.CounterVec
 	verified    *prometheus.CounterVec // tend_verify_total
+	skipped     *prometheus.CounterVec // tend_policy_skipped_total
 
 	// tickBytes are the model bytes ticks pulled; the stager's are read
 	// from it when scraped.
@@ -168,6 +170,14 @@ func NewMetrics() *Metrics {
 			m.verified.WithLabelValues(k, r)
 		}
 	}
+	m.skipped = prometheus.NewCounterVec(prometheus.CounterOpts{
+		Name: "tend_policy_skipped_total",
+		Help: "Versions a model's semver policy passed over for the next highest matching tag, by reason: quarantined (rolled back on this node) " +
+			"or unverified (not signed as verify asks); counted by every tick whose render passed over one.",
+	}, []string{"reason"})
+	for _, r := range render.SkipReasons {
+		m.skipped.WithLabelValues(r)
+	}
 	for _, r := range []string{ResultSuccess, ResultError, ResultNoop} {
 		m.reconciles.WithLabelValues(r)
 	}
@@ -181,7 +191,7 @@ func NewMetrics() *Metrics {
 		collectors.NewGoCollector(),
 		collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}),
 		m.reconciles, m.duration, m.drifts, m.revision, m.lastSuccess, m.fetches, downloaded, m.convergence, m.restarts, m.unreachable, m.suspended, m.held,
-		m.notified, m.release, stageBytes, staging, lag, m.verified,
+		m.notified, m.release, stageBytes, staging, lag, m.verified, m.skipped,
 	)
 	return m
 }
@@ -325,6 +335,9 @@ func (m *Metrics) Observe(res *Tick, err error, fresh []drift.Event) {
 			v = 1
 		}
 		m.held.WithLabelValues(rollout.CauseQuarantined).Set(v)
+		for _, s := range res.Desired.Skips {
+			m.skipped.WithLabelValues(s.Reason).Inc()
+		}
 	}
 	if err == nil {
 		m.lastSuccess.Set(float64(end.UnixNano()) / 1e9)

@@ -2,6 +2,7 @@ package status
 
 import (
 	"errors"
+	"strings"
 	"testing"
 	"time"
 
@@ -55,6 +56,8 @@ func TestMetricsContract(t *testing.T) {
 		`tend_release_convergence_seconds_count`,
 		`tend_release_convergence_seconds_sum`,
 		`tend_release_lag_seconds`,
+		`tend_policy_skipped_total{reason="quarantined"}`,
+		`tend_policy_skipped_total{reason="unverified"}`,
 	} {
 		v, ok := got[series]
 		require.True(t, ok, "%s missing", series)
@@ -250,6 +253,42 @@ func TestHeldByQuarantineIsNoUnreachableRegistry(t *testing.T) {
 	require.Zero(t, scrape(t, m.Metrics)[`tend_registry_unreachable`])
 	m.Observe(&Tick{Desired: &render.Desired{Held: errors.New("model/m held: registry down")}}, nil)
 	require.Equal(t, 1.0, scrape(t, m.Metrics)[`tend_registry_unreachable`])
+}
+
+// tend_policy_skipped_total counts, by reason, every version a tick's
+// render passed over: once per tick that passed over it, so a version
+// passed over tick after tick goes on counting; a tick that stopped
+// before its render counts none. The status warning keeps the quarantined
+// warning beside the unverified ones, and says nothing once no version
+// is passed over.
+func TestMetricsCountPolicySkips(t *testing.T) {
+	m := newMeter()
+	quarantined := errors.New("model/a 1.4.0 (sha256:aaaaaaaaaaaa) was rolled back on this node at 2026-12-03T07:51:01Z: service/web did not become healthy; push a new version, or run tend retry model/a@sha256:aaaaaaaaaaaa")
+	skips := []render.Skip{
+		{ID: "model/a", Tag: "1.4.0", Digest: "sha256:" + strings.Repeat("a", 64), Reason: render.SkipQuarantined, Why: quarantined, Took: "1.2.1"},
+		{ID: "model/a", Tag: "1.3.0", Digest: "sha256:" + strings.Repeat("b", 64), Reason: render.SkipUnverified, Why: errors.New("no cosign signature by /k.pub"), Took: "1.2.1"},
+		{ID: "model/b", Tag: "2.0.0", Digest: "sha256:" + strings.Repeat("c", 64), Reason: render.SkipUnverified, Why: errors.New("no cosign signature by /k.pub"), Took: "1.0.0"},
+	}
+	d := &render.Desired{Skips: skips, Quarantined: quarantined, Unverified: errors.Join(skips[1], skips[2])}
+	want := func(q, u float64) {
+		t.Helper()
+		got := scrape(t, m.Metrics)
+		require.Equal(t, q, got[`tend_policy_skipped_total{reason="quarantined"}`])
+		require.Equal(t, u, got[`tend_policy_skipped_total{reason="unverified"}`])
+	}
+	m.Observe(&Tick{Desired: d}, nil)
+	want(1, 2)
+	require.Equal(t, quarantined.Error()+"\n"+
+		"model/a: skipped 1.3.0 (sha256:bbbbbbbbbbbb): no cosign signature by /k.pub; resolved 1.2.1\n"+
+		"model/b: skipped 2.0.0 (sha256:cccccccccccc): no cosign signature by /k.pub; resolved 1.0.0", m.tracker.Status().Warning)
+	m.Observe(&Tick{Desired: d}, nil)
+	want(2, 4)
+	m.Observe(&Tick{}, errors.New("fetch: unreachable")) // stopped before its render
+	want(2, 4)
+	require.NotEmpty(t, m.tracker.Status().Warning, "a tick that did not render knows nothing new")
+	m.Observe(&Tick{Desired: &render.Desired{}}, nil)
+	want(2, 4)
+	require.Empty(t, m.tracker.Status().Warning)
 }
 
 // tend_release_lag_seconds says, when scraped, how long the release the

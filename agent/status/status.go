@@ -33,6 +33,13 @@ const ResultSuspended = "suspended"
 // by what the reverts did.
 const ResultHeld = "held"
 
+// ResultStaging is the status's result of a tick whose target release
+// stages in the background (Status.Staging says how far), not held by
+// its rollout: the node kept its applied revision, or, before its first
+// release, applied nothing yet. tend_reconcile_total counts it as
+// success or noop, by what the tick's drift reverts did.
+const ResultStaging = "staging"
+
 // Replica states in the status document.
 const (
 	ReplicaRunning    = "running"
@@ -62,7 +69,9 @@ type Status struct {
 	// credentials).
 	LastError string `json:"lastError"`
 	// Warning says what the last tick could not do without failing: a
-	// model registry unreachable, the model kept at its applied version.
+	// model registry unreachable, the model kept at its applied version;
+	// a newer version a policy passed over (rolled back here, or not
+	// signed as verify asks).
 	Warning string `json:"warning,omitempty"`
 	// Held says why the device's rollout held the target revision:
 	// "held: rollout wave 2 opens 2026-12-03T14:00Z".

@@ -74,6 +74,9 @@ type Tick struct {
 	// release the node runs once the tick applied; "" when it did not.
 	TargetRelease  *Release
 	AppliedRelease string
+	// Staging says the tick's target release stages in the background
+	// and the tick did not take it.
+	Staging bool
 }
 
 // SeenRelease is the release a tick's target makes against what the node
@@ -125,6 +128,15 @@ func (res *Tick) quarantined() error {
 		return nil
 	}
 	return res.Desired.Quarantined
+}
+
+// unverified says which versions policies passed over for want of a
+// signature, or is nil.
+func (res *Tick) unverified() error {
+	if res.Desired == nil {
+		return nil
+	}
+	return res.Desired.Unverified
 }
 
 // tickEnd is when a tick ended; now for a result that does not say (the

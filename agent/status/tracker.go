@@ -152,6 +152,8 @@ func (t *Tracker) Observe(res *Tick, err error, suspended string) []drift.Event 
 		if err == nil {
 			s.Result = ResultHeld
 		}
+	} else if res.Staging && err == nil {
+		s.Result = ResultStaging
 	}
 	if err != nil {
 		s.LastError = err.Error()
@@ -165,7 +167,7 @@ func (t *Tracker) Observe(res *Tick, err error, suspended string) []drift.Event 
 		// A tick that stopped before its render knows nothing new of
 		// registries.
 		s.Warning = ""
-		if w := errors.Join(res.offline(), res.quarantined()); w != nil {
+		if w := errors.Join(res.offline(), res.quarantined(), res.unverified()); w != nil {
 			s.Warning = w.Error()
 		}
 	}

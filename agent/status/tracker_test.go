@@ -435,3 +435,30 @@ func TestTrackerListsDeclaredAndNotes(t *testing.T) {
 	tr.Observe(res, nil, "")
 	require.Equal(t, []string{"service/infer ok: "}, resourceLines(tr.Status().Resources))
 }
+
+// The status reports the release of the target and the key of the one
+// the node runs; a tick whose target stages says so in its result, and a
+// tick that did not decide keeps what the last one said.
+func TestTrackerReportsReleases(t *testing.T) {
+	tr := NewTracker("cam-1", "v1")
+	tr.SetApplied("main@sha1:aaa", "commit:aaa")
+	require.Equal(t, "commit:aaa", tr.Status().AppliedRelease)
+
+	next := &Release{Key: "model/m@sha256:" + strings.Repeat("b", 64), Revision: "main@sha1:aaa",
+		Resources: []ReleaseResource{{ID: "model/m", Ref: "r/m", Tag: "1.2.0", Digest: "sha256:" + strings.Repeat("b", 64)}}}
+	tr.Observe(&Tick{Revision: "main@sha1:aaa", Target: "main@sha1:aaa", TargetRelease: next, AppliedRelease: "commit:aaa", Staging: true}, nil, "")
+	st := tr.Status()
+	require.Equal(t, ResultStaging, st.Result, "a release downloading is no noop")
+	require.Equal(t, next, st.Release)
+	require.Equal(t, "commit:aaa", st.AppliedRelease)
+
+	tr.Observe(&Tick{Revision: "main@sha1:aaa", Target: "main@sha1:aaa", TargetRelease: next, AppliedRelease: next.Key}, nil, "")
+	st = tr.Status()
+	require.Equal(t, ResultNoop, st.Result)
+	require.Equal(t, next.Key, st.AppliedRelease, "taken")
+
+	tr.Observe(&Tick{}, errors.New("fetch: unreachable"), "")
+	st = tr.Status()
+	require.Equal(t, next, st.Release, "a tick that did not decide keeps the release")
+	require.Equal(t, next.Key, st.AppliedRelease)
+}

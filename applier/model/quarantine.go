@@ -1,7 +1,6 @@
 package model
 
 import (
-	"context"
 	"fmt"
 	"time"
 
@@ -24,31 +23,6 @@ func (d *Driver) quarantine() (map[string]applier.Quarantined, error) {
 	}
 	d.quarantined = q
 	return q, nil
-}
-
-// resolveSkipping pins model name's ref (and policy) like resolve, but
-// passes over the digests quarantined for it on this node: a policy
-// resolves to the highest tag whose digest is not; a tag that names a
-// quarantined digest resolves to nothing. It returns what was passed over,
-// highest first; a zero Resolved when nothing was left. first is resolve's.
-func (d *Driver) resolveSkipping(ctx context.Context, name, ref, policy string, first bool) (oci.Resolved, []oci.Resolved, error) {
-	q, err := d.quarantine()
-	if err != nil {
-		return oci.Resolved{}, nil, err
-	}
-	id := planner.ModelID(name)
-	skip := func(digest string) bool {
-		_, ok := q[applier.ReleaseKey(id, digest)]
-		return ok
-	}
-	if policy != "" && len(q) > 0 {
-		return oci.ResolveSkipping(ctx, ref, policy, d.opts.Registry, skip)
-	}
-	pinned, err := d.resolve(ctx, ref, policy, first)
-	if err != nil || !skip(pinned.Digest) {
-		return pinned, nil, err
-	}
-	return oci.Resolved{}, []oci.Resolved{pinned}, nil
 }
 
 // kept is the version of model name to keep when every version its ref

@@ -32,7 +32,10 @@ import (
 // A digest rolled back on this node (see applier.ReleaseKey) is passed
 // over, and Quarantined says so: a policy resolves to the highest tag
 // whose digest is not quarantined, and a tag that moved to a quarantined
-// digest keeps the active one.
+// digest keeps the active one. A policy passes over a version that does
+// not carry the signatures verify asks for in the same way (Skips lists
+// both); when every version it names was passed over, one at least for
+// its signature, the model is held.
 //
 // A tag that the registry says does not exist is an error. When the digest
 // is not the active one, the reason says what changed and what pulling it
@@ -50,7 +53,8 @@ func (d *Driver) Resolve(ctx context.Context, m manifest.Model) (render.Resoluti
 		return render.Resolution{}, err
 	}
 	var res render.Resolution
-	pinned, passed, err := d.resolveSkipping(ctx, m.Name, m.Ref, want.Policy, rec.active() == nil)
+	w, err := d.resolveSkipping(ctx, m, want.Policy, rec.active(), rec.active() == nil)
+	pinned := w.pinned
 	if err != nil {
 		if errors.Is(err, oci.ErrNotFound) && want.Policy == "" {
 			return render.Resolution{}, err
@@ -73,19 +77,35 @@ func (d *Driver) Resolve(ctx context.Context, m manifest.Model) (render.Resoluti
 		pinned = oci.Resolved{Ref: m.Ref, Tag: act.Tag, Digest: act.Digest}
 		res.Offline = fmt.Errorf("%s kept at %s (%s): registry unreachable: %w", planner.ModelID(m.Name), planner.ShortDigest(act.Digest), m.Ref, err)
 	}
-	if len(passed) > 0 {
-		res.Quarantined = d.quarantinedError(m.Name, passed[0])
-		if pinned.Digest == "" {
-			// Every version the ref or policy names was rolled back here:
-			// the active one stays, or the one before it when the active
-			// one is rolled back too (tend died before putting it back);
-			// with none, the model waits.
-			keep := d.kept(rec, m.Name)
-			if keep == nil {
-				return render.Resolution{Digest: m.Ref, Reason: "nothing → " + m.Ref + ", rolled back here", Held: res.Quarantined, Quarantined: res.Quarantined}, nil
-			}
-			pinned = oci.Resolved{Ref: m.Ref, Tag: keep.Tag, Digest: keep.Digest}
+	var quarantined []error
+	for _, s := range w.skips {
+		if s.Reason == render.SkipQuarantined {
+			quarantined = append(quarantined, s.Why)
 		}
+	}
+	res.Quarantined = errors.Join(quarantined...)
+	if want.Policy != "" {
+		res.Skips = w.skips
+	}
+	if len(w.skips) > 0 && pinned.Digest == "" {
+		if unverifiedSkip(w.skips) {
+			// Every version the policy names was passed over, one at
+			// least for its signature: held, as a version that is not
+			// signed is.
+			want.Tag = w.skips[0].Tag
+			r := unverified(want, rec.pinned(), w.skips[0].Digest, passedOver(want, w.skips))
+			r.Quarantined, r.Skips = res.Quarantined, res.Skips
+			return r, nil
+		}
+		// Every version the ref or policy names was rolled back here:
+		// the active one stays, or the one before it when the active
+		// one is rolled back too (tend died before putting it back);
+		// with none, the model waits.
+		keep := d.kept(rec, m.Name)
+		if keep == nil {
+			return render.Resolution{Digest: m.Ref, Reason: "nothing → " + m.Ref + ", rolled back here", Held: res.Quarantined, Quarantined: res.Quarantined, Skips: res.Skips}, nil
+		}
+		pinned = oci.Resolved{Ref: m.Ref, Tag: keep.Tag, Digest: keep.Digest}
 	}
 	res.Digest, res.Tag = pinned.Digest, pinned.Tag
 	want.Digest, want.Tag = pinned.Digest, pinned.Tag
@@ -93,8 +113,14 @@ func (d *Driver) Resolve(ctx context.Context, m manifest.Model) (render.Resoluti
 		res.Bases = act.Bases // pinned when it was read
 		return res, nil
 	}
-	if err := d.verify(ctx, m, pinned.Digest, rec.active()); err != nil {
-		return unverified(want, rec.pinned(), pinned.Digest, err), nil
+	verr, ok := w.checked[pinned.Digest]
+	if !ok {
+		verr = d.verify(ctx, m, pinned.Digest, rec.active(), false)
+	}
+	if verr != nil {
+		r := unverified(want, rec.pinned(), pinned.Digest, verr)
+		r.Skips = res.Skips
+		return r, nil
 	}
 	download, need, bases, err := d.missing(ctx, want)
 	if err != nil {

@@ -18,8 +18,11 @@ var errNoVerifier = errors.New("signature verification is required and this tend
 
 // verify checks that digest, what m resolved to, carries the signatures
 // models.verify and m's own verify ask for. The active version is not
-// checked again: it stays whatever happens.
-func (d *Driver) verify(ctx context.Context, m manifest.Model, digest string, active *version) error {
+// checked again: it stays whatever happens. A candidate, a version a
+// policy passes over when it is not signed, is checked with
+// Verifier.VerifyCandidate: found unsigned, it is not asked of again for
+// a while.
+func (d *Driver) verify(ctx context.Context, m manifest.Model, digest string, active *version, candidate bool) error {
 	reqs := manifest.Requirements(d.opts.Verify, m.Verify)
 	if len(reqs) == 0 || (active != nil && active.Digest == digest) {
 		return nil
@@ -31,7 +34,11 @@ func (d *Driver) verify(ctx context.Context, m manifest.Model, digest string, ac
 	if err != nil {
 		return err
 	}
-	return d.opts.Verifier.Verify(ctx, verify.Target{Kind: verify.KindModel, ID: planner.ModelID(m.Name), Repository: repo, Digest: digest}, reqs)
+	t := verify.Target{Kind: verify.KindModel, ID: planner.ModelID(m.Name), Repository: repo, Digest: digest}
+	if candidate {
+		return d.opts.Verifier.VerifyCandidate(ctx, t, reqs)
+	}
+	return d.opts.Verifier.Verify(ctx, t, reqs)
 }
 
 // verifyBases checks the base ModelKits of want's version (see

@@ -133,14 +133,18 @@ func warnAgent(w io.Writer, res *agent.Result) {
 }
 
 // warnOffline says on stderr when models were kept at their applied
-// version because their registry could not be asked, and when the
-// device's rollout held a release.
+// version because their registry could not be asked, when a policy passed
+// over a version (rolled back here, or not signed), and when the device's
+// rollout held a release.
 func warnOffline(w io.Writer, res *agent.Result) {
 	if off := res.Offline(); off != nil {
 		fmt.Fprintf(w, "Warning: %v\n", off)
 	}
 	if q := res.Quarantined(); q != nil {
 		fmt.Fprintf(w, "Warning: %v\n", q)
+	}
+	if u := res.Unverified(); u != nil {
+		fmt.Fprintf(w, "Warning: %v\n", u)
 	}
 	if h := res.Held; h != nil {
 		kept := res.Snapshot.Revision.String()

@@ -5,9 +5,12 @@ import (
 	"crypto/sha256"
 	"encoding/hex"
 	"encoding/json"
+	"errors"
 	"fmt"
+	"strings"
 	"sync"
 	"sync/atomic"
+	"time"
 
 	"github.com/google/go-containerregistry/pkg/name"
 
@@ -28,9 +31,14 @@ const (
 	ResultFailed = "failed"
 )
 
-// maxRemembered bounds the verified digests a Verifier remembers; past it
-// it forgets them all and verifies again as they come.
+// maxRemembered bounds the verified digests a Verifier remembers (and
+// the unsigned ones VerifyCandidate does); past it it forgets them all
+// and verifies again as they come.
 const maxRemembered = 4096
+
+// RecheckUnsigned is how long VerifyCandidate takes a digest found
+// unsigned to stay so before it asks the registry again.
+const RecheckUnsigned = 10 * time.Minute
 
 // Target is the artifact to verify: its manifest digest in a repository.
 type Target struct {
@@ -48,10 +56,22 @@ type Verifier struct {
 	// Observe, when set, hears each verification that asked a registry:
 	// its kind and ResultOK or ResultFailed.
 	Observe func(kind, result string)
+	// Now is the clock VerifyCandidate's memory of unsigned digests is
+	// read with; nil means time.Now.
+	Now func() time.Time
 
 	requests atomic.Int64
 	mu       sync.Mutex
 	verified map[string]bool // repository@digest fingerprint
+	// unsigned holds, by the fingerprints of a target's requirements,
+	// when VerifyCandidate found it unsigned and what it found.
+	unsigned map[string]unsigned
+}
+
+// unsigned is a failed verification VerifyCandidate remembers.
+type unsigned struct {
+	at  time.Time
+	err error
 }
 
 // Requests is how many requests the Verifier has sent, in all.
@@ -62,7 +82,53 @@ func (v *Verifier) Requests() int64 { return v.requests.Load() }
 // failure is an *Error (wrapping ErrUnsigned) naming t, the requirement
 // and what was found, or an error reaching the registry.
 func (v *Verifier) Verify(ctx context.Context, t Target, reqs []*manifest.ArtifactVerify) error {
-	var todo []requirement
+	all, keys, err := requirements(t, reqs)
+	if err != nil {
+		return err
+	}
+	return v.verifyKeyed(ctx, t, all, keys)
+}
+
+// VerifyCandidate is Verify for a version a policy passes over when it
+// is not signed (for the next highest one): a digest found unsigned (an
+// *Error) is remembered for RecheckUnsigned, and that error returned
+// again without asking the registry (nor counting in Observe) until then,
+// so that a device running an older version does not ask every tick for
+// the signatures of a newer one nobody signed. A failure to look the
+// signatures up is not remembered.
+func (v *Verifier) VerifyCandidate(ctx context.Context, t Target, reqs []*manifest.ArtifactVerify) error {
+	all, keys, err := requirements(t, reqs)
+	if err != nil || len(keys) == 0 {
+		return err
+	}
+	k := t.ID + "\n" + strings.Join(keys, "\n")
+	now := time.Now
+	if v.Now != nil {
+		now = v.Now
+	}
+	v.mu.Lock()
+	u, ok := v.unsigned[k]
+	v.mu.Unlock()
+	if ok && now().Sub(u.at) < RecheckUnsigned {
+		return u.err
+	}
+	err = v.verifyKeyed(ctx, t, all, keys)
+	v.mu.Lock()
+	defer v.mu.Unlock()
+	delete(v.unsigned, k)
+	if errors.Is(err, ErrUnsigned) {
+		if v.unsigned == nil || len(v.unsigned) >= maxRemembered {
+			v.unsigned = map[string]unsigned{}
+		}
+		v.unsigned[k] = unsigned{at: now(), err: err}
+	}
+	return err
+}
+
+// requirements lists the requirements of reqs, each with the key t is
+// remembered by once verified under it.
+func requirements(t Target, reqs []*manifest.ArtifactVerify) ([]requirement, []string, error) {
+	var all []requirement
 	var keys []string
 	for _, r := range reqs {
 		if r == nil {
@@ -74,18 +140,30 @@ func (v *Verifier) Verify(ctx context.Context, t Target, reqs []*manifest.Artifa
 			}
 			fp, err := q.fingerprint()
 			if err != nil {
-				return fmt.Errorf("%s %s@%s: %w", t.ID, t.Repository, t.Digest, err)
+				return nil, nil, fmt.Errorf("%s %s@%s: %w", t.ID, t.Repository, t.Digest, err)
 			}
-			k := t.Repository.String() + "@" + t.Digest + " " + fp
-			if !v.remembered(k) {
-				todo = append(todo, q)
-				keys = append(keys, k)
-			}
+			all = append(all, q)
+			keys = append(keys, t.Repository.String()+"@"+t.Digest+" "+fp)
+		}
+	}
+	return all, keys, nil
+}
+
+// verifyKeyed verifies t against the requirements of all not remembered
+// by their keys, and remembers those that pass.
+func (v *Verifier) verifyKeyed(ctx context.Context, t Target, all []requirement, keys []string) error {
+	var todo []requirement
+	var todoKeys []string
+	for i, q := range all {
+		if !v.remembered(keys[i]) {
+			todo = append(todo, q)
+			todoKeys = append(todoKeys, keys[i])
 		}
 	}
 	if len(todo) == 0 {
 		return nil
 	}
+	keys = todoKeys
 	err := v.verify(ctx, t, todo)
 	result := ResultOK
 	if err != nil {
