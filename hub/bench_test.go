@@ -15,6 +15,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/tend-dev/tend/agent/status"
+	"github.com/tend-dev/tend/api"
 	"github.com/tend-dev/tend/internal/testkit/testpg"
 	"github.com/tend-dev/tend/rollout"
 )
@@ -22,13 +23,24 @@ import (
 // benchFleet is how many devices the benchmarks simulate.
 const benchFleet = 10000
 
-// seedFleet ingests one report of each of n devices.
+// benchDoc is the report of device i of the benchmarks' fleet, in wave
+// 0 (a tenth of it) or 1, at revision rev: three models, the detector at
+// tag and digest, running release applied and working towards target.
+func benchDoc(i int, rev string, applied, target api.ReleaseKey, tag, digest string, at time.Time) status.Status {
+	wave := min(i%10, 1)
+	return status.Status{FormatVersion: status.FormatVersion, Device: fmt.Sprintf("cam-%05d", i), AppliedRevision: rev,
+		LastReconcile: at.Format(time.RFC3339Nano), Labels: map[string]string{"site": fmt.Sprint("site-", i%20)}, Wave: &wave,
+		AppliedRelease: string(applied), Release: &status.Release{Key: string(target), Revision: rev, Resources: detector(tag, digest)},
+		Resources: []status.ResourceStatus{{ID: "file:/etc/a", State: status.StateOK}, {ID: "model/detector", State: status.StateOK},
+			{ID: "model/tracker", State: status.StateOK}, {ID: "model/reid", State: status.StateOK}}}
+}
+
+// seedFleet ingests one report of each of n devices, each running the
+// first commit with its three models.
 func seedFleet(b *testing.B, store *Store, n int, at time.Time) {
 	b.Helper()
 	for i := range n {
-		s := status.Status{FormatVersion: status.FormatVersion, Device: fmt.Sprintf("cam-%05d", i), AppliedRevision: rev1,
-			LastReconcile: at.Format(time.RFC3339Nano), Labels: map[string]string{"site": fmt.Sprint("site-", i%20)},
-			Resources: []status.ResourceStatus{{ID: "file:/etc/a", State: status.StateOK}, {ID: "model:detector", State: status.StateOK}}}
+		s := benchDoc(i, rev1, commit1, commit1, "1.0.0", digest100, at)
 		_, err := store.Ingest(context.Background(), &s, at)
 		require.NoError(b, err)
 	}
@@ -62,10 +74,11 @@ func cpuTime(b *testing.B) time.Duration {
 	return time.Duration(ru.Utime.Nano() + ru.Stime.Nano())
 }
 
-// BenchmarkIngest takes reports of a 10,000-device fleet, each device
-// moving to a new release, and reports the p99 of one report and the
-// cores of this process a fleet reporting every 60 s keeps busy (on
-// PostgreSQL the database server's own CPU is not counted).
+// BenchmarkIngest takes reports of a 10,000-device fleet of three models
+// each, each device moving to a new release of one model (a new digest
+// of its detector, pushed as a tag), and reports the p99 of one report
+// and the cores of this process a fleet reporting every 60 s keeps busy
+// (on PostgreSQL the database server's own CPU is not counted).
 func BenchmarkIngest(b *testing.B) { benchStores(b, benchIngest) }
 
 func benchIngest(b *testing.B, store *Store) {
@@ -77,9 +90,7 @@ func benchIngest(b *testing.B, store *Store) {
 	b.ResetTimer()
 	for i := 0; b.Loop(); i++ {
 		at := t0.Add(time.Duration(i+1) * time.Millisecond)
-		s := status.Status{FormatVersion: status.FormatVersion, Device: fmt.Sprintf("cam-%05d", i%benchFleet), AppliedRevision: rev2,
-			LastReconcile: at.Format(time.RFC3339Nano), Labels: map[string]string{"site": "lyon"},
-			Resources: []status.ResourceStatus{{ID: "file:/etc/a", State: status.StateOK}}}
+		s := benchDoc(i%benchFleet, rev1, model120, model120, "1.2.0", digest120, at)
 		start := time.Now()
 		if _, err := store.Ingest(context.Background(), &s, at); err != nil {
 			b.Fatal(err)
@@ -110,32 +121,42 @@ func benchFleetPage(b *testing.B, store *Store) {
 	}
 }
 
-// BenchmarkVerdict judges a release in wave 0 of a 10,000-device fleet,
-// a tenth of it in wave 0, over HTTP with a device's token.
+// BenchmarkVerdict judges a release of a model digest in wave 0 of a
+// 10,000-device fleet of three models each, a tenth of it in wave 0 and
+// running it, the rest held, over HTTP with a device's token; it reports
+// the p99 of one verdict.
 func BenchmarkVerdict(b *testing.B) { benchStores(b, benchVerdict) }
 
 func benchVerdict(b *testing.B, store *Store) {
 	at := time.Date(2026, 12, 3, 12, 0, 0, 0, time.UTC)
+	seedFleet(b, store, benchFleet, at)
 	for i := range benchFleet {
-		wave := min(i%10, 1)
-		s := status.Status{FormatVersion: status.FormatVersion, Device: fmt.Sprintf("cam-%05d", i), AppliedRevision: rev1,
-			LastReconcile: at.Format(time.RFC3339Nano), Wave: &wave}
-		_, err := store.Ingest(context.Background(), &s, at)
+		s := benchDoc(i, rev1, model120, model120, "1.2.0", digest120, at.Add(time.Second))
+		if i%10 != 0 {
+			s = benchDoc(i, rev1, commit1, model120, "1.2.0", digest120, at.Add(time.Second))
+			s.Held = "held: brakes: 0 of 1000 wave-0 devices ran model/detector@sha256:cccccccccccc… healthy for 10m0s (minApplied 100)"
+		}
+		_, err := store.Ingest(context.Background(), &s, at.Add(time.Second))
 		require.NoError(b, err)
 	}
 	tok, err := store.CreateToken(context.Background(), "cam-00001", at)
 	require.NoError(b, err)
 	srv, err := NewServer(store, Options{ReadToken: "read", Now: func() time.Time { return at.Add(time.Hour) }})
 	require.NoError(b, err)
-	path := "/v1/verdict?" + rollout.VerdictQuery{Revision: rev1, Before: 1, Thresholds: rollout.Thresholds{MinApplied: 100, Soak: 10 * time.Minute}}.Encode()
+	path := "/v1/verdict?" + rollout.VerdictQuery{Release: model120, Revision: rev1, Before: 1, Thresholds: rollout.Thresholds{MinApplied: 100, Soak: 10 * time.Minute}}.Encode()
+	var lat []time.Duration
 	b.ResetTimer()
 	for b.Loop() {
 		w := httptest.NewRecorder()
 		req := httptest.NewRequest(http.MethodGet, path, nil)
 		req.Header.Set("Authorization", "Bearer "+tok)
+		start := time.Now()
 		srv.ServeHTTP(w, req)
-		if w.Code != http.StatusOK || !strings.Contains(w.Body.String(), `"go": true`) {
+		lat = append(lat, time.Since(start))
+		if w.Code != http.StatusOK || !strings.Contains(w.Body.String(), `"go": true`) || !strings.Contains(w.Body.String(), `"applied": 1000`) {
 			b.Fatal(w.Code, w.Body.String())
 		}
 	}
+	sort.Slice(lat, func(i, j int) bool { return lat[i] < lat[j] })
+	b.ReportMetric(float64(lat[len(lat)*99/100].Microseconds())/1000, "p99-ms")
 }

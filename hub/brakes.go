@@ -118,8 +118,15 @@ func (s *Store) Verdict(ctx context.Context, q rollout.VerdictQuery, now time.Ti
 		args = append(args, k)
 		marks[i] = fmt.Sprintf("$%d", i+2)
 	}
+	// Both indexes cover the query: a device's row, with its status, is
+	// never read. SQLite's planner, with no statistics, would take the
+	// primary key's index instead.
+	devices := "devices d"
+	if s.dialect == sqlite {
+		devices = "devices d INDEXED BY devices_verdict"
+	}
 	rows, err := s.db.QueryContext(ctx, `SELECT r.device, r.release_key, r.state, r.applied_at, d.applied_release, d.state, d.crash_loop
-		FROM device_releases r JOIN devices d ON d.name = r.device
+		FROM device_releases r JOIN `+devices+` ON d.name = r.device
 		WHERE r.release_key IN (`+strings.Join(marks, ", ")+`) AND r.wave >= 0 AND r.wave < $1`, args...)
 	if err != nil {
 		return BrakesVerdict{}, fmt.Errorf("%s: read release %q: %w", s.display, key, err)

@@ -10,10 +10,13 @@ import "strings"
 //     resources (JSON of status.ReleaseResource, as the first report
 //     that named it as its target sent them; "[]" when none did).
 //   - device_releases: by (device, release_key), with the detail of a
-//     failure (what was rolled back, and why).
+//     failure (what was rolled back, and why); indexed by release key and
+//     wave, covering what a verdict reads of it.
 //   - devices: the keys of the release each runs and works towards, and
 //     the ids of its target's models and services (" model/a service/b "),
-//     for the devices that have not reported a digest's release yet.
+//     for the devices that have not reported a digest's release yet; an
+//     index covers what a verdict reads of a device, so that it never
+//     reads the device's status document.
 //   - events: the key of the release each is about.
 //
 // Rows of schema 2 are keyed by revision, REF@sha1:HASH: each becomes
@@ -62,11 +65,12 @@ func migration3(keyOf func(col string) string) string {
 		WHERE n = 1;
 	DROP TABLE device_releases;
 	ALTER TABLE device_releases_v3 RENAME TO device_releases;
-	CREATE INDEX device_releases_release ON device_releases (release_key);
+	CREATE INDEX device_releases_release ON device_releases (release_key, wave, device, state, applied_at);
 	ALTER TABLE devices ADD COLUMN applied_release TEXT NOT NULL DEFAULT '';
 	ALTER TABLE devices ADD COLUMN target_release TEXT NOT NULL DEFAULT '';
 	ALTER TABLE devices ADD COLUMN resource_ids TEXT NOT NULL DEFAULT '';
 	UPDATE devices SET applied_release = KEY(applied), target_release = KEY(target);
+	CREATE INDEX devices_verdict ON devices (name, applied_release, state, crash_loop);
 	ALTER TABLE events ADD COLUMN release_key TEXT NOT NULL DEFAULT '';`)
 }
 
