@@ -202,6 +202,8 @@ func tagPushedRelease(t *testing.T, h *runningHub) {
 	}
 	require.False(t, stop(), "the later device's model never read the bad 1.2.0")
 	require.Zero(t, later.count(modelActivated, " digest="+bad), "the later device never activated 1.2.0")
+	// The hub hears of the later device's apply at its next report.
+	eventually(t, func() bool { return h.release(t, fixedKey).Counts[hub.StateApplied] == 2 })
 	out, errOut, code = tend(t, "fleet", "release", "model/m@1.2.1", "--hub", h.url, "--read-token-file", h.tokenFile)
 	require.Equal(t, 0, code, out+errOut)
 }
