@@ -159,6 +159,7 @@ func tagPushedRelease(t *testing.T, h *runningHub) {
 	// A bad 1.2.0: the canary takes it, fails health and rolls back; the
 	// later device holds it by its brakes, and its model never reads bad.
 	stop := watchFile(later.modelFile(), "bad")
+	pushed := time.Now()
 	bad := reg.PushFiles(t, "models/m:1.2.0", map[string][]byte{"model.onnx": []byte("bad 1.2.0")})
 	badKey := "model/m@" + bad
 	eventually(t, func() bool { return canary.count(rollingBack) == 1 })
@@ -169,6 +170,11 @@ func tagPushedRelease(t *testing.T, h *runningHub) {
 		held, _ := st["held"].(string)
 		return rel != nil && rel["key"] == badKey && tripped.MatchString(held)
 	})
+	// The margin the brakes keep (for the record, not asserted): the
+	// later wave would open soak after the canary ran 1.2.0 healthy,
+	// which it never did.
+	t.Logf("1.2.0 pushed; the canary rolled back %s later, the later device held it as tripped within %s (soak %s)",
+		canary.loggedAt(t, rollingBack).Sub(pushed).Round(time.Millisecond), time.Since(pushed).Round(time.Millisecond), tagSoak)
 	eventually(t, func() bool { return later.metric(`tend_release_held{reason="brakes"} 1`) })
 	require.Equal(t, goodKey, later.a.status()["appliedRelease"])
 	out, errOut, code = tend(t, "fleet", "release", "model/m@1.2.0", "--hub", h.url, "--read-token-file", h.tokenFile)
