@@ -65,8 +65,12 @@ var errIncomplete = errors.New("history too shallow to check for a rewind")
 
 // incompleteError is errIncomplete with the commits whose parents the
 // clone lacks: the fetch that deepens must declare them shallow, or the
-// server takes their history as already there.
-type incompleteError struct{ edges []plumbing.Hash }
+// server takes their history as already there. what names the commit
+// missing, when one is, for messages.
+type incompleteError struct {
+	edges []plumbing.Hash
+	what  string
+}
 
 func (e *incompleteError) Error() string        { return errIncomplete.Error() }
 func (e *incompleteError) Is(target error) bool { return target == errIncomplete }

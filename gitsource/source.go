@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"strings"
 
 	git "github.com/go-git/go-git/v5"
 	"github.com/go-git/go-git/v5/config"
@@ -174,11 +175,18 @@ func (f *fetcher) read(ctx context.Context, repo *git.Repository) (*source.Snaps
 	if why, ok := f.src.Quarantined[rev.String()]; ok {
 		return nil, source.Refuse(source.ErrQuarantined, nil, "commit %s was rolled back on this node: %s; push a fix as a new commit, or run tend retry to try this one again", rev.String()[:12], why)
 	}
-	if err := verifyCommit(commit, f.src.Trust, f.shown); err != nil {
+	timed, err := verifyCommit(commit, f.src.Trust, f.shown)
+	if err != nil {
 		return nil, err
 	}
 	if err := f.checkRewind(ctx, repo, commit, refspec); err != nil {
 		return nil, err
+	}
+	if timed && !strings.EqualFold(f.src.LastApplied, rev.String()) {
+		// The applied commit was bounded when it was new.
+		if err := f.checkTime(ctx, repo, commit, refspec); err != nil {
+			return nil, err
+		}
 	}
 	files, err := lastRead.files(f.opts.Dir, rev.String(), f.dirs, func() ([]source.File, error) { return readFiles(commit, f.dirs, f.shown) })
 	if err != nil {

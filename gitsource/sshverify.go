@@ -181,6 +181,13 @@ func wildcard(p, s string) bool {
 	return s == ""
 }
 
+// windowed reports whether the line limits when its signer signs: with
+// valid-after or valid-before, or as a cert-authority, whose
+// certificates are valid from one time to another.
+func (s allowedSigner) windowed() bool {
+	return s.ca || !s.validAfter.IsZero() || !s.validBefore.IsZero()
+}
+
 // signs reports whether the signer vouches for key at time when in git's
 // namespace, and if not, why not ("" when the line is not about key).
 func (s allowedSigner) signs(key ssh.PublicKey, when time.Time) (ok bool, why string) {
@@ -230,18 +237,24 @@ func (s allowedSigner) signs(key ssh.PublicKey, when time.Time) (ok bool, why st
 // verifySSH checks commit's SSH signature (sig) against the allowed
 // signers file, as git verify-commit with gpg.format=ssh does: the
 // signature's key is listed for namespace git and valid at the commit's
-// committer time, and it signed the commit.
-func verifySSH(commit *object.Commit, sig, file, rev, shown string) error {
+// committer time, and it signed the commit. timed reports that the
+// file has validity windows (valid-after, valid-before, or a
+// cert-authority, whose certificates carry theirs): the commit's time
+// decided, and checkCommitTime must bound it.
+func verifySSH(commit *object.Commit, sig, file, rev, shown string) (timed bool, err error) {
 	signers, err := readAllowedSigners(file)
 	if err != nil {
-		return err
+		return false, err
+	}
+	for _, a := range signers {
+		timed = timed || a.windowed()
 	}
 	s, err := sshsig.Unarmor([]byte(sig))
 	if err != nil {
-		return source.Refuse(source.ErrUnverified, err, "commit %s of %s has an unreadable SSH signature: %v", rev, shown, err)
+		return false, source.Refuse(source.ErrUnverified, err, "commit %s of %s has an unreadable SSH signature: %v", rev, shown, err)
 	}
 	if s.Namespace != sshNamespace {
-		return source.Refuse(source.ErrUnverified, nil, "commit %s of %s has an SSH signature for namespace %q, not %q: sign commits with git (gpg.format=ssh)", rev, shown, s.Namespace, sshNamespace)
+		return false, source.Refuse(source.ErrUnverified, nil, "commit %s of %s has an SSH signature for namespace %q, not %q: sign commits with git (gpg.format=ssh)", rev, shown, s.Namespace, sshNamespace)
 	}
 	key := s.PublicKey
 	signer := ssh.FingerprintSHA256(key)
@@ -260,18 +273,18 @@ func verifySSH(commit *object.Commit, sig, file, rev, shown string) error {
 		}
 		msg, err := unsigned(commit, rev, shown)
 		if err != nil {
-			return err
+			return false, err
 		}
 		if err := sshsig.Verify(bytes.NewReader(msg), s, key, s.HashAlgorithm, sshNamespace); err != nil {
-			return source.Refuse(source.ErrUnverified, err, "commit %s of %s: the SSH signature by %s does not verify: %v", rev, shown, signer, err)
+			return false, source.Refuse(source.ErrUnverified, err, "commit %s of %s: the SSH signature by %s does not verify: %v", rev, shown, signer, err)
 		}
-		return nil
+		return timed, nil
 	}
 	if len(whys) > 0 {
-		return source.Refuse(source.ErrUnverified, nil, "commit %s of %s is signed by SSH %s, which %s does not allow for it: %s",
+		return false, source.Refuse(source.ErrUnverified, nil, "commit %s of %s is signed by SSH %s, which %s does not allow for it: %s",
 			rev, shown, signer, file, strings.Join(whys, "; "))
 	}
-	return source.Refuse(source.ErrUnverified, nil, "commit %s of %s is signed by SSH key %s, which %s does not list; add a line PRINCIPAL namespaces=\"git\" %s, or sign with a listed key",
+	return false, source.Refuse(source.ErrUnverified, nil, "commit %s of %s is signed by SSH key %s, which %s does not list; add a line PRINCIPAL namespaces=\"git\" %s, or sign with a listed key",
 		rev, shown, signer, file, strings.TrimSpace(string(ssh.MarshalAuthorizedKey(keyOf(key)))))
 }
 

@@ -40,10 +40,13 @@ func (t Trust) empty() bool { return t.Keyring == "" && t.AllowedSigners == "" }
 // verifyCommit checks commit's signature against t: an OpenPGP signature
 // against the key ring, an SSH one against the allowed signers. Only the
 // target commit is checked: its tree is what is applied, and its signer
-// vouches for it whoever wrote the commits before it.
-func verifyCommit(commit *object.Commit, t Trust, shown string) error {
+// vouches for it whoever wrote the commits before it. timed reports that
+// the signature was accepted at the commit's committer time, which its
+// author sets: an SSH signature checked against signers with validity
+// windows (see checkCommitTime, which bounds that time).
+func verifyCommit(commit *object.Commit, t Trust, shown string) (timed bool, err error) {
 	if t.empty() {
-		return nil
+		return false, nil
 	}
 	rev := commit.Hash.String()[:12]
 	sig := commit.PGPSignature
@@ -56,52 +59,52 @@ func verifyCommit(commit *object.Commit, t Trust, shown string) error {
 	}
 	switch {
 	case sig == "":
-		return source.Refuse(source.ErrUnverified, nil, "commit %s of %s is not signed; source.verify requires %s", rev, shown, accepted)
+		return false, source.Refuse(source.ErrUnverified, nil, "commit %s of %s is not signed; source.verify requires %s", rev, shown, accepted)
 	case strings.HasPrefix(sig, sshSignatureStart) && t.AllowedSigners == "":
-		return source.Refuse(source.ErrUnverified, nil, "commit %s of %s has an SSH signature, and source.verify lists no SSH signers; set source.verify.ssh.allowedSigners, or sign with OpenPGP", rev, shown)
+		return false, source.Refuse(source.ErrUnverified, nil, "commit %s of %s has an SSH signature, and source.verify lists no SSH signers; set source.verify.ssh.allowedSigners, or sign with OpenPGP", rev, shown)
 	case strings.HasPrefix(sig, sshSignatureStart):
 		if len(armoredBlocks([]byte(sig))) > 1 {
-			return source.Refuse(source.ErrUnverified, nil, "commit %s of %s carries more than one signature; source.verify accepts exactly one", rev, shown)
+			return false, source.Refuse(source.ErrUnverified, nil, "commit %s of %s carries more than one signature; source.verify accepts exactly one", rev, shown)
 		}
 		return verifySSH(commit, sig, t.AllowedSigners, rev, shown)
 	case strings.HasPrefix(sig, x509SignatureStart):
-		return source.Refuse(source.ErrUnverified, nil, "commit %s of %s has an X.509 signature: X.509 commit signatures are not supported; source.verify requires %s", rev, shown, accepted)
+		return false, source.Refuse(source.ErrUnverified, nil, "commit %s of %s has an X.509 signature: X.509 commit signatures are not supported; source.verify requires %s", rev, shown, accepted)
 	case !strings.HasPrefix(sig, pgpSignatureStart):
-		return source.Refuse(source.ErrUnverified, nil, "commit %s of %s has a signature tend cannot read; source.verify requires %s", rev, shown, accepted)
+		return false, source.Refuse(source.ErrUnverified, nil, "commit %s of %s has a signature tend cannot read; source.verify requires %s", rev, shown, accepted)
 	case t.Keyring == "":
-		return source.Refuse(source.ErrUnverified, nil, "commit %s of %s has an OpenPGP signature, and source.verify has no key ring; set source.verify.keyring, or sign with SSH (gpg.format=ssh)", rev, shown)
+		return false, source.Refuse(source.ErrUnverified, nil, "commit %s of %s has an OpenPGP signature, and source.verify has no key ring; set source.verify.keyring, or sign with SSH (gpg.format=ssh)", rev, shown)
 	case len(armoredBlocks([]byte(sig))) > 1:
 		// As git itself, which refuses a second signature status line.
-		return source.Refuse(source.ErrUnverified, nil, "commit %s of %s carries more than one signature; source.verify accepts exactly one", rev, shown)
+		return false, source.Refuse(source.ErrUnverified, nil, "commit %s of %s carries more than one signature; source.verify accepts exactly one", rev, shown)
 	}
 	ring, err := readKeyring(t.Keyring)
 	if err != nil {
-		return err
+		return false, err
 	}
 	keyring := t.Keyring
 
 	body, issuer, err := parseSignature(sig)
 	if err != nil {
-		return source.Refuse(source.ErrUnverified, err, "commit %s of %s has an unreadable OpenPGP signature: %v", rev, shown, err)
+		return false, source.Refuse(source.ErrUnverified, err, "commit %s of %s has an unreadable OpenPGP signature: %v", rev, shown, err)
 	}
 	signed := &plumbing.MemoryObject{}
 	if err := commit.EncodeWithoutSignature(signed); err != nil {
-		return fmt.Errorf("encode commit %s of %s: %w", rev, shown, err)
+		return false, fmt.Errorf("encode commit %s of %s: %w", rev, shown, err)
 	}
 	r, err := signed.Reader()
 	if err != nil {
-		return fmt.Errorf("encode commit %s of %s: %w", rev, shown, err)
+		return false, fmt.Errorf("encode commit %s of %s: %w", rev, shown, err)
 	}
 	defer r.Close()
 	_, err = openpgp.CheckDetachedSignature(ring, r, bytes.NewReader(body), nil)
 	switch {
 	case err == nil:
-		return nil
+		return false, nil
 	case errors.Is(err, pgperrors.ErrUnknownIssuer):
-		return source.Refuse(source.ErrUnverified, err, "commit %s of %s is signed by key %s, which is not in the key ring %s; add its public key there or sign with a trusted key",
+		return false, source.Refuse(source.ErrUnverified, err, "commit %s of %s is signed by key %s, which is not in the key ring %s; add its public key there or sign with a trusted key",
 			rev, shown, issuer, keyring)
 	default:
-		return source.Refuse(source.ErrUnverified, err, "commit %s of %s: the signature by key %s does not verify against the key ring %s: %v",
+		return false, source.Refuse(source.ErrUnverified, err, "commit %s of %s: the signature by key %s does not verify against the key ring %s: %v",
 			rev, shown, issuer, keyring, err)
 	}
 }

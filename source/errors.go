@@ -28,11 +28,13 @@ var (
 	ErrRewind = errors.New("refusing to rewind")
 
 	// ErrUnverified means source.verify is set and the target commit does not
-	// carry one OpenPGP signature by a key in the key ring: it is unsigned,
-	// signed by another key, signed in a format tend does not verify, or its
-	// signature does not match. Retrying will not help until a commit signed by
-	// a trusted key is pushed. A key ring that cannot be read is not this
-	// error: that is the node's configuration.
+	// carry one signature by a trusted key (OpenPGP in the key ring, SSH in
+	// the allowed signers): it is unsigned, signed by another key, signed in
+	// a format tend does not verify, its signature does not match, or (with
+	// signer validity windows) it is dated before the history it is built
+	// on. Retrying will not help until a commit signed by a trusted key is
+	// pushed. A key ring that cannot be read is not this error: that is the
+	// node's configuration.
 	ErrUnverified = errors.New("commit not verified")
 
 	// ErrPathNotFound means the device's folder does not exist at the

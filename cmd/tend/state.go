@@ -26,7 +26,9 @@ func newStateCommand(g *globals) *cobra.Command {
 		Long: "restore puts back the copy of the stateDir's files, as they were, that this tend kept when it migrated\n" +
 			"them to its format (stateDir/format-N), and removes what it wrote since in its format alone: the older tend\n" +
 			"of format N can run on the stateDir again. The copy is kept until the first apply that succeeds after the\n" +
-			"migration; then there is none. Stop the agent first; install the older tend after.",
+			"migration; then there is none. The whole copy is checked first: one holding anything but folders and regular\n" +
+			"files (a symlink, a fifo, a device) is refused, naming it, and nothing changes. Stop the agent first; install\n" +
+			"the older tend after.",
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			c, err := g.nodeConfig()

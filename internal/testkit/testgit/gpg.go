@@ -7,6 +7,7 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/ProtonMail/go-crypto/openpgp/armor"
 )
@@ -25,6 +26,17 @@ func (r *Repo) CommitSigned(msg string, s Signer) string {
 	cfg, env := s.gitConfig()
 	r.Git("add", "-A")
 	r.run(env, "", cfg, "commit", "--quiet", "--allow-empty", "-S", "-m", msg)
+	return r.Head()
+}
+
+// CommitSignedAt is CommitSigned with when as the author and committer
+// date (GIT_COMMITTER_DATE), which the signature covers.
+func (r *Repo) CommitSignedAt(msg string, s Signer, when time.Time) string {
+	r.t.Helper()
+	cfg, env := s.gitConfig()
+	date := when.Format(time.RFC3339)
+	r.Git("add", "-A")
+	r.run(append(env, "GIT_AUTHOR_DATE="+date, "GIT_COMMITTER_DATE="+date), "", cfg, "commit", "--quiet", "--allow-empty", "-S", "-m", msg)
 	return r.Head()
 }
 
