@@ -59,7 +59,8 @@ func (r *Reconciler) askBrakes(ctx context.Context, b *manifest.Brakes, wave int
 // same hub (scheme and host): a token is never sent where the agent does
 // not report. It returns "" to go or why the release waits, and whether
 // the hub answered: a hub that could not be reached, did not answer in
-// time, or answered 5xx did not.
+// time, or answered 5xx did not. What the hub wrote is printed escaped
+// and cut (see hubText).
 func (r *Reconciler) askHub(ctx context.Context, b *manifest.Brakes, q rollout.VerdictQuery, wait time.Duration) (why string, answered bool) {
 	u := strings.TrimSuffix(b.Hub, "/") + "/v1/verdict?" + q.Encode()
 	shown := source.RedactURL(b.Hub)
@@ -97,7 +98,7 @@ func (r *Reconciler) askHub(ctx context.Context, b *manifest.Brakes, q rollout.V
 		return fmt.Sprintf("hub %s refused the device: set report.tokenFile to the token tend hub token create printed", shown), true
 	case resp.StatusCode != http.StatusOK:
 		first, _, _ := strings.Cut(strings.TrimSpace(string(body)), "\n")
-		return fmt.Sprintf("hub %s answered %d: %.200s", shown, resp.StatusCode, first), true
+		return fmt.Sprintf("hub %s answered %d: %s", shown, resp.StatusCode, hubText(first)), true
 	case len(body) > maxVerdictBytes:
 		return fmt.Sprintf("hub %s answered more than %d bytes", shown, maxVerdictBytes), true
 	}
@@ -111,7 +112,7 @@ func (r *Reconciler) askHub(ctx context.Context, b *manifest.Brakes, q rollout.V
 	case v.Reason == "":
 		return "the hub says wait", true
 	}
-	return v.Reason, true
+	return hubText(v.Reason), true
 }
 
 // sameOrigin reports whether URLs a and b have the same scheme and host.
