@@ -23,8 +23,9 @@ const maxVerdictBytes = 64 << 10
 // verdict is what the agent reads of the hub's GET /v1/verdict (see
 // hub.BrakesVerdict).
 type verdict struct {
-	Go     bool   `json:"go"`
-	Reason string `json:"reason"`
+	Go      bool   `json:"go"`
+	Tripped bool   `json:"tripped"`
+	Reason  string `json:"reason"`
 }
 
 // askBrakes asks the hub of b for the verdict on release revision in the
@@ -60,7 +61,7 @@ func (r *Reconciler) askBrakes(ctx context.Context, b *manifest.Brakes, wave int
 // not report. It returns "" to go or why the release waits, and whether
 // the hub answered: a hub that could not be reached, did not answer in
 // time, or answered 5xx did not. What the hub wrote is printed escaped
-// and cut (see hubText).
+// and cut (see hubText), and a verdict that says go and tripped holds.
 func (r *Reconciler) askHub(ctx context.Context, b *manifest.Brakes, q rollout.VerdictQuery, wait time.Duration) (why string, answered bool) {
 	u := strings.TrimSuffix(b.Hub, "/") + "/v1/verdict?" + q.Encode()
 	shown := source.RedactURL(b.Hub)
@@ -107,6 +108,10 @@ func (r *Reconciler) askHub(ctx context.Context, b *manifest.Brakes, q rollout.V
 		return fmt.Sprintf("hub %s: not a verdict: %v", shown, err), true
 	}
 	switch {
+	case v.Go && v.Tripped:
+		// A hub that says both is broken or not the hub it claims to be:
+		// a release does not go on an answer that contradicts itself.
+		return fmt.Sprintf("the hub's verdict is contradictory (go and tripped): %s", shown), true
 	case v.Go:
 		return "", true
 	case v.Reason == "":

@@ -13,9 +13,10 @@ import (
 	"github.com/tend-dev/tend/manifest"
 )
 
-// A hub's answer is server text: a device of wave 1 prints what the hub
-// wrote (its reason, the first line of an error) escaped and cut, never
-// raw into a plan, a log line or the status.
+// A hub's answer is server text: a device of wave 1 holds a release on a
+// verdict that contradicts itself, and prints what the hub wrote (its
+// reason, the first line of an error) escaped and cut, never raw into a
+// plan, a log line or the status.
 func TestBrakesHubAnswers(t *testing.T) {
 	long := strings.Repeat("x", 300)
 	for _, tt := range []struct {
@@ -25,6 +26,8 @@ func TestBrakesHubAnswers(t *testing.T) {
 		held   string // "" when the release goes on
 	}{
 		{"go", 200, `{"go": true}`, ""},
+		{"go and tripped", 200, `{"go": true, "tripped": true, "reason": "1 of 1 failed"}`,
+			"held: brakes: the hub's verdict is contradictory (go and tripped): HUB"},
 		{"a reason with escapes and newlines", 200, `{"go": false, "reason": "2 of 5 failed\u001b[31m\nFORGED: all good\u202e"}`,
 			`held: brakes: 2 of 5 failed\x1b[31m\nFORGED: all good\u202e`},
 		{"a long reason", 200, `{"go": false, "tripped": true, "reason": "` + long + `"}`,
