@@ -90,7 +90,9 @@ func (v *Verifier) Verify(ctx context.Context, t Target, reqs []*manifest.Artifa
 }
 
 // VerifyCandidate is Verify for a version a policy passes over when it
-// is not signed (for the next highest one): a digest found unsigned (an
+// is not signed (for the next highest one), and for one a node runs,
+// checked again under the requirements asked for now (see
+// ActiveWarning): a digest found unsigned (an
 // *Error) is remembered for RecheckUnsigned, and that error returned
 // again without asking the registry (nor counting in Observe) until then,
 // so that a device running an older version does not ask every tick for
