@@ -23,8 +23,9 @@ const maxVerdictBytes = 64 << 10
 // verdict is what the agent reads of the hub's GET /v1/verdict (see
 // hub.BrakesVerdict).
 type verdict struct {
-	Go     bool   `json:"go"`
-	Reason string `json:"reason"`
+	Go      bool   `json:"go"`
+	Tripped bool   `json:"tripped"`
+	Reason  string `json:"reason"`
 }
 
 // askBrakes asks the hub of b for the verdict on release revision in the
@@ -59,7 +60,8 @@ func (r *Reconciler) askBrakes(ctx context.Context, b *manifest.Brakes, wave int
 // same hub (scheme and host): a token is never sent where the agent does
 // not report. It returns "" to go or why the release waits, and whether
 // the hub answered: a hub that could not be reached, did not answer in
-// time, or answered 5xx did not.
+// time, or answered 5xx did not. What the hub wrote is printed escaped
+// and cut (see hubText), and a verdict that says go and tripped holds.
 func (r *Reconciler) askHub(ctx context.Context, b *manifest.Brakes, q rollout.VerdictQuery, wait time.Duration) (why string, answered bool) {
 	u := strings.TrimSuffix(b.Hub, "/") + "/v1/verdict?" + q.Encode()
 	shown := source.RedactURL(b.Hub)
@@ -97,7 +99,7 @@ func (r *Reconciler) askHub(ctx context.Context, b *manifest.Brakes, q rollout.V
 		return fmt.Sprintf("hub %s refused the device: set report.tokenFile to the token tend hub token create printed", shown), true
 	case resp.StatusCode != http.StatusOK:
 		first, _, _ := strings.Cut(strings.TrimSpace(string(body)), "\n")
-		return fmt.Sprintf("hub %s answered %d: %.200s", shown, resp.StatusCode, first), true
+		return fmt.Sprintf("hub %s answered %d: %s", shown, resp.StatusCode, hubText(first)), true
 	case len(body) > maxVerdictBytes:
 		return fmt.Sprintf("hub %s answered more than %d bytes", shown, maxVerdictBytes), true
 	}
@@ -106,12 +108,16 @@ func (r *Reconciler) askHub(ctx context.Context, b *manifest.Brakes, q rollout.V
 		return fmt.Sprintf("hub %s: not a verdict: %v", shown, err), true
 	}
 	switch {
+	case v.Go && v.Tripped:
+		// A hub that says both is broken or not the hub it claims to be:
+		// a release does not go on an answer that contradicts itself.
+		return fmt.Sprintf("the hub's verdict is contradictory (go and tripped): %s", shown), true
 	case v.Go:
 		return "", true
 	case v.Reason == "":
 		return "the hub says wait", true
 	}
-	return v.Reason, true
+	return hubText(v.Reason), true
 }
 
 // sameOrigin reports whether URLs a and b have the same scheme and host.

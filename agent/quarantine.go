@@ -9,6 +9,16 @@ func (r *Result) Quarantined() error {
 	return r.Desired.Quarantined
 }
 
+// ActiveUnverified says which models and images run a version that no
+// longer carries the signatures verify asks for (see
+// render.Desired.ActiveUnverified), or is nil.
+func (r *Result) ActiveUnverified() error {
+	if r.Desired == nil {
+		return nil
+	}
+	return r.Desired.ActiveUnverified
+}
+
 // Unverified says which versions semver policies passed over because they
 // are not signed as verify asks, and what each resolved to (see
 // render.Desired.Unverified), or is nil.

@@ -152,6 +152,9 @@ func LogTick(log *slog.Logger, device string, res *Result, err error, suspended 
 	if u := res.Unverified(); u != nil {
 		log.Warn("newest version not signed as verify asks; models kept off it", keyDevice, device, keyReason, u.Error())
 	}
+	if a := res.ActiveUnverified(); a != nil {
+		log.Warn("the running version no longer verifies; it keeps running, and a new version must verify", keyDevice, device, keyReason, a.Error())
+	}
 	if err != nil {
 		log.Error("reconcile failed; the node keeps its last applied state", append(attrs, keyError, err.Error())...)
 		return

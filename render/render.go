@@ -56,6 +56,11 @@ type Desired struct {
 	// they do not carry the signatures verify asks for, and what each
 	// resolved to instead, or is nil. It is a warning.
 	Unverified error
+	// ActiveUnverified says which models and container images run a
+	// version that no longer carries the signatures verify asks for (a
+	// key was removed from it), or is nil: they keep it, and a new
+	// version must verify. It is a warning.
+	ActiveUnverified error
 	// Skips are the versions semver policies passed over (see Skip), by
 	// model in declaration order, each highest first.
 	Skips []Skip
@@ -93,7 +98,7 @@ func Render(ctx context.Context, dev *manifest.Device, revision string, opts Opt
 		Manifest: dev,
 		Specs:    make(map[string]any, len(dev.Spec.Models)+len(dev.Spec.Files)+len(dev.Spec.Services)),
 	}
-	var held, offline, quarantined []error
+	var held, offline, quarantined, activeUnverified []error
 	heldByQuarantine := 0
 	for _, m := range dev.Spec.Models {
 		spec, r, err := model(ctx, m, opts.confine(), resolver)
@@ -108,6 +113,9 @@ func Render(ctx context.Context, dev *manifest.Device, revision string, opts Opt
 		}
 		if spec.Quarantined != nil {
 			quarantined = append(quarantined, spec.Quarantined)
+		}
+		if spec.ActiveUnverified != nil {
+			activeUnverified = append(activeUnverified, spec.ActiveUnverified)
 		}
 		if spec.Held != nil && spec.Quarantined != nil {
 			heldByQuarantine++
@@ -165,6 +173,9 @@ func Render(ctx context.Context, dev *manifest.Device, revision string, opts Opt
 		if image.Quarantined != nil {
 			quarantined = append(quarantined, image.Quarantined)
 		}
+		if image.ActiveUnverified != nil {
+			activeUnverified = append(activeUnverified, image.ActiveUnverified)
+		}
 		if image.Held != nil && image.Quarantined != nil {
 			heldByQuarantine++
 		}
@@ -186,6 +197,7 @@ func Render(ctx context.Context, dev *manifest.Device, revision string, opts Opt
 	}
 	d.Held, d.Offline, d.Quarantined = errors.Join(held...), errors.Join(offline...), errors.Join(quarantined...)
 	d.Unverified = unverified(d.Skips)
+	d.ActiveUnverified = errors.Join(activeUnverified...)
 	d.HeldByQuarantine = len(held) > 0 && heldByQuarantine == len(held)
 	return d, nil
 }
@@ -225,7 +237,7 @@ func model(ctx context.Context, m manifest.Model, allow []string, resolver Resol
 	if err != nil {
 		return Model{}, planner.Resource{}, err
 	}
-	spec := Model{Name: m.Name, Ref: m.Ref, Policy: policy(m), Path: m.Path, Digest: res.Digest, Tag: res.Tag, Include: m.Include, Files: res.Files, Bases: res.Bases, Offline: res.Offline, Held: res.Held, Quarantined: res.Quarantined, Download: res.Download}
+	spec := Model{Name: m.Name, Ref: m.Ref, Policy: policy(m), Path: m.Path, Digest: res.Digest, Tag: res.Tag, Include: m.Include, Files: res.Files, Bases: res.Bases, Offline: res.Offline, Held: res.Held, Quarantined: res.Quarantined, ActiveUnverified: res.ActiveUnverified, Download: res.Download}
 	for _, s := range res.Skips {
 		s.ID = planner.ModelID(m.Name)
 		spec.Skips = append(spec.Skips, s)

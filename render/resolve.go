@@ -45,6 +45,11 @@ type Resolution struct {
 	// active (an image: running) on the node; with neither, the
 	// resolution is held.
 	Quarantined error
+	// ActiveUnverified, when set, says that the version active on the
+	// node (which Digest names) no longer carries the signatures verify
+	// asks for now (see verify.ActiveWarning): it stays, and a new
+	// version must verify. It is a warning.
+	ActiveUnverified error
 	// Skips are the versions a semver policy passed over, highest first:
 	// rolled back on this node, or not signed as verify asks (see Skip).
 	Skips []Skip

@@ -36,13 +36,14 @@ type Model struct {
 	// "REF → sha256:…" as it was pinned when the version was read (see
 	// Resolution.Bases).
 	Bases []string
-	// Offline, Held, Quarantined, Skips and Download are the
-	// resolution's (see Resolution).
-	Offline     error
-	Held        error
-	Quarantined error
-	Skips       []Skip
-	Download    int64
+	// Offline, Held, Quarantined, ActiveUnverified, Skips and Download
+	// are the resolution's (see Resolution).
+	Offline          error
+	Held             error
+	Quarantined      error
+	ActiveUnverified error
+	Skips            []Skip
+	Download         int64
 }
 
 // The kinds of runtime a service runs on, as its manifest declares it.

@@ -71,7 +71,8 @@ type Status struct {
 	// Warning says what the last tick could not do without failing: a
 	// model registry unreachable, the model kept at its applied version;
 	// a newer version a policy passed over (rolled back here, or not
-	// signed as verify asks).
+	// signed as verify asks); a model or image that runs a version that
+	// no longer verifies (a key removed from verify).
 	Warning string `json:"warning,omitempty"`
 	// Held says why the device's rollout held the target revision:
 	// "held: rollout wave 2 opens 2026-12-03T14:00Z".

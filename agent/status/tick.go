@@ -139,6 +139,15 @@ func (res *Tick) unverified() error {
 	return res.Desired.Unverified
 }
 
+// activeUnverified says which models and images run a version that no
+// longer verifies, or is nil.
+func (res *Tick) activeUnverified() error {
+	if res.Desired == nil {
+		return nil
+	}
+	return res.Desired.ActiveUnverified
+}
+
 // tickEnd is when a tick ended; now for a result that does not say (the
 // lock could not be taken).
 func tickEnd(res *Tick) time.Time {

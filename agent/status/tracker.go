@@ -167,7 +167,7 @@ func (t *Tracker) Observe(res *Tick, err error, suspended string) []drift.Event 
 		// A tick that stopped before its render knows nothing new of
 		// registries.
 		s.Warning = ""
-		if w := errors.Join(res.offline(), res.quarantined(), res.unverified()); w != nil {
+		if w := errors.Join(res.offline(), res.quarantined(), res.unverified(), res.activeUnverified()); w != nil {
 			s.Warning = w.Error()
 		}
 	}

@@ -111,6 +111,9 @@ func (d *Driver) Resolve(ctx context.Context, m manifest.Model) (render.Resoluti
 	want.Digest, want.Tag = pinned.Digest, pinned.Tag
 	if act := rec.active(); act != nil && act.Digest == pinned.Digest && slices.Equal(act.Include, m.Include) {
 		res.Bases = act.Bases // pinned when it was read
+		if res.Offline == nil {
+			res.ActiveUnverified = d.recheck(ctx, m, act.Digest)
+		}
 		return res, nil
 	}
 	verr, ok := w.checked[pinned.Digest]

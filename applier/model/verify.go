@@ -41,6 +41,26 @@ func (d *Driver) verify(ctx context.Context, m manifest.Model, digest string, ac
 	return d.opts.Verifier.Verify(ctx, t, reqs)
 }
 
+// recheck checks digest, m's active version, again under the signatures
+// models.verify and m's own verify ask for now, and returns the warning
+// when it no longer carries them (see verify.ActiveWarning): nothing is
+// rolled back. The verifier remembers a digest verified under the same
+// requirements (their fields and the content of their key files), so a
+// tick asks the registry nothing unless verify changed; one found
+// unsigned is asked of again after verify.RecheckUnsigned.
+func (d *Driver) recheck(ctx context.Context, m manifest.Model, digest string) error {
+	reqs := manifest.Requirements(d.opts.Verify, m.Verify)
+	if len(reqs) == 0 || d.opts.Verifier == nil {
+		return nil
+	}
+	repo, err := d.repository(m.Ref)
+	if err != nil {
+		return nil
+	}
+	t := verify.Target{Kind: verify.KindModel, ID: planner.ModelID(m.Name), Repository: repo, Digest: digest}
+	return verify.ActiveWarning(d.opts.Verifier.VerifyCandidate(ctx, t, reqs))
+}
+
 // verifyBases checks the base ModelKits of want's version (see
 // oci.Base) as verify checks the version itself: a signed ModelKit
 // whose weights come from an unsigned base is held too.

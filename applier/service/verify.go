@@ -17,13 +17,22 @@ import (
 // verifyImage holds res, the resolution of service's image ref, when its
 // digest is new to the service and does not carry the signatures
 // runtime.verify and the service's own verify (own) ask for: the service keeps the image it runs, and the
-// plan says why. An image the service already runs is not checked again.
+// plan says why. An image the service already runs is checked again
+// under the requirements asked for now, and only warned of (see
+// verify.ActiveWarning): the verifier remembers what it verified, so
+// this asks the registry nothing unless verify changed.
 func (d *Driver) verifyImage(ctx context.Context, service, ref string, own *manifest.ArtifactVerify, res render.Resolution) render.Resolution {
 	reqs := manifest.Requirements(d.opts.Verify, own)
 	if len(reqs) == 0 || res.Held != nil || !strings.HasPrefix(res.Digest, "sha256:") {
 		return res
 	}
 	if applied, err := d.appliedImage(service); err == nil && applied.Digest == res.Digest {
+		if res.Offline == nil && d.opts.Verifier != nil {
+			if r, err := name.ParseReference(ref, d.opts.Registry.NameOptions(ref)...); err == nil {
+				res.ActiveUnverified = verify.ActiveWarning(d.opts.Verifier.VerifyCandidate(ctx, verify.Target{Kind: verify.KindImage,
+					ID: planner.ServiceID(service), Repository: r.Context(), Digest: res.Digest}, reqs))
+			}
+		}
 		return res
 	}
 	err := errors.New("signature verification is required and this tend has no verifier")

@@ -134,8 +134,9 @@ func warnAgent(w io.Writer, res *agent.Result) {
 
 // warnOffline says on stderr when models were kept at their applied
 // version because their registry could not be asked, when a policy passed
-// over a version (rolled back here, or not signed), and when the device's
-// rollout held a release.
+// over a version (rolled back here, or not signed), when a running
+// version no longer verifies, and when the device's rollout held a
+// release.
 func warnOffline(w io.Writer, res *agent.Result) {
 	if off := res.Offline(); off != nil {
 		fmt.Fprintf(w, "Warning: %v\n", off)
@@ -145,6 +146,9 @@ func warnOffline(w io.Writer, res *agent.Result) {
 	}
 	if u := res.Unverified(); u != nil {
 		fmt.Fprintf(w, "Warning: %v\n", u)
+	}
+	if a := res.ActiveUnverified(); a != nil {
+		fmt.Fprintf(w, "Warning: %v\n", a)
 	}
 	if h := res.Held; h != nil {
 		kept := res.Snapshot.Revision.String()

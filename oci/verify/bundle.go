@@ -2,6 +2,7 @@ package verify
 
 import (
 	"encoding/hex"
+	"errors"
 	"fmt"
 	"strings"
 	"time"
@@ -22,7 +23,10 @@ type tally struct {
 	otherID     int // keyless by an identity not allowed, or not verifying
 	noTlog      int // no transparency log entry, and one is required
 	invalid     int // not a bundle tend can read
-	lastErr     string
+	attestation int // an attestation (another predicate type), not a signature
+	// unread counts the bundle referrers over the bounds, not read.
+	unread  int
+	lastErr string
 }
 
 // found says what was found, e.g. "found 1 signature by another key".
@@ -43,12 +47,20 @@ func (t tally) found() string {
 	add(t.otherID, "by another identity or not verifying against the trusted root")
 	add(t.noTlog, "without a transparency log entry")
 	add(t.invalid, "that tend cannot read")
-	if len(parts) == 0 {
-		return "found no cosign signature of this digest"
+	if t.attestation == 1 {
+		parts = append(parts, "1 attestation, which is no signature")
+	} else if t.attestation > 1 {
+		parts = append(parts, fmt.Sprintf("%d attestations, which are no signatures", t.attestation))
 	}
-	s := "found " + strings.Join(parts, ", ")
+	s := "found no cosign signature of this digest"
+	if len(parts) > 0 {
+		s = "found " + strings.Join(parts, ", ")
+	}
 	if t.lastErr != "" && (t.otherID > 0 || t.invalid > 0 || t.badSig > 0) {
 		s += ": " + t.lastErr
+	}
+	if t.unread > 0 {
+		s += fmt.Sprintf("; %d more Sigstore bundle referrers not read: over tend's bound of %d referrers (%d signatures) per digest", t.unread, MaxReferrers, MaxSignatures)
 	}
 	return s
 }
@@ -68,8 +80,13 @@ func parseBundle(raw []byte) (*bundle.Bundle, error) {
 	return &b, nil
 }
 
+// errAttestation is a bundle whose in-toto statement is an attestation
+// (cosign attest: an SBOM, a provenance), not cosign's signature.
+var errAttestation = errors.New("an attestation, not a signature")
+
 // signs reports whether b, a bundle, signs digest: the subject of its
-// in-toto statement (cosign v3's DSSE) or its message digest.
+// in-toto statement (cosign v3's DSSE, whose predicate type must be
+// SignPredicateType; another is errAttestation) or its message digest.
 func signs(b sgverify.SignedEntity, digest string) (bool, error) {
 	sc, err := b.SignatureContent()
 	if err != nil {
@@ -80,6 +97,9 @@ func signs(b sgverify.SignedEntity, digest string) (bool, error) {
 		st, err := env.Statement()
 		if err != nil {
 			return false, err
+		}
+		if st.GetPredicateType() != SignPredicateType {
+			return false, errAttestation
 		}
 		for _, s := range st.GetSubject() {
 			if s.GetDigest()["sha256"] == want {
@@ -108,7 +128,10 @@ func (p *policy) checkBundle(raw []byte, digest string, t *tally) bool {
 
 // check verifies b, a bundle read, against p for digest.
 func (p *policy) check(b sgverify.SignedEntity, digest string, t *tally) bool {
-	if ok, err := signs(b, digest); err != nil {
+	if ok, err := signs(b, digest); errors.Is(err, errAttestation) {
+		t.attestation++
+		return false
+	} else if err != nil {
 		t.invalid++
 		t.lastErr = err.Error()
 		return false

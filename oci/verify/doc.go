@@ -10,7 +10,8 @@
 // with notation-go.
 //
 // Everything the registry sends is bounded in bytes and count before it is
-// read. A digest verified against the same requirements is remembered, so
+// read; attestations are no signatures, and do not count against the
+// signatures read. A digest verified against the same requirements is remembered, so
 // a tick that finds nothing new sends no request.
 //
 // In the flow of DESIGN.md it sits beside oci: ocisource checks the fleet

@@ -40,6 +40,29 @@ func (e *Error) Error() string {
 
 func (e *Error) Unwrap() error { return ErrUnsigned }
 
+// ActiveWarning is the warning for a version a node runs (a model's
+// active version, a service's image) that err, its verification under
+// the requirements asked for now, found unsigned: verify changed since
+// it was applied (a key was removed). It keeps running, and the next new
+// version must verify. ActiveWarning is nil when err is nil or no *Error
+// (the signatures could not be looked up: nothing is known of them).
+func ActiveWarning(err error) error {
+	var e *Error
+	if !errors.As(err, &e) {
+		return nil
+	}
+	var b strings.Builder
+	if e.ID != "" {
+		b.WriteString(e.ID + " ")
+	}
+	fmt.Fprintf(&b, "runs %s@%s, which no longer verifies: no %s", e.Repository, e.Digest, e.Requirement)
+	if e.Found != "" {
+		fmt.Fprintf(&b, " (%s)", e.Found)
+	}
+	b.WriteString("; it keeps running, and a new version must verify")
+	return errors.New(b.String())
+}
+
 // short abbreviates a digest for a message: sha256:ab12cd34ef56….
 func short(d string) string {
 	if len(d) > 19 {

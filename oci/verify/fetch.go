@@ -16,21 +16,33 @@ import (
 
 // Bounds of what a registry sends while tend looks for signatures: an
 // index of referrers, a signature's manifest and a bundle or payload are
-// small; more than MaxSignatures signatures on one digest are not read.
+// small. Of the referrers of one digest, only Sigstore bundles are
+// counted (by artifactType; attestations are passed over where the index
+// says so): the manifests of at most MaxReferrers of them are read, and
+// at most MaxSignatures signature bundles among them; the rest are not
+// read, and a digest whose signature is among them fails saying so.
 const (
 	MaxIndexBytes    = 1 << 20
+	MaxIndexEntries  = 4096
 	MaxManifestBytes = 256 << 10
 	MaxBlobBytes     = 1 << 20
+	MaxReferrers     = 64
 	MaxSignatures    = 16
 )
 
 // Media and artifact types of cosign's signatures.
 const (
 	BundleArtifactType = "application/vnd.dev.sigstore.bundle.v0.3+json"
-	mediaIndex         = "application/vnd.oci.image.index.v1+json"
-	mediaManifest      = "application/vnd.oci.image.manifest.v1+json"
-	mediaDockerV2      = "application/vnd.docker.distribution.manifest.v2+json"
-	mediaSimpleSigning = "application/vnd.dev.cosign.simplesigning.v1+json"
+	// SignPredicateType is the in-toto predicate type of the statement a
+	// cosign v3 signature signs; an attestation (cosign attest) has
+	// another, which cosign also puts in the annotation below of its
+	// manifest, and which the referrers API copies into the index.
+	SignPredicateType       = "https://sigstore.dev/cosign/sign/v1"
+	annotationPredicateType = "dev.sigstore.bundle.predicateType"
+	mediaIndex              = "application/vnd.oci.image.index.v1+json"
+	mediaManifest           = "application/vnd.oci.image.manifest.v1+json"
+	mediaDockerV2           = "application/vnd.docker.distribution.manifest.v2+json"
+	mediaSimpleSigning      = "application/vnd.dev.cosign.simplesigning.v1+json"
 )
 
 // errNotFound is a 404 from the registry; errUnsupported, a 400, 405 or
@@ -63,6 +75,9 @@ type ociManifest struct {
 	Config       descriptor   `json:"config"`
 	Layers       []descriptor `json:"layers"`
 	Manifests    []descriptor `json:"manifests"`
+	// Annotations say, of a Sigstore bundle's manifest, the predicate
+	// type of what it signs.
+	Annotations map[string]string `json:"annotations,omitempty"`
 }
 
 func (c *client) url(kind, ref string) string {
@@ -160,8 +175,11 @@ func (c *client) referrers(ctx context.Context, digest string) ([]descriptor, er
 	return bundlesOf(b)
 }
 
-// bundlesOf returns the bundle descriptors of a referrers index, at most
-// MaxSignatures.
+// bundlesOf returns the descriptors of a referrers index that may be
+// cosign signatures: Sigstore bundles (by artifactType, whether or not
+// the registry filtered by it), but for the attestations the index says
+// are (their predicate type annotation, which the referrers API copies
+// from the manifest and the referrers tag schema does not).
 func bundlesOf(index []byte) ([]descriptor, error) {
 	m, err := parseManifest(index)
 	if err != nil {
@@ -169,11 +187,18 @@ func bundlesOf(index []byte) ([]descriptor, error) {
 	}
 	var out []descriptor
 	for _, d := range m.Manifests {
-		if d.ArtifactType == BundleArtifactType && len(out) < MaxSignatures {
+		if d.ArtifactType == BundleArtifactType && !attestation(d.Annotations) {
 			out = append(out, d)
 		}
 	}
 	return out, nil
+}
+
+// attestation reports whether the annotations of a bundle's manifest say
+// it holds an attestation (cosign attest), not a signature.
+func attestation(annotations map[string]string) bool {
+	p, ok := annotations[annotationPredicateType]
+	return ok && p != SignPredicateType
 }
 
 // parseManifest decodes a manifest or index, bounded in entries.
@@ -182,8 +207,8 @@ func parseManifest(b []byte) (*ociManifest, error) {
 	if err := json.Unmarshal(b, &m); err != nil {
 		return nil, fmt.Errorf("not an OCI manifest: %w", err)
 	}
-	if len(m.Manifests) > 4096 || len(m.Layers) > 4096 {
-		return nil, fmt.Errorf("an OCI manifest of %d entries and %d layers: over tend's bound of 4096", len(m.Manifests), len(m.Layers))
+	if len(m.Manifests) > MaxIndexEntries || len(m.Layers) > MaxIndexEntries {
+		return nil, fmt.Errorf("an OCI manifest of %d entries and %d layers: over tend's bound of %d", len(m.Manifests), len(m.Layers), MaxIndexEntries)
 	}
 	return &m, nil
 }

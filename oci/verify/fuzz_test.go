@@ -8,15 +8,15 @@ import (
 
 // FuzzBundlesOf feeds the referrers index parser what a registry might
 // send: it returns descriptors or an error, never panics, and never more
-// than MaxSignatures.
+// than MaxIndexEntries.
 func FuzzBundlesOf(f *testing.F) {
 	f.Add([]byte(`{"schemaVersion":2,"mediaType":"application/vnd.oci.image.index.v1+json","manifests":[{"mediaType":"application/vnd.oci.image.manifest.v1+json","artifactType":"application/vnd.dev.sigstore.bundle.v0.3+json","digest":"sha256:0000000000000000000000000000000000000000000000000000000000000000","size":10}]}`))
 	f.Add([]byte(`{"manifests":null}`))
 	f.Add([]byte(`[]`))
 	f.Fuzz(func(t *testing.T, b []byte) {
 		ds, err := bundlesOf(b)
-		if err == nil && len(ds) > MaxSignatures {
-			t.Fatalf("%d bundles, over %d", len(ds), MaxSignatures)
+		if err == nil && len(ds) > MaxIndexEntries {
+			t.Fatalf("%d bundles, over %d", len(ds), MaxIndexEntries)
 		}
 	})
 }

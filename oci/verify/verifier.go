@@ -90,7 +90,9 @@ func (v *Verifier) Verify(ctx context.Context, t Target, reqs []*manifest.Artifa
 }
 
 // VerifyCandidate is Verify for a version a policy passes over when it
-// is not signed (for the next highest one): a digest found unsigned (an
+// is not signed (for the next highest one), and for one a node runs,
+// checked again under the requirements asked for now (see
+// ActiveWarning): a digest found unsigned (an
 // *Error) is remembered for RecheckUnsigned, and that error returned
 // again without asking the registry (nor counting in Observe) until then,
 // so that a device running an older version does not ask every tick for
@@ -206,7 +208,7 @@ func (v *Verifier) verify(ctx context.Context, t Target, todo []requirement) err
 	}
 	c := &client{rt: rt, repo: t.Repository}
 	defer func() { v.requests.Add(int64(c.requests)) }()
-	var bundles [][]byte
+	var found bundles
 	fetched := false
 	for _, q := range todo {
 		if q.notation != nil {
@@ -220,14 +222,14 @@ func (v *Verifier) verify(ctx context.Context, t Target, todo []requirement) err
 			return fmt.Errorf("%s %s@%s: %w", t.ID, t.Repository, short(t.Digest), err)
 		}
 		if !fetched {
-			if bundles, err = fetchBundles(ctx, c, t.Digest); err != nil {
+			if found, err = fetchBundles(ctx, c, t.Digest); err != nil {
 				return fmt.Errorf("%s: look up the signatures of %s@%s: %w", t.ID, t.Repository, short(t.Digest), err)
 			}
 			fetched = true
 		}
-		var tl tally
+		tl := tally{attestation: found.attestations, unread: found.unread}
 		ok := false
-		for _, b := range bundles {
+		for _, b := range found.raw {
 			if p.checkBundle(b, t.Digest, &tl) {
 				ok = true
 				break
@@ -254,28 +256,48 @@ func (p *policy) fix(t Target) string {
 	return fmt.Sprintf("sign it keyless (cosign sign %s@%s) as a listed identity, or hold this release", t.Repository, t.Digest)
 }
 
-// fetchBundles returns the Sigstore bundles attached to digest, at most
-// MaxSignatures.
-func fetchBundles(ctx context.Context, c *client, digest string) ([][]byte, error) {
+// bundles are the Sigstore signature bundles attached to a digest, as
+// far as the bounds let tend read them.
+type bundles struct {
+	raw [][]byte
+	// attestations counts the bundles passed over as attestations.
+	attestations int
+	// unread counts the bundle referrers not read: past MaxReferrers
+	// manifests or MaxSignatures signatures.
+	unread int
+}
+
+// fetchBundles returns the Sigstore signature bundles attached to digest:
+// it reads the manifests of at most MaxReferrers bundle referrers, passes
+// over attestations, and reads at most MaxSignatures bundles.
+func fetchBundles(ctx context.Context, c *client, digest string) (bundles, error) {
 	refs, err := c.referrers(ctx, digest)
 	if err != nil {
-		return nil, err
+		return bundles{}, err
 	}
 	// A referrer that cannot be read (gone, too large, another digest) is
 	// skipped: whoever can push referrers must not hold a signed release
 	// by attaching junk. Only when none could be read is its error said.
-	var out [][]byte
+	var out bundles
 	var last error
-	for _, d := range refs {
+	for i, d := range refs {
+		if i == MaxReferrers || len(out.raw) == MaxSignatures {
+			out.unread = len(refs) - i
+			break
+		}
 		if !validDigest(d.Digest) {
 			continue
 		}
 		m, err := c.manifest(ctx, d.Digest)
 		if err != nil {
 			if ctx.Err() != nil {
-				return nil, err
+				return bundles{}, err
 			}
 			last = err
+			continue
+		}
+		if attestation(m.Annotations) {
+			out.attestations++
 			continue
 		}
 		for _, l := range m.Layers {
@@ -283,18 +305,18 @@ func fetchBundles(ctx context.Context, c *client, digest string) ([][]byte, erro
 				b, err := c.blob(ctx, l)
 				if err != nil {
 					if ctx.Err() != nil {
-						return nil, err
+						return bundles{}, err
 					}
 					last = err
 					break
 				}
-				out = append(out, b)
+				out.raw = append(out.raw, b)
 				break
 			}
 		}
 	}
-	if len(out) == 0 && last != nil {
-		return nil, last
+	if len(out.raw) == 0 && out.unread == 0 && last != nil {
+		return bundles{}, last
 	}
 	return out, nil
 }

@@ -119,6 +119,30 @@ func (c *Cosign) Sign(priv, ref string) {
 	c.Run("sign", "--key", priv, "--signing-config", cfg, "--allow-http-registry", "--allow-insecure-registry", ref)
 }
 
+// Attest attaches to ref an in-toto attestation of predicate (JSON, of
+// predicate type custom) signed with priv, offline as Sign signs: a
+// Sigstore bundle cosign attaches as a referrer, as a vulnerability
+// scanner or a provenance step of CI would.
+func (c *Cosign) Attest(priv, ref, predicate string) {
+	c.t.Helper()
+	cfg := filepath.Join(c.Dir, "offline-signing-config.json")
+	if _, err := os.Stat(cfg); err != nil {
+		c.Run("signing-config", "create", "--out", cfg)
+	}
+	f, err := os.CreateTemp(c.Dir, "predicate-*.json")
+	if err != nil {
+		c.t.Fatal(err)
+	}
+	if _, err := f.WriteString(predicate); err != nil {
+		c.t.Fatal(err)
+	}
+	if err := f.Close(); err != nil {
+		c.t.Fatal(err)
+	}
+	c.Run("attest", "--key", priv, "--signing-config", cfg, "--predicate", f.Name(), "--type", "custom",
+		"--allow-http-registry", "--allow-insecure-registry", ref)
+}
+
 // SignLegacy signs ref as Sign does, in cosign's legacy format: a
 // simple signing payload in the manifest tagged sha256-HEX.sig, as cosign
 // v2 wrote by default.

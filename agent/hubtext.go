@@ -1,0 +1,42 @@
+package agent
+
+import (
+	"fmt"
+	"strconv"
+	"strings"
+	"unicode/utf8"
+)
+
+// maxHubText bounds the text of a hub's answer (a verdict's reason, the
+// first line of an error) that the agent puts in a plan, a log line and
+// the status.
+const maxHubText = 200
+
+// hubText is text a hub sent, as the agent prints it: every character a
+// terminal acts on or a reader is misled by (control characters such as
+// ESC and newline, format characters such as U+202E, bytes that are not
+// UTF-8) escaped as Go escapes it (\x1b, \n, \u202e), and cut to
+// maxHubText bytes, saying how long it was.
+func hubText(s string) string {
+	var b strings.Builder
+	for i := 0; i < len(s); {
+		r, n := utf8.DecodeRuneInString(s[i:])
+		var e string
+		switch {
+		case r == utf8.RuneError && n == 1:
+			e = fmt.Sprintf(`\x%02x`, s[i])
+		case strconv.IsPrint(r):
+			e = s[i : i+n]
+		default:
+			q := strconv.QuoteRune(r)
+			e = q[1 : len(q)-1]
+		}
+		if b.Len()+len(e) > maxHubText {
+			fmt.Fprintf(&b, "… (%d bytes)", len(s))
+			break
+		}
+		b.WriteString(e)
+		i += n
+	}
+	return b.String()
+}
