@@ -105,7 +105,9 @@ func releaseName(key api.ReleaseKey, rev string) string {
 // q's thresholds, at now. It counts each earlier device's part in that
 // release, and, for a release of several digests, a failure of one of
 // them that a device recorded alone (it rolled that digest back, in a
-// release of its own or before it reported this one).
+// release of its own or before it reported this one). A device runs a
+// commit's release when it is its applied release or the commit of its
+// applied revision (see keys.appliedCommit).
 func (s *Store) Verdict(ctx context.Context, q rollout.VerdictQuery, now time.Time) (BrakesVerdict, error) {
 	key := q.Key()
 	keys := []string{string(key)}
@@ -125,7 +127,7 @@ func (s *Store) Verdict(ctx context.Context, q rollout.VerdictQuery, now time.Ti
 	if s.dialect == sqlite {
 		devices = "devices d INDEXED BY devices_verdict"
 	}
-	rows, err := s.db.QueryContext(ctx, `SELECT r.device, r.release_key, r.state, r.applied_at, d.applied_release, d.state, d.crash_loop
+	rows, err := s.db.QueryContext(ctx, `SELECT r.device, r.release_key, r.state, r.applied_at, d.applied_release, d.applied_commit, d.state, d.crash_loop
 		FROM device_releases r JOIN `+devices+` ON d.name = r.device
 		WHERE r.release_key IN (`+strings.Join(marks, ", ")+`) AND r.wave >= 0 AND r.wave < $1`, args...)
 	if err != nil {
@@ -136,11 +138,11 @@ func (s *Store) Verdict(ctx context.Context, q rollout.VerdictQuery, now time.Ti
 	exact, alone := map[string]brakePart{}, map[string]brakePart{}
 	for rows.Next() {
 		var p brakePart
-		var device, rowKey, applied, state, loops string
-		if err := rows.Scan(&device, &rowKey, &p.state, &p.applied, &applied, &state, &loops); err != nil {
+		var device, rowKey, applied, appliedCommit, state, loops string
+		if err := rows.Scan(&device, &rowKey, &p.state, &p.applied, &applied, &appliedCommit, &state, &loops); err != nil {
 			return BrakesVerdict{}, fmt.Errorf("%s: read release %q: %w", s.display, key, err)
 		}
-		p.runs = applied == string(key)
+		p.runs = applied == string(key) || appliedCommit == string(key)
 		p.loops = loops != ""
 		p.healthy = !p.loops && state != StateError && state != StateFailed
 		switch {
