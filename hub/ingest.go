@@ -73,11 +73,11 @@ func (s *Store) Ingest(ctx context.Context, st *status.Status, now time.Time) (i
 		if s.dialect == postgres {
 			lock = " FOR UPDATE"
 		}
-		var prevRaw string
+		var prevRaw, prevIDs string
 		var prevReconciled, firstSeen int64
 		var prev *status.Status
 		var pk keys
-		err := tx.QueryRowContext(ctx, `SELECT status, reconciled, first_seen FROM devices WHERE name = $1`+lock, st.Device).Scan(&prevRaw, &prevReconciled, &firstSeen)
+		err := tx.QueryRowContext(ctx, `SELECT status, reconciled, first_seen, resource_ids FROM devices WHERE name = $1`+lock, st.Device).Scan(&prevRaw, &prevReconciled, &firstSeen, &prevIDs)
 		switch {
 		case errors.Is(err, sql.ErrNoRows):
 			firstSeen = now.UnixNano()
@@ -110,6 +110,11 @@ func (s *Store) Ingest(ctx context.Context, st *status.Status, now time.Time) (i
 			reconciled.UnixNano(), now.UnixNano(), firstSeen, string(raw), strings.Join(crashLooping(st), ","),
 			string(k.applied), string(k.target), k.resourceIDs(), string(k.appliedCommit)); err != nil {
 			return fmt.Errorf("write device %s: %w", st.Device, err)
+		}
+		if ids := k.resourceIDs(); ids != prevIDs {
+			if err := writeResources(ctx, tx, st.Device, ids); err != nil {
+				return err
+			}
 		}
 		res.events = events(prev, pk, st, k)
 		res.crashLoops = newCrashLoops(prev, st)
@@ -257,6 +262,21 @@ func (s *Store) releases(ctx context.Context, tx *sql.Tx, st *status.Status, k k
 		}
 	}
 	return converged, nil
+}
+
+// writeResources replaces the rows of device_resources of device by the
+// ids of its target's models and services, as keys.resourceIDs writes
+// them (" model/a service/b ").
+func writeResources(ctx context.Context, tx *sql.Tx, device, ids string) error {
+	if _, err := tx.ExecContext(ctx, `DELETE FROM device_resources WHERE device = $1`, device); err != nil {
+		return fmt.Errorf("write the resources of %s: %w", device, err)
+	}
+	for _, id := range strings.Fields(ids) {
+		if _, err := tx.ExecContext(ctx, `INSERT INTO device_resources (device, resource_id) VALUES ($1, $2)`, device, id); err != nil {
+			return fmt.Errorf("write the resources of %s: %w", device, err)
+		}
+	}
+	return nil
 }
 
 // holdsPart reports whether a key among keys has part p.

@@ -17,8 +17,11 @@ import "strings"
 //     that commit changed nothing on it), and the ids of its target's
 //     models and services (" model/a service/b "), for the devices that
 //     have not reported a digest's release yet; an index covers what a
-//     verdict reads of a device, so that it never reads the device's
-//     status document.
+//     verdict reads of a device, and another its wave, so that a verdict
+//     never reads the device's status document.
+//   - device_resources: the same ids, a row each, so that a verdict on a
+//     release of digests finds the earlier-wave devices that declare one
+//     of its models or services without reading every device.
 //   - events: the key of the release each is about.
 //
 // Rows of schema 2 are keyed by revision, REF@sha1:HASH: each becomes
@@ -75,6 +78,12 @@ func migration3(keyOf func(col string) string) string {
 	UPDATE devices SET applied_release = KEY(applied), target_release = KEY(target);
 	UPDATE devices SET applied_commit = applied_release WHERE applied_release LIKE 'commit:%';
 	CREATE INDEX devices_verdict ON devices (name, applied_release, applied_commit, state, crash_loop);
+	CREATE INDEX devices_wave ON devices (wave, name);
+	CREATE TABLE device_resources (
+		device TEXT NOT NULL,
+		resource_id TEXT NOT NULL,
+		PRIMARY KEY (device, resource_id)
+	);
 	ALTER TABLE events ADD COLUMN release_key TEXT NOT NULL DEFAULT '';`)
 }
 

@@ -3,6 +3,8 @@ package hub
 import (
 	"context"
 	"errors"
+	"fmt"
+	"strings"
 	"testing"
 	"time"
 
@@ -98,4 +100,152 @@ func TestVerdictCountsACommitThatChangedNothingOnTheCanary(t *testing.T) {
 			"first seen " + rev1 + " " + string(commit1),
 		}, events, "one applied event a revision")
 	})
+}
+
+// The verdict on a model's release in waves where no device declares the
+// model: an empty wave, skipped as hawkBit skips an empty rollout group.
+// A device declares it when its last report's target has the model; one
+// that does counts whether it reported the release or not. Each case has
+// its own devices and its own model, on one hub.
+func TestVerdictOnAModelNoEarlierDeviceDeclares(t *testing.T) {
+	th := rollout.Thresholds{MaxFailed: intp(0), MinApplied: 1}
+	// with is model m at digest with the fleet's detector, as a target's
+	// resources.
+	with := func(m, digest string) []status.ReleaseResource {
+		return append(detector("1.0.0", digest100), status.ReleaseResource{ID: m, Ref: "registry.example/" + m, Tag: "1", Digest: digest})
+	}
+	without := detector("1.0.0", digest100)
+	cases := []struct {
+		name   string
+		before int
+		// reports are posted in order: device, its wave, and what it
+		// runs and targets, for release key of model m.
+		reports func(h *testHub, m string, key api.ReleaseKey) []status.Status
+		want    BrakesVerdict // Release, Revision and Before filled in
+	}{{
+		name: "no wave-0 device declares it: go", before: 1,
+		reports: func(h *testHub, m string, key api.ReleaseKey) []status.Status {
+			held := h.agentDoc("w1", 1, rev1, commit1, rev1, key, with(m, digest110))
+			held.Held = "held: brakes: …"
+			return []status.Status{h.agentDoc("w0", 0, rev1, commit1, rev1, commit1, without), held}
+		},
+		want: BrakesVerdict{Go: true, Reason: "no wave-0 device runs model/M; nothing to wait for"},
+	}, {
+		name: "a wave-0 device declares it and has not reported it: wait", before: 1,
+		reports: func(h *testHub, m string, key api.ReleaseKey) []status.Status {
+			return []status.Status{h.agentDoc("w0", 0, rev1, commit1, rev1, commit1, with(m, digest100))}
+		},
+		want: BrakesVerdict{Devices: 1, Reason: "0 of 1 wave-0 devices applied model/M@sha256:1f16bbbbbbbb… (minApplied 1)"},
+	}, {
+		name: "a wave-0 device runs it: go", before: 1,
+		reports: func(h *testHub, m string, key api.ReleaseKey) []status.Status {
+			return []status.Status{
+				h.agentDoc("w0", 0, rev1, commit1, rev1, commit1, with(m, digest100)),
+				h.agentDoc("w0", 0, rev1, key, rev1, key, with(m, digest110)),
+				h.agentDoc("w0b", 0, rev1, commit1, rev1, commit1, without),
+			}
+		},
+		want: BrakesVerdict{Go: true, Devices: 1, Applied: 1, Soaked: 1},
+	}, {
+		name: "none in waves 0-1 declares it: go", before: 2,
+		reports: func(h *testHub, m string, key api.ReleaseKey) []status.Status {
+			return []status.Status{
+				h.agentDoc("w0", 0, rev1, commit1, rev1, commit1, without),
+				h.agentDoc("w1", 1, rev1, commit1, rev1, commit1, without),
+				h.agentDoc("w2", 2, rev1, commit1, rev1, key, with(m, digest110)),
+			}
+		},
+		want: BrakesVerdict{Go: true, Reason: "no device in waves 0-1 runs model/M; nothing to wait for"},
+	}, {
+		name: "wave 0 has none, wave 1 one that has not reported it: wait", before: 2,
+		reports: func(h *testHub, m string, key api.ReleaseKey) []status.Status {
+			return []status.Status{
+				h.agentDoc("w0", 0, rev1, commit1, rev1, commit1, without),
+				h.agentDoc("w1", 1, rev1, commit1, rev1, commit1, with(m, digest100)),
+			}
+		},
+		want: BrakesVerdict{Devices: 1, Reason: "0 of 1 devices in waves 0-1 applied model/M@sha256:1f16bbbbbbbb… (minApplied 1)"},
+	}, {
+		name: "a wave-0 device ran it, then its target dropped the model: it does not count", before: 1,
+		reports: func(h *testHub, m string, key api.ReleaseKey) []status.Status {
+			return []status.Status{
+				h.agentDoc("w0", 0, rev1, key, rev1, key, with(m, digest110)),
+				h.agentDoc("w0", 0, rev2, api.RevisionRelease(rev2), rev2, api.RevisionRelease(rev2), without),
+			}
+		},
+		want: BrakesVerdict{Go: true, Reason: "no wave-0 device runs model/M; nothing to wait for"},
+	}, {
+		name: "a wave-0 device rolled it back, then its target dropped the model: still a failure", before: 1,
+		reports: func(h *testHub, m string, key api.ReleaseKey) []status.Status {
+			failed := h.agentDoc("w0", 0, rev1, commit1, rev1, commit1, with(m, digest100))
+			failed.Quarantined = []status.Quarantined{{Release: string(key), Revision: rev1, Reason: "service/infer did not become healthy"}}
+			dropped := h.agentDoc("w0", 0, rev2, api.RevisionRelease(rev2), rev2, api.RevisionRelease(rev2), without)
+			dropped.Quarantined = failed.Quarantined
+			return []status.Status{failed, dropped}
+		},
+		want: BrakesVerdict{Devices: 1, Failed: 1, Tripped: true, Reason: "1 of 1 wave-0 devices failed model/M@sha256:1f16bbbbbbbb… (maxFailed 0)"},
+	}, {
+		name: "a wave-0 device moved past it to a newer digest: wait, it declares the model", before: 1,
+		reports: func(h *testHub, m string, key api.ReleaseKey) []status.Status {
+			newer := api.ReleaseKey(m + "@" + digest120)
+			return []status.Status{
+				h.agentDoc("w0", 0, rev1, commit1, rev1, key, with(m, digest110)),
+				h.agentDoc("w0", 0, rev1, commit1, rev1, newer, with(m, digest120)),
+			}
+		},
+		want: BrakesVerdict{Reason: "0 of 0 wave-0 devices applied model/M@sha256:1f16bbbbbbbb… (minApplied 1)"},
+	}}
+	stores(t, func(t *testing.T, dbURL string) {
+		h := newTestHub(t, dbURL)
+		for i, c := range cases {
+			model := fmt.Sprintf("model/m%d", i)
+			key := api.ReleaseKey(model + "@" + digest110)
+			tokens := map[string]string{}
+			for _, s := range c.reports(h, model, key) {
+				s.Device = fmt.Sprintf("c%d-%s", i, s.Device)
+				if tokens[s.Device] == "" {
+					tokens[s.Device] = h.token(s.Device)
+				}
+				h.clock.add(time.Second)
+				s.LastReconcile = h.clock.now().Format(time.RFC3339Nano)
+				h.report(tokens[s.Device], s)
+			}
+			got, err := h.store.Verdict(context.Background(), rollout.VerdictQuery{Release: key, Revision: rev1, Before: c.before, Thresholds: th}, h.clock.now())
+			require.NoError(t, err)
+			want := c.want
+			want.Release, want.Revision, want.Before = string(key), rev1, c.before
+			want.Reason = strings.ReplaceAll(want.Reason, "model/M", model)
+			assert.Equal(t, want, got, c.name)
+		}
+	})
+}
+
+// The brakes' judgement of a release of digests, by each earlier
+// device's part and whether its target declares the release's models.
+func TestJudgeADigestRelease(t *testing.T) {
+	now := time.Date(2026, 12, 3, 12, 0, 0, 0, time.UTC)
+	applied := brakePart{state: StateApplied, applied: now.Add(-time.Hour).UnixNano(), runs: true, healthy: true}
+	undeclared := func(p brakePart) brakePart { p.undeclared = true; return p }
+	both := api.DigestRelease([]string{string(model120), "service/infer@" + digest100})
+	th := rollout.Thresholds{MinApplied: 1}
+	for _, c := range []struct {
+		name   string
+		key    api.ReleaseKey
+		before int
+		parts  []brakePart
+		want   BrakesVerdict
+	}{
+		{"no earlier device", model120, 1, nil, BrakesVerdict{Go: true, Reason: "no wave-0 device runs model/detector; nothing to wait for"}},
+		{"of two waves, two resources", both, 2, nil, BrakesVerdict{Go: true, Reason: "no device in waves 0-1 runs model/detector or service/infer; nothing to wait for"}},
+		{"unreported counts, not applied", model120, 1, []brakePart{applied, {state: StateUnreported}}, BrakesVerdict{Go: true, Devices: 2, Applied: 1, Soaked: 1}},
+		{"only unreported: wait", model120, 1, []brakePart{{state: StateUnreported}}, BrakesVerdict{Devices: 1, Reason: "0 of 1 wave-0 devices applied model/detector@sha256:cccccccccccc… (minApplied 1)"}},
+		{"an undeclared part does not count", model120, 1, []brakePart{undeclared(brakePart{state: StateApplied})}, BrakesVerdict{Go: true, Reason: "no wave-0 device runs model/detector; nothing to wait for"}},
+		{"an undeclared failure counts", model120, 1, []brakePart{undeclared(brakePart{state: StateFailed})}, BrakesVerdict{Devices: 1, Failed: 1, Tripped: true, Reason: "1 of 1 wave-0 devices failed model/detector@sha256:cccccccccccc… (maxFailed 0)"}},
+		{"a declared superseded part: wait", model120, 1, []brakePart{{state: StateSuperseded}}, BrakesVerdict{Reason: "0 of 0 wave-0 devices applied model/detector@sha256:cccccccccccc… (minApplied 1)"}},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			c.want.Release, c.want.Before = string(c.key), c.before
+			assert.Equal(t, c.want, judge(c.key, "", c.before, c.parts, th, now))
+		})
+	}
 }
