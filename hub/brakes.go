@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"net/http"
+	"slices"
 	"strings"
 	"time"
 
@@ -31,7 +32,9 @@ type BrakesVerdict struct {
 	Tripped bool `json:"tripped"`
 	// Reason says why a device may not go: "2 of 5 wave-0 devices failed
 	// main@sha1:ab12… (maxFailed 1)", "1 of 1 wave-0 devices failed
-	// model/detector@sha256:1f16… (maxFailed 0)".
+	// model/detector@sha256:1f16… (maxFailed 0)"; or, of a release of
+	// digests no earlier device declares, why it goes: "no wave-0 device
+	// runs model/detector; nothing to wait for".
 	Reason string `json:"reason,omitempty"`
 }
 
@@ -42,13 +45,27 @@ type brakePart struct {
 	runs    bool   // it runs the release now
 	healthy bool   // its last report: no error, no crash loop
 	loops   bool   // a service in a crash loop
+	// undeclared: its last report's target declares none of the models
+	// and services a release of digests moves. It does not count, unless
+	// it failed the release.
+	undeclared bool
 }
 
 // judge gives the verdict on release key, seen at revision rev, in waves
-// before `before` by parts, at now.
+// before `before` by parts, at now. Parts of StateUnreported are devices
+// that declare a release of digests and have not reported it: counted,
+// not applied. Earlier waves where no device declares a release of
+// digests are empty, as hawkBit skips an empty rollout group: nothing
+// runs it there, and the verdict goes.
 func judge(key api.ReleaseKey, rev string, before int, parts []brakePart, th rollout.Thresholds, now time.Time) BrakesVerdict {
 	v := BrakesVerdict{Release: string(key), Revision: rev, Before: before}
+	_, commit := key.Commit()
+	declared := commit // an earlier device declares the release: something to wait for
 	for _, p := range parts {
+		if p.undeclared && p.state != StateFailed {
+			continue // no longer its business
+		}
+		declared = true
 		if p.state == StateSuperseded {
 			continue
 		}
@@ -63,9 +80,10 @@ func judge(key api.ReleaseKey, rev string, before int, parts []brakePart, th rol
 			}
 		}
 	}
-	who := "wave-0 devices"
+	who, one := "wave-0 devices", "wave-0 device"
 	if before > 1 {
 		who = fmt.Sprintf("devices in waves 0-%d", before-1)
+		one = fmt.Sprintf("device in waves 0-%d", before-1)
 	}
 	name := releaseName(key, rev)
 	maxFailed := th.MaxFailed
@@ -80,6 +98,9 @@ func judge(key api.ReleaseKey, rev string, before int, parts []brakePart, th rol
 	case th.MaxFailedPercent != nil && v.Failed*100 > *th.MaxFailedPercent*v.Devices:
 		v.Tripped = true
 		v.Reason = fmt.Sprintf("%d of %d %s failed %s (maxFailedPercent %d)", v.Failed, v.Devices, who, name, *th.MaxFailedPercent)
+	case !declared:
+		v.Go = true
+		v.Reason = fmt.Sprintf("no %s runs %s; nothing to wait for", one, strings.Join(resourceIDsOf(key), " or "))
 	case v.Soaked < th.MinApplied && th.Soak > 0:
 		v.Reason = fmt.Sprintf("%d of %d %s ran %s healthy for %s (minApplied %d)", v.Soaked, v.Devices, who, name, th.Soak, th.MinApplied)
 	case v.Soaked < th.MinApplied:
@@ -88,6 +109,21 @@ func judge(key api.ReleaseKey, rev string, before int, parts []brakePart, th rol
 		v.Go = true
 	}
 	return v
+}
+
+// resourceIDsOf are the ids of the models and services a release of
+// digests moves, in order ("model/detector"); nil for a commit's.
+func resourceIDsOf(key api.ReleaseKey) []string {
+	if _, commit := key.Commit(); commit {
+		return nil
+	}
+	var ids []string
+	for _, p := range key.Parts() {
+		if id, _, _ := strings.Cut(p, "@"); !slices.Contains(ids, id) {
+			ids = append(ids, id)
+		}
+	}
+	return ids
 }
 
 // releaseName is how messages name release key seen at revision rev:
@@ -105,29 +141,43 @@ func releaseName(key api.ReleaseKey, rev string) string {
 // q's thresholds, at now. It counts each earlier device's part in that
 // release, and, for a release of several digests, a failure of one of
 // them that a device recorded alone (it rolled that digest back, in a
-// release of its own or before it reported this one).
+// release of its own or before it reported this one). A device runs a
+// commit's release when it is its applied release or the commit of its
+// applied revision (see keys.appliedCommit). Of a release of digests it
+// counts only the devices whose target declares one of its models or
+// services, and those that failed it: an earlier device that declares
+// one and has not reported the release counts as not applied.
 func (s *Store) Verdict(ctx context.Context, q rollout.VerdictQuery, now time.Time) (BrakesVerdict, error) {
 	key := q.Key()
 	keys := []string{string(key)}
 	if parts := key.Parts(); len(parts) > 1 {
 		keys = append(keys, parts...)
 	}
+	ids := resourceIDsOf(key)
 	args := []any{q.Before}
-	marks := make([]string, len(keys))
-	for i, k := range keys {
-		args = append(args, k)
-		marks[i] = fmt.Sprintf("$%d", i+2)
+	in := func(values []string) string {
+		marks := make([]string, len(values))
+		for i, v := range values {
+			args = append(args, v)
+			marks[i] = fmt.Sprintf("$%d", len(args))
+		}
+		return strings.Join(marks, ", ")
 	}
-	// Both indexes cover the query: a device's row, with its status, is
+	inKeys := in(keys)
+	declares := "1"
+	if ids != nil {
+		declares = `CASE WHEN EXISTS (SELECT 1 FROM device_resources x WHERE x.device = r.device AND x.resource_id IN (` + in(ids) + `)) THEN 1 ELSE 0 END`
+	}
+	// The indexes cover the query: a device's row, with its status, is
 	// never read. SQLite's planner, with no statistics, would take the
 	// primary key's index instead.
 	devices := "devices d"
 	if s.dialect == sqlite {
 		devices = "devices d INDEXED BY devices_verdict"
 	}
-	rows, err := s.db.QueryContext(ctx, `SELECT r.device, r.release_key, r.state, r.applied_at, d.applied_release, d.state, d.crash_loop
+	rows, err := s.db.QueryContext(ctx, `SELECT r.device, r.release_key, r.state, r.applied_at, d.applied_release, d.applied_commit, d.state, d.crash_loop, `+declares+`
 		FROM device_releases r JOIN `+devices+` ON d.name = r.device
-		WHERE r.release_key IN (`+strings.Join(marks, ", ")+`) AND r.wave >= 0 AND r.wave < $1`, args...)
+		WHERE r.release_key IN (`+inKeys+`) AND r.wave >= 0 AND r.wave < $1`, args...)
 	if err != nil {
 		return BrakesVerdict{}, fmt.Errorf("%s: read release %q: %w", s.display, key, err)
 	}
@@ -136,13 +186,15 @@ func (s *Store) Verdict(ctx context.Context, q rollout.VerdictQuery, now time.Ti
 	exact, alone := map[string]brakePart{}, map[string]brakePart{}
 	for rows.Next() {
 		var p brakePart
-		var device, rowKey, applied, state, loops string
-		if err := rows.Scan(&device, &rowKey, &p.state, &p.applied, &applied, &state, &loops); err != nil {
+		var device, rowKey, applied, appliedCommit, state, loops string
+		var declared int
+		if err := rows.Scan(&device, &rowKey, &p.state, &p.applied, &applied, &appliedCommit, &state, &loops, &declared); err != nil {
 			return BrakesVerdict{}, fmt.Errorf("%s: read release %q: %w", s.display, key, err)
 		}
-		p.runs = applied == string(key)
+		p.runs = applied == string(key) || appliedCommit == string(key)
 		p.loops = loops != ""
 		p.healthy = !p.loops && state != StateError && state != StateFailed
+		p.undeclared = declared == 0
 		switch {
 		case rowKey == string(key):
 			exact[device] = p
@@ -165,7 +217,51 @@ func (s *Store) Verdict(ctx context.Context, q rollout.VerdictQuery, now time.Ti
 		p.applied = 0
 		parts = append(parts, p)
 	}
+	if ids != nil {
+		unreported, err := s.unreportedBefore(ctx, key, ids, q.Before)
+		if err != nil {
+			return BrakesVerdict{}, err
+		}
+		for _, device := range unreported {
+			if _, failed := alone[device]; !failed {
+				parts = append(parts, brakePart{state: StateUnreported})
+			}
+		}
+	}
 	return judge(key, q.Revision, q.Before, parts, q.Thresholds, now), nil
+}
+
+// unreportedBefore lists the devices of waves 0..before-1 whose target
+// declares one of ids, the models and services release key moves, and
+// that have not reported key: down, or not ticked since it was pushed.
+// Two indexes cover the query, as the verdict's.
+func (s *Store) unreportedBefore(ctx context.Context, key api.ReleaseKey, ids []string, before int) ([]string, error) {
+	args := []any{before, string(key)}
+	marks := make([]string, len(ids))
+	for i, id := range ids {
+		args = append(args, id)
+		marks[i] = fmt.Sprintf("$%d", len(args))
+	}
+	devices := "devices d"
+	if s.dialect == sqlite {
+		devices = "devices d INDEXED BY devices_wave"
+	}
+	rows, err := s.db.QueryContext(ctx, `SELECT d.name FROM `+devices+` WHERE d.wave >= 0 AND d.wave < $1
+		AND EXISTS (SELECT 1 FROM device_resources x WHERE x.device = d.name AND x.resource_id IN (`+strings.Join(marks, ", ")+`))
+		AND NOT EXISTS (SELECT 1 FROM device_releases r WHERE r.device = d.name AND r.release_key = $2)`, args...)
+	if err != nil {
+		return nil, fmt.Errorf("%s: read the devices of release %q: %w", s.display, key, err)
+	}
+	defer rows.Close()
+	var out []string
+	for rows.Next() {
+		var device string
+		if err := rows.Scan(&device); err != nil {
+			return nil, fmt.Errorf("%s: read the devices of release %q: %w", s.display, key, err)
+		}
+		out = append(out, device)
+	}
+	return out, rows.Err()
 }
 
 // apiVerdict is GET /v1/verdict: the brakes' verdict on a release in the

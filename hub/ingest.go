@@ -73,11 +73,11 @@ func (s *Store) Ingest(ctx context.Context, st *status.Status, now time.Time) (i
 		if s.dialect == postgres {
 			lock = " FOR UPDATE"
 		}
-		var prevRaw string
+		var prevRaw, prevIDs string
 		var prevReconciled, firstSeen int64
 		var prev *status.Status
 		var pk keys
-		err := tx.QueryRowContext(ctx, `SELECT status, reconciled, first_seen FROM devices WHERE name = $1`+lock, st.Device).Scan(&prevRaw, &prevReconciled, &firstSeen)
+		err := tx.QueryRowContext(ctx, `SELECT status, reconciled, first_seen, resource_ids FROM devices WHERE name = $1`+lock, st.Device).Scan(&prevRaw, &prevReconciled, &firstSeen, &prevIDs)
 		switch {
 		case errors.Is(err, sql.ErrNoRows):
 			firstSeen = now.UnixNano()
@@ -99,16 +99,22 @@ func (s *Store) Ingest(ctx context.Context, st *status.Status, now time.Time) (i
 			labels = []byte("{}")
 		}
 		wave := deviceWave(st)
-		if _, err := tx.ExecContext(ctx, `INSERT INTO devices (name, labels, applied, target, state, held, wave, last_error, reconciled, last_seen, first_seen, status, crash_loop, applied_release, target_release, resource_ids)
-			VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14, $15, $16)
+		if _, err := tx.ExecContext(ctx, `INSERT INTO devices (name, labels, applied, target, state, held, wave, last_error, reconciled, last_seen, first_seen, status, crash_loop, applied_release, target_release, resource_ids, applied_commit)
+			VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14, $15, $16, $17)
 			ON CONFLICT (name) DO UPDATE SET labels = excluded.labels, applied = excluded.applied, target = excluded.target,
 				state = excluded.state, held = excluded.held, wave = excluded.wave, last_error = excluded.last_error,
 				reconciled = excluded.reconciled, last_seen = excluded.last_seen, status = excluded.status, crash_loop = excluded.crash_loop,
-				applied_release = excluded.applied_release, target_release = excluded.target_release, resource_ids = excluded.resource_ids`,
+				applied_release = excluded.applied_release, target_release = excluded.target_release, resource_ids = excluded.resource_ids,
+				applied_commit = excluded.applied_commit`,
 			st.Device, string(labels), st.AppliedRevision, target(st), deviceState(st, k), st.Held, wave, st.LastError,
 			reconciled.UnixNano(), now.UnixNano(), firstSeen, string(raw), strings.Join(crashLooping(st), ","),
-			string(k.applied), string(k.target), k.resourceIDs()); err != nil {
+			string(k.applied), string(k.target), k.resourceIDs(), string(k.appliedCommit)); err != nil {
 			return fmt.Errorf("write device %s: %w", st.Device, err)
+		}
+		if ids := k.resourceIDs(); ids != prevIDs {
+			if err := writeResources(ctx, tx, st.Device, ids); err != nil {
+				return err
+			}
 		}
 		res.events = events(prev, pk, st, k)
 		res.crashLoops = newCrashLoops(prev, st)
@@ -180,7 +186,7 @@ func (s *Store) releases(ctx context.Context, tx *sql.Tx, st *status.Status, k k
 	for key := range parts {
 		named[key] = true
 	}
-	for _, key := range []api.ReleaseKey{k.applied, k.target} {
+	for _, key := range []api.ReleaseKey{k.applied, k.target, k.appliedCommit} {
 		if key != "" {
 			named[key] = true
 		}
@@ -220,6 +226,8 @@ func (s *Store) releases(ctx context.Context, tx *sql.Tx, st *status.Status, k k
 			w = wave
 		case w < 0 && st.Wave != nil && state == StateFailed:
 			w = wave // rolled back at once, before any report named it
+		case w < 0 && st.Wave != nil && k.ranOnly(key):
+			w = wave // a commit that changed nothing here, run in this wave
 		}
 		applied := old.applied
 		if state == StateApplied && applied == 0 {
@@ -232,22 +240,43 @@ func (s *Store) releases(ctx context.Context, tx *sql.Tx, st *status.Status, k k
 		if known && old == (part{state: state, wave: w, applied: applied, detail: detail}) {
 			continue
 		}
-		releaseSeen, err := s.recordRelease(ctx, tx, key, revisions[key], k, now)
-		if err != nil {
-			return nil, err
+		var releaseSeen int64
+		if !k.ranOnly(key) {
+			// A commit that changed nothing on the device is no release
+			// of its own: only the device's part in it is kept, for the
+			// devices it changed (see keys.appliedCommit).
+			if releaseSeen, err = s.recordRelease(ctx, tx, key, revisions[key], k, now); err != nil {
+				return nil, err
+			}
 		}
 		if _, err := tx.ExecContext(ctx, `INSERT INTO device_releases (device, release_key, state, wave, first_seen, applied_at, detail) VALUES ($1, $2, $3, $4, $5, $6, $7)
 			ON CONFLICT (device, release_key) DO UPDATE SET state = excluded.state, wave = excluded.wave, applied_at = excluded.applied_at, detail = excluded.detail`,
 			st.Device, string(key), state, w, now.UnixNano(), applied, detail); err != nil {
 			return nil, fmt.Errorf("record %s's part in release %s: %w", st.Device, key, err)
 		}
-		// A device's first report names what it already runs: that is not
-		// a convergence the hub saw.
-		if state == StateApplied && old.applied == 0 && known {
+		// A device's first report names what it already runs, and a commit
+		// that changed nothing on it moved nothing: neither is a
+		// convergence the hub saw.
+		if state == StateApplied && old.applied == 0 && known && key == k.applied {
 			converged = append(converged, time.Duration(applied-releaseSeen))
 		}
 	}
 	return converged, nil
+}
+
+// writeResources replaces the rows of device_resources of device by the
+// ids of its target's models and services, as keys.resourceIDs writes
+// them (" model/a service/b ").
+func writeResources(ctx context.Context, tx *sql.Tx, device, ids string) error {
+	if _, err := tx.ExecContext(ctx, `DELETE FROM device_resources WHERE device = $1`, device); err != nil {
+		return fmt.Errorf("write the resources of %s: %w", device, err)
+	}
+	for _, id := range strings.Fields(ids) {
+		if _, err := tx.ExecContext(ctx, `INSERT INTO device_resources (device, resource_id) VALUES ($1, $2)`, device, id); err != nil {
+			return fmt.Errorf("write the resources of %s: %w", device, err)
+		}
+	}
+	return nil
 }
 
 // holdsPart reports whether a key among keys has part p.
@@ -269,22 +298,38 @@ func quarantineRevision(q *status.Quarantined) string {
 	return q.Revision
 }
 
-// recordRelease records release key, first seen now at revision, when
-// the hub has no record of it, and gives it the resources of k when it
-// is k's target and its record has none yet. It returns when the fleet
-// first reported it.
+// recordRelease records release key, first seen at revision, when the
+// hub has no record of it, and gives it the resources of k when it is
+// k's target and its record has none yet. It returns when the fleet
+// first reported it: now, or the first report of a device that ran the
+// commit before any report named it as a release (see keys.ranOnly).
 func (s *Store) recordRelease(ctx context.Context, tx *sql.Tx, key api.ReleaseKey, revision string, k keys, now time.Time) (int64, error) {
 	resources := "[]"
 	if key == k.target {
 		resources = k.resourcesJSON()
 	}
-	if _, err := tx.ExecContext(ctx, `INSERT INTO releases (release_key, revision, resources, first_seen) VALUES ($1, $2, $3, $4) ON CONFLICT (release_key) DO NOTHING`,
-		string(key), revision, resources, now.UnixNano()); err != nil {
-		return 0, fmt.Errorf("record release %s: %w", key, err)
-	}
 	var seen int64
 	var oldRevision, oldResources string
-	if err := tx.QueryRowContext(ctx, `SELECT first_seen, revision, resources FROM releases WHERE release_key = $1`, string(key)).Scan(&seen, &oldRevision, &oldResources); err != nil {
+	read := func() error {
+		return tx.QueryRowContext(ctx, `SELECT first_seen, revision, resources FROM releases WHERE release_key = $1`, string(key)).Scan(&seen, &oldRevision, &oldResources)
+	}
+	err := read()
+	if errors.Is(err, sql.ErrNoRows) {
+		first := now.UnixNano()
+		var ran int64
+		if err := tx.QueryRowContext(ctx, `SELECT COALESCE(MIN(first_seen), 0) FROM device_releases WHERE release_key = $1`, string(key)).Scan(&ran); err != nil {
+			return 0, fmt.Errorf("read release %s: %w", key, err)
+		}
+		if ran != 0 && ran < first {
+			first = ran
+		}
+		if _, err := tx.ExecContext(ctx, `INSERT INTO releases (release_key, revision, resources, first_seen) VALUES ($1, $2, $3, $4) ON CONFLICT (release_key) DO NOTHING`,
+			string(key), revision, resources, first); err != nil {
+			return 0, fmt.Errorf("record release %s: %w", key, err)
+		}
+		err = read()
+	}
+	if err != nil {
 		return 0, fmt.Errorf("read release %s: %w", key, err)
 	}
 	if (oldResources == "[]" && resources != "[]") || (oldRevision == "" && revision != "") {

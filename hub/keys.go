@@ -32,6 +32,12 @@ type keys struct {
 	// targetRevision is the revision the target release is at.
 	targetRevision string
 	applied        api.ReleaseKey // "" before the device's first apply
+	// appliedCommit is commit:HASH of the revision the device runs ("" when
+	// it is none of REF@sha1:HASH). It runs that commit's release even
+	// when its applied release is another, the commit having changed
+	// nothing on it: a commit that changed only later-wave devices is
+	// their commit:HASH, and this device ran it.
+	appliedCommit api.ReleaseKey
 	// resources are the target's models and images as the device
 	// resolved them; nil from a tend that sends none (v0.1.0).
 	resources []status.ReleaseResource
@@ -56,6 +62,11 @@ func keysOf(s *status.Status) (keys, error) {
 		k.applied = key
 	} else if s.AppliedRevision != "" {
 		k.applied = api.RevisionRelease(s.AppliedRevision)
+	}
+	if c, err := api.ParseReleaseKey(string(api.RevisionRelease(s.AppliedRevision))); err == nil {
+		if _, commit := c.Commit(); commit {
+			k.appliedCommit = c
+		}
 	}
 	switch r := s.Release; {
 	case r != nil && r.Key != "":
@@ -126,6 +137,13 @@ func checkResources(rs []status.ReleaseResource) error {
 		}
 	}
 	return nil
+}
+
+// ranOnly reports whether key is the commit the device runs and not the
+// release it took: a commit that changed nothing on it. Its part in that
+// commit is applied, but the commit is no release of the device's.
+func (k keys) ranOnly(key api.ReleaseKey) bool {
+	return key == k.appliedCommit && key != k.applied && key != k.target
 }
 
 // failedBy is the quarantine entry of a part of key on the device, or

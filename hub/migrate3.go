@@ -12,11 +12,16 @@ import "strings"
 //   - device_releases: by (device, release_key), with the detail of a
 //     failure (what was rolled back, and why); indexed by release key and
 //     wave, covering what a verdict reads of it.
-//   - devices: the keys of the release each runs and works towards, and
-//     the ids of its target's models and services (" model/a service/b "),
-//     for the devices that have not reported a digest's release yet; an
-//     index covers what a verdict reads of a device, so that it never
-//     reads the device's status document.
+//   - devices: the keys of the release each runs and works towards, the
+//     commit:HASH of the revision it runs (its release's key too, unless
+//     that commit changed nothing on it), and the ids of its target's
+//     models and services (" model/a service/b "), for the devices that
+//     have not reported a digest's release yet; an index covers what a
+//     verdict reads of a device, and another its wave, so that a verdict
+//     never reads the device's status document.
+//   - device_resources: the same ids, a row each, so that a verdict on a
+//     release of digests finds the earlier-wave devices that declare one
+//     of its models or services without reading every device.
 //   - events: the key of the release each is about.
 //
 // Rows of schema 2 are keyed by revision, REF@sha1:HASH: each becomes
@@ -69,8 +74,16 @@ func migration3(keyOf func(col string) string) string {
 	ALTER TABLE devices ADD COLUMN applied_release TEXT NOT NULL DEFAULT '';
 	ALTER TABLE devices ADD COLUMN target_release TEXT NOT NULL DEFAULT '';
 	ALTER TABLE devices ADD COLUMN resource_ids TEXT NOT NULL DEFAULT '';
+	ALTER TABLE devices ADD COLUMN applied_commit TEXT NOT NULL DEFAULT '';
 	UPDATE devices SET applied_release = KEY(applied), target_release = KEY(target);
-	CREATE INDEX devices_verdict ON devices (name, applied_release, state, crash_loop);
+	UPDATE devices SET applied_commit = applied_release WHERE applied_release LIKE 'commit:%';
+	CREATE INDEX devices_verdict ON devices (name, applied_release, applied_commit, state, crash_loop);
+	CREATE INDEX devices_wave ON devices (wave, name);
+	CREATE TABLE device_resources (
+		device TEXT NOT NULL,
+		resource_id TEXT NOT NULL,
+		PRIMARY KEY (device, resource_id)
+	);
 	ALTER TABLE events ADD COLUMN release_key TEXT NOT NULL DEFAULT '';`)
 }
 

@@ -346,6 +346,7 @@ func TestPartState(t *testing.T) {
 		{"a rolled back digest fails no other release", status.Status{AppliedRevision: rev1, AppliedRelease: string(model120), Release: &status.Release{Key: string(model120), Revision: rev1}, Quarantined: quarantined(string(model110))}, model120, StateApplied},
 		{"a rolled back commit (v0.1.0)", status.Status{AppliedRevision: rev1, TargetRevision: rev2, Quarantined: quarantined(rev2)}, api.RevisionRelease(rev2), StateFailed},
 		{"a commit it runs (v0.1.0)", status.Status{AppliedRevision: rev1, TargetRevision: rev2, Quarantined: quarantined(rev2)}, commit1, StateApplied},
+		{"the commit it runs, which changed nothing on it", status.Status{AppliedRevision: rev2, AppliedRelease: string(model120), Release: &status.Release{Key: string(model120), Revision: rev2}}, api.RevisionRelease(rev2), StateApplied},
 		{"neither its target nor what it runs", status.Status{AppliedRevision: rev2, AppliedRelease: string(model120), Release: &status.Release{Key: string(model120), Revision: rev2}}, model110, ""},
 	} {
 		t.Run(c.name, func(t *testing.T) {

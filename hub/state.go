@@ -191,7 +191,8 @@ var waveRE = regexp.MustCompile(`\bwave (\d{1,6})\b`)
 
 // partState is a device's part in release key by its status s and its
 // keys k: failed when a part of key was rolled back on it; applied when
-// it runs key; error, held, staging or pending when key is its target
+// it runs key (its applied release, or the commit of its applied
+// revision: see keys.appliedCommit); error, held, staging or pending when key is its target
 // and it does not run it; "" otherwise (superseded, unless it ran or
 // failed it before). The second result is the quarantine entry of a
 // failure.
@@ -200,7 +201,7 @@ func partState(s *status.Status, k keys, key api.ReleaseKey) (string, *status.Qu
 		return StateFailed, q
 	}
 	switch {
-	case key == k.applied:
+	case key == k.applied, key == k.appliedCommit:
 		return StateApplied, nil
 	case key != k.target:
 		return "", nil // superseded: no longer this device's business
