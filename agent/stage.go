@@ -24,7 +24,8 @@ import (
 // a tick once the release is staged, which then activates it with nothing
 // left to download. It stages one release at a time: a newer one
 // supersedes it, cancelling its downloads (the blobs already whole stay in
-// the store). A failed staging is tried again by a later tick, after a
+// the store; its partial downloads the newer one does not use are removed
+// before that one downloads). A failed staging is tried again by a later tick, after a
 // backoff.
 type Stager struct {
 	// Ready is called when a release is staged or its staging failed
@@ -69,11 +70,15 @@ type staging struct {
 	done     atomic.Int64 // bytes on disk of total
 	progress sync.Map     // blob digest → bytes on disk (int64)
 
-	finished  chan struct{} // closed when the attempt ends
-	err       error         // how it ended; read after finished
-	failures  int
-	failedAt  time.Time
-	attempted bool
+	finished chan struct{} // closed when the attempt ends
+	// superseded is the finished of the staging this one superseded,
+	// whose partial downloads its first attempt removes once that one
+	// ended (see model.Driver.DropPartials); nil once done or when none.
+	superseded <-chan struct{}
+	err        error // how it ended; read after finished
+	failures   int
+	failedAt   time.Time
+	attempted  bool
 }
 
 // Staging is what a stager says of the release it stages.
@@ -161,13 +166,18 @@ func (s *Stager) Stage(n *node, key, revision string, w work) Staging {
 		s.ctx, s.stop = context.WithCancel(context.Background())
 	}
 	cur := s.cur
+	var superseded <-chan struct{}
 	if cur != nil && cur.key != key {
 		s.logger().Info("staging superseded by a newer release", keyRevision, cur.revision, "by", revision)
+		superseded = cur.finished
+		if superseded == nil {
+			superseded = closed
+		}
 		s.drop()
 		cur = nil
 	}
 	if cur == nil {
-		cur = &staging{key: key, revision: revision, startedAt: s.now(), total: w.total}
+		cur = &staging{key: key, revision: revision, startedAt: s.now(), total: w.total, superseded: superseded}
 		s.cur, s.node = cur, n
 	}
 	if !cur.running() {
@@ -235,8 +245,28 @@ func (s *Stager) start(cur *staging, n *node) {
 	}()
 }
 
-// run downloads w: its models and images, Parallel at a time.
+// closed is a channel that is closed.
+var closed = func() chan struct{} { c := make(chan struct{}); close(c); return c }()
+
+// run downloads w: its models and images, Parallel at a time. The first
+// attempt of a staging that superseded another first waits for that
+// one's downloads to end and removes their partial files that w does not
+// use.
 func (s *Stager) run(ctx context.Context, n *node, cur *staging, w work) error {
+	s.mu.Lock()
+	superseded := cur.superseded
+	cur.superseded = nil
+	s.mu.Unlock()
+	if superseded != nil {
+		select {
+		case <-superseded:
+		case <-ctx.Done():
+			return ctx.Err()
+		}
+		if err := n.models.DropPartials(ctx, w.models); err != nil {
+			s.logger().Warn("partial downloads of a superseded release kept for now", keyRevision, cur.revision, keyError, err.Error())
+		}
+	}
 	g, gctx := errgroup.WithContext(ctx)
 	g.SetLimit(max(s.Parallel, 1))
 	for _, m := range w.models {

@@ -72,7 +72,7 @@ func (s *Store) GC(keep map[string]bool) (int, int64, error) {
 			}
 			info, _ := e.Info()
 			if partial {
-				if err := removePartial(filepath.Join(dir, e.Name())); err != nil {
+				if _, err := removePartial(filepath.Join(dir, e.Name())); err != nil {
 					errs = append(errs, err)
 				}
 				continue
@@ -92,29 +92,40 @@ func (s *Store) GC(keep map[string]bool) (int, int64, error) {
 
 // removePartial removes the partial file at p unless a downloader holds
 // its lock: it takes the lock first, without waiting, and removes the file
-// only while it is still the one at p.
-func removePartial(p string) error {
+// only while it is still the one at p. It returns the bytes it removed.
+func removePartial(p string) (int64, error) {
 	f, err := os.OpenFile(p, os.O_RDWR, 0)
 	if errors.Is(err, fs.ErrNotExist) {
-		return nil
+		return 0, nil
 	}
 	if err != nil {
-		return err
+		return 0, err
 	}
 	defer f.Close()
 	locked, err := tryLock(f)
 	if err != nil || !locked {
-		return err // !locked: being downloaded
+		return 0, err // !locked: being downloaded
 	}
 	fi, ferr := f.Stat()
 	pi, perr := os.Stat(p)
 	if ferr != nil || perr != nil || !os.SameFile(fi, pi) {
-		return nil // moved into the store, or removed, meanwhile
+		return 0, nil // moved into the store, or removed, meanwhile
 	}
 	if err := os.Remove(p); err != nil && !errors.Is(err, fs.ErrNotExist) {
-		return err
+		return 0, err
 	}
-	return nil
+	return fi.Size(), nil
+}
+
+// RemovePartial removes the partial download of blob d, unless a download
+// holds it (its flock), and returns the bytes it removed: the partial
+// file of a download no one will resume.
+func (s *Store) RemovePartial(d v1.Hash) (int64, error) {
+	n, err := removePartial(s.partial(d))
+	if err != nil {
+		return 0, fmt.Errorf("remove partial download of %s: %w", d, err)
+	}
+	return n, nil
 }
 
 // gcTrees removes the trees not in keep, and the trees being built (or

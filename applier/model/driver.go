@@ -72,6 +72,9 @@ type Driver struct {
 	// staged holds the blobs of the release staging in the background
 	// (see Stage), kept from garbage collection across ticks.
 	staged map[string]bool
+	// dropped holds the blobs of releases Unstage let go, whose partial
+	// downloads DropPartials removes.
+	dropped map[string]bool
 	// keptDigests holds the digests of models whose blobs this tick keeps (see
 	// Keep).
 	keptDigests map[string]bool

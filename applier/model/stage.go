@@ -2,6 +2,7 @@ package model
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"maps"
 	"slices"
@@ -49,11 +50,63 @@ func (d *Driver) Stage(ctx context.Context, m render.Model, progress oci.Progres
 
 // Unstage lets garbage collection have the blobs Stage kept (a staged
 // release superseded, or activated: its models are declared then, and
-// keep their blobs themselves).
+// keep their blobs themselves). Their partial downloads are left for
+// DropPartials.
 func (d *Driver) Unstage() {
 	d.mu.Lock()
 	defer d.mu.Unlock()
+	if d.dropped == nil {
+		d.dropped = map[string]bool{}
+	}
+	for s := range d.staged {
+		d.dropped[s] = true
+	}
 	clear(d.staged)
+}
+
+// DropPartials removes the partial downloads of the blobs Unstage let go
+// (a superseded release's) that next, the models of the release staging
+// now, do not use, and that no download holds (the partial file's flock
+// tells; see oci.Store.RemovePartial): a storm of releases superseding
+// each other leaves no partial files behind. It reads next's manifests
+// first (from the store, or the registry), so a blob the new release
+// shares keeps its partial download to resume; when one cannot be read,
+// nothing is removed and the partial files wait for the next call, or
+// for garbage collection. Call it once the superseded downloads ended.
+func (d *Driver) DropPartials(ctx context.Context, next []render.Model) error {
+	keep := map[string]bool{}
+	for _, m := range next {
+		art, err := d.selected(ctx, m)
+		if err != nil {
+			return err
+		}
+		for _, b := range art.Blobs() {
+			keep[b.Digest.String()] = true
+		}
+	}
+	d.mu.Lock()
+	for s := range d.staged {
+		keep[s] = true
+	}
+	var drop []v1.Hash
+	for s := range d.dropped {
+		if h, err := v1.NewHash(s); err == nil && !keep[s] {
+			drop = append(drop, h)
+		}
+	}
+	clear(d.dropped)
+	d.mu.Unlock()
+	var errs []error
+	for _, h := range drop {
+		n, err := d.store.RemovePartial(h)
+		if err != nil {
+			errs = append(errs, err)
+		}
+		if n > 0 {
+			d.log.InfoContext(ctx, "partial download of a superseded release removed", logKeyDigest, h.String(), logKeyBytes, n)
+		}
+	}
+	return errors.Join(errs...)
 }
 
 func (d *Driver) keepStaged(digests ...string) {

@@ -4,7 +4,8 @@
 // as its user and group; its handle is (pid, start time), read from /proc,
 // which identifies it across agent restarts; it is waited for as a child,
 // or through a pidfd once adopted; stopping it stops its whole process
-// group; memory and CPU limits confine it through its own cgroup (v2, or
-// v1 where that is what the node mounts). It is built on Linux only,
-// where tend runs services.
+// group, its cgroup, and its descendants and session as /proc links them
+// (a setsid child too); memory and CPU limits confine it through its own
+// cgroup (v2, or v1 where that is what the node mounts). It is built on
+// Linux only, where tend runs services.
 package process

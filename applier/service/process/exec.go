@@ -346,7 +346,9 @@ func (e *Runtime) adoptedExit(cg *instanceCgroup) service.ExitStatus {
 }
 
 // Stop implements service.Runtime. Once the process is gone (or grace ran out),
-// every process left in its group, and in its cgroup when it has one, is
+// every process left in its group, in its cgroup when it has one, and
+// among its descendants and session as /proc links them (see tree, which
+// also finds a child that started a session of its own with setsid), is
 // killed too: nothing the service started outlives Stop. When ctx ends
 // first, the group is killed at once and ctx's error returned.
 func (e *Runtime) Stop(ctx context.Context, p Proc, grace time.Duration) error {
@@ -399,12 +401,17 @@ func (e *Runtime) Stop(ctx context.Context, p Proc, grace time.Duration) error {
 		cg = e.cg.instanceOf(p.PID)
 	}
 
+	before := e.tree(p)
 	signal(p.PID, signalLeader, unix.SIGTERM)
 	gctx, cancel := context.WithTimeout(ctx, grace)
 	err := gone(gctx)
 	cancel()
+	outside := e.freezeTree(p, before)
 	signal(p.PID, signalLeader, unix.SIGKILL)
 	cg.killAll()
+	if err := outside.kill(ctx); err != nil {
+		e.log.Warn("stop", logKeyPID, p.PID, logKeyError, err)
+	}
 	if err != nil && ctx.Err() != nil {
 		return fmt.Errorf("stop pid %d: %w", p.PID, ctx.Err())
 	}
