@@ -30,7 +30,8 @@ var link = os.Link
 // entry is built into its path from its layer's tree (see Unpack; a tar
 // layer stored as its blob is unpacked into its tree first), each regular
 // file a hard link to the tree's (a copy where the link fails), and a
-// ModelKit's config is written as its Kitfile, as kit unpack does. Files
+// ModelKit's config is written as its Kitfile, as kit unpack does (unless
+// an include leaves it out, as kit unpack --filter does). Files
 // are read-only, as a hard link shares the blob's or the tree's inode. Every file and folder is synced before Materialise
 // returns, so a symlink swapped to dir afterwards points at whole content.
 // Writes are confined to dir; an entry path that is absolute, has "..",
@@ -108,10 +109,12 @@ func (s *Store) Materialise(ctx context.Context, a *Artifact, dir string, limit 
 			}
 		}
 	}
-	if err := sel.check(a); err != nil {
-		return fmt.Errorf("materialise model %s: %w", a.Digest, err)
+	if a.isModelKit() && sel.takes(KitfileName) {
+		if err := s.writeKitfile(root, a, budget); err != nil {
+			return fmt.Errorf("materialise model %s: %w", a.Digest, err)
+		}
 	}
-	if err := s.writeKitfile(root, a, budget); err != nil {
+	if err := sel.check(a); err != nil {
 		return fmt.Errorf("materialise model %s: %w", a.Digest, err)
 	}
 	if err := seal(root); err != nil {
@@ -212,6 +215,16 @@ func (s *selection) saw(p string) {
 	if i := s.in.match(p); i >= 0 {
 		s.hit[i] = true
 	}
+}
+
+// takes reports whether the include selects file p (noting it, as saw
+// does): always without one.
+func (s *selection) takes(p string) bool {
+	if s == nil {
+		return true
+	}
+	s.saw(p)
+	return s.in.match(p) >= 0
 }
 
 // keep returns the filter of a tar layer unpacked into folder prefix:
