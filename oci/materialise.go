@@ -36,15 +36,32 @@ var link = os.Link
 // returns, so a symlink swapped to dir afterwards points at whole content.
 // Writes are confined to dir; an entry path that is absolute, has "..",
 // is not clean or collides with another is refused with ErrUnsafeArchive.
+// A tar layer's symlinks are written as it has them, wherever they point
+// (no write goes through one), and its fifos and device nodes are skipped
+// (see Build).
 // On failure dir is removed.
 //
 // Unpacking a blob into its tree, the entries made, copying a file (for
 // its mode, or a tree's where the link fails) and the Kitfile write at
 // most limit bytes (0: no limit), counted as written: past it, it fails
 // with an error wrapping ErrTooLarge.
-func (s *Store) Materialise(ctx context.Context, a *Artifact, dir string, limit int64) (err error) {
+func (s *Store) Materialise(ctx context.Context, a *Artifact, dir string, limit int64) error {
+	_, err := s.Build(ctx, a, dir, limit)
+	return err
+}
+
+// Built is what building a version folder left out of it.
+type Built struct {
+	// Skipped are the fifos and device nodes of its tar layers, which
+	// tend does not write (the rest of the layer is).
+	Skipped []Special
+}
+
+// Build builds the version folder dir as Materialise does, and says what
+// it left out.
+func (s *Store) Build(ctx context.Context, a *Artifact, dir string, limit int64) (built Built, err error) {
 	if err := checkEntries(a); err != nil {
-		return err
+		return built, err
 	}
 	var missing []string
 	tars := a.tars()
@@ -54,13 +71,13 @@ func (s *Store) Materialise(ctx context.Context, a *Artifact, dir string, limit 
 		}
 	}
 	if len(missing) > 0 {
-		return fmt.Errorf("materialise model %s: %w: %s", a.Digest, ErrNotStored, ShortList(missing, listedItems))
+		return built, fmt.Errorf("materialise model %s: %w: %s", a.Digest, ErrNotStored, ShortList(missing, listedItems))
 	}
 	if err := os.MkdirAll(filepath.Dir(dir), 0o755); err != nil {
-		return fmt.Errorf("materialise model %s: %w", a.Digest, err)
+		return built, fmt.Errorf("materialise model %s: %w", a.Digest, err)
 	}
 	if err := os.Mkdir(dir, 0o755); err != nil {
-		return fmt.Errorf("materialise model %s: %w", a.Digest, err)
+		return built, fmt.Errorf("materialise model %s: %w", a.Digest, err)
 	}
 	defer func() {
 		if err != nil {
@@ -69,7 +86,7 @@ func (s *Store) Materialise(ctx context.Context, a *Artifact, dir string, limit 
 	}()
 	root, err := os.OpenRoot(dir)
 	if err != nil {
-		return fmt.Errorf("materialise model %s: %w", a.Digest, err)
+		return built, fmt.Errorf("materialise model %s: %w", a.Digest, err)
 	}
 	defer root.Close()
 	var budget *Budget
@@ -82,7 +99,7 @@ func (s *Store) Materialise(ctx context.Context, a *Artifact, dir string, limit 
 	for _, e := range a.Entries {
 		if e.Unpack && !s.HasTree(e.Digest) {
 			if err := s.Unpack(ctx, e, budget, raw[e.Digest]); err != nil {
-				return fmt.Errorf("materialise model %s: layer %s into %q: %w", a.Digest, e.Digest, "/"+e.Path, err)
+				return built, fmt.Errorf("materialise model %s: layer %s into %q: %w", a.Digest, e.Digest, "/"+e.Path, err)
 			}
 		}
 	}
@@ -96,31 +113,33 @@ func (s *Store) Materialise(ctx context.Context, a *Artifact, dir string, limit 
 				continue
 			}
 			if err := ctx.Err(); err != nil {
-				return err
+				return built, err
 			}
 			if unpack {
-				err = s.unpack(ctx, root, dir, e, budget, sel.keep(e.Path))
+				var skipped []Special
+				skipped, err = s.unpack(ctx, root, dir, e, budget, sel.keep(e.Path))
+				built.Skipped = append(built.Skipped, skipped...)
 			} else {
 				sel.saw(e.Path)
 				err = s.place(root, dir, e, budget)
 			}
 			if err != nil {
-				return fmt.Errorf("materialise model %s: layer %s into %q: %w", a.Digest, e.Digest, "/"+e.Path, err)
+				return built, fmt.Errorf("materialise model %s: layer %s into %q: %w", a.Digest, e.Digest, "/"+e.Path, err)
 			}
 		}
 	}
 	if a.isModelKit() && sel.takes(KitfileName) {
 		if err := s.writeKitfile(root, a, budget); err != nil {
-			return fmt.Errorf("materialise model %s: %w", a.Digest, err)
+			return built, fmt.Errorf("materialise model %s: %w", a.Digest, err)
 		}
 	}
 	if err := sel.check(a); err != nil {
-		return fmt.Errorf("materialise model %s: %w", a.Digest, err)
+		return built, fmt.Errorf("materialise model %s: %w", a.Digest, err)
 	}
 	if err := seal(root); err != nil {
-		return fmt.Errorf("materialise model %s: %w", a.Digest, err)
+		return built, fmt.Errorf("materialise model %s: %w", a.Digest, err)
 	}
-	return atomicfile.Sync(filepath.Dir(dir))
+	return built, atomicfile.Sync(filepath.Dir(dir))
 }
 
 // files returns the digests of a's entries that are files, linked from
@@ -261,12 +280,13 @@ func (s *selection) check(a *Artifact) error {
 }
 
 // unpack builds a tar entry into its path in the version folder from the
-// layer's tree, the entries keep selects (nil: all). A tree whose file no
-// longer matches its record is dropped.
-func (s *Store) unpack(ctx context.Context, root *os.Root, dir string, e Entry, b *Budget, keep func(string) bool) (err error) {
+// layer's tree, the entries keep selects (nil: all), and returns the
+// special files it skipped. A tree whose file no longer matches its
+// record is dropped.
+func (s *Store) unpack(ctx context.Context, root *os.Root, dir string, e Entry, b *Budget, keep func(string) bool) (_ []Special, err error) {
 	rec, err := s.readTree(e.Digest)
 	if err != nil {
-		return err
+		return nil, err
 	}
 	t := s.tree(e.Digest)
 	defer func() {
@@ -277,23 +297,23 @@ func (s *Store) unpack(ctx context.Context, root *os.Root, dir string, e Entry, 
 		}
 	}()
 	if e.Path == "" {
-		return replay(ctx, t, rec, dir, b, e.Overlay, keep, "")
+		return replay(ctx, t, rec, dir, b, rules{overlay: e.Overlay, keep: keep, model: true}, "")
 	}
 	if err := root.MkdirAll(e.Path, 0o755); err != nil {
-		return err
+		return nil, err
 	}
 	// The layer's folder is opened by name: no part of it may be a
 	// symlink an earlier layer planted.
 	for p := e.Path; p != "."; p = path.Dir(p) {
 		fi, err := root.Lstat(p)
 		if err != nil {
-			return err
+			return nil, err
 		}
 		if !fi.IsDir() {
-			return fmt.Errorf("%w: %q is not a folder", ErrUnsafeArchive, p)
+			return nil, fmt.Errorf("%w: %q is not a folder", ErrUnsafeArchive, p)
 		}
 	}
-	return replay(ctx, t, rec, filepath.Join(dir, filepath.FromSlash(e.Path)), b, false, keep, e.Path)
+	return replay(ctx, t, rec, filepath.Join(dir, filepath.FromSlash(e.Path)), b, rules{keep: keep, model: true}, e.Path)
 }
 
 // under returns name relative to prefix, if it is inside it.
@@ -327,8 +347,8 @@ func decompress(r io.Reader, compression string) (io.Reader, func(), error) {
 	return nil, nil, fmt.Errorf("unknown layer compression %q", compression)
 }
 
-// seal makes every file in the version folder read-only, checks that no
-// symlink leads out of it, and syncs every file and folder.
+// seal makes every file in the version folder read-only and syncs every
+// file and folder.
 func seal(root *os.Root) error {
 	return fs.WalkDir(root.FS(), ".", func(p string, d fs.DirEntry, err error) error {
 		if err != nil {
@@ -336,11 +356,8 @@ func seal(root *os.Root) error {
 		}
 		switch {
 		case d.Type()&fs.ModeSymlink != 0:
-			// os.Root resolves the link and refuses one that leaves the
-			// folder; a dangling link inside it is the tar's business.
-			if _, err := root.Stat(p); err != nil && !errors.Is(err, fs.ErrNotExist) {
-				return fmt.Errorf("%w: symlink %s: %w", ErrUnsafeArchive, p, err)
-			}
+			// As the layer has it, wherever it points: tend never
+			// follows it (a service that opens it does).
 			return nil
 		case d.Type().IsRegular():
 			fi, err := d.Info()

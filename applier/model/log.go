@@ -5,4 +5,5 @@ const (
 	logKeyResource = "resource"
 	logKeyDigest   = "digest"
 	logKeyError    = "error"
+	logKeySkipped  = "skipped"
 )
