@@ -2,11 +2,14 @@ package oci
 
 import (
 	"archive/tar"
+	"bytes"
 	"context"
+	"crypto/rand"
 	"os"
 	"path/filepath"
 	"slices"
 	"strings"
+	"syscall"
 	"testing"
 
 	"github.com/google/go-containerregistry/pkg/name"
@@ -164,4 +167,102 @@ func TestModelLayersKeepLinksAndSkipSpecialFiles(t *testing.T) {
 			require.Equal(t, "theirs", string(b))
 		})
 	}
+}
+
+// What a version takes on disk stays near what it holds: the store keeps
+// a tar layer's files once, and once a version is built, the files no
+// version links (a later layer's whiteout deleted them, the include left
+// them out) are collected. The bound is 1.15 times the unpacked size plus
+// 128 KiB, the fixed cost of small artifacts (folders, records, the
+// manifest and config), measured in blocks as du counts them.
+func TestModelDiskUseStaysNearItsUnpackedSize(t *testing.T) {
+	reg := testoci.Start(t)
+	huge := make([]byte, 5<<20)
+	_, _ = rand.Read(huge)
+	small := []entry{file("config.json", strings.Repeat("c", 4<<10)), file("labels.txt", strings.Repeat("l", 4<<10))}
+	base := append([]entry{{name: "huge.bin", typ: tar.TypeReg, body: string(huge)}}, small...)
+	image := func(repoTag string, layers ...[]entry) (name.Repository, v1.Hash) {
+		var ls []layer
+		for _, l := range layers {
+			ls = append(ls, layer{MediaType: string(types.OCILayer), Data: tgz(t, Gzip, l...)})
+		}
+		return pushTo(t, reg, repoTag, string(types.OCIConfigJSON), []byte("{}"), ls...)
+	}
+	for _, tt := range []struct {
+		name    string
+		layers  [][]entry
+		include []string
+	}{
+		{"a file a later layer deletes", [][]entry{base, {{name: ".wh.huge.bin", typ: tar.TypeReg}}}, nil},
+		{"a file the include leaves out", [][]entry{base}, []string{"*.json", "*.txt"}},
+		{"a file that stays", [][]entry{base}, nil},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			repo, d := image("models/disk:"+strings.ReplaceAll(tt.name, " ", "-"), tt.layers...)
+			s := newTestStore(t)
+			dir, err := build(t, s, repo, d, tt.include)
+			require.NoError(t, err)
+			unpacked := apparentSize(t, dir)
+			used := diskUse(t, filepath.Dir(string(s.dir)))
+			t.Logf("%d bytes on disk for %d unpacked (%.2fx)", used, unpacked, float64(used)/float64(unpacked))
+			require.LessOrEqual(t, float64(used), 1.15*float64(unpacked)+128<<10)
+		})
+	}
+
+	t.Run("a version that needs a collected file downloads its layer again", func(t *testing.T) {
+		s := newTestStore(t)
+		repo, d := image("models/disk:deleted", base, []entry{{name: ".wh.huge.bin", typ: tar.TypeReg}})
+		_, err := build(t, s, repo, d, nil)
+		require.NoError(t, err)
+		repo, d = image("models/disk:base", base)
+		_, err = build(t, s, repo, d, nil)
+		require.ErrorIs(t, err, ErrNotStored)
+		require.ErrorContains(t, err, "huge.bin: the layer's tree no longer holds it")
+		dir, err := build(t, s, repo, d, nil)
+		require.NoError(t, err)
+		b, err := os.ReadFile(filepath.Join(dir, "huge.bin"))
+		require.NoError(t, err)
+		require.True(t, bytes.Equal(huge, b))
+	})
+}
+
+// apparentSize is the bytes of the regular files under dir.
+func apparentSize(t *testing.T, dir string) int64 {
+	t.Helper()
+	var n int64
+	require.NoError(t, filepath.WalkDir(dir, func(p string, d os.DirEntry, err error) error {
+		if err != nil || !d.Type().IsRegular() {
+			return err
+		}
+		fi, err := d.Info()
+		if err == nil {
+			n += fi.Size()
+		}
+		return err
+	}))
+	return n
+}
+
+// diskUse is what everything under dir takes on disk, in blocks, each
+// inode counted once (hard links share one), as du counts it.
+func diskUse(t *testing.T, dir string) int64 {
+	t.Helper()
+	seen := map[uint64]bool{}
+	var n int64
+	require.NoError(t, filepath.WalkDir(dir, func(p string, d os.DirEntry, err error) error {
+		if err != nil {
+			return err
+		}
+		fi, err := os.Lstat(p)
+		if err != nil {
+			return err
+		}
+		st := fi.Sys().(*syscall.Stat_t)
+		if !seen[st.Ino] {
+			seen[st.Ino] = true
+			n += st.Blocks * 512
+		}
+		return nil
+	}))
+	return n
 }

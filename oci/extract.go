@@ -149,8 +149,12 @@ type extractor struct {
 	b    *Budget
 	// src is the tree's file holding the content of the regular file
 	// being extracted, which is hard-linked, and srcDigest its digest by
-	// the tree's record; "" when it is read from the tar.
+	// the tree's record; "" when it is read from the tar. collected: the
+	// record says the tree no longer holds it (see collectTree).
 	src, srcDigest string
+	collected      bool
+	// copied: a tree's file was copied, where a link failed.
+	copied bool
 	// folders are the paths known to be real folders (made here, or
 	// checked once): each is looked at once, however many entries lie
 	// under it, so a tar's cost is linear in its names.
@@ -287,6 +291,9 @@ func (x *extractor) entry(tr *tar.Reader, h *tar.Header) error {
 		// A 1777 folder in the tar is 0755 here.
 		return root.Chmod(name, mode|0o700)
 	case tar.TypeReg:
+		if x.collected {
+			return fmt.Errorf("%w: %s: the layer's tree no longer holds it (no version used it when one was built)", ErrNotStored, h.Name)
+		}
 		if x.src != "" {
 			return x.link(name, h, mode)
 		}
@@ -481,6 +488,7 @@ func (x *extractor) link(name string, h *tar.Header, mode fs.FileMode) error {
 	if errors.Is(err, fs.ErrExist) {
 		return fmt.Errorf("%w: %s: %w", ErrUnsafeArchive, h.Name, err)
 	}
+	x.copied = true
 	src, err := os.Open(x.src)
 	if err != nil {
 		return fmt.Errorf("extract %s: %w", h.Name, err)

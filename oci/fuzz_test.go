@@ -198,7 +198,9 @@ func FuzzTreeMatchesExtract(f *testing.F) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			skippedTree, errTree = replay(ctx, s.tree(d), rec, fromTree, budget(), model, "")
+			var r replayed
+			r, errTree = replay(ctx, s.tree(d), rec, fromTree, budget(), model, "")
+			skippedTree = r.skipped
 		}
 		if errors.Is(errTar, ErrTooLarge) || errors.Is(errTree, ErrTooLarge) {
 			return

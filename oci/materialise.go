@@ -104,6 +104,7 @@ func (s *Store) Build(ctx context.Context, a *Artifact, dir string, limit int64)
 		}
 	}
 	sel := newSelection(a)
+	copied := false
 	// Files first, while the folder holds no symlink a tar could plant;
 	// then tar layers, which refuse to overwrite anything (but an image's
 	// layers, which apply over each other in manifest order).
@@ -116,9 +117,10 @@ func (s *Store) Build(ctx context.Context, a *Artifact, dir string, limit int64)
 				return built, err
 			}
 			if unpack {
-				var skipped []Special
-				skipped, err = s.unpack(ctx, root, dir, e, budget, sel.keep(e.Path))
-				built.Skipped = append(built.Skipped, skipped...)
+				var r replayed
+				r, err = s.unpack(ctx, root, dir, e, budget, sel.keep(e.Path))
+				built.Skipped = append(built.Skipped, r.skipped...)
+				copied = copied || r.copied
 			} else {
 				sel.saw(e.Path)
 				err = s.place(root, dir, e, budget)
@@ -139,7 +141,15 @@ func (s *Store) Build(ctx context.Context, a *Artifact, dir string, limit int64)
 	if err := seal(root); err != nil {
 		return built, fmt.Errorf("materialise model %s: %w", a.Digest, err)
 	}
-	return built, atomicfile.Sync(filepath.Dir(dir))
+	if err := atomicfile.Sync(filepath.Dir(dir)); err != nil {
+		return built, err
+	}
+	if !copied {
+		// Where every file is a link, a tree's file with no other link
+		// is in no version: collected (a copy says nothing of links).
+		s.collectTrees(ctx, a)
+	}
+	return built, nil
 }
 
 // files returns the digests of a's entries that are files, linked from
@@ -280,37 +290,49 @@ func (s *selection) check(a *Artifact) error {
 }
 
 // unpack builds a tar entry into its path in the version folder from the
-// layer's tree, the entries keep selects (nil: all), and returns the
-// special files it skipped. A tree whose file no longer matches its
-// record is dropped.
-func (s *Store) unpack(ctx context.Context, root *os.Root, dir string, e Entry, b *Budget, keep func(string) bool) (_ []Special, err error) {
-	rec, err := s.readTree(e.Digest)
+// layer's tree, the entries keep selects (nil: all), and says what it
+// skipped and whether it copied. A tree whose file no longer matches its
+// record is dropped, and so is one that no longer holds a file the
+// version needs (collected). It holds the tree's use lock meanwhile.
+func (s *Store) unpack(ctx context.Context, root *os.Root, dir string, e Entry, b *Budget, keep func(string) bool) (_ replayed, err error) {
+	release, err := s.useTree(e.Digest)
 	if err != nil {
-		return nil, err
+		return replayed{}, err
 	}
-	t := s.tree(e.Digest)
 	defer func() {
-		if errors.Is(err, ErrDigestMismatch) {
+		release()
+		switch {
+		case errors.Is(err, ErrDigestMismatch):
 			if verr := s.verifyTree(e.Digest); verr != nil {
 				err = verr // it is dropped, for the next pull
 			}
+		case errors.Is(err, ErrNotStored):
+			// A file collected from the tree: dropped (unless another
+			// version is being built from it), so the layer is
+			// downloaded again.
+			s.dropCollected(e.Digest)
 		}
 	}()
+	rec, err := s.readTree(e.Digest)
+	if err != nil {
+		return replayed{}, err
+	}
+	t := s.tree(e.Digest)
 	if e.Path == "" {
 		return replay(ctx, t, rec, dir, b, rules{overlay: e.Overlay, keep: keep, model: true}, "")
 	}
 	if err := root.MkdirAll(e.Path, 0o755); err != nil {
-		return nil, err
+		return replayed{}, err
 	}
 	// The layer's folder is opened by name: no part of it may be a
 	// symlink an earlier layer planted.
 	for p := e.Path; p != "."; p = path.Dir(p) {
 		fi, err := root.Lstat(p)
 		if err != nil {
-			return nil, err
+			return replayed{}, err
 		}
 		if !fi.IsDir() {
-			return nil, fmt.Errorf("%w: %q is not a folder", ErrUnsafeArchive, p)
+			return replayed{}, fmt.Errorf("%w: %q is not a folder", ErrUnsafeArchive, p)
 		}
 	}
 	return replay(ctx, t, rec, filepath.Join(dir, filepath.FromSlash(e.Path)), b, rules{keep: keep, model: true}, e.Path)

@@ -64,6 +64,9 @@ type treeEntry struct {
 	Digest   string `json:"digest,omitempty"` // of a regular file's content
 	File     string `json:"file,omitempty"`   // a regular file's content in the tree's Files
 	Target   string `json:"target,omitempty"` // of a link
+	// Collected: no version linked the file, and it was removed (see
+	// collectTree).
+	Collected bool `json:"collected,omitempty"`
 }
 
 // regular reports whether the entry has content in the tree.
@@ -364,7 +367,7 @@ func (s *Store) verifyTree(d v1.Hash) error {
 	}
 	t := s.tree(d)
 	for _, e := range rec.Entries {
-		if !e.regular() {
+		if !e.regular() || e.Collected {
 			continue
 		}
 		why, err := checkTreeFile(t.File(e.File), e)
@@ -455,7 +458,7 @@ func (s *Store) TreeFiles(a *Artifact) map[string]string {
 		}
 		t := s.tree(d)
 		for _, e := range rec.Entries {
-			if e.regular() {
+			if e.regular() && !e.Collected {
 				out[t.File(e.File)] = e.Digest
 			}
 		}
@@ -471,7 +474,9 @@ func (s *Store) treeSize(d v1.Hash) int64 {
 	}
 	var n int64
 	for _, e := range rec.Entries {
-		n += e.Size
+		if !e.Collected {
+			n += e.Size
+		}
 	}
 	return n
 }

@@ -96,6 +96,17 @@ func (d *Driver) Prepare(ctx context.Context, a planner.Action, s any) error {
 		return err
 	}
 	v, err := d.materialise(ctx, rec, m, art, limit)
+	if errors.Is(err, oci.ErrNotStored) {
+		// A layer's tree no longer held a file this version needs (it was
+		// collected when no version used it) and was dropped: downloaded
+		// again, once.
+		n, err = d.fetch(ctx, m, art, nil, limit)
+		d.loaded.Add(n)
+		if err != nil {
+			return err
+		}
+		v, err = d.materialise(ctx, rec, m, art, limit)
+	}
 	if err != nil {
 		d.tooLarge(ctx, m, limit, err)
 		return err
