@@ -11,6 +11,7 @@ import (
 	"strings"
 	"syscall"
 	"testing"
+	"time"
 
 	"github.com/google/go-containerregistry/pkg/name"
 	v1 "github.com/google/go-containerregistry/pkg/v1"
@@ -265,4 +266,47 @@ func diskUse(t *testing.T, dir string) int64 {
 		return nil
 	}))
 	return n
+}
+
+// A tar layer's files keep the modification times the layer gives them,
+// as tar -x and oras pull of a folder keep them: in every version that
+// links them (one inode, one layer, one time), and where a link fails
+// and the file is copied.
+func TestModelFilesKeepTheirLayersMtimes(t *testing.T) {
+	reg := testoci.Start(t)
+	when := time.Date(2021, 3, 4, 5, 6, 7, 0, time.UTC)
+	var raw bytes.Buffer
+	tw := tar.NewWriter(&raw)
+	for _, h := range []*tar.Header{
+		{Name: "model.onnx", Typeflag: tar.TypeReg, Mode: 0o644, Size: 7, ModTime: when},
+		{Name: "sub/labels.txt", Typeflag: tar.TypeReg, Mode: 0o644, Size: 7, ModTime: when.Add(time.Hour)},
+	} {
+		require.NoError(t, tw.WriteHeader(h))
+		_, err := tw.Write([]byte("content"))
+		require.NoError(t, err)
+	}
+	require.NoError(t, tw.Close())
+	repo, d := pushTo(t, reg, "models/times:v1", string(types.OCIConfigJSON), []byte("{}"),
+		layer{MediaType: string(types.OCIUncompressedLayer), Data: raw.Bytes()})
+	s := newTestStore(t)
+	check := func(dir string) {
+		t.Helper()
+		for p, want := range map[string]time.Time{"model.onnx": when, "sub/labels.txt": when.Add(time.Hour)} {
+			fi, err := os.Stat(filepath.Join(dir, p))
+			require.NoError(t, err)
+			require.True(t, want.Equal(fi.ModTime()), "%s: %s, not %s", p, fi.ModTime(), want)
+		}
+	}
+	for range 2 {
+		dir, err := build(t, s, repo, d, nil)
+		require.NoError(t, err)
+		check(dir)
+	}
+	t.Run("copied where a link fails", func(t *testing.T) {
+		link = func(string, string) error { return &os.LinkError{Op: "link", Err: syscall.EXDEV} }
+		t.Cleanup(func() { link = os.Link })
+		dir, err := build(t, s, repo, d, nil)
+		require.NoError(t, err)
+		check(dir)
+	})
 }

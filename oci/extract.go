@@ -15,6 +15,7 @@ import (
 	"path/filepath"
 	"strings"
 	"syscall"
+	"time"
 
 	"github.com/klauspost/compress/zstd"
 )
@@ -309,7 +310,10 @@ func (x *extractor) entry(tr *tar.Reader, h *tar.Header) error {
 			f.Close()
 			return err
 		}
-		return f.Close()
+		if err := f.Close(); err != nil {
+			return err
+		}
+		return x.keepTime(name, h)
 	case tar.TypeSymlink:
 		if x.model && h.Linkname != "" {
 			// As the tar has it: os.Root writes it without resolving it,
@@ -511,5 +515,17 @@ func (x *extractor) link(name string, h *tar.Header, mode fs.FileMode) error {
 		f.Close()
 		return err
 	}
-	return f.Close()
+	if err := f.Close(); err != nil {
+		return err
+	}
+	return x.keepTime(name, h)
+}
+
+// keepTime gives the regular file name the modification time h has, as
+// tar -x does (a hard link to a tree's file has it already).
+func (x *extractor) keepTime(name string, h *tar.Header) error {
+	if h.ModTime.IsZero() {
+		return nil
+	}
+	return x.root.Chtimes(name, time.Time{}, h.ModTime)
 }

@@ -15,6 +15,7 @@ import (
 	"path/filepath"
 	"strconv"
 	"strings"
+	"time"
 
 	"github.com/google/go-containerregistry/pkg/name"
 	v1 "github.com/google/go-containerregistry/pkg/v1"
@@ -67,6 +68,9 @@ type treeEntry struct {
 	// Collected: no version linked the file, and it was removed (see
 	// collectTree).
 	Collected bool `json:"collected,omitempty"`
+	// Mtime is a regular file's modification time as the tar has it,
+	// which its file in the tree keeps (zero in a tree built before).
+	Mtime time.Time `json:"mtime,omitzero"`
 }
 
 // regular reports whether the entry has content in the tree.
@@ -76,7 +80,7 @@ func (e treeEntry) regular() bool {
 
 // header is the entry as the tar had it, its content aside.
 func (e treeEntry) header() *tar.Header {
-	h := &tar.Header{Name: e.Name, Mode: e.Mode, Size: e.Size, Linkname: e.Target}
+	h := &tar.Header{Name: e.Name, Mode: e.Mode, Size: e.Size, Linkname: e.Target, ModTime: e.Mtime}
 	switch e.Type {
 	case treeDir:
 		h.Typeflag = tar.TypeDir
@@ -287,6 +291,14 @@ func (s *Store) buildTree(ctx context.Context, r io.Reader, compression string, 
 			h.Reset()
 			if e.Size, err = writeTreeFile(files, e.File, treeMode(e.Mode), tr, h, b); err != nil {
 				return fmt.Errorf("extract %s: %w", hdr.Name, err)
+			}
+			if !hdr.ModTime.IsZero() {
+				// Kept as tar -x keeps it: every version linking the file
+				// shares this inode, and this layer's time.
+				e.Mtime = hdr.ModTime.UTC()
+				if err := files.Chtimes(e.File, time.Time{}, e.Mtime); err != nil {
+					return fmt.Errorf("extract %s: %w", hdr.Name, err)
+				}
 			}
 			e.Digest = "sha256:" + hex.EncodeToString(h.Sum(nil))
 		case tar.TypeDir:
