@@ -15,6 +15,7 @@ import (
 	"path/filepath"
 	"strings"
 	"syscall"
+	"time"
 
 	"github.com/klauspost/compress/zstd"
 )
@@ -40,16 +41,18 @@ const (
 )
 
 // Extract unpacks a tar stream (compressed as given) into dir, which must
-// exist. It is confined: names with "..", absolute names, device nodes,
-// fifos, links that could point out of dir and entries whose parent is a
-// symlink planted by an earlier entry are refused, and all writes go
+// exist (a fleet artifact's files). It is confined: names with "..",
+// absolute names, device nodes, fifos, links that could point out of dir
+// and entries whose parent is a symlink planted by an earlier entry are
+// refused, and all writes go
 // through an os.Root at dir, so no entry and no symlink planted by an
 // earlier entry can reach outside it. Modes keep only permission bits, and
 // a file or folder is writable by its owner alone. What files take is counted
 // against b (nil: no bound), so a layer cannot write more than the room
 // it was given.
 func Extract(ctx context.Context, r io.Reader, compression, dir string, b *Budget) error {
-	return extract(ctx, r, compression, dir, b, false, nil)
+	_, err := extract(ctx, r, compression, dir, b, rules{})
+	return err
 }
 
 // ExtractLayer unpacks a layer of an image into dir, over the layers
@@ -59,7 +62,24 @@ func Extract(ctx context.Context, r io.Reader, compression, dir string, b *Budge
 // NAME, and an opaque whiteout ".wh..wh..opq" deletes what its folder
 // held; neither is written, and neither deletes what this layer wrote.
 func ExtractLayer(ctx context.Context, r io.Reader, compression, dir string, b *Budget) error {
-	return extract(ctx, r, compression, dir, b, true, nil)
+	_, err := extract(ctx, r, compression, dir, b, rules{overlay: true})
+	return err
+}
+
+// rules say how a tar is unpacked beyond what every tar shares.
+type rules struct {
+	// overlay unpacks an image's layer (see ExtractLayer).
+	overlay bool
+	// keep, when not nil, selects the entries written by their clean
+	// name (a model's include): the others are read past, but for an
+	// image layer's whiteouts, which still delete.
+	keep func(name string) bool
+	// model unpacks into a model's version folder: a symlink is written
+	// as the tar has it, wherever it points (tend never follows one, and
+	// no entry is written through one), and a fifo or device node is
+	// skipped and named in what extract returns, as tar -x keeps the
+	// rest. Without it (a fleet artifact) both are refused.
+	model bool
 }
 
 // Whiteouts of the OCI image layer spec.
@@ -68,57 +88,55 @@ const (
 	whiteoutOpaque = ".wh..wh..opq"
 )
 
-// extract unpacks as Extract (ExtractLayer when overlay) does; keep, when
-// not nil, selects the entries written by their clean name (a model's
-// include): the others are read past, but for an image layer's
-// whiteouts, which still delete.
-func extract(ctx context.Context, r io.Reader, compression, dir string, b *Budget, overlay bool, keep func(name string) bool) error {
+// extract unpacks as Extract does, by rules; it returns the special
+// files a model's rules skipped.
+func extract(ctx context.Context, r io.Reader, compression, dir string, b *Budget, rl rules) ([]Special, error) {
 	switch compression {
 	case Gzip:
 		zr, err := gzip.NewReader(r)
 		if err != nil {
-			return fmt.Errorf("gzip layer: %w", err)
+			return nil, fmt.Errorf("gzip layer: %w", err)
 		}
 		defer zr.Close()
 		r = zr
 	case Zstd:
 		zr, err := zstd.NewReader(r)
 		if err != nil {
-			return fmt.Errorf("zstd layer: %w", err)
+			return nil, fmt.Errorf("zstd layer: %w", err)
 		}
 		defer zr.Close()
 		r = zr
 	case Uncompressed:
 	default:
-		return fmt.Errorf("unknown layer compression %q", compression)
+		return nil, fmt.Errorf("unknown layer compression %q", compression)
 	}
 	root, err := os.OpenRoot(dir)
 	if err != nil {
-		return err
+		return nil, err
 	}
 	defer root.Close()
-	x := newExtractor(root, dir, b, overlay, keep)
+	x := newExtractor(root, dir, b, rl)
 	tr := tar.NewReader(r)
 	for {
 		if err := ctx.Err(); err != nil {
-			return fmt.Errorf("extract: %w", err)
+			return nil, fmt.Errorf("extract: %w", err)
 		}
 		h, err := tr.Next()
 		if errors.Is(err, io.EOF) {
-			return nil
+			return x.specials, nil
 		}
 		if err != nil {
-			return fmt.Errorf("read tar: %w", err)
+			return nil, fmt.Errorf("read tar: %w", err)
 		}
 		if err := x.entry(tr, h); err != nil {
-			return err
+			return nil, err
 		}
 	}
 }
 
-func newExtractor(root *os.Root, dir string, b *Budget, overlay bool, keep func(string) bool) *extractor {
-	x := &extractor{root: root, dir: dir, b: b, folders: map[string]bool{}, keep: keep}
-	if overlay {
+func newExtractor(root *os.Root, dir string, b *Budget, rl rules) *extractor {
+	x := &extractor{root: root, dir: dir, b: b, folders: map[string]bool{}, keep: rl.keep, model: rl.model}
+	if rl.overlay {
 		x.written = map[string]bool{}
 	}
 	return x
@@ -132,8 +150,12 @@ type extractor struct {
 	b    *Budget
 	// src is the tree's file holding the content of the regular file
 	// being extracted, which is hard-linked, and srcDigest its digest by
-	// the tree's record; "" when it is read from the tar.
+	// the tree's record; "" when it is read from the tar. collected: the
+	// record says the tree no longer holds it (see collectTree).
 	src, srcDigest string
+	collected      bool
+	// copied: a tree's file was copied, where a link failed.
+	copied bool
 	// folders are the paths known to be real folders (made here, or
 	// checked once): each is looked at once, however many entries lie
 	// under it, so a tar's cost is linear in its names.
@@ -145,7 +167,19 @@ type extractor struct {
 	// names of regular files it left out, for a hard link to one.
 	keep    func(name string) bool
 	skipped map[string]bool
+	// model: see rules; specials are the fifos and device nodes skipped.
+	model    bool
+	specials []Special
 }
+
+// A Special is a fifo or device node of a model's tar layer, which its
+// version folder leaves out: tend writes no special files.
+type Special struct {
+	Path string // in the version folder
+	Kind string // "fifo", "character device", "block device"
+}
+
+func (s Special) String() string { return s.Kind + " " + s.Path }
 
 // replace makes room at name for an entry of an image's layer: what an
 // earlier layer left there goes, a folder with all it holds (a folder
@@ -258,6 +292,9 @@ func (x *extractor) entry(tr *tar.Reader, h *tar.Header) error {
 		// A 1777 folder in the tar is 0755 here.
 		return root.Chmod(name, mode|0o700)
 	case tar.TypeReg:
+		if x.collected {
+			return fmt.Errorf("%w: %s: the layer's tree no longer holds it (no version used it when one was built)", ErrNotStored, h.Name)
+		}
 		if x.src != "" {
 			return x.link(name, h, mode)
 		}
@@ -273,8 +310,16 @@ func (x *extractor) entry(tr *tar.Reader, h *tar.Header) error {
 			f.Close()
 			return err
 		}
-		return f.Close()
+		if err := f.Close(); err != nil {
+			return err
+		}
+		return x.keepTime(name, h)
 	case tar.TypeSymlink:
+		if x.model && h.Linkname != "" {
+			// As the tar has it: os.Root writes it without resolving it,
+			// and parents refuses any later entry beneath it.
+			return root.Symlink(h.Linkname, name)
+		}
 		if err := confinedLink(name, h.Linkname); err != nil {
 			return fmt.Errorf("%w: %s: %w", ErrUnsafeArchive, h.Name, err)
 		}
@@ -299,7 +344,18 @@ func (x *extractor) entry(tr *tar.Reader, h *tar.Header) error {
 		}
 		return root.Link(target, name)
 	}
+	if kind := specialKinds[h.Typeflag]; x.model && kind != "" {
+		x.specials = append(x.specials, Special{Path: name, Kind: kind})
+		return nil
+	}
 	return fmt.Errorf("%w: %s: entries of type %q (device nodes, fifos…) are not extracted", ErrUnsafeArchive, h.Name, string(h.Typeflag))
+}
+
+// specialKinds names the special files a model's version skips.
+var specialKinds = map[byte]string{
+	tar.TypeFifo:  "fifo",
+	tar.TypeChar:  "character device",
+	tar.TypeBlock: "block device",
 }
 
 // parents makes the folders above name that do not exist yet, each
@@ -436,6 +492,7 @@ func (x *extractor) link(name string, h *tar.Header, mode fs.FileMode) error {
 	if errors.Is(err, fs.ErrExist) {
 		return fmt.Errorf("%w: %s: %w", ErrUnsafeArchive, h.Name, err)
 	}
+	x.copied = true
 	src, err := os.Open(x.src)
 	if err != nil {
 		return fmt.Errorf("extract %s: %w", h.Name, err)
@@ -458,5 +515,17 @@ func (x *extractor) link(name string, h *tar.Header, mode fs.FileMode) error {
 		f.Close()
 		return err
 	}
-	return f.Close()
+	if err := f.Close(); err != nil {
+		return err
+	}
+	return x.keepTime(name, h)
+}
+
+// keepTime gives the regular file name the modification time h has, as
+// tar -x does (a hard link to a tree's file has it already).
+func (x *extractor) keepTime(name string, h *tar.Header) error {
+	if h.ModTime.IsZero() {
+		return nil
+	}
+	return x.root.Chtimes(name, time.Time{}, h.ModTime)
 }

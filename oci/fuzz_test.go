@@ -130,12 +130,14 @@ func FuzzLoadArtifact(f *testing.F) {
 	})
 }
 
-// FuzzTreeMatchesExtract unpacks arbitrary bytes as a layer twice: from
-// the tar (Extract, ExtractLayer over an earlier layer when overlay), and
-// as the store does, into its tree and from there into a folder (Unpack,
-// replay). Either both fail or both leave the same entries: names, types,
-// modes (but the write bit a tree's file never has), content and link
-// targets.
+// FuzzTreeMatchesExtract unpacks arbitrary bytes as a model's layer
+// twice: from the tar (extract, as an image's layer over an earlier one
+// when overlay), and as the store does, into its tree and from there into
+// a folder (Unpack, replay). Either both fail or both leave the same
+// entries: names, types, modes (but the write bit a tree's file never
+// has), content and link targets. Symlinks are kept wherever they point,
+// and nothing is written through one: a folder beside the version's, which
+// a link may name, stays empty.
 func FuzzTreeMatchesExtract(f *testing.F) {
 	f.Add(tarOf(&tar.Header{Name: "model.onnx", Typeflag: tar.TypeReg, Mode: 0o644, Size: 3}), false)
 	f.Add(tarOf(&tar.Header{Name: "d", Typeflag: tar.TypeDir, Mode: 0o1777}, &tar.Header{Name: "d/s", Typeflag: tar.TypeReg, Mode: 0o4777, Size: 1}), false)
@@ -147,6 +149,11 @@ func FuzzTreeMatchesExtract(f *testing.F) {
 	f.Add(tarOf(&tar.Header{Name: "lower/.wh.f", Typeflag: tar.TypeReg}, &tar.Header{Name: "lower/.wh..wh..opq", Typeflag: tar.TypeReg}), true)
 	f.Add(tarOf(&tar.Header{Name: "lower", Typeflag: tar.TypeReg, Size: 1}), true)
 	f.Add(tarOf(&tar.Header{Name: "dev", Typeflag: tar.TypeChar, Devmajor: 1, Devminor: 3}), false)
+	f.Add(tarOf(&tar.Header{Name: "fifo", Typeflag: tar.TypeFifo}, &tar.Header{Name: "f", Typeflag: tar.TypeReg, Size: 1}), false)
+	f.Add(tarOf(&tar.Header{Name: "host", Typeflag: tar.TypeSymlink, Linkname: "/etc/hostname"}), false)
+	f.Add(tarOf(&tar.Header{Name: "l", Typeflag: tar.TypeSymlink, Linkname: "../outside"}, &tar.Header{Name: "l/x", Typeflag: tar.TypeReg, Size: 1}), false)
+	f.Add(tarOf(&tar.Header{Name: "l", Typeflag: tar.TypeSymlink, Linkname: "../outside/x"}, &tar.Header{Name: "l", Typeflag: tar.TypeReg, Size: 1}), true)
+	f.Add(tarOf(&tar.Header{Name: "l", Typeflag: tar.TypeSymlink, Linkname: "../outside"}, &tar.Header{Name: "h", Typeflag: tar.TypeLink, Linkname: "l/x"}), false)
 	// The layer an image's layer applies over.
 	lower := tarOf(&tar.Header{Name: "lower/f", Typeflag: tar.TypeReg, Mode: 0o644, Size: 1}, &tar.Header{Name: "lower/g", Typeflag: tar.TypeReg, Mode: 0o644, Size: 2})
 	f.Fuzz(func(t *testing.T, layer []byte, overlay bool) {
@@ -157,6 +164,14 @@ func FuzzTreeMatchesExtract(f *testing.F) {
 			if err := os.Mkdir(dir, 0o700); err != nil {
 				t.Fatal(err)
 			}
+			if err := os.Mkdir(filepath.Join(dir, "..", "outside"), 0o700); err != nil {
+				t.Fatal(err)
+			}
+			t.Cleanup(func() {
+				if left, err := os.ReadDir(filepath.Join(dir, "..", "outside")); err != nil || len(left) > 0 {
+					t.Errorf("written through a link out of the folder: %v %v", left, err)
+				}
+			})
 			if overlay {
 				if err := ExtractLayer(ctx, bytes.NewReader(lower), Uncompressed, dir, nil); err != nil {
 					t.Fatal(err)
@@ -166,7 +181,8 @@ func FuzzTreeMatchesExtract(f *testing.F) {
 		// A budget, as a sparse entry may stand for any size: each way
 		// counts its own writes, so one past it says nothing of the other.
 		budget := func() *Budget { return &Budget{Limit: 4 << 20} }
-		errTar := extract(ctx, bytes.NewReader(layer), Uncompressed, fromTar, budget(), overlay, nil)
+		model := rules{overlay: overlay, model: true}
+		skippedTar, errTar := extract(ctx, bytes.NewReader(layer), Uncompressed, fromTar, budget(), model)
 		s, err := NewStore(t.TempDir(), nil)
 		if err != nil {
 			t.Fatal(err)
@@ -175,13 +191,16 @@ func FuzzTreeMatchesExtract(f *testing.F) {
 		if err := s.Put(d, layer); err != nil {
 			t.Fatal(err)
 		}
+		var skippedTree []Special
 		errTree := s.Unpack(ctx, Entry{Digest: d, Unpack: true}, budget(), false)
 		if errTree == nil {
 			rec, err := s.readTree(d)
 			if err != nil {
 				t.Fatal(err)
 			}
-			errTree = replay(ctx, s.tree(d), rec, fromTree, budget(), overlay, nil, "")
+			var r replayed
+			r, errTree = replay(ctx, s.tree(d), rec, fromTree, budget(), model, "")
+			skippedTree = r.skipped
 		}
 		if errors.Is(errTar, ErrTooLarge) || errors.Is(errTree, ErrTooLarge) {
 			return
@@ -194,6 +213,9 @@ func FuzzTreeMatchesExtract(f *testing.F) {
 		}
 		if a, b := listing(t, fromTar), listing(t, fromTree); a != b {
 			t.Fatalf("from the tar:\n%s\nfrom the tree:\n%s", a, b)
+		}
+		if fmt.Sprint(skippedTar) != fmt.Sprint(skippedTree) {
+			t.Fatalf("skipped from the tar: %v; from the tree: %v", skippedTar, skippedTree)
 		}
 	})
 }

@@ -97,7 +97,9 @@ func patternMayHold(pat, dir string) bool {
 // unpacked into the version folder itself, whose names are known only
 // once it is downloaded); Materialise unpacks only their selected
 // entries. Blobs and Size then count only what the selection downloads.
-// An empty include returns a itself.
+// A ModelKit's Kitfile is one of its files, written only when a pattern
+// selects it, as kit unpack --filter leaves it out. An empty include
+// returns a itself.
 //
 // A pattern that matches no file entry, where no kept tar layer could hold
 // a match, is an error wrapping ErrIncludeMatchesNothing that names the
@@ -137,6 +139,13 @@ func (a *Artifact) Include(include []string) (*Artifact, error) {
 					hit[i] = true
 				}
 			}
+		}
+	}
+	if a.isModelKit() {
+		// Written as kit unpack writes it, when a pattern selects it.
+		files = append(files, KitfileName)
+		if i := in.match(KitfileName); i >= 0 {
+			hit[i] = true
 		}
 	}
 	if openTar {

@@ -346,12 +346,9 @@ func remoteBlob(ctx context.Context, repo name.Repository, opts Options) blobRea
 	}
 }
 
-// writeKitfile writes a ModelKit's Kitfile into its version folder, as
+// writeKitfile writes ModelKit a's Kitfile into its version folder, as
 // kit unpack does (read-only, as everything there), counted against b.
 func (s *Store) writeKitfile(root *os.Root, a *Artifact, b *Budget) error {
-	if !a.isModelKit() {
-		return nil
-	}
 	config, err := s.read(a.Config, "ModelKit config")
 	if err != nil {
 		return err

@@ -30,20 +30,38 @@ var link = os.Link
 // entry is built into its path from its layer's tree (see Unpack; a tar
 // layer stored as its blob is unpacked into its tree first), each regular
 // file a hard link to the tree's (a copy where the link fails), and a
-// ModelKit's config is written as its Kitfile, as kit unpack does. Files
+// ModelKit's config is written as its Kitfile, as kit unpack does (unless
+// an include leaves it out, as kit unpack --filter does). Files
 // are read-only, as a hard link shares the blob's or the tree's inode. Every file and folder is synced before Materialise
 // returns, so a symlink swapped to dir afterwards points at whole content.
 // Writes are confined to dir; an entry path that is absolute, has "..",
 // is not clean or collides with another is refused with ErrUnsafeArchive.
+// A tar layer's symlinks are written as it has them, wherever they point
+// (no write goes through one), and its fifos and device nodes are skipped
+// (see Build).
 // On failure dir is removed.
 //
 // Unpacking a blob into its tree, the entries made, copying a file (for
 // its mode, or a tree's where the link fails) and the Kitfile write at
 // most limit bytes (0: no limit), counted as written: past it, it fails
 // with an error wrapping ErrTooLarge.
-func (s *Store) Materialise(ctx context.Context, a *Artifact, dir string, limit int64) (err error) {
+func (s *Store) Materialise(ctx context.Context, a *Artifact, dir string, limit int64) error {
+	_, err := s.Build(ctx, a, dir, limit)
+	return err
+}
+
+// Built is what building a version folder left out of it.
+type Built struct {
+	// Skipped are the fifos and device nodes of its tar layers, which
+	// tend does not write (the rest of the layer is).
+	Skipped []Special
+}
+
+// Build builds the version folder dir as Materialise does, and says what
+// it left out.
+func (s *Store) Build(ctx context.Context, a *Artifact, dir string, limit int64) (built Built, err error) {
 	if err := checkEntries(a); err != nil {
-		return err
+		return built, err
 	}
 	var missing []string
 	tars := a.tars()
@@ -53,13 +71,13 @@ func (s *Store) Materialise(ctx context.Context, a *Artifact, dir string, limit 
 		}
 	}
 	if len(missing) > 0 {
-		return fmt.Errorf("materialise model %s: %w: %s", a.Digest, ErrNotStored, ShortList(missing, listedItems))
+		return built, fmt.Errorf("materialise model %s: %w: %s", a.Digest, ErrNotStored, ShortList(missing, listedItems))
 	}
 	if err := os.MkdirAll(filepath.Dir(dir), 0o755); err != nil {
-		return fmt.Errorf("materialise model %s: %w", a.Digest, err)
+		return built, fmt.Errorf("materialise model %s: %w", a.Digest, err)
 	}
 	if err := os.Mkdir(dir, 0o755); err != nil {
-		return fmt.Errorf("materialise model %s: %w", a.Digest, err)
+		return built, fmt.Errorf("materialise model %s: %w", a.Digest, err)
 	}
 	defer func() {
 		if err != nil {
@@ -68,7 +86,7 @@ func (s *Store) Materialise(ctx context.Context, a *Artifact, dir string, limit 
 	}()
 	root, err := os.OpenRoot(dir)
 	if err != nil {
-		return fmt.Errorf("materialise model %s: %w", a.Digest, err)
+		return built, fmt.Errorf("materialise model %s: %w", a.Digest, err)
 	}
 	defer root.Close()
 	var budget *Budget
@@ -81,11 +99,12 @@ func (s *Store) Materialise(ctx context.Context, a *Artifact, dir string, limit 
 	for _, e := range a.Entries {
 		if e.Unpack && !s.HasTree(e.Digest) {
 			if err := s.Unpack(ctx, e, budget, raw[e.Digest]); err != nil {
-				return fmt.Errorf("materialise model %s: layer %s into %q: %w", a.Digest, e.Digest, "/"+e.Path, err)
+				return built, fmt.Errorf("materialise model %s: layer %s into %q: %w", a.Digest, e.Digest, "/"+e.Path, err)
 			}
 		}
 	}
 	sel := newSelection(a)
+	copied := false
 	// Files first, while the folder holds no symlink a tar could plant;
 	// then tar layers, which refuse to overwrite anything (but an image's
 	// layers, which apply over each other in manifest order).
@@ -95,29 +114,42 @@ func (s *Store) Materialise(ctx context.Context, a *Artifact, dir string, limit 
 				continue
 			}
 			if err := ctx.Err(); err != nil {
-				return err
+				return built, err
 			}
 			if unpack {
-				err = s.unpack(ctx, root, dir, e, budget, sel.keep(e.Path))
+				var r replayed
+				r, err = s.unpack(ctx, root, dir, e, budget, sel.keep(e.Path))
+				built.Skipped = append(built.Skipped, r.skipped...)
+				copied = copied || r.copied
 			} else {
 				sel.saw(e.Path)
 				err = s.place(root, dir, e, budget)
 			}
 			if err != nil {
-				return fmt.Errorf("materialise model %s: layer %s into %q: %w", a.Digest, e.Digest, "/"+e.Path, err)
+				return built, fmt.Errorf("materialise model %s: layer %s into %q: %w", a.Digest, e.Digest, "/"+e.Path, err)
 			}
 		}
 	}
-	if err := sel.check(a); err != nil {
-		return fmt.Errorf("materialise model %s: %w", a.Digest, err)
+	if a.isModelKit() && sel.takes(KitfileName) {
+		if err := s.writeKitfile(root, a, budget); err != nil {
+			return built, fmt.Errorf("materialise model %s: %w", a.Digest, err)
+		}
 	}
-	if err := s.writeKitfile(root, a, budget); err != nil {
-		return fmt.Errorf("materialise model %s: %w", a.Digest, err)
+	if err := sel.check(a); err != nil {
+		return built, fmt.Errorf("materialise model %s: %w", a.Digest, err)
 	}
 	if err := seal(root); err != nil {
-		return fmt.Errorf("materialise model %s: %w", a.Digest, err)
+		return built, fmt.Errorf("materialise model %s: %w", a.Digest, err)
 	}
-	return atomicfile.Sync(filepath.Dir(dir))
+	if err := atomicfile.Sync(filepath.Dir(dir)); err != nil {
+		return built, err
+	}
+	if !copied {
+		// Where every file is a link, a tree's file with no other link
+		// is in no version: collected (a copy says nothing of links).
+		s.collectTrees(ctx, a)
+	}
+	return built, nil
 }
 
 // files returns the digests of a's entries that are files, linked from
@@ -214,6 +246,16 @@ func (s *selection) saw(p string) {
 	}
 }
 
+// takes reports whether the include selects file p (noting it, as saw
+// does): always without one.
+func (s *selection) takes(p string) bool {
+	if s == nil {
+		return true
+	}
+	s.saw(p)
+	return s.in.match(p) >= 0
+}
+
 // keep returns the filter of a tar layer unpacked into folder prefix:
 // nil (everything) without an include.
 func (s *selection) keep(prefix string) func(name string) bool {
@@ -248,39 +290,52 @@ func (s *selection) check(a *Artifact) error {
 }
 
 // unpack builds a tar entry into its path in the version folder from the
-// layer's tree, the entries keep selects (nil: all). A tree whose file no
-// longer matches its record is dropped.
-func (s *Store) unpack(ctx context.Context, root *os.Root, dir string, e Entry, b *Budget, keep func(string) bool) (err error) {
-	rec, err := s.readTree(e.Digest)
+// layer's tree, the entries keep selects (nil: all), and says what it
+// skipped and whether it copied. A tree whose file no longer matches its
+// record is dropped, and so is one that no longer holds a file the
+// version needs (collected). It holds the tree's use lock meanwhile.
+func (s *Store) unpack(ctx context.Context, root *os.Root, dir string, e Entry, b *Budget, keep func(string) bool) (_ replayed, err error) {
+	release, err := s.useTree(e.Digest)
 	if err != nil {
-		return err
+		return replayed{}, err
 	}
-	t := s.tree(e.Digest)
 	defer func() {
-		if errors.Is(err, ErrDigestMismatch) {
+		release()
+		switch {
+		case errors.Is(err, ErrDigestMismatch):
 			if verr := s.verifyTree(e.Digest); verr != nil {
 				err = verr // it is dropped, for the next pull
 			}
+		case errors.Is(err, ErrNotStored):
+			// A file collected from the tree: dropped (unless another
+			// version is being built from it), so the layer is
+			// downloaded again.
+			s.dropCollected(e.Digest)
 		}
 	}()
+	rec, err := s.readTree(e.Digest)
+	if err != nil {
+		return replayed{}, err
+	}
+	t := s.tree(e.Digest)
 	if e.Path == "" {
-		return replay(ctx, t, rec, dir, b, e.Overlay, keep, "")
+		return replay(ctx, t, rec, dir, b, rules{overlay: e.Overlay, keep: keep, model: true}, "")
 	}
 	if err := root.MkdirAll(e.Path, 0o755); err != nil {
-		return err
+		return replayed{}, err
 	}
 	// The layer's folder is opened by name: no part of it may be a
 	// symlink an earlier layer planted.
 	for p := e.Path; p != "."; p = path.Dir(p) {
 		fi, err := root.Lstat(p)
 		if err != nil {
-			return err
+			return replayed{}, err
 		}
 		if !fi.IsDir() {
-			return fmt.Errorf("%w: %q is not a folder", ErrUnsafeArchive, p)
+			return replayed{}, fmt.Errorf("%w: %q is not a folder", ErrUnsafeArchive, p)
 		}
 	}
-	return replay(ctx, t, rec, filepath.Join(dir, filepath.FromSlash(e.Path)), b, false, keep, e.Path)
+	return replay(ctx, t, rec, filepath.Join(dir, filepath.FromSlash(e.Path)), b, rules{keep: keep, model: true}, e.Path)
 }
 
 // under returns name relative to prefix, if it is inside it.
@@ -314,8 +369,8 @@ func decompress(r io.Reader, compression string) (io.Reader, func(), error) {
 	return nil, nil, fmt.Errorf("unknown layer compression %q", compression)
 }
 
-// seal makes every file in the version folder read-only, checks that no
-// symlink leads out of it, and syncs every file and folder.
+// seal makes every file in the version folder read-only and syncs every
+// file and folder.
 func seal(root *os.Root) error {
 	return fs.WalkDir(root.FS(), ".", func(p string, d fs.DirEntry, err error) error {
 		if err != nil {
@@ -323,11 +378,8 @@ func seal(root *os.Root) error {
 		}
 		switch {
 		case d.Type()&fs.ModeSymlink != 0:
-			// os.Root resolves the link and refuses one that leaves the
-			// folder; a dangling link inside it is the tar's business.
-			if _, err := root.Stat(p); err != nil && !errors.Is(err, fs.ErrNotExist) {
-				return fmt.Errorf("%w: symlink %s: %w", ErrUnsafeArchive, p, err)
-			}
+			// As the layer has it, wherever it points: tend never
+			// follows it (a service that opens it does).
 			return nil
 		case d.Type().IsRegular():
 			fi, err := d.Info()

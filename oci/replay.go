@@ -5,37 +5,41 @@ import (
 	"context"
 	"fmt"
 	"os"
+	"path"
 
 	"github.com/tend-dev/tend/internal/statedir"
 )
 
 // replay builds what the tar layer kept as tree t (whose record is rec)
 // unpacks to in dir, which must exist, exactly as extract would from the
-// tar (confined alike, an image's layer when overlay, the entries keep
-// selects), hard-linking each regular file from the tree. With a prefix,
-// every name must start with it, as ORAS tars a folder, and lands in dir
-// with the prefix taken off.
-func replay(ctx context.Context, t statedir.Tree, rec *treeRecord, dir string, b *Budget, overlay bool, keep func(string) bool, prefix string) error {
+// tar by rl (a model's version folder: an image's layer when overlay, the
+// entries keep selects), hard-linking each regular file from the tree.
+// With a prefix, every name must start with it, as ORAS tars a folder, and
+// lands in dir with the prefix taken off. A regular file its record marks
+// collected is not there: one the version needs fails it with an error
+// wrapping ErrNotStored.
+func replay(ctx context.Context, t statedir.Tree, rec *treeRecord, dir string, b *Budget, rl rules, prefix string) (replayed, error) {
+	var out replayed
 	root, err := os.OpenRoot(dir)
 	if err != nil {
-		return err
+		return out, err
 	}
 	defer root.Close()
-	x := newExtractor(root, dir, b, overlay, keep)
+	x := newExtractor(root, dir, b, rl)
 	for _, e := range rec.Entries {
 		if err := ctx.Err(); err != nil {
-			return fmt.Errorf("extract: %w", err)
+			return out, fmt.Errorf("extract: %w", err)
 		}
 		h := e.header()
 		if prefix != "" {
 			name, ok := under(h.Name, prefix)
 			if !ok || name == "." && h.Typeflag != tar.TypeDir {
-				return fmt.Errorf("%w: %s: not inside the layer's folder %q", ErrUnsafeArchive, h.Name, prefix)
+				return out, fmt.Errorf("%w: %s: not inside the layer's folder %q", ErrUnsafeArchive, h.Name, prefix)
 			}
 			h.Name = name
 			if h.Typeflag == tar.TypeLink {
 				if h.Linkname, ok = under(h.Linkname, prefix); !ok {
-					return fmt.Errorf("%w: %s: hard link %q leaves the layer's folder %q", ErrUnsafeArchive, h.Name, h.Linkname, prefix)
+					return out, fmt.Errorf("%w: %s: hard link %q leaves the layer's folder %q", ErrUnsafeArchive, h.Name, h.Linkname, prefix)
 				}
 			}
 		}
@@ -43,9 +47,19 @@ func replay(ctx context.Context, t statedir.Tree, rec *treeRecord, dir string, b
 		if e.regular() {
 			x.src, x.srcDigest = t.File(e.File), e.Digest
 		}
+		x.collected = e.regular() && e.Collected
 		if err := x.entry(nil, h); err != nil {
-			return err
+			return out, err
 		}
 	}
-	return nil
+	for i := range x.specials {
+		x.specials[i].Path = path.Join(prefix, x.specials[i].Path)
+	}
+	return replayed{skipped: x.specials, copied: x.copied}, nil
+}
+
+// replayed is what a replay did besides its entries.
+type replayed struct {
+	skipped []Special // special files left out, by their paths in the version folder
+	copied  bool      // a regular file was copied from the tree, not linked
 }

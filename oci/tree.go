@@ -15,6 +15,7 @@ import (
 	"path/filepath"
 	"strconv"
 	"strings"
+	"time"
 
 	"github.com/google/go-containerregistry/pkg/name"
 	v1 "github.com/google/go-containerregistry/pkg/v1"
@@ -64,6 +65,12 @@ type treeEntry struct {
 	Digest   string `json:"digest,omitempty"` // of a regular file's content
 	File     string `json:"file,omitempty"`   // a regular file's content in the tree's Files
 	Target   string `json:"target,omitempty"` // of a link
+	// Collected: no version linked the file, and it was removed (see
+	// collectTree).
+	Collected bool `json:"collected,omitempty"`
+	// Mtime is a regular file's modification time as the tar has it,
+	// which its file in the tree keeps (zero in a tree built before).
+	Mtime time.Time `json:"mtime,omitzero"`
 }
 
 // regular reports whether the entry has content in the tree.
@@ -73,7 +80,7 @@ func (e treeEntry) regular() bool {
 
 // header is the entry as the tar had it, its content aside.
 func (e treeEntry) header() *tar.Header {
-	h := &tar.Header{Name: e.Name, Mode: e.Mode, Size: e.Size, Linkname: e.Target}
+	h := &tar.Header{Name: e.Name, Mode: e.Mode, Size: e.Size, Linkname: e.Target, ModTime: e.Mtime}
 	switch e.Type {
 	case treeDir:
 		h.Typeflag = tar.TypeDir
@@ -285,6 +292,14 @@ func (s *Store) buildTree(ctx context.Context, r io.Reader, compression string, 
 			if e.Size, err = writeTreeFile(files, e.File, treeMode(e.Mode), tr, h, b); err != nil {
 				return fmt.Errorf("extract %s: %w", hdr.Name, err)
 			}
+			if !hdr.ModTime.IsZero() {
+				// Kept as tar -x keeps it: every version linking the file
+				// shares this inode, and this layer's time.
+				e.Mtime = hdr.ModTime.UTC()
+				if err := files.Chtimes(e.File, time.Time{}, e.Mtime); err != nil {
+					return fmt.Errorf("extract %s: %w", hdr.Name, err)
+				}
+			}
 			e.Digest = "sha256:" + hex.EncodeToString(h.Sum(nil))
 		case tar.TypeDir:
 			e.Type = treeDir
@@ -364,7 +379,7 @@ func (s *Store) verifyTree(d v1.Hash) error {
 	}
 	t := s.tree(d)
 	for _, e := range rec.Entries {
-		if !e.regular() {
+		if !e.regular() || e.Collected {
 			continue
 		}
 		why, err := checkTreeFile(t.File(e.File), e)
@@ -455,7 +470,7 @@ func (s *Store) TreeFiles(a *Artifact) map[string]string {
 		}
 		t := s.tree(d)
 		for _, e := range rec.Entries {
-			if e.regular() {
+			if e.regular() && !e.Collected {
 				out[t.File(e.File)] = e.Digest
 			}
 		}
@@ -471,7 +486,9 @@ func (s *Store) treeSize(d v1.Hash) int64 {
 	}
 	var n int64
 	for _, e := range rec.Entries {
-		n += e.Size
+		if !e.Collected {
+			n += e.Size
+		}
 	}
 	return n
 }

@@ -140,8 +140,8 @@ func TestModelIncludeMatchingNothing(t *testing.T) {
 
 // A tar layer's names are known once it is downloaded: a ModelKit whose
 // tar layers hold a model, a dataset and docs is downloaded whole, and
-// only the entries the include selects are unpacked (the Kitfile is
-// written as kit unpack writes it). An include that matches nothing in
+// only the entries the include selects are unpacked (the Kitfile only
+// when a pattern selects it, as kit unpack --filter). An include that matches nothing in
 // any layer fails then, listing what the layers held.
 func TestModelIncludeUnpacksOnlySelectedTarEntries(t *testing.T) {
 	n := newModelNode(t)
@@ -156,12 +156,12 @@ func TestModelIncludeUnpacksOnlySelectedTarEntries(t *testing.T) {
 	m := n.model("kit", "models/kit:v1")
 	m.Include = []string{"weights/q4.gguf"}
 	n.apply(m)
-	require.Equal(t, []string{oci.KitfileName, "weights/q4.gguf"}, n.folder("kit"))
+	require.Equal(t, []string{"weights/q4.gguf"}, n.folder("kit"))
 	require.Equal(t, "q4", n.read("kit", "weights/q4.gguf"))
 	cs, _ := n.apply(m)
 	require.True(t, cs.Empty(), reasons(cs))
 
-	m.Include = []string{"weights"} // a folder takes all it holds
+	m.Include = []string{"weights", oci.KitfileName} // a folder takes all it holds
 	n.apply(m)
 	require.Equal(t, []string{oci.KitfileName, "weights/notes.md", "weights/q4.gguf", "weights/q8.gguf"}, n.folder("kit"))
 
@@ -197,7 +197,7 @@ func TestModelIncludeSkipsTarLayersByDeclaredPath(t *testing.T) {
 			[]byte(`{"manifestVersion":"1.0.0","package":{"name":"kit"},"model":{"name":"kit","path":"model.gguf","digest":"` + testoci.Digest(model) + `"},` +
 				`"datasets":[{"name":"train","path":"./data","digest":"` + testoci.Digest(dataset) + `"}]}`),
 			[]testoci.Layer{{MediaType: kitMedia + "model.v1.tar", Data: model}, {MediaType: kitMedia + "dataset.v1.tar", Data: dataset}},
-			[]string{oci.KitfileName, "model.gguf"}},
+			[]string{"model.gguf"}}, // no Kitfile: no pattern selects it, as kit unpack --filter
 		// ModelPack (CNCF model-spec specs-go/v1/mediatype.go and
 		// annotations.go): config application/vnd.cncf.model.config.v1+json,
 		// layers application/vnd.cncf.model.<weight|dataset|…>.v1.tar, each

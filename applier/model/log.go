@@ -6,4 +6,5 @@ const (
 	logKeyDigest   = "digest"
 	logKeyError    = "error"
 	logKeyBytes    = "bytes"
+	logKeySkipped  = "skipped"
 )

@@ -13,6 +13,7 @@ import (
 	"strings"
 
 	"github.com/tend-dev/tend/internal/confine"
+	"github.com/tend-dev/tend/oci"
 	"github.com/tend-dev/tend/planner"
 	"github.com/tend-dev/tend/render"
 )
@@ -32,7 +33,7 @@ func (d *Driver) Observe(ctx context.Context, id string, s any) (planner.State, 
 	if err != nil {
 		return planner.State{}, err
 	}
-	var linkPath string
+	var linkPath, digest string
 	var include []string
 	switch {
 	case s != nil:
@@ -40,7 +41,7 @@ func (d *Driver) Observe(ctx context.Context, id string, s any) (planner.State, 
 		if err != nil {
 			return planner.State{}, err
 		}
-		linkPath, include = m.Path, m.Include
+		linkPath, include, digest = m.Path, m.Include, m.Digest
 	case rec != nil:
 		linkPath = rec.Path
 	default:
@@ -85,7 +86,21 @@ func (d *Driver) Observe(ctx context.Context, id string, s any) (planner.State, 
 		// says the folder holds a part of the version only.
 		return state(v.Digest+" (include "+render.FormatInclude(v.Include)+")", v.Include, ""), nil
 	}
-	return state(v.Digest, v.Include, ""), nil
+	note := ""
+	if v.Digest == digest && slices.Equal(v.Include, include) {
+		// In sync: the note is no drift, only what the status says of it.
+		note = skippedNote(v.Skipped)
+	}
+	return state(v.Digest, v.Include, note), nil
+}
+
+// skippedNote says which special files of its layers a version folder
+// left out ("" for none).
+func skippedNote(skipped []string) string {
+	if len(skipped) == 0 {
+		return ""
+	}
+	return fmt.Sprintf("left out %d special file(s) tend does not write: %s", len(skipped), oci.ShortList(skipped, 5))
 }
 
 // state is an observed model: its digest field, and its include field

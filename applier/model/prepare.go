@@ -96,6 +96,17 @@ func (d *Driver) Prepare(ctx context.Context, a planner.Action, s any) error {
 		return err
 	}
 	v, err := d.materialise(ctx, rec, m, art, limit)
+	if errors.Is(err, oci.ErrNotStored) {
+		// A layer's tree no longer held a file this version needs (it was
+		// collected when no version used it) and was dropped: downloaded
+		// again, once.
+		n, err = d.fetch(ctx, m, art, nil, limit)
+		d.loaded.Add(n)
+		if err != nil {
+			return err
+		}
+		v, err = d.materialise(ctx, rec, m, art, limit)
+	}
 	if err != nil {
 		d.tooLarge(ctx, m, limit, err)
 		return err
@@ -254,9 +265,17 @@ func (d *Driver) materialise(ctx context.Context, rec *record, m render.Model, a
 		return v, err
 	}
 	root := d.dir.Version(rec.Name, v.Dir)
-	if err := d.store.Materialise(ctx, art, root, limit); err != nil {
+	built, err := d.store.Build(ctx, art, root, limit)
+	if err != nil {
 		_ = removeTree(root)
 		return v, fmt.Errorf("%s: %w", planner.ModelID(rec.Name), err)
+	}
+	for _, sp := range built.Skipped {
+		v.Skipped = append(v.Skipped, sp.String())
+	}
+	if len(v.Skipped) > 0 {
+		d.log.WarnContext(ctx, "model version built without the special files of its layers", logKeyResource, planner.ModelID(rec.Name),
+			logKeyDigest, m.Digest, logKeySkipped, skippedNote(v.Skipped))
 	}
 	found, err := walkVersion(root)
 	if err != nil {

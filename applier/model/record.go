@@ -34,6 +34,9 @@ type version struct {
 	Blobs      []string    `json:"blobs"`             // every blob the version was made from, manifests included
 	Entries    []fileStamp `json:"entries"`
 	VerifiedAt time.Time   `json:"verifiedAt"`
+	// Skipped names the fifos and device nodes of its tar layers the
+	// folder leaves out ("fifo run/ctl").
+	Skipped []string `json:"skipped,omitempty"`
 }
 
 // fileStamp is one entry of a version folder. For a regular file it holds

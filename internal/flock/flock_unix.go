@@ -7,9 +7,11 @@ import (
 	"syscall"
 )
 
-// What Flock takes: an exclusive lock, without waiting, or the unlock.
+// What Flock takes: an exclusive or a shared lock, without waiting, or
+// the unlock.
 const (
 	Exclusive   = syscall.LOCK_EX
+	Shared      = syscall.LOCK_SH
 	NonBlocking = syscall.LOCK_NB
 	Unlock      = syscall.LOCK_UN
 )

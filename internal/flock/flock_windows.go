@@ -8,11 +8,13 @@ import (
 	"golang.org/x/sys/windows"
 )
 
-// What Flock takes: an exclusive lock, without waiting, or the unlock.
+// What Flock takes: an exclusive or a shared lock, without waiting, or
+// the unlock.
 const (
 	Exclusive = 1 << iota
 	NonBlocking
 	Unlock
+	Shared
 )
 
 // Flock locks (LockFileEx) or unlocks one byte of f far past its end, so
@@ -26,6 +28,9 @@ func Flock(f *os.File, how int) error {
 		return windows.UnlockFileEx(h, 0, 1, 0, at)
 	}
 	flags := uint32(windows.LOCKFILE_EXCLUSIVE_LOCK)
+	if how&Shared != 0 {
+		flags = 0
+	}
 	if how&NonBlocking != 0 {
 		flags |= windows.LOCKFILE_FAIL_IMMEDIATELY
 	}
