@@ -400,10 +400,17 @@ func TestVersion(t *testing.T) {
 
 func eventually(t *testing.T, ok func() bool) {
 	t.Helper()
-	deadline := time.Now().Add(20 * time.Second)
+	eventuallyWithin(t, 20*time.Second, ok)
+}
+
+// eventuallyWithin polls ok until it holds, failing the test after wait:
+// for what a product timeout paces (a startup grace).
+func eventuallyWithin(t *testing.T, wait time.Duration, ok func() bool) {
+	t.Helper()
+	deadline := time.Now().Add(wait)
 	for !ok() {
 		if time.Now().After(deadline) {
-			t.Fatal("condition not met within 20s")
+			t.Fatalf("condition not met within %s", wait)
 		}
 		time.Sleep(100 * time.Millisecond)
 	}

@@ -118,7 +118,9 @@ func TestBrakesStopATagPushedImage(t *testing.T) {
 	// later device, whose engine never runs it.
 	stop := engineImages(t, cli, later.name)
 	bad := testdocker.MoveTag(t, img.Tag, "BUILD=3", "-exit", "3")
-	eventually(t, func() bool { return canary.count(rollingBack) == 1 })
+	// Restarted under its policy until the startup grace (30 s without a
+	// probe) ends, then rolled back.
+	eventuallyWithin(t, time.Minute, func() bool { return canary.count(rollingBack) == 1 })
 	eventually(t, func() bool {
 		st := later.a.status()
 		rel, _ := st["release"].(map[string]any)
