@@ -73,6 +73,9 @@ type Status struct {
 	// a newer version a policy passed over (rolled back here, or not
 	// signed as verify asks).
 	Warning string `json:"warning,omitempty"`
+	// DiskFull is set while the disk of stateDir is full: "disk full:
+	// PATH: …", the write that failed and what to do.
+	DiskFull string `json:"diskFull,omitempty"`
 	// Held says why the device's rollout held the target revision:
 	// "held: rollout wave 2 opens 2026-12-03T14:00Z".
 	Held                string           `json:"held,omitempty"`
