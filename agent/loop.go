@@ -14,6 +14,8 @@ import (
 
 	"github.com/tend-dev/tend/agent/status"
 	"github.com/tend-dev/tend/applier"
+	"github.com/tend-dev/tend/internal/reserve"
+	"github.com/tend-dev/tend/internal/statedir"
 )
 
 // LoopOptions say when a Loop ticks and what it serves.
@@ -71,6 +73,7 @@ type Loop struct {
 	peeked     bool      // a backoff peek fetched the commit the next tick uses
 	suspendLog bool      // suspension was logged
 	lastStatus status.LastWriter
+	disk       diskGuard
 }
 
 // DefaultTickTimeout bounds one reconcile when the loop sets none.
@@ -138,6 +141,8 @@ func (l *Loop) Start(ctx context.Context) error {
 	}
 	log.Info("agent starting", keyDevice, c.Device, keySchedule, c.Schedule,
 		keyJitter, l.opts.Jitter.String(), keyVersion, l.opts.Version)
+	l.disk.reserve = reserve.New(statedir.Dir(c.StateDir).Reserve(), reserve.Size)
+	l.disk.take(log)
 
 	ctx, l.cancel = context.WithCancel(ctx)
 	l.r.LogDrift = true // each drift is logged before the apply that reverts it

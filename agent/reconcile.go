@@ -47,6 +47,8 @@ const (
 	keyFrom       = "from"
 	keyTo         = "to"
 	keyCopy       = "copy"
+	keyPath       = "path"
+	keyReserve    = "reserve"
 )
 
 // Steps of a tick, as Result.FailedStep names them.

@@ -47,9 +47,10 @@ func (l *Loop) tick(parent context.Context, log *slog.Logger, manual bool) {
 			l.suspendLog = true
 		}
 	} else {
-		res, err = l.r.Apply(ctx)
+		res, err = l.disk.apply(ctx, log, l.r.Apply)
 		l.suspendLog = false
 	}
+	l.disk.take(log)
 	if err != nil && parent.Err() != nil {
 		log.Info("tick interrupted by shutdown; the node keeps what was applied", keyDevice, l.r.Config.Device)
 		return
@@ -71,6 +72,7 @@ func (l *Loop) tick(parent context.Context, log *slog.Logger, manual bool) {
 	LogTick(log, l.r.Config.Device, res, err, suspended)
 	if l.tracker != nil {
 		st := statusTick(res)
+		st.DiskFull = l.disk.full
 		fresh := l.tracker.Observe(st, err, why)
 		l.metrics.SetSuspended(suspended)
 		l.metrics.Observe(st, err, fresh)

@@ -74,6 +74,9 @@ type Status struct {
 	// signed as verify asks); a model or image that runs a version that
 	// no longer verifies (a key removed from verify).
 	Warning string `json:"warning,omitempty"`
+	// DiskFull is set while the disk of stateDir is full: "disk full:
+	// PATH: …", the write that failed and what to do.
+	DiskFull string `json:"diskFull,omitempty"`
 	// Held says why the device's rollout held the target revision:
 	// "held: rollout wave 2 opens 2026-12-03T14:00Z".
 	Held                string           `json:"held,omitempty"`

@@ -47,6 +47,9 @@ func (s Status) WriteText(w io.Writer, now time.Time) error {
 	if s.Warning != "" {
 		line("Warning", s.Warning)
 	}
+	if s.DiskFull != "" {
+		line("Disk full", s.DiskFull)
+	}
 	if s.Held != "" {
 		line("Release", s.Held+"; drift is still reverted")
 	}

@@ -58,6 +58,9 @@ type Tick struct {
 	Info  map[string]string
 	// Held says why the target was not taken, or is nil.
 	Held *Held
+	// DiskFull says which write found the disk full and what the agent
+	// did about it, while its disk reserve is let go; "" otherwise.
+	DiskFull string
 	// Quarantined lists the releases rolled back on this node, oldest
 	// first; nil when the tick did not read them.
 	Quarantined []Quarantined

@@ -171,6 +171,7 @@ func (t *Tracker) Observe(res *Tick, err error, suspended string) []drift.Event 
 			s.Warning = w.Error()
 		}
 	}
+	s.DiskFull = res.DiskFull
 	if res.Quarantined != nil {
 		s.Quarantined = res.Quarantined
 	}

@@ -25,12 +25,6 @@ import (
 // and SIGKILL when its spec gives no stopTimeout.
 const DefaultStopTimeout = 10 * time.Second
 
-// Log files of services: capped, with this many rotated copies.
-const (
-	logMaxBytes = 10 << 20
-	logKeep     = 3
-)
-
 // Driver starts, updates and stops the instances of services through a
 // Supervisor. An update touches only the replicas whose spec differs or
 // that are not running, and scaling starts or stops only the difference.
@@ -152,7 +146,9 @@ func (d *Driver) Observe(ctx context.Context, id string, spec any) (planner.Stat
 	running := 0
 	var down, loops []string
 	for _, in := range insts {
-		_ = RotateLog(LogFile(d.state, name, in.Replica), logMaxBytes, logKeep)
+		// An instance an older tend started writes its file itself: cap
+		// it as it is seen. A log shim keeps the others under the cap.
+		_ = RotateLog(LogFile(d.state, name, in.Replica), LogMaxBytes, LogKeep)
 		switch {
 		case in.Done:
 			running++ // exited as its restart policy allows: not drift

@@ -9,13 +9,22 @@ import (
 	"strconv"
 )
 
+// Log files of process services: each is rotated at LogMaxBytes, and
+// LogKeep rotated copies are kept, besides the current file and the last
+// instance's (PreviousLog): at most (LogKeep+2) × LogMaxBytes a replica.
+const (
+	LogMaxBytes = 10 << 20
+	LogKeep     = 3
+)
+
 // PreviousLog is where the output of the instance before the one that
 // writes path is kept: a runtime that writes its instances' output to a
 // file (the process runtime) moves what is there to it when it starts a
 // new instance, so that path holds the current instance's output.
 func PreviousLog(path string) string { return path + ".prev" }
 
-// RotateLog caps a log file a running process appends to: when it is larger
+// RotateLog caps a log file a running process appends to itself (an
+// instance started by a tend before log shims): when it is larger
 // than max bytes, it is copied to path.1 (older copies shift to .2 … .keep,
 // the oldest dropped) and truncated in place (copytruncate: the process's
 // O_APPEND fd keeps working, its next write lands at the new end). With

@@ -26,6 +26,7 @@ const (
 	SuspendFile    = "suspended"       // present while `tend suspend` holds the node
 	LockFile       = "lock"            // held by a tend while it applies
 	AgentLockFile  = "agent.lock"      // held by the agent while it runs
+	ReserveFile    = "reserve"         // space the agent keeps for a full disk (see package reserve)
 )
 
 // The folders in stateDir.
@@ -74,6 +75,10 @@ func (d Dir) Lock() string { return d.join(LockFile) }
 
 // AgentLock is the lock an agent holds while it runs.
 func (d Dir) AgentLock() string { return d.join(AgentLockFile) }
+
+// Reserve is the space the agent keeps aside, and lets go of when the
+// disk is full, to keep reverting drift.
+func (d Dir) Reserve() string { return d.join(ReserveFile) }
 
 // Git is the persistent bare clone of the fleet repo.
 func (d Dir) Git() string { return d.join(gitDir) }

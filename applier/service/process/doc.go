@@ -6,6 +6,8 @@
 // or through a pidfd once adopted; stopping it stops its whole process
 // group, its cgroup, and its descendants and session as /proc links them
 // (a setsid child too); memory and CPU limits confine it through its own
-// cgroup (v2, or v1 where that is what the node mounts). It is built on
-// Linux only, where tend runs services.
+// cgroup (v2, or v1 where that is what the node mounts); its output goes
+// through a pipe to a log shim, tend's own binary in a hidden mode, which
+// writes the log file and rotates it at the cap as it writes (see
+// shimName). It is built on Linux only, where tend runs services.
 package process

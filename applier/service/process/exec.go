@@ -9,7 +9,6 @@ import (
 	"log/slog"
 	"os"
 	"os/exec"
-	"path/filepath"
 	"strconv"
 	"strings"
 	"sync"
@@ -27,8 +26,9 @@ import (
 // it is moved in right after exec, so for those few microseconds it runs
 // unconfined, and a process it forks in that window stays outside.
 type Runtime struct {
-	log *slog.Logger
-	cg  cgroupFS
+	log    *slog.Logger
+	logMax int64 // an instance's log file is rotated at this size
+	cg     cgroupFS
 
 	mu       sync.Mutex
 	children map[Proc]*child // by PID and StartTime; Limits is always ""
@@ -46,6 +46,7 @@ const maxStopped = 64
 type child struct {
 	cmd  *exec.Cmd
 	cg   *instanceCgroup
+	shim *logShim      // nil when the output is discarded
 	done chan struct{} // closed once reaped and status is set
 	// status is how it ended, set before done is closed.
 	status service.ExitStatus
@@ -60,6 +61,7 @@ func New(cgroupParent string, log *slog.Logger) *Runtime {
 	}
 	return &Runtime{
 		log:      log,
+		logMax:   service.LogMaxBytes,
 		cg:       detectCgroups(cgroupMount, cgroupParent),
 		children: map[Proc]*child{},
 		stopped:  map[Proc]service.ExitStatus{},
@@ -82,21 +84,14 @@ func (e *Runtime) Run(ctx context.Context, in Instance) (Proc, error) {
 		return Proc{}, err
 	}
 	var out *os.File
+	var shim *logShim
 	if in.LogFile != "" {
-		if err := os.MkdirAll(filepath.Dir(in.LogFile), 0o750); err != nil {
-			return Proc{}, fmt.Errorf("create log folder: %w", err)
+		if shim, out, err = e.startLog(in.LogFile); err != nil {
+			return Proc{}, err
 		}
-		// The last instance's output is kept for a post-mortem (tend logs
-		// --previous); the file is this instance's.
-		if fi, err := os.Stat(in.LogFile); err == nil && fi.Size() > 0 {
-			if err := os.Rename(in.LogFile, service.PreviousLog(in.LogFile)); err != nil {
-				return Proc{}, fmt.Errorf("keep the last instance's log: %w", err)
-			}
-		}
-		if out, err = os.OpenFile(in.LogFile, os.O_WRONLY|os.O_CREATE|os.O_APPEND, 0o640); err != nil {
-			return Proc{}, fmt.Errorf("open log file: %w", err)
-		}
-		defer out.Close() // the process has its own copy
+		// The process has its own copy; once it and all it started are
+		// gone, the shim reads the end of the pipe and exits.
+		defer out.Close()
 	}
 
 	name := in.Service + "-" + strconv.Itoa(in.Replica)
@@ -129,7 +124,10 @@ func (e *Runtime) Run(ctx context.Context, in Instance) (Proc, error) {
 	}
 
 	p := Proc{PID: pid, StartTime: st.StartTime, Limits: warn}
-	c := &child{cmd: cmd, cg: cg, done: make(chan struct{})}
+	c := &child{cmd: cmd, cg: cg, shim: shim, done: make(chan struct{})}
+	if shim != nil {
+		p.Shim = &shim.proc
+	}
 	e.mu.Lock()
 	e.children[procKey(p)] = c
 	e.mu.Unlock()
@@ -297,7 +295,9 @@ func (e *Runtime) takeStopped(p Proc) (service.ExitStatus, bool) {
 func (e *Runtime) Alive(p Proc) bool { return procAlive(p) }
 
 // Wait implements service.Runtime. A child that Stop ended reports its
-// status to a Wait that comes after (once, for the last maxStopped).
+// status to a Wait that comes after (once, for the last maxStopped). Once
+// the process exited, Wait gives its log shim up to drainWait to write
+// what it printed last.
 func (e *Runtime) Wait(ctx context.Context, p Proc) (service.ExitStatus, error) {
 	if st, ok := e.takeStopped(p); ok {
 		return st, nil
@@ -305,6 +305,7 @@ func (e *Runtime) Wait(ctx context.Context, p Proc) (service.ExitStatus, error) 
 	if c := e.child(p); c != nil {
 		select {
 		case <-c.done:
+			e.waitShim(ctx, c, p)
 			e.forget(p)
 			return c.status, nil
 		case <-ctx.Done():
@@ -320,6 +321,7 @@ func (e *Runtime) Wait(ctx context.Context, p Proc) (service.ExitStatus, error) 
 		if err := waitGoneByPolling(ctx, p); err != nil {
 			return service.ExitStatus{}, err
 		}
+		e.waitShim(ctx, nil, p)
 		return e.adoptedExit(cg), nil
 	case err != nil:
 		return service.ExitStatus{}, err
@@ -329,6 +331,7 @@ func (e *Runtime) Wait(ctx context.Context, p Proc) (service.ExitStatus, error) 
 	if err := waitPidfd(ctx, f); err != nil {
 		return service.ExitStatus{}, err
 	}
+	e.waitShim(ctx, nil, p)
 	return e.adoptedExit(cg), nil
 }
 
@@ -349,13 +352,15 @@ func (e *Runtime) adoptedExit(cg *instanceCgroup) service.ExitStatus {
 // every process left in its group, in its cgroup when it has one, and
 // among its descendants and session as /proc links them (see tree, which
 // also finds a child that started a session of its own with setsid), is
-// killed too: nothing the service started outlives Stop. When ctx ends
+// killed too, and its log shim ends (see endShim): nothing the service
+// started outlives Stop. When ctx ends
 // first, the group is killed at once and ctx's error returned.
 func (e *Runtime) Stop(ctx context.Context, p Proc, grace time.Duration) error {
 	var gone func(context.Context) error
 	var signalLeader func(unix.Signal) error
 	var cg *instanceCgroup
-	if c := e.child(p); c != nil {
+	c := e.child(p)
+	if c != nil {
 		defer e.forgetStopped(p, c)
 		select {
 		case <-c.done:
@@ -365,6 +370,7 @@ func (e *Runtime) Stop(ctx context.Context, p Proc, grace time.Duration) error {
 			if err := c.cg.removeWait(); err != nil {
 				e.log.Warn("cgroup kept after stop", logKeyPID, p.PID, logKeyError, err)
 			}
+			e.endShim(ctx, c, p)
 			return nil
 		default:
 		}
@@ -382,6 +388,7 @@ func (e *Runtime) Stop(ctx context.Context, p Proc, grace time.Duration) error {
 		f, err := openPidfd(p)
 		switch {
 		case errors.Is(err, errGone):
+			e.endShim(ctx, nil, p)
 			return nil
 		case errors.Is(err, unix.ENOSYS):
 			gone = func(ctx context.Context) error { return waitGoneByPolling(ctx, p) }
@@ -421,6 +428,7 @@ func (e *Runtime) Stop(ctx context.Context, p Proc, grace time.Duration) error {
 	if err := cg.removeWait(); err != nil {
 		e.log.Warn("cgroup kept after stop", logKeyPID, p.PID, logKeyError, err)
 	}
+	e.endShim(ctx, c, p)
 	e.log.Debug("stopped", logKeyPID, p.PID)
 	return nil
 }

@@ -7,6 +7,7 @@ const (
 	logKeyService = "service"
 	logKeyReplica = "replica"
 	logKeyPID     = "pid"
+	logKeyShim    = "shim"
 	logKeyCommand = "command"
 	logKeyCgroup  = "cgroup"
 	logKeyStatus  = "status"

@@ -9,7 +9,6 @@ import (
 	"strconv"
 	"strings"
 	"testing"
-	"time"
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
@@ -17,90 +16,53 @@ import (
 	"github.com/tend-dev/tend/applier/service"
 )
 
-// spamLine is the form of svc -spam's lines; the digits vary.
-var spamLine = "line 00000000 " + strings.Repeat("x", 40)
-
-// isSpamPrefix: s is the start of a spamLine.
-func isSpamPrefix(s string) bool {
-	if len(s) > len(spamLine) {
-		return false
-	}
-	for i := range len(s) {
-		if (i >= 5 && i < 13 && (s[i] < '0' || s[i] > '9')) || ((i < 5 || i >= 13) && s[i] != spamLine[i]) {
-			return false
-		}
-	}
-	return true
-}
-
-// lineNumbers reads the numbers of svc -spam's lines in a log file, failing
-// on any line that is not whole, except the last of a copy: copytruncate may
-// cut it (the rest is lost with the truncation).
-func lineNumbers(t *testing.T, path string, copied bool) []int {
-	t.Helper()
-	b, err := os.ReadFile(path)
-	require.NoError(t, err)
-	require.NotContains(t, string(b), "\x00", "%s: a hole where the process wrote past a truncation", path)
-	lines := strings.Split(string(b), "\n")
-	if tail := lines[len(lines)-1]; tail != "" {
-		require.True(t, copied, "%s: the live file ends in a partial line %q", path, tail)
-		require.True(t, isSpamPrefix(tail), "%s: last line %q", path, tail)
-	}
-	var nums []int
-	for _, l := range lines[:len(lines)-1] {
-		var n int
-		var rest string
-		_, err := fmt.Sscanf(l, "line %08d %s", &n, &rest)
-		require.NoError(t, err, "%s: %q", path, l)
-		require.Equal(t, strings.Repeat("x", 40), rest, "%s: %q", path, l)
-		nums = append(nums, n)
-	}
-	return nums
-}
-
-func TestRotateLogWhileAppending(t *testing.T) {
+// The shim rotates the file at the cap while the service writes, keeps
+// three copies, and loses nothing in between: the files, oldest first,
+// hold consecutive lines (the oldest copy may start inside the line whose
+// start was dropped with the copy before it).
+func TestLogShimRotatesWhileWriting(t *testing.T) {
 	t.Parallel()
 	e := newTestRuntime(t)
+	const max, keep = 32 << 10, service.LogKeep
+	e.logMax = max
 	log := filepath.Join(t.TempDir(), "logs", "spam.log")
 	p := start(t, e, Instance{Service: "spam", Command: []string{svcBin, "-spam", "1s"}, LogFile: log})
+	st, err := e.Wait(waitCtx(t), p)
+	require.NoError(t, err)
+	require.False(t, st.Failed(), st.String())
 
-	const max, keep = 32 << 10, 3
-	done := make(chan struct{})
-	go func() { _, _ = e.Wait(waitCtx(t), p); close(done) }()
-	rotations := 0
-	for running := true; running; {
-		select {
-		case <-done:
-			running = false
-		case <-time.After(5 * time.Millisecond):
-		}
-		before, _ := os.Stat(log)
-		require.NoError(t, service.RotateLog(log, max, keep))
-		if after, _ := os.Stat(log); before != nil && before.Size() > max && after.Size() < before.Size() {
-			rotations++
-		}
-	}
-	require.Greater(t, rotations, keep, "the test must rotate more often than it keeps copies")
-
-	// Oldest first: .3, .2, .1, the live file; within and across files
-	// the lines go up.
-	last := -1
+	var all strings.Builder
 	for i := keep; i >= 0; i-- {
 		p := log
 		if i > 0 {
 			p += "." + strconv.Itoa(i)
 		}
-		nums := lineNumbers(t, p, i > 0)
+		b, err := os.ReadFile(p)
+		require.NoError(t, err, "%d rotated copies are kept", keep)
+		require.LessOrEqual(t, len(b), max, "%s is over the cap", p)
 		if i > 0 {
-			require.NotEmpty(t, nums, p) // the live file may be just truncated
+			require.Greater(t, len(b), max/2, "%s: a copy is rotated near the cap", p)
 		}
-		for _, n := range nums {
-			require.Greater(t, n, last, "%s: line %d after %d", p, n, last)
-			last = n
-		}
+		all.Write(b)
 	}
 	assert.NoFileExists(t, log+"."+strconv.Itoa(keep+1))
-	assert.NoFileExists(t, log+".1.tmp")
+	assert.NoFileExists(t, log+".next")
+
+	lines := strings.Split(all.String(), "\n")
+	require.Empty(t, lines[len(lines)-1], "the service's last line is whole")
+	lines = lines[1 : len(lines)-1] // the first may be the end of a dropped line
+	last := -1
+	for _, l := range lines {
+		var n int
+		var rest string
+		_, err := fmt.Sscanf(l, "line %08d %s", &n, &rest)
+		require.NoError(t, err, "%q", l)
+		require.Equal(t, strings.Repeat("x", 40), rest, "%q", l)
+		if last >= 0 {
+			require.Equal(t, last+1, n, "a line lost or out of order")
+		}
+		last = n
+	}
 }
 
 func TestRotateLog(t *testing.T) {

@@ -68,6 +68,9 @@ type Proc struct {
 	// Limits is a warning when resources were asked for and could not be
 	// applied (no writable cgroup); "" otherwise. Never a silent no-op.
 	Limits string `json:"limits,omitempty"`
+	// Shim is the instance's log shim (see shimName); nil when its
+	// output is discarded, or it was started by a tend without shims.
+	Shim *Proc `json:"shim,omitempty"`
 }
 
 var (
