@@ -181,6 +181,11 @@ func (r *Result) Offline() error {
 	return r.Desired.Offline
 }
 
+// staging says the tick's target release stages in the background and
+// no rollout holds it: the status's result and the tick's log line say
+// staging (tend_reconcile_total counts what its reverts did).
+func (r *Result) staging() bool { return r.Staging != nil && r.Held == nil }
+
 // Outcome names the result for logs and metrics (status.ResultSuccess,
 // status.ResultNoop, status.ResultError).
 func (r *Result) Outcome(err error) string {

@@ -125,8 +125,8 @@ func (l *Loop) holdOff(ctx context.Context, log *slog.Logger) bool {
 // were logged when planned, before the apply (Reconciler.LogDrift).
 func LogTick(log *slog.Logger, device string, res *Result, err error, suspended bool) {
 	outcome := res.Outcome(err)
-	if err == nil && res.Staging != nil && res.Held == nil && len(res.Applied) == 0 {
-		outcome = status.ResultStaging // the target downloads; nothing to revert
+	if err == nil && res.staging() {
+		outcome = status.ResultStaging // as the status says it
 	}
 	attrs := []any{keyDevice, device, keyResult, outcome, keyDuration, res.Duration.Round(time.Millisecond).String()}
 	if res.Snapshot != nil {

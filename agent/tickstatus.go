@@ -51,7 +51,7 @@ func statusTick(res *Result) *status.Tick {
 		t.TargetRelease = &c
 	}
 	t.AppliedRelease = res.AppliedRelease.String()
-	t.Staging = res.Staging != nil && res.Held == nil
+	t.Staging = res.staging()
 	if res.Wave != nil {
 		w := *res.Wave
 		t.Wave = &w

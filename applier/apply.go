@@ -285,11 +285,14 @@ func (a *Applier) record(inv *Inventory, d *render.Desired, o outcome, intent ma
 		}
 	}
 	inv.Root, inv.Device = a.root, d.Device
-	if done {
+	switch {
+	case done:
 		if release != "" {
 			inv.Release = release
 		}
-		inv.Revision, inv.Declaration = d.Revision, d.Declaration()
+		inv.Revision, inv.Declaration, inv.Pending = d.Revision, d.Declaration(), ""
+	case release != "":
+		inv.Pending = release
 	}
 }
 
@@ -401,9 +404,9 @@ func createdBy(act planner.Action) bool {
 // fingerprint is what a save would change, AppliedAt aside.
 func fingerprint(inv *Inventory) string {
 	b, _ := json.Marshal(struct {
-		Device, Root, Revision, Release, Declaration string
-		Resources                                    map[string]InventoryEntry
-	}{inv.Device, inv.Root, inv.Revision, string(inv.Release), inv.Declaration, inv.Resources})
+		Device, Root, Revision, Release, Declaration, Pending string
+		Resources                                             map[string]InventoryEntry
+	}{inv.Device, inv.Root, inv.Revision, string(inv.Release), inv.Declaration, string(inv.Pending), inv.Resources})
 	return string(b)
 }
 

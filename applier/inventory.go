@@ -32,7 +32,11 @@ type Inventory struct {
 	// applied it.
 	Release     api.ReleaseKey
 	Declaration string
-	Resources   map[string]InventoryEntry
+	// Pending is the key of a release an apply began and did not apply
+	// in full (an action failed, or was held); "" once one applies in
+	// full.
+	Pending   api.ReleaseKey
+	Resources map[string]InventoryEntry
 }
 
 // AppliedRelease is the key of the release the node runs: Release, or,
@@ -70,6 +74,7 @@ type inventoryJSON struct {
 	// that knows neither reads the file and drops them when it saves.
 	Release     string                    `json:"release,omitempty"`
 	Declaration string                    `json:"declaration,omitempty"`
+	Pending     string                    `json:"pending,omitempty"`
 	Resources   map[string]InventoryEntry `json:"resources"`
 }
 
@@ -92,7 +97,7 @@ func LoadInventory(stateDir string) (*Inventory, error) {
 		return nil, corrupt(name, err)
 	}
 	inv := &Inventory{Device: raw.Device, Root: raw.Root, Revision: raw.Revision, Resources: raw.Resources,
-		Release: api.ReleaseKey(raw.Release), Declaration: raw.Declaration}
+		Release: api.ReleaseKey(raw.Release), Declaration: raw.Declaration, Pending: api.ReleaseKey(raw.Pending)}
 	if raw.AppliedAt != "" {
 		if inv.AppliedAt, err = time.Parse(time.RFC3339, raw.AppliedAt); err != nil {
 			return nil, corrupt(name, fmt.Errorf("appliedAt: %w", err))
@@ -119,6 +124,7 @@ func (inv *Inventory) Save(stateDir string) error {
 		Revision:    inv.Revision,
 		Release:     inv.Release.String(),
 		Declaration: inv.Declaration,
+		Pending:     inv.Pending.String(),
 		Resources:   inv.Resources,
 	}
 	if raw.Resources == nil {

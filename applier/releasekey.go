@@ -18,11 +18,16 @@ import (
 //     an inventory that keeps none counts any new commit), or a resource
 //     changes other than by a digest its tag or semver policy resolved;
 //   - otherwise the models' and container images' digests that moved,
-//     model/NAME@sha256:… and service/NAME@sha256:…, joined.
+//     model/NAME@sha256:… and service/NAME@sha256:…, joined;
+//   - "" at the applied commit when no digest moved: what differs (an
+//     entry a failed apply left, a spec another tend hashed otherwise) is
+//     no new release.
 //
 // So a commit that changes nothing on the device is no part of the key,
-// and two devices that take the same new digest share it. A release is
-// quarantined by the parts of its key (see releaseKeys).
+// and two devices that take the same new digest share it. A release an
+// apply began and left part way (inv.Pending) keeps its whole key while
+// what is left of it is a part of it. A release is quarantined by the
+// parts of its key (see releaseKeys).
 func ReleaseOf(inv *Inventory, d *render.Desired) api.ReleaseKey {
 	rev, err := source.ParseRevision(d.Revision)
 	if err != nil {
@@ -34,10 +39,29 @@ func ReleaseOf(inv *Inventory, d *render.Desired) api.ReleaseKey {
 	}
 	before, _ := source.ParseRevision(inv.Revision)
 	newCommit := !before.SameCommit(rev)
-	if other || newCommit && (inv.Declaration == "" || inv.Declaration != d.Declaration()) {
+	switch {
+	case newCommit && (other || inv.Declaration == "" || inv.Declaration != d.Declaration()):
 		return api.CommitRelease(rev.Commit)
+	case len(moved) == 0:
+		return ""
 	}
-	return api.DigestRelease(moved)
+	return inv.continuing(api.DigestRelease(moved))
+}
+
+// continuing is k, or the release an earlier apply began and left part
+// way (Pending) when k is what is left of it: every part of k is one of
+// Pending's.
+func (inv *Inventory) continuing(k api.ReleaseKey) api.ReleaseKey {
+	if inv.Pending == "" {
+		return k
+	}
+	pending := inv.Pending.Parts()
+	for _, p := range k.Parts() {
+		if !slices.Contains(pending, p) {
+			return k
+		}
+	}
+	return inv.Pending
 }
 
 // changes compares d with what inv says was applied: moved lists, as

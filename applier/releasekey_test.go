@@ -70,6 +70,22 @@ func TestReleaseOf(t *testing.T) {
 		})
 	}
 
+	t.Run("at the applied commit, what a failed apply left is no release", func(t *testing.T) {
+		d := keyFleet(c1, "r/detector", m1, i1, "v1")
+		d.Resources = d.Resources[:2] // the service's entry stays, its declaration went with a failed apply
+		require.Equal(t, api.ReleaseKey(""), ReleaseOf(inv, d), "the running commit is never its own new release")
+		require.Equal(t, api.ReleaseKey("model/detector@"+m2), ReleaseOf(inv, keyFleet(c1, "r/other", m2, i1, "v1")))
+	})
+	t.Run("a release left part way keeps its key while what is left is part of it", func(t *testing.T) {
+		both := api.ReleaseKey("model/detector@" + m2 + "+service/web@" + i2)
+		half := applied(keyFleet(c1, "r/detector", m2, i1, "v1"), "commit:"+api.ReleaseKey(c1), true) // the model applied, the image failed
+		half.Pending = both
+		require.Equal(t, both, ReleaseOf(half, keyFleet(c1, "r/detector", m2, i2, "v1")))
+		i3 := "sha256:" + strings.Repeat("e", 64)
+		require.Equal(t, api.ReleaseKey("service/web@"+i3), ReleaseOf(half, keyFleet(c1, "r/detector", m2, i3, "v1")),
+			"a digest the pending release does not name is a release of its own")
+		require.Equal(t, api.CommitRelease(c2), ReleaseOf(half, keyFleet(c2, "r/detector", m2, i2, "v2")))
+	})
 	t.Run("a removed resource is the commit's", func(t *testing.T) {
 		d := keyFleet(c2, "r/detector", m1, i1, "v1")
 		d.Resources = d.Resources[:2]

@@ -199,13 +199,16 @@ func tagPushedRelease(t *testing.T, h *runningHub) {
 	unrelated := repo.Commit("a profile for no device")
 	eventually(t, func() bool { return canary.a.status()["appliedRevision"] == "HEAD@sha1:"+unrelated })
 	require.Equal(t, fixedKey, canary.a.status()["appliedRelease"], "the commit changed nothing on the canary")
-	rd = h.release(t, fixedKey)
-	again, _ := time.Parse(time.RFC3339, part(rd, canary.name).Applied)
-	require.Equal(t, canaryAt, again, "the canary's soak of 1.2.1 was not restarted by the commit")
-
 	for _, d := range fleet {
 		eventually(t, func() bool { return d.a.status()["appliedRelease"] == fixedKey && d.model() == "good 1.2.1" })
 	}
+	eventually(t, func() bool {
+		rd = h.release(t, fixedKey)
+		p := part(rd, later.name)
+		return p != nil && p.Applied != ""
+	})
+	laterAt, _ = time.Parse(time.RFC3339, part(rd, later.name).Applied)
+	require.GreaterOrEqual(t, laterAt.Sub(canaryAt), tagSoak-time.Second, "the later wave took 1.2.1 after the canary's soak (RFC 3339 seconds)")
 	require.False(t, stop(), "the later device's model never read the bad 1.2.0")
 	require.Zero(t, later.count(modelActivated, " digest="+bad), "the later device never activated 1.2.0")
 	// The hub hears of the later device's apply at its next report.
