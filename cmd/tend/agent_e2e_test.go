@@ -53,6 +53,21 @@ func startAgentAt(t *testing.T, n *node, bin string, extra ...string) *runningAg
 	return a
 }
 
+// agentProcess starts `tend agent` for n with its output appended to
+// log, killed when the test ends: for tests that kill and start the agent
+// again on the same log.
+func agentProcess(t *testing.T, n *node, log string) *exec.Cmd {
+	t.Helper()
+	f, err := os.OpenFile(log, os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o644)
+	require.NoError(t, err)
+	defer f.Close()
+	cmd := exec.Command(tendBin, append([]string{"agent"}, n.flags...)...)
+	cmd.Stdout, cmd.Stderr = f, f
+	require.NoError(t, cmd.Start())
+	t.Cleanup(func() { _ = cmd.Process.Kill(); _ = cmd.Wait() })
+	return cmd
+}
+
 func (a *runningAgent) get(path string) (string, int) {
 	resp, err := http.Get("http://" + a.addr + path)
 	if err != nil {

@@ -51,16 +51,7 @@ func TestLogShimSurvivesAgentRestartAndEndsWithItsService(t *testing.T) {
 	n := newNode(t, repo.Dir(), "--schedule", "@every 1s", "--jitter", "0s")
 	t.Cleanup(func() { stopServices(t, n.state) })
 	agentLog := filepath.Join(t.TempDir(), "agent.log")
-	agent := func() *exec.Cmd {
-		f, err := os.OpenFile(agentLog, os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o644)
-		require.NoError(t, err)
-		defer f.Close()
-		cmd := exec.Command(tendBin, append([]string{"agent"}, n.flags...)...)
-		cmd.Stdout, cmd.Stderr = f, f
-		require.NoError(t, cmd.Start())
-		t.Cleanup(func() { _ = cmd.Process.Kill(); _ = cmd.Wait() })
-		return cmd
-	}
+	agent := func() *exec.Cmd { return agentProcess(t, n, agentLog) }
 	logFile := filepath.Join(n.state, "logs", "tick", "0.log")
 	logSize := func() int64 {
 		fi, err := os.Stat(logFile)

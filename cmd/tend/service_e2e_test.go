@@ -172,16 +172,7 @@ func TestAgentKill9AdoptsServices(t *testing.T) {
 	t.Cleanup(func() { stopServices(t, n.state) })
 	logFile := filepath.Join(t.TempDir(), "agent.log")
 
-	agent := func() *exec.Cmd {
-		f, err := os.OpenFile(logFile, os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o644)
-		require.NoError(t, err)
-		defer f.Close()
-		cmd := exec.Command(tendBin, append([]string{"agent"}, n.flags...)...)
-		cmd.Stdout, cmd.Stderr = f, f
-		require.NoError(t, cmd.Start())
-		t.Cleanup(func() { _ = cmd.Process.Kill(); _ = cmd.Wait() })
-		return cmd
-	}
+	agent := func() *exec.Cmd { return agentProcess(t, n, logFile) }
 	pids := func() map[string]int {
 		out := map[string]int{}
 		for i := range 10 {
