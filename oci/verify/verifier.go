@@ -2,9 +2,6 @@ package verify
 
 import (
 	"context"
-	"crypto/sha256"
-	"encoding/hex"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"strings"
@@ -32,8 +29,9 @@ const (
 )
 
 // maxRemembered bounds the verified digests a Verifier remembers (and
-// the unsigned ones VerifyCandidate does); past it it forgets them all
-// and verifies again as they come.
+// the unsigned ones VerifyCandidate does, and the fingerprints of
+// requirements); past it it forgets them all and verifies again as they
+// come.
 const maxRemembered = 4096
 
 // RecheckUnsigned is how long VerifyCandidate takes a digest found
@@ -66,6 +64,8 @@ type Verifier struct {
 	// unsigned holds, by the fingerprints of a target's requirements,
 	// when VerifyCandidate found it unsigned and what it found.
 	unsigned map[string]unsigned
+	// fingerprints holds the fingerprint of each requirement by its id.
+	fingerprints map[string]memo
 }
 
 // unsigned is a failed verification VerifyCandidate remembers.
@@ -82,7 +82,7 @@ func (v *Verifier) Requests() int64 { return v.requests.Load() }
 // failure is an *Error (wrapping ErrUnsigned) naming t, the requirement
 // and what was found, or an error reaching the registry.
 func (v *Verifier) Verify(ctx context.Context, t Target, reqs []*manifest.ArtifactVerify) error {
-	all, keys, err := requirements(t, reqs)
+	all, keys, err := v.requirements(t, reqs)
 	if err != nil {
 		return err
 	}
@@ -99,7 +99,7 @@ func (v *Verifier) Verify(ctx context.Context, t Target, reqs []*manifest.Artifa
 // the signatures of a newer one nobody signed. A failure to look the
 // signatures up is not remembered.
 func (v *Verifier) VerifyCandidate(ctx context.Context, t Target, reqs []*manifest.ArtifactVerify) error {
-	all, keys, err := requirements(t, reqs)
+	all, keys, err := v.requirements(t, reqs)
 	if err != nil || len(keys) == 0 {
 		return err
 	}
@@ -129,7 +129,7 @@ func (v *Verifier) VerifyCandidate(ctx context.Context, t Target, reqs []*manife
 
 // requirements lists the requirements of reqs, each with the key t is
 // remembered by once verified under it.
-func requirements(t Target, reqs []*manifest.ArtifactVerify) ([]requirement, []string, error) {
+func (v *Verifier) requirements(t Target, reqs []*manifest.ArtifactVerify) ([]requirement, []string, error) {
 	var all []requirement
 	var keys []string
 	for _, r := range reqs {
@@ -140,7 +140,7 @@ func requirements(t Target, reqs []*manifest.ArtifactVerify) ([]requirement, []s
 			if q.cosign == nil && q.notation == nil {
 				continue
 			}
-			fp, err := q.fingerprint()
+			fp, err := v.fingerprint(q)
 			if err != nil {
 				return nil, nil, fmt.Errorf("%s %s@%s: %w", t.ID, t.Repository, t.Digest, err)
 			}
@@ -184,15 +184,6 @@ func (v *Verifier) verifyKeyed(ctx context.Context, t Target, all []requirement,
 type requirement struct {
 	cosign   *manifest.CosignVerify
 	notation *manifest.NotationVerify
-}
-
-func (q requirement) fingerprint() (string, error) {
-	if q.notation != nil {
-		fp, err := notationFingerprint(q.notation)
-		return "notation " + fp, err
-	}
-	fp, err := fingerprint(q.cosign)
-	return "cosign " + fp, err
 }
 
 // verify checks t against each requirement of todo, asking the registry
@@ -319,28 +310,6 @@ func fetchBundles(ctx context.Context, c *client, digest string) (bundles, error
 		return bundles{}, last
 	}
 	return out, nil
-}
-
-// fingerprint names a cosign block and the content of its files.
-func fingerprint(c *manifest.CosignVerify) (string, error) {
-	h := sha256.New()
-	cfg, _ := json.Marshal(c)
-	h.Write(cfg)
-	for _, path := range c.Keys {
-		b, err := readBounded(path, maxKeyFile, "cosign public key")
-		if err != nil {
-			return "", err
-		}
-		h.Write(b)
-	}
-	if c.TrustedRoot != "" {
-		b, err := readBounded(c.TrustedRoot, maxTrustedRootFile, "Sigstore trusted root")
-		if err != nil {
-			return "", err
-		}
-		h.Write(b)
-	}
-	return hex.EncodeToString(h.Sum(nil)), nil
 }
 
 func (v *Verifier) remembered(k string) bool {
