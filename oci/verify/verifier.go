@@ -2,9 +2,7 @@ package verify
 
 import (
 	"context"
-	"errors"
 	"fmt"
-	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -29,14 +27,10 @@ const (
 )
 
 // maxRemembered bounds the verified digests a Verifier remembers (and
-// the unsigned ones VerifyCandidate does, and the fingerprints of
+// the failures VerifyCandidate and Recheck do, and the fingerprints of
 // requirements); past it it forgets them all and verifies again as they
 // come.
 const maxRemembered = 4096
-
-// RecheckUnsigned is how long VerifyCandidate takes a digest found
-// unsigned to stay so before it asks the registry again.
-const RecheckUnsigned = 10 * time.Minute
 
 // Target is the artifact to verify: its manifest digest in a repository.
 type Target struct {
@@ -54,24 +48,18 @@ type Verifier struct {
 	// Observe, when set, hears each verification that asked a registry:
 	// its kind and ResultOK or ResultFailed.
 	Observe func(kind, result string)
-	// Now is the clock VerifyCandidate's memory of unsigned digests is
-	// read with; nil means time.Now.
+	// Now is the clock the failures VerifyCandidate and Recheck remember
+	// are read with; nil means time.Now.
 	Now func() time.Time
 
 	requests atomic.Int64
 	mu       sync.Mutex
 	verified map[string]bool // repository@digest fingerprint
-	// unsigned holds, by the fingerprints of a target's requirements,
-	// when VerifyCandidate found it unsigned and what it found.
-	unsigned map[string]unsigned
+	// failed holds, by the fingerprints of a target's requirements, the
+	// failures VerifyCandidate and Recheck remember.
+	failed map[string]failure
 	// fingerprints holds the fingerprint of each requirement by its id.
 	fingerprints map[string]memo
-}
-
-// unsigned is a failed verification VerifyCandidate remembers.
-type unsigned struct {
-	at  time.Time
-	err error
 }
 
 // Requests is how many requests the Verifier has sent, in all.
@@ -87,44 +75,6 @@ func (v *Verifier) Verify(ctx context.Context, t Target, reqs []*manifest.Artifa
 		return err
 	}
 	return v.verifyKeyed(ctx, t, all, keys)
-}
-
-// VerifyCandidate is Verify for a version a policy passes over when it
-// is not signed (for the next highest one), and for one a node runs,
-// checked again under the requirements asked for now (see
-// ActiveWarning): a digest found unsigned (an
-// *Error) is remembered for RecheckUnsigned, and that error returned
-// again without asking the registry (nor counting in Observe) until then,
-// so that a device running an older version does not ask every tick for
-// the signatures of a newer one nobody signed. A failure to look the
-// signatures up is not remembered.
-func (v *Verifier) VerifyCandidate(ctx context.Context, t Target, reqs []*manifest.ArtifactVerify) error {
-	all, keys, err := v.requirements(t, reqs)
-	if err != nil || len(keys) == 0 {
-		return err
-	}
-	k := t.ID + "\n" + strings.Join(keys, "\n")
-	now := time.Now
-	if v.Now != nil {
-		now = v.Now
-	}
-	v.mu.Lock()
-	u, ok := v.unsigned[k]
-	v.mu.Unlock()
-	if ok && now().Sub(u.at) < RecheckUnsigned {
-		return u.err
-	}
-	err = v.verifyKeyed(ctx, t, all, keys)
-	v.mu.Lock()
-	defer v.mu.Unlock()
-	delete(v.unsigned, k)
-	if errors.Is(err, ErrUnsigned) {
-		if v.unsigned == nil || len(v.unsigned) >= maxRemembered {
-			v.unsigned = map[string]unsigned{}
-		}
-		v.unsigned[k] = unsigned{at: now(), err: err}
-	}
-	return err
 }
 
 // requirements lists the requirements of reqs, each with the key t is
