@@ -4,7 +4,6 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
-	"github.com/tend-dev/tend/api"
 	"io"
 	"net/http"
 	"net/url"
@@ -12,6 +11,8 @@ import (
 	"strings"
 	"time"
 
+	"github.com/tend-dev/tend/api"
+	"github.com/tend-dev/tend/internal/printable"
 	"github.com/tend-dev/tend/manifest"
 	"github.com/tend-dev/tend/rollout"
 	"github.com/tend-dev/tend/source"
@@ -19,6 +20,11 @@ import (
 
 // maxVerdictBytes caps what the agent reads of a hub's verdict.
 const maxVerdictBytes = 64 << 10
+
+// maxHubText bounds the text of a hub's answer (a verdict's reason, the
+// first line of an error) that the agent puts in a plan, a log line and
+// the status (see printable.Cut).
+const maxHubText = 200
 
 // verdict is what the agent reads of the hub's GET /v1/verdict (see
 // hub.BrakesVerdict).
@@ -61,7 +67,7 @@ func (r *Reconciler) askBrakes(ctx context.Context, b *manifest.Brakes, wave int
 // not report. It returns "" to go or why the release waits, and whether
 // the hub answered: a hub that could not be reached, did not answer in
 // time, or answered 5xx did not. What the hub wrote is printed escaped
-// and cut (see hubText), and a verdict that says go and tripped holds.
+// and cut (see printable.Cut), and a verdict that says go and tripped holds.
 func (r *Reconciler) askHub(ctx context.Context, b *manifest.Brakes, q rollout.VerdictQuery, wait time.Duration) (why string, answered bool) {
 	u := strings.TrimSuffix(b.Hub, "/") + "/v1/verdict?" + q.Encode()
 	shown := source.RedactURL(b.Hub)
@@ -99,7 +105,7 @@ func (r *Reconciler) askHub(ctx context.Context, b *manifest.Brakes, q rollout.V
 		return fmt.Sprintf("hub %s refused the device: set report.tokenFile to the token tend hub token create printed", shown), true
 	case resp.StatusCode != http.StatusOK:
 		first, _, _ := strings.Cut(strings.TrimSpace(string(body)), "\n")
-		return fmt.Sprintf("hub %s answered %d: %s", shown, resp.StatusCode, hubText(first)), true
+		return fmt.Sprintf("hub %s answered %d: %s", shown, resp.StatusCode, printable.Cut(first, maxHubText)), true
 	case len(body) > maxVerdictBytes:
 		return fmt.Sprintf("hub %s answered more than %d bytes", shown, maxVerdictBytes), true
 	}
@@ -117,7 +123,7 @@ func (r *Reconciler) askHub(ctx context.Context, b *manifest.Brakes, q rollout.V
 	case v.Reason == "":
 		return "the hub says wait", true
 	}
-	return hubText(v.Reason), true
+	return printable.Cut(v.Reason, maxHubText), true
 }
 
 // sameOrigin reports whether URLs a and b have the same scheme and host.

@@ -2,9 +2,11 @@ package agent
 
 import (
 	"fmt"
+	"net/http"
 	"os"
 	"path/filepath"
 	"testing"
+	"time"
 
 	"github.com/stretchr/testify/require"
 
@@ -83,4 +85,91 @@ func TestRemovedKeyWarns(t *testing.T) {
 	require.NoError(t, h.err)
 	require.Equal(t, warning(newPub), h.tracker.Status().Warning)
 	require.Equal(t, "weights one", weights())
+}
+
+// The version a node runs is checked again only when verify changed
+// since it was last checked, or a back-off allows: a model pinned by a
+// digest in the store needs no registry to run, so when its registry
+// is gone (an air-gapped device) the look-up that fails is not tried
+// again by the next ticks, but after 1 minute, then 2 (each counted
+// once in tend_verify_total), and a key file rewritten meanwhile has it
+// asked at once.
+func TestRecheckWhileRegistryGone(t *testing.T) {
+	cosign := testcosign.New(t)
+	oldPriv, oldPub := cosign.KeyPair("old")
+	_, newPub := cosign.KeyPair("new")
+	_, thirdPub := cosign.KeyPair("third")
+	reg := testoci.Start(t)
+	v1 := reg.PushFiles(t, "models/m:v1", map[string][]byte{"w.bin": []byte("weights one")})
+	cosign.Sign(oldPriv, reg.Ref("models/m@"+v1))
+	read := func(path string) []byte {
+		b, err := os.ReadFile(path)
+		require.NoError(t, err)
+		return b
+	}
+	release := filepath.Join(t.TempDir(), "release.pub")
+	require.NoError(t, os.WriteFile(release, read(oldPub), 0o644))
+
+	repo := testgit.NewRepo(t)
+	repo.WriteFile("devices/cam-017/d.yaml", fmt.Sprintf(oneFile, "good")+
+		"  models:\n    - {name: m, ref: "+reg.Ref("models/m@"+v1)+"}\n")
+	repo.Commit("good")
+	c := newConfig(t, repo.Dir())
+	c.Registries.Insecure = []string{reg.Host}
+	c.Models.Verify = &manifest.ArtifactVerify{Cosign: &manifest.CosignVerify{Keys: []string{release}}}
+	require.NoError(t, c.Validate())
+	h := heldLoopOf(c)
+	now := time.Date(2026, 12, 3, 8, 0, 0, 0, time.UTC)
+	h.r.Now = func() time.Time { return now }
+	h.r.OnVerify(h.metrics.Verified)
+	failed := func() float64 { return scrape(t, h.metrics)[`tend_verify_total{kind="model",result="failed"}`] }
+
+	h.scheduled()
+	require.NoError(t, h.err)
+	require.Empty(t, h.tracker.Status().Warning)
+
+	reg.Use(func(http.ResponseWriter, *http.Request) bool { panic(http.ErrAbortHandler) })
+	require.NoError(t, os.WriteFile(release, read(newPub), 0o644))
+	asked := reg.Requests.Load()
+	h.scheduled()
+	require.NoError(t, h.err, "the model runs from the store")
+	require.Greater(t, reg.Requests.Load(), asked, "a changed key file has the running version checked")
+	require.Empty(t, h.tracker.Status().Warning, "nothing is known of its signatures")
+	require.Equal(t, 1.0, failed())
+
+	for _, step := range []struct {
+		after time.Duration
+		asks  bool
+	}{
+		{0, false},
+		{59 * time.Second, false},
+		{time.Second, true}, // 1 minute after the failure
+		{time.Minute, false},
+		{time.Minute, true}, // 2 minutes after the second
+	} {
+		now = now.Add(step.after)
+		asked, before := reg.Requests.Load(), failed()
+		h.scheduled()
+		require.NoError(t, h.err)
+		if !step.asks {
+			require.Equal(t, asked, reg.Requests.Load(), "at %s, within the back-off, the registry is not asked", now.Format(time.TimeOnly))
+			require.Equal(t, before, failed())
+			continue
+		}
+		require.Greater(t, reg.Requests.Load(), asked, "at %s, past the back-off, the registry is asked again", now.Format(time.TimeOnly))
+		require.Equal(t, before+1, failed())
+	}
+
+	// The registry is back, within the back-off; the key file rewritten
+	// has the running version checked at once.
+	reg.Use(nil)
+	now = now.Add(time.Minute)
+	h.scheduled()
+	require.NoError(t, h.err)
+	require.Empty(t, h.tracker.Status().Warning, "still within the back-off")
+	require.NoError(t, os.WriteFile(release, read(thirdPub), 0o644))
+	h.scheduled()
+	require.NoError(t, h.err)
+	require.Equal(t, "model/m runs "+reg.Ref("models/m")+"@"+v1+", which no longer verifies: no cosign signature by "+release+
+		" (found 1 signature by another key); it keeps running, and a new version must verify", h.tracker.Status().Warning)
 }

@@ -224,10 +224,18 @@ func shortKey(k api.ReleaseKey) string {
 // shortName abbreviates the hash of a revision (REF@sha1:HASH), a commit
 // key (commit:HASH) or a digest's part (ID@sha256:HEX) to 12 hex digits,
 // marked "…".
-func shortName(s string) string {
-	for _, sep := range []string{"@sha1:", "@sha256:", "commit:"} {
+func shortName(s string) string { return shortHash(s, "…", "@sha1:", "@sha256:", "commit:") }
+
+// shortRevision abbreviates ref@sha1:COMMIT to ref@sha1:12 hex digits.
+func shortRevision(rev string) string { return shortHash(rev, "", "@sha1:") }
+
+// shortHash abbreviates the hash after the first of seps (in their
+// order) that s holds followed by more than 12 hex digits to 12, marked
+// with mark; s without one is returned as it is.
+func shortHash(s, mark string, seps ...string) string {
+	for _, sep := range seps {
 		if i := strings.Index(s, sep); i >= 0 && len(s) > i+len(sep)+12 {
-			return s[:i+len(sep)+12] + "…"
+			return s[:i+len(sep)+12] + mark
 		}
 	}
 	return s

@@ -23,14 +23,6 @@ var pages = template.Must(template.New("").Funcs(template.FuncMap{
 	"key":   func(k string) string { return shortKey(api.ReleaseKey(k)) },
 }).ParseFS(templateFS, "templates/*.html"))
 
-// shortRevision abbreviates ref@sha1:COMMIT to ref@sha1:12 hex digits.
-func shortRevision(rev string) string {
-	if i := strings.Index(rev, "@sha1:"); i >= 0 && len(rev) > i+6+12 {
-		return rev[:i+6+12]
-	}
-	return rev
-}
-
 // render writes page name; html/template escapes every value it prints,
 // so device names and labels show as text, whatever they hold.
 func (s *Server) render(w http.ResponseWriter, r *http.Request, name string, data any) {

@@ -4,18 +4,14 @@ import (
 	"archive/tar"
 	"compress/gzip"
 	"context"
-	"crypto/sha256"
-	"encoding/hex"
 	"errors"
 	"fmt"
 	"io"
 	"io/fs"
 	"os"
 	"path"
-	"path/filepath"
 	"strings"
 	"syscall"
-	"time"
 
 	"github.com/klauspost/compress/zstd"
 )
@@ -171,15 +167,6 @@ type extractor struct {
 	model    bool
 	specials []Special
 }
-
-// A Special is a fifo or device node of a model's tar layer, which its
-// version folder leaves out: tend writes no special files.
-type Special struct {
-	Path string // in the version folder
-	Kind string // "fifo", "character device", "block device"
-}
-
-func (s Special) String() string { return s.Kind + " " + s.Path }
 
 // replace makes room at name for an entry of an image's layer: what an
 // earlier layer left there goes, a folder with all it holds (a folder
@@ -351,13 +338,6 @@ func (x *extractor) entry(tr *tar.Reader, h *tar.Header) error {
 	return fmt.Errorf("%w: %s: entries of type %q (device nodes, fifos…) are not extracted", ErrUnsafeArchive, h.Name, string(h.Typeflag))
 }
 
-// specialKinds names the special files a model's version skips.
-var specialKinds = map[byte]string{
-	tar.TypeFifo:  "fifo",
-	tar.TypeChar:  "character device",
-	tar.TypeBlock: "block device",
-}
-
 // parents makes the folders above name that do not exist yet, each
 // charged to the budget as an entry, and refuses a name whose parent
 // folders, as already on disk, include a symlink (planted by an earlier
@@ -478,54 +458,4 @@ func entryName(n string) (string, error) {
 		}
 	}
 	return clean, nil
-}
-
-// link makes the regular file name a hard link to the tree's file x.src,
-// whose mode the tar gave it; where linking fails (across file systems),
-// a copy counted against the budget, checked against x.srcDigest (an
-// error wrapping ErrDigestMismatch when the tree's file was changed).
-func (x *extractor) link(name string, h *tar.Header, mode fs.FileMode) error {
-	err := link(x.src, filepath.Join(x.dir, filepath.FromSlash(name)))
-	if err == nil {
-		return nil
-	}
-	if errors.Is(err, fs.ErrExist) {
-		return fmt.Errorf("%w: %s: %w", ErrUnsafeArchive, h.Name, err)
-	}
-	x.copied = true
-	src, err := os.Open(x.src)
-	if err != nil {
-		return fmt.Errorf("extract %s: %w", h.Name, err)
-	}
-	defer src.Close()
-	f, err := x.root.OpenFile(name, os.O_CREATE|os.O_EXCL|os.O_WRONLY, mode)
-	if err != nil {
-		return fmt.Errorf("%w: %s: %w", ErrUnsafeArchive, h.Name, err)
-	}
-	sum := sha256.New()
-	if _, err := io.Copy(budgetWriter{io.MultiWriter(f, sum), x.b}, src); err != nil {
-		f.Close()
-		return fmt.Errorf("extract %s: %w", h.Name, err)
-	}
-	if got := "sha256:" + hex.EncodeToString(sum.Sum(nil)); got != x.srcDigest {
-		f.Close()
-		return fmt.Errorf("%w: %s: the layer's tree holds content that hashes to %s, not %s as its record says", ErrDigestMismatch, h.Name, got, x.srcDigest)
-	}
-	if err := f.Chmod(mode); err != nil {
-		f.Close()
-		return err
-	}
-	if err := f.Close(); err != nil {
-		return err
-	}
-	return x.keepTime(name, h)
-}
-
-// keepTime gives the regular file name the modification time h has, as
-// tar -x does (a hard link to a tree's file has it already).
-func (x *extractor) keepTime(name string, h *tar.Header) error {
-	if h.ModTime.IsZero() {
-		return nil
-	}
-	return x.root.Chtimes(name, time.Time{}, h.ModTime)
 }

@@ -6,16 +6,14 @@ import (
 	"fmt"
 	"net/http"
 	"slices"
-	"strconv"
 	"strings"
-	"unicode"
-	"unicode/utf8"
 
 	"github.com/Masterminds/semver/v3"
 	"github.com/google/go-containerregistry/pkg/name"
 	"github.com/google/go-containerregistry/pkg/v1/remote/transport"
 
 	"github.com/tend-dev/tend/internal/errkind"
+	"github.com/tend-dev/tend/internal/printable"
 )
 
 // How many tags a not-found error shows, and items of other lists.
@@ -177,33 +175,17 @@ const ListedItemBytes = 100
 // many more there are: a list a registry or an artifact sends (tags, media
 // types, platforms) is quoted in errors, logs and status, never whole.
 // An item with a character that is not printable (a newline, a terminal
-// escape) or a byte that is not UTF-8 is shown escaped, as Go quotes it.
+// escape) or a byte that is not UTF-8 is shown escaped (see printable.Cut).
 func ShortList(items []string, n int) string {
 	shown := make([]string, 0, min(n, len(items)))
 	for _, it := range items[:min(n, len(items))] {
-		if len(it) > ListedItemBytes {
-			it = printable(strings.ToValidUTF8(it[:ListedItemBytes], "")) + fmt.Sprintf("… (%d bytes)", len(it))
-		} else {
-			it = printable(it)
-		}
-		shown = append(shown, it)
+		shown = append(shown, printable.Cut(it, ListedItemBytes))
 	}
 	out := strings.Join(shown, ", ")
 	if len(items) > n {
 		out += fmt.Sprintf(" … and %d more", len(items)-n)
 	}
 	return out
-}
-
-// printable returns s, or s escaped as strconv.Quote escapes it (without
-// the quotes) when it holds a character that is not printable or a byte
-// that is not UTF-8.
-func printable(s string) string {
-	if utf8.ValidString(s) && strings.IndexFunc(s, func(r rune) bool { return !unicode.IsPrint(r) }) < 0 {
-		return s
-	}
-	q := strconv.Quote(s)
-	return q[1 : len(q)-1]
 }
 
 func plural(n int, one, many string) string {

@@ -3,9 +3,15 @@ package oci
 import (
 	"archive/tar"
 	"context"
+	"crypto/sha256"
+	"encoding/hex"
+	"errors"
 	"fmt"
+	"io"
+	"io/fs"
 	"os"
 	"path"
+	"path/filepath"
 
 	"github.com/tend-dev/tend/internal/statedir"
 )
@@ -62,4 +68,45 @@ func replay(ctx context.Context, t statedir.Tree, rec *treeRecord, dir string, b
 type replayed struct {
 	skipped []Special // special files left out, by their paths in the version folder
 	copied  bool      // a regular file was copied from the tree, not linked
+}
+
+// link makes the regular file name a hard link to the tree's file x.src,
+// whose mode the tar gave it; where linking fails (across file systems),
+// a copy counted against the budget, checked against x.srcDigest (an
+// error wrapping ErrDigestMismatch when the tree's file was changed).
+func (x *extractor) link(name string, h *tar.Header, mode fs.FileMode) error {
+	err := link(x.src, filepath.Join(x.dir, filepath.FromSlash(name)))
+	if err == nil {
+		return nil
+	}
+	if errors.Is(err, fs.ErrExist) {
+		return fmt.Errorf("%w: %s: %w", ErrUnsafeArchive, h.Name, err)
+	}
+	x.copied = true
+	src, err := os.Open(x.src)
+	if err != nil {
+		return fmt.Errorf("extract %s: %w", h.Name, err)
+	}
+	defer src.Close()
+	f, err := x.root.OpenFile(name, os.O_CREATE|os.O_EXCL|os.O_WRONLY, mode)
+	if err != nil {
+		return fmt.Errorf("%w: %s: %w", ErrUnsafeArchive, h.Name, err)
+	}
+	sum := sha256.New()
+	if _, err := io.Copy(budgetWriter{io.MultiWriter(f, sum), x.b}, src); err != nil {
+		f.Close()
+		return fmt.Errorf("extract %s: %w", h.Name, err)
+	}
+	if got := "sha256:" + hex.EncodeToString(sum.Sum(nil)); got != x.srcDigest {
+		f.Close()
+		return fmt.Errorf("%w: %s: the layer's tree holds content that hashes to %s, not %s as its record says", ErrDigestMismatch, h.Name, got, x.srcDigest)
+	}
+	if err := f.Chmod(mode); err != nil {
+		f.Close()
+		return err
+	}
+	if err := f.Close(); err != nil {
+		return err
+	}
+	return x.keepTime(name, h)
 }

@@ -47,7 +47,9 @@ func (d *Driver) verify(ctx context.Context, m manifest.Model, digest string, ac
 // rolled back. The verifier remembers a digest verified under the same
 // requirements (their fields and the content of their key files), so a
 // tick asks the registry nothing unless verify changed; one found
-// unsigned is asked of again after verify.RecheckUnsigned.
+// unsigned is asked of again after verify.RecheckUnsigned, and one whose
+// signatures could not be looked up after verify.RecheckBackoff (see
+// Verifier.Recheck).
 func (d *Driver) recheck(ctx context.Context, m manifest.Model, digest string) error {
 	reqs := manifest.Requirements(d.opts.Verify, m.Verify)
 	if len(reqs) == 0 || d.opts.Verifier == nil {
@@ -58,7 +60,7 @@ func (d *Driver) recheck(ctx context.Context, m manifest.Model, digest string) e
 		return nil
 	}
 	t := verify.Target{Kind: verify.KindModel, ID: planner.ModelID(m.Name), Repository: repo, Digest: digest}
-	return verify.ActiveWarning(d.opts.Verifier.VerifyCandidate(ctx, t, reqs))
+	return verify.ActiveWarning(d.opts.Verifier.Recheck(ctx, t, reqs))
 }
 
 // verifyBases checks the base ModelKits of want's version (see

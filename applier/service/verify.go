@@ -19,8 +19,9 @@ import (
 // runtime.verify and the service's own verify (own) ask for: the service keeps the image it runs, and the
 // plan says why. An image the service already runs is checked again
 // under the requirements asked for now, and only warned of (see
-// verify.ActiveWarning): the verifier remembers what it verified, so
-// this asks the registry nothing unless verify changed.
+// verify.ActiveWarning): the verifier remembers what it verified, and
+// for a while what it could not look up, so this asks the registry
+// nothing unless verify changed (see verify.Verifier.Recheck).
 func (d *Driver) verifyImage(ctx context.Context, service, ref string, own *manifest.ArtifactVerify, res render.Resolution) render.Resolution {
 	reqs := manifest.Requirements(d.opts.Verify, own)
 	if len(reqs) == 0 || res.Held != nil || !strings.HasPrefix(res.Digest, "sha256:") {
@@ -29,7 +30,7 @@ func (d *Driver) verifyImage(ctx context.Context, service, ref string, own *mani
 	if applied, err := d.appliedImage(service); err == nil && applied.Digest == res.Digest {
 		if res.Offline == nil && d.opts.Verifier != nil {
 			if r, err := name.ParseReference(ref, d.opts.Registry.NameOptions(ref)...); err == nil {
-				res.ActiveUnverified = verify.ActiveWarning(d.opts.Verifier.VerifyCandidate(ctx, verify.Target{Kind: verify.KindImage,
+				res.ActiveUnverified = verify.ActiveWarning(d.opts.Verifier.Recheck(ctx, verify.Target{Kind: verify.KindImage,
 					ID: planner.ServiceID(service), Repository: r.Context(), Digest: res.Digest}, reqs))
 			}
 		}

@@ -17,8 +17,9 @@ import (
 // VerifyCandidate remembers a digest found unsigned for RecheckUnsigned:
 // asked again before then, it answers the same without a request and
 // counts no verification; after, it asks again, and takes the digest
-// once it is signed. A failure to reach the registry is not remembered,
-// and Verify remembers no failure at all.
+// once it is signed. A failure to reach the registry is not remembered
+// (Recheck, for a running version, remembers it for a back-off), and
+// Verify remembers no failure at all.
 func TestVerifyCandidateRemembersUnsigned(t *testing.T) {
 	cosign := testcosign.New(t)
 	priv, pub := cosign.KeyPair("release")
@@ -64,5 +65,17 @@ func TestVerifyCandidateRemembersUnsigned(t *testing.T) {
 			require.NotErrorIs(t, err, verify.ErrUnsigned)
 		}
 		require.Equal(t, []string{"model/failed", "model/failed"}, seen, "each call asks")
+
+		t.Run("but Recheck remembers it for RecheckBackoff", func(t *testing.T) {
+			seen = nil
+			for _, after := range []time.Duration{0, 0, time.Minute - time.Second, time.Second, time.Minute, time.Minute} {
+				now = now.Add(after)
+				err := v.Recheck(ctx, target, keys(pub))
+				require.Error(t, err)
+				require.NotErrorIs(t, err, verify.ErrUnsigned)
+			}
+			require.Equal(t, []string{"model/failed", "model/failed", "model/failed"}, seen,
+				"asked at once, 1 minute after, then 2 minutes after the second failure")
+		})
 	})
 }

@@ -2,8 +2,6 @@ package verify
 
 import (
 	"context"
-	"crypto/sha256"
-	"encoding/hex"
 	"encoding/json"
 	"fmt"
 	"io/fs"
@@ -29,38 +27,6 @@ const (
 	maxTrustPolicyFile = 1 << 20
 	maxTrustStoreFiles = 1024
 )
-
-// notationFingerprint names a notation block, its trust policy and the
-// files of its trust store (names, sizes and times).
-func notationFingerprint(n *manifest.NotationVerify) (string, error) {
-	h := sha256.New()
-	cfg, _ := json.Marshal(n)
-	h.Write(cfg)
-	b, err := readBounded(n.TrustPolicy, maxTrustPolicyFile, "Notation trust policy")
-	if err != nil {
-		return "", err
-	}
-	h.Write(b)
-	count := 0
-	err = filepath.WalkDir(n.TrustStore, func(p string, d fs.DirEntry, err error) error {
-		if err != nil {
-			return err
-		}
-		if count++; count > maxTrustStoreFiles {
-			return fmt.Errorf("more than %d entries", maxTrustStoreFiles)
-		}
-		info, err := d.Info()
-		if err != nil {
-			return err
-		}
-		fmt.Fprintf(h, "%s %d %d\n", p, info.Size(), info.ModTime().UnixNano())
-		return nil
-	})
-	if err != nil {
-		return "", fmt.Errorf("read Notation trust store %s: %w", n.TrustStore, err)
-	}
-	return hex.EncodeToString(h.Sum(nil)), nil
-}
 
 // storeFS serves a trust store folder laid out as Notation's
 // (x509/ca/NAME/*.crt) where notation-go looks for truststore/x509/….

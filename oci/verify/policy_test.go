@@ -36,7 +36,7 @@ func TestPolicyFiles(t *testing.T) {
 			"trusted root " + garbage + ": "},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			_, err := fingerprint(&tc.c)
+			_, err := (&Verifier{}).fingerprint(requirement{cosign: &tc.c})
 			if err == nil {
 				_, err = loadPolicy(&tc.c)
 			}

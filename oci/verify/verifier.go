@@ -2,12 +2,7 @@ package verify
 
 import (
 	"context"
-	"crypto/sha256"
-	"encoding/hex"
-	"encoding/json"
-	"errors"
 	"fmt"
-	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -32,13 +27,10 @@ const (
 )
 
 // maxRemembered bounds the verified digests a Verifier remembers (and
-// the unsigned ones VerifyCandidate does); past it it forgets them all
-// and verifies again as they come.
+// the failures VerifyCandidate and Recheck do, and the fingerprints of
+// requirements); past it it forgets them all and verifies again as they
+// come.
 const maxRemembered = 4096
-
-// RecheckUnsigned is how long VerifyCandidate takes a digest found
-// unsigned to stay so before it asks the registry again.
-const RecheckUnsigned = 10 * time.Minute
 
 // Target is the artifact to verify: its manifest digest in a repository.
 type Target struct {
@@ -56,22 +48,18 @@ type Verifier struct {
 	// Observe, when set, hears each verification that asked a registry:
 	// its kind and ResultOK or ResultFailed.
 	Observe func(kind, result string)
-	// Now is the clock VerifyCandidate's memory of unsigned digests is
-	// read with; nil means time.Now.
+	// Now is the clock the failures VerifyCandidate and Recheck remember
+	// are read with; nil means time.Now.
 	Now func() time.Time
 
 	requests atomic.Int64
 	mu       sync.Mutex
 	verified map[string]bool // repository@digest fingerprint
-	// unsigned holds, by the fingerprints of a target's requirements,
-	// when VerifyCandidate found it unsigned and what it found.
-	unsigned map[string]unsigned
-}
-
-// unsigned is a failed verification VerifyCandidate remembers.
-type unsigned struct {
-	at  time.Time
-	err error
+	// failed holds, by the fingerprints of a target's requirements, the
+	// failures VerifyCandidate and Recheck remember.
+	failed map[string]failure
+	// fingerprints holds the fingerprint of each requirement by its id.
+	fingerprints map[string]memo
 }
 
 // Requests is how many requests the Verifier has sent, in all.
@@ -82,54 +70,16 @@ func (v *Verifier) Requests() int64 { return v.requests.Load() }
 // failure is an *Error (wrapping ErrUnsigned) naming t, the requirement
 // and what was found, or an error reaching the registry.
 func (v *Verifier) Verify(ctx context.Context, t Target, reqs []*manifest.ArtifactVerify) error {
-	all, keys, err := requirements(t, reqs)
+	all, keys, err := v.requirements(t, reqs)
 	if err != nil {
 		return err
 	}
 	return v.verifyKeyed(ctx, t, all, keys)
 }
 
-// VerifyCandidate is Verify for a version a policy passes over when it
-// is not signed (for the next highest one), and for one a node runs,
-// checked again under the requirements asked for now (see
-// ActiveWarning): a digest found unsigned (an
-// *Error) is remembered for RecheckUnsigned, and that error returned
-// again without asking the registry (nor counting in Observe) until then,
-// so that a device running an older version does not ask every tick for
-// the signatures of a newer one nobody signed. A failure to look the
-// signatures up is not remembered.
-func (v *Verifier) VerifyCandidate(ctx context.Context, t Target, reqs []*manifest.ArtifactVerify) error {
-	all, keys, err := requirements(t, reqs)
-	if err != nil || len(keys) == 0 {
-		return err
-	}
-	k := t.ID + "\n" + strings.Join(keys, "\n")
-	now := time.Now
-	if v.Now != nil {
-		now = v.Now
-	}
-	v.mu.Lock()
-	u, ok := v.unsigned[k]
-	v.mu.Unlock()
-	if ok && now().Sub(u.at) < RecheckUnsigned {
-		return u.err
-	}
-	err = v.verifyKeyed(ctx, t, all, keys)
-	v.mu.Lock()
-	defer v.mu.Unlock()
-	delete(v.unsigned, k)
-	if errors.Is(err, ErrUnsigned) {
-		if v.unsigned == nil || len(v.unsigned) >= maxRemembered {
-			v.unsigned = map[string]unsigned{}
-		}
-		v.unsigned[k] = unsigned{at: now(), err: err}
-	}
-	return err
-}
-
 // requirements lists the requirements of reqs, each with the key t is
 // remembered by once verified under it.
-func requirements(t Target, reqs []*manifest.ArtifactVerify) ([]requirement, []string, error) {
+func (v *Verifier) requirements(t Target, reqs []*manifest.ArtifactVerify) ([]requirement, []string, error) {
 	var all []requirement
 	var keys []string
 	for _, r := range reqs {
@@ -140,7 +90,7 @@ func requirements(t Target, reqs []*manifest.ArtifactVerify) ([]requirement, []s
 			if q.cosign == nil && q.notation == nil {
 				continue
 			}
-			fp, err := q.fingerprint()
+			fp, err := v.fingerprint(q)
 			if err != nil {
 				return nil, nil, fmt.Errorf("%s %s@%s: %w", t.ID, t.Repository, t.Digest, err)
 			}
@@ -184,15 +134,6 @@ func (v *Verifier) verifyKeyed(ctx context.Context, t Target, all []requirement,
 type requirement struct {
 	cosign   *manifest.CosignVerify
 	notation *manifest.NotationVerify
-}
-
-func (q requirement) fingerprint() (string, error) {
-	if q.notation != nil {
-		fp, err := notationFingerprint(q.notation)
-		return "notation " + fp, err
-	}
-	fp, err := fingerprint(q.cosign)
-	return "cosign " + fp, err
 }
 
 // verify checks t against each requirement of todo, asking the registry
@@ -319,28 +260,6 @@ func fetchBundles(ctx context.Context, c *client, digest string) (bundles, error
 		return bundles{}, last
 	}
 	return out, nil
-}
-
-// fingerprint names a cosign block and the content of its files.
-func fingerprint(c *manifest.CosignVerify) (string, error) {
-	h := sha256.New()
-	cfg, _ := json.Marshal(c)
-	h.Write(cfg)
-	for _, path := range c.Keys {
-		b, err := readBounded(path, maxKeyFile, "cosign public key")
-		if err != nil {
-			return "", err
-		}
-		h.Write(b)
-	}
-	if c.TrustedRoot != "" {
-		b, err := readBounded(c.TrustedRoot, maxTrustedRootFile, "Sigstore trusted root")
-		if err != nil {
-			return "", err
-		}
-		h.Write(b)
-	}
-	return hex.EncodeToString(h.Sum(nil)), nil
 }
 
 func (v *Verifier) remembered(k string) bool {

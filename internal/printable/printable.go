@@ -1,4 +1,4 @@
-package agent
+package printable
 
 import (
 	"fmt"
@@ -7,17 +7,13 @@ import (
 	"unicode/utf8"
 )
 
-// maxHubText bounds the text of a hub's answer (a verdict's reason, the
-// first line of an error) that the agent puts in a plan, a log line and
-// the status.
-const maxHubText = 200
-
-// hubText is text a hub sent, as the agent prints it: every character a
+// Cut is s as tend prints text it did not write: every character a
 // terminal acts on or a reader is misled by (control characters such as
 // ESC and newline, format characters such as U+202E, bytes that are not
-// UTF-8) escaped as Go escapes it (\x1b, \n, \u202e), and cut to
-// maxHubText bytes, saying how long it was.
-func hubText(s string) string {
+// UTF-8) escaped as Go escapes it (\x1b, \n, \u202e), and cut to max
+// bytes, never within a character or an escape, saying how long s was:
+// "… (N bytes)".
+func Cut(s string, max int) string {
 	var b strings.Builder
 	for i := 0; i < len(s); {
 		r, n := utf8.DecodeRuneInString(s[i:])
@@ -31,7 +27,7 @@ func hubText(s string) string {
 			q := strconv.QuoteRune(r)
 			e = q[1 : len(q)-1]
 		}
-		if b.Len()+len(e) > maxHubText {
+		if b.Len()+len(e) > max {
 			fmt.Fprintf(&b, "… (%d bytes)", len(s))
 			break
 		}
