@@ -86,6 +86,11 @@ func (a *Applier) Apply(ctx context.Context, d *render.Desired, cs *planner.Chan
 		o.pending[act.Resource] = true
 	}
 	full := applyErr == nil && skipErr == nil
+	if len(res.Applied) == 0 {
+		// Nothing of it applied: the next ReleaseOf is the same, and the
+		// inventory need not say it is pending.
+		release = ""
+	}
 	a.record(inv, d, o, intent, full, release)
 	if applyErr == nil {
 		applyErr = skipErr
@@ -258,8 +263,10 @@ func (a *Applier) intend(inv *Inventory, d *render.Desired, cs *planner.Changese
 }
 
 // record updates the inventory for what the plan did (see Apply); with
-// done, the whole plan succeeded and the revision moves to d's. The
-// entries intend added for actions that did not succeed are dropped.
+// done, the whole plan succeeded and the revision moves to d's, with the
+// key of its release (ReleaseOf, "" when it made none); otherwise the
+// release, when part of it applied, is kept as pending. The entries
+// intend added for actions that did not succeed are dropped.
 func (a *Applier) record(inv *Inventory, d *render.Desired, o outcome, intent map[string]bool, done bool, release api.ReleaseKey) {
 	for id := range intent {
 		if o.pending[id] && id != o.left {

@@ -400,17 +400,10 @@ func TestVersion(t *testing.T) {
 
 func eventually(t *testing.T, ok func() bool) {
 	t.Helper()
-	eventuallyWithin(t, 20*time.Second, ok)
-}
-
-// eventuallyWithin polls ok until it holds, failing the test after wait:
-// for what a product timeout paces (a startup grace).
-func eventuallyWithin(t *testing.T, wait time.Duration, ok func() bool) {
-	t.Helper()
-	deadline := time.Now().Add(wait)
+	deadline := time.Now().Add(20 * time.Second)
 	for !ok() {
 		if time.Now().After(deadline) {
-			t.Fatalf("condition not met within %s", wait)
+			t.Fatal("condition not met within 20s")
 		}
 		time.Sleep(100 * time.Millisecond)
 	}

@@ -9,6 +9,7 @@ import (
 	"testing"
 	"time"
 
+	v1 "github.com/google/go-containerregistry/pkg/v1"
 	"github.com/moby/moby/client"
 	"github.com/stretchr/testify/require"
 
@@ -71,8 +72,14 @@ func TestBrakesStopATagPushedImage(t *testing.T) {
 	require.NoError(t, err)
 	t.Cleanup(func() { _ = cli.Close() })
 	repo := testgit.NewRepo(t)
-	repo.WriteFile("profiles/all.yaml", "apiVersion: tend.dev/v1alpha1\nkind: Profile\nmetadata: {name: all}\nspec:\n  selector: {}\n"+
-		"  services:\n    - name: web\n      image: "+img.Tag+"\n      stopTimeout: 2s\n")
+	// Each device's web serves on a port of its own (containers run on
+	// the host's network), which its health probe asks.
+	for _, device := range []string{"cam-101", "cam-102"} {
+		addr := freeAddr(t)
+		repo.WriteFile("devices/"+device+"/device.yaml", "apiVersion: tend.dev/v1alpha1\nkind: Device\nmetadata: {name: "+device+"}\nspec:\n"+
+			"  services:\n    - name: web\n      image: "+img.Tag+"\n      args: [-listen, \""+addr+"\"]\n      stopTimeout: 2s\n"+
+			"      health: {tcp: \""+addr+"\", interval: 200ms, startupGrace: 3s}\n")
+	}
 	repo.WriteFile("profiles/rollout.yaml", fmt.Sprintf("apiVersion: tend.dev/v1alpha1\nkind: Rollout\nmetadata: {name: default}\nspec:\n  selector: {}\n"+
 		"  waves:\n    - selector: {matchLabels: {ring: canary}}\n    - {percent: 100}\n"+
 		"  brakes: {hub: %q, maxFailed: 0, minApplied: 1, soak: %s}\n", h.url, tagSoak))
@@ -114,13 +121,16 @@ func TestBrakesStopATagPushedImage(t *testing.T) {
 	}
 	require.Positive(t, later.count(`held: brakes: `), "the later wave waited for the canary's soak:\n%s", later.a.logs())
 
-	// A bad one: it exits at once. Rolled back on the canary, held on the
-	// later device, whose engine never runs it.
+	// A bad one: it exits at once, never listening (its entrypoint ends
+	// the flags before the service's args). Rolled back on the canary
+	// once its startup grace ends, held on the later device, whose engine
+	// never runs it.
 	stop := engineImages(t, cli, later.name)
-	bad := testdocker.MoveTag(t, img.Tag, "BUILD=3", "-exit", "3")
-	// Restarted under its policy until the startup grace (30 s without a
-	// probe) ends, then rolled back.
-	eventuallyWithin(t, time.Minute, func() bool { return canary.count(rollingBack) == 1 })
+	bad := testdocker.MoveTagConfig(t, img.Tag, func(c *v1.Config) {
+		c.Env = append(c.Env, "BUILD=3")
+		c.Entrypoint = []string{"/prog", "-exit", "3", "--"}
+	})
+	eventually(t, func() bool { return canary.count(rollingBack) == 1 })
 	eventually(t, func() bool {
 		st := later.a.status()
 		rel, _ := st["release"].(map[string]any)
@@ -132,7 +142,10 @@ func TestBrakesStopATagPushedImage(t *testing.T) {
 	require.Equal(t, 1, code, out+errOut)
 
 	// A fixed image goes through.
-	fixed := testdocker.MoveTag(t, img.Tag, "BUILD=4")
+	fixed := testdocker.MoveTagConfig(t, img.Tag, func(c *v1.Config) {
+		c.Env = append(c.Env, "BUILD=4")
+		c.Entrypoint = []string{"/prog"}
+	})
 	for _, d := range fleet {
 		eventually(t, func() bool { return d.a.status()["appliedRelease"] == "service/web@"+fixed })
 	}

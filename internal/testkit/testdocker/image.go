@@ -13,6 +13,7 @@ import (
 	"testing"
 
 	"github.com/google/go-containerregistry/pkg/name"
+	v1 "github.com/google/go-containerregistry/pkg/v1"
 	"github.com/google/go-containerregistry/pkg/v1/empty"
 	"github.com/google/go-containerregistry/pkg/v1/mutate"
 	"github.com/google/go-containerregistry/pkg/v1/remote"
@@ -153,6 +154,16 @@ func build(t testing.TB, dir string) string {
 // tag, as a CI pushes one.
 func MoveTag(t testing.TB, tag, env string, cmd ...string) string {
 	t.Helper()
+	return MoveTagConfig(t, tag, func(c *v1.Config) {
+		c.Env = append(c.Env, env)
+		c.Cmd = cmd
+	})
+}
+
+// MoveTagConfig pushes the image tag names again with its config as edit
+// leaves it, and returns the new image's digest.
+func MoveTagConfig(t testing.TB, tag string, edit func(*v1.Config)) string {
+	t.Helper()
 	ref, err := name.ParseReference(tag, name.Insecure)
 	if err != nil {
 		t.Fatal(err)
@@ -166,8 +177,7 @@ func MoveTag(t testing.TB, tag, env string, cmd ...string) string {
 		t.Fatal(err)
 	}
 	cf = cf.DeepCopy()
-	cf.Config.Env = append(cf.Config.Env, env)
-	cf.Config.Cmd = cmd
+	edit(&cf.Config)
 	moved, err := mutate.ConfigFile(img, cf)
 	if err != nil {
 		t.Fatal(err)
