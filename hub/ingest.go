@@ -116,6 +116,9 @@ func (s *Store) Ingest(ctx context.Context, st *status.Status, now time.Time) (i
 				return err
 			}
 		}
+		if err := writeParts(ctx, tx, st.Device, k, wave, now); err != nil {
+			return err
+		}
 		res.events = events(prev, pk, st, k)
 		res.crashLoops = newCrashLoops(prev, st)
 		seq := 0 // after the events of a report taken at the same instant

@@ -22,6 +22,13 @@ import "strings"
 //   - device_resources: the same ids, a row each, so that a verdict on a
 //     release of digests finds the earlier-wave devices that declare one
 //     of its models or services without reading every device.
+//   - device_parts: by (device, part), each device's part in each part
+//     of a release key (commit:HASH, or one digest, ID@sha256:HEX): failed
+//     when it rolled the part back, applied while it runs it (see
+//     parts.go); with the device's wave, indexed by part and wave, covering
+//     what a verdict reads of it. Empty after the migration: schema 2's
+//     releases are commits, whose device_releases rows a verdict counts
+//     as before, and each device's next report fills its parts.
 //   - events: the key of the release each is about.
 //
 // Rows of schema 2 are keyed by revision, REF@sha1:HASH: each becomes
@@ -84,6 +91,15 @@ func migration3(keyOf func(col string) string) string {
 		resource_id TEXT NOT NULL,
 		PRIMARY KEY (device, resource_id)
 	);
+	CREATE TABLE device_parts (
+		device TEXT NOT NULL,
+		part TEXT NOT NULL,
+		state TEXT NOT NULL,
+		wave INTEGER NOT NULL,
+		applied_at BIGINT NOT NULL,
+		PRIMARY KEY (device, part)
+	);
+	CREATE INDEX device_parts_part ON device_parts (part, wave, device, state, applied_at);
 	ALTER TABLE events ADD COLUMN release_key TEXT NOT NULL DEFAULT '';`)
 }
 
