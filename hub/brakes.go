@@ -47,8 +47,8 @@ type brakePart struct {
 	healthy bool   // its last report: no error, no crash loop
 	loops   bool   // a service in a crash loop
 	// undeclared: its last report's target declares none of the models
-	// and services a release of digests moves. It does not count, unless
-	// it failed the release.
+	// and services a release of digests moves, as far as the hub knows
+	// (see declaredIDs). It does not count, unless it failed the release.
 	undeclared bool
 }
 
@@ -146,9 +146,9 @@ func releaseName(key api.ReleaseKey, rev string) string {
 // under. A device runs a commit's release when it is its applied release
 // or the commit of its applied revision (see keys.appliedCommit). Of a
 // release of digests it counts only the devices whose target declares
-// one of its models or services, and those that failed it: an earlier
-// device that declares one and has not reported the release counts as
-// not applied.
+// one of its models or services (or whose declarations are unknown),
+// and those that failed it: an earlier device that declares one and has
+// not reported the release counts as not applied.
 func (s *Store) Verdict(ctx context.Context, q rollout.VerdictQuery, now time.Time) (BrakesVerdict, error) {
 	key := q.Key()
 	ids := resourceIDsOf(key)
@@ -158,8 +158,8 @@ func (s *Store) Verdict(ctx context.Context, q rollout.VerdictQuery, now time.Ti
 		if ids == nil {
 			return "1"
 		}
-		marks := make([]string, 0, len(ids))
-		for _, id := range ids {
+		marks := make([]string, 0, len(ids)+1)
+		for _, id := range append(slices.Clone(ids), anyResource) {
 			*args = append(*args, id)
 			marks = append(marks, fmt.Sprintf("$%d", len(*args)))
 		}
@@ -237,15 +237,16 @@ func (s *Store) Verdict(ctx context.Context, q rollout.VerdictQuery, now time.Ti
 }
 
 // unreportedBefore lists the devices of waves 0..before-1 whose target
-// declares one of ids, the models and services release key moves, and
-// that have not reported key: down, or not ticked since it was pushed.
-// Two indexes cover the query, as the verdict's.
+// declares one of ids, the models and services release key moves, or
+// whose declarations are unknown, and that have not reported key: down,
+// or not ticked since it was pushed. Two indexes cover the query, as the
+// verdict's.
 func (s *Store) unreportedBefore(ctx context.Context, key api.ReleaseKey, ids []string, before int) ([]string, error) {
 	args := []any{before, string(key)}
-	marks := make([]string, len(ids))
-	for i, id := range ids {
+	marks := make([]string, 0, len(ids)+1)
+	for _, id := range append(slices.Clone(ids), anyResource) {
 		args = append(args, id)
-		marks[i] = fmt.Sprintf("$%d", len(args))
+		marks = append(marks, fmt.Sprintf("$%d", len(args)))
 	}
 	devices := "devices d"
 	if s.dialect == sqlite {

@@ -269,7 +269,7 @@ func (s *Store) releases(ctx context.Context, tx *sql.Tx, st *status.Status, k k
 
 // writeResources replaces the rows of device_resources of device by the
 // ids of its target's models and services, as keys.resourceIDs writes
-// them (" model/a service/b ").
+// them (" model/a service/b ", or " * ").
 func writeResources(ctx context.Context, tx *sql.Tx, device, ids string) error {
 	if _, err := tx.ExecContext(ctx, `DELETE FROM device_resources WHERE device = $1`, device); err != nil {
 		return fmt.Errorf("write the resources of %s: %w", device, err)
