@@ -41,6 +41,9 @@ import (
 //     what a verdict reads of it. Empty after the migration: schema 2's
 //     releases are commits, whose device_releases rows a verdict counts
 //     as before, and each device's next report fills its parts.
+//   - release_tags: the tags each release's resources were resolved
+//     through, (resource_id, tag, digest, release_key), keyed for finding
+//     the digests of a tag (see Store.FindRelease).
 //   - events: the key of the release each is about.
 //
 // Rows of schema 2 are keyed by revision, REF@sha1:HASH: each becomes
@@ -112,6 +115,13 @@ func migration3(keyOf func(col string) string) string {
 		PRIMARY KEY (device, part)
 	);
 	CREATE INDEX device_parts_part ON device_parts (part, wave, device, state, applied_at);
+	CREATE TABLE release_tags (
+		resource_id TEXT NOT NULL,
+		tag TEXT NOT NULL,
+		digest TEXT NOT NULL,
+		release_key TEXT NOT NULL,
+		PRIMARY KEY (resource_id, tag, digest, release_key)
+	);
 	ALTER TABLE events ADD COLUMN release_key TEXT NOT NULL DEFAULT '';`)
 }
 
