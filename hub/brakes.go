@@ -3,6 +3,7 @@ package hub
 import (
 	"context"
 	"fmt"
+	"maps"
 	"net/http"
 	"slices"
 	"strings"
@@ -46,8 +47,8 @@ type brakePart struct {
 	healthy bool   // its last report: no error, no crash loop
 	loops   bool   // a service in a crash loop
 	// undeclared: its last report's target declares none of the models
-	// and services a release of digests moves. It does not count, unless
-	// it failed the release.
+	// and services a release of digests moves, as far as the hub knows
+	// (see declaredIDs). It does not count, unless it failed the release.
 	undeclared bool
 }
 
@@ -139,35 +140,33 @@ func releaseName(key api.ReleaseKey, rev string) string {
 
 // Verdict judges q's release (q.Key()) in the waves before q.Before under
 // q's thresholds, at now. It counts each earlier device's part in that
-// release, and, for a release of several digests, a failure of one of
-// them that a device recorded alone (it rolled that digest back, in a
-// release of its own or before it reported this one). A device runs a
-// commit's release when it is its applied release or the commit of its
-// applied revision (see keys.appliedCommit). Of a release of digests it
-// counts only the devices whose target declares one of its models or
-// services, and those that failed it: an earlier device that declares
-// one and has not reported the release counts as not applied.
+// release, and its parts in the release's parts (see parts.go): a device
+// that rolled back one of them failed it, whatever key it failed it
+// under, and one that runs them all runs it, whatever keys it took them
+// under. A device runs a commit's release when it is its applied release
+// or the commit of its applied revision (see keys.appliedCommit). Of a
+// release of digests it counts only the devices whose target declares
+// one of its models or services (or whose declarations are unknown),
+// and those that failed it: an earlier device that declares one and has
+// not reported the release counts as not applied.
 func (s *Store) Verdict(ctx context.Context, q rollout.VerdictQuery, now time.Time) (BrakesVerdict, error) {
 	key := q.Key()
-	keys := []string{string(key)}
-	if parts := key.Parts(); len(parts) > 1 {
-		keys = append(keys, parts...)
-	}
 	ids := resourceIDsOf(key)
-	args := []any{q.Before}
-	in := func(values []string) string {
-		marks := make([]string, len(values))
-		for i, v := range values {
-			args = append(args, v)
-			marks[i] = fmt.Sprintf("$%d", len(args))
+	// declares is the SQL of whether device d.name declares one of ids,
+	// its arguments appended to args.
+	declares := func(args *[]any) string {
+		if ids == nil {
+			return "1"
 		}
-		return strings.Join(marks, ", ")
+		marks := make([]string, 0, len(ids)+1)
+		for _, id := range append(slices.Clone(ids), anyResource) {
+			*args = append(*args, id)
+			marks = append(marks, fmt.Sprintf("$%d", len(*args)))
+		}
+		return `CASE WHEN EXISTS (SELECT 1 FROM device_resources x WHERE x.device = d.name AND x.resource_id IN (` + strings.Join(marks, ", ") + `)) THEN 1 ELSE 0 END`
 	}
-	inKeys := in(keys)
-	declares := "1"
-	if ids != nil {
-		declares = `CASE WHEN EXISTS (SELECT 1 FROM device_resources x WHERE x.device = r.device AND x.resource_id IN (` + in(ids) + `)) THEN 1 ELSE 0 END`
-	}
+	args := []any{q.Before, string(key)}
+	decl := declares(&args)
 	// The indexes cover the query: a device's row, with its status, is
 	// never read. SQLite's planner, with no statistics, would take the
 	// primary key's index instead.
@@ -175,55 +174,61 @@ func (s *Store) Verdict(ctx context.Context, q rollout.VerdictQuery, now time.Ti
 	if s.dialect == sqlite {
 		devices = "devices d INDEXED BY devices_verdict"
 	}
-	rows, err := s.db.QueryContext(ctx, `SELECT r.device, r.release_key, r.state, r.applied_at, d.applied_release, d.applied_commit, d.state, d.crash_loop, `+declares+`
+	rows, err := s.db.QueryContext(ctx, `SELECT r.device, r.state, r.applied_at, d.applied_release, d.applied_commit, d.state, d.crash_loop, `+decl+`
 		FROM device_releases r JOIN `+devices+` ON d.name = r.device
-		WHERE r.release_key IN (`+inKeys+`) AND r.wave >= 0 AND r.wave < $1`, args...)
+		WHERE r.release_key = $2 AND r.wave >= 0 AND r.wave < $1`, args...)
 	if err != nil {
 		return BrakesVerdict{}, fmt.Errorf("%s: read release %q: %w", s.display, key, err)
 	}
 	defer rows.Close()
-	// A device's part in key, else its failure of one of key's digests.
-	exact, alone := map[string]brakePart{}, map[string]brakePart{}
+	byDevice := map[string]brakePart{}
 	for rows.Next() {
 		var p brakePart
-		var device, rowKey, applied, appliedCommit, state, loops string
+		var device, applied, appliedCommit, state, loops string
 		var declared int
-		if err := rows.Scan(&device, &rowKey, &p.state, &p.applied, &applied, &appliedCommit, &state, &loops, &declared); err != nil {
+		if err := rows.Scan(&device, &p.state, &p.applied, &applied, &appliedCommit, &state, &loops, &declared); err != nil {
 			return BrakesVerdict{}, fmt.Errorf("%s: read release %q: %w", s.display, key, err)
 		}
 		p.runs = applied == string(key) || appliedCommit == string(key)
 		p.loops = loops != ""
 		p.healthy = !p.loops && state != StateError && state != StateFailed
 		p.undeclared = declared == 0
-		switch {
-		case rowKey == string(key):
-			exact[device] = p
-		case p.state == StateFailed:
-			alone[device] = p
-		}
+		byDevice[device] = p
 	}
 	if err := rows.Err(); err != nil {
 		return BrakesVerdict{}, fmt.Errorf("%s: read release %q: %w", s.display, key, err)
 	}
-	parts := make([]brakePart, 0, len(exact)+len(alone))
-	for device, p := range exact {
-		if _, failed := alone[device]; failed {
-			p.state = StateFailed
-			delete(alone, device)
+	tallies, err := s.partsBefore(ctx, key, q.Before)
+	if err != nil {
+		return BrakesVerdict{}, err
+	}
+	var uncounted []string // devices its parts count, with no part in key itself
+	for device, t := range tallies {
+		if _, ok := byDevice[device]; !ok && t.counts(key) {
+			uncounted = append(uncounted, device)
 		}
-		parts = append(parts, p)
 	}
-	for _, p := range alone {
-		p.applied = 0
-		parts = append(parts, p)
+	others, err := s.brakeDevices(ctx, uncounted, declares)
+	if err != nil {
+		return BrakesVerdict{}, err
 	}
+	for device, t := range tallies {
+		p, ok := byDevice[device]
+		if !ok {
+			if p, ok = others[device]; !ok {
+				continue
+			}
+		}
+		byDevice[device] = t.merge(p, key)
+	}
+	parts := slices.Collect(maps.Values(byDevice))
 	if ids != nil {
 		unreported, err := s.unreportedBefore(ctx, key, ids, q.Before)
 		if err != nil {
 			return BrakesVerdict{}, err
 		}
 		for _, device := range unreported {
-			if _, failed := alone[device]; !failed {
+			if _, counted := byDevice[device]; !counted {
 				parts = append(parts, brakePart{state: StateUnreported})
 			}
 		}
@@ -232,15 +237,16 @@ func (s *Store) Verdict(ctx context.Context, q rollout.VerdictQuery, now time.Ti
 }
 
 // unreportedBefore lists the devices of waves 0..before-1 whose target
-// declares one of ids, the models and services release key moves, and
-// that have not reported key: down, or not ticked since it was pushed.
-// Two indexes cover the query, as the verdict's.
+// declares one of ids, the models and services release key moves, or
+// whose declarations are unknown, and that have not reported key: down,
+// or not ticked since it was pushed. Two indexes cover the query, as the
+// verdict's.
 func (s *Store) unreportedBefore(ctx context.Context, key api.ReleaseKey, ids []string, before int) ([]string, error) {
 	args := []any{before, string(key)}
-	marks := make([]string, len(ids))
-	for i, id := range ids {
+	marks := make([]string, 0, len(ids)+1)
+	for _, id := range append(slices.Clone(ids), anyResource) {
 		args = append(args, id)
-		marks[i] = fmt.Sprintf("$%d", len(args))
+		marks = append(marks, fmt.Sprintf("$%d", len(args)))
 	}
 	devices := "devices d"
 	if s.dialect == sqlite {

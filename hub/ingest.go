@@ -116,6 +116,9 @@ func (s *Store) Ingest(ctx context.Context, st *status.Status, now time.Time) (i
 				return err
 			}
 		}
+		if err := writeParts(ctx, tx, st.Device, k, wave, now); err != nil {
+			return err
+		}
 		res.events = events(prev, pk, st, k)
 		res.crashLoops = newCrashLoops(prev, st)
 		seq := 0 // after the events of a report taken at the same instant
@@ -266,7 +269,7 @@ func (s *Store) releases(ctx context.Context, tx *sql.Tx, st *status.Status, k k
 
 // writeResources replaces the rows of device_resources of device by the
 // ids of its target's models and services, as keys.resourceIDs writes
-// them (" model/a service/b ").
+// them (" model/a service/b ", or " * ").
 func writeResources(ctx context.Context, tx *sql.Tx, device, ids string) error {
 	if _, err := tx.ExecContext(ctx, `DELETE FROM device_resources WHERE device = $1`, device); err != nil {
 		return fmt.Errorf("write the resources of %s: %w", device, err)
@@ -300,9 +303,10 @@ func quarantineRevision(q *status.Quarantined) string {
 
 // recordRelease records release key, first seen at revision, when the
 // hub has no record of it, and gives it the resources of k when it is
-// k's target and its record has none yet. It returns when the fleet
-// first reported it: now, or the first report of a device that ran the
-// commit before any report named it as a release (see keys.ranOnly).
+// k's target and its record has none yet, with the tags they were
+// resolved through (see writeTags). It returns when the fleet first
+// reported it: now, or the first report of a device that ran the commit
+// before any report named it as a release (see keys.ranOnly).
 func (s *Store) recordRelease(ctx context.Context, tx *sql.Tx, key api.ReleaseKey, revision string, k keys, now time.Time) (int64, error) {
 	resources := "[]"
 	if key == k.target {
@@ -327,6 +331,11 @@ func (s *Store) recordRelease(ctx context.Context, tx *sql.Tx, key api.ReleaseKe
 			string(key), revision, resources, first); err != nil {
 			return 0, fmt.Errorf("record release %s: %w", key, err)
 		}
+		if resources != "[]" {
+			if err := writeTags(ctx, tx, key, k.resources); err != nil {
+				return 0, err
+			}
+		}
 		err = read()
 	}
 	if err != nil {
@@ -344,6 +353,27 @@ func (s *Store) recordRelease(ctx context.Context, tx *sql.Tx, key api.ReleaseKe
 		if _, err := tx.ExecContext(ctx, `UPDATE releases SET revision = $2, resources = $3 WHERE release_key = $1`, string(key), revision, resources); err != nil {
 			return 0, fmt.Errorf("record release %s: %w", key, err)
 		}
+		if oldResources == "[]" && resources != "[]" {
+			if err := writeTags(ctx, tx, key, k.resources); err != nil {
+				return 0, err
+			}
+		}
 	}
 	return seen, nil
+}
+
+// writeTags records the tags release key's resources rs were resolved
+// through, for finding a release by a tag (Store.FindRelease): a row of
+// release_tags each, at most maxReleaseResources (checkResources).
+func writeTags(ctx context.Context, tx *sql.Tx, key api.ReleaseKey, rs []status.ReleaseResource) error {
+	for _, r := range rs {
+		if r.Tag == "" || !strings.HasPrefix(r.Digest, "sha256:") {
+			continue
+		}
+		if _, err := tx.ExecContext(ctx, `INSERT INTO release_tags (resource_id, tag, digest, release_key) VALUES ($1, $2, $3, $4) ON CONFLICT DO NOTHING`,
+			r.ID, r.Tag, r.Digest, string(key)); err != nil {
+			return fmt.Errorf("record the tags of release %s: %w", key, err)
+		}
+	}
+	return nil
 }

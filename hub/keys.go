@@ -41,6 +41,9 @@ type keys struct {
 	// resources are the target's models and images as the device
 	// resolved them; nil from a tend that sends none (v0.1.0).
 	resources []status.ReleaseResource
+	// declared are the ids of the models and services its target
+	// declares, as resourceIDs gives them.
+	declared string
 	// quarantined are the device's quarantine entries by the part of a
 	// key each stands for: a commit's hash, or "ID@sha256:HEX".
 	quarantined map[string]*status.Quarantined
@@ -110,6 +113,7 @@ func keysOf(s *status.Status) (keys, error) {
 			}
 		}
 	}
+	k.declared = declaredIDs(s, k.resources)
 	return k, nil
 }
 
@@ -167,15 +171,42 @@ func (k keys) resourcesJSON() string {
 	return string(b)
 }
 
-// resourceIDs are the ids of the target's resources as the devices table
-// keeps them, each between spaces: " model/a service/b ".
-func (k keys) resourceIDs() string {
-	if len(k.resources) == 0 {
-		return ""
+// anyResource is the id device_resources keeps for a device whose
+// declarations the hub does not know: it declares every model and
+// service.
+const anyResource = "*"
+
+// resourceIDs are the ids of the models and services the device's target
+// declares, as the devices table keeps them, each between spaces:
+// " model/a service/b "; " * " (anyResource) when the hub does not know
+// them (see declaredIDs).
+func (k keys) resourceIDs() string { return k.declared }
+
+// declaredIDs are the models and services s declares, as resourceIDs
+// gives them: the ids of rs, its target's release resources; from a tend
+// that sends none (v0.1.0, or before its first tick rendered a target),
+// those of its resources of kind model/ and service/; when it lists none
+// either, unknown: a verdict waits for such a device as for one that
+// declares the release's model, rather than take its silence for none.
+func declaredIDs(s *status.Status, rs []status.ReleaseResource) string {
+	var ids []string
+	if rs != nil {
+		for _, r := range rs {
+			ids = append(ids, r.ID)
+		}
+	} else {
+		for _, r := range s.Resources {
+			ids = append(ids, r.ID)
+		}
 	}
-	ids := make([]string, 0, len(k.resources))
-	for _, r := range k.resources {
-		ids = append(ids, r.ID)
+	ids = slices.DeleteFunc(ids, func(id string) bool {
+		return !strings.HasPrefix(id, "model/") && !strings.HasPrefix(id, "service/") || len(id) > maxResourceIDBytes || strings.ContainsAny(id, " \t\n")
+	})
+	switch {
+	case len(ids) == 0 && rs == nil, len(ids) > maxReleaseResources:
+		return " " + anyResource + " "
+	case len(ids) == 0:
+		return ""
 	}
 	slices.Sort(ids)
 	return " " + strings.Join(slices.Compact(ids), " ") + " "

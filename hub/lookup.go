@@ -2,14 +2,12 @@ package hub
 
 import (
 	"context"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"regexp"
 	"slices"
 	"strings"
 
-	"github.com/tend-dev/tend/agent/status"
 	"github.com/tend-dev/tend/api"
 )
 
@@ -23,12 +21,11 @@ var errBadName = errors.New("not a release's name")
 // Bounds of a lookup.
 const (
 	maxNameBytes = api.MaxReleaseKeyBytes
-	// maxCandidates bounds the releases a name is matched against; an
-	// error lists at most shownCandidates of them.
+	// maxCandidates bounds the releases a name is matched against, and
+	// the digests of a tag; an error lists at most shownCandidates of
+	// them.
 	maxCandidates   = 100
 	shownCandidates = 10
-	// maxTagRows bounds the releases read to resolve a tag.
-	maxTagRows = 1000
 )
 
 var (
@@ -206,33 +203,21 @@ func (s *Store) releaseKeys(ctx context.Context, where string, args ...any) ([]a
 }
 
 // tagDigests are the digests devices reported resolving resource id's tag
-// to, sorted.
+// to (release_tags, see writeTags), sorted, at most maxCandidates.
 func (s *Store) tagDigests(ctx context.Context, id, tag string) ([]string, error) {
-	qid, _ := json.Marshal(id)
-	qtag, _ := json.Marshal(tag)
-	rows, err := s.db.QueryContext(ctx, `SELECT resources FROM releases WHERE resources LIKE $1 ESCAPE '\' AND resources LIKE $2 ESCAPE '\' LIMIT `+fmt.Sprint(maxTagRows),
-		"%"+likePrefix(`"id":`+string(qid)+","), "%"+likePrefix(`"tag":`+string(qtag)+","))
+	rows, err := s.db.QueryContext(ctx, `SELECT DISTINCT digest FROM release_tags WHERE resource_id = $1 AND tag = $2 ORDER BY digest LIMIT `+fmt.Sprint(maxCandidates), id, tag)
 	if err != nil {
 		return nil, fmt.Errorf("%s: look up tag %s of %s: %w", s.display, tag, id, err)
 	}
 	defer rows.Close()
 	var digests []string
 	for rows.Next() {
-		var raw string
-		if err := rows.Scan(&raw); err != nil {
+		var d string
+		if err := rows.Scan(&d); err != nil {
 			return nil, fmt.Errorf("%s: look up tag %s of %s: %w", s.display, tag, id, err)
 		}
-		var rs []status.ReleaseResource
-		if json.Unmarshal([]byte(raw), &rs) != nil {
-			continue
-		}
-		for _, r := range rs {
-			if r.ID == id && r.Tag == tag && strings.HasPrefix(r.Digest, "sha256:") && !slices.Contains(digests, r.Digest) {
-				digests = append(digests, r.Digest)
-			}
-		}
+		digests = append(digests, d)
 	}
-	slices.Sort(digests)
 	return digests, rows.Err()
 }
 

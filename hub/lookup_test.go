@@ -1,10 +1,14 @@
 package hub
 
 import (
+	"context"
+	"database/sql"
+	"fmt"
 	"net/http"
 	"net/url"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
@@ -89,5 +93,40 @@ func TestFindRelease(t *testing.T) {
 		require.Equal(t, http.StatusOK, code, page)
 		assert.Contains(t, page, `<code id="key">`+string(model110)+`</code>`)
 		assert.Contains(t, page, `<td class="mono">1.1.0</td>`)
+	})
+}
+
+// A tag is looked up in every release that resolved it, however many
+// did: the tag of model/tracker moved in the 1,002nd release to resolve
+// it, and the release of its new digest is found. (The releases are
+// recorded as a report records them, in one transaction.)
+func TestFindReleaseOfATagMovedLongAfter(t *testing.T) {
+	moved := "sha256:" + strings.Repeat("9", 64)
+	stores(t, func(t *testing.T, dbURL string) {
+		ctx := context.Background()
+		store, err := Open(ctx, dbURL)
+		require.NoError(t, err)
+		t.Cleanup(func() { store.Close() })
+		at := time.Date(2026, 12, 3, 12, 0, 0, 0, time.UTC)
+		require.NoError(t, store.tx(ctx, func(tx *sql.Tx) error {
+			record := func(key api.ReleaseKey, res []status.ReleaseResource) error {
+				at = at.Add(time.Millisecond)
+				_, err := store.recordRelease(ctx, tx, key, rev1, keys{target: key, resources: res}, at)
+				return err
+			}
+			for i := range 1001 { // each with the tracker at 2.0.0, as it was
+				digest := fmt.Sprintf("sha256:%064x", i+1)
+				if err := record(api.ReleaseKey("model/detector@"+digest), detector("1.0.0", digest)); err != nil {
+					return err
+				}
+			}
+			res := detector("1.0.0", digest100)
+			res[1].Digest = moved
+			return record(api.ReleaseKey("model/tracker@"+moved), res)
+		}))
+
+		key, err := store.FindRelease(ctx, "model/tracker@2.0.0")
+		require.NoError(t, err)
+		assert.Equal(t, "model/tracker@"+moved, string(key))
 	})
 }

@@ -7,10 +7,11 @@ import (
 )
 
 // migration is one version of the schema: its SQL, and PostgreSQL's when
-// that differs.
+// that differs; then, in the same transaction, what SQL alone cannot do.
 type migration struct {
 	sql      string
 	postgres string // "" when sql serves both
+	then     func(ctx context.Context, tx *sql.Tx) error
 }
 
 // text is m's SQL in dialect d.
@@ -75,7 +76,7 @@ var migrations = []migration{{
 	sql: `ALTER TABLE devices ADD COLUMN crash_loop TEXT NOT NULL DEFAULT ''`}, {
 	// 3: releases by key (api.ReleaseKey) instead of revision. See
 	// migration3.
-	sql: migration3(sqliteKeyOf), postgres: migration3(postgresKeyOf)},
+	sql: migration3(sqliteKeyOf), postgres: migration3(postgresKeyOf), then: declareMigrated},
 }
 
 // migrate brings the schema to the newest version, each version in one
@@ -122,6 +123,12 @@ func (s *Store) migrateTo(ctx context.Context, upTo int) error {
 		if _, err := tx.ExecContext(ctx, migrations[v].text(s.dialect)); err != nil {
 			tx.Rollback() //nolint:errcheck // the error that matters is err
 			return fmt.Errorf("%s: migration %d: %w", s.display, v+1, err)
+		}
+		if then := migrations[v].then; then != nil {
+			if err := then(ctx, tx); err != nil {
+				tx.Rollback() //nolint:errcheck
+				return fmt.Errorf("%s: migration %d: %w", s.display, v+1, err)
+			}
 		}
 		if _, err := tx.ExecContext(ctx, `UPDATE schema_version SET version = $1`, v+1); err != nil {
 			tx.Rollback() //nolint:errcheck

@@ -1,6 +1,14 @@
 package hub
 
-import "strings"
+import (
+	"context"
+	"database/sql"
+	"encoding/json"
+	"fmt"
+	"strings"
+
+	"github.com/tend-dev/tend/agent/status"
+)
 
 // migration3 is schema 3: releases, and each device's part in them, by
 // release key (api.ReleaseKey) instead of revision, so that a model or an
@@ -21,7 +29,21 @@ import "strings"
 //     never reads the device's status document.
 //   - device_resources: the same ids, a row each, so that a verdict on a
 //     release of digests finds the earlier-wave devices that declare one
-//     of its models or services without reading every device.
+//     of its models or services without reading every device; "*" for a
+//     device whose declarations the hub does not know (see
+//     keys.resourceIDs). Filled, with resource_ids, from each device's
+//     status document (see declareMigrated): a device declares before it
+//     reports again.
+//   - device_parts: by (device, part), each device's part in each part
+//     of a release key (commit:HASH, or one digest, ID@sha256:HEX): failed
+//     when it rolled the part back, applied while it runs it (see
+//     parts.go); with the device's wave, indexed by part and wave, covering
+//     what a verdict reads of it. Empty after the migration: schema 2's
+//     releases are commits, whose device_releases rows a verdict counts
+//     as before, and each device's next report fills its parts.
+//   - release_tags: the tags each release's resources were resolved
+//     through, (resource_id, tag, digest, release_key), keyed for finding
+//     the digests of a tag (see Store.FindRelease).
 //   - events: the key of the release each is about.
 //
 // Rows of schema 2 are keyed by revision, REF@sha1:HASH: each becomes
@@ -84,6 +106,22 @@ func migration3(keyOf func(col string) string) string {
 		resource_id TEXT NOT NULL,
 		PRIMARY KEY (device, resource_id)
 	);
+	CREATE TABLE device_parts (
+		device TEXT NOT NULL,
+		part TEXT NOT NULL,
+		state TEXT NOT NULL,
+		wave INTEGER NOT NULL,
+		applied_at BIGINT NOT NULL,
+		PRIMARY KEY (device, part)
+	);
+	CREATE INDEX device_parts_part ON device_parts (part, wave, device, state, applied_at);
+	CREATE TABLE release_tags (
+		resource_id TEXT NOT NULL,
+		tag TEXT NOT NULL,
+		digest TEXT NOT NULL,
+		release_key TEXT NOT NULL,
+		PRIMARY KEY (resource_id, tag, digest, release_key)
+	);
 	ALTER TABLE events ADD COLUMN release_key TEXT NOT NULL DEFAULT '';`)
 }
 
@@ -99,4 +137,44 @@ func postgresKeyOf(col string) string {
 	return `(CASE WHEN strpos(` + col + `, '@sha1:') > 0 THEN 'commit:' || lower(substr(` + col + `, strpos(` + col + `, '@sha1:') + 6))
 		WHEN substr(` + col + `, 1, 5) = 'sha1:' THEN 'commit:' || lower(substr(` + col + `, 6))
 		ELSE ` + col + ` END)`
+}
+
+// declareMigrated gives each device the models and services it declares
+// (devices.resource_ids, device_resources) as its stored status document
+// tells them (declaredIDs): the ids of its resources of kind model/ and
+// service/, as schema 2 kept no release resources; unknown when it lists
+// none, or cannot be read. Without them, a verdict on a release of
+// digests would find no earlier device declaring it until each reported
+// again, and go.
+func declareMigrated(ctx context.Context, tx *sql.Tx) error {
+	rows, err := tx.QueryContext(ctx, `SELECT name, status FROM devices`)
+	if err != nil {
+		return fmt.Errorf("read the devices: %w", err)
+	}
+	declared := map[string]string{}
+	for rows.Next() {
+		var name, raw string
+		if err := rows.Scan(&name, &raw); err != nil {
+			rows.Close()
+			return fmt.Errorf("read the devices: %w", err)
+		}
+		var st status.Status
+		if json.Unmarshal([]byte(raw), &st) != nil {
+			st = status.Status{} // unknown
+		}
+		declared[name] = declaredIDs(&st, nil)
+	}
+	rows.Close()
+	if err := rows.Err(); err != nil {
+		return fmt.Errorf("read the devices: %w", err)
+	}
+	for name, ids := range declared {
+		if _, err := tx.ExecContext(ctx, `UPDATE devices SET resource_ids = $2 WHERE name = $1`, name, ids); err != nil {
+			return fmt.Errorf("write the resources of %s: %w", name, err)
+		}
+		if err := writeResources(ctx, tx, name, ids); err != nil {
+			return err
+		}
+	}
+	return nil
 }

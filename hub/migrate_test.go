@@ -2,6 +2,7 @@ package hub
 
 import (
 	"context"
+	"fmt"
 	"strings"
 	"testing"
 	"time"
@@ -11,6 +12,7 @@ import (
 
 	"github.com/tend-dev/tend/agent/status"
 	"github.com/tend-dev/tend/api"
+	"github.com/tend-dev/tend/rollout"
 )
 
 // A hub of schema 2, with devices, releases by revision and events, is
@@ -92,5 +94,57 @@ func TestMigrateFromSchema2(t *testing.T) {
 		rd, err = store.ReleaseDetail(ctx, key)
 		require.NoError(t, err)
 		assert.Equal(t, map[string]int{StateFailed: 1, StateApplied: 1, StateUnreported: 1}, rd.Counts)
+	})
+}
+
+// A hub of schema 2 kept no release resources: the migration gives each
+// device the models and services its stored status document lists, so
+// that a verdict on a release of digests waits for the canaries that run
+// the model before they report again. A device whose declarations the
+// hub cannot know (it lists no model nor service: tend v0.1.0, which
+// sends no release resources, or a device that has not ticked) is waited
+// for too, before and after it reports again, rather than taken for an
+// empty wave.
+func TestMigrateDeclaresWhatDevicesRun(t *testing.T) {
+	stores(t, func(t *testing.T, dbURL string) {
+		ctx := context.Background()
+		old, err := open(dbURL)
+		require.NoError(t, err)
+		require.NoError(t, old.migrateTo(ctx, 2))
+		for _, d := range []struct {
+			name      string
+			resources []string
+		}{
+			{"cam-0", []string{"file:/etc/a", "model/detector", "service/infer"}}, // runs the detector
+			{"cam-1", []string{"file:/etc/a"}},                                    // lists no model: unknown
+			{"cam-2", []string{"model/reid"}},                                     // runs another model
+		} {
+			s := status.Status{FormatVersion: status.FormatVersion, Device: d.name, AppliedRevision: rev1, LastReconcile: "2026-12-03T11:00:00Z", Wave: intp(0)}
+			for _, id := range d.resources {
+				s.Resources = append(s.Resources, status.ResourceStatus{ID: id, State: status.StateOK})
+			}
+			_, err := old.db.ExecContext(ctx, `INSERT INTO devices (name, labels, applied, target, state, held, wave, last_error, reconciled, last_seen, first_seen, status, crash_loop)
+				VALUES ($1, '{}', $2, $2, 'applied', '', 0, '', 1, 1, 1, $3, '')`, d.name, rev1, string(mustJSON(t, s)))
+			require.NoError(t, err)
+		}
+		require.NoError(t, old.Close())
+
+		h := newTestHub(t, dbURL)
+		th := rollout.Thresholds{MaxFailed: intp(0), MinApplied: 1}
+		want := func(n int) BrakesVerdict {
+			return BrakesVerdict{Release: string(model110), Revision: rev1, Before: 1, Devices: n,
+				Reason: fmt.Sprintf("0 of %d wave-0 devices applied model/detector@sha256:1f16bbbbbbbb… (minApplied 1)", n)}
+		}
+		assert.Equal(t, want(2), h.verdictOn(model110, rev1, th), "cam-0 runs the detector, cam-1 may")
+
+		// cam-0 reports as tend v0.1.0 does, its last tick acting on a
+		// file alone; cam-2 as a tend that sends its release resources.
+		v010 := h.doc("cam-0", rev1, rev1)
+		v010.Wave = intp(0)
+		h.report(h.token("cam-0"), v010)
+		h.report(h.token("cam-2"), h.agentDoc("cam-2", 0, rev1, commit1, rev1, commit1, detector("1.0.0", digest100)[2:]))
+		assert.Equal(t, want(2), h.verdictOn(model110, rev1, th), "cam-0's declarations are unknown; cam-2 declares the reid alone")
+		h.report(h.token("cam-1"), h.agentDoc("cam-1", 0, rev1, commit1, rev1, commit1, nil))
+		assert.Equal(t, want(1), h.verdictOn(model110, rev1, th), "cam-1 declares no model")
 	})
 }

@@ -211,9 +211,10 @@ func (s *Store) ReleaseDetail(ctx context.Context, key api.ReleaseKey) (ReleaseD
 // unreported counts the devices that are part of release key, first seen
 // at revision rev, and have not reported it (down, or not ticked since):
 // those following rev's ref, and, for a release of digests, whose last
-// report's target declares one of the models or services the key moves.
-// A tend that sends no release resources (v0.1.0) is never counted for a
-// release of digests: nothing says it runs the model.
+// report's target declares one of the models or services the key moves
+// (see declaredIDs). A device whose declarations the hub does not know
+// is not counted for a release of digests: nothing says it runs the
+// model.
 func (s *Store) unreported(ctx context.Context, key api.ReleaseKey, rev string) (int, error) {
 	ref, _, ok := strings.Cut(rev, "@")
 	if !ok {
