@@ -91,9 +91,9 @@ func TestStopRemoves(t *testing.T) {
 	require.NoError(t, e.rt.Stop(context.Background(), p, 10*time.Second))
 	_, err := e.cli.ContainerInspect(context.Background(), p.Container, client.ContainerInspectOptions{})
 	require.Error(t, err, "the container is removed")
-	require.False(t, e.rt.Alive(p))
 	res := <-done
 	require.NoError(t, res.err)
+	require.False(t, e.rt.Alive(p), "gone, once its wait has returned (a wait under way counts as alive)")
 	// svc exits 0 on SIGTERM; Wait may also find the container removed
 	// (the supervisor knows it stopped it).
 	st := res.st
