@@ -153,17 +153,12 @@ func (s *Store) Verdict(ctx context.Context, q rollout.VerdictQuery, now time.Ti
 	key := q.Key()
 	ids := resourceIDsOf(key)
 	// declares is the SQL of whether device d.name declares one of ids,
-	// its arguments appended to args.
+	// or whose declarations are unknown, its arguments appended to args.
 	declares := func(args *[]any) string {
 		if ids == nil {
 			return "1"
 		}
-		marks := make([]string, 0, len(ids)+1)
-		for _, id := range append(slices.Clone(ids), anyResource) {
-			*args = append(*args, id)
-			marks = append(marks, fmt.Sprintf("$%d", len(*args)))
-		}
-		return `CASE WHEN EXISTS (SELECT 1 FROM device_resources x WHERE x.device = d.name AND x.resource_id IN (` + strings.Join(marks, ", ") + `)) THEN 1 ELSE 0 END`
+		return `CASE WHEN ` + declaresOneOf(ids, args) + ` THEN 1 ELSE 0 END`
 	}
 	args := []any{q.Before, string(key)}
 	decl := declares(&args)
@@ -243,17 +238,13 @@ func (s *Store) Verdict(ctx context.Context, q rollout.VerdictQuery, now time.Ti
 // verdict's.
 func (s *Store) unreportedBefore(ctx context.Context, key api.ReleaseKey, ids []string, before int) ([]string, error) {
 	args := []any{before, string(key)}
-	marks := make([]string, 0, len(ids)+1)
-	for _, id := range append(slices.Clone(ids), anyResource) {
-		args = append(args, id)
-		marks = append(marks, fmt.Sprintf("$%d", len(args)))
-	}
+	declares := declaresOneOf(ids, &args)
 	devices := "devices d"
 	if s.dialect == sqlite {
 		devices = "devices d INDEXED BY devices_wave"
 	}
 	rows, err := s.db.QueryContext(ctx, `SELECT d.name FROM `+devices+` WHERE d.wave >= 0 AND d.wave < $1
-		AND EXISTS (SELECT 1 FROM device_resources x WHERE x.device = d.name AND x.resource_id IN (`+strings.Join(marks, ", ")+`))
+		AND `+declares+`
 		AND NOT EXISTS (SELECT 1 FROM device_releases r WHERE r.device = d.name AND r.release_key = $2)`, args...)
 	if err != nil {
 		return nil, fmt.Errorf("%s: read the devices of release %q: %w", s.display, key, err)
@@ -268,6 +259,18 @@ func (s *Store) unreportedBefore(ctx context.Context, key api.ReleaseKey, ids []
 		out = append(out, device)
 	}
 	return out, rows.Err()
+}
+
+// declaresOneOf is the SQL condition that device d.name declares one of
+// ids, or that its declarations are unknown (see keys.resourceIDs), its
+// arguments appended to args.
+func declaresOneOf(ids []string, args *[]any) string {
+	marks := make([]string, len(ids))
+	for i, id := range ids {
+		*args = append(*args, id)
+		marks[i] = fmt.Sprintf("$%d", len(*args))
+	}
+	return `(d.resources_unknown = 1 OR EXISTS (SELECT 1 FROM device_resources x WHERE x.device = d.name AND x.resource_id IN (` + strings.Join(marks, ", ") + `)))`
 }
 
 // apiVerdict is GET /v1/verdict: the brakes' verdict on a release in the

@@ -99,16 +99,16 @@ func (s *Store) Ingest(ctx context.Context, st *status.Status, now time.Time) (i
 			labels = []byte("{}")
 		}
 		wave := deviceWave(st)
-		if _, err := tx.ExecContext(ctx, `INSERT INTO devices (name, labels, applied, target, state, held, wave, last_error, reconciled, last_seen, first_seen, status, crash_loop, applied_release, target_release, resource_ids, applied_commit)
-			VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14, $15, $16, $17)
+		if _, err := tx.ExecContext(ctx, `INSERT INTO devices (name, labels, applied, target, state, held, wave, last_error, reconciled, last_seen, first_seen, status, crash_loop, applied_release, target_release, resource_ids, applied_commit, resources_unknown)
+			VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14, $15, $16, $17, $18)
 			ON CONFLICT (name) DO UPDATE SET labels = excluded.labels, applied = excluded.applied, target = excluded.target,
 				state = excluded.state, held = excluded.held, wave = excluded.wave, last_error = excluded.last_error,
 				reconciled = excluded.reconciled, last_seen = excluded.last_seen, status = excluded.status, crash_loop = excluded.crash_loop,
 				applied_release = excluded.applied_release, target_release = excluded.target_release, resource_ids = excluded.resource_ids,
-				applied_commit = excluded.applied_commit`,
+				applied_commit = excluded.applied_commit, resources_unknown = excluded.resources_unknown`,
 			st.Device, string(labels), st.AppliedRevision, target(st), deviceState(st, k), st.Held, wave, st.LastError,
 			reconciled.UnixNano(), now.UnixNano(), firstSeen, string(raw), strings.Join(crashLooping(st), ","),
-			string(k.applied), string(k.target), k.resourceIDs(), string(k.appliedCommit)); err != nil {
+			string(k.applied), string(k.target), k.resourceIDs(), string(k.appliedCommit), resourcesUnknown(k.resourceIDs())); err != nil {
 			return fmt.Errorf("write device %s: %w", st.Device, err)
 		}
 		if ids := k.resourceIDs(); ids != prevIDs {
@@ -269,12 +269,16 @@ func (s *Store) releases(ctx context.Context, tx *sql.Tx, st *status.Status, k k
 
 // writeResources replaces the rows of device_resources of device by the
 // ids of its target's models and services, as keys.resourceIDs writes
-// them (" model/a service/b ", or " * ").
+// them (" model/a service/b "; none for " * ", which resources_unknown
+// says).
 func writeResources(ctx context.Context, tx *sql.Tx, device, ids string) error {
 	if _, err := tx.ExecContext(ctx, `DELETE FROM device_resources WHERE device = $1`, device); err != nil {
 		return fmt.Errorf("write the resources of %s: %w", device, err)
 	}
 	for _, id := range strings.Fields(ids) {
+		if id == anyResource {
+			continue
+		}
 		if _, err := tx.ExecContext(ctx, `INSERT INTO device_resources (device, resource_id) VALUES ($1, $2)`, device, id); err != nil {
 			return fmt.Errorf("write the resources of %s: %w", device, err)
 		}

@@ -171,10 +171,19 @@ func (k keys) resourcesJSON() string {
 	return string(b)
 }
 
-// anyResource is the id device_resources keeps for a device whose
-// declarations the hub does not know: it declares every model and
-// service.
+// anyResource stands, in resourceIDs, for the models and services of a
+// device whose declarations the hub does not know: the verdict counts it
+// as declaring every one (devices.resources_unknown).
 const anyResource = "*"
+
+// resourcesUnknown is devices.resources_unknown of ids, as resourceIDs
+// gives them: 1 when the hub does not know them.
+func resourcesUnknown(ids string) int {
+	if ids == " "+anyResource+" " {
+		return 1
+	}
+	return 0
+}
 
 // resourceIDs are the ids of the models and services the device's target
 // declares, as the devices table keeps them, each between spaces:

@@ -24,16 +24,16 @@ import (
 //     commit:HASH of the revision it runs (its release's key too, unless
 //     that commit changed nothing on it), and the ids of its target's
 //     models and services (" model/a service/b "), for the devices that
-//     have not reported a digest's release yet; an index covers what a
-//     verdict reads of a device, and another its wave, so that a verdict
-//     never reads the device's status document.
+//     have not reported a digest's release yet, or " * " and
+//     resources_unknown 1 when the hub does not know them (see
+//     keys.resourceIDs); an index covers what a verdict reads of a
+//     device, and another its wave, so that a verdict never reads the
+//     device's status document.
 //   - device_resources: the same ids, a row each, so that a verdict on a
 //     release of digests finds the earlier-wave devices that declare one
-//     of its models or services without reading every device; "*" for a
-//     device whose declarations the hub does not know (see
-//     keys.resourceIDs). Filled, with resource_ids, from each device's
-//     status document (see declareMigrated): a device declares before it
-//     reports again.
+//     of its models or services without reading every device. Filled,
+//     with resource_ids, from each device's status document (see
+//     declareMigrated): a device declares before it reports again.
 //   - device_parts: by (device, part), each device's part in each part
 //     of a release key (commit:HASH, or one digest, ID@sha256:HEX): failed
 //     when it rolled the part back, applied while it runs it (see
@@ -97,10 +97,11 @@ func migration3(keyOf func(col string) string) string {
 	ALTER TABLE devices ADD COLUMN target_release TEXT NOT NULL DEFAULT '';
 	ALTER TABLE devices ADD COLUMN resource_ids TEXT NOT NULL DEFAULT '';
 	ALTER TABLE devices ADD COLUMN applied_commit TEXT NOT NULL DEFAULT '';
+	ALTER TABLE devices ADD COLUMN resources_unknown INTEGER NOT NULL DEFAULT 0;
 	UPDATE devices SET applied_release = KEY(applied), target_release = KEY(target);
 	UPDATE devices SET applied_commit = applied_release WHERE applied_release LIKE 'commit:%';
-	CREATE INDEX devices_verdict ON devices (name, applied_release, applied_commit, state, crash_loop);
-	CREATE INDEX devices_wave ON devices (wave, name);
+	CREATE INDEX devices_verdict ON devices (name, applied_release, applied_commit, state, crash_loop, resources_unknown);
+	CREATE INDEX devices_wave ON devices (wave, name, resources_unknown);
 	CREATE TABLE device_resources (
 		device TEXT NOT NULL,
 		resource_id TEXT NOT NULL,
@@ -169,7 +170,7 @@ func declareMigrated(ctx context.Context, tx *sql.Tx) error {
 		return fmt.Errorf("read the devices: %w", err)
 	}
 	for name, ids := range declared {
-		if _, err := tx.ExecContext(ctx, `UPDATE devices SET resource_ids = $2 WHERE name = $1`, name, ids); err != nil {
+		if _, err := tx.ExecContext(ctx, `UPDATE devices SET resource_ids = $2, resources_unknown = $3 WHERE name = $1`, name, ids, resourcesUnknown(ids)); err != nil {
 			return fmt.Errorf("write the resources of %s: %w", name, err)
 		}
 		if err := writeResources(ctx, tx, name, ids); err != nil {
