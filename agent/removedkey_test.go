@@ -25,19 +25,9 @@ import (
 // warning without a request. An agent restarted with the key removed
 // from its config warns at its first tick.
 func TestRemovedKeyWarns(t *testing.T) {
-	cosign := testcosign.New(t)
-	oldPriv, oldPub := cosign.KeyPair("old")
-	_, newPub := cosign.KeyPair("new")
-	reg := testoci.Start(t)
-	v1 := reg.PushFiles(t, "models/m:v1", map[string][]byte{"w.bin": []byte("weights one")})
-	cosign.Sign(oldPriv, reg.Ref("models/m@"+v1))
-	read := func(path string) []byte {
-		b, err := os.ReadFile(path)
-		require.NoError(t, err)
-		return b
-	}
-	release := filepath.Join(t.TempDir(), "release.pub")
-	require.NoError(t, os.WriteFile(release, read(oldPub), 0o644))
+	reg, v1, release, pubs := signedModel(t, "new")
+	oldPub, newPub := pubs["old"], pubs["new"]
+	read := func(path string) []byte { return readFile(t, path) }
 
 	repo := testgit.NewRepo(t)
 	repo.WriteFile("devices/cam-017/d.yaml", fmt.Sprintf(oneFile, "good")+
@@ -95,20 +85,9 @@ func TestRemovedKeyWarns(t *testing.T) {
 // once in tend_verify_total), and a key file rewritten meanwhile has it
 // asked at once.
 func TestRecheckWhileRegistryGone(t *testing.T) {
-	cosign := testcosign.New(t)
-	oldPriv, oldPub := cosign.KeyPair("old")
-	_, newPub := cosign.KeyPair("new")
-	_, thirdPub := cosign.KeyPair("third")
-	reg := testoci.Start(t)
-	v1 := reg.PushFiles(t, "models/m:v1", map[string][]byte{"w.bin": []byte("weights one")})
-	cosign.Sign(oldPriv, reg.Ref("models/m@"+v1))
-	read := func(path string) []byte {
-		b, err := os.ReadFile(path)
-		require.NoError(t, err)
-		return b
-	}
-	release := filepath.Join(t.TempDir(), "release.pub")
-	require.NoError(t, os.WriteFile(release, read(oldPub), 0o644))
+	reg, v1, release, pubs := signedModel(t, "new", "third")
+	newPub, thirdPub := pubs["new"], pubs["third"]
+	read := func(path string) []byte { return readFile(t, path) }
 
 	repo := testgit.NewRepo(t)
 	repo.WriteFile("devices/cam-017/d.yaml", fmt.Sprintf(oneFile, "good")+
@@ -172,4 +151,31 @@ func TestRecheckWhileRegistryGone(t *testing.T) {
 	require.NoError(t, h.err)
 	require.Equal(t, "model/m runs "+reg.Ref("models/m")+"@"+v1+", which no longer verifies: no cosign signature by "+release+
 		" (found 1 signature by another key); it keeps running, and a new version must verify", h.tracker.Status().Warning)
+}
+
+// signedModel pushes models/m:v1 (w.bin, "weights one") to a registry,
+// signs it with a new key "old", and writes that key's public half to
+// release.pub, the file a verify names; it makes a key pair for each of
+// more too. pubs holds every public half by name.
+func signedModel(t *testing.T, more ...string) (reg *testoci.Registry, v1, release string, pubs map[string]string) {
+	t.Helper()
+	cosign := testcosign.New(t)
+	oldPriv, oldPub := cosign.KeyPair("old")
+	pubs = map[string]string{"old": oldPub}
+	for _, name := range more {
+		_, pubs[name] = cosign.KeyPair(name)
+	}
+	reg = testoci.Start(t)
+	v1 = reg.PushFiles(t, "models/m:v1", map[string][]byte{"w.bin": []byte("weights one")})
+	cosign.Sign(oldPriv, reg.Ref("models/m@"+v1))
+	release = filepath.Join(t.TempDir(), "release.pub")
+	require.NoError(t, os.WriteFile(release, readFile(t, oldPub), 0o644))
+	return reg, v1, release, pubs
+}
+
+func readFile(t *testing.T, path string) []byte {
+	t.Helper()
+	b, err := os.ReadFile(path)
+	require.NoError(t, err)
+	return b
 }
