@@ -1,7 +1,6 @@
 package gitsource_test
 
 import (
-	"path/filepath"
 	"strings"
 	"testing"
 	"time"
@@ -75,13 +74,7 @@ func TestFetchBoundsCommitTime(t *testing.T) {
 		`b@example.com namespaces="git" `+b.AuthorizedKey(t))
 	plain := testgit.WriteAllowedSigners(t, "a@example.com "+a.AuthorizedKey(t), "b@example.com "+b.AuthorizedKey(t))
 
-	for _, tr := range []struct {
-		name string
-		url  func(t *testing.T, r *testgit.Repo) string
-	}{
-		{"local path", func(t *testing.T, r *testgit.Repo) string { return r.Dir() }},
-		{"http", func(t *testing.T, r *testgit.Repo) string { return r.URL(testgit.ServeHTTP(t, filepath.Dir(r.Dir()))) }},
-	} {
+	for _, tr := range repoTransports {
 		t.Run(tr.name, func(t *testing.T) {
 			for _, tc := range cases {
 				t.Run(tc.name, func(t *testing.T) {

@@ -110,13 +110,7 @@ func TestFetchRewind(t *testing.T) {
 		{name: "last applied not a hash", last: "main", contains: []string{
 			`last applied revision "main", which is not a full commit hash`, "allowRewind"}},
 	}
-	for _, tr := range []struct {
-		name string
-		url  func(t *testing.T, r *testgit.Repo) string
-	}{
-		{"local path", func(t *testing.T, r *testgit.Repo) string { return r.Dir() }},
-		{"http", func(t *testing.T, r *testgit.Repo) string { return r.URL(testgit.ServeHTTP(t, filepath.Dir(r.Dir()))) }},
-	} {
+	for _, tr := range repoTransports {
 		t.Run(tr.name, func(t *testing.T) {
 			for _, tc := range cases {
 				t.Run(tc.name, func(t *testing.T) {
@@ -169,4 +163,14 @@ func TestFetchRewind(t *testing.T) {
 			}
 		})
 	}
+}
+
+// repoTransports are the ways a test fetches a repo: its local path, and
+// smart HTTP through the real git http-backend.
+var repoTransports = []struct {
+	name string
+	url  func(t *testing.T, r *testgit.Repo) string
+}{
+	{"local path", func(t *testing.T, r *testgit.Repo) string { return r.Dir() }},
+	{"http", func(t *testing.T, r *testgit.Repo) string { return r.URL(testgit.ServeHTTP(t, filepath.Dir(r.Dir()))) }},
 }
