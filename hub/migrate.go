@@ -76,7 +76,35 @@ var migrations = []migration{{
 	sql: `ALTER TABLE devices ADD COLUMN crash_loop TEXT NOT NULL DEFAULT ''`}, {
 	// 3: releases by key (api.ReleaseKey) instead of revision. See
 	// migration3.
-	sql: migration3(sqliteKeyOf), postgres: migration3(postgresKeyOf), then: declareMigrated},
+	sql: migration3(sqliteKeyOf), postgres: migration3(postgresKeyOf), then: declareMigrated}, {
+	// 4: what the hub checks rather than believes (see Hub trust in
+	// DESIGN.md).
+	//   - devices: the reportSeq of the last report taken (report_epoch,
+	//     report_seq), which orders a device's reports instead of its
+	//     clock, and the rollout that governs it.
+	//   - device_releases, device_parts: the rollout the device was in
+	//     when it first took part in the release, so that a verdict counts
+	//     only the devices of the asking device's rollout; the indexes a
+	//     verdict reads lead with it.
+	//   - webhook_sent: the webhook events posted, by kind and subject,
+	//     so that each is sent once across restarts and replicas.
+	sql: `ALTER TABLE devices ADD COLUMN report_epoch TEXT NOT NULL DEFAULT '';
+	ALTER TABLE devices ADD COLUMN report_seq BIGINT NOT NULL DEFAULT 0;
+	ALTER TABLE devices ADD COLUMN rollout TEXT NOT NULL DEFAULT '';
+	ALTER TABLE device_releases ADD COLUMN rollout TEXT NOT NULL DEFAULT '';
+	ALTER TABLE device_parts ADD COLUMN rollout TEXT NOT NULL DEFAULT '';
+	DROP INDEX device_releases_release;
+	CREATE INDEX device_releases_release ON device_releases (release_key, rollout, wave, device, state, applied_at);
+	DROP INDEX device_parts_part;
+	CREATE INDEX device_parts_part ON device_parts (part, rollout, wave, device, state, applied_at);
+	DROP INDEX devices_wave;
+	CREATE INDEX devices_wave ON devices (rollout, wave, name, resources_unknown);
+	CREATE TABLE webhook_sent (
+		kind TEXT NOT NULL,
+		subject TEXT NOT NULL,
+		at BIGINT NOT NULL,
+		PRIMARY KEY (kind, subject)
+	);`},
 }
 
 // migrate brings the schema to the newest version, each version in one

@@ -110,6 +110,21 @@ type Status struct {
 	// api.ReleaseKey): the one it last took in full. Absent before the
 	// first apply.
 	AppliedRelease string `json:"appliedRelease,omitempty"`
+	// Rollout is the name of the Rollout that governs the device's
+	// target, which a verdict on its releases names; absent without one.
+	Rollout string `json:"rollout,omitempty"`
+	// ReportSeq orders the device's reports for a collector, which never
+	// orders them by the device's clock. Absent from GET /status and
+	// tend status: only a posted report carries it.
+	ReportSeq *ReportSeq `json:"reportSeq,omitempty"`
+}
+
+// ReportSeq is the place of a report among its device's: Epoch is random
+// per stateDir (a reflashed device starts a new one) and Seq rises with
+// every report posted, kept in the stateDir.
+type ReportSeq struct {
+	Epoch string `json:"epoch"`
+	Seq   uint64 `json:"seq"`
 }
 
 // Release is a release as a device reports it: its key (what made it
