@@ -34,7 +34,7 @@ type verdict struct {
 	Reason  string `json:"reason"`
 }
 
-// askBrakes asks the hub of b for the verdict on release revision in the
+// askBrakes asks the hub of ro's brakes b for the verdict on release revision in the
 // waves before wave (> 0). It returns "" to go, or why the release waits
 // ("2 of 5 wave-0 devices failed main@sha1:ab12… (maxFailed 1)"); it is
 // asked again at the next tick, and a verdict is never reused: a "go" is
@@ -43,7 +43,8 @@ type verdict struct {
 // proceed, and is then left alone for a while (see serverDown.rests): the
 // ticks in between decide as onHubDown says without asking, with the
 // same reason.
-func (r *Reconciler) askBrakes(ctx context.Context, b *manifest.Brakes, wave int, key api.ReleaseKey, revision string) string {
+func (r *Reconciler) askBrakes(ctx context.Context, ro *manifest.Rollout, wave int, key api.ReleaseKey, revision string) string {
+	b := ro.Spec.Brakes
 	down := func(why string) string {
 		if b.OnHubDown == manifest.OnHubDownProceed {
 			r.logger().Warn("the brakes' hub did not answer; the release goes on (onHubDown: proceed)",
@@ -53,7 +54,7 @@ func (r *Reconciler) askBrakes(ctx context.Context, b *manifest.Brakes, wave int
 		return why + " (onHubDown: hold)"
 	}
 	why, hubIsDown := r.brakesDown.ask(b.Hub, r.now, func(wait time.Duration) (string, bool) {
-		return r.askHub(ctx, b, rollout.BrakesQuery(b, wave, key, revision), wait)
+		return r.askHub(ctx, b, rollout.BrakesQuery(ro, wave, key, revision), wait)
 	})
 	if hubIsDown {
 		return down(why)

@@ -128,8 +128,8 @@ func (r *Reconciler) decide(ctx context.Context, t *tick) error {
 	}
 	if comp.Rollout != nil {
 		d = rollout.Decide(now, seen, r.Config.Device, comp.Device.Metadata.Labels, comp.Rollout)
-		if b := comp.Rollout.Spec.Brakes; d.Take && b != nil && d.Wave > 0 {
-			if why := r.askBrakes(ctx, b, d.Wave, api.ReleaseKey(target.Key), snap.Revision.String()); why != "" {
+		if d.Take && comp.Rollout.Spec.Brakes != nil && d.Wave > 0 {
+			if why := r.askBrakes(ctx, comp.Rollout, d.Wave, api.ReleaseKey(target.Key), snap.Revision.String()); why != "" {
 				d.Take, d.Cause, d.Reason = false, rollout.CauseBrakes, "held: brakes: "+why
 			}
 		}

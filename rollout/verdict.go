@@ -4,6 +4,8 @@ import (
 	"fmt"
 	"net/url"
 	"strconv"
+	"strings"
+	"unicode/utf8"
 	"time"
 
 	"github.com/tend-dev/tend/api"
@@ -12,8 +14,8 @@ import (
 
 // VerdictQuery is what a device of a later wave asks the brakes' hub: the
 // query of GET /v1/verdict, which the agent encodes and the hub parses
-// (release, revision, before, maxFailed, maxFailedPercent, minApplied,
-// soak).
+// (release, revision, rollout, before, maxFailed, maxFailedPercent,
+// minApplied, soak).
 type VerdictQuery struct {
 	// Release is the key of the release asked about (see api.ReleaseKey);
 	// "" from a tend that sends none (v0.1.0), whose release is its
@@ -22,6 +24,10 @@ type VerdictQuery struct {
 	// Revision is the fleet revision the device saw it at,
 	// ref@sha1:commit: a hub that knows no keys counts by it.
 	Revision string
+	// Rollout is the name of the asking device's Rollout: the hub counts
+	// only the devices of that rollout. "" from a tend that sends none,
+	// whose verdict counts the devices of every rollout.
+	Rollout string
 	// Before is the asking device's wave: waves 0 to Before-1 are counted.
 	Before int
 	Thresholds
@@ -40,6 +46,12 @@ type Thresholds struct {
 	Soak       time.Duration
 }
 
+// Bounds of the text parameters of a VerdictQuery.
+const (
+	maxRevisionBytes = 1024
+	maxNameBytes     = 253
+)
+
 // Key is the release asked about: Release, or the commit of Revision.
 func (q VerdictQuery) Key() api.ReleaseKey {
 	if q.Release != "" {
@@ -48,10 +60,11 @@ func (q VerdictQuery) Key() api.ReleaseKey {
 	return api.RevisionRelease(q.Revision)
 }
 
-// BrakesQuery is the question a device of wave (> 0) asks b's hub about
-// the release key, seen at revision.
-func BrakesQuery(b *manifest.Brakes, wave int, key api.ReleaseKey, revision string) VerdictQuery {
-	return VerdictQuery{Release: key, Revision: revision, Before: wave, Thresholds: Thresholds{
+// BrakesQuery is the question a device of wave (> 0) of r asks the hub
+// of r's brakes about the release key, seen at revision.
+func BrakesQuery(r *manifest.Rollout, wave int, key api.ReleaseKey, revision string) VerdictQuery {
+	b := r.Spec.Brakes
+	return VerdictQuery{Release: key, Revision: revision, Rollout: r.Metadata.Name, Before: wave, Thresholds: Thresholds{
 		MaxFailed: b.MaxFailed, MaxFailedPercent: b.MaxFailedPercent, MinApplied: b.MinApplied, Soak: b.Soak.D(),
 	}}
 }
@@ -63,6 +76,9 @@ func (q VerdictQuery) Encode() string {
 	v := url.Values{"revision": {q.Revision}, "before": {strconv.Itoa(q.Before)}}
 	if q.Release != "" {
 		v.Set("release", q.Release.String())
+	}
+	if q.Rollout != "" {
+		v.Set("rollout", q.Rollout)
 	}
 	if q.MaxFailed != nil {
 		v.Set("maxFailed", strconv.Itoa(*q.MaxFailed))
@@ -84,6 +100,13 @@ func (q VerdictQuery) Encode() string {
 func ParseVerdictQuery(v url.Values) (VerdictQuery, error) {
 	var q VerdictQuery
 	q.Revision = v.Get("revision")
+	if len(q.Revision) > maxRevisionBytes {
+		return VerdictQuery{}, fmt.Errorf("revision: %d bytes, more than %d: send ref@sha1:commit", len(q.Revision), maxRevisionBytes)
+	}
+	q.Rollout = v.Get("rollout")
+	if len(q.Rollout) > maxNameBytes || strings.ContainsFunc(q.Rollout, func(r rune) bool { return r < 0x20 || r == 0x7f || r == utf8.RuneError }) {
+		return VerdictQuery{}, fmt.Errorf("rollout: not a rollout's name (metadata.name, at most %d bytes of printable text)", maxNameBytes)
+	}
 	if raw := v.Get("release"); raw != "" {
 		k, err := api.ParseReleaseKey(raw)
 		if err != nil {
