@@ -83,6 +83,7 @@ func TestBrakesHoldReleaseUntilTheHubSaysGo(t *testing.T) {
 	require.Equal(t, "v1", h.file(t), "a device that applied nothing takes its first commit at once")
 	require.Equal(t, 0.0, held())
 	require.Equal(t, 1, *h.tracker.Status().Wave)
+	require.Equal(t, "default", h.tracker.Status().Rollout, "the rollout a verdict names")
 
 	repo.WriteFile("devices/cam-017/d.yaml", fmt.Sprintf(oneFile, "v2"))
 	v2 := "HEAD@sha1:" + repo.Commit("v2")

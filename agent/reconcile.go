@@ -159,6 +159,8 @@ type Result struct {
 	// (rollout.NoWave: none takes it); nil without a rollout, or when the
 	// tick did not get to decide.
 	Wave *int
+	// Rollout is the name of that Rollout ("" with Wave nil).
+	Rollout string
 	// TargetRelease is the release of the tick's target as the status
 	// reports it (see targetRelease); nil when the tick did not get to
 	// decide. AppliedRelease is the key of the release the node runs

@@ -85,7 +85,7 @@ func (r *Reconciler) decide(ctx context.Context, t *tick) error {
 	}
 	if comp.Rollout != nil {
 		wave, _ := rollout.Wave(r.Config.Device, comp.Device.Metadata.Labels, comp.Rollout)
-		t.res.Wave = &wave
+		t.res.Wave, t.res.Rollout = &wave, comp.Rollout.Metadata.Name
 	}
 	key := clockKey(t.res.Desired.Desired)
 	need := toStage(t.res.Desired)

@@ -77,6 +77,12 @@ func newFetcher(c *manifest.AgentConfig, dir string, ver *verify.Verifier, log *
 	return f, nil
 }
 
+// NewFetcher builds the fleet's source c names, keeping its copy in dir,
+// for a reader of the whole fleet such as the hub's --fleet-source.
+func NewFetcher(c *manifest.AgentConfig, dir string, log *slog.Logger) (source.Fetcher, error) {
+	return newFetcher(c, dir, &verify.Verifier{Options: RegistryOptions(c)}, log)
+}
+
 // sourceOnce is the fleet's source of a Reconciler, built at its first
 // fetch and kept for its life, so that what it keeps (the registry
 // session that makes a poll of an artifact one manifest HEAD) lasts from

@@ -55,6 +55,7 @@ func statusTick(res *Result) *status.Tick {
 	if res.Wave != nil {
 		w := *res.Wave
 		t.Wave = &w
+		t.Rollout = res.Rollout
 	}
 	if h := res.Held; h != nil {
 		t.Held = &status.Held{Revision: h.Revision, Cause: h.Cause, Reason: h.Reason}

@@ -161,6 +161,7 @@ func (s *Store) Verdict(ctx context.Context, q rollout.VerdictQuery, now time.Ti
 		return `CASE WHEN ` + declaresOneOf(ids, args) + ` THEN 1 ELSE 0 END`
 	}
 	args := []any{q.Before, string(key)}
+	inRollout := rolloutIs("r", q.Rollout, &args)
 	decl := declares(&args)
 	// The indexes cover the query: a device's row, with its status, is
 	// never read. SQLite's planner, with no statistics, would take the
@@ -171,7 +172,7 @@ func (s *Store) Verdict(ctx context.Context, q rollout.VerdictQuery, now time.Ti
 	}
 	rows, err := s.db.QueryContext(ctx, `SELECT r.device, r.state, r.applied_at, d.applied_release, d.applied_commit, d.state, d.crash_loop, `+decl+`
 		FROM device_releases r JOIN `+devices+` ON d.name = r.device
-		WHERE r.release_key = $2 AND r.wave >= 0 AND r.wave < $1`, args...)
+		WHERE r.release_key = $2 AND `+inRollout+` AND r.wave >= 0 AND r.wave < $1`, args...)
 	if err != nil {
 		return BrakesVerdict{}, fmt.Errorf("%s: read release %q: %w", s.display, key, err)
 	}
@@ -193,7 +194,7 @@ func (s *Store) Verdict(ctx context.Context, q rollout.VerdictQuery, now time.Ti
 	if err := rows.Err(); err != nil {
 		return BrakesVerdict{}, fmt.Errorf("%s: read release %q: %w", s.display, key, err)
 	}
-	tallies, err := s.partsBefore(ctx, key, q.Before)
+	tallies, err := s.partsBefore(ctx, key, q.Rollout, q.Before)
 	if err != nil {
 		return BrakesVerdict{}, err
 	}
@@ -218,7 +219,7 @@ func (s *Store) Verdict(ctx context.Context, q rollout.VerdictQuery, now time.Ti
 	}
 	parts := slices.Collect(maps.Values(byDevice))
 	if ids != nil {
-		unreported, err := s.unreportedBefore(ctx, key, ids, q.Before)
+		unreported, err := s.unreportedBefore(ctx, key, ids, q.Rollout, q.Before)
 		if err != nil {
 			return BrakesVerdict{}, err
 		}
@@ -236,14 +237,15 @@ func (s *Store) Verdict(ctx context.Context, q rollout.VerdictQuery, now time.Ti
 // whose declarations are unknown, and that have not reported key: down,
 // or not ticked since it was pushed. Two indexes cover the query, as the
 // verdict's.
-func (s *Store) unreportedBefore(ctx context.Context, key api.ReleaseKey, ids []string, before int) ([]string, error) {
+func (s *Store) unreportedBefore(ctx context.Context, key api.ReleaseKey, ids []string, ro string, before int) ([]string, error) {
 	args := []any{before, string(key)}
+	inRollout := rolloutIs("d", ro, &args)
 	declares := declaresOneOf(ids, &args)
 	devices := "devices d"
 	if s.dialect == sqlite {
 		devices = "devices d INDEXED BY devices_wave"
 	}
-	rows, err := s.db.QueryContext(ctx, `SELECT d.name FROM `+devices+` WHERE d.wave >= 0 AND d.wave < $1
+	rows, err := s.db.QueryContext(ctx, `SELECT d.name FROM `+devices+` WHERE `+inRollout+` AND d.wave >= 0 AND d.wave < $1
 		AND `+declares+`
 		AND NOT EXISTS (SELECT 1 FROM device_releases r WHERE r.device = d.name AND r.release_key = $2)`, args...)
 	if err != nil {
@@ -259,6 +261,18 @@ func (s *Store) unreportedBefore(ctx context.Context, key api.ReleaseKey, ids []
 		out = append(out, device)
 	}
 	return out, rows.Err()
+}
+
+// rolloutIs is the SQL condition that the row of table alias t is of
+// rollout ro, or of no rollout known (a row of schema 3, or of a tend that
+// reports none), its argument appended to args; always true for ro ""
+// (the question of a tend that names no rollout).
+func rolloutIs(t, ro string, args *[]any) string {
+	if ro == "" {
+		return "1 = 1"
+	}
+	*args = append(*args, ro)
+	return fmt.Sprintf("%s.rollout IN ($%d, '')", t, len(*args))
 }
 
 // declaresOneOf is the SQL condition that device d.name declares one of

@@ -1,6 +1,7 @@
 package hub
 
 import (
+	"cmp"
 	"context"
 	"database/sql"
 	"encoding/json"
@@ -28,9 +29,13 @@ const (
 	ResultTooLarge     = "too_large"
 	ResultMalformed    = "malformed"
 	ResultError        = "error" // the database failed
+	// ResultInconsistent is a report taken whose wave or rollout
+	// disagrees with the one the hub worked out from the fleet repo
+	// (--fleet-source): the hub's is recorded.
+	ResultInconsistent = "inconsistent"
 )
 
-var results = []string{ResultAccepted, ResultReplayed, ResultUnauthorized, ResultForbidden, ResultTooLarge, ResultMalformed, ResultError}
+var results = []string{ResultAccepted, ResultInconsistent, ResultReplayed, ResultUnauthorized, ResultForbidden, ResultTooLarge, ResultMalformed, ResultError}
 
 // ingested is what one report changed.
 type ingested struct {
@@ -51,9 +56,20 @@ var errReplayed = errors.New("replayed")
 
 // Ingest records s, reported by its device at now, all in one
 // transaction: the device's row, the events it derives from the last
-// report, and the device's part in each release it names. A report whose
-// lastReconcile is older than the last one taken is ignored.
+// report, and the device's part in each release it names, at the wave and
+// rollout it reports (see Placement). A report whose lastReconcile is
+// older than the last one taken is ignored.
 func (s *Store) Ingest(ctx context.Context, st *status.Status, now time.Time) (ingested, error) {
+	place, err := reported(st)
+	if err != nil {
+		return ingested{result: ResultMalformed}, err
+	}
+	return s.IngestAt(ctx, st, place, now)
+}
+
+// IngestAt is Ingest with the device at place, as the hub worked it out
+// (see Fleet.Place), or as reported.
+func (s *Store) IngestAt(ctx context.Context, st *status.Status, place Placement, now time.Time) (ingested, error) {
 	reconciled, err := time.Parse(time.RFC3339Nano, st.LastReconcile)
 	if err != nil {
 		return ingested{result: ResultMalformed}, fmt.Errorf("lastReconcile %q is not an RFC 3339 time", st.LastReconcile)
@@ -73,11 +89,12 @@ func (s *Store) Ingest(ctx context.Context, st *status.Status, now time.Time) (i
 		if s.dialect == postgres {
 			lock = " FOR UPDATE"
 		}
-		var prevRaw, prevIDs string
+		var prevRaw, prevIDs, prevTarget, prevRollout string
+		var prevWave int
 		var prevReconciled, firstSeen int64
 		var prev *status.Status
 		var pk keys
-		err := tx.QueryRowContext(ctx, `SELECT status, reconciled, first_seen, resource_ids FROM devices WHERE name = $1`+lock, st.Device).Scan(&prevRaw, &prevReconciled, &firstSeen, &prevIDs)
+		err := tx.QueryRowContext(ctx, `SELECT status, reconciled, first_seen, resource_ids, target_release, wave, rollout FROM devices WHERE name = $1`+lock, st.Device).Scan(&prevRaw, &prevReconciled, &firstSeen, &prevIDs, &prevTarget, &prevWave, &prevRollout)
 		switch {
 		case errors.Is(err, sql.ErrNoRows):
 			firstSeen = now.UnixNano()
@@ -98,26 +115,28 @@ func (s *Store) Ingest(ctx context.Context, st *status.Status, now time.Time) (i
 		if st.Labels == nil {
 			labels = []byte("{}")
 		}
-		wave := deviceWave(st)
-		if _, err := tx.ExecContext(ctx, `INSERT INTO devices (name, labels, applied, target, state, held, wave, last_error, reconciled, last_seen, first_seen, status, crash_loop, applied_release, target_release, resource_ids, applied_commit, resources_unknown)
-			VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14, $15, $16, $17, $18)
+		wave, ro := place.Wave, place.Rollout
+		if !place.Checked && prev != nil && prevTarget == string(k.target) && prevWave >= 0 {
+			// The wave it first reported for the release it works
+			// towards stays while it does (see Placement).
+			wave, ro = prevWave, cmp.Or(prevRollout, ro)
+		}
+		if _, err := tx.ExecContext(ctx, `INSERT INTO devices (name, labels, applied, target, state, held, wave, last_error, reconciled, last_seen, first_seen, status, crash_loop, applied_release, target_release, resource_ids, applied_commit, resources_unknown, rollout)
+			VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14, $15, $16, $17, $18, $19)
 			ON CONFLICT (name) DO UPDATE SET labels = excluded.labels, applied = excluded.applied, target = excluded.target,
 				state = excluded.state, held = excluded.held, wave = excluded.wave, last_error = excluded.last_error,
 				reconciled = excluded.reconciled, last_seen = excluded.last_seen, status = excluded.status, crash_loop = excluded.crash_loop,
 				applied_release = excluded.applied_release, target_release = excluded.target_release, resource_ids = excluded.resource_ids,
-				applied_commit = excluded.applied_commit, resources_unknown = excluded.resources_unknown`,
+				applied_commit = excluded.applied_commit, resources_unknown = excluded.resources_unknown, rollout = excluded.rollout`,
 			st.Device, string(labels), st.AppliedRevision, target(st), deviceState(st, k), st.Held, wave, st.LastError,
 			reconciled.UnixNano(), now.UnixNano(), firstSeen, string(raw), strings.Join(crashLooping(st), ","),
-			string(k.applied), string(k.target), k.resourceIDs(), string(k.appliedCommit), resourcesUnknown(k.resourceIDs())); err != nil {
+			string(k.applied), string(k.target), k.resourceIDs(), string(k.appliedCommit), resourcesUnknown(k.resourceIDs()), ro); err != nil {
 			return fmt.Errorf("write device %s: %w", st.Device, err)
 		}
 		if ids := k.resourceIDs(); ids != prevIDs {
 			if err := writeResources(ctx, tx, st.Device, ids); err != nil {
 				return err
 			}
-		}
-		if err := writeParts(ctx, tx, st.Device, k, wave, now); err != nil {
-			return err
 		}
 		res.events = events(prev, pk, st, k)
 		res.crashLoops = newCrashLoops(prev, st)
@@ -140,8 +159,11 @@ func (s *Store) Ingest(ctx context.Context, st *status.Status, now time.Time) (i
 			}
 		}
 		failpoint.Hit("hub:ingest") // the device and its events written, its releases not yet
-		res.converged, err = s.releases(ctx, tx, st, k, wave, now)
-		return err
+		var placed map[api.ReleaseKey]part
+		if res.converged, placed, err = s.releases(ctx, tx, st, k, place, now); err != nil {
+			return err
+		}
+		return writeParts(ctx, tx, st.Device, k, place.forParts(placed), now)
 	})
 	if errors.Is(err, errReplayed) {
 		return ingested{result: ResultReplayed}, nil
@@ -157,6 +179,7 @@ func (s *Store) Ingest(ctx context.Context, st *status.Status, now time.Time) (i
 type part struct {
 	state   string
 	wave    int
+	rollout string
 	applied int64 // when the hub first heard the device run it, unix ns; 0 if never
 	detail  string
 }
@@ -166,24 +189,27 @@ type part struct {
 // back on it. A rollback no report named before (the device took the
 // release and rolled it back between two reports) is recorded under the
 // key its quarantine entry gives: commit:HASH, or the one digest.
-func (s *Store) releases(ctx context.Context, tx *sql.Tx, st *status.Status, k keys, wave int, now time.Time) ([]time.Duration, error) {
+//
+// It returns, with the convergences, the device's part in each release
+// it recorded, for the wave and rollout of its parts in their parts.
+func (s *Store) releases(ctx context.Context, tx *sql.Tx, st *status.Status, k keys, place Placement, now time.Time) ([]time.Duration, map[api.ReleaseKey]part, error) {
 	parts := map[api.ReleaseKey]part{}
-	rows, err := tx.QueryContext(ctx, `SELECT release_key, state, wave, applied_at, detail FROM device_releases WHERE device = $1`, st.Device)
+	rows, err := tx.QueryContext(ctx, `SELECT release_key, state, wave, rollout, applied_at, detail FROM device_releases WHERE device = $1`, st.Device)
 	if err != nil {
-		return nil, fmt.Errorf("read the releases of %s: %w", st.Device, err)
+		return nil, nil, fmt.Errorf("read the releases of %s: %w", st.Device, err)
 	}
 	for rows.Next() {
 		var key string
 		var p part
-		if err := rows.Scan(&key, &p.state, &p.wave, &p.applied, &p.detail); err != nil {
+		if err := rows.Scan(&key, &p.state, &p.wave, &p.rollout, &p.applied, &p.detail); err != nil {
 			rows.Close()
-			return nil, fmt.Errorf("read the releases of %s: %w", st.Device, err)
+			return nil, nil, fmt.Errorf("read the releases of %s: %w", st.Device, err)
 		}
 		parts[api.ReleaseKey(key)] = p
 	}
 	rows.Close()
 	if err := rows.Err(); err != nil {
-		return nil, fmt.Errorf("read the releases of %s: %w", st.Device, err)
+		return nil, nil, fmt.Errorf("read the releases of %s: %w", st.Device, err)
 	}
 	named := map[api.ReleaseKey]bool{}
 	for key := range parts {
@@ -208,6 +234,7 @@ func (s *Store) releases(ctx context.Context, tx *sql.Tx, st *status.Status, k k
 	// In key order: concurrent reports lock the rows of releases they
 	// share in one order.
 	var converged []time.Duration
+	placed := map[api.ReleaseKey]part{}
 	for _, key := range slices.Sorted(maps.Keys(named)) {
 		old, known := parts[key]
 		state, q := partState(st, k, key)
@@ -217,21 +244,7 @@ func (s *Store) releases(ctx context.Context, tx *sql.Tx, st *status.Status, k k
 		case state == "":
 			state = StateSuperseded
 		}
-		w := old.wave
-		if !known {
-			w = -1
-		}
-		switch {
-		case wave < 0:
-		case key == k.target && (state != StateApplied || st.Wave != nil):
-			// The device's wave in the rollout of its target; a hold's
-			// reason names it only while the release waits.
-			w = wave
-		case w < 0 && st.Wave != nil && state == StateFailed:
-			w = wave // rolled back at once, before any report named it
-		case w < 0 && st.Wave != nil && k.ranOnly(key):
-			w = wave // a commit that changed nothing here, run in this wave
-		}
+		w, ro := place.partIn(old, known, key, state, st, k)
 		applied := old.applied
 		if state == StateApplied && applied == 0 {
 			applied = now.UnixNano()
@@ -240,7 +253,8 @@ func (s *Store) releases(ctx context.Context, tx *sql.Tx, st *status.Status, k k
 		if q != nil {
 			detail = failureDetail(q)
 		}
-		if known && old == (part{state: state, wave: w, applied: applied, detail: detail}) {
+		placed[key] = part{state: state, wave: w, rollout: ro, applied: applied, detail: detail}
+		if known && old == placed[key] {
 			continue
 		}
 		var releaseSeen int64
@@ -249,13 +263,13 @@ func (s *Store) releases(ctx context.Context, tx *sql.Tx, st *status.Status, k k
 			// of its own: only the device's part in it is kept, for the
 			// devices it changed (see keys.appliedCommit).
 			if releaseSeen, err = s.recordRelease(ctx, tx, key, revisions[key], k, now); err != nil {
-				return nil, err
+				return nil, nil, err
 			}
 		}
-		if _, err := tx.ExecContext(ctx, `INSERT INTO device_releases (device, release_key, state, wave, first_seen, applied_at, detail) VALUES ($1, $2, $3, $4, $5, $6, $7)
-			ON CONFLICT (device, release_key) DO UPDATE SET state = excluded.state, wave = excluded.wave, applied_at = excluded.applied_at, detail = excluded.detail`,
-			st.Device, string(key), state, w, now.UnixNano(), applied, detail); err != nil {
-			return nil, fmt.Errorf("record %s's part in release %s: %w", st.Device, key, err)
+		if _, err := tx.ExecContext(ctx, `INSERT INTO device_releases (device, release_key, state, wave, rollout, first_seen, applied_at, detail) VALUES ($1, $2, $3, $4, $5, $6, $7, $8)
+			ON CONFLICT (device, release_key) DO UPDATE SET state = excluded.state, wave = excluded.wave, rollout = excluded.rollout, applied_at = excluded.applied_at, detail = excluded.detail`,
+			st.Device, string(key), state, w, ro, now.UnixNano(), applied, detail); err != nil {
+			return nil, nil, fmt.Errorf("record %s's part in release %s: %w", st.Device, key, err)
 		}
 		// A device's first report names what it already runs, and a commit
 		// that changed nothing on it moved nothing: neither is a
@@ -264,7 +278,7 @@ func (s *Store) releases(ctx context.Context, tx *sql.Tx, st *status.Status, k k
 			converged = append(converged, time.Duration(applied-releaseSeen))
 		}
 	}
-	return converged, nil
+	return converged, placed, nil
 }
 
 // writeResources replaces the rows of device_resources of device by the

@@ -1,6 +1,7 @@
 package hub
 
 import (
+	"cmp"
 	"context"
 	"database/sql"
 	"fmt"
@@ -27,6 +28,7 @@ import (
 type devicePart struct {
 	state   string // StateApplied or StateFailed
 	wave    int
+	rollout string
 	applied int64 // 0 when failed
 }
 
@@ -89,19 +91,20 @@ func (k keys) running() (runs map[string]bool, tells func(p string) bool) {
 }
 
 // writeParts brings device's rows of device_parts to its report's keys k,
-// in wave, at now: its quarantined parts failed, those it runs applied
-// (since the first report that showed them, for those it ran already),
-// a failure kept, the rest removed.
-func writeParts(ctx context.Context, tx *sql.Tx, device string, k keys, wave int, now time.Time) error {
+// at now: its quarantined parts failed, those it runs applied (since the
+// first report that showed them, for those it ran already), a failure
+// kept, the rest removed. Each part is in the wave and rollout of place:
+// the first recorded, unless the hub placed the device itself.
+func writeParts(ctx context.Context, tx *sql.Tx, device string, k keys, place partsPlace, now time.Time) error {
 	old := map[string]devicePart{}
-	rows, err := tx.QueryContext(ctx, `SELECT part, state, wave, applied_at FROM device_parts WHERE device = $1`, device)
+	rows, err := tx.QueryContext(ctx, `SELECT part, state, wave, rollout, applied_at FROM device_parts WHERE device = $1`, device)
 	if err != nil {
 		return fmt.Errorf("read the parts of %s: %w", device, err)
 	}
 	for rows.Next() {
 		var p string
 		var dp devicePart
-		if err := rows.Scan(&p, &dp.state, &dp.wave, &dp.applied); err != nil {
+		if err := rows.Scan(&p, &dp.state, &dp.wave, &dp.rollout, &dp.applied); err != nil {
 			rows.Close()
 			return fmt.Errorf("read the parts of %s: %w", device, err)
 		}
@@ -115,9 +118,15 @@ func writeParts(ctx context.Context, tx *sql.Tx, device string, k keys, wave int
 	next := map[string]devicePart{}
 	set := func(p, state string) {
 		o, had := old[p]
-		dp := devicePart{state: state, wave: wave}
-		if wave < 0 && had {
-			dp.wave = o.wave // a report that names no wave moves none
+		dp := devicePart{state: state}
+		dp.wave, dp.rollout = place.first(p)
+		switch {
+		case place.Checked:
+		case had && place.Wave < 0:
+			dp.wave, dp.rollout = o.wave, o.rollout // a report that names no wave moves none
+		case had && o.wave >= 0:
+			// The first wave reported for it stays (see Placement).
+			dp.wave, dp.rollout = o.wave, cmp.Or(o.rollout, place.Rollout)
 		}
 		if state == StateApplied {
 			dp.applied = now.UnixNano()
@@ -158,12 +167,12 @@ func writeParts(ctx context.Context, tx *sql.Tx, device string, k keys, wave int
 	var changed []any
 	for _, p := range slices.Sorted(maps.Keys(next)) {
 		if dp := next[p]; dp != old[p] {
-			changed = append(changed, device, p, dp.state, dp.wave, dp.applied)
+			changed = append(changed, device, p, dp.state, dp.wave, dp.rollout, dp.applied)
 		}
 	}
-	for c := range slices.Chunk(changed, 5*partsAStatement) {
-		if _, err := tx.ExecContext(ctx, `INSERT INTO device_parts (device, part, state, wave, applied_at) VALUES `+marks(1, len(c)/5, 5)+`
-			ON CONFLICT (device, part) DO UPDATE SET state = excluded.state, wave = excluded.wave, applied_at = excluded.applied_at`, c...); err != nil {
+	for c := range slices.Chunk(changed, 6*partsAStatement) {
+		if _, err := tx.ExecContext(ctx, `INSERT INTO device_parts (device, part, state, wave, rollout, applied_at) VALUES `+marks(1, len(c)/6, 6)+`
+			ON CONFLICT (device, part) DO UPDATE SET state = excluded.state, wave = excluded.wave, rollout = excluded.rollout, applied_at = excluded.applied_at`, c...); err != nil {
 			return fmt.Errorf("write the parts of %s: %w", device, err)
 		}
 	}
@@ -201,18 +210,21 @@ type partTally struct {
 }
 
 // partsBefore tallies the parts in key of the devices of waves
-// 0..before-1, by device. An index covers the query.
-func (s *Store) partsBefore(ctx context.Context, key api.ReleaseKey, before int) (map[string]partTally, error) {
+// 0..before-1 of rollout ro (see rolloutIs), by device. An index covers
+// the query.
+func (s *Store) partsBefore(ctx context.Context, key api.ReleaseKey, ro string, before int) (map[string]partTally, error) {
 	args := []any{before}
 	for _, p := range keyParts(key) {
 		args = append(args, p)
 	}
+	n := len(args) - 1
+	inRollout := rolloutIs("p", ro, &args)
 	index := ""
 	if s.dialect == sqlite {
 		index = " INDEXED BY device_parts_part"
 	}
-	rows, err := s.db.QueryContext(ctx, `SELECT device, state, applied_at FROM device_parts`+index+`
-		WHERE part IN (`+marks(2, len(args)-1, 1)+`) AND wave >= 0 AND wave < $1`, args...)
+	rows, err := s.db.QueryContext(ctx, `SELECT p.device, p.state, p.applied_at FROM device_parts p`+index+`
+		WHERE p.part IN (`+marks(2, n, 1)+`) AND `+inRollout+` AND p.wave >= 0 AND p.wave < $1`, args...)
 	if err != nil {
 		return nil, fmt.Errorf("%s: read the parts of release %q: %w", s.display, key, err)
 	}

@@ -35,14 +35,14 @@ func (s *Store) stateCounts(ctx context.Context) (map[string]int, error) {
 	return counts, rows.Err()
 }
 
-const deviceColumns = `name, labels, applied, target, applied_release, target_release, state, held, wave, last_error, reconciled, last_seen, first_seen`
+const deviceColumns = `name, labels, applied, target, applied_release, target_release, state, held, wave, last_error, reconciled, last_seen, first_seen, rollout`
 
 func scanDevice(sc interface{ Scan(...any) error }, more ...any) (Device, error) {
 	var d Device
 	var labels string
 	var wave int
 	var reconciled, lastSeen, firstSeen int64
-	if err := sc.Scan(append([]any{&d.Name, &labels, &d.Applied, &d.Target, &d.AppliedRelease, &d.TargetRelease, &d.State, &d.Held, &wave, &d.LastError, &reconciled, &lastSeen, &firstSeen}, more...)...); err != nil {
+	if err := sc.Scan(append([]any{&d.Name, &labels, &d.Applied, &d.Target, &d.AppliedRelease, &d.TargetRelease, &d.State, &d.Held, &wave, &d.LastError, &reconciled, &lastSeen, &firstSeen, &d.Rollout}, more...)...); err != nil {
 		return d, err
 	}
 	if err := json.Unmarshal([]byte(labels), &d.Labels); err != nil || d.Labels == nil {

@@ -1,6 +1,7 @@
 package hub
 
 import (
+	"cmp"
 	"context"
 	"crypto/subtle"
 	"encoding/json"
@@ -10,6 +11,7 @@ import (
 	"log/slog"
 	"net/http"
 	"net/url"
+	"strconv"
 	"strings"
 	"time"
 
@@ -44,6 +46,11 @@ type Options struct {
 	// Slack-compatible text field) when brakes trip for a release or a
 	// device goes into a crash loop.
 	Webhook string
+	// Fleet, when set, is the fleet repo (--fleet-source) from which the
+	// hub works out each device's rollout and wave, rather than believe
+	// its reports. Until it knows the fleet, reports place their devices
+	// (see Placement).
+	Fleet *Fleet
 }
 
 // Server is the hub's HTTP side: ingest, JSON, the page and metrics.
@@ -183,7 +190,24 @@ func (s *Server) ingest(w http.ResponseWriter, r *http.Request) (string, int, er
 	case st.Device != device:
 		return ResultForbidden, http.StatusForbidden, fmt.Errorf("the token of device %s cannot report for device %q", device, st.Device)
 	}
-	res, err := s.store.Ingest(r.Context(), &st, s.opts.Now())
+	place, err := reported(&st)
+	if err != nil {
+		return ResultMalformed, http.StatusBadRequest, fmt.Errorf("report of %s: %w", device, err)
+	}
+	inconsistent := false
+	if f := s.opts.Fleet; f != nil {
+		if p, ok := f.Place(device, nil); ok {
+			inconsistent = !p.agrees(&st)
+			place = p
+		}
+	}
+	res, err := s.store.IngestAt(r.Context(), &st, place, s.opts.Now())
+	if err == nil && inconsistent && res.result == ResultAccepted {
+		res.result = ResultInconsistent
+		s.log.Debug("report's wave or rollout disagrees with the fleet repo; the hub's taken", keyDevice, device,
+			"reported", fmt.Sprintf("%s wave %s", cmp.Or(st.Rollout, "(none)"), waveText(st.Wave)),
+			"fleet", fmt.Sprintf("%s wave %d", cmp.Or(place.Rollout, "(none)"), place.Wave), "revision", s.opts.Fleet.Revision())
+	}
 	if err != nil {
 		code := http.StatusBadRequest
 		if res.result == ResultError {
@@ -214,7 +238,7 @@ func newMetrics(store *Store) *metrics {
 		reg: prometheus.NewRegistry(),
 		reports: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "tend_hub_reports_total",
-			Help: "Status reports posted to this hub, by result: accepted, replayed (older than the last taken, ignored), unauthorized, forbidden, too_large, malformed, error.",
+			Help: "Status reports posted to this hub, by result: accepted, inconsistent (taken, its wave or rollout disagreeing with the fleet repo's), replayed (older than the last taken, ignored), unauthorized, forbidden, too_large, malformed, error.",
 		}, []string{"result"}),
 		convergence: prometheus.NewHistogram(prometheus.HistogramOpts{
 			Name:    "tend_hub_release_convergence_seconds",
@@ -266,4 +290,12 @@ func (c *fleetCollector) Collect(ch chan<- prometheus.Metric) {
 			ch <- prometheus.MustNewConstMetric(releaseDevicesDesc, prometheus.GaugeValue, float64(n), rel.Key, st)
 		}
 	}
+}
+
+// waveText is a reported wave for a log line: "-" when not reported.
+func waveText(w *int) string {
+	if w == nil {
+		return "-"
+	}
+	return strconv.Itoa(*w)
 }

@@ -48,8 +48,13 @@ type Device struct {
 	TargetRelease  string `json:"targetRelease,omitempty"`
 	State          string `json:"state"`
 	Held           string `json:"held,omitempty"`
-	Wave           *int   `json:"wave,omitempty"` // the rollout wave a hold named; absent when none did
-	LastError      string `json:"lastError,omitempty"`
+	// Wave is the device's wave in Rollout, the rollout that governs it:
+	// as the hub worked them out from the fleet repo (--fleet-source),
+	// else as the device reported them, or the wave a hold named. Absent
+	// in no wave, or when neither is known.
+	Wave      *int   `json:"wave,omitempty"`
+	Rollout   string `json:"rollout,omitempty"`
+	LastError string `json:"lastError,omitempty"`
 	// LastReconcile is the device's last tick; LastSeen when the hub last
 	// took a report of it; FirstSeen its first report. RFC 3339.
 	LastReconcile string `json:"lastReconcile"`

@@ -72,6 +72,8 @@ type Tick struct {
 	// Wave is the device's wave in the Rollout of the target (-1: in no
 	// wave); nil without a rollout, or when the tick did not decide.
 	Wave *int
+	// Rollout is the name of that Rollout ("" with Wave nil).
+	Rollout string
 	// TargetRelease is the release of the tick's target (Status.Release);
 	// nil when the tick did not decide. AppliedRelease is the key of the
 	// release the node runs once the tick applied; "" when it did not.

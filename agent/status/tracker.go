@@ -138,7 +138,7 @@ func (t *Tracker) Observe(res *Tick, err error, suspended string) []drift.Event 
 		s.Held = ""
 	}
 	if res.Plan != nil || res.Held != nil {
-		s.Wave = res.Wave
+		s.Wave, s.Rollout = res.Wave, res.Rollout
 	}
 	if r := res.TargetRelease; r != nil {
 		c := *r

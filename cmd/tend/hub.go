@@ -1,22 +1,28 @@
 package main
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
+	"log/slog"
 	"net"
 	"net/http"
 	"os"
+	"path/filepath"
 	"strings"
 	"time"
 
 	"github.com/spf13/cobra"
 
+	"github.com/tend-dev/tend/agent"
 	"github.com/tend-dev/tend/hub"
+	"github.com/tend-dev/tend/manifest"
 )
 
 func newHubCommand(g *globals) *cobra.Command {
-	var listen, db, readTokenFile, webhook string
+	var listen, db, readTokenFile, webhook, fleetSource string
+	var fleetEvery time.Duration
 	var publicRead bool
 	cmd := &cobra.Command{
 		Use:   "hub --listen ADDR --db DB [--read-token-file FILE | --public-read] [--webhook URL]",
@@ -44,6 +50,16 @@ func newHubCommand(g *globals) *cobra.Command {
 				}
 			}
 			ctx := cmd.Context()
+			if fleetSource != "" {
+				fs, err := newFleetSource(fleetSource, fleetEvery, log)
+				if err != nil {
+					return err
+				}
+				opts.Fleet = &hub.Fleet{}
+				wctx, stop := context.WithCancel(ctx)
+				defer stop()
+				go fs.Watch(wctx, opts.Fleet)
+			}
 			store, err := hub.Open(ctx, db)
 			if err != nil {
 				return err
@@ -80,6 +96,8 @@ func newHubCommand(g *globals) *cobra.Command {
 	f.StringVar(&db, "db", hub.DefaultDB, "the database: sqlite:///PATH or postgres://USER@HOST/DB")
 	f.StringVar(&readTokenFile, "read-token-file", "", "file holding the token reading needs (bearer token, or the password of basic auth)")
 	f.BoolVar(&publicRead, "public-read", false, "let anyone who reaches the hub read it, without a token")
+	f.StringVar(&fleetSource, "fleet-source", "", "an AgentConfig file whose source: block names the fleet repo: the hub works out each device's rollout and wave from its Rollouts and Device labels, rather than believe reports")
+	f.DurationVar(&fleetEvery, "fleet-interval", time.Minute, "how often the hub reads the fleet repo of --fleet-source")
 	f.StringVar(&webhook, "webhook", "", "URL to POST a JSON event to (Slack-compatible text field) when brakes trip for a release or a device crash-loops")
 	cmd.AddCommand(newHubTokenCommand(g))
 	return cmd
@@ -125,4 +143,32 @@ func readTokenFrom(file, flag string) (string, error) {
 		return "", fmt.Errorf("%s %s holds no token (empty, or several words): write one token there", flag, file)
 	}
 	return tok, nil
+}
+
+// newFleetSource reads the AgentConfig at file for the hub's
+// --fleet-source: the fleet repo its source: block names, read whole
+// (see manifest.AgentConfig.FleetDirs) into STATEDIR/hub-source every
+// every.
+func newFleetSource(file string, every time.Duration, log *slog.Logger) (hub.FleetSource, error) {
+	c, err := manifest.LoadConfig(file)
+	if err != nil {
+		return hub.FleetSource{}, fmt.Errorf("--fleet-source: %w", err)
+	}
+	dirs, err := c.FleetDirs()
+	if err != nil {
+		return hub.FleetSource{}, fmt.Errorf("--fleet-source: %w", err)
+	}
+	if every <= 0 {
+		return hub.FleetSource{}, fmt.Errorf("--fleet-interval %s: use a positive duration such as 1m", every)
+	}
+	dir := filepath.Join(cmp.Or(c.StateDir, manifest.DefaultStateDir), "hub-source")
+	f, err := agent.NewFetcher(c, dir, log)
+	if err != nil {
+		return hub.FleetSource{}, fmt.Errorf("--fleet-source: %w", err)
+	}
+	timeout := c.Source.Timeout.D()
+	if timeout <= 0 {
+		timeout = manifest.DefaultSourceTimeout
+	}
+	return hub.FleetSource{Fetcher: f, Dirs: dirs, Timeout: timeout, Every: every, Log: log}, nil
 }

@@ -2,17 +2,22 @@ package main
 
 // The seed's scenario by tag push, end to end: real tend agents follow a
 // model by semver under a Rollout with brakes, report to a real tend hub
-// (SQLite, and PostgreSQL), and a retrained model pushed as a tag, with
-// no commit, meets the brakes as a commit does.
+// (SQLite, reading the fleet repo with --fleet-source, and PostgreSQL,
+// trusting the first wave reported), and a retrained model pushed as a
+// tag, with no commit, meets the brakes as a commit does, whatever a
+// hostile third device posts.
 
 import (
+	"bytes"
 	"encoding/json"
 	"fmt"
+	"io"
 	"net/http"
 	"net/url"
 	"os"
 	"path/filepath"
 	"regexp"
+	"strconv"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -100,13 +105,82 @@ func TestBrakesStopATagPushedModel(t *testing.T) {
 	for _, db := range []string{"sqlite", "postgres"} {
 		t.Run(db, func(t *testing.T) {
 			t.Parallel()
-			dbURL := "sqlite://" + filepath.Join(t.TempDir(), "hub.db")
+			repo := testgit.NewRepo(t)
 			if db == "postgres" {
-				dbURL = testpg.Start(t)
+				tagPushedRelease(t, startHub(t, testpg.Start(t), ""), repo)
+				return
 			}
-			tagPushedRelease(t, startHub(t, dbURL, ""))
+			// The hub reads the fleet repo: the waves are its own.
+			dir := t.TempDir()
+			config := filepath.Join(dir, "fleet.yaml")
+			require.NoError(t, os.WriteFile(config, []byte(fmt.Sprintf("apiVersion: tend.dev/v1alpha1\nkind: AgentConfig\n"+
+				"source: {url: %q, paths: [profiles, \"devices/{device}\"]}\nstateDir: %s\n", repo.Dir(), dir)), 0o644))
+			h := startHubArgs(t, tendBin, "sqlite://"+filepath.Join(dir, "hub.db"), "", []string{"--fleet-source", config, "--fleet-interval", "200ms"})
+			tagPushedRelease(t, h, repo)
+			require.Positive(t, h.metric(t, `tend_hub_reports_total{result="inconsistent"}`), "the hostile device's waves were ignored and counted")
 		})
 	}
+}
+
+// hostile posts made-up reports for a device of a later wave with its
+// own token: what a stolen device could send.
+type hostile struct {
+	h     *runningHub
+	name  string
+	token string
+	seq   int
+}
+
+func newHostile(t *testing.T, h *runningHub, name string) *hostile {
+	b, err := os.ReadFile(h.deviceToken(name))
+	require.NoError(t, err)
+	return &hostile{h: h, name: name, token: strings.TrimSpace(string(b))}
+}
+
+// post reports that the device is in wave, runs applied and works
+// towards target (model m at tag, digest), and rolled back quarantined.
+func (x *hostile) post(t *testing.T, wave int, applied, target, tag, digest string, quarantined ...string) {
+	t.Helper()
+	x.seq++
+	st := map[string]any{
+		"formatVersion": "1", "device": x.name, "appliedRevision": "HEAD@sha1:" + strings.Repeat("0", 40),
+		"lastReconcile": time.Now().Add(time.Duration(x.seq) * time.Second).UTC().Format(time.RFC3339Nano),
+		"lastError":     "", "suspended": false, "resources": []any{}, "services": []any{}, "drift": []any{},
+		"wave": wave, "rollout": "default", "appliedRelease": applied,
+		"release": map[string]any{"key": target, "revision": "HEAD@sha1:" + strings.Repeat("0", 40),
+			"resources": []any{map[string]any{"id": "model/m", "ref": "m", "tag": tag, "digest": digest}}},
+		"reportSeq": map[string]any{"epoch": "hostile", "seq": x.seq},
+	}
+	var qs []any
+	for _, q := range quarantined {
+		qs = append(qs, map[string]any{"release": q, "revision": "HEAD@sha1:" + strings.Repeat("0", 40), "reason": "made up", "at": time.Now().UTC().Format(time.RFC3339)})
+	}
+	if qs != nil {
+		st["quarantined"] = qs
+	}
+	b, err := json.Marshal(st)
+	require.NoError(t, err)
+	req, err := http.NewRequest(http.MethodPost, x.h.url+"/v1/reports", bytes.NewReader(b))
+	require.NoError(t, err)
+	req.Header.Set("Authorization", "Bearer "+x.token)
+	resp, err := http.DefaultClient.Do(req)
+	require.NoError(t, err)
+	defer resp.Body.Close()
+	body, _ := io.ReadAll(resp.Body)
+	require.Equal(t, http.StatusOK, resp.StatusCode, "%s", body)
+}
+
+// metric reads one sample of the hub's /metrics; 0 when absent.
+func (h *runningHub) metric(t *testing.T, name string) float64 {
+	t.Helper()
+	for line := range strings.Lines(h.get("/metrics")) {
+		if v, ok := strings.CutPrefix(strings.TrimSpace(line), name+" "); ok {
+			f, err := strconv.ParseFloat(v, 64)
+			require.NoError(t, err)
+			return f
+		}
+	}
+	return 0
 }
 
 // tagPushedRelease runs the seed's scenario against the hub h: a canary
@@ -115,10 +189,11 @@ func TestBrakesStopATagPushedModel(t *testing.T) {
 // back on the canary and never activated on the later device (a reader
 // polling its model every 5 ms never sees it), and tend fleet release
 // says so; a commit that changes nothing on the devices does not restart
-// a soak; a fixed 1.2.1 goes through.
-func tagPushedRelease(t *testing.T, h *runningHub) {
+// a soak; a fixed 1.2.1 goes through. A hostile device of the later wave
+// says it is in wave 0 and rolled 1.1.0 back, then that it runs 1.2.0
+// healthy in wave 0: neither stops 1.1.0 nor lets 1.2.0 through.
+func tagPushedRelease(t *testing.T, h *runningHub, repo *testgit.Repo) {
 	reg := testoci.Start(t)
-	repo := testgit.NewRepo(t)
 	canary := newReportingQuarantineAgent(t, h, repo.Dir(), reg.Host, "cam-001", "ring: canary")
 	later := newReportingQuarantineAgent(t, h, repo.Dir(), reg.Host, "cam-002", "ring: main")
 	fleet := []*quarantineAgent{canary, later}
@@ -129,6 +204,10 @@ func tagPushedRelease(t *testing.T, h *runningHub) {
 	for _, d := range fleet {
 		repo.WriteFile("devices/"+d.name+"/device.yaml", d.manifest(reg.Ref("models/m")))
 	}
+	// The wave labels in Git too, where a hub with --fleet-source reads them.
+	repo.WriteFile("devices/cam-001/labels.yaml", "apiVersion: tend.dev/v1alpha1\nkind: Device\nmetadata: {name: cam-001, labels: {ring: canary}}\n")
+	repo.WriteFile("devices/cam-002/labels.yaml", "apiVersion: tend.dev/v1alpha1\nkind: Device\nmetadata: {name: cam-002, labels: {ring: main}}\n")
+	liar := newHostile(t, h, "cam-666")
 	first := repo.Commit("follow m by semver, by waves, with brakes")
 	for _, d := range fleet {
 		d.start(t)
@@ -143,6 +222,8 @@ func tagPushedRelease(t *testing.T, h *runningHub) {
 	// once the canary ran it healthy for soak.
 	good := reg.PushFiles(t, "models/m:1.1.0", map[string][]byte{"model.onnx": []byte("good 1.1.0")})
 	goodKey := "model/m@" + good
+	liar.post(t, 1, "commit:"+first, goodKey, "1.1.0", good)
+	liar.post(t, 0, "commit:"+first, goodKey, "1.1.0", good, goodKey)
 	for _, d := range fleet {
 		eventually(t, func() bool { return d.model() == "good 1.1.0" })
 		eventually(t, func() bool { return d.a.status()["appliedRelease"] == goodKey })
@@ -154,7 +235,8 @@ func tagPushedRelease(t *testing.T, h *runningHub) {
 	laterAt, _ := time.Parse(time.RFC3339, part(rd, later.name).Applied)
 	require.GreaterOrEqual(t, laterAt.Sub(canaryAt), tagSoak-time.Second, "the later wave took 1.1.0 after the canary's soak (RFC 3339 seconds)")
 	out, errOut, code := tend(t, "fleet", "release", "model/m@1.1.0", "--hub", h.url, "--read-token-file", h.tokenFile)
-	require.Equal(t, 0, code, out+errOut)
+	require.Equal(t, 1, code, "the hostile device's own part is a failure: %s", out+errOut)
+	require.Contains(t, out, "cam-666 (wave 1) rolled back", "in the wave it first took part in")
 
 	// A bad 1.2.0: the canary takes it, fails health and rolls back; the
 	// later device holds it by its brakes, and its model never reads bad.
@@ -177,6 +259,11 @@ func tagPushedRelease(t *testing.T, h *runningHub) {
 		canary.loggedAt(t, rollingBack).Sub(pushed).Round(time.Millisecond), time.Since(pushed).Round(time.Millisecond), tagSoak)
 	eventually(t, func() bool { return later.metric(`tend_release_held{reason="brakes"} 1`) })
 	require.Equal(t, goodKey, later.a.status()["appliedRelease"])
+	liar.post(t, 0, badKey, badKey, "1.2.0", bad)
+	later.tick(t)
+	held, _ := later.a.status()["held"].(string)
+	require.Regexp(t, `^held: brakes: 1 of [12] wave-0 devices failed model/m@sha256:[0-9a-f]+… \(maxFailed 0\)$`, held,
+		"a wave-0 success the hub cannot check does not release the brakes (counted in wave 0 when the hub believes the first wave reported)")
 	out, errOut, code = tend(t, "fleet", "release", "model/m@1.2.0", "--hub", h.url, "--read-token-file", h.tokenFile)
 	require.Equal(t, 1, code, out+errOut)
 	require.Contains(t, out+errOut, canary.name)
@@ -213,6 +300,7 @@ func tagPushedRelease(t *testing.T, h *runningHub) {
 	require.Zero(t, later.count(modelActivated, " digest="+bad), "the later device never activated 1.2.0")
 	// The hub hears of the later device's apply at its next report.
 	eventually(t, func() bool { return h.release(t, fixedKey).Counts[hub.StateApplied] == 2 })
+	liar.post(t, 1, fixedKey, fixedKey, "1.2.1", fixed) // it follows model m too
 	out, errOut, code = tend(t, "fleet", "release", "model/m@1.2.1", "--hub", h.url, "--read-token-file", h.tokenFile)
 	require.Equal(t, 0, code, out+errOut)
 }

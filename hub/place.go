@@ -1,0 +1,227 @@
+package hub
+
+import (
+	"context"
+	"fmt"
+	"log/slog"
+	"slices"
+	"maps"
+	"sync"
+	"time"
+
+	"github.com/tend-dev/tend/agent/status"
+	"github.com/tend-dev/tend/api"
+	"github.com/tend-dev/tend/manifest"
+	"github.com/tend-dev/tend/rollout"
+	"github.com/tend-dev/tend/source"
+)
+
+// maxWave bounds the wave a report may name, as a verdict's before.
+const maxWave = 1 << 20
+
+// Placement is where a device stands in the fleet's rollouts when a
+// report of it is taken: the rollout that governs it and its wave there.
+type Placement struct {
+	Rollout string // "" in none, or not said
+	Wave    int    // rollout.NoWave: in none, or not known
+	// Checked says the hub worked it out from the fleet repo
+	// (--fleet-source). Otherwise it is what the device reported, and the
+	// first wave and rollout a device reported for a release are kept
+	// for it (trust on first use).
+	Checked bool
+}
+
+// reported is where s says its device stands: its wave (or the one its
+// hold names) and rollout. A wave out of bounds is an error.
+func reported(s *status.Status) (Placement, error) {
+	if s.Wave != nil && (*s.Wave > maxWave || *s.Wave < rollout.NoWave) {
+		return Placement{}, fmt.Errorf("wave %d: a wave is from %d (none) to %d", *s.Wave, rollout.NoWave, maxWave)
+	}
+	if len(s.Rollout) > maxRolloutBytes {
+		return Placement{}, fmt.Errorf("rollout: %d bytes, more than %d: a Rollout's metadata.name", len(s.Rollout), maxRolloutBytes)
+	}
+	return Placement{Rollout: s.Rollout, Wave: deviceWave(s)}, nil
+}
+
+// maxRolloutBytes bounds the rollout's name a report carries.
+const maxRolloutBytes = 253
+
+// agrees reports whether what s says of its device's place agrees with
+// p, worked out by the hub: a wave or a rollout it reports that differs
+// does not (one it does not report is no disagreement).
+func (p Placement) agrees(s *status.Status) bool {
+	return (s.Wave == nil || max(*s.Wave, rollout.NoWave) == p.Wave) && (s.Rollout == "" || s.Rollout == p.Rollout)
+}
+
+// Fleet is the fleet repo as the hub reads it with --fleet-source: each
+// device's labels from its Device documents and the Rollouts, from which
+// Place works out where a device stands. Safe for concurrent use; Update
+// swaps what it knows at once.
+type Fleet struct {
+	mu       sync.RWMutex
+	revision string // "" before the first Update
+	labels   map[string]map[string]string
+	rollouts []*manifest.Rollout
+}
+
+// Update has f know the fleet as fl says at revision.
+func (f *Fleet) Update(revision string, fl *manifest.FleetLabels) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	f.revision, f.labels, f.rollouts = revision, fl.Labels, fl.Rollouts
+}
+
+// Revision is the fleet revision f knows; "" before the first Update.
+func (f *Fleet) Revision() string {
+	f.mu.RLock()
+	defer f.mu.RUnlock()
+	return f.revision
+}
+
+// Place works out where device stands, labelled by its Device documents
+// over enrolled (the labels the hub trusts for it from elsewhere; nil
+// for none), as its agent would: the one Rollout whose selector matches,
+// and its wave there. A device two rollouts select is in none. ok is
+// false before f knows the fleet.
+func (f *Fleet) Place(device string, enrolled map[string]string) (p Placement, ok bool) {
+	f.mu.RLock()
+	defer f.mu.RUnlock()
+	if f.revision == "" {
+		return Placement{}, false
+	}
+	labels := maps.Clone(enrolled)
+	if labels == nil {
+		labels = map[string]string{}
+	}
+	maps.Copy(labels, f.labels[device])
+	p = Placement{Wave: rollout.NoWave, Checked: true}
+	r, err := manifest.RolloutOf(f.rollouts, labels)
+	if err != nil || r == nil {
+		return p, true
+	}
+	p.Rollout = r.Metadata.Name
+	p.Wave, _ = rollout.Wave(device, labels, r)
+	return p, true
+}
+
+// partIn is the wave and rollout of a device's part in release key, in
+// state, at its report st with keys k, where the device stands at p;
+// old is the part as recorded (known says whether it was).
+//
+// The device's wave counts for the release it works towards (while it
+// waits: a hold's reason names a wave only then), for one it rolled back
+// before any report named it, and for a commit it ran that changed
+// nothing on it. A part keeps the wave and rollout it was first recorded
+// at unless p was checked: a device cannot move a release it took part
+// in to another wave or rollout by saying so.
+func (p Placement) partIn(old part, known bool, key api.ReleaseKey, state string, st *status.Status, k keys) (int, string) {
+	w, ro := old.wave, old.rollout
+	if !known {
+		w, ro = rollout.NoWave, ""
+	}
+	says := p.Checked || st.Wave != nil // the wave is the device's, not a hold's
+	switch {
+	case p.Wave < 0 && !p.Checked:
+		return w, ro
+	case key == k.target && (state != StateApplied || says):
+	case w < 0 && says && state == StateFailed: // rolled back at once, before any report named it
+	case w < 0 && says && k.ranOnly(key): // a commit that changed nothing here, run in this wave
+	default:
+		return w, ro
+	}
+	if known && !p.Checked && w >= 0 {
+		if ro == "" {
+			ro = p.Rollout // recorded before the hub kept rollouts (schema 3)
+		}
+		return w, ro // the first wave reported for it stays
+	}
+	return p.Wave, p.Rollout
+}
+
+// FleetSource is how the hub reads the fleet repo for --fleet-source.
+type FleetSource struct {
+	Fetcher source.Fetcher
+	Dirs    []string // the folders read (see manifest.AgentConfig.FleetDirs)
+	Timeout time.Duration
+	Every   time.Duration // between two reads
+	Log     *slog.Logger
+}
+
+// Watch reads the fleet into f now and then every fs.Every until ctx
+// ends. A read that fails, or a fleet whose files have problems, leaves
+// f as it was, logged: the hub keeps the last fleet it read in full.
+func (fs FleetSource) Watch(ctx context.Context, f *Fleet) {
+	for {
+		fs.read(ctx, f)
+		select {
+		case <-ctx.Done():
+			return
+		case <-time.After(fs.Every):
+		}
+	}
+}
+
+func (fs FleetSource) read(ctx context.Context, f *Fleet) {
+	ctx, cancel := context.WithTimeout(ctx, fs.Timeout)
+	defer cancel()
+	paths := make([]source.Path, len(fs.Dirs))
+	for i, d := range fs.Dirs {
+		paths[i] = source.Path{Dir: d}
+	}
+	snap, err := fs.Fetcher.Fetch(ctx, source.Request{Paths: paths, AllowRewind: true})
+	if err == nil && snap.Stale != nil {
+		err = snap.Stale
+	}
+	if err != nil {
+		fs.Log.Error("fleet source: not read; the hub keeps the fleet it read last", "revision", f.Revision(), keyError, err.Error())
+		return
+	}
+	rev := snap.Revision.String()
+	if rev == f.Revision() {
+		return
+	}
+	inputs := make([]manifest.Input, len(snap.Files))
+	for i, file := range snap.Files {
+		inputs[i] = manifest.Input{Name: file.Path, Data: file.Data}
+	}
+	fl, err := manifest.ReadFleetLabels(inputs)
+	if err != nil {
+		fs.Log.Error("fleet source: "+rev+" has problems; the hub keeps the fleet it read last", "revision", f.Revision(), keyError, err.Error())
+		return
+	}
+	f.Update(rev, fl)
+	fs.Log.Info("fleet source read", "revision", rev, "devices", len(fl.Labels), "rollouts", len(fl.Rollouts))
+}
+
+// partsPlace is where a device stands for its parts in releases (see
+// parts.go): at p, or, for a part it takes part in for the first time,
+// at the wave and rollout its part in a release of that part was first
+// recorded at (see Placement.partIn).
+type partsPlace struct {
+	Placement
+	placed map[api.ReleaseKey]part
+}
+
+// forParts is p for the parts of the releases placed, the device's part
+// in each release its report named.
+func (p Placement) forParts(placed map[api.ReleaseKey]part) partsPlace {
+	return partsPlace{Placement: p, placed: placed}
+}
+
+// first is the wave and rollout of part dp's first record: a release's
+// of it recorded in a wave, the earliest wave first; else p's.
+func (pp partsPlace) first(dp string) (int, string) {
+	if pp.Checked {
+		return pp.Wave, pp.Rollout
+	}
+	w, ro := rollout.NoWave, ""
+	for key, rp := range pp.placed {
+		if rp.wave >= 0 && (w < 0 || rp.wave < w) && slices.Contains(keyParts(key), dp) {
+			w, ro = rp.wave, rp.rollout
+		}
+	}
+	if w < 0 {
+		return pp.Wave, pp.Rollout
+	}
+	return w, ro
+}

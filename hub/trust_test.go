@@ -1,0 +1,166 @@
+package hub
+
+import (
+	"context"
+	"testing"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+
+	"github.com/tend-dev/tend/agent/status"
+	"github.com/tend-dev/tend/api"
+	"github.com/tend-dev/tend/manifest"
+	"github.com/tend-dev/tend/rollout"
+)
+
+// trustFleet is a fleet repo of two rollouts: cameras, the canary first
+// (by its label in Git), and robots, one wave.
+var trustFleet = []manifest.Input{
+	{Name: "rollouts.yaml", Data: []byte(`apiVersion: tend.dev/v1alpha1
+kind: Rollout
+metadata: {name: cameras}
+spec:
+  selector: {matchLabels: {type: camera}}
+  waves:
+    - selector: {matchLabels: {ring: canary}}
+    - {percent: 100}
+  brakes: {hub: "https://hub.example", maxFailed: 0}
+---
+apiVersion: tend.dev/v1alpha1
+kind: Rollout
+metadata: {name: robots}
+spec:
+  selector: {matchLabels: {type: robot}}
+`)},
+	{Name: "devices/cam-0.yaml", Data: []byte("apiVersion: tend.dev/v1alpha1\nkind: Device\nmetadata: {name: cam-0, labels: {type: camera, ring: canary}}\n")},
+	{Name: "devices/cam-1.yaml", Data: []byte("apiVersion: tend.dev/v1alpha1\nkind: Device\nmetadata: {name: cam-1, labels: {type: camera}}\n")},
+	{Name: "devices/cam-2.yaml", Data: []byte("apiVersion: tend.dev/v1alpha1\nkind: Device\nmetadata: {name: cam-2, labels: {type: camera}}\n")},
+	{Name: "devices/robot-0.yaml", Data: []byte("apiVersion: tend.dev/v1alpha1\nkind: Device\nmetadata: {name: robot-0, labels: {type: robot}}\n")},
+}
+
+// One device's reports cannot trip or release the brakes of a rollout it
+// is not in, nor move its own part in a release to another wave: without
+// --fleet-source the first wave and rollout reported for a release stay
+// (trust on first use); with it, the hub's own placement counts and a
+// report that disagrees is counted inconsistent.
+func TestOneDeviceCannotSteerTheBrakes(t *testing.T) {
+	rel := api.RevisionRelease(rev2)
+	th := rollout.Thresholds{MaxFailed: intp(0), MinApplied: 1}
+	res := detector("1.0.0", digest100)
+	for _, checked := range []bool{false, true} {
+		name := "reported"
+		if checked {
+			name = "fleet-source"
+		}
+		t.Run(name, func(t *testing.T) {
+			stores(t, func(t *testing.T, dbURL string) {
+				h := newTestHub(t, dbURL)
+				if checked {
+					fl, err := manifest.ReadFleetLabels(trustFleet)
+					require.NoError(t, err)
+					h.srv.opts.Fleet = &Fleet{}
+					h.srv.opts.Fleet.Update(rev1, fl)
+				}
+				doc := func(device, ro string, wave int, applied api.ReleaseKey, appliedRev string, target api.ReleaseKey, targetRev string) status.Status {
+					s := h.agentDoc(device, wave, appliedRev, applied, targetRev, target, res)
+					s.Rollout = ro
+					return s
+				}
+				tok := map[string]string{}
+				for _, d := range []string{"cam-0", "cam-1", "cam-2", "robot-0"} {
+					tok[d] = h.token(d)
+				}
+				verdict := func(ro string) BrakesVerdict {
+					t.Helper()
+					v, err := h.store.Verdict(context.Background(), rollout.VerdictQuery{Release: rel, Revision: rev2, Rollout: ro, Before: 1, Thresholds: th}, h.clock.now())
+					require.NoError(t, err)
+					return v
+				}
+				h.report(tok["cam-0"], doc("cam-0", "cameras", 0, rel, rev2, rel, rev2))
+				h.report(tok["cam-1"], doc("cam-1", "cameras", 1, commit1, rev1, rel, rev2))
+				h.report(tok["robot-0"], doc("robot-0", "robots", 0, commit1, rev1, commit1, rev1))
+				v := verdict("cameras")
+				require.True(t, v.Go, v.Reason)
+				require.Equal(t, 1, v.Devices)
+
+				// A device of another rollout says it rolled the release back.
+				robot := doc("robot-0", "robots", 0, commit1, rev1, commit1, rev1)
+				robot.Quarantined = []status.Quarantined{{Release: rev2, Revision: rev2, Reason: "made up"}}
+				h.report(tok["robot-0"], robot)
+				v = verdict("cameras")
+				assert.True(t, v.Go, "a failure in robots does not stop cameras: %s", v.Reason)
+				assert.Equal(t, 0, v.Failed)
+				assert.True(t, verdict("").Tripped, "a tend that names no rollout is counted across rollouts, as before")
+
+				// A later-wave device of the rollout says it is in wave 0 and
+				// rolled the release back, then that it runs another.
+				liar := doc("cam-1", "cameras", 0, commit1, rev1, rel, rev2)
+				liar.Quarantined = []status.Quarantined{{Release: rev2, Revision: rev2, Reason: "made up"}}
+				h.report(tok["cam-1"], liar)
+				v = verdict("cameras")
+				assert.True(t, v.Go, "cam-1 took part in the release in wave 1: %s", v.Reason)
+				assert.Equal(t, 0, v.Failed)
+				assert.Equal(t, 1, v.Devices)
+
+				// The canary fails it: the brakes trip, and no report of
+				// another device releases them.
+				canary := doc("cam-0", "cameras", 0, commit1, rev1, commit1, rev1)
+				canary.Quarantined = []status.Quarantined{{Release: rev2, Revision: rev2, Reason: "service web: health check failed"}}
+				h.report(tok["cam-0"], canary)
+				require.True(t, verdict("cameras").Tripped)
+				h.report(tok["cam-1"], doc("cam-1", "cameras", 0, rel, rev2, rel, rev2))
+				h.report(tok["cam-2"], doc("cam-2", "cameras", 0, rel, rev2, rel, rev2))
+				v = verdict("cameras")
+				assert.True(t, v.Tripped, "a wave-0 success claimed by later devices does not release the brakes")
+				assert.Equal(t, 1, v.Failed)
+
+				m := h.metrics()
+				if checked {
+					assert.Equal(t, 3.0, m[`tend_hub_reports_total{result="inconsistent"}`], "cam-1 twice and cam-2 said wave 0")
+					var dd DeviceDetail
+					h.getJSON("/v1/devices/cam-2", &dd)
+					require.NotNil(t, dd.Device.Wave)
+					assert.Equal(t, 1, *dd.Device.Wave, "the hub's wave, not the report's")
+					assert.Equal(t, "cameras", dd.Device.Rollout)
+				} else {
+					assert.Equal(t, 0.0, m[`tend_hub_reports_total{result="inconsistent"}`])
+					var dd DeviceDetail
+					h.getJSON("/v1/devices/cam-1", &dd)
+					require.NotNil(t, dd.Device.Wave)
+					assert.Equal(t, 1, *dd.Device.Wave, "the wave first reported for the release it works towards")
+				}
+			})
+		})
+	}
+}
+
+// The hub places a device as its agent would, from the labels of its
+// Device documents over those it trusts from elsewhere: a device in no
+// rollout, or in two, is in none.
+func TestFleetPlace(t *testing.T) {
+	f := &Fleet{}
+	_, ok := f.Place("cam-0", nil)
+	require.False(t, ok, "nothing known before the first read")
+	fl, err := manifest.ReadFleetLabels(trustFleet)
+	require.NoError(t, err)
+	f.Update(rev1, fl)
+	for device, want := range map[string]Placement{
+		"cam-0":   {Rollout: "cameras", Wave: 0, Checked: true},
+		"cam-1":   {Rollout: "cameras", Wave: 1, Checked: true},
+		"robot-0": {Rollout: "robots", Wave: 0, Checked: true},
+		"ghost":   {Wave: rollout.NoWave, Checked: true},
+	} {
+		got, ok := f.Place(device, nil)
+		require.True(t, ok)
+		assert.Equal(t, want, got, device)
+	}
+	got, _ := f.Place("ghost", map[string]string{"type": "camera", "ring": "canary"})
+	assert.Equal(t, Placement{Rollout: "cameras", Wave: 0, Checked: true}, got, "enrolled labels count")
+	got, _ = f.Place("cam-1", map[string]string{"ring": "canary", "type": "robot"})
+	assert.Equal(t, Placement{Rollout: "cameras", Wave: 0, Checked: true}, got, "Git's labels win over enrolled ones")
+	fl.Rollouts = append(fl.Rollouts, &manifest.Rollout{Metadata: manifest.ProfileMetadata{Name: "all"}, Spec: manifest.RolloutSpec{Selector: &manifest.Selector{}}})
+	f.Update(rev2, fl)
+	got, _ = f.Place("cam-0", nil)
+	assert.Equal(t, Placement{Wave: rollout.NoWave, Checked: true}, got, "two rollouts select it")
+	assert.Equal(t, rev2, f.Revision())
+}
