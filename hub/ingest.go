@@ -15,6 +15,7 @@ import (
 	"github.com/tend-dev/tend/agent/status"
 	"github.com/tend-dev/tend/api"
 	"github.com/tend-dev/tend/internal/failpoint"
+	"github.com/tend-dev/tend/rollout"
 )
 
 // maxEvents is how many events the hub keeps per device, newest.
@@ -70,6 +71,9 @@ func (s *Store) Ingest(ctx context.Context, st *status.Status, now time.Time) (i
 // IngestAt is Ingest with the device at place, as the hub worked it out
 // (see Fleet.Place), or as reported.
 func (s *Store) IngestAt(ctx context.Context, st *status.Status, place Placement, now time.Time) (ingested, error) {
+	if err := checkLists(st); err != nil {
+		return ingested{result: ResultMalformed}, err
+	}
 	reconciled, err := time.Parse(time.RFC3339Nano, st.LastReconcile)
 	if err != nil {
 		return ingested{result: ResultMalformed}, fmt.Errorf("lastReconcile %q is not an RFC 3339 time", st.LastReconcile)
@@ -194,18 +198,21 @@ type part struct {
 // it recorded, for the wave and rollout of its parts in their parts.
 func (s *Store) releases(ctx context.Context, tx *sql.Tx, st *status.Status, k keys, place Placement, now time.Time) ([]time.Duration, map[api.ReleaseKey]part, error) {
 	parts := map[api.ReleaseKey]part{}
-	rows, err := tx.QueryContext(ctx, `SELECT release_key, state, wave, rollout, applied_at, detail FROM device_releases WHERE device = $1`, st.Device)
+	seen := map[api.ReleaseKey]int64{} // when each part was first recorded
+	rows, err := tx.QueryContext(ctx, `SELECT release_key, state, wave, rollout, applied_at, detail, first_seen FROM device_releases WHERE device = $1`, st.Device)
 	if err != nil {
 		return nil, nil, fmt.Errorf("read the releases of %s: %w", st.Device, err)
 	}
 	for rows.Next() {
 		var key string
 		var p part
-		if err := rows.Scan(&key, &p.state, &p.wave, &p.rollout, &p.applied, &p.detail); err != nil {
+		var first int64
+		if err := rows.Scan(&key, &p.state, &p.wave, &p.rollout, &p.applied, &p.detail, &first); err != nil {
 			rows.Close()
 			return nil, nil, fmt.Errorf("read the releases of %s: %w", st.Device, err)
 		}
 		parts[api.ReleaseKey(key)] = p
+		seen[api.ReleaseKey(key)] = first
 	}
 	rows.Close()
 	if err := rows.Err(); err != nil {
@@ -231,6 +238,10 @@ func (s *Store) releases(ctx context.Context, tx *sql.Tx, st *status.Status, k k
 			}
 		}
 	}
+	trimmed, err := s.trimReleases(ctx, tx, st.Device, named, seen, k)
+	if err != nil {
+		return nil, nil, err
+	}
 	// In key order: concurrent reports lock the rows of releases they
 	// share in one order.
 	var converged []time.Duration
@@ -240,6 +251,7 @@ func (s *Store) releases(ctx context.Context, tx *sql.Tx, st *status.Status, k k
 		state, q := partState(st, k, key)
 		switch {
 		case state == "" && known && (old.state == StateApplied || old.state == StateFailed):
+			placed[key] = old
 			continue // it ran or failed here; what came after does not change that
 		case state == "":
 			state = StateSuperseded
@@ -278,7 +290,73 @@ func (s *Store) releases(ctx context.Context, tx *sql.Tx, st *status.Status, k k
 			converged = append(converged, time.Duration(applied-releaseSeen))
 		}
 	}
+	for _, key := range trimmed {
+		placed[key] = part{state: StateTrimmed, wave: rollout.NoWave}
+	}
 	return converged, placed, nil
+}
+
+// DefaultKeepReleases is how many releases the hub keeps each device's
+// part in when Store.KeepReleases is not set.
+const DefaultKeepReleases = 100
+
+// StateTrimmed marks, between releases and writeParts, a release whose
+// device's part was trimmed: its parts are no longer kept either.
+const StateTrimmed = "trimmed"
+
+// trimReleases keeps device's part in at most Store.KeepReleases of the
+// releases named (see releases), the newest first recorded, and never
+// those its report names as applied or target: it removes the others
+// from named and from device_releases, and the releases no device takes
+// part in any more, with their tags. It returns the keys removed. So a
+// device that makes up releases, in its reports or by failing every one,
+// keeps a bounded share of the hub, and each report reads a bounded
+// number of rows.
+func (s *Store) trimReleases(ctx context.Context, tx *sql.Tx, device string, named map[api.ReleaseKey]bool, seen map[api.ReleaseKey]int64, k keys) ([]api.ReleaseKey, error) {
+	keep := cmp.Or(s.KeepReleases, DefaultKeepReleases)
+	if len(named) <= keep {
+		return nil, nil
+	}
+	var old []api.ReleaseKey
+	for key := range named {
+		if key != k.applied && key != k.target && key != k.appliedCommit {
+			old = append(old, key)
+		}
+	}
+	// Oldest first; one not recorded yet (a rollback no report named) is
+	// the newest.
+	slices.SortFunc(old, func(a, b api.ReleaseKey) int {
+		sa, oka := seen[a]
+		sb, okb := seen[b]
+		switch {
+		case oka != okb && oka:
+			return -1
+		case oka != okb:
+			return 1
+		}
+		return cmp.Or(cmp.Compare(sa, sb), cmp.Compare(a, b))
+	})
+	gone := old[:min(len(old), len(named)-keep)]
+	var args []any
+	for _, key := range gone {
+		delete(named, key)
+		if _, recorded := seen[key]; recorded {
+			args = append(args, string(key))
+		}
+	}
+	for c := range slices.Chunk(args, partsAStatement) {
+		in := marks(2, len(c), 1)
+		if _, err := tx.ExecContext(ctx, `DELETE FROM device_releases WHERE device = $1 AND release_key IN (`+in+`)`, append([]any{device}, c...)...); err != nil {
+			return nil, fmt.Errorf("trim the releases of %s: %w", device, err)
+		}
+		for _, table := range []string{"release_tags", "releases"} {
+			if _, err := tx.ExecContext(ctx, `DELETE FROM `+table+` WHERE release_key IN (`+marks(1, len(c), 1)+`)
+				AND NOT EXISTS (SELECT 1 FROM device_releases r WHERE r.release_key = `+table+`.release_key)`, c...); err != nil {
+				return nil, fmt.Errorf("trim the releases of %s: %w", device, err)
+			}
+		}
+	}
+	return gone, nil
 }
 
 // writeResources replaces the rows of device_resources of device by the

@@ -147,7 +147,7 @@ func writeParts(ctx context.Context, tx *sql.Tx, device string, k keys, place pa
 	for p, o := range old {
 		switch _, done := next[p]; {
 		case done:
-		case o.state == StateFailed:
+		case o.state == StateFailed && !place.trimmed(p):
 			set(p, StateFailed)
 		case !tells(p):
 			set(p, StateApplied) // it still runs it, as far as the hub knows

@@ -31,6 +31,24 @@ type Placement struct {
 	Checked bool
 }
 
+// checkLists bounds the lists of a report (see status.MaxReportResources).
+func checkLists(s *status.Status) error {
+	for _, l := range []struct {
+		name string
+		n    int
+		max  int
+	}{
+		{"quarantined", len(s.Quarantined), status.MaxReportQuarantined},
+		{"resources", len(s.Resources), status.MaxReportResources},
+		{"services", len(s.Services), status.MaxReportResources},
+	} {
+		if l.n > l.max {
+			return fmt.Errorf("%s lists %d entries, more than %d a report may: a tend of this hub's version posts at most that", l.name, l.n, l.max)
+		}
+	}
+	return nil
+}
+
 // reported is where s says its device stands: its wave (or the one its
 // hold names) and rollout. A wave out of bounds is an error.
 func reported(s *status.Status) (Placement, error) {
@@ -216,7 +234,7 @@ func (pp partsPlace) first(dp string) (int, string) {
 	}
 	w, ro := rollout.NoWave, ""
 	for key, rp := range pp.placed {
-		if rp.wave >= 0 && (w < 0 || rp.wave < w) && slices.Contains(keyParts(key), dp) {
+		if rp.state != StateTrimmed && rp.wave >= 0 && (w < 0 || rp.wave < w) && slices.Contains(keyParts(key), dp) {
 			w, ro = rp.wave, rp.rollout
 		}
 	}
@@ -224,4 +242,20 @@ func (pp partsPlace) first(dp string) (int, string) {
 		return pp.Wave, pp.Rollout
 	}
 	return w, ro
+}
+
+// trimmed reports whether part dp is a part only of releases whose
+// device's part was trimmed (see trimReleases): a failure of it is no
+// longer kept.
+func (pp partsPlace) trimmed(dp string) bool {
+	in := false
+	for key, rp := range pp.placed {
+		if slices.Contains(keyParts(key), dp) {
+			if rp.state != StateTrimmed {
+				return false
+			}
+			in = true
+		}
+	}
+	return in
 }

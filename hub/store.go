@@ -29,6 +29,9 @@ type Store struct {
 	db      *sql.DB
 	dialect dialect
 	display string // the DB URL without credentials
+	// KeepReleases is how many releases the hub keeps each device's part
+	// in, newest first (see trimReleases); 0 is DefaultKeepReleases.
+	KeepReleases int
 }
 
 // Open opens the database at dbURL (sqlite:///PATH or postgres://…) and

@@ -2,7 +2,11 @@ package hub
 
 import (
 	"context"
+	"encoding/json"
+	"fmt"
+	"net/http"
 	"testing"
+	"time"
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
@@ -163,4 +167,50 @@ func TestFleetPlace(t *testing.T) {
 	got, _ = f.Place("cam-0", nil)
 	assert.Equal(t, Placement{Wave: rollout.NoWave, Checked: true}, got, "two rollouts select it")
 	assert.Equal(t, rev2, f.Revision())
+}
+
+// A report lists at most 64 quarantined releases, and a device that makes
+// up releases report after report keeps its part in at most KeepReleases
+// of them: the rows a report reads, and the hub's share of the device,
+// stay bounded, and the releases no device takes part in go.
+func TestReportsAndReleasesAreBounded(t *testing.T) {
+	stores(t, func(t *testing.T, dbURL string) {
+		h := newTestHub(t, dbURL)
+		h.store.KeepReleases = 80
+		tok := h.token("cam-9")
+		made := func(n, from int) []status.Quarantined {
+			qs := make([]status.Quarantined, n)
+			for i := range qs {
+				c := fmt.Sprintf("%040x", from+i)
+				qs[i] = status.Quarantined{Release: "main@sha1:" + c, Revision: "main@sha1:" + c, Reason: "made up"}
+			}
+			return qs
+		}
+		s := h.agentDoc("cam-9", 0, rev1, commit1, rev1, commit1, detector("1.0.0", digest100))
+		s.Quarantined = made(status.MaxReportQuarantined+1, 0)
+		b, err := json.Marshal(s)
+		require.NoError(t, err)
+		code, body := h.post(tok, b)
+		require.Equal(t, http.StatusBadRequest, code)
+		assert.Contains(t, body, "quarantined lists 65 entries, more than 64 a report may")
+
+		for r := range 10 {
+			s.Quarantined = made(status.MaxReportQuarantined, r*status.MaxReportQuarantined)
+			h.clock.add(time.Second)
+			s.LastReconcile = h.clock.now().Format(time.RFC3339Nano)
+			h.report(tok, s)
+		}
+		count := func(q string) int {
+			t.Helper()
+			var n int
+			require.NoError(t, h.store.db.QueryRow(q).Scan(&n))
+			return n
+		}
+		assert.Equal(t, 80, count(`SELECT COUNT(*) FROM device_releases WHERE device = 'cam-9'`))
+		assert.Equal(t, 80, count(`SELECT COUNT(*) FROM releases`), "the releases no device takes part in are gone")
+		assert.LessOrEqual(t, count(`SELECT COUNT(*) FROM device_parts WHERE device = 'cam-9' AND state = 'failed'`), 80, "a failure of a release trimmed goes with it")
+		assert.Equal(t, 1, count(`SELECT COUNT(*) FROM device_releases WHERE device = 'cam-9' AND release_key = '`+string(commit1)+`'`), "what it runs is kept")
+		last := made(1, 10*status.MaxReportQuarantined-1)[0].Release
+		assert.Equal(t, 1, count(`SELECT COUNT(*) FROM device_releases WHERE device = 'cam-9' AND release_key = '`+string(api.RevisionRelease(last))+`'`), "the newest are kept")
+	})
 }

@@ -40,6 +40,14 @@ const ResultHeld = "held"
 // success or noop, by what the tick's drift reverts did.
 const ResultStaging = "staging"
 
+// Bounds of the lists of a report (a status document posted to a
+// collector): a hub refuses a longer one, and the agent posts the newest
+// MaxReportQuarantined entries of Quarantined.
+const (
+	MaxReportQuarantined = 64
+	MaxReportResources   = 1024 // entries of Resources, and of Services
+)
+
 // Replica states in the status document.
 const (
 	ReplicaRunning    = "running"

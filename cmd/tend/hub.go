@@ -16,6 +16,7 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/tend-dev/tend/agent"
+	"github.com/tend-dev/tend/agent/status"
 	"github.com/tend-dev/tend/hub"
 	"github.com/tend-dev/tend/manifest"
 )
@@ -23,6 +24,7 @@ import (
 func newHubCommand(g *globals) *cobra.Command {
 	var listen, db, readTokenFile, webhook, fleetSource string
 	var fleetEvery time.Duration
+	var keepReleases int
 	var publicRead bool
 	cmd := &cobra.Command{
 		Use:   "hub --listen ADDR --db DB [--read-token-file FILE | --public-read] [--webhook URL]",
@@ -60,11 +62,15 @@ func newHubCommand(g *globals) *cobra.Command {
 				defer stop()
 				go fs.Watch(wctx, opts.Fleet)
 			}
+			if keepReleases < minKeepReleases {
+				return fmt.Errorf("--keep-releases %d: keep at least %d, more than the releases one report may name", keepReleases, minKeepReleases)
+			}
 			store, err := hub.Open(ctx, db)
 			if err != nil {
 				return err
 			}
 			defer store.Close()
+			store.KeepReleases = keepReleases
 			srv, err := hub.NewServer(store, opts)
 			if err != nil {
 				return err
@@ -97,11 +103,16 @@ func newHubCommand(g *globals) *cobra.Command {
 	f.StringVar(&readTokenFile, "read-token-file", "", "file holding the token reading needs (bearer token, or the password of basic auth)")
 	f.BoolVar(&publicRead, "public-read", false, "let anyone who reaches the hub read it, without a token")
 	f.StringVar(&fleetSource, "fleet-source", "", "an AgentConfig file whose source: block names the fleet repo: the hub works out each device's rollout and wave from its Rollouts and Device labels, rather than believe reports")
+	f.IntVar(&keepReleases, "keep-releases", hub.DefaultKeepReleases, "how many releases the hub keeps each device's part in, newest first")
 	f.DurationVar(&fleetEvery, "fleet-interval", time.Minute, "how often the hub reads the fleet repo of --fleet-source")
 	f.StringVar(&webhook, "webhook", "", "URL to POST a JSON event to (Slack-compatible text field) when brakes trip for a release or a device crash-loops")
 	cmd.AddCommand(newHubTokenCommand(g))
 	return cmd
 }
+
+// minKeepReleases is the least --keep-releases: the releases one report
+// may name (its quarantined entries, applied and target) fit.
+const minKeepReleases = status.MaxReportQuarantined + 3
 
 func newHubTokenCommand(g *globals) *cobra.Command {
 	token := &cobra.Command{Use: "token", Short: "Manage the devices' report tokens", Args: cobra.NoArgs}
