@@ -160,3 +160,54 @@ func benchVerdict(b *testing.B, store *Store) {
 	sort.Slice(lat, func(i, j int) bool { return lat[i] < lat[j] })
 	b.ReportMetric(float64(lat[len(lat)*99/100].Microseconds())/1000, "p99-ms")
 }
+
+// BenchmarkIngestWhileOneFloods takes the reports of a 10,000-device
+// fleet, as BenchmarkIngest, while one device posts, back to back,
+// reports of 64 made-up rolled back releases each: it reports the p99 of
+// a normal report (the bound is 50 ms) and how many flood reports
+// were taken meanwhile.
+func BenchmarkIngestWhileOneFloods(b *testing.B) { benchStores(b, benchIngestFlood) }
+
+func benchIngestFlood(b *testing.B, store *Store) {
+	t0 := time.Date(2026, 12, 3, 12, 0, 0, 0, time.UTC)
+	seedFleet(b, store, benchFleet, t0)
+	stop := make(chan struct{})
+	done := make(chan int)
+	go func() {
+		n := 0
+		defer func() { done <- n }()
+		for ; ; n++ {
+			select {
+			case <-stop:
+				return
+			default:
+			}
+			s := benchDoc(benchFleet, rev1, commit1, commit1, "1.0.0", digest100, t0.Add(time.Duration(n+1)*time.Millisecond))
+			for i := range status.MaxReportQuarantined {
+				c := fmt.Sprintf("main@sha1:%040x", n*status.MaxReportQuarantined+i)
+				s.Quarantined = append(s.Quarantined, status.Quarantined{Release: c, Revision: c, Reason: "made up"})
+			}
+			if _, err := store.Ingest(context.Background(), &s, t0); err != nil {
+				b.Error(err)
+				return
+			}
+		}
+	}()
+	lat := make([]time.Duration, 0, b.N)
+	b.ResetTimer()
+	for i := 0; b.Loop(); i++ {
+		at := t0.Add(time.Duration(i+1) * time.Millisecond)
+		s := benchDoc(i%benchFleet, rev1, model120, model120, "1.2.0", digest120, at)
+		start := time.Now()
+		if _, err := store.Ingest(context.Background(), &s, at); err != nil {
+			b.Fatal(err)
+		}
+		lat = append(lat, time.Since(start))
+	}
+	b.StopTimer()
+	close(stop)
+	flood := <-done
+	sort.Slice(lat, func(i, j int) bool { return lat[i] < lat[j] })
+	b.ReportMetric(float64(lat[len(lat)*99/100].Microseconds())/1000, "p99-ms")
+	b.ReportMetric(float64(flood)/float64(len(lat)), "flood/report")
+}
