@@ -51,12 +51,13 @@ var errReplayed = errors.New("replayed")
 
 // Ingest records s, reported by its device at now, all in one
 // transaction: the device's row, the events it derives from the last
-// report, and the device's part in each release it names. A report whose
-// lastReconcile is older than the last one taken is ignored.
+// report, and the device's part in each release it names. A report that
+// does not come after the last one taken, by its reportSeq (see
+// order.go), is ignored.
 func (s *Store) Ingest(ctx context.Context, st *status.Status, now time.Time) (ingested, error) {
-	reconciled, err := time.Parse(time.RFC3339Nano, st.LastReconcile)
+	ord, err := orderOf(st)
 	if err != nil {
-		return ingested{result: ResultMalformed}, fmt.Errorf("lastReconcile %q is not an RFC 3339 time", st.LastReconcile)
+		return ingested{result: ResultMalformed}, err
 	}
 	k, err := keysOf(st)
 	if err != nil {
@@ -69,26 +70,21 @@ func (s *Store) Ingest(ctx context.Context, st *status.Status, now time.Time) (i
 	var res ingested
 	err = s.tx(ctx, func(tx *sql.Tx) error {
 		res = ingested{result: ResultAccepted}
-		lock := ""
-		if s.dialect == postgres {
-			lock = " FOR UPDATE"
+		stored, err := s.lockDevice(ctx, tx, st.Device, now)
+		if err != nil {
+			return err
 		}
-		var prevRaw, prevIDs string
-		var prevReconciled, firstSeen int64
+		var prevIDs string
+		firstSeen := now.UnixNano()
 		var prev *status.Status
 		var pk keys
-		err := tx.QueryRowContext(ctx, `SELECT status, reconciled, first_seen, resource_ids FROM devices WHERE name = $1`+lock, st.Device).Scan(&prevRaw, &prevReconciled, &firstSeen, &prevIDs)
-		switch {
-		case errors.Is(err, sql.ErrNoRows):
-			firstSeen = now.UnixNano()
-		case err != nil:
-			return fmt.Errorf("read device %s: %w", st.Device, err)
-		default:
-			if reconciled.UnixNano() < prevReconciled {
-				return errReplayed
+		if stored != nil {
+			if err := ord.follows(st.Device, stored.order); err != nil {
+				return err
 			}
+			prevIDs, firstSeen = stored.ids, stored.firstSeen
 			prev = &status.Status{}
-			if err := json.Unmarshal([]byte(prevRaw), prev); err != nil {
+			if err := json.Unmarshal([]byte(stored.raw), prev); err != nil {
 				prev = nil // a row this hub cannot read: start the device's history afresh
 			} else if pk, err = keysOf(prev); err != nil {
 				prev = nil
@@ -99,17 +95,27 @@ func (s *Store) Ingest(ctx context.Context, st *status.Status, now time.Time) (i
 			labels = []byte("{}")
 		}
 		wave := deviceWave(st)
-		if _, err := tx.ExecContext(ctx, `INSERT INTO devices (name, labels, applied, target, state, held, wave, last_error, reconciled, last_seen, first_seen, status, crash_loop, applied_release, target_release, resource_ids, applied_commit, resources_unknown)
-			VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14, $15, $16, $17, $18)
+		// Insert or compare, in one statement (orderWhere): no row is
+		// written for a report that does not come after the one held.
+		r, err := tx.ExecContext(ctx, `INSERT INTO devices (name, labels, applied, target, state, held, wave, last_error, reconciled, last_seen, first_seen, status, crash_loop, applied_release, target_release, resource_ids, applied_commit, resources_unknown, report_epoch, report_seq)
+			VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14, $15, $16, $17, $18, $19, $20)
 			ON CONFLICT (name) DO UPDATE SET labels = excluded.labels, applied = excluded.applied, target = excluded.target,
 				state = excluded.state, held = excluded.held, wave = excluded.wave, last_error = excluded.last_error,
 				reconciled = excluded.reconciled, last_seen = excluded.last_seen, status = excluded.status, crash_loop = excluded.crash_loop,
 				applied_release = excluded.applied_release, target_release = excluded.target_release, resource_ids = excluded.resource_ids,
-				applied_commit = excluded.applied_commit, resources_unknown = excluded.resources_unknown`,
+				applied_commit = excluded.applied_commit, resources_unknown = excluded.resources_unknown,
+				report_epoch = excluded.report_epoch, report_seq = excluded.report_seq`+orderWhere,
 			st.Device, string(labels), st.AppliedRevision, target(st), deviceState(st, k), st.Held, wave, st.LastError,
-			reconciled.UnixNano(), now.UnixNano(), firstSeen, string(raw), strings.Join(crashLooping(st), ","),
-			string(k.applied), string(k.target), k.resourceIDs(), string(k.appliedCommit), resourcesUnknown(k.resourceIDs())); err != nil {
+			ord.reconciled, now.UnixNano(), firstSeen, string(raw), strings.Join(crashLooping(st), ","),
+			string(k.applied), string(k.target), k.resourceIDs(), string(k.appliedCommit), resourcesUnknown(k.resourceIDs()),
+			ord.epoch, ord.seq)
+		if err != nil {
 			return fmt.Errorf("write device %s: %w", st.Device, err)
+		}
+		if n, err := r.RowsAffected(); err != nil {
+			return fmt.Errorf("write device %s: %w", st.Device, err)
+		} else if n == 0 {
+			return errReplayed
 		}
 		if ids := k.resourceIDs(); ids != prevIDs {
 			if err := writeResources(ctx, tx, st.Device, ids); err != nil {
@@ -145,6 +151,9 @@ func (s *Store) Ingest(ctx context.Context, st *status.Status, now time.Time) (i
 	})
 	if errors.Is(err, errReplayed) {
 		return ingested{result: ResultReplayed}, nil
+	}
+	if errors.Is(err, errNoReportSeq) {
+		return ingested{result: ResultMalformed}, err
 	}
 	if err != nil {
 		return ingested{result: ResultError}, err
