@@ -15,8 +15,6 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/promhttp"
-
-	"github.com/tend-dev/tend/agent/status"
 )
 
 // MaxReportBytes caps the body of one report. A status document lists a
@@ -169,21 +167,15 @@ func (s *Server) ingest(w http.ResponseWriter, r *http.Request) (string, int, er
 		}
 		return ResultMalformed, http.StatusBadRequest, fmt.Errorf("read the report of %s: %w", device, err)
 	}
-	var st status.Status
-	dec := json.NewDecoder(strings.NewReader(string(body)))
-	if err := dec.Decode(&st); err != nil {
-		return ResultMalformed, http.StatusBadRequest, fmt.Errorf("report of %s is not a status document: %w", device, err)
+	st, result, err := decodeReport(body, device)
+	if err != nil {
+		code := http.StatusBadRequest
+		if result == ResultForbidden {
+			code = http.StatusForbidden
+		}
+		return result, code, err
 	}
-	if dec.More() {
-		return ResultMalformed, http.StatusBadRequest, fmt.Errorf("report of %s has data after the status document", device)
-	}
-	switch {
-	case st.FormatVersion != status.FormatVersion:
-		return ResultMalformed, http.StatusBadRequest, fmt.Errorf("report of %s has formatVersion %q; this hub reads %q: run a tend of the hub's version", device, st.FormatVersion, status.FormatVersion)
-	case st.Device != device:
-		return ResultForbidden, http.StatusForbidden, fmt.Errorf("the token of device %s cannot report for device %q", device, st.Device)
-	}
-	res, err := s.store.Ingest(r.Context(), &st, s.opts.Now())
+	res, err := s.store.Ingest(r.Context(), st, s.opts.Now())
 	if err != nil {
 		code := http.StatusBadRequest
 		if res.result == ResultError {
