@@ -74,9 +74,12 @@ type Reporter struct {
 
 	// Run's own state.
 	last     reportCache // the last accepted report, and the last reportSeq taken
-	onDisk   string      // the epoch report.json holds; "" when none
 	failures int         // consecutive failed posts
 	warned   string      // what the last warning was about; "" after a success
+
+	// nextSeq's own state.
+	onDisk    string // the epoch report.json holds; "" when none
+	seqUnkept bool   // report.json could not be written since the last time it was
 }
 
 // reportCache is the content of statedir's report.json, the cache of the

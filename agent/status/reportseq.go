@@ -1,8 +1,10 @@
 package status
 
 import (
+	"context"
 	"crypto/rand"
 	"encoding/hex"
+	"log/slog"
 )
 
 // newEpoch returns a new random reportSeq epoch: 16 bytes, in hex.
@@ -30,13 +32,19 @@ func (r *Reporter) nextSeq() ReportSeq {
 	}
 	r.last.Seq++
 	if err := writeReportCache(r.stateDir, r.last); err != nil {
+		level := slog.LevelDebug // warned already
 		if r.last.Epoch == r.onDisk {
 			r.last.Epoch, r.last.Seq = newEpoch(), 1
+			level = slog.LevelWarn
 		}
-		r.log.Warn("cannot keep the report's sequence number; it goes out under an epoch kept in memory, which the collector takes as a new start",
+		if !r.seqUnkept {
+			level = slog.LevelWarn
+		}
+		r.seqUnkept = true
+		r.log.Log(context.Background(), level, "cannot keep the report's sequence number; reports go out under an epoch kept in memory, which the collector takes as a new start",
 			keyError, err.Error(), keyReportSeq, r.last.Seq)
 	} else {
-		r.onDisk = r.last.Epoch
+		r.onDisk, r.seqUnkept = r.last.Epoch, false
 	}
 	return ReportSeq{Epoch: r.last.Epoch, Seq: r.last.Seq}
 }

@@ -6,6 +6,7 @@ import (
 	"net/http"
 	"os"
 	"regexp"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -146,6 +147,13 @@ func TestReporterNumbersReportsItCannotKeep(t *testing.T) {
 	g := post()
 	assert.NotContains(t, []string{e.Epoch, f1.Epoch}, g.Epoch, "f is on disk at seq 3 now")
 	assert.Equal(t, uint64(1), g.Seq)
+	warned := 0
+	for _, line := range strings.Split(logs.String(), "\n") {
+		if strings.Contains(line, "level=WARN") && strings.Contains(line, "cannot keep the report's sequence number") {
+			warned++
+		}
+	}
+	assert.Equal(t, 2, warned, "warned as the epoch on disk could not go on, not at every post:\n%s", logs)
 
 	writable()
 	data, err := json.Marshal(map[string]any{"formatVersion": "2", "epoch": f1.Epoch, "seq": 3})
