@@ -58,8 +58,8 @@ var errReplayed = errors.New("replayed")
 // Ingest records s, reported by its device at now, all in one
 // transaction: the device's row, the events it derives from the last
 // report, and the device's part in each release it names, at the wave and
-// rollout it reports (see Placement). A report whose lastReconcile is
-// older than the last one taken is ignored.
+// rollout it reports (see Placement). A report that does not come after
+// the last one taken, by its reportSeq (see order.go), is ignored.
 func (s *Store) Ingest(ctx context.Context, st *status.Status, now time.Time) (ingested, error) {
 	place, err := reported(st)
 	if err != nil {
@@ -74,9 +74,9 @@ func (s *Store) IngestAt(ctx context.Context, st *status.Status, place Placement
 	if err := checkLists(st); err != nil {
 		return ingested{result: ResultMalformed}, err
 	}
-	reconciled, err := time.Parse(time.RFC3339Nano, st.LastReconcile)
+	ord, err := orderOf(st)
 	if err != nil {
-		return ingested{result: ResultMalformed}, fmt.Errorf("lastReconcile %q is not an RFC 3339 time", st.LastReconcile)
+		return ingested{result: ResultMalformed}, err
 	}
 	k, err := keysOf(st)
 	if err != nil {
@@ -89,27 +89,21 @@ func (s *Store) IngestAt(ctx context.Context, st *status.Status, place Placement
 	var res ingested
 	err = s.tx(ctx, func(tx *sql.Tx) error {
 		res = ingested{result: ResultAccepted}
-		lock := ""
-		if s.dialect == postgres {
-			lock = " FOR UPDATE"
+		stored, err := s.lockDevice(ctx, tx, st.Device, now)
+		if err != nil {
+			return err
 		}
-		var prevRaw, prevIDs, prevTarget, prevRollout string
-		var prevWave int
-		var prevReconciled, firstSeen int64
+		var prevIDs string
+		firstSeen := now.UnixNano()
 		var prev *status.Status
 		var pk keys
-		err := tx.QueryRowContext(ctx, `SELECT status, reconciled, first_seen, resource_ids, target_release, wave, rollout FROM devices WHERE name = $1`+lock, st.Device).Scan(&prevRaw, &prevReconciled, &firstSeen, &prevIDs, &prevTarget, &prevWave, &prevRollout)
-		switch {
-		case errors.Is(err, sql.ErrNoRows):
-			firstSeen = now.UnixNano()
-		case err != nil:
-			return fmt.Errorf("read device %s: %w", st.Device, err)
-		default:
-			if reconciled.UnixNano() < prevReconciled {
-				return errReplayed
+		if stored != nil {
+			if err := ord.follows(st.Device, stored.order); err != nil {
+				return err
 			}
+			prevIDs, firstSeen = stored.ids, stored.firstSeen
 			prev = &status.Status{}
-			if err := json.Unmarshal([]byte(prevRaw), prev); err != nil {
+			if err := json.Unmarshal([]byte(stored.raw), prev); err != nil {
 				prev = nil // a row this hub cannot read: start the device's history afresh
 			} else if pk, err = keysOf(prev); err != nil {
 				prev = nil
@@ -120,22 +114,32 @@ func (s *Store) IngestAt(ctx context.Context, st *status.Status, place Placement
 			labels = []byte("{}")
 		}
 		wave, ro := place.Wave, place.Rollout
-		if !place.Checked && prev != nil && prevTarget == string(k.target) && prevWave >= 0 {
+		if !place.Checked && stored != nil && stored.target == string(k.target) && stored.wave >= 0 {
 			// The wave it first reported for the release it works
 			// towards stays while it does (see Placement).
-			wave, ro = prevWave, cmp.Or(prevRollout, ro)
+			wave, ro = stored.wave, cmp.Or(stored.rollout, ro)
 		}
-		if _, err := tx.ExecContext(ctx, `INSERT INTO devices (name, labels, applied, target, state, held, wave, last_error, reconciled, last_seen, first_seen, status, crash_loop, applied_release, target_release, resource_ids, applied_commit, resources_unknown, rollout)
-			VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14, $15, $16, $17, $18, $19)
+		// Insert or compare, in one statement (orderWhere): no row is
+		// written for a report that does not come after the one held.
+		r, err := tx.ExecContext(ctx, `INSERT INTO devices (name, labels, applied, target, state, held, wave, last_error, reconciled, last_seen, first_seen, status, crash_loop, applied_release, target_release, resource_ids, applied_commit, resources_unknown, report_epoch, report_seq, rollout)
+			VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14, $15, $16, $17, $18, $19, $20, $21)
 			ON CONFLICT (name) DO UPDATE SET labels = excluded.labels, applied = excluded.applied, target = excluded.target,
 				state = excluded.state, held = excluded.held, wave = excluded.wave, last_error = excluded.last_error,
 				reconciled = excluded.reconciled, last_seen = excluded.last_seen, status = excluded.status, crash_loop = excluded.crash_loop,
 				applied_release = excluded.applied_release, target_release = excluded.target_release, resource_ids = excluded.resource_ids,
-				applied_commit = excluded.applied_commit, resources_unknown = excluded.resources_unknown, rollout = excluded.rollout`,
+				applied_commit = excluded.applied_commit, resources_unknown = excluded.resources_unknown,
+				report_epoch = excluded.report_epoch, report_seq = excluded.report_seq, rollout = excluded.rollout`+orderWhere,
 			st.Device, string(labels), st.AppliedRevision, target(st), deviceState(st, k), st.Held, wave, st.LastError,
-			reconciled.UnixNano(), now.UnixNano(), firstSeen, string(raw), strings.Join(crashLooping(st), ","),
-			string(k.applied), string(k.target), k.resourceIDs(), string(k.appliedCommit), resourcesUnknown(k.resourceIDs()), ro); err != nil {
+			ord.reconciled, now.UnixNano(), firstSeen, string(raw), strings.Join(crashLooping(st), ","),
+			string(k.applied), string(k.target), k.resourceIDs(), string(k.appliedCommit), resourcesUnknown(k.resourceIDs()),
+			ord.epoch, ord.seq, ro)
+		if err != nil {
 			return fmt.Errorf("write device %s: %w", st.Device, err)
+		}
+		if n, err := r.RowsAffected(); err != nil {
+			return fmt.Errorf("write device %s: %w", st.Device, err)
+		} else if n == 0 {
+			return errReplayed
 		}
 		if ids := k.resourceIDs(); ids != prevIDs {
 			if err := writeResources(ctx, tx, st.Device, ids); err != nil {
@@ -171,6 +175,9 @@ func (s *Store) IngestAt(ctx context.Context, st *status.Status, place Placement
 	})
 	if errors.Is(err, errReplayed) {
 		return ingested{result: ResultReplayed}, nil
+	}
+	if errors.Is(err, errNoReportSeq) {
+		return ingested{result: ResultMalformed}, err
 	}
 	if err != nil {
 		return ingested{result: ResultError}, err

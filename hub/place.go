@@ -4,8 +4,8 @@ import (
 	"context"
 	"fmt"
 	"log/slog"
-	"slices"
 	"maps"
+	"slices"
 	"sync"
 	"time"
 

@@ -17,8 +17,6 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/promhttp"
-
-	"github.com/tend-dev/tend/agent/status"
 )
 
 // MaxReportBytes caps the body of one report. A status document lists a
@@ -176,32 +174,23 @@ func (s *Server) ingest(w http.ResponseWriter, r *http.Request) (string, int, er
 		}
 		return ResultMalformed, http.StatusBadRequest, fmt.Errorf("read the report of %s: %w", device, err)
 	}
-	var st status.Status
-	dec := json.NewDecoder(strings.NewReader(string(body)))
-	if err := dec.Decode(&st); err != nil {
-		return ResultMalformed, http.StatusBadRequest, fmt.Errorf("report of %s is not a status document: %w", device, err)
-	}
-	if dec.More() {
-		return ResultMalformed, http.StatusBadRequest, fmt.Errorf("report of %s has data after the status document", device)
-	}
-	switch {
-	case st.FormatVersion != status.FormatVersion:
-		return ResultMalformed, http.StatusBadRequest, fmt.Errorf("report of %s has formatVersion %q; this hub reads %q: run a tend of the hub's version", device, st.FormatVersion, status.FormatVersion)
-	case st.Device != device:
-		return ResultForbidden, http.StatusForbidden, fmt.Errorf("the token of device %s cannot report for device %q", device, st.Device)
-	}
-	place, err := reported(&st)
+	st, result, err := decodeReport(body, device)
 	if err != nil {
-		return ResultMalformed, http.StatusBadRequest, fmt.Errorf("report of %s: %w", device, err)
+		code := http.StatusBadRequest
+		if result == ResultForbidden {
+			code = http.StatusForbidden
+		}
+		return result, code, err
 	}
+	place, _ := reported(st) // checked by decodeReport
 	inconsistent := false
 	if f := s.opts.Fleet; f != nil {
 		if p, ok := f.Place(device, nil); ok {
-			inconsistent = !p.agrees(&st)
+			inconsistent = !p.agrees(st)
 			place = p
 		}
 	}
-	res, err := s.store.IngestAt(r.Context(), &st, place, s.opts.Now())
+	res, err := s.store.IngestAt(r.Context(), st, place, s.opts.Now())
 	if err == nil && inconsistent && res.result == ResultAccepted {
 		res.result = ResultInconsistent
 		s.log.Debug("report's wave or rollout disagrees with the fleet repo; the hub's taken", keyDevice, device,

@@ -41,6 +41,7 @@ const (
 	keyReportStatus   = "httpStatus"
 	keyReportBody     = "body"
 	keyReportFailures = "failures"
+	keyReportSeq      = "reportSeq"
 )
 
 // Reporter posts the status document to a collector: when its content
@@ -72,18 +73,26 @@ type Reporter struct {
 	done   chan struct{}
 
 	// Run's own state.
-	last     reportCache // the last accepted report
+	last     reportCache // the last accepted report, and the last reportSeq taken
 	failures int         // consecutive failed posts
 	warned   string      // what the last warning was about; "" after a success
+
+	// nextSeq's own state.
+	onDisk    string // the epoch report.json holds; "" when none
+	seqUnkept bool   // report.json could not be written since the last time it was
 }
 
 // reportCache is the content of statedir's report.json, the cache of the
 // last report a collector accepted: its status fingerprint and when it was
 // accepted, so a restart does not resend an unchanged status before the
-// interval has passed.
+// interval has passed; and the reportSeq of the last report posted, so
+// that every report of the stateDir is numbered after the one before
+// (see nextSeq).
 type reportCache struct {
 	Fingerprint string    `json:"fingerprint"`
 	AcceptedAt  time.Time `json:"acceptedAt"`
+	Epoch       string    `json:"epoch,omitempty"`
+	Seq         uint64    `json:"seq,omitempty"`
 }
 
 // NewReporter returns a Reporter for cfg that keeps its cache in stateDir.
@@ -172,6 +181,7 @@ func NewReporter(cfg manifest.Report, stateDir string, log *slog.Logger) (*Repor
 		// Only costs one post that may not have been needed.
 		r.log.Warn("ignoring the report cache; the status will be posted at once", keyError, err.Error())
 	}
+	r.onDisk = r.last.Epoch
 	return r, nil
 }
 
@@ -262,8 +272,11 @@ func (r *Reporter) wait(s Status, retryAt time.Time) time.Duration {
 	return r.last.AcceptedAt.Add(r.interval).Sub(now)
 }
 
-// post sends s once, with retries, and records it if it is accepted.
+// post sends s once, with retries, and records it if it is accepted. It
+// is numbered with the next reportSeq; its retries carry the same.
 func (r *Reporter) post(ctx context.Context, s Status) error {
+	seq := r.nextSeq()
+	s.ReportSeq = &seq
 	body, err := json.Marshal(s)
 	if err != nil {
 		return fmt.Errorf("encode status: %w", err)
@@ -303,11 +316,13 @@ func (r *Reporter) post(ctx context.Context, s Status) error {
 	if resp.StatusCode < 200 || resp.StatusCode > 299 {
 		return &collectorError{Status: resp.StatusCode, Body: string(bytes.ToValidUTF8(snippet, nil))}
 	}
-	r.last = reportCache{Fingerprint: s.Fingerprint(), AcceptedAt: r.now()}
+	r.last.Fingerprint, r.last.AcceptedAt = s.Fingerprint(), r.now()
 	r.sent.Add(1)
-	r.log.Debug("status report accepted", keyReportStatus, resp.StatusCode)
+	r.log.Debug("status report accepted", keyReportStatus, resp.StatusCode, keyReportSeq, seq.Seq)
 	if err := writeReportCache(r.stateDir, r.last); err != nil {
 		r.log.Warn("cannot cache the accepted report; a restart will post the status again", keyError, err.Error())
+	} else {
+		r.onDisk = r.last.Epoch
 	}
 	return nil
 }

@@ -191,7 +191,11 @@ func TestReporterRetriesUntilAccepted(t *testing.T) {
 	assert.Equal(t, 1, r.Sent())
 
 	got := posts[3]
-	assert.Equal(t, status.get(), decodeReported(t, got.body))
+	sent := decodeReported(t, got.body)
+	require.NotNil(t, sent.ReportSeq, "a posted report carries its reportSeq")
+	assert.Equal(t, uint64(1), sent.ReportSeq.Seq)
+	sent.ReportSeq = nil
+	assert.Equal(t, status.get(), sent)
 	assert.Equal(t, "application/json", got.header.Get("Content-Type"))
 	assert.Equal(t, "tend/1.2.3", got.header.Get("User-Agent"))
 	assert.Equal(t, "hdr-secret-7c1", got.header.Get("X-Api-Key"))
@@ -271,9 +275,13 @@ func TestReporterResendsEveryInterval(t *testing.T) {
 
 	require.Eventually(t, func() bool { return r.Sent() >= 3 }, 20*time.Second, 5*time.Millisecond)
 	posts := c.received()
+	first := decodeReported(t, posts[0].body)
 	for i := 1; i < len(posts); i++ {
 		assert.GreaterOrEqual(t, posts[i].at.Sub(posts[i-1].at), interval-10*time.Millisecond, "post %d", i)
-		assert.Equal(t, posts[0].body, posts[i].body)
+		got := decodeReported(t, posts[i].body)
+		assert.Equal(t, ReportSeq{Epoch: first.ReportSeq.Epoch, Seq: first.ReportSeq.Seq + uint64(i)}, *got.ReportSeq, "post %d is numbered after the one before", i)
+		got.ReportSeq = first.ReportSeq
+		assert.Equal(t, first, got, "post %d resends the same status", i)
 	}
 }
 

@@ -227,9 +227,9 @@ type ReplicaStatus struct {
 
 // Fingerprint identifies the content of the status that matters to a
 // collector: everything but the time of the last reconcile and success,
-// which move on every tick.
+// which move on every tick, and the reportSeq, which moves on every post.
 func (s Status) Fingerprint() string {
-	s.LastReconcile, s.LastSuccess = "", ""
+	s.LastReconcile, s.LastSuccess, s.ReportSeq = "", "", nil
 	if st := s.Staging; st != nil {
 		// A download's progress alone is not news.
 		c := *st

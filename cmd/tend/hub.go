@@ -106,7 +106,7 @@ func newHubCommand(g *globals) *cobra.Command {
 	f.IntVar(&keepReleases, "keep-releases", hub.DefaultKeepReleases, "how many releases the hub keeps each device's part in, newest first")
 	f.DurationVar(&fleetEvery, "fleet-interval", time.Minute, "how often the hub reads the fleet repo of --fleet-source")
 	f.StringVar(&webhook, "webhook", "", "URL to POST a JSON event to (Slack-compatible text field) when brakes trip for a release or a device crash-loops")
-	cmd.AddCommand(newHubTokenCommand(g))
+	cmd.AddCommand(newHubTokenCommand(g), newHubDeviceCommand(g))
 	return cmd
 }
 
@@ -141,6 +141,41 @@ func newHubTokenCommand(g *globals) *cobra.Command {
 	create.Flags().StringVar(&db, "db", hub.DefaultDB, "the hub's database: sqlite:///PATH or postgres://USER@HOST/DB")
 	token.AddCommand(create)
 	return token
+}
+
+func newHubDeviceCommand(g *globals) *cobra.Command {
+	device := &cobra.Command{Use: "device", Short: "Manage the devices the hub knows", Args: cobra.NoArgs}
+	var db string
+	reset := &cobra.Command{
+		Use:   "reset DEVICE --db DB",
+		Short: "Forget DEVICE's reports, so that its next report is taken as its first",
+		Long: "reset removes DEVICE's row (its last report and the reportSeq that orders its reports), its events,\n" +
+			"its part in each release and the resources it declared. Its next report is taken as its first,\n" +
+			"whatever its reportSeq or lastReconcile: for a device frozen by a report from a wrong clock, or\n" +
+			"downgraded to a tend without reportSeq. Its tokens are NOT removed: they stay valid, and the\n" +
+			"device goes on reporting with them. The releases, and the other devices, are left as they are.",
+		Args: cobra.ExactArgs(1),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			store, err := hub.Open(cmd.Context(), db)
+			if err != nil {
+				return err
+			}
+			defer store.Close()
+			found, err := store.ResetDevice(cmd.Context(), args[0])
+			if err != nil {
+				return err
+			}
+			if !found {
+				return fmt.Errorf("device %q: %s has no report of it, nothing to reset: tend fleet status lists the devices it has", args[0], store)
+			}
+			_, err = fmt.Fprintf(cmd.OutOrStdout(), "Device %s reset: its next report is taken as its first. Its tokens are kept.\n", args[0])
+			return err
+		},
+	}
+	g.addFlags(reset)
+	reset.Flags().StringVar(&db, "db", hub.DefaultDB, "the hub's database: sqlite:///PATH or postgres://USER@HOST/DB")
+	device.AddCommand(reset)
+	return device
 }
 
 // readTokenFrom reads a token from file, named by flag in errors.

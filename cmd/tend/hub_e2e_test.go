@@ -256,3 +256,51 @@ func TestHubKilledDuringIngest(t *testing.T) {
 		return l.Total == 1 && l.Devices[0].Applied == second
 	})
 }
+
+// postReport posts a status document of device, at reportSeq seq of
+// epoch e1, with the token in tokenFile, and returns the hub's answer.
+func (h *runningHub) postReport(tokenFile, device string, seq uint64) (int, string) {
+	h.t.Helper()
+	tok, err := os.ReadFile(tokenFile)
+	require.NoError(h.t, err)
+	body := fmt.Sprintf(`{"formatVersion": "1", "device": %q, "appliedRevision": "main@sha1:%040d", "lastReconcile": "2026-12-03T12:00:00Z",
+		"lastError": "", "suspended": false, "resources": [], "services": [], "drift": [], "reportSeq": {"epoch": "e1", "seq": %d}}`, device, seq, seq)
+	req, err := http.NewRequest(http.MethodPost, h.url+"/v1/reports", strings.NewReader(body))
+	require.NoError(h.t, err)
+	req.Header.Set("Authorization", "Bearer "+strings.TrimSpace(string(tok)))
+	resp, err := http.DefaultClient.Do(req)
+	require.NoError(h.t, err)
+	defer resp.Body.Close()
+	b, _ := io.ReadAll(resp.Body)
+	return resp.StatusCode, strings.TrimSpace(string(b))
+}
+
+// tend hub device reset forgets a device: its next report, with the
+// token it had and a seq below the last, is taken as its first. An
+// unknown device is an error that says so.
+func TestHubDeviceReset(t *testing.T) {
+	t.Parallel()
+	db := "sqlite://" + filepath.Join(t.TempDir(), "hub.db")
+	h := startHub(t, db, "")
+	tok := h.deviceToken("cam-1")
+	code, body := h.postReport(tok, "cam-1", 10)
+	require.Equal(t, http.StatusOK, code, body)
+	code, body = h.postReport(tok, "cam-1", 9)
+	require.Equal(t, `{"result":"replayed"}`, body, "seq 9 after 10")
+
+	out, errOut, code := tend(t, "hub", "device", "reset", "cam-1", "--db", db)
+	require.Equal(t, 0, code, errOut)
+	require.Equal(t, "Device cam-1 reset: its next report is taken as its first. Its tokens are kept.\n", out)
+	require.Equal(t, 0, h.fleetStatus("").Total, "the hub has no report of it")
+
+	code, body = h.postReport(tok, "cam-1", 9)
+	require.Equal(t, http.StatusOK, code, body)
+	require.Equal(t, `{"result":"accepted"}`, body, "its token is valid, and seq 9 is its first report now")
+	l := h.fleetStatus("")
+	require.Equal(t, 1, l.Total)
+	require.Equal(t, fmt.Sprintf("main@sha1:%040d", 9), l.Devices[0].Applied)
+
+	_, errOut, code = tend(t, "hub", "device", "reset", "cam-404", "--db", db)
+	require.Equal(t, 1, code)
+	require.Contains(t, errOut, `Error: device "cam-404": `+db+` has no report of it, nothing to reset`)
+}

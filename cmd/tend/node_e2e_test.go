@@ -227,7 +227,7 @@ func TestValidateWritesNoState(t *testing.T) {
 // Each command's help lists the flags it uses, and only those.
 func TestHelpPerCommand(t *testing.T) {
 	for _, command := range []string{"", "validate", "render", "plan", "apply", "agent", "diff", "publish", "status",
-		"suspend", "resume", "retry", "state restore", "logs", "notify", "hub", "fleet status", "fleet release", "version"} {
+		"suspend", "resume", "retry", "state restore", "logs", "notify", "hub", "hub device reset", "fleet status", "fleet release", "version"} {
 		t.Run(command, func(t *testing.T) {
 			args, name := append(strings.Fields(command), "--help"), strings.ReplaceAll(command, " ", "-")
 			if command == "" {
