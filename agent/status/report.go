@@ -273,10 +273,15 @@ func (r *Reporter) wait(s Status, retryAt time.Time) time.Duration {
 }
 
 // post sends s once, with retries, and records it if it is accepted. It
-// is numbered with the next reportSeq; its retries carry the same.
+// is numbered with the next reportSeq; its retries carry the same. It
+// lists the newest MaxReportQuarantined quarantined releases, as much as
+// a collector takes.
 func (r *Reporter) post(ctx context.Context, s Status) error {
 	seq := r.nextSeq()
 	s.ReportSeq = &seq
+	if n := len(s.Quarantined); n > MaxReportQuarantined {
+		s.Quarantined = s.Quarantined[n-MaxReportQuarantined:] // oldest first
+	}
 	body, err := json.Marshal(s)
 	if err != nil {
 		return fmt.Errorf("encode status: %w", err)

@@ -3,6 +3,7 @@ package status
 import (
 	"context"
 	"encoding/json"
+	"fmt"
 	"net/http"
 	"os"
 	"regexp"
@@ -167,4 +168,22 @@ func TestReporterNumbersReportsItCannotKeep(t *testing.T) {
 	for _, earlier := range seqs[:len(seqs)-1] {
 		assert.NotEqual(t, last, earlier, "no seq of an epoch goes out twice")
 	}
+}
+
+// A node that rolled back more releases than a collector takes in one
+// report posts the newest of them; its status keeps them all.
+func TestReporterPostsTheNewestQuarantined(t *testing.T) {
+	t.Parallel()
+	c := newReportCollector(t, func(int, http.ResponseWriter) {})
+	r, _ := newTestReporter(t, manifest.Report{URL: c.URL, Interval: manifest.Duration(time.Hour)}, t.TempDir())
+	s := newReportStatus("main@sha1:aaaa").get()
+	for i := range MaxReportQuarantined + 6 {
+		s.Quarantined = append(s.Quarantined, Quarantined{Release: fmt.Sprintf("main@sha1:%040x", i), Reason: "health check failed"})
+	}
+	require.NoError(t, r.post(context.Background(), s))
+	require.Len(t, s.Quarantined, MaxReportQuarantined+6)
+	got := decodeReported(t, c.received()[0].body).Quarantined
+	require.Len(t, got, MaxReportQuarantined)
+	assert.Equal(t, fmt.Sprintf("main@sha1:%040x", 6), got[0].Release, "the oldest left out")
+	assert.Equal(t, s.Quarantined[len(s.Quarantined)-1], got[len(got)-1])
 }
