@@ -13,6 +13,8 @@ import (
 	"github.com/Masterminds/semver/v3"
 	"github.com/bmatcuk/doublestar/v4"
 	"github.com/google/go-containerregistry/pkg/name"
+
+	"github.com/tend-dev/tend/internal/feature"
 )
 
 // ValidateOptions are the node's limits that a device must respect.
@@ -345,6 +347,9 @@ func (v validator) updateLock(o Origin, p string) {
 
 // container checks the fields of a service run as a container.
 func (v validator) container(o Origin, s Service) {
+	if err := feature.Containers.Check(); err != nil {
+		v.at(o, ".image", "%v", err)
+	}
 	if _, err := name.ParseReference(s.Image); err != nil || strings.Contains(s.Image, "${") {
 		why := "it holds a ${…} reference"
 		if err != nil {
