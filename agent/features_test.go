@@ -2,4 +2,7 @@ package agent
 
 // The optional features, which cmd/tend registers from its feature_*.go
 // files: the agent's tests run with all of them, as the default build does.
-import _ "github.com/tend-dev/tend/applier/service/container"
+import (
+	_ "github.com/tend-dev/tend/applier/service/container"
+	_ "github.com/tend-dev/tend/notify/mqtt"
+)
