@@ -5,4 +5,6 @@ package agent
 import (
 	_ "github.com/tend-dev/tend/applier/service/container"
 	_ "github.com/tend-dev/tend/notify/mqtt"
+	_ "github.com/tend-dev/tend/oci/verify/cosign"
+	_ "github.com/tend-dev/tend/oci/verify/notation"
 )
