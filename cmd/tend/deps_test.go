@@ -3,6 +3,7 @@ package main
 import (
 	"errors"
 	"fmt"
+	"os"
 	"os/exec"
 	"slices"
 	"strings"
@@ -118,4 +119,22 @@ func TestDeviceDeps(t *testing.T) {
 			}
 		})
 	}
+}
+
+// The Makefile's OMIT_TAGS (make build-minimal, make size) are every tag
+// of internal/feature.
+func TestMakefileOmitTags(t *testing.T) {
+	b, err := os.ReadFile("../../Makefile")
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, line := range strings.Split(string(b), "\n") {
+		if v, ok := strings.CutPrefix(line, "OMIT_TAGS := "); ok {
+			if v != omitAll() {
+				t.Errorf("Makefile: OMIT_TAGS := %s; internal/feature has %s: list every tag, in its order", v, omitAll())
+			}
+			return
+		}
+	}
+	t.Error("Makefile sets no OMIT_TAGS: make build-minimal needs it")
 }
