@@ -5,7 +5,11 @@ LDFLAGS := -s -w -X main.version=$(VERSION) -X main.commit=$(COMMIT)
 PKGS    := ./...
 STATICCHECK ?= $(GO) run honnef.co/go/tools/cmd/staticcheck@v0.8.2
 
-.PHONY: build build-all release test fuzz lint fmt vet tidy demo demo-containers bench clean
+# The build tags that leave the optional features out (internal/feature;
+# DESIGN.md "Build tags").
+OMIT_TAGS := tend_omit_containers tend_omit_notation tend_omit_cosign tend_omit_mqtt
+
+.PHONY: build build-minimal build-all release size test fuzz lint fmt vet tidy demo demo-containers bench clean
 
 # -v names each package as it is compiled: a first build, with a cold
 # build cache, compiles every dependency (minutes on 2 cores); later ones
@@ -13,6 +17,18 @@ STATICCHECK ?= $(GO) run honnef.co/go/tools/cmd/staticcheck@v0.8.2
 build:
 	@echo "build bin/tend (go build -v: each package compiled is listed; a first build takes minutes)"
 	$(GO) build -v -trimpath -ldflags "$(LDFLAGS)" -o bin/tend ./cmd/tend
+
+# tend without any optional feature (every tag of OMIT_TAGS), stripped as
+# the release is: bin/tend-minimal.
+build-minimal:
+	$(GO) build -trimpath -ldflags "$(LDFLAGS)" -tags "$(OMIT_TAGS)" -o bin/tend-minimal ./cmd/tend
+
+# The stripped sizes of tend (default and minimal) beside oras and crane
+# built the same way (built once into $$TEND_TOOLS/size), and what each
+# feature costs (.ci/size). Six builds of tend: about a minute with a warm
+# build cache, on 2 cores.
+size:
+	GO=$(GO) LDFLAGS="$(LDFLAGS)" OMIT_TAGS="$(OMIT_TAGS)" bash .ci/size
 
 # cmd/tend for every system it is used on, without cgo; the binaries are
 # thrown away. The node commands need Linux; the CI commands (validate,

@@ -10,8 +10,7 @@ import (
 	"github.com/tend-dev/tend/applier/file"
 	"github.com/tend-dev/tend/applier/model"
 	"github.com/tend-dev/tend/applier/service"
-	_ "github.com/tend-dev/tend/applier/service/container" // registers the container runtime
-	_ "github.com/tend-dev/tend/applier/service/process"   // registers the process runtime
+	_ "github.com/tend-dev/tend/applier/service/process" // registers the process runtime
 	"github.com/tend-dev/tend/internal/confine"
 	"github.com/tend-dev/tend/manifest"
 	"github.com/tend-dev/tend/oci"

@@ -6,7 +6,6 @@ import (
 	"os"
 	"path"
 	"path/filepath"
-	"regexp"
 	"strings"
 	"time"
 
@@ -246,7 +245,7 @@ const DefaultMaxLockWait = time.Hour
 // Validate checks the config after defaults and overrides are applied.
 func (c *AgentConfig) Validate() error {
 	var errs Errors
-	if len(c.Device) > 253 || !deviceName.MatchString(c.Device) {
+	if len(c.Device) > 253 || !deviceName().MatchString(c.Device) {
 		errs.add("", 0, "device", "invalid device name %q: use letters, digits, '-', '_' and '.'", c.Device)
 	}
 	if c.Source.URL == "" {
@@ -333,8 +332,8 @@ func (c *AgentConfig) Validate() error {
 }
 
 var (
-	deviceName  = regexp.MustCompile(`^[A-Za-z0-9]([A-Za-z0-9._-]*[A-Za-z0-9])?$`)
-	placeholder = regexp.MustCompile(`\{([^{}]*)\}`)
+	deviceName  = lazyRegexp(`^[A-Za-z0-9]([A-Za-z0-9._-]*[A-Za-z0-9])?$`)
+	placeholder = lazyRegexp(`\{([^{}]*)\}`)
 )
 
 // locate says where a config error comes from: the flag that set the field,

@@ -10,6 +10,7 @@ import (
 	"regexp"
 	"strconv"
 	"strings"
+	"sync"
 	"time"
 
 	yaml2 "go.yaml.in/yaml/v2"
@@ -45,13 +46,13 @@ func splitDocuments(file string, data []byte) ([]*yaml3.Node, error) {
 	}
 }
 
-var yamlLine = regexp.MustCompile(`^yaml: line (\d+): (.*)$`)
+var yamlLine = lazyRegexp(`^yaml: line (\d+): (.*)$`)
 
 // syntaxError says where data, the file's text, stops being YAML: at the
 // first line indented with a tab, or at the line of the problem.
 func syntaxError(file string, data []byte, err error) *Error {
 	msg := err.Error()
-	m := yamlLine.FindStringSubmatch(msg)
+	m := yamlLine().FindStringSubmatch(msg)
 	if m == nil {
 		return &Error{File: file, Msg: "malformed YAML: " + strings.TrimPrefix(msg, "yaml: ")}
 	}
@@ -97,7 +98,7 @@ func problemLine(data []byte) int {
 		if err == nil || errors.As(err, &typeErr) {
 			continue
 		}
-		if m := yamlLine.FindStringSubmatch(err.Error()); m != nil {
+		if m := yamlLine().FindStringSubmatch(err.Error()); m != nil {
 			l, _ := strconv.Atoi(m[1])
 			return l + 1
 		}
@@ -357,4 +358,10 @@ func header(doc *yaml3.Node) (apiVersion, kind string, line int) {
 		}
 	}
 	return apiVersion, kind, line
+}
+
+// lazyRegexp compiles expr at its first use rather than at init: a
+// command that validates nothing (tend version) compiles none of them.
+func lazyRegexp(expr string) func() *regexp.Regexp {
+	return sync.OnceValue(func() *regexp.Regexp { return regexp.MustCompile(expr) })
 }

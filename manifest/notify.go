@@ -5,6 +5,8 @@ import (
 	"path/filepath"
 	"slices"
 	"strings"
+
+	"github.com/tend-dev/tend/internal/feature"
 )
 
 // Notify says how the agent hears that the fleet changed, so it ticks
@@ -52,6 +54,9 @@ func (m *MQTTNotify) Check(prefix string) Errors {
 			return name
 		}
 		return prefix + "." + name
+	}
+	if err := feature.MQTT.Check(); err != nil {
+		errs.add("", 0, prefix, "%v", err)
 	}
 	u, err := url.Parse(m.URL)
 	switch {

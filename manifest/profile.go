@@ -2,7 +2,6 @@ package manifest
 
 import (
 	"fmt"
-	"regexp"
 	"sort"
 	"strings"
 )
@@ -158,7 +157,7 @@ func (s Selector) check(info *document, field string, errs *Errors) {
 }
 
 // varName is the syntax of a variable's name.
-var varName = regexp.MustCompile(`^[A-Za-z_][A-Za-z0-9_.-]*$`)
+var varName = lazyRegexp(`^[A-Za-z_][A-Za-z0-9_.-]*$`)
 
 // check reports what is wrong with a profile beyond its shape: its name,
 // selector and variable names. Its resources are checked once merged into
@@ -172,7 +171,7 @@ func (p *Profile) check(info *document, errs *Errors) {
 		p.Spec.Selector.check(info, "spec.selector", errs)
 	}
 	for _, k := range sortedKeys(p.Spec.Vars) {
-		if !varName.MatchString(k) {
+		if !varName().MatchString(k) {
 			errs.add(info.file, lineOf(info, "spec.vars."+k, info.line), "spec.vars."+k,
 				"invalid variable name %q: use letters, digits, '_', '-' and '.', starting with a letter or '_'", k)
 		}
@@ -184,7 +183,7 @@ func (p *Profile) check(info *document, errs *Errors) {
 func checkName(info *document, what, name string, errs *Errors) {
 	if name == "" {
 		errs.add(info.file, info.line, "metadata.name", "missing: the name of the %s", what)
-	} else if len(name) > 63 || !resourceName.MatchString(name) {
+	} else if len(name) > 63 || !resourceName().MatchString(name) {
 		errs.add(info.file, lineOf(info, "metadata.name", info.line), "metadata.name",
 			"invalid name %q: use lowercase letters, digits, '-', '_' and '.', at most 63 characters", name)
 	}

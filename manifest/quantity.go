@@ -3,13 +3,12 @@ package manifest
 import (
 	"fmt"
 	"math"
-	"regexp"
 	"strconv"
 )
 
 var (
-	memoryQuantity = regexp.MustCompile(`^([0-9]+(?:\.[0-9]+)?)(Ki|Mi|Gi|Ti|k|K|M|G|T)?$`)
-	cpuQuantity    = regexp.MustCompile(`^([0-9]+(?:\.[0-9]+)?)(m?)$`)
+	memoryQuantity = lazyRegexp(`^([0-9]+(?:\.[0-9]+)?)(Ki|Mi|Gi|Ti|k|K|M|G|T)?$`)
+	cpuQuantity    = lazyRegexp(`^([0-9]+(?:\.[0-9]+)?)(m?)$`)
 	memoryUnits    = map[string]float64{
 		"": 1, "k": 1e3, "K": 1e3, "M": 1e6, "G": 1e9, "T": 1e12,
 		"Ki": 1 << 10, "Mi": 1 << 20, "Gi": 1 << 30, "Ti": 1 << 40,
@@ -18,7 +17,7 @@ var (
 
 // ParseMemory parses a memory quantity ("512Mi", "1G", "1048576") into bytes.
 func ParseMemory(s string) (int64, error) {
-	m := memoryQuantity.FindStringSubmatch(s)
+	m := memoryQuantity().FindStringSubmatch(s)
 	if m == nil {
 		return 0, fmt.Errorf("invalid memory quantity %q: use a number with an optional unit (Ki, Mi, Gi, Ti, K, M, G, T), e.g. \"512Mi\"", s)
 	}
@@ -32,7 +31,7 @@ func ParseMemory(s string) (int64, error) {
 
 // ParseCPU parses a CPU quantity ("1.5", "500m") into millicores.
 func ParseCPU(s string) (int64, error) {
-	m := cpuQuantity.FindStringSubmatch(s)
+	m := cpuQuantity().FindStringSubmatch(s)
 	if m == nil {
 		return 0, fmt.Errorf("invalid cpu quantity %q: use cores (\"1.5\") or millicores (\"500m\")", s)
 	}
@@ -51,7 +50,7 @@ func ParseCPU(s string) (int64, error) {
 type Rate string
 
 var (
-	rateQuantity = regexp.MustCompile(`^([0-9]+(?:\.[0-9]+)?)(B|kB|KB|MB|GB|KiB|MiB|GiB)/s$`)
+	rateQuantity = lazyRegexp(`^([0-9]+(?:\.[0-9]+)?)(B|kB|KB|MB|GB|KiB|MiB|GiB)/s$`)
 	rateUnits    = map[string]float64{
 		"B": 1, "kB": 1e3, "KB": 1e3, "MB": 1e6, "GB": 1e9,
 		"KiB": 1 << 10, "MiB": 1 << 20, "GiB": 1 << 30,
@@ -65,7 +64,7 @@ const RateExample = "2MiB/s"
 // second, at least 1. kB, MB and GB are powers of 1000 (KB is kB); KiB,
 // MiB and GiB powers of 1024.
 func ParseRate(s string) (int64, error) {
-	m := rateQuantity.FindStringSubmatch(s)
+	m := rateQuantity().FindStringSubmatch(s)
 	if m == nil {
 		return 0, fmt.Errorf("invalid rate %q: use bytes per second, a number with a unit (B, kB, MB, GB, KiB, MiB, GiB) and \"/s\", e.g. %q or \"500KiB/s\"", s, RateExample)
 	}

@@ -11,7 +11,7 @@ func Expand(s string, value func(ref string) string) string {
 	if !strings.Contains(s, "${") {
 		return s
 	}
-	return reference.ReplaceAllStringFunc(s, func(m string) string {
+	return reference().ReplaceAllStringFunc(s, func(m string) string {
 		return value(m[2 : len(m)-1])
 	})
 }
@@ -34,7 +34,7 @@ func (s Service) Deps() []string {
 		}
 	}
 	scan := func(v string) {
-		for _, m := range reference.FindAllStringSubmatch(v, -1) {
+		for _, m := range reference().FindAllStringSubmatch(v, -1) {
 			add(m[1])
 		}
 	}

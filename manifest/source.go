@@ -2,7 +2,6 @@ package manifest
 
 import (
 	"fmt"
-	"regexp"
 	"strings"
 )
 
@@ -105,7 +104,7 @@ func (c *AgentConfig) ExpandSource() (ref string, paths []SourcePath, err error)
 
 func (c *AgentConfig) expand(field, s string) (string, error) {
 	var bad *Error
-	out := placeholder.ReplaceAllStringFunc(s, func(m string) string {
+	out := placeholder().ReplaceAllStringFunc(s, func(m string) string {
 		key := m[1 : len(m)-1]
 		if key == "device" {
 			return c.Device
@@ -141,7 +140,7 @@ func IsOCI(u string) bool { return strings.HasPrefix(u, "oci://") }
 
 // ociRef matches what follows oci:// in a source URL: a repository with a
 // tag or a digest.
-var ociRef = regexp.MustCompile(`^[^/@]+/[^@:]+(:[A-Za-z0-9_][A-Za-z0-9._-]{0,127}|@sha256:[0-9a-f]{64})$`)
+var ociRef = lazyRegexp(`^[^/@]+/[^@:]+(:[A-Za-z0-9_][A-Za-z0-9._-]{0,127}|@sha256:[0-9a-f]{64})$`)
 
 // checkOCI checks an oci:// source: a tag or digest in the URL, and none
 // of the source fields that only a Git repo has.
@@ -149,7 +148,7 @@ func (c *AgentConfig) checkOCI(errs *Errors) {
 	if !IsOCI(c.Source.URL) {
 		return
 	}
-	if !ociRef.MatchString(strings.TrimPrefix(c.Source.URL, "oci://")) {
+	if !ociRef().MatchString(strings.TrimPrefix(c.Source.URL, "oci://")) {
 		errs.add("", 0, "source.url", "%q names no artifact: use oci://HOST/REPO:TAG or oci://HOST/REPO@sha256:DIGEST", c.Source.URL)
 	}
 	if c.Source.Ref != "" {

@@ -3,7 +3,6 @@ package manifest
 import (
 	"fmt"
 	"path"
-	"regexp"
 	"slices"
 	"strconv"
 	"strings"
@@ -13,6 +12,8 @@ import (
 	"github.com/Masterminds/semver/v3"
 	"github.com/bmatcuk/doublestar/v4"
 	"github.com/google/go-containerregistry/pkg/name"
+
+	"github.com/tend-dev/tend/internal/feature"
 )
 
 // ValidateOptions are the node's limits that a device must respect.
@@ -25,10 +26,10 @@ type ValidateOptions struct {
 }
 
 var (
-	resourceName = regexp.MustCompile(`^[a-z0-9]([a-z0-9._-]*[a-z0-9])?$`)
-	envName      = regexp.MustCompile(`^[A-Za-z_][A-Za-z0-9_]*$`)
-	octalMode    = regexp.MustCompile(`^0?[0-7]{3}$|^[0-7]{4}$`)
-	reference    = regexp.MustCompile(`\$\{([^}]*)\}`)
+	resourceName = lazyRegexp(`^[a-z0-9]([a-z0-9._-]*[a-z0-9])?$`)
+	envName      = lazyRegexp(`^[A-Za-z_][A-Za-z0-9_]*$`)
+	octalMode    = lazyRegexp(`^0?[0-7]{3}$|^[0-7]{4}$`)
+	reference    = lazyRegexp(`\$\{([^}]*)\}`)
 )
 
 // Validate checks every resource of d and returns all problems, each naming
@@ -84,7 +85,7 @@ func (v validator) at(o Origin, field, format string, args ...any) {
 }
 
 func (v validator) name(o Origin, n string) {
-	if len(n) > 63 || !resourceName.MatchString(n) {
+	if len(n) > 63 || !resourceName().MatchString(n) {
 		v.at(o, ".name", "invalid name %q: use lowercase letters, digits, '-', '_' and '.', at most 63 characters", n)
 	}
 }
@@ -171,7 +172,7 @@ func (v validator) file(f File) {
 
 // ParseMode parses an octal permission string such as "0644".
 func ParseMode(s string) (uint32, error) {
-	if !octalMode.MatchString(s) {
+	if !octalMode().MatchString(s) {
 		return 0, fmt.Errorf("invalid mode %q: use an octal string like \"0644\" (quoted)", s)
 	}
 	m, err := strconv.ParseUint(s, 8, 32)
@@ -285,7 +286,7 @@ func (v validator) service(s Service) {
 		v.refs(o, fmt.Sprintf(".command[%d]", i), arg)
 	}
 	for k, val := range s.Env {
-		if !envName.MatchString(k) {
+		if !envName().MatchString(k) {
 			v.at(o, ".env."+k, "invalid environment variable name %q", k)
 		}
 		v.refs(o, ".env."+k, val)
@@ -345,6 +346,9 @@ func (v validator) updateLock(o Origin, p string) {
 
 // container checks the fields of a service run as a container.
 func (v validator) container(o Origin, s Service) {
+	if err := feature.Containers.Check(); err != nil {
+		v.at(o, ".image", "%v", err)
+	}
 	if _, err := name.ParseReference(s.Image); err != nil || strings.Contains(s.Image, "${") {
 		why := "it holds a ${…} reference"
 		if err != nil {
@@ -366,7 +370,7 @@ func (v validator) container(o Origin, s Service) {
 		case m.Source == "":
 			v.at(o, field+".source", "missing: ${model:NAME}, ${file:PATH} or an absolute path under allowPaths")
 		case strings.HasPrefix(m.Source, "${"):
-			if !reference.MatchString(m.Source) || reference.FindStringIndex(m.Source)[1] != len(m.Source) || reference.FindStringIndex(m.Source)[0] != 0 {
+			if !reference().MatchString(m.Source) || reference().FindStringIndex(m.Source)[1] != len(m.Source) || reference().FindStringIndex(m.Source)[0] != 0 {
 				v.at(o, field+".source", "%q: a reference is the whole source, as ${model:NAME} or ${file:PATH}", m.Source)
 				break
 			}
@@ -437,7 +441,7 @@ func (v validator) health(o Origin, s Service) {
 
 // refs checks every ${…} in s.
 func (v validator) refs(o Origin, field, s string) {
-	for _, m := range reference.FindAllStringSubmatch(s, -1) {
+	for _, m := range reference().FindAllStringSubmatch(s, -1) {
 		if m[1] == "replica" {
 			continue
 		}

@@ -3,7 +3,6 @@ package manifest
 import (
 	"fmt"
 	"reflect"
-	"regexp"
 	"slices"
 	"strings"
 	"unicode"
@@ -114,7 +113,7 @@ const escaped = "\x00tend-escaped\x00{"
 
 func varRefs(s string) []string {
 	var out []string
-	for _, m := range reference.FindAllStringSubmatch(strings.ReplaceAll(s, "$${", escaped), -1) {
+	for _, m := range reference().FindAllStringSubmatch(strings.ReplaceAll(s, "$${", escaped), -1) {
 		if name, ok := strings.CutPrefix(m[1], "var:"); ok {
 			out = append(out, name)
 		}
@@ -168,11 +167,11 @@ func (x *expander) expand(s string) expansion {
 		e.loose = true
 		return m
 	}
-	out := reference.ReplaceAllStringFunc(strings.ReplaceAll(s, "$${", escaped), func(m string) string {
+	out := reference().ReplaceAllStringFunc(strings.ReplaceAll(s, "$${", escaped), func(m string) string {
 		ref := m[2 : len(m)-1]
 		kind, arg, _ := strings.Cut(ref, ":")
 		switch {
-		case kind == "var" && !varName.MatchString(arg):
+		case kind == "var" && !varName().MatchString(arg):
 			return m // not a variable's name (a shell's ${var:-x}): left as it is
 		case ref == "device" && x.loose != nil:
 			return unknown(m)
@@ -283,7 +282,7 @@ func editDistance(a, b string) int {
 
 // shellName is a name as a shell's ${NAME} writes it, with the dots a
 // variable's name may hold.
-var shellName = regexp.MustCompile(`^[A-Za-z_][A-Za-z0-9_.]*$`)
+var shellName = lazyRegexp(`^[A-Za-z_][A-Za-z0-9_.]*$`)
 
 // mistyped reports whether ref, the inside of a ${…} that tend leaves as
 // it is, looks like a mistyped expansion rather than shell syntax: a bare
@@ -293,7 +292,7 @@ var shellName = regexp.MustCompile(`^[A-Za-z_][A-Za-z0-9_.]*$`)
 // ${x-1}, ${#x}, ${x%.*}, ${x:1:2}, ${1}.
 func mistyped(ref string) bool {
 	kind, arg, colon := strings.Cut(ref, ":")
-	if !shellName.MatchString(kind) {
+	if !shellName().MatchString(kind) {
 		return false
 	}
 	if !colon {

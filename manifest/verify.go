@@ -6,6 +6,8 @@ import (
 	"regexp"
 	"slices"
 	"strings"
+
+	"github.com/tend-dev/tend/internal/feature"
 )
 
 // ArtifactVerify says which signatures a published artifact (the OCI
@@ -80,6 +82,9 @@ func (v *ArtifactVerify) problems() []problem {
 		add("", "names no signer: set cosign (keys, or identities with a trustedRoot) or notation (trustPolicy and trustStore), or remove verify")
 	}
 	if c := v.Cosign; c != nil {
+		if err := feature.Cosign.Check(); err != nil {
+			add(".cosign", "%v", err)
+		}
 		if len(c.Keys) == 0 && len(c.Identities) == 0 {
 			add(".cosign", "names no signer: set keys (PEM public keys, as cosign generate-key-pair writes cosign.pub) or identities with a trustedRoot")
 		}
@@ -117,6 +122,9 @@ func (v *ArtifactVerify) problems() []problem {
 		}
 	}
 	if n := v.Notation; n != nil {
+		if err := feature.Notation.Check(); err != nil {
+			add(".notation", "%v", err)
+		}
 		if !filepath.IsAbs(n.TrustPolicy) {
 			add(".notation.trustPolicy", "%q must be the absolute path of a Notation trustpolicy.json", n.TrustPolicy)
 		}

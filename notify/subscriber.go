@@ -8,8 +8,6 @@ import (
 	"sync"
 	"time"
 
-	mqtt "github.com/eclipse/paho.mqtt.golang"
-
 	"github.com/tend-dev/tend/internal/backoff"
 	"github.com/tend-dev/tend/manifest"
 )
@@ -85,7 +83,7 @@ func (s *Subscriber) run(ctx context.Context) {
 	if log == nil {
 		log = slog.New(slog.DiscardHandler)
 	}
-	log = log.With(keyBroker, redact(s.Config.URL), keyTopic, s.Config.Topic)
+	log = log.With(keyBroker, Redact(s.Config.URL), keyTopic, s.Config.Topic)
 	delay := s.Backoff
 	if delay == nil {
 		delay = DefaultBackoff
@@ -93,18 +91,18 @@ func (s *Subscriber) run(ctx context.Context) {
 	var down time.Time // since when it is not connected
 	failures, lastErr := 0, ""
 	for ctx.Err() == nil {
-		lost, client, err := s.session(ctx)
+		sess, err := s.session(ctx)
 		if err == nil {
 			failures, lastErr = 0, ""
 			s.state(State{Connected: true, Since: time.Now()})
 			log.Info("notify: subscribed")
 			select {
 			case <-ctx.Done():
-				client.Disconnect(250)
+				sess.Close()
 				return
-			case err = <-lost:
+			case err = <-sess.Lost():
 			}
-			err = fmt.Errorf("connection to MQTT broker %s lost: %w", redact(s.Config.URL), err)
+			err = fmt.Errorf("connection to MQTT broker %s lost: %w", Redact(s.Config.URL), err)
 			log.Warn("notify: connection to the broker lost; polling on schedule continues", keyError, err.Error())
 			down = time.Time{}
 		}
@@ -128,37 +126,17 @@ func (s *Subscriber) run(ctx context.Context) {
 	}
 }
 
-// session connects and subscribes; lost receives when the connection is
-// lost.
-func (s *Subscriber) session(ctx context.Context) (<-chan error, mqtt.Client, error) {
-	opts, err := clientOptions(s.Config, s.ClientID)
+// session connects and subscribes through the registered transport.
+func (s *Subscriber) session(ctx context.Context) (Session, error) {
+	t, err := transport()
 	if err != nil {
-		return nil, nil, err
+		return nil, err
 	}
-	lost := make(chan error, 1)
-	opts.SetConnectionLostHandler(func(_ mqtt.Client, err error) { lost <- err })
-	c := mqtt.NewClient(opts)
-	if err := connect(ctx, c, s.Config); err != nil {
-		return nil, nil, err
-	}
-	tok := c.Subscribe(s.Config.Topic, QoS, func(_ mqtt.Client, m mqtt.Message) {
+	return t.Subscribe(ctx, s.Config, s.ClientID, func(payload []byte) {
 		if s.OnMessage != nil {
-			s.OnMessage(m.Payload())
+			s.OnMessage(payload)
 		}
 	})
-	err = wait(ctx, tok)
-	if err == nil {
-		if qos, ok := tok.(*mqtt.SubscribeToken).Result()[s.Config.Topic]; ok && qos > 2 {
-			err = fmt.Errorf("MQTT broker %s refused the subscription to %s: allow this client (its user name) to read the topic in the broker's ACL", redact(s.Config.URL), s.Config.Topic)
-		}
-	} else {
-		err = fmt.Errorf("subscribe to %s on MQTT broker %s: %w", s.Config.Topic, redact(s.Config.URL), err)
-	}
-	if err != nil {
-		c.Disconnect(0)
-		return nil, nil, err
-	}
-	return lost, c, nil
 }
 
 func (s *Subscriber) state(st State) {

@@ -11,48 +11,74 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/invopop/jsonschema"
 	sv "github.com/santhosh-tekuri/jsonschema/v6"
 	"github.com/stretchr/testify/require"
 	yaml3 "go.yaml.in/yaml/v3"
 
 	"github.com/tend-dev/tend/internal/testkit/docyaml"
-	"github.com/tend-dev/tend/internal/testkit/golden"
 	"github.com/tend-dev/tend/manifest"
+	"github.com/tend-dev/tend/schema/internal/gen"
 )
 
-// comments are the Go doc comments of manifest's types and fields, the
-// schemas' descriptions.
-func comments(t *testing.T) map[string]string {
+// stale lists the committed schema files that differ from generated, a
+// schema by its file name.
+func stale(t *testing.T, generated map[string][]byte) []string {
 	t.Helper()
-	r := &jsonschema.Reflector{}
-	// The base is this package's import path: the parser joins it with the
-	// relative folder it walks.
-	require.NoError(t, r.AddGoComments("github.com/tend-dev/tend/schema", "../manifest"))
-	return r.CommentMap
+	var out []string
+	for _, kind := range Kinds() {
+		got, err := os.ReadFile(File(kind))
+		require.NoError(t, err)
+		if want, ok := generated[File(kind)]; !ok || !bytes.Equal(want, got) {
+			out = append(out, File(kind))
+		}
+	}
+	return out
 }
 
-// The committed schemas are what the Go types generate; -update rewrites
-// them.
+// The committed schemas are what the Go types generate: the test
+// generates them again in memory, as go generate ./schema does, and fails
+// when a file differs.
 func TestSchemasAreGenerated(t *testing.T) {
-	c := comments(t)
-	for _, kind := range Kinds() {
-		t.Run(kind, func(t *testing.T) {
-			want, err := Generate(kind, c)
-			require.NoError(t, err)
-			if *golden.Update {
-				require.NoError(t, os.WriteFile(File(kind), want, 0o644))
-			}
-			got, err := os.ReadFile(File(kind))
-			require.NoError(t, err)
-			require.Equal(t, string(want), string(got), "schema/%s is stale: run go test ./schema -update", File(kind))
-			embedded, err := Get(strings.ToUpper(kind))
-			require.NoError(t, err)
-			require.Equal(t, got, embedded)
-		})
+	require.Equal(t, gen.Kinds(), Kinds(), "schema's kinds and internal/gen's types differ: list a new kind in both")
+	generated, err := gen.All("../manifest")
+	require.NoError(t, err)
+	if s := stale(t, generated); len(s) > 0 {
+		t.Fatalf("schema/%s stale: run go generate ./schema", strings.Join(s, ", schema/"))
 	}
-	_, err := Get("Fleet")
+	for _, kind := range Kinds() {
+		committed, err := os.ReadFile(File(kind))
+		require.NoError(t, err)
+		embedded, err := Get(strings.ToUpper(kind))
+		require.NoError(t, err)
+		require.Equal(t, committed, embedded, kind)
+	}
+	_, err = Get("Fleet")
 	require.ErrorContains(t, err, `no schema for kind "Fleet": use one of AgentConfig, Device, Profile, Rollout`)
+}
+
+// TestStaleSchemaIsFound generates the schemas from a copy of manifest
+// with one doc comment changed: the schemas that describe that type are
+// found stale, so the test above cannot pass by comparing nothing.
+func TestStaleSchemaIsFound(t *testing.T) {
+	dir := t.TempDir()
+	entries, err := os.ReadDir("../manifest")
+	require.NoError(t, err)
+	changed := false
+	for _, e := range entries {
+		if e.IsDir() || !strings.HasSuffix(e.Name(), ".go") {
+			continue
+		}
+		b, err := os.ReadFile(filepath.Join("../manifest", e.Name()))
+		require.NoError(t, err)
+		if c := bytes.Replace(b, []byte("\tTrustStore  string"), []byte("\t// Changed.\n\tTrustStore  string"), 1); !bytes.Equal(c, b) {
+			b, changed = c, true
+		}
+		require.NoError(t, os.WriteFile(filepath.Join(dir, e.Name()), b, 0o644))
+	}
+	require.True(t, changed, "manifest has no NotationVerify.TrustStore field to change the comment of")
+	generated, err := gen.All(dir)
+	require.NoError(t, err)
+	require.Equal(t, []string{"agentconfig.json", "device.json", "profile.json"}, stale(t, generated))
 }
 
 // compile compiles the committed schema of kind with a real JSON Schema

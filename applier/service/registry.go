@@ -9,7 +9,9 @@ import (
 	"slices"
 	"sync"
 
+	"github.com/tend-dev/tend/internal/feature"
 	"github.com/tend-dev/tend/manifest"
+	"github.com/tend-dev/tend/render"
 )
 
 // Config is what a Factory makes a node's runtime from.
@@ -106,6 +108,10 @@ func (r *Runtimes) Get(kind string) (Runtime, error) {
 	}
 	if err := r.errs[kind]; err != nil {
 		return nil, Invalidf("no %s runtime on this node: %v", kind, err)
+	}
+	if kind == render.KindContainer {
+		// Registered from cmd/tend unless built with tend_omit_containers.
+		return nil, Invalidf("no %s runtime on this node: %v", kind, feature.Containers.Unregistered())
 	}
 	return nil, Invalidf("no %s runtime on this node: tend was started without one", kind)
 }

@@ -18,7 +18,7 @@ const module = "github.com/tend-dev/tend/"
 // types, both pure) and the helpers under internal/ sit below every stage.
 var ranks = map[string]int{
 	"internal/atomicfile": 0, "internal/backoff": 0, "internal/confine": 0,
-	"internal/errkind": 0, "internal/failpoint": 0, "internal/flock": 0, "internal/layering": 0, "internal/printable": 0, "internal/reserve": 0, "internal/statedir": 0,
+	"internal/errkind": 0, "internal/failpoint": 0, "internal/feature": 0, "internal/flock": 0, "internal/layering": 0, "internal/printable": 0, "internal/reserve": 0, "internal/statedir": 0,
 	"manifest": 0, "planner": 0, "api": 0,
 
 	"source": 1, "gitsource": 1, "ocisource": 1, "oci": 1, "notify": 1, "schema": 1,

@@ -4,10 +4,15 @@
 // manifest digest, it finds the cosign signatures attached to the digest
 // (Sigstore bundles as OCI 1.1 referrers, through the referrers API or
 // the referrers tag schema, and cosign's legacy sha256-HEX.sig tag) and
-// verifies them against the configured public keys, or keyless against a
-// Sigstore trusted root and the allowed identities, with sigstore-go; and
-// it verifies Notation signatures against a trust policy and trust store
-// with notation-go.
+// has the cosign checker verify them against the configured public keys,
+// or keyless against a Sigstore trusted root and the allowed identities;
+// and it has the Notation checker verify Notation signatures against a
+// trust policy and trust store. The checkers, with sigstore-go and
+// notation-go, are the packages oci/verify/cosign and oci/verify/notation,
+// which register themselves (RegisterCosign, RegisterNotation) when
+// cmd/tend imports them: a tend built with tend_omit_cosign or
+// tend_omit_notation links neither library, and a requirement it cannot
+// check fails naming the tag.
 //
 // Everything the registry sends is bounded in bytes and count before it is
 // read; attestations are no signatures, and do not count against the

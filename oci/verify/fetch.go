@@ -42,13 +42,15 @@ const (
 	mediaIndex              = "application/vnd.oci.image.index.v1+json"
 	mediaManifest           = "application/vnd.oci.image.manifest.v1+json"
 	mediaDockerV2           = "application/vnd.docker.distribution.manifest.v2+json"
-	mediaSimpleSigning      = "application/vnd.dev.cosign.simplesigning.v1+json"
+	// MediaSimpleSigning is the layer of a signature in cosign's legacy
+	// format (the manifest tagged sha256-HEX.sig).
+	MediaSimpleSigning = "application/vnd.dev.cosign.simplesigning.v1+json"
 )
 
-// errNotFound is a 404 from the registry; errUnsupported, a 400, 405 or
+// ErrNotFound is a 404 from the registry; errUnsupported, a 400, 405 or
 // 501: what some registries answer for an API they do not have.
 var (
-	errNotFound    = errors.New("not found")
+	ErrNotFound    = errors.New("not found")
 	errUnsupported = errors.New("not supported by the registry")
 )
 
@@ -59,8 +61,8 @@ type client struct {
 	requests int
 }
 
-// descriptor is an OCI descriptor, as much as tend reads of it.
-type descriptor struct {
+// Descriptor is an OCI descriptor, as much as tend reads of it.
+type Descriptor struct {
 	MediaType    string            `json:"mediaType"`
 	ArtifactType string            `json:"artifactType,omitempty"`
 	Digest       string            `json:"digest"`
@@ -68,13 +70,14 @@ type descriptor struct {
 	Annotations  map[string]string `json:"annotations,omitempty"`
 }
 
-// ociManifest is an image manifest or an index, as much as tend reads.
-type ociManifest struct {
+// Manifest is an image manifest or an index, as much as tend reads of
+// one while it looks for signatures.
+type Manifest struct {
 	MediaType    string       `json:"mediaType"`
 	ArtifactType string       `json:"artifactType,omitempty"`
-	Config       descriptor   `json:"config"`
-	Layers       []descriptor `json:"layers"`
-	Manifests    []descriptor `json:"manifests"`
+	Config       Descriptor   `json:"config"`
+	Layers       []Descriptor `json:"layers"`
+	Manifests    []Descriptor `json:"manifests"`
 	// Annotations say, of a Sigstore bundle's manifest, the predicate
 	// type of what it signs.
 	Annotations map[string]string `json:"annotations,omitempty"`
@@ -86,7 +89,7 @@ func (c *client) url(kind, ref string) string {
 }
 
 // get GETs url with accept and reads the body within max bytes; a 404 is
-// errNotFound.
+// ErrNotFound.
 func (c *client) get(ctx context.Context, url, accept string, max int64) ([]byte, string, error) {
 	req, err := http.NewRequestWithContext(ctx, http.MethodGet, url, nil)
 	if err != nil {
@@ -104,7 +107,7 @@ func (c *client) get(ctx context.Context, url, accept string, max int64) ([]byte
 	switch {
 	case resp.StatusCode == http.StatusNotFound:
 		_, _ = io.Copy(io.Discard, io.LimitReader(resp.Body, 4<<10))
-		return nil, "", errNotFound
+		return nil, "", ErrNotFound
 	case resp.StatusCode == http.StatusBadRequest, resp.StatusCode == http.StatusMethodNotAllowed, resp.StatusCode == http.StatusNotImplemented:
 		_, _ = io.Copy(io.Discard, io.LimitReader(resp.Body, 4<<10))
 		return nil, "", fmt.Errorf("GET %s: HTTP %d: %w", req.URL.Redacted(), resp.StatusCode, errUnsupported)
@@ -125,7 +128,7 @@ func (c *client) get(ctx context.Context, url, accept string, max int64) ([]byte
 
 // manifest GETs the manifest ref (a digest or a tag) names; with a
 // digest, its content must hash to it.
-func (c *client) manifest(ctx context.Context, ref string) (*ociManifest, error) {
+func (c *client) manifest(ctx context.Context, ref string) (*Manifest, error) {
 	b, _, err := c.get(ctx, c.url("manifests", ref), strings.Join([]string{mediaManifest, mediaIndex, mediaDockerV2}, ", "), MaxManifestBytes)
 	if err != nil {
 		return nil, err
@@ -139,7 +142,7 @@ func (c *client) manifest(ctx context.Context, ref string) (*ociManifest, error)
 }
 
 // blob GETs the blob of d, which must hash to d.Digest.
-func (c *client) blob(ctx context.Context, d descriptor) ([]byte, error) {
+func (c *client) blob(ctx context.Context, d Descriptor) ([]byte, error) {
 	if d.Size > MaxBlobBytes {
 		return nil, fmt.Errorf("signature blob %s@%s is %d bytes, over tend's bound of %d", c.repo, d.Digest, d.Size, MaxBlobBytes)
 	}
@@ -160,12 +163,12 @@ func (c *client) blob(ctx context.Context, d descriptor) ([]byte, error) {
 // API, or, where the registry has none (a 404, 400, 405 or 501, or an
 // answer that is no index), through the referrers tag schema (the index
 // tagged sha256-HEX). None is an empty list.
-func (c *client) referrers(ctx context.Context, digest string) ([]descriptor, error) {
+func (c *client) referrers(ctx context.Context, digest string) ([]Descriptor, error) {
 	b, ctype, err := c.get(ctx, c.url("referrers", digest)+"?artifactType="+strings.ReplaceAll(BundleArtifactType, "+", "%2B"), mediaIndex, MaxIndexBytes)
-	noAPI := errors.Is(err, errNotFound) || errors.Is(err, errUnsupported)
+	noAPI := errors.Is(err, ErrNotFound) || errors.Is(err, errUnsupported)
 	if noAPI || (err == nil && !strings.HasPrefix(ctype, mediaIndex) && !strings.HasPrefix(ctype, "application/json")) {
-		b, _, err = c.get(ctx, c.url("manifests", tagOf(digest)), mediaIndex, MaxIndexBytes)
-		if errors.Is(err, errNotFound) {
+		b, _, err = c.get(ctx, c.url("manifests", TagOf(digest)), mediaIndex, MaxIndexBytes)
+		if errors.Is(err, ErrNotFound) {
 			return nil, nil
 		}
 	}
@@ -180,12 +183,12 @@ func (c *client) referrers(ctx context.Context, digest string) ([]descriptor, er
 // the registry filtered by it), but for the attestations the index says
 // are (their predicate type annotation, which the referrers API copies
 // from the manifest and the referrers tag schema does not).
-func bundlesOf(index []byte) ([]descriptor, error) {
+func bundlesOf(index []byte) ([]Descriptor, error) {
 	m, err := parseManifest(index)
 	if err != nil {
 		return nil, fmt.Errorf("referrers index: %w", err)
 	}
-	var out []descriptor
+	var out []Descriptor
 	for _, d := range m.Manifests {
 		if d.ArtifactType == BundleArtifactType && !attestation(d.Annotations) {
 			out = append(out, d)
@@ -202,8 +205,8 @@ func attestation(annotations map[string]string) bool {
 }
 
 // parseManifest decodes a manifest or index, bounded in entries.
-func parseManifest(b []byte) (*ociManifest, error) {
-	var m ociManifest
+func parseManifest(b []byte) (*Manifest, error) {
+	var m Manifest
 	if err := json.Unmarshal(b, &m); err != nil {
 		return nil, fmt.Errorf("not an OCI manifest: %w", err)
 	}
@@ -213,9 +216,9 @@ func parseManifest(b []byte) (*ociManifest, error) {
 	return &m, nil
 }
 
-// tagOf is the tag cosign and the referrers tag schema name digest's
+// TagOf is the tag cosign and the referrers tag schema name digest's
 // signatures by: sha256-HEX.
-func tagOf(digest string) string { return strings.Replace(digest, ":", "-", 1) }
+func TagOf(digest string) string { return strings.Replace(digest, ":", "-", 1) }
 
 func validDigest(d string) bool {
 	h, ok := strings.CutPrefix(d, "sha256:")

@@ -44,14 +44,14 @@ func (q requirement) id() string {
 // files are the files whose content q's fingerprint covers.
 func (q requirement) files() []boundedFile {
 	if q.notation != nil {
-		return []boundedFile{{q.notation.TrustPolicy, maxTrustPolicyFile, "Notation trust policy"}}
+		return []boundedFile{{q.notation.TrustPolicy, MaxTrustPolicyFile, "Notation trust policy"}}
 	}
 	var out []boundedFile
 	for _, path := range q.cosign.Keys {
-		out = append(out, boundedFile{path, maxKeyFile, "cosign public key"})
+		out = append(out, boundedFile{path, MaxKeyFile, "cosign public key"})
 	}
 	if q.cosign.TrustedRoot != "" {
-		out = append(out, boundedFile{q.cosign.TrustedRoot, maxTrustedRootFile, "Sigstore trusted root"})
+		out = append(out, boundedFile{q.cosign.TrustedRoot, MaxTrustedRootFile, "Sigstore trusted root"})
 	}
 	return out
 }
@@ -69,8 +69,8 @@ func (q requirement) listing() (string, error) {
 		if err != nil {
 			return err
 		}
-		if count++; count > maxTrustStoreFiles {
-			return fmt.Errorf("more than %d entries", maxTrustStoreFiles)
+		if count++; count > MaxTrustStoreFiles {
+			return fmt.Errorf("more than %d entries", MaxTrustStoreFiles)
 		}
 		info, err := d.Info()
 		if err != nil {
@@ -132,7 +132,7 @@ func (v *Verifier) fingerprint(q requirement) (string, error) {
 	for _, f := range files {
 		// A file that could not be stat'd fails here, said before the
 		// trust store is listed.
-		b, err := readBounded(f.path, f.max, f.what)
+		b, err := ReadFile(f.path, f.max, f.what)
 		if err != nil {
 			return "", err
 		}

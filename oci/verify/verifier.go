@@ -2,6 +2,7 @@ package verify
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"sync"
 	"sync/atomic"
@@ -138,7 +139,7 @@ type requirement struct {
 
 // verify checks t against each requirement of todo, asking the registry
 // for its cosign signatures once (and for its Notation signatures per
-// notation block).
+// notation block), through the checkers registered for them.
 func (v *Verifier) verify(ctx context.Context, t Target, todo []requirement) error {
 	if !validDigest(t.Digest) {
 		return fmt.Errorf("%s %s@%s: not a sha256 digest", t.ID, t.Repository, t.Digest)
@@ -147,119 +148,36 @@ func (v *Verifier) verify(ctx context.Context, t Target, todo []requirement) err
 	if err != nil {
 		return fmt.Errorf("%s: look up the signatures of %s@%s: %w", t.ID, t.Repository, short(t.Digest), err)
 	}
-	c := &client{rt: rt, repo: t.Repository}
-	defer func() { v.requests.Add(int64(c.requests)) }()
-	var found bundles
-	fetched := false
+	sigs := &Signatures{c: &client{rt: rt, repo: t.Repository}, digest: t.Digest}
+	defer func() { v.requests.Add(int64(sigs.c.requests)) }()
 	for _, q := range todo {
 		if q.notation != nil {
-			if err := verifyNotation(ctx, rt, &c.requests, t, q.notation); err != nil {
+			check, err := notationChecker()
+			if err != nil {
+				return fmt.Errorf("%s %s@%s: %w", t.ID, t.Repository, short(t.Digest), err)
+			}
+			if err := check(ctx, sigs.Transport(), t, q.notation); err != nil {
 				return err
 			}
 			continue
 		}
-		p, err := loadPolicy(q.cosign)
+		load, err := cosignLoader()
 		if err != nil {
 			return fmt.Errorf("%s %s@%s: %w", t.ID, t.Repository, short(t.Digest), err)
 		}
-		if !fetched {
-			if found, err = fetchBundles(ctx, c, t.Digest); err != nil {
-				return fmt.Errorf("%s: look up the signatures of %s@%s: %w", t.ID, t.Repository, short(t.Digest), err)
-			}
-			fetched = true
+		p, err := load(q.cosign)
+		if err != nil {
+			return fmt.Errorf("%s %s@%s: %w", t.ID, t.Repository, short(t.Digest), err)
 		}
-		tl := tally{attestation: found.attestations, unread: found.unread}
-		ok := false
-		for _, b := range found.raw {
-			if p.checkBundle(b, t.Digest, &tl) {
-				ok = true
-				break
+		if err := p.Check(ctx, sigs, t); err != nil {
+			var e *Error
+			if errors.As(err, &e) {
+				return err
 			}
-		}
-		if !ok {
-			if ok, err = p.legacy(ctx, c, t.Digest, &tl); err != nil {
-				return fmt.Errorf("%s: look up the signatures of %s@%s: %w", t.ID, t.Repository, short(t.Digest), err)
-			}
-		}
-		if !ok {
-			return &Error{ID: t.ID, Repository: t.Repository.String(), Digest: t.Digest,
-				Requirement: p.describe(), Found: tl.found(), Fix: p.fix(t)}
+			return fmt.Errorf("%s: look up the signatures of %s@%s: %w", t.ID, t.Repository, short(t.Digest), err)
 		}
 	}
 	return nil
-}
-
-// fix says what to do about an unsigned t.
-func (p *policy) fix(t Target) string {
-	if len(p.keys) > 0 {
-		return fmt.Sprintf("sign it (cosign sign --key cosign.key %s@%s) with the key whose public half is listed, or hold this release", t.Repository, t.Digest)
-	}
-	return fmt.Sprintf("sign it keyless (cosign sign %s@%s) as a listed identity, or hold this release", t.Repository, t.Digest)
-}
-
-// bundles are the Sigstore signature bundles attached to a digest, as
-// far as the bounds let tend read them.
-type bundles struct {
-	raw [][]byte
-	// attestations counts the bundles passed over as attestations.
-	attestations int
-	// unread counts the bundle referrers not read: past MaxReferrers
-	// manifests or MaxSignatures signatures.
-	unread int
-}
-
-// fetchBundles returns the Sigstore signature bundles attached to digest:
-// it reads the manifests of at most MaxReferrers bundle referrers, passes
-// over attestations, and reads at most MaxSignatures bundles.
-func fetchBundles(ctx context.Context, c *client, digest string) (bundles, error) {
-	refs, err := c.referrers(ctx, digest)
-	if err != nil {
-		return bundles{}, err
-	}
-	// A referrer that cannot be read (gone, too large, another digest) is
-	// skipped: whoever can push referrers must not hold a signed release
-	// by attaching junk. Only when none could be read is its error said.
-	var out bundles
-	var last error
-	for i, d := range refs {
-		if i == MaxReferrers || len(out.raw) == MaxSignatures {
-			out.unread = len(refs) - i
-			break
-		}
-		if !validDigest(d.Digest) {
-			continue
-		}
-		m, err := c.manifest(ctx, d.Digest)
-		if err != nil {
-			if ctx.Err() != nil {
-				return bundles{}, err
-			}
-			last = err
-			continue
-		}
-		if attestation(m.Annotations) {
-			out.attestations++
-			continue
-		}
-		for _, l := range m.Layers {
-			if l.MediaType == BundleArtifactType {
-				b, err := c.blob(ctx, l)
-				if err != nil {
-					if ctx.Err() != nil {
-						return bundles{}, err
-					}
-					last = err
-					break
-				}
-				out.raw = append(out.raw, b)
-				break
-			}
-		}
-	}
-	if len(out.raw) == 0 && out.unread == 0 && last != nil {
-		return bundles{}, last
-	}
-	return out, nil
 }
 
 func (v *Verifier) remembered(k string) bool {

@@ -27,6 +27,7 @@ import (
 	"github.com/tend-dev/tend/internal/testkit/testoci"
 	"github.com/tend-dev/tend/manifest"
 	"github.com/tend-dev/tend/notify"
+	_ "github.com/tend-dev/tend/notify/mqtt" // the MQTT transport, as cmd/tend registers it
 	"github.com/tend-dev/tend/oci"
 	"github.com/tend-dev/tend/ocisource"
 )

@@ -1,9 +1,13 @@
-package schema
+package gen
 
 import (
 	"encoding/json"
 	"fmt"
+	"path"
+	"path/filepath"
 	"reflect"
+	"slices"
+	"strings"
 
 	"github.com/invopop/jsonschema"
 
@@ -11,7 +15,7 @@ import (
 )
 
 // kinds are the Go types of the documents that have a schema: adding a kind
-// is a line here and `go test ./schema -update`.
+// is a line here, one in package schema's list, and `go generate ./schema`.
 var kinds = map[string]any{
 	manifest.KindDevice:      manifest.Device{},
 	manifest.KindAgentConfig: manifest.AgentConfig{},
@@ -29,6 +33,62 @@ const ratePattern = `^[0-9]+(\.[0-9]+)?(B|kB|KB|MB|GB|KiB|MiB|GiB)/s$`
 
 // modePattern is an octal file mode, as manifest.ParseMode takes it.
 const modePattern = `^(0?[0-7]{3}|[0-7]{4})$`
+
+// Kinds are the kinds that have a Go type here, sorted.
+func Kinds() []string {
+	out := make([]string, 0, len(kinds))
+	for k := range kinds {
+		out = append(out, k)
+	}
+	slices.Sort(out)
+	return out
+}
+
+// File is the name of kind's schema file in package schema's folder.
+func File(kind string) string { return strings.ToLower(kind) + ".json" }
+
+// manifestPath is the import path of the package whose types the schemas
+// describe.
+const manifestPath = "github.com/tend-dev/tend/manifest"
+
+// Comments are the Go doc comments of manifest's types and fields, the
+// schemas' descriptions, read from the folder dir (manifest's, or a copy
+// of it), keyed as jsonschema.Reflector.CommentMap keys manifest's.
+func Comments(dir string) (map[string]string, error) {
+	r := &jsonschema.Reflector{}
+	// The parser keys a type by base joined with the folder it was found
+	// in: the keys of dir itself are made manifest's.
+	const base = "x"
+	if err := r.AddGoComments(base, dir); err != nil {
+		return nil, fmt.Errorf("read the doc comments of %s: %w", dir, err)
+	}
+	prefix := path.Join(base, filepath.ToSlash(dir)) + "."
+	out := make(map[string]string, len(r.CommentMap))
+	for k, v := range r.CommentMap {
+		if rest, ok := strings.CutPrefix(k, prefix); ok {
+			out[manifestPath+"."+rest] = v
+		}
+	}
+	return out, nil
+}
+
+// All returns the schema of every kind by its file name, described by the
+// doc comments of manifest's Go files in manifestDir (see Comments).
+func All(manifestDir string) (map[string][]byte, error) {
+	c, err := Comments(manifestDir)
+	if err != nil {
+		return nil, err
+	}
+	out := map[string][]byte{}
+	for _, k := range Kinds() {
+		b, err := Generate(k, c)
+		if err != nil {
+			return nil, err
+		}
+		out[File(k)] = b
+	}
+	return out, nil
+}
 
 // Generate returns the JSON Schema of kind from its Go type. comments maps
 // a type or field (as jsonschema.Reflector.CommentMap) to its description.

@@ -1,4 +1,4 @@
-package verify
+package cosign
 
 import (
 	"encoding/json"

@@ -1,4 +1,4 @@
-package verify
+package cosign
 
 import (
 	"bytes"
@@ -6,6 +6,8 @@ import (
 	"encoding/base64"
 	"encoding/json"
 	"errors"
+
+	"github.com/tend-dev/tend/oci/verify"
 )
 
 // Annotations of cosign's legacy signature layers.
@@ -28,9 +30,9 @@ type simpleSigning struct {
 // tagged sha256-HEX.sig: a layer per signature, its payload a simple
 // signing document naming the digest, its signature an annotation. Only
 // key-based ones are read; a keyless one is counted as such.
-func (p *policy) legacy(ctx context.Context, c *client, digest string, t *tally) (bool, error) {
-	m, err := c.manifest(ctx, tagOf(digest)+".sig")
-	if errors.Is(err, errNotFound) {
+func (p *policy) legacy(ctx context.Context, sigs *verify.Signatures, digest string, t *tally) (bool, error) {
+	m, err := sigs.Manifest(ctx, verify.TagOf(digest)+".sig")
+	if errors.Is(err, verify.ErrNotFound) {
 		return false, nil
 	}
 	if err != nil {
@@ -38,10 +40,10 @@ func (p *policy) legacy(ctx context.Context, c *client, digest string, t *tally)
 	}
 	seen := 0
 	for _, l := range m.Layers {
-		if l.MediaType != mediaSimpleSigning {
+		if l.MediaType != verify.MediaSimpleSigning {
 			continue
 		}
-		if seen++; seen > MaxSignatures {
+		if seen++; seen > verify.MaxSignatures {
 			break
 		}
 		if _, ok := l.Annotations[annotationCertificate]; ok {
@@ -66,7 +68,7 @@ func (p *policy) legacy(ctx context.Context, c *client, digest string, t *tally)
 			t.invalid++
 			continue
 		}
-		payload, err := c.blob(ctx, l)
+		payload, err := sigs.Blob(ctx, l)
 		if err != nil {
 			return false, err
 		}

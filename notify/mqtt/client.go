@@ -1,4 +1,4 @@
-package notify
+package mqtt
 
 import (
 	"context"
@@ -6,20 +6,16 @@ import (
 	"crypto/x509"
 	"errors"
 	"fmt"
-	"net/url"
 	"os"
 	"strings"
 	"time"
 
-	mqtt "github.com/eclipse/paho.mqtt.golang"
+	paho "github.com/eclipse/paho.mqtt.golang"
 	"github.com/eclipse/paho.mqtt.golang/packets"
 
 	"github.com/tend-dev/tend/manifest"
+	"github.com/tend-dev/tend/notify"
 )
-
-// QoS is the quality of service of every publish and subscription: at
-// least once.
-const QoS = 1
 
 // ConnectTimeout bounds one connection to the broker, TLS and CONNACK
 // included.
@@ -28,8 +24,8 @@ const ConnectTimeout = 10 * time.Second
 // clientOptions are paho's options for cfg, with the credentials read
 // from their files now (so a rotated password is read at the next
 // connection). Paho's own reconnection is off: the caller reconnects.
-func clientOptions(cfg manifest.MQTTNotify, clientID string) (*mqtt.ClientOptions, error) {
-	o := mqtt.NewClientOptions().
+func clientOptions(cfg manifest.MQTTNotify, clientID string) (*paho.ClientOptions, error) {
+	o := paho.NewClientOptions().
 		AddBroker(cfg.URL).
 		SetClientID(clientID).
 		SetProtocolVersion(4). // MQTT 3.1.1
@@ -87,7 +83,7 @@ func readSecret(what, path string) (string, error) {
 }
 
 // wait waits for tok, or for ctx to end.
-func wait(ctx context.Context, tok mqtt.Token) error {
+func wait(ctx context.Context, tok paho.Token) error {
 	select {
 	case <-tok.Done():
 		return tok.Error()
@@ -98,7 +94,7 @@ func wait(ctx context.Context, tok mqtt.Token) error {
 
 // connect connects c to the broker at cfg.URL, and says what failed and
 // what to do when it cannot.
-func connect(ctx context.Context, c mqtt.Client, cfg manifest.MQTTNotify) error {
+func connect(ctx context.Context, c paho.Client, cfg manifest.MQTTNotify) error {
 	ctx, cancel := context.WithTimeout(ctx, ConnectTimeout+time.Second)
 	defer cancel()
 	if err := wait(ctx, c.Connect()); err != nil {
@@ -111,7 +107,7 @@ func connect(ctx context.Context, c mqtt.Client, cfg manifest.MQTTNotify) error 
 // connectError says why the broker could not be reached or refused the
 // connection, and what to do.
 func connectError(cfg manifest.MQTTNotify, err error) error {
-	broker := redact(cfg.URL)
+	broker := notify.Redact(cfg.URL)
 	if joined, ok := err.(interface{ Unwrap() []error }); ok {
 		// Paho's "network Error : dial tcp …": the second says it.
 		if errs := joined.Unwrap(); len(errs) == 2 && errors.Is(errs[0], packets.ErrorNetworkError) {
@@ -140,13 +136,4 @@ func connectError(cfg manifest.MQTTNotify, err error) error {
 		return fmt.Errorf("MQTT broker %s did not answer within %s: check the URL, that the broker runs and that nothing drops the connection", broker, ConnectTimeout)
 	}
 	return fmt.Errorf("cannot reach MQTT broker %s: %w; check the URL and that the broker runs and listens there", broker, err)
-}
-
-// redact drops the password of a URL, for messages and logs.
-func redact(s string) string {
-	u, err := url.Parse(s)
-	if err != nil || u.User == nil {
-		return s
-	}
-	return u.Redacted()
 }

@@ -1,4 +1,4 @@
-package verify
+package notation
 
 import (
 	"context"
@@ -11,7 +11,7 @@ import (
 	"path/filepath"
 	"strings"
 
-	"github.com/notaryproject/notation-go"
+	notationgo "github.com/notaryproject/notation-go"
 	"github.com/notaryproject/notation-go/dir"
 	"github.com/notaryproject/notation-go/registry"
 	"github.com/notaryproject/notation-go/verifier"
@@ -20,12 +20,7 @@ import (
 	"oras.land/oras-go/v2/registry/remote"
 
 	"github.com/tend-dev/tend/manifest"
-)
-
-// Bounds of a Notation trust policy file and of a trust store folder.
-const (
-	maxTrustPolicyFile = 1 << 20
-	maxTrustStoreFiles = 1024
+	"github.com/tend-dev/tend/oci/verify"
 )
 
 // storeFS serves a trust store folder laid out as Notation's
@@ -43,10 +38,14 @@ func (s storeFS) SysPath(items ...string) (string, error) {
 	return filepath.Join(s.dir, filepath.FromSlash(rest)), nil
 }
 
-// verifyNotation checks that t carries a Notation signature the trust
-// policy and trust store of n allow, through the registry transport rt.
-func verifyNotation(ctx context.Context, rt http.RoundTripper, requests *int, t Target, n *manifest.NotationVerify) error {
-	b, err := readBounded(n.TrustPolicy, maxTrustPolicyFile, "Notation trust policy")
+func init() { verify.RegisterNotation(check) }
+
+var _ verify.NotationChecker = check
+
+// check checks that t carries a Notation signature the trust policy and
+// trust store of n allow, through the registry transport rt.
+func check(ctx context.Context, rt http.RoundTripper, t verify.Target, n *manifest.NotationVerify) error {
+	b, err := verify.ReadFile(n.TrustPolicy, verify.MaxTrustPolicyFile, "Notation trust policy")
 	if err != nil {
 		return err
 	}
@@ -64,28 +63,17 @@ func verifyNotation(ctx context.Context, rt http.RoundTripper, requests *int, t 
 		return err
 	}
 	repo.PlainHTTP = t.Repository.Scheme() == "http"
-	repo.Client = &http.Client{Transport: counting{rt: rt, n: requests}}
-	repo.MaxMetadataBytes = MaxIndexBytes
-	_, _, err = notation.Verify(ctx, v, registry.NewRepository(repo), notation.VerifyOptions{
+	repo.Client = &http.Client{Transport: rt}
+	repo.MaxMetadataBytes = verify.MaxIndexBytes
+	_, _, err = notationgo.Verify(ctx, v, registry.NewRepository(repo), notationgo.VerifyOptions{
 		ArtifactReference:    t.Repository.String() + "@" + t.Digest,
-		MaxSignatureAttempts: MaxSignatures,
+		MaxSignatureAttempts: verify.MaxSignatures,
 	})
 	if err != nil {
-		return &Error{ID: t.ID, Repository: t.Repository.String(), Digest: t.Digest,
+		return &verify.Error{ID: t.ID, Repository: t.Repository.String(), Digest: t.Digest,
 			Requirement: "Notation signature the trust policy " + n.TrustPolicy + " allows",
 			Found:       strings.ReplaceAll(err.Error(), "\n", ": "),
 			Fix:         fmt.Sprintf("sign it (notation sign %s@%s) with a key whose certificate chains to the trust store %s, or hold this release", t.Repository, t.Digest, n.TrustStore)}
 	}
 	return nil
-}
-
-// counting counts the requests sent through rt.
-type counting struct {
-	rt http.RoundTripper
-	n  *int
-}
-
-func (c counting) RoundTrip(req *http.Request) (*http.Response, error) {
-	*c.n++
-	return c.rt.RoundTrip(req)
 }

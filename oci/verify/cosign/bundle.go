@@ -1,4 +1,4 @@
-package verify
+package cosign
 
 import (
 	"encoding/hex"
@@ -10,6 +10,8 @@ import (
 	"github.com/sigstore/sigstore-go/pkg/bundle"
 	"github.com/sigstore/sigstore-go/pkg/root"
 	sgverify "github.com/sigstore/sigstore-go/pkg/verify"
+
+	"github.com/tend-dev/tend/oci/verify"
 )
 
 // tally counts the signatures that did not satisfy a requirement, by why,
@@ -60,7 +62,7 @@ func (t tally) found() string {
 		s += ": " + t.lastErr
 	}
 	if t.unread > 0 {
-		s += fmt.Sprintf("; %d more Sigstore bundle referrers not read: over tend's bound of %d referrers (%d signatures) per digest", t.unread, MaxReferrers, MaxSignatures)
+		s += fmt.Sprintf("; %d more Sigstore bundle referrers not read: over tend's bound of %d referrers (%d signatures) per digest", t.unread, verify.MaxReferrers, verify.MaxSignatures)
 	}
 	return s
 }
@@ -98,7 +100,7 @@ func signs(b sgverify.SignedEntity, digest string) (bool, error) {
 		if err != nil {
 			return false, err
 		}
-		if st.GetPredicateType() != SignPredicateType {
+		if st.GetPredicateType() != verify.SignPredicateType {
 			return false, errAttestation
 		}
 		for _, s := range st.GetSubject() {

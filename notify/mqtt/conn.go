@@ -1,4 +1,4 @@
-package notify
+package mqtt
 
 import (
 	"crypto/tls"
@@ -8,7 +8,7 @@ import (
 	"net/url"
 	"os"
 
-	mqtt "github.com/eclipse/paho.mqtt.golang"
+	paho "github.com/eclipse/paho.mqtt.golang"
 	"golang.org/x/net/proxy"
 )
 
@@ -25,7 +25,7 @@ var ErrPacketTooLarge = errors.New("MQTT packet too large")
 
 // openConn opens the connection paho would (TCP, TLS or WebSocket, with
 // the proxy of the environment), reading through a packetCap.
-func openConn(uri *url.URL, o mqtt.ClientOptions) (net.Conn, error) {
+func openConn(uri *url.URL, o paho.ClientOptions) (net.Conn, error) {
 	dialer := &net.Dialer{Timeout: o.ConnectTimeout}
 	var conn net.Conn
 	var err error
@@ -37,7 +37,7 @@ func openConn(uri *url.URL, o mqtt.ClientOptions) (net.Conn, error) {
 		if uri.Scheme == "wss" {
 			tc = o.TLSConfig
 		}
-		conn, err = mqtt.NewWebsocket(u.String(), tc, o.ConnectTimeout, o.HTTPHeaders, o.WebsocketOptions)
+		conn, err = paho.NewWebsocket(u.String(), tc, o.ConnectTimeout, o.HTTPHeaders, o.WebsocketOptions)
 	case "mqtt", "tcp":
 		conn, err = proxy.FromEnvironmentUsing(dialer).Dial("tcp", uri.Host)
 	case "ssl", "tls", "mqtts":

@@ -1,12 +1,10 @@
-package verify
+package cosign
 
 import (
 	"crypto/sha256"
 	"crypto/x509"
 	"encoding/base64"
 	"fmt"
-	"io"
-	"os"
 	"strings"
 
 	"github.com/sigstore/sigstore-go/pkg/root"
@@ -15,13 +13,7 @@ import (
 	"github.com/sigstore/sigstore/pkg/signature"
 
 	"github.com/tend-dev/tend/manifest"
-)
-
-// Bounds of the files a verify block names: a public key and a trusted
-// root are small; a path that names something else fails, not the agent.
-const (
-	maxKeyFile         = 64 << 10
-	maxTrustedRootFile = 4 << 20
+	"github.com/tend-dev/tend/oci/verify"
 )
 
 // policy is one verify block's cosign requirement, its files read.
@@ -42,28 +34,11 @@ type key struct {
 	hint string
 }
 
-// readBounded reads a file of at most max bytes.
-func readBounded(path string, max int64, what string) ([]byte, error) {
-	f, err := os.Open(path)
-	if err != nil {
-		return nil, fmt.Errorf("read %s: %w", what, err)
-	}
-	defer f.Close()
-	b, err := io.ReadAll(io.LimitReader(f, max+1))
-	if err != nil {
-		return nil, fmt.Errorf("read %s %s: %w", what, path, err)
-	}
-	if int64(len(b)) > max {
-		return nil, fmt.Errorf("%s %s is over %d bytes: is it the right file?", what, path, max)
-	}
-	return b, nil
-}
-
 // loadPolicy reads the files of a cosign block and returns its policy.
 func loadPolicy(c *manifest.CosignVerify) (*policy, error) {
 	p := &policy{block: c}
 	for _, path := range c.Keys {
-		b, err := readBounded(path, maxKeyFile, "cosign public key")
+		b, err := verify.ReadFile(path, verify.MaxKeyFile, "cosign public key")
 		if err != nil {
 			return nil, err
 		}
@@ -74,7 +49,7 @@ func loadPolicy(c *manifest.CosignVerify) (*policy, error) {
 		p.keys = append(p.keys, k)
 	}
 	if c.TrustedRoot != "" {
-		b, err := readBounded(c.TrustedRoot, maxTrustedRootFile, "Sigstore trusted root")
+		b, err := verify.ReadFile(c.TrustedRoot, verify.MaxTrustedRootFile, "Sigstore trusted root")
 		if err != nil {
 			return nil, err
 		}
@@ -130,4 +105,12 @@ func (p *policy) describe() string {
 		s += " with a transparency log entry"
 	}
 	return s
+}
+
+// fix says what to do about an unsigned t.
+func (p *policy) fix(t verify.Target) string {
+	if len(p.keys) > 0 {
+		return fmt.Sprintf("sign it (cosign sign --key cosign.key %s@%s) with the key whose public half is listed, or hold this release", t.Repository, t.Digest)
+	}
+	return fmt.Sprintf("sign it keyless (cosign sign %s@%s) as a listed identity, or hold this release", t.Repository, t.Digest)
 }

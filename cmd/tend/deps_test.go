@@ -1,0 +1,140 @@
+package main
+
+import (
+	"errors"
+	"fmt"
+	"os"
+	"os/exec"
+	"slices"
+	"strings"
+	"testing"
+
+	"github.com/tend-dev/tend/internal/feature"
+)
+
+// omitAll is every build tag of internal/feature: the minimal build.
+func omitAll() string {
+	var tags []string
+	for _, f := range feature.All() {
+		tags = append(tags, f.Tag)
+	}
+	return strings.Join(tags, " ")
+}
+
+// deps lists the packages `go list -deps -tags tags` finds cmd/tend
+// importing, directly or not.
+func deps(t *testing.T, tags string) []string {
+	t.Helper()
+	out, err := exec.Command("go", "list", "-deps", "-tags", tags, ".").Output()
+	if err != nil {
+		var ee *exec.ExitError
+		if errors.As(err, &ee) {
+			t.Fatalf("go list -deps -tags %q: %v\n%s", tags, err, ee.Stderr)
+		}
+		t.Fatalf("go list -deps -tags %q: %v", tags, err)
+	}
+	return strings.Fields(string(out))
+}
+
+// matching returns the packages of pkgs that are pattern or lie under it
+// (a pattern ending in "/" matches a prefix).
+func matching(pkgs []string, pattern string) []string {
+	var out []string
+	for _, p := range pkgs {
+		if p == pattern || strings.HasPrefix(p, pattern) && (strings.HasSuffix(pattern, "/") || strings.HasPrefix(p, pattern+"/")) {
+			out = append(out, p)
+		}
+	}
+	return out
+}
+
+// names lists pkgs for a message: the first three, and how many more.
+func names(pkgs []string) string {
+	if len(pkgs) <= 3 {
+		return strings.Join(pkgs, ", ")
+	}
+	return fmt.Sprintf("%s and %d more", strings.Join(pkgs[:3], ", "), len(pkgs)-3)
+}
+
+// neverOnDevice are the packages the device binary must not link, with
+// why: what serves the hub or generates files at build time is no part
+// of what a device runs.
+var neverOnDevice = []struct{ pkg, why string }{
+	{"go/parser", "parses Go source: only build-time generators need it (go generate ./schema)"},
+	{"github.com/invopop/jsonschema", "generates JSON Schemas: schema embeds the files go generate ./schema writes"},
+	{"modernc.org/sqlite", "the hub's database"},
+	{"github.com/jackc/pgx/", "the hub's database"},
+	{"github.com/tend-dev/tend/hub", "the hub server: tend-hub's, not the device's"},
+}
+
+// pendingHubSplit are the entries of neverOnDevice that cmd/tend still
+// links, because `tend hub` still serves the hub from the device binary
+// until tend-hub is its own binary (NEXT.md "Footprint": the hub moves out
+// of cmd/tend). Each is expected there now; once one is gone the test says
+// to remove it from this list, so the guard tightens as the split lands.
+var pendingHubSplit = []string{"modernc.org/sqlite", "github.com/jackc/pgx/", "github.com/tend-dev/tend/hub"}
+
+// heavy are, per feature, the libraries only it brings in: a build with
+// its tag must link none of them (nor the feature's own package).
+var heavy = map[string][]string{
+	feature.Containers.Name: {"github.com/moby/", "github.com/docker/go-connections/", "github.com/docker/go-units"},
+	feature.Notation.Name:   {"github.com/notaryproject/", "oras.land/oras-go/"},
+	feature.Cosign.Name:     {"github.com/sigstore/", "github.com/theupdateframework/", "github.com/go-openapi/"},
+	feature.MQTT.Name:       {"github.com/eclipse/paho.mqtt.golang", "github.com/gorilla/websocket"},
+}
+
+// TestDeviceDeps holds what the device binary links to what it runs: the
+// default build links nothing of neverOnDevice but the pending hub
+// entries; a build with one feature's tag links neither that feature's
+// package nor the libraries only it brings in, and the default build
+// does (so the test finds what it looks for); the minimal build (every
+// tag) links no feature at all.
+func TestDeviceDeps(t *testing.T) {
+	def := deps(t, "")
+	for _, n := range neverOnDevice {
+		found := matching(def, n.pkg)
+		switch pending := slices.Contains(pendingHubSplit, n.pkg); {
+		case pending && len(found) == 0:
+			t.Errorf("cmd/tend no longer links %s: remove it from pendingHubSplit, so the guard keeps it out", n.pkg)
+		case !pending && len(found) > 0:
+			t.Errorf("cmd/tend links %s (%s): %s; find the import that brings it in with go list -deps -f '{{.ImportPath}}: {{.Imports}}' ./cmd/tend", n.pkg, names(found), n.why)
+		}
+	}
+	all := omitAll()
+	minimal := deps(t, all)
+	for _, f := range feature.All() {
+		t.Run(f.Name, func(t *testing.T) {
+			pkgs := append([]string{f.Package}, heavy[f.Name]...)
+			omitted := deps(t, f.Tag)
+			for _, p := range pkgs {
+				if len(matching(def, p)) == 0 {
+					t.Errorf("the default build links nothing of %s: is it still what %s brings in? Update heavy", p, f.Name)
+				}
+				if found := matching(omitted, p); len(found) > 0 {
+					t.Errorf("with -tags %s cmd/tend still links %s: a package outside feature_%s.go imports it; reach %s through its registry", f.Tag, names(found), f.Name, f.Name)
+				}
+				if found := matching(minimal, p); len(found) > 0 {
+					t.Errorf("with -tags %q cmd/tend still links %s", all, names(found))
+				}
+			}
+		})
+	}
+}
+
+// The Makefile's OMIT_TAGS (make build-minimal, make size) are every tag
+// of internal/feature.
+func TestMakefileOmitTags(t *testing.T) {
+	b, err := os.ReadFile("../../Makefile")
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, line := range strings.Split(string(b), "\n") {
+		if v, ok := strings.CutPrefix(line, "OMIT_TAGS := "); ok {
+			if v != omitAll() {
+				t.Errorf("Makefile: OMIT_TAGS := %s; internal/feature has %s: list every tag, in its order", v, omitAll())
+			}
+			return
+		}
+	}
+	t.Error("Makefile sets no OMIT_TAGS: make build-minimal needs it")
+}

@@ -1,0 +1,5 @@
+//go:build !tend_omit_containers
+
+package feature
+
+const containers = true

@@ -1,0 +1,5 @@
+//go:build tend_omit_cosign
+
+package feature
+
+const cosign = false

@@ -1,0 +1,5 @@
+//go:build tend_omit_mqtt
+
+package feature
+
+const mqtt = false

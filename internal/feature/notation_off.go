@@ -1,0 +1,5 @@
+//go:build tend_omit_notation
+
+package feature
+
+const notation = false
