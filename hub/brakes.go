@@ -288,7 +288,7 @@ func (s *Server) apiVerdict(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	if v.Tripped {
-		s.webhook.tripped(v)
+		s.webhook.tripped(r.Context(), askerOf(r.Context()), v)
 	}
 	writeJSON(w, v)
 }
@@ -305,7 +305,7 @@ func (s *Server) readOrDevice(h http.HandlerFunc) http.HandlerFunc {
 				return
 			}
 			if device != "" {
-				h(w, r)
+				h(w, r.WithContext(withAsker(r.Context(), device)))
 				return
 			}
 		}

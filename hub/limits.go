@@ -148,13 +148,30 @@ func (s *Server) stopFlushing() {
 	})
 }
 
+// askerKey is the context key of the device whose token let a request
+// through (see Server.readOrDevice).
+type askerKey struct{}
+
+// withAsker marks ctx as a request of device's.
+func withAsker(ctx context.Context, device string) context.Context {
+	return context.WithValue(ctx, askerKey{}, device)
+}
+
+// askerOf is the device a request was made with the token of; "" for
+// the read token.
+func askerOf(ctx context.Context) string {
+	d, _ := ctx.Value(askerKey{}).(string)
+	return d
+}
+
 // Reasons a read was refused, as tend_hub_reads_refused_total counts them.
 const readUnauthorized = "unauthorized"
 
 // boundMetrics count what the hub's bounds turned away or kept quiet.
 type boundMetrics struct {
-	readsRefused  *prometheus.CounterVec
-	logSuppressed *prometheus.CounterVec
+	readsRefused   *prometheus.CounterVec
+	logSuppressed  *prometheus.CounterVec
+	webhookDropped *prometheus.CounterVec
 }
 
 func newBoundMetrics(reg *prometheus.Registry) *boundMetrics {
@@ -167,11 +184,18 @@ func newBoundMetrics(reg *prometheus.Registry) *boundMetrics {
 			Name: "tend_hub_log_suppressed_total",
 			Help: "Log lines this hub did not write, by message: past the first of each remote and result a minute (10 a minute at most), a summary line tells how many.",
 		}, []string{"message"}),
+		webhookDropped: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "tend_hub_webhook_dropped_total",
+			Help: "Webhook events not posted, by reason: device_rate (over one device's budget), total_rate (over the hub's budget for the kind), queue_full.",
+		}, []string{"reason"}),
 	}
 	m.readsRefused.WithLabelValues(readUnauthorized)
-	for _, msg := range []string{msgReportRefused, msgReadRefused} {
+	for _, msg := range []string{msgReportRefused, msgReadRefused, msgWebhookDropped} {
 		m.logSuppressed.WithLabelValues(msg)
 	}
-	reg.MustRegister(m.readsRefused, m.logSuppressed)
+	for _, r := range []string{dropDeviceRate, dropTotalRate, dropQueueFull} {
+		m.webhookDropped.WithLabelValues(r)
+	}
+	reg.MustRegister(m.readsRefused, m.logSuppressed, m.webhookDropped)
 	return m
 }

@@ -13,8 +13,9 @@ import (
 // each is let through once per key (remote and result) a window, at most
 // logKeysPerWindow a window, and the rest counted.
 const (
-	msgReportRefused = "report refused"
-	msgReadRefused   = "read refused"
+	msgReportRefused  = "report refused"
+	msgReadRefused    = "read refused"
+	msgWebhookDropped = "webhook event dropped"
 
 	logWindow        = time.Minute
 	logKeysPerWindow = 10

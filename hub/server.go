@@ -98,7 +98,7 @@ func NewServer(store *Store, opts Options) (*Server, error) {
 		if err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
 			return nil, fmt.Errorf("--webhook %q is not an http(s) URL: use e.g. https://hooks.slack.com/services/…", redactURL(opts.Webhook))
 		}
-		s.webhook = newWebhook(opts.Webhook, opts.Log, opts.Now)
+		s.webhook = newWebhook(opts.Webhook, store, opts.Log, opts.Now, s.bounds)
 	}
 	s.mux.HandleFunc("GET /healthz", s.healthz)
 	s.mux.Handle("GET /metrics", promhttp.HandlerFor(s.metrics.reg, promhttp.HandlerOpts{}))
@@ -242,7 +242,7 @@ func (s *Server) ingest(w http.ResponseWriter, r *http.Request) (string, int, er
 		}
 		return res.result, code, fmt.Errorf("report of %s: %w", device, err)
 	}
-	s.webhook.crashLoop(device, st.AppliedRevision, res.applied, res.crashLoops)
+	s.webhook.crashLoop(r.Context(), device, st.AppliedRevision, res.applied, res.crashLoops)
 	for _, d := range res.converged {
 		s.metrics.convergence.Observe(d.Seconds())
 	}
