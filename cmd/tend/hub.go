@@ -16,10 +16,11 @@ import (
 )
 
 func newHubCommand(g *globals) *cobra.Command {
-	var listen, db, readTokenFile, webhook string
+	var listen, readTokenFile, webhook string
 	var publicRead bool
+	var db dbFlags
 	cmd := &cobra.Command{
-		Use:   "hub --listen ADDR --db DB [--read-token-file FILE | --public-read] [--webhook URL]",
+		Use:   "hub --listen ADDR [--db DB | --db-file FILE] [--read-token-file FILE | --public-read] [--webhook URL]",
 		Short: "Serve the fleet's view: take the agents' status reports, show devices and releases",
 		Long: "hub takes the status documents agents post (report.url: https://HUB/v1/reports, with report.tokenFile\n" +
 			"holding a token from tend hub token create), keeps each device's state and release events in DB\n" +
@@ -27,7 +28,9 @@ func newHubCommand(g *globals) *cobra.Command {
 			"at start), and serves the fleet page at /, JSON under /v1/devices and /v1/releases, /metrics and\n" +
 			"/healthz. Devices work the same while it is down. Devices of a rollout with brakes ask\n" +
 			"GET /v1/verdict, with their report token, before taking a release in a later wave; --webhook\n" +
-			"posts a JSON event (Slack-compatible text) when brakes trip or a device goes into a crash loop.",
+			"posts a JSON event (Slack-compatible text) when brakes trip or a device goes into a crash loop.\n" +
+			"DB may come from --db-file FILE or TEND_HUB_DB instead, and a PostgreSQL password from PGPASSWORD or\n" +
+			"~/.pgpass: ps shows --db. Logs show DB without its password.",
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			log, err := g.logger(cmd.ErrOrStderr())
@@ -44,7 +47,7 @@ func newHubCommand(g *globals) *cobra.Command {
 				}
 			}
 			ctx := cmd.Context()
-			store, err := hub.Open(ctx, db)
+			store, err := db.open(ctx, log)
 			if err != nil {
 				return err
 			}
@@ -77,7 +80,7 @@ func newHubCommand(g *globals) *cobra.Command {
 	configFlags["log-format"](g, f)
 	configFlags["log-level"](g, f)
 	f.StringVar(&listen, "listen", "127.0.0.1:8420", "address to serve on (HOST:PORT)")
-	f.StringVar(&db, "db", hub.DefaultDB, "the database: sqlite:///PATH or postgres://USER@HOST/DB")
+	db.register(f)
 	f.StringVar(&readTokenFile, "read-token-file", "", "file holding the token reading needs (bearer token, or the password of basic auth)")
 	f.BoolVar(&publicRead, "public-read", false, "let anyone who reaches the hub read it, without a token")
 	f.StringVar(&webhook, "webhook", "", "URL to POST a JSON event to (Slack-compatible text field) when brakes trip for a release or a device crash-loops")
@@ -87,15 +90,19 @@ func newHubCommand(g *globals) *cobra.Command {
 
 func newHubTokenCommand(g *globals) *cobra.Command {
 	token := &cobra.Command{Use: "token", Short: "Manage the devices' report tokens", Args: cobra.NoArgs}
-	var db string
+	var db dbFlags
 	create := &cobra.Command{
-		Use:   "create DEVICE --db DB",
+		Use:   "create DEVICE [--db DB | --db-file FILE]",
 		Short: "Make a token DEVICE reports with; printed once, as the last line",
 		Long: "create stores the hash of a new token for DEVICE and prints the token as the last line of its\n" +
 			"output. Write it to the file the device's report.tokenFile names. A device may have several.",
 		Args: cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
-			store, err := hub.Open(cmd.Context(), db)
+			log, err := g.logger(cmd.ErrOrStderr())
+			if err != nil {
+				return err
+			}
+			store, err := db.open(cmd.Context(), log)
 			if err != nil {
 				return err
 			}
@@ -109,8 +116,8 @@ func newHubTokenCommand(g *globals) *cobra.Command {
 		},
 	}
 	g.addFlags(create)
-	create.Flags().StringVar(&db, "db", hub.DefaultDB, "the hub's database: sqlite:///PATH or postgres://USER@HOST/DB")
-	token.AddCommand(create)
+	db.register(create.Flags())
+	token.AddCommand(create, newHubTokenRevokeCommand(g))
 	return token
 }
 
