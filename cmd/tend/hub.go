@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/spf13/cobra"
+	"golang.org/x/net/netutil"
 
 	"github.com/tend-dev/tend/hub"
 )
@@ -19,6 +20,7 @@ func newHubCommand(g *globals) *cobra.Command {
 	var listen, readTokenFile, webhook string
 	var publicRead bool
 	var db dbFlags
+	maxConns := hub.DefaultMaxConnections
 	cmd := &cobra.Command{
 		Use:   "hub --listen ADDR [--db DB | --db-file FILE] [--read-token-file FILE | --public-read] [--webhook URL]",
 		Short: "Serve the fleet's view: take the agents' status reports, show devices and releases",
@@ -57,10 +59,14 @@ func newHubCommand(g *globals) *cobra.Command {
 				return err
 			}
 			defer srv.Close()
+			if maxConns < 1 {
+				return fmt.Errorf("--max-connections %d: give 1 or more", maxConns)
+			}
 			l, err := net.Listen("tcp", listen)
 			if err != nil {
 				return fmt.Errorf("--listen %s: %w", listen, err)
 			}
+			l = netutil.LimitListener(l, maxConns)
 			hs := &http.Server{Handler: srv, ReadHeaderTimeout: 10 * time.Second, ReadTimeout: time.Minute, IdleTimeout: 2 * time.Minute}
 			log.Info("hub listening", "listen", l.Addr().String(), "db", store.String())
 			errc := make(chan error, 1)
@@ -81,6 +87,7 @@ func newHubCommand(g *globals) *cobra.Command {
 	configFlags["log-level"](g, f)
 	f.StringVar(&listen, "listen", "127.0.0.1:8420", "address to serve on (HOST:PORT)")
 	db.register(f)
+	f.IntVar(&maxConns, "max-connections", maxConns, "connections served at once; more wait until one closes")
 	f.StringVar(&readTokenFile, "read-token-file", "", "file holding the token reading needs (bearer token, or the password of basic auth)")
 	f.BoolVar(&publicRead, "public-read", false, "let anyone who reaches the hub read it, without a token")
 	f.StringVar(&webhook, "webhook", "", "URL to POST a JSON event to (Slack-compatible text field) when brakes trip for a release or a device crash-loops")

@@ -3,6 +3,7 @@ package main
 import (
 	"bytes"
 	"errors"
+	"net"
 	"net/http"
 	"os"
 	"os/exec"
@@ -10,6 +11,7 @@ import (
 	"strconv"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/spf13/pflag"
 	"github.com/stretchr/testify/assert"
@@ -150,4 +152,46 @@ func TestHubDatabasePasswordStaysOutOfLogsAndPs(t *testing.T) {
 		assert.NotContains(t, logs.String(), "ps shows")
 		assert.True(t, strings.Contains(logs.String(), "password=xxxxx"), logs.String())
 	})
+}
+
+// With --max-connections 2 and two connections open (each mid-request),
+// a third is not served until one of them closes. Not being answered is
+// checked for a while: a slow machine could only hide a regression, never
+// fail a hub that keeps the bound.
+func TestHubMaxConnections(t *testing.T) {
+	h := startHubArgs(t, tendBin, "sqlite://"+filepath.Join(t.TempDir(), "hub.db"), "", []string{"--max-connections", "2"})
+	addr := strings.TrimPrefix(h.url, "http://")
+	http.DefaultClient.CloseIdleConnections() // startHub's, kept alive
+	var held []net.Conn
+	for range 2 {
+		c, err := net.Dial("tcp", addr)
+		require.NoError(t, err)
+		defer c.Close()
+		_, err = c.Write([]byte("GET /healthz HTTP/1.1\r\nHost: hub\r\n")) // headers not finished: the hub waits
+		require.NoError(t, err)
+		held = append(held, c)
+	}
+	answered := make(chan int, 1)
+	go func() {
+		client := &http.Client{Transport: &http.Transport{DisableKeepAlives: true}}
+		resp, err := client.Get(h.url + "/healthz")
+		if err != nil {
+			answered <- -1
+			return
+		}
+		resp.Body.Close()
+		answered <- resp.StatusCode
+	}()
+	select {
+	case code := <-answered:
+		t.Fatalf("a third connection was served (%d) while two were open", code)
+	case <-time.After(500 * time.Millisecond):
+	}
+	require.NoError(t, held[0].Close())
+	select {
+	case code := <-answered:
+		assert.Equal(t, http.StatusOK, code)
+	case <-time.After(20 * time.Second):
+		t.Fatal("the third connection was not served once one closed")
+	}
 }
