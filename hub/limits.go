@@ -58,6 +58,16 @@ func newAdmission(opts Options) admission {
 	return admission{handlers: semaphore.NewWeighted(int64(opts.MaxReports)), bytes: semaphore.NewWeighted(opts.MaxInflightBytes)}
 }
 
+// admitted ingests r if fewer than MaxReports reports are being handled;
+// else it is busy.
+func (s *Server) admitted(w http.ResponseWriter, r *http.Request) (string, int, error) {
+	if !s.admit.handlers.TryAcquire(1) {
+		return ResultBusy, http.StatusServiceUnavailable, errBusyReports
+	}
+	defer s.admit.handlers.Release(1)
+	return s.ingest(w, r)
+}
+
 // reportBudget is the bytes a report reserves: its Content-Length, or
 // the most a report may be when it sends none (chunked).
 func reportBudget(contentLength int64) int64 {
@@ -76,11 +86,11 @@ func busy(w http.ResponseWriter, msg string) {
 // readBody reads a report's body of at most MaxReportBytes into a buffer
 // sized by its Content-Length, so that a report takes the bytes it
 // reserved and not the doubling of a growing buffer.
-func readBody(r *http.Request, w http.ResponseWriter, contentLength int64) ([]byte, error) {
+func readBody(w http.ResponseWriter, r *http.Request) ([]byte, error) {
 	body := http.MaxBytesReader(w, r.Body, MaxReportBytes)
 	size := int64(64 << 10)
-	if contentLength >= 0 {
-		size = min(contentLength, MaxReportBytes)
+	if r.ContentLength >= 0 {
+		size = min(r.ContentLength, MaxReportBytes)
 	}
 	b := make([]byte, 0, size+1) // +1: EOF is seen without growing
 	for {

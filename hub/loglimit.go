@@ -39,7 +39,7 @@ type logLimit struct {
 }
 
 func newLogLimit(log *slog.Logger, msg string, now func() time.Time, m *boundMetrics) *logLimit {
-	return &logLimit{log: log, msg: msg, now: now, suppressed: m.logSuppressed.WithLabelValues(msg), keys: map[string]bool{}}
+	return &logLimit{log: log, msg: msg, now: now, suppressed: m.logSuppressed.WithLabelValues(msg), keys: map[string]bool{}, summed: slog.LevelDebug}
 }
 
 // Log writes the line msg with args at level unless a line of key was

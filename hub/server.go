@@ -166,11 +166,7 @@ func (s *Server) read(h http.HandlerFunc) http.HandlerFunc {
 
 // report takes one status document: POST /v1/reports.
 func (s *Server) report(w http.ResponseWriter, r *http.Request) {
-	result, code, err := ResultBusy, http.StatusServiceUnavailable, errBusyReports
-	if s.admit.handlers.TryAcquire(1) {
-		result, code, err = s.ingest(w, r)
-		s.admit.handlers.Release(1)
-	}
+	result, code, err := s.admitted(w, r)
 	s.metrics.reports.WithLabelValues(result).Inc()
 	if err != nil {
 		level := slog.LevelWarn
@@ -212,7 +208,7 @@ func (s *Server) ingest(w http.ResponseWriter, r *http.Request) (string, int, er
 	if s.reportGate != nil {
 		s.reportGate(device)
 	}
-	body, err := readBody(r, w, r.ContentLength)
+	body, err := readBody(w, r)
 	if err != nil {
 		var mbe *http.MaxBytesError
 		if errors.As(err, &mbe) {

@@ -136,10 +136,14 @@ func (w *webhook) offer(ctx context.Context, device, subject string, e WebhookEv
 		w.drop(ctx, reason, device, e)
 		return false
 	}
+	// Not cut short by a client that hangs up: a claim not made is an
+	// event told twice.
+	dbctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), webhookTimeout)
+	defer cancel()
 	won := true
 	if w.store != nil {
 		var err error
-		if won, err = w.store.claimWebhook(ctx, e.Kind, subject, now); err != nil {
+		if won, err = w.store.claimWebhook(dbctx, e.Kind, subject, now); err != nil {
 			// Better told twice than not at all.
 			w.log.Warn("webhook event not recorded as sent; posting it all the same", "kind", e.Kind, keyError, err.Error())
 			won = true
@@ -149,6 +153,22 @@ func (w *webhook) offer(ctx context.Context, device, subject string, e WebhookEv
 		undo() // sent before: it takes no budget
 		return true
 	}
+	if w.enqueue(e) {
+		return true
+	}
+	undo()
+	if w.store != nil {
+		if err := w.store.unclaimWebhook(dbctx, e.Kind, subject, now); err != nil {
+			w.log.Warn("webhook event dropped but still recorded as sent", "kind", e.Kind, keyError, err.Error())
+		}
+	}
+	w.drop(ctx, dropQueueFull, device, e)
+	return false
+}
+
+// enqueue queues e unless the queue is full; after close, it drops e
+// and says nothing.
+func (w *webhook) enqueue(e WebhookEvent) bool {
 	w.mu.Lock()
 	defer w.mu.Unlock()
 	if w.closed {
@@ -158,15 +178,8 @@ func (w *webhook) offer(ctx context.Context, device, subject string, e WebhookEv
 	case w.queue <- e:
 		return true
 	default:
+		return false
 	}
-	undo()
-	if w.store != nil {
-		if err := w.store.unclaimWebhook(context.WithoutCancel(ctx), e.Kind, subject, now); err != nil {
-			w.log.Warn("webhook event dropped but still recorded as sent", "kind", e.Kind, keyError, err.Error())
-		}
-	}
-	w.drop(ctx, dropQueueFull, device, e)
-	return false
 }
 
 // drop counts a dropped event, and logs it within dropLog's bounds.
