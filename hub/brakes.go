@@ -302,7 +302,7 @@ func (s *Server) apiVerdict(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	if v.Tripped {
-		s.webhook.tripped(v)
+		s.webhook.tripped(r.Context(), askerOf(r.Context()), v)
 	}
 	writeJSON(w, v)
 }
@@ -319,7 +319,7 @@ func (s *Server) readOrDevice(h http.HandlerFunc) http.HandlerFunc {
 				return
 			}
 			if device != "" {
-				h(w, r)
+				h(w, r.WithContext(withAsker(r.Context(), device)))
 				return
 			}
 		}

@@ -12,6 +12,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/prometheus/client_golang/prometheus"
 	"github.com/stretchr/testify/require"
 
 	"github.com/tend-dev/tend/agent/status"
@@ -205,7 +206,7 @@ func TestWebhookErrorsKeepItsPathSecret(t *testing.T) {
 	downURL := down.URL
 	down.Close()
 	for _, base := range []string{answer.URL, downURL} {
-		w := newWebhook(base+"/services/T000/B000/s3cr3t", slog.New(slog.DiscardHandler), time.Now)
+		w := newWebhook(base+"/services/T000/B000/s3cr3t", nil, slog.New(slog.DiscardHandler), time.Now, newBoundMetrics(prometheus.NewRegistry()))
 		err := w.post([]byte(`{"text":"x"}`))
 		w.close()
 		require.Error(t, err)

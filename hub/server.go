@@ -7,12 +7,12 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"io"
 	"log/slog"
 	"net/http"
 	"net/url"
 	"strconv"
 	"strings"
+	"sync"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
@@ -49,6 +49,12 @@ type Options struct {
 	// its reports. Until it knows the fleet, reports place their devices
 	// (see Placement).
 	Fleet *Fleet
+	// MaxInflightBytes bounds the bytes of the report bodies read at
+	// once, MaxReports the reports handled at once; beyond either, a
+	// report is answered 503 with Retry-After. 0 is the default:
+	// DefaultMaxInflightBytes, DefaultMaxReports.
+	MaxInflightBytes int64
+	MaxReports       int
 }
 
 // Server is the hub's HTTP side: ingest, JSON, the page and metrics.
@@ -59,6 +65,15 @@ type Server struct {
 	metrics *metrics
 	mux     *http.ServeMux
 	webhook *webhook // nil without Options.Webhook
+
+	admit      admission
+	bounds     *boundMetrics
+	reportLog  *logLimit // report refused
+	readLog    *logLimit // read refused
+	stopFlush  chan struct{}
+	flushDone  chan struct{}
+	flushOnce  sync.Once
+	reportGate func(device string) // tests: holds a report once admitted
 }
 
 // NewServer returns the hub's handler over store.
@@ -72,13 +87,22 @@ func NewServer(store *Store, opts Options) (*Server, error) {
 	if opts.Now == nil {
 		opts.Now = time.Now
 	}
-	s := &Server{store: store, opts: opts, log: opts.Log, metrics: newMetrics(store), mux: http.NewServeMux()}
+	if opts.MaxInflightBytes <= 0 {
+		opts.MaxInflightBytes = DefaultMaxInflightBytes
+	}
+	if opts.MaxReports <= 0 {
+		opts.MaxReports = DefaultMaxReports
+	}
+	s := &Server{store: store, opts: opts, log: opts.Log, metrics: newMetrics(store), mux: http.NewServeMux(), admit: newAdmission(opts)}
+	s.bounds = newBoundMetrics(s.metrics.reg)
+	s.reportLog = newLogLimit(s.log, msgReportRefused, opts.Now, s.bounds)
+	s.readLog = newLogLimit(s.log, msgReadRefused, opts.Now, s.bounds)
 	if opts.Webhook != "" {
 		u, err := url.Parse(opts.Webhook)
 		if err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
 			return nil, fmt.Errorf("--webhook %q is not an http(s) URL: use e.g. https://hooks.slack.com/services/…", redactURL(opts.Webhook))
 		}
-		s.webhook = newWebhook(opts.Webhook, opts.Log, opts.Now)
+		s.webhook = newWebhook(opts.Webhook, store, opts.Log, opts.Now, s.bounds)
 	}
 	s.mux.HandleFunc("GET /healthz", s.healthz)
 	s.mux.Handle("GET /metrics", promhttp.HandlerFor(s.metrics.reg, promhttp.HandlerOpts{}))
@@ -91,13 +115,18 @@ func NewServer(store *Store, opts Options) (*Server, error) {
 	s.mux.HandleFunc("GET /{$}", s.read(s.pageFleet))
 	s.mux.HandleFunc("GET /devices/{name}", s.read(s.pageDevice))
 	s.mux.HandleFunc("GET /releases/{release...}", s.read(s.pageRelease))
+	s.startFlush()
 	return s, nil
 }
 
 func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) { s.mux.ServeHTTP(w, r) }
 
-// Close posts the webhook events queued, and stops.
-func (s *Server) Close() { s.webhook.close() }
+// Close posts the webhook events queued, logs the summaries of the log
+// lines held back, and stops.
+func (s *Server) Close() {
+	s.stopFlushing()
+	s.webhook.close()
+}
 
 func (s *Server) healthz(w http.ResponseWriter, r *http.Request) {
 	ctx, cancel := context.WithTimeout(r.Context(), 5*time.Second)
@@ -128,6 +157,8 @@ func (s *Server) read(h http.HandlerFunc) http.HandlerFunc {
 		if !s.opts.PublicRead {
 			got := bearer(r)
 			if got == "" || subtle.ConstantTimeCompare([]byte(got), []byte(s.opts.ReadToken)) != 1 {
+				s.bounds.readsRefused.WithLabelValues(readUnauthorized).Inc()
+				s.readLog.Log(r.Context(), slog.LevelWarn, remoteHost(r), keyRemote, r.RemoteAddr, "path", r.URL.Path, "token", tokenGiven(got))
 				w.Header().Set("WWW-Authenticate", `Basic realm="tend hub", charset="UTF-8"`)
 				http.Error(w, "reading the hub needs its read token: send Authorization: Bearer TOKEN (or any user name and the token as password)", http.StatusUnauthorized)
 				return
@@ -139,14 +170,18 @@ func (s *Server) read(h http.HandlerFunc) http.HandlerFunc {
 
 // report takes one status document: POST /v1/reports.
 func (s *Server) report(w http.ResponseWriter, r *http.Request) {
-	result, code, err := s.ingest(w, r)
+	result, code, err := s.admitted(w, r)
 	s.metrics.reports.WithLabelValues(result).Inc()
 	if err != nil {
 		level := slog.LevelWarn
-		if code >= 500 {
+		if code >= 500 && result != ResultBusy {
 			level = slog.LevelError
 		}
-		s.log.Log(r.Context(), level, "report refused", keyResult, result, keyRemote, r.RemoteAddr, keyError, err.Error())
+		s.reportLog.Log(r.Context(), level, remoteHost(r)+" "+result, keyResult, result, keyRemote, r.RemoteAddr, keyError, err.Error())
+		if result == ResultBusy {
+			busy(w, err.Error())
+			return
+		}
 		http.Error(w, err.Error(), code)
 		return
 	}
@@ -166,7 +201,18 @@ func (s *Server) ingest(w http.ResponseWriter, r *http.Request) (string, int, er
 	if device == "" {
 		return ResultUnauthorized, http.StatusUnauthorized, errors.New("unknown device token: create one with tend hub token create DEVICE and put it in report.tokenFile")
 	}
-	body, err := io.ReadAll(http.MaxBytesReader(w, r.Body, MaxReportBytes))
+	if r.ContentLength > MaxReportBytes {
+		return ResultTooLarge, http.StatusRequestEntityTooLarge, fmt.Errorf("report of %s exceeds %d bytes", device, MaxReportBytes)
+	}
+	budget := reportBudget(r.ContentLength)
+	if !s.admit.bytes.TryAcquire(budget) {
+		return ResultBusy, http.StatusServiceUnavailable, errBusyBytes
+	}
+	defer s.admit.bytes.Release(budget)
+	if s.reportGate != nil {
+		s.reportGate(device)
+	}
+	body, err := readBody(w, r)
 	if err != nil {
 		var mbe *http.MaxBytesError
 		if errors.As(err, &mbe) {
@@ -204,7 +250,7 @@ func (s *Server) ingest(w http.ResponseWriter, r *http.Request) (string, int, er
 		}
 		return res.result, code, fmt.Errorf("report of %s: %w", device, err)
 	}
-	s.webhook.crashLoop(device, st.AppliedRevision, res.applied, res.crashLoops)
+	s.webhook.crashLoop(r.Context(), device, st.AppliedRevision, res.applied, res.crashLoops)
 	for _, d := range res.converged {
 		s.metrics.convergence.Observe(d.Seconds())
 	}
@@ -227,7 +273,7 @@ func newMetrics(store *Store) *metrics {
 		reg: prometheus.NewRegistry(),
 		reports: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "tend_hub_reports_total",
-			Help: "Status reports posted to this hub, by result: accepted, inconsistent (taken, its wave or rollout disagreeing with the fleet repo's), replayed (older than the last taken, ignored), unauthorized, forbidden, too_large, malformed, error.",
+			Help: "Status reports posted to this hub, by result: accepted, inconsistent (taken, its wave or rollout disagreeing with the fleet repo's), replayed (not after the last taken by its reportSeq, ignored), unauthorized, forbidden, too_large, malformed, error, busy (turned away 503: too many reports, or bytes of them, in flight).",
 		}, []string{"result"}),
 		convergence: prometheus.NewHistogram(prometheus.HistogramOpts{
 			Name:    "tend_hub_release_convergence_seconds",
@@ -238,6 +284,7 @@ func newMetrics(store *Store) *metrics {
 	for _, r := range results {
 		m.reports.WithLabelValues(r)
 	}
+	m.reports.WithLabelValues(ResultBusy)
 	m.reg.MustRegister(m.reports, m.convergence, &fleetCollector{store: store})
 	return m
 }

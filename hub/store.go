@@ -43,7 +43,7 @@ func Open(ctx context.Context, dbURL string) (*Store, error) {
 	}
 	if err := s.db.PingContext(ctx); err != nil {
 		s.db.Close()
-		return nil, fmt.Errorf("open %s: %w", s.display, err)
+		return nil, fmt.Errorf("open %s: %w%s", s.display, err, passwordHint(s.dialect, err))
 	}
 	if err := s.migrate(ctx); err != nil {
 		s.db.Close()
@@ -53,42 +53,42 @@ func Open(ctx context.Context, dbURL string) (*Store, error) {
 }
 
 func open(dbURL string) (*Store, error) {
+	shown := RedactDSN(dbURL)
+	if isKeyValueDSN(dbURL) {
+		return nil, fmt.Errorf("--db %q is a key=value connection string; the hub takes a URL: postgres://USER@HOST:PORT/DB?sslmode=verify-full, with the password in PGPASSWORD or ~/.pgpass", shown)
+	}
 	u, err := url.Parse(dbURL)
 	if err != nil || u.Scheme == "" {
-		return nil, fmt.Errorf("--db %q is not a database URL: use sqlite:///var/lib/tend/hub.db or postgres://USER@HOST/DB", redactURL(dbURL))
+		return nil, fmt.Errorf("--db %q is not a database URL: use sqlite:///var/lib/tend/hub.db or postgres://USER@HOST/DB", shown)
 	}
 	switch u.Scheme {
 	case "sqlite":
 		path := u.Path
-		if u.Host != "" || path == "" || !strings.HasPrefix(path, "/") {
-			return nil, fmt.Errorf("--db %s: name an absolute file path, sqlite:///var/lib/tend/hub.db (three slashes)", dbURL)
+		if u.Host != "" || u.User != nil || path == "" || !strings.HasPrefix(path, "/") {
+			return nil, fmt.Errorf("--db %s: name an absolute file path, sqlite:///var/lib/tend/hub.db (three slashes)", shown)
 		}
 		// WAL: readers never block the writer; busy_timeout: writers wait
 		// for each other rather than fail.
 		dsn := "file:" + path + "?_pragma=journal_mode(WAL)&_pragma=busy_timeout(10000)&_pragma=foreign_keys(1)&_pragma=synchronous(NORMAL)&_txlock=immediate"
 		db, err := sql.Open("sqlite", dsn)
 		if err != nil {
-			return nil, fmt.Errorf("open %s: %w", dbURL, err)
+			return nil, fmt.Errorf("open %s: %w", shown, err)
 		}
-		return &Store{db: db, dialect: sqlite, display: dbURL}, nil
+		return &Store{db: db, dialect: sqlite, display: shown}, nil
 	case "postgres", "postgresql":
+		// PostgreSQL's driver reads a URL by its lower-case prefix alone,
+		// and anything else as key=value.
+		if !strings.HasPrefix(dbURL, u.Scheme+"://") {
+			return nil, fmt.Errorf("--db %s: write it postgres://USER@HOST/DB (the scheme in lower case, two slashes)", shown)
+		}
 		db, err := sql.Open("pgx", dbURL)
 		if err != nil {
-			return nil, fmt.Errorf("open %s: %w", redactURL(dbURL), err)
+			return nil, fmt.Errorf("open %s: %w", shown, err)
 		}
 		db.SetMaxOpenConns(16)
-		return &Store{db: db, dialect: postgres, display: redactURL(dbURL)}, nil
+		return &Store{db: db, dialect: postgres, display: shown}, nil
 	}
-	return nil, fmt.Errorf("--db %s: unknown scheme %q: use sqlite:///PATH or postgres://…", redactURL(dbURL), u.Scheme)
-}
-
-// redactURL is s without its password.
-func redactURL(s string) string {
-	u, err := url.Parse(s)
-	if err != nil {
-		return "(unparsable URL)"
-	}
-	return u.Redacted()
+	return nil, fmt.Errorf("--db %s: unknown scheme %q: use sqlite:///PATH or postgres://…", shown, u.Scheme)
 }
 
 // Close closes the database.

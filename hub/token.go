@@ -48,3 +48,18 @@ func hashToken(token string) string {
 	sum := sha256.Sum256([]byte(token))
 	return "sha256:" + hex.EncodeToString(sum[:])
 }
+
+// RevokeTokens deletes every token of device, so that it can neither
+// report nor ask a verdict, and says how many there were. What the
+// device reported stays.
+func (s *Store) RevokeTokens(ctx context.Context, device string) (int, error) {
+	res, err := s.db.ExecContext(ctx, `DELETE FROM tokens WHERE device = $1`, device)
+	if err != nil {
+		return 0, fmt.Errorf("%s: revoke the tokens of %s: %w", s.display, device, err)
+	}
+	n, err := res.RowsAffected()
+	if err != nil {
+		return 0, fmt.Errorf("%s: revoke the tokens of %s: %w", s.display, device, err)
+	}
+	return int(n), nil
+}

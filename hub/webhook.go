@@ -14,6 +14,8 @@ import (
 	"sync"
 	"time"
 
+	"github.com/prometheus/client_golang/prometheus"
+
 	"github.com/tend-dev/tend/api"
 )
 
@@ -46,79 +48,150 @@ const (
 )
 
 // webhook posts events to one URL from its own goroutine, so that neither
-// ingest nor a verdict ever waits for it. A nil *webhook posts nothing.
+// ingest nor a verdict ever waits for it. Each event is sent once by all
+// the hubs on one database (see claimWebhook), within the budgets of
+// webhookLimits. A nil *webhook posts nothing.
 type webhook struct {
-	url    string
-	client *http.Client
-	log    *slog.Logger
-	now    func() time.Time
-	queue  chan WebhookEvent
-	done   chan struct{}
-	retry  time.Duration // the first pause between attempts
+	url     string
+	client  *http.Client
+	store   *Store // nil: each event is sent by this process alone
+	log     *slog.Logger
+	now     func() time.Time
+	queue   chan WebhookEvent
+	done    chan struct{}
+	retry   time.Duration // the first pause between attempts
+	limits  *webhookLimits
+	dropped *prometheus.CounterVec
+	dropLog *logLimit
+	trimmed time.Time // the last trim of webhook_sent; run's alone
 
 	mu        sync.Mutex
-	announced map[string]bool // releases whose trip was posted
+	announced map[string]bool // releases whose trip was settled: posted, by this hub or another
 	closed    bool
 }
 
-func newWebhook(url string, log *slog.Logger, now func() time.Time) *webhook {
-	w := &webhook{url: url, client: &http.Client{Timeout: webhookTimeout}, log: log, now: now,
-		queue: make(chan WebhookEvent, webhookQueue), done: make(chan struct{}), retry: time.Second, announced: map[string]bool{}}
+func newWebhook(url string, store *Store, log *slog.Logger, now func() time.Time, m *boundMetrics) *webhook {
+	w := &webhook{url: url, client: &http.Client{Timeout: webhookTimeout}, store: store, log: log, now: now,
+		queue: make(chan WebhookEvent, webhookQueue), done: make(chan struct{}), retry: time.Second, announced: map[string]bool{},
+		limits: newWebhookLimits(), dropped: m.webhookDropped, dropLog: newLogLimit(log, msgWebhookDropped, now, m)}
 	go w.run()
 	return w
 }
 
 // tripped posts that the brakes tripped for v's release, once per release
-// in this hub's life (each replica of a hub posts its own).
-func (w *webhook) tripped(v BrakesVerdict) {
+// by all the hubs on the database. asker is the device whose verdict
+// found it ("" for the read token), whose budget it takes.
+func (w *webhook) tripped(ctx context.Context, asker string, v BrakesVerdict) {
 	if w == nil {
 		return
 	}
 	w.mu.Lock()
-	if w.announced[v.Release] {
-		w.mu.Unlock()
+	done := w.announced[v.Release]
+	w.mu.Unlock()
+	if done {
 		return
 	}
+	name := v.Release
+	if _, commit := api.ReleaseKey(v.Release).Commit(); commit && v.Revision != "" {
+		name = v.Revision
+	}
+	e := WebhookEvent{Kind: WebhookBrakes, Revision: v.Revision, Release: v.Release,
+		Text: fmt.Sprintf("tend: brakes tripped for release %s: %s; later waves hold until a new release (a fix or a revert)", name, v.Reason)}
+	if !w.offer(ctx, asker, v.Release, e) {
+		return // dropped: a later verdict may post it
+	}
+	w.mu.Lock()
 	if len(w.announced) >= webhookTripped {
 		clear(w.announced)
 	}
 	w.announced[v.Release] = true
 	w.mu.Unlock()
-	name := v.Release
-	if _, commit := api.ReleaseKey(v.Release).Commit(); commit && v.Revision != "" {
-		name = v.Revision
-	}
-	w.send(WebhookEvent{Kind: WebhookBrakes, Revision: v.Revision, Release: v.Release,
-		Text: fmt.Sprintf("tend: brakes tripped for release %s: %s; later waves hold until a new release (a fix or a revert)", name, v.Reason)})
 }
 
 // crashLoop posts that services of device, running release key at
-// revision, went into a crash loop.
-func (w *webhook) crashLoop(device, revision string, key api.ReleaseKey, services []string) {
+// revision, went into a crash loop: once a day for the device, release
+// and services, by all the hubs on the database.
+func (w *webhook) crashLoop(ctx context.Context, device, revision string, key api.ReleaseKey, services []string) {
 	if w == nil || len(services) == 0 {
 		return
 	}
-	w.send(WebhookEvent{Kind: WebhookCrashLoop, Device: device, Revision: revision, Release: string(key), Services: services,
-		Text: fmt.Sprintf("tend: device %s is crash-looping %s at %s", device, strings.Join(services, ", "), revision)})
+	release := string(key)
+	if release == "" {
+		release = revision
+	}
+	e := WebhookEvent{Kind: WebhookCrashLoop, Device: device, Revision: revision, Release: string(key), Services: services,
+		Text: fmt.Sprintf("tend: device %s is crash-looping %s at %s", device, strings.Join(services, ", "), revision)}
+	w.offer(ctx, device, device+" "+release+" "+strings.Join(services, ","), e)
 }
 
-func (w *webhook) send(e WebhookEvent) {
-	e.At = w.now().UTC().Format(time.RFC3339)
+// offer queues e, about subject, for posting if device's budget and the
+// kind's allow, and no hub on the database sent it already. It says
+// whether the event is settled (queued now, or sent before); false when
+// it was dropped.
+func (w *webhook) offer(ctx context.Context, device, subject string, e WebhookEvent) bool {
+	now := w.now()
+	e.At = now.UTC().Format(time.RFC3339)
+	undo, reason := w.limits.take(e.Kind, device, now)
+	if reason != "" {
+		w.drop(ctx, reason, device, e)
+		return false
+	}
+	// Not cut short by a client that hangs up: a claim not made is an
+	// event told twice.
+	dbctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), webhookTimeout)
+	defer cancel()
+	won := true
+	if w.store != nil {
+		var err error
+		if won, err = w.store.claimWebhook(dbctx, e.Kind, subject, now); err != nil {
+			// Better told twice than not at all.
+			w.log.Warn("webhook event not recorded as sent; posting it all the same", "kind", e.Kind, keyError, err.Error())
+			won = true
+		}
+	}
+	if !won {
+		undo() // sent before: it takes no budget
+		return true
+	}
+	if w.enqueue(e) {
+		return true
+	}
+	undo()
+	if w.store != nil {
+		if err := w.store.unclaimWebhook(dbctx, e.Kind, subject, now); err != nil {
+			w.log.Warn("webhook event dropped but still recorded as sent", "kind", e.Kind, keyError, err.Error())
+		}
+	}
+	w.drop(ctx, dropQueueFull, device, e)
+	return false
+}
+
+// enqueue queues e unless the queue is full; after close, it drops e
+// and says nothing.
+func (w *webhook) enqueue(e WebhookEvent) bool {
 	w.mu.Lock()
 	defer w.mu.Unlock()
 	if w.closed {
-		return
+		return true
 	}
 	select {
 	case w.queue <- e:
+		return true
 	default:
-		w.log.Warn("webhook queue full; event dropped", "kind", e.Kind, "text", e.Text)
+		return false
 	}
+}
+
+// drop counts a dropped event, and logs it within dropLog's bounds.
+func (w *webhook) drop(ctx context.Context, reason, device string, e WebhookEvent) {
+	w.dropped.WithLabelValues(reason).Inc()
+	w.dropLog.Log(ctx, slog.LevelWarn, reason+" "+e.Kind, "reason", reason, "kind", e.Kind, keyDevice, device, "release", e.Release)
 }
 
 func (w *webhook) run() {
 	defer close(w.done)
 	for e := range w.queue {
+		w.trim()
 		body, _ := json.Marshal(e)
 		pause := w.retry
 		for attempt := 1; ; attempt++ {
@@ -162,8 +235,23 @@ func (w *webhook) post(body []byte) error {
 	return nil
 }
 
+// trim deletes the events sent before webhookKeep, at most once every
+// webhookTrimEvery.
+func (w *webhook) trim() {
+	now := w.now()
+	if w.store == nil || now.Sub(w.trimmed) < webhookTrimEvery {
+		return
+	}
+	w.trimmed = now
+	ctx, cancel := context.WithTimeout(context.Background(), webhookTimeout)
+	defer cancel()
+	if err := w.store.trimWebhookSent(ctx, now.Add(-webhookKeep)); err != nil {
+		w.log.Warn("webhook events sent not trimmed", keyError, err.Error())
+	}
+}
+
 // close stops taking events and waits for those queued to be posted; a
-// second close only waits.
+// second close only waits. It logs what the drop log held back.
 func (w *webhook) close() {
 	if w == nil {
 		return
@@ -175,6 +263,7 @@ func (w *webhook) close() {
 	}
 	w.mu.Unlock()
 	<-w.done
+	w.dropLog.flush(context.Background(), true)
 }
 
 // webhookOrigin is a webhook URL as logs show it: scheme and host alone,

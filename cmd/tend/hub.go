@@ -14,6 +14,7 @@ import (
 	"time"
 
 	"github.com/spf13/cobra"
+	"golang.org/x/net/netutil"
 
 	"github.com/tend-dev/tend/agent"
 	"github.com/tend-dev/tend/agent/status"
@@ -22,12 +23,14 @@ import (
 )
 
 func newHubCommand(g *globals) *cobra.Command {
-	var listen, db, readTokenFile, webhook, fleetSource string
+	var listen, readTokenFile, webhook, fleetSource string
 	var fleetEvery time.Duration
 	var keepReleases int
 	var publicRead bool
+	var db dbFlags
+	maxConns := hub.DefaultMaxConnections
 	cmd := &cobra.Command{
-		Use:   "hub --listen ADDR --db DB [--read-token-file FILE | --public-read] [--webhook URL]",
+		Use:   "hub --listen ADDR [--db DB | --db-file FILE] [--read-token-file FILE | --public-read] [--webhook URL]",
 		Short: "Serve the fleet's view: take the agents' status reports, show devices and releases",
 		Long: "hub takes the status documents agents post (report.url: https://HUB/v1/reports, with report.tokenFile\n" +
 			"holding a token from tend hub token create), keeps each device's state and release events in DB\n" +
@@ -35,7 +38,9 @@ func newHubCommand(g *globals) *cobra.Command {
 			"at start), and serves the fleet page at /, JSON under /v1/devices and /v1/releases, /metrics and\n" +
 			"/healthz. Devices work the same while it is down. Devices of a rollout with brakes ask\n" +
 			"GET /v1/verdict, with their report token, before taking a release in a later wave; --webhook\n" +
-			"posts a JSON event (Slack-compatible text) when brakes trip or a device goes into a crash loop.",
+			"posts a JSON event (Slack-compatible text) when brakes trip or a device goes into a crash loop.\n" +
+			"DB may come from --db-file FILE or TEND_HUB_DB instead, and a PostgreSQL password from PGPASSWORD or\n" +
+			"~/.pgpass: ps shows --db. Logs show DB without its password.",
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			log, err := g.logger(cmd.ErrOrStderr())
@@ -65,7 +70,7 @@ func newHubCommand(g *globals) *cobra.Command {
 			if keepReleases < minKeepReleases {
 				return fmt.Errorf("--keep-releases %d: keep at least %d, more than the releases one report may name", keepReleases, minKeepReleases)
 			}
-			store, err := hub.Open(ctx, db)
+			store, err := db.open(ctx, log)
 			if err != nil {
 				return err
 			}
@@ -76,10 +81,14 @@ func newHubCommand(g *globals) *cobra.Command {
 				return err
 			}
 			defer srv.Close()
+			if maxConns < 1 {
+				return fmt.Errorf("--max-connections %d: give 1 or more", maxConns)
+			}
 			l, err := net.Listen("tcp", listen)
 			if err != nil {
 				return fmt.Errorf("--listen %s: %w", listen, err)
 			}
+			l = netutil.LimitListener(l, maxConns)
 			hs := &http.Server{Handler: srv, ReadHeaderTimeout: 10 * time.Second, ReadTimeout: time.Minute, IdleTimeout: 2 * time.Minute}
 			log.Info("hub listening", "listen", l.Addr().String(), "db", store.String())
 			errc := make(chan error, 1)
@@ -99,7 +108,8 @@ func newHubCommand(g *globals) *cobra.Command {
 	configFlags["log-format"](g, f)
 	configFlags["log-level"](g, f)
 	f.StringVar(&listen, "listen", "127.0.0.1:8420", "address to serve on (HOST:PORT)")
-	f.StringVar(&db, "db", hub.DefaultDB, "the database: sqlite:///PATH or postgres://USER@HOST/DB")
+	db.register(f)
+	f.IntVar(&maxConns, "max-connections", maxConns, "connections served at once; more wait until one closes")
 	f.StringVar(&readTokenFile, "read-token-file", "", "file holding the token reading needs (bearer token, or the password of basic auth)")
 	f.BoolVar(&publicRead, "public-read", false, "let anyone who reaches the hub read it, without a token")
 	f.StringVar(&fleetSource, "fleet-source", "", "an AgentConfig file whose source: block names the fleet repo: the hub works out each device's rollout and wave from its Rollouts and Device labels, rather than believe reports")
@@ -116,15 +126,19 @@ const minKeepReleases = status.MaxReportQuarantined + 3
 
 func newHubTokenCommand(g *globals) *cobra.Command {
 	token := &cobra.Command{Use: "token", Short: "Manage the devices' report tokens", Args: cobra.NoArgs}
-	var db string
+	var db dbFlags
 	create := &cobra.Command{
-		Use:   "create DEVICE --db DB",
+		Use:   "create DEVICE [--db DB | --db-file FILE]",
 		Short: "Make a token DEVICE reports with; printed once, as the last line",
 		Long: "create stores the hash of a new token for DEVICE and prints the token as the last line of its\n" +
 			"output. Write it to the file the device's report.tokenFile names. A device may have several.",
 		Args: cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
-			store, err := hub.Open(cmd.Context(), db)
+			log, err := g.logger(cmd.ErrOrStderr())
+			if err != nil {
+				return err
+			}
+			store, err := db.open(cmd.Context(), log)
 			if err != nil {
 				return err
 			}
@@ -138,16 +152,16 @@ func newHubTokenCommand(g *globals) *cobra.Command {
 		},
 	}
 	g.addFlags(create)
-	create.Flags().StringVar(&db, "db", hub.DefaultDB, "the hub's database: sqlite:///PATH or postgres://USER@HOST/DB")
-	token.AddCommand(create)
+	db.register(create.Flags())
+	token.AddCommand(create, newHubTokenRevokeCommand(g))
 	return token
 }
 
 func newHubDeviceCommand(g *globals) *cobra.Command {
 	device := &cobra.Command{Use: "device", Short: "Manage the devices the hub knows", Args: cobra.NoArgs}
-	var db string
+	var db dbFlags
 	reset := &cobra.Command{
-		Use:   "reset DEVICE --db DB",
+		Use:   "reset DEVICE [--db DB | --db-file FILE]",
 		Short: "Forget DEVICE's reports, so that its next report is taken as its first",
 		Long: "reset removes DEVICE's row (its last report and the reportSeq that orders its reports), its events,\n" +
 			"its part in each release and the resources it declared. Its next report is taken as its first,\n" +
@@ -156,7 +170,11 @@ func newHubDeviceCommand(g *globals) *cobra.Command {
 			"device goes on reporting with them. The releases, and the other devices, are left as they are.",
 		Args: cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
-			store, err := hub.Open(cmd.Context(), db)
+			log, err := g.logger(cmd.ErrOrStderr())
+			if err != nil {
+				return err
+			}
+			store, err := db.open(cmd.Context(), log)
 			if err != nil {
 				return err
 			}
@@ -173,7 +191,7 @@ func newHubDeviceCommand(g *globals) *cobra.Command {
 		},
 	}
 	g.addFlags(reset)
-	reset.Flags().StringVar(&db, "db", hub.DefaultDB, "the hub's database: sqlite:///PATH or postgres://USER@HOST/DB")
+	db.register(reset.Flags())
 	device.AddCommand(reset)
 	return device
 }

@@ -39,8 +39,26 @@ func binDir() (string, error) {
 
 // Start runs a PostgreSQL server until the test ends and returns the URL
 // of its database. Without PostgreSQL installed it skips the test, unless
-// CI is set (.ci/run installs it), where it fails.
+// CI is set (.ci/run installs it), where it fails. It trusts every
+// connection: a password, when given, is not checked.
 func Start(t testing.TB) string {
+	t.Helper()
+	return start(t, "")
+}
+
+// StartWithPassword runs a PostgreSQL server as Start does, whose
+// superuser tend logs in with password (SCRAM-SHA-256) over TCP and the
+// socket alike, and returns the URL of its database without the password.
+// The password is letters and digits (it goes into a URL as it is).
+func StartWithPassword(t testing.TB, password string) string {
+	t.Helper()
+	if password == "" {
+		t.Fatal("testpg.StartWithPassword: give a password")
+	}
+	return start(t, password)
+}
+
+func start(t testing.TB, password string) string {
 	t.Helper()
 	bin, err := binDir()
 	if err != nil {
@@ -79,7 +97,15 @@ func Start(t testing.TB) string {
 		}
 		return cmd
 	}
-	if out, err := run("initdb", "-D", data, "-U", "tend", "--auth=trust", "-E", "UTF8", "--no-sync").CombinedOutput(); err != nil {
+	initdb := []string{"-D", data, "-U", "tend", "--auth=trust", "-E", "UTF8", "--no-sync"}
+	if password != "" {
+		pwfile := filepath.Join(dir, "pwfile")
+		if err := os.WriteFile(pwfile, []byte(password+"\n"), 0o644); err != nil { // the server's user reads it
+			t.Fatal(err)
+		}
+		initdb = []string{"-D", data, "-U", "tend", "--auth=scram-sha-256", "--pwfile=" + pwfile, "-E", "UTF8", "--no-sync"}
+	}
+	if out, err := run("initdb", initdb...).CombinedOutput(); err != nil {
 		t.Fatalf("initdb: %v\n%s", err, out)
 	}
 	port := freePort(t)
@@ -102,7 +128,11 @@ func Start(t testing.TB) string {
 		}
 	})
 	url := fmt.Sprintf("postgres://tend@127.0.0.1:%d/postgres?sslmode=disable", port)
-	db, err := sql.Open("pgx", url)
+	ping := url
+	if password != "" {
+		ping = fmt.Sprintf("postgres://tend:%s@127.0.0.1:%d/postgres?sslmode=disable", password, port)
+	}
+	db, err := sql.Open("pgx", ping)
 	if err != nil {
 		t.Fatal(err)
 	}
