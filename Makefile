@@ -15,8 +15,9 @@ OMIT_TAGS := tend_omit_containers tend_omit_notation tend_omit_cosign tend_omit_
 # build cache, compiles every dependency (minutes on 2 cores); later ones
 # list only what changed.
 build:
-	@echo "build bin/tend (go build -v: each package compiled is listed; a first build takes minutes)"
+	@echo "build bin/tend and bin/tend-hub (go build -v: each package compiled is listed; a first build takes minutes)"
 	$(GO) build -v -trimpath -ldflags "$(LDFLAGS)" -o bin/tend ./cmd/tend
+	$(GO) build -v -trimpath -ldflags "$(LDFLAGS)" -o bin/tend-hub ./cmd/tend-hub
 
 # tend without any optional feature (every tag of OMIT_TAGS), stripped as
 # the release is: bin/tend-minimal.
@@ -30,20 +31,23 @@ build-minimal:
 size:
 	GO=$(GO) LDFLAGS="$(LDFLAGS)" OMIT_TAGS="$(OMIT_TAGS)" bash .ci/size
 
-# cmd/tend for every system it is used on, without cgo; the binaries are
-# thrown away. The node commands need Linux; the CI commands (validate,
-# render, diff, schema, publish, notify) run on macOS and Windows too.
+# cmd/tend and cmd/tend-hub for every system they are used on, without
+# cgo; the binaries are thrown away. The node commands need Linux; the CI
+# commands (validate, render, diff, schema, publish, notify) and the hub
+# run on macOS and Windows too.
 PLATFORMS := linux/amd64 linux/arm64 linux/arm darwin/amd64 darwin/arm64 windows/amd64
 build-all:
 	@set -e; for p in $(PLATFORMS); do \
 		echo "build $$p"; \
 		CGO_ENABLED=0 GOOS=$${p%/*} GOARCH=$${p#*/} $(GO) build -trimpath -o /dev/null ./cmd/tend; \
+		CGO_ENABLED=0 GOOS=$${p%/*} GOARCH=$${p#*/} $(GO) build -trimpath -o /dev/null ./cmd/tend-hub; \
 	done
 
 # A release in dist/, published nowhere (.ci/release): for each platform of
-# build-all, tend stamped with VERSION and COMMIT in tend_VERSION_OS_ARCH.tar.gz
-# (.zip for Windows) and its CycloneDX SBOM; the container image of the linux
-# ones (tend_VERSION_image.tar, an OCI layout; its digest in .digest); the
+# build-all, tend and tend-hub stamped with VERSION and COMMIT in
+# PROG_VERSION_OS_ARCH.tar.gz (.zip for Windows) and its CycloneDX SBOM; the
+# container image of each one's linux builds (PROG_VERSION_image.tar, an OCI
+# layout; its digest in .digest); the
 # release notes from CHANGELOG.md (tend_VERSION_notes.md);
 # tend_VERSION_checksums.txt (SHA-256) and its cosign signature (.ci/sign):
 # keyless (.sigstore.json) with an OIDC token (GitHub Actions), else .sig made

@@ -103,7 +103,7 @@ func (r *Reconciler) askHub(ctx context.Context, b *manifest.Brakes, q rollout.V
 	case resp.StatusCode == http.StatusUnauthorized && heldBack:
 		return fmt.Sprintf("hub %s refused the device: report.url is not on the brakes hub's scheme and host, so no token was sent; report to the same hub, or run it with --public-read", shown), true
 	case resp.StatusCode == http.StatusUnauthorized:
-		return fmt.Sprintf("hub %s refused the device: set report.tokenFile to the token tend hub token create printed", shown), true
+		return fmt.Sprintf("hub %s refused the device: set report.tokenFile to the token tend-hub token create printed", shown), true
 	case resp.StatusCode != http.StatusOK:
 		first, _, _ := strings.Cut(strings.TrimSpace(string(body)), "\n")
 		return fmt.Sprintf("hub %s answered %d: %s", shown, resp.StatusCode, printable.Cut(first, maxHubText)), true

@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/tend-dev/tend/applier"
+	"github.com/tend-dev/tend/config"
 	"github.com/tend-dev/tend/manifest"
 	"github.com/tend-dev/tend/planner"
 	"github.com/tend-dev/tend/render"
@@ -90,7 +91,7 @@ func (r *Reconciler) fetchApplied(ctx context.Context, t *tick) error {
 		return err
 	}
 	// Named as it was applied: snap.Revision.String() is inv.Revision.
-	snap, err := f.Applied(ctx, applied, SourcePaths(paths))
+	snap, err := f.Applied(ctx, applied, config.SourcePaths(paths))
 	if err != nil {
 		return err
 	}

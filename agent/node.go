@@ -11,6 +11,7 @@ import (
 	"github.com/tend-dev/tend/applier/model"
 	"github.com/tend-dev/tend/applier/service"
 	_ "github.com/tend-dev/tend/applier/service/process" // registers the process runtime
+	"github.com/tend-dev/tend/config"
 	"github.com/tend-dev/tend/internal/confine"
 	"github.com/tend-dev/tend/manifest"
 	"github.com/tend-dev/tend/oci"
@@ -120,10 +121,7 @@ func Runtimes(c *manifest.AgentConfig, log *slog.Logger) *service.Runtimes {
 // every download made with them (models, the OCI source, manifests) in
 // this process shares one token bucket of downloads.maxRate. A maxRate
 // Validate refuses is no cap.
-func RegistryOptions(c *manifest.AgentConfig) oci.Options {
-	maxRate, _ := c.Downloads.MaxRate.BytesPerSecond()
-	return oci.Options{Insecure: c.Registries.Insecure, Keychain: oci.Keychain(c.Registries.DockerConfig), MaxRate: maxRate}
-}
+func RegistryOptions(c *manifest.AgentConfig) oci.Options { return config.RegistryOptions(c) }
 
 // ModelOptions are the model driver's options from the agent config.
 func ModelOptions(c *manifest.AgentConfig) model.Options {

@@ -9,8 +9,7 @@ import (
 	"sync"
 
 	"github.com/tend-dev/tend/applier"
-	"github.com/tend-dev/tend/gitsource"
-	"github.com/tend-dev/tend/internal/statedir"
+	"github.com/tend-dev/tend/config"
 	"github.com/tend-dev/tend/manifest"
 	"github.com/tend-dev/tend/oci/verify"
 	"github.com/tend-dev/tend/ocisource"
@@ -56,31 +55,9 @@ func (r *Reconciler) lock(ctx context.Context) (func() error, error) {
 }
 
 // newFetcher builds the source c names, keeping its copy on the node in
-// dir: an OCI artifact for an oci:// URL, else a Git repo.
+// dir (see config.NewFetcher).
 func newFetcher(c *manifest.AgentConfig, dir string, ver *verify.Verifier, log *slog.Logger) (source.Fetcher, error) {
-	if ocisource.IsURL(c.Source.URL) {
-		f := ocisource.NewFetcher(c.Source.URL, dir, RegistryOptions(c), log)
-		f.Verify = sourceVerify(c, ver)
-		return f, nil
-	}
-	ref, _, err := c.ExpandSource()
-	if err != nil {
-		return nil, err
-	}
-	f := &gitsource.Fetcher{URL: c.Source.URL, Ref: ref, Auth: GitAuth(c), Dir: dir, Logger: log}
-	if v := c.Source.Verify; v != nil {
-		f.Trust = gitsource.Trust{Keyring: v.Keyring}
-		if v.SSH != nil {
-			f.Trust.AllowedSigners = v.SSH.AllowedSigners
-		}
-	}
-	return f, nil
-}
-
-// NewFetcher builds the fleet's source c names, keeping its copy in dir,
-// for a reader of the whole fleet such as the hub's --fleet-source.
-func NewFetcher(c *manifest.AgentConfig, dir string, log *slog.Logger) (source.Fetcher, error) {
-	return newFetcher(c, dir, &verify.Verifier{Options: RegistryOptions(c)}, log)
+	return config.NewFetcher(c, dir, ver, log)
 }
 
 // sourceOnce is the fleet's source of a Reconciler, built at its first
@@ -109,7 +86,7 @@ func (r *Reconciler) fetcher() (source.Fetcher, error) {
 	r.src.mu.Lock()
 	defer r.src.mu.Unlock()
 	if r.src.f == nil {
-		f, err := newFetcher(r.Config, SourceDir(r.Config), r.verifier(), r.logger())
+		f, err := newFetcher(r.Config, config.SourceDir(r.Config), r.verifier(), r.logger())
 		if err != nil {
 			return nil, err
 		}
@@ -126,7 +103,7 @@ func fetch(ctx context.Context, c *manifest.AgentConfig, f source.Fetcher, inv *
 	if err != nil {
 		return nil, err
 	}
-	req := source.Request{Paths: SourcePaths(paths), AllowRewind: c.Source.AllowRewind, Stage: stage}
+	req := source.Request{Paths: config.SourcePaths(paths), AllowRewind: c.Source.AllowRewind, Stage: stage}
 	if inv != nil {
 		req.LastApplied, _ = source.ParseRevision(inv.Revision) // zero before the first apply
 		q, err := applier.LoadQuarantine(c.StateDir)
@@ -182,22 +159,6 @@ func fetchFailed(res *Result) bool {
 	return snap == nil || !errors.Is(snap.Stale, source.ErrRefused)
 }
 
-// GitDir is where the persistent clone of the fleet repo lives.
-func GitDir(stateDir string) string { return statedir.Dir(stateDir).Git() }
-
-// OCIDir is where the fleet artifacts of an oci:// source are kept
-// unpacked: the target's, and the last applied one's.
-func OCIDir(stateDir string) string { return string(statedir.Dir(stateDir).OCI()) }
-
-// SourceDir is where c's source is kept on the node: OCIDir for an
-// oci:// source, else GitDir.
-func SourceDir(c *manifest.AgentConfig) string {
-	if ocisource.IsURL(c.Source.URL) {
-		return OCIDir(c.StateDir)
-	}
-	return GitDir(c.StateDir)
-}
-
 func displayPath(p string) string {
 	if p == "" || p == "." {
 		return "the repo root"
@@ -213,23 +174,4 @@ func displayPaths(paths []manifest.SourcePath) string {
 		names[i] = displayPath(p.Dir)
 	}
 	return strings.Join(names, ", ")
-}
-
-// SourcePaths are the expanded source paths as a source reads them.
-func SourcePaths(paths []manifest.SourcePath) []source.Path {
-	out := make([]source.Path, len(paths))
-	for i, p := range paths {
-		out[i] = source.Path{Dir: p.Dir, PerDevice: p.PerDevice()}
-	}
-	return out
-}
-
-// GitAuth is the credentials of the fleet repo, from the agent config.
-func GitAuth(c *manifest.AgentConfig) gitsource.Auth {
-	a := c.Source.Auth
-	if a == nil {
-		return gitsource.Auth{}
-	}
-	return gitsource.Auth{TokenFile: a.TokenFile, UsernameFile: a.UsernameFile, PasswordFile: a.PasswordFile,
-		CAFile: a.CAFile, SSHKeyFile: a.SSHKeyFile, KnownHostsFile: a.KnownHostsFile, InsecureIgnoreHostKey: a.InsecureIgnoreHostKey}
 }

@@ -1,13 +1,9 @@
 package agent
 
 import (
-	"context"
 	"sync"
 	"sync/atomic"
 
-	"github.com/google/go-containerregistry/pkg/name"
-
-	"github.com/tend-dev/tend/manifest"
 	"github.com/tend-dev/tend/oci/verify"
 )
 
@@ -37,15 +33,3 @@ func (r *Reconciler) verifier() *verify.Verifier {
 // the kind of artifact (source, model, image) and its result (ok,
 // failed).
 func (r *Reconciler) OnVerify(f func(kind, result string)) { r.verify.observe.Store(&f) }
-
-// sourceVerify is the check of the fleet artifact's signatures that
-// source.verify asks for, or nil.
-func sourceVerify(c *manifest.AgentConfig, ver *verify.Verifier) func(context.Context, name.Repository, string) error {
-	req := c.Source.Verify.Artifact()
-	if req == nil {
-		return nil
-	}
-	return func(ctx context.Context, repo name.Repository, digest string) error {
-		return ver.Verify(ctx, verify.Target{Kind: verify.KindSource, Repository: repo, Digest: digest}, []*manifest.ArtifactVerify{req})
-	}
-}

@@ -304,8 +304,13 @@ func (s *Store) releases(ctx context.Context, tx *sql.Tx, st *status.Status, k k
 }
 
 // DefaultKeepReleases is how many releases the hub keeps each device's
-// part in when Store.KeepReleases is not set.
-const DefaultKeepReleases = 100
+// part in when Store.KeepReleases is not set; MinKeepReleases the least
+// it may keep: the releases one report may name (its quarantined entries,
+// applied and target) fit.
+const (
+	DefaultKeepReleases = 100
+	MinKeepReleases     = status.MaxReportQuarantined + 3
+)
 
 // StateTrimmed marks, between releases and writeParts, a release whose
 // device's part was trimmed: its parts are no longer kept either.

@@ -69,7 +69,7 @@ type Report struct {
 	// are never logged.
 	Headers map[string]string `json:"headers,omitempty"`
 	// TokenFile is the absolute path of a file holding a bearer token
-	// (tend hub token create prints one): every post carries
+	// (tend-hub token create prints one): every post carries
 	// "Authorization: Bearer TOKEN", read from the file at each post,
 	// unless headers set Authorization. Its value is never logged.
 	TokenFile string `json:"tokenFile,omitempty"`
@@ -316,7 +316,7 @@ func (c *AgentConfig) Validate() error {
 			errs.add("", 0, "report.url", "not an http(s) URL: use e.g. https://collector.example.com/v1/status")
 		}
 		if r.TokenFile != "" && !filepath.IsAbs(r.TokenFile) {
-			errs.add("", 0, "report.tokenFile", "%q must be the absolute path of a file holding the token (tend hub token create prints one)", r.TokenFile)
+			errs.add("", 0, "report.tokenFile", "%q must be the absolute path of a file holding the token (tend-hub token create prints one)", r.TokenFile)
 		}
 	}
 	if n := c.Notify; n != nil && n.MQTT != nil {

@@ -50,7 +50,7 @@ type RolloutSpec struct {
 // there failed than MaxFailed (or MaxFailedPercent of them), or fewer
 // than MinApplied applied it and stayed healthy for Soak.
 type Brakes struct {
-	// Hub is the tend hub's base URL, https://hub.example:8420.
+	// Hub is tend-hub's base URL, https://hub.example:8420.
 	Hub string `json:"hub" jsonschema:"required"`
 	// MaxFailed is how many earlier-wave devices may fail the release
 	// before later waves stop; with neither it nor MaxFailedPercent set,
@@ -148,7 +148,7 @@ func (r *Rollout) checkBrakes(b *Brakes, info *document, errs *Errors) {
 		errs.add(info.file, nearestLine(info, "spec.brakes"+field), "spec.brakes"+field, format, args...)
 	}
 	if u, err := url.Parse(b.Hub); err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
-		at(".hub", "invalid hub %q: use the tend hub's http:// or https:// URL, e.g. https://hub.example:8420", b.Hub)
+		at(".hub", "invalid hub %q: use tend-hub's http:// or https:// URL, e.g. https://hub.example:8420", b.Hub)
 	}
 	if b.MaxFailed != nil && *b.MaxFailed < 0 {
 		at(".maxFailed", "maxFailed %d is negative: use 0 (one failure stops later waves) or more", *b.MaxFailed)

@@ -100,7 +100,7 @@ func TestBadRollout(t *testing.T) {
 		{"unknown stage", "  stage: onArrival\n",
 			`r.yaml:6: spec.stage: unknown stage "onArrival": use onSight (download a release as soon as it is seen) or onRelease (once the rollout lets it through)`},
 		{"brakes hub not http", twoWaves + "  brakes: {hub: hub.example:8420}\n",
-			`r.yaml:9: spec.brakes.hub: invalid hub "hub.example:8420": use the tend hub's http:// or https:// URL, e.g. https://hub.example:8420`},
+			`r.yaml:9: spec.brakes.hub: invalid hub "hub.example:8420": use tend-hub's http:// or https:// URL, e.g. https://hub.example:8420`},
 		{"brakes maxFailed negative", twoWaves + "  brakes:\n    hub: https://hub.example\n    maxFailed: -1\n",
 			`r.yaml:11: spec.brakes.maxFailed: maxFailed -1 is negative: use 0 (one failure stops later waves) or more`},
 		{"brakes percent over 100", twoWaves + "  brakes:\n    hub: https://hub.example\n    maxFailedPercent: 150\n",

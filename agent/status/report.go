@@ -337,11 +337,11 @@ func (r *Reporter) post(ctx context.Context, s Status) error {
 func (r *Reporter) token() (string, error) {
 	b, err := os.ReadFile(r.tokenFile)
 	if err != nil {
-		return "", fmt.Errorf("report.tokenFile: %w; write the token tend hub token create printed there", err)
+		return "", fmt.Errorf("report.tokenFile: %w; write the token tend-hub token create printed there", err)
 	}
 	token := strings.TrimSpace(string(b))
 	if token == "" || !validHeaderValue(token) || strings.ContainsAny(token, " \t") {
-		return "", fmt.Errorf("report.tokenFile %s holds no token (empty, or several words): write the token tend hub token create printed there", r.tokenFile)
+		return "", fmt.Errorf("report.tokenFile %s holds no token (empty, or several words): write the token tend-hub token create printed there", r.tokenFile)
 	}
 	if !slices.Contains(r.secrets, token) {
 		r.secrets = append(r.secrets, token)

@@ -46,7 +46,7 @@ func TestBrakesStopTheLaterWave(t *testing.T) {
 		}
 	}))
 	defer hook.Close()
-	h := startHubArgs(t, tendBin, "sqlite://"+filepath.Join(t.TempDir(), "hub.db"), "", []string{"--webhook", hook.URL})
+	h := startHubArgs(t, hubBin, "sqlite://"+filepath.Join(t.TempDir(), "hub.db"), "", []string{"--webhook", hook.URL})
 
 	repo := testgit.NewRepo(t)
 	profile := func(v, health string) string {

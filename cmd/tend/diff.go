@@ -11,6 +11,7 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/tend-dev/tend/agent"
+	"github.com/tend-dev/tend/config"
 	"github.com/tend-dev/tend/diff"
 	"github.com/tend-dev/tend/gitsource"
 	"github.com/tend-dev/tend/manifest"
@@ -122,7 +123,7 @@ func openFleet(ctx context.Context, c *manifest.AgentConfig, log *slog.Logger) (
 		return nil, nil, err
 	}
 	done := func() { _ = os.RemoveAll(dir) }
-	src := gitsource.Source{URL: c.Source.URL, Auth: agent.GitAuth(c)}
+	src := gitsource.Source{URL: c.Source.URL, Auth: config.GitAuth(c)}
 	if t := c.Source.Timeout.D(); t > 0 && !manifest.IsLocalPath(c.Source.URL) {
 		var cancel context.CancelFunc
 		ctx, cancel = context.WithTimeout(ctx, t)
@@ -143,7 +144,7 @@ func diffOptions(c *manifest.AgentConfig, resolve bool, log *slog.Logger) diff.O
 		Paths:       c.Source.Paths,
 		Ref:         c.Source.Ref,
 		Resolve:     resolve,
-		Registry:    agent.RegistryOptions(c),
+		Registry:    config.RegistryOptions(c),
 		Verify:      c.Models.Verify,
 		ImageVerify: c.Runtime.Verify,
 		AllowEmpty:  c.AllowEmpty,

@@ -22,10 +22,14 @@ import (
 
 	"github.com/tend-dev/tend/internal/testkit/testdocker"
 	"github.com/tend-dev/tend/internal/testkit/testgit"
+	"github.com/tend-dev/tend/internal/testkit/testhub"
 	"github.com/tend-dev/tend/internal/testkit/testnode"
 )
 
 var tendBin string
+
+// hubBin is tend-hub, built by TestMain beside tendBin.
+var hubBin string
 
 // TestMain builds the tend binary the end-to-end suite runs. With -short
 // the suite is skipped: make test runs it.
@@ -45,6 +49,9 @@ func TestMain(m *testing.M) {
 	build.Stderr = os.Stderr
 	if err := build.Run(); err != nil {
 		panic(fmt.Sprintf("build tend: %v", err))
+	}
+	if hubBin, err = testhub.Build(dir, ""); err != nil {
+		panic(err)
 	}
 	code := testdocker.Main(m) // stops the Docker Engine a container test started
 	os.RemoveAll(dir)

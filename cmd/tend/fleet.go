@@ -7,6 +7,7 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/tend-dev/tend/hub"
+	"github.com/tend-dev/tend/internal/tokenfile"
 )
 
 func newFleetCommand(g *globals) *cobra.Command {
@@ -17,7 +18,7 @@ func newFleetCommand(g *globals) *cobra.Command {
 			return nil, fmt.Errorf("--hub is required: the URL of tend hub, e.g. https://hub.example:8420")
 		}
 		if tokenFile != "" {
-			tok, err := readTokenFrom(tokenFile, "--read-token-file")
+			tok, err := tokenfile.Read(tokenFile, "--read-token-file")
 			if err != nil {
 				return nil, err
 			}

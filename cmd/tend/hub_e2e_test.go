@@ -10,10 +10,8 @@ import (
 	"io"
 	"net/http"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"strings"
-	"syscall"
 	"testing"
 	"time"
 
@@ -22,89 +20,44 @@ import (
 	"github.com/tend-dev/tend/api"
 	"github.com/tend-dev/tend/hub"
 	"github.com/tend-dev/tend/internal/testkit/testgit"
+	"github.com/tend-dev/tend/internal/testkit/testhub"
 	"github.com/tend-dev/tend/internal/testkit/testpg"
 )
 
-// runningHub is a tend hub process on a free port.
+// runningHub is a tend-hub process on a free port (see testhub), with
+// what the tests of tend ask of it.
 type runningHub struct {
-	t         *testing.T
-	cmd       *exec.Cmd
-	url, db   string
-	tokenFile string // the read token's
-	log       string
-	exited    chan struct{} // closed when the process has ended
+	*testhub.Hub
+	t                  *testing.T
+	url, db, tokenFile string
+	exited             chan struct{} // closed when the process has ended
 }
 
-// startHub starts tend hub on db, at addr ("" for a free port).
+// startHub starts tend-hub on db, at addr ("" for a free port).
 func startHub(t *testing.T, db, addr string) *runningHub {
-	return startHubBin(t, tendBin, db, addr)
+	return startHubArgs(t, hubBin, db, addr, nil)
 }
 
-// startHubBin starts the hub of the tend binary bin.
+// startHubBin starts the tend-hub binary bin.
 func startHubBin(t *testing.T, bin, db, addr string, env ...string) *runningHub {
 	t.Helper()
 	return startHubArgs(t, bin, db, addr, nil, env...)
 }
 
-// startHubArgs starts the hub of bin with more flags.
+// startHubArgs starts the tend-hub binary bin with more flags.
 func startHubArgs(t *testing.T, bin, db, addr string, flags []string, env ...string) *runningHub {
 	t.Helper()
-	dir := t.TempDir()
-	if addr == "" {
-		addr = freeAddr(t)
-	}
-	h := &runningHub{t: t, url: "http://" + addr, db: db, tokenFile: filepath.Join(dir, "read-token"), log: filepath.Join(dir, "hub.log")}
-	require.NoError(t, os.WriteFile(h.tokenFile, []byte("read-secret\n"), 0o600))
-	f, err := os.Create(h.log)
-	require.NoError(t, err)
-	defer f.Close()
-	h.cmd = exec.Command(bin, append([]string{"hub", "--listen", strings.TrimPrefix(h.url, "http://"), "--db", db, "--read-token-file", h.tokenFile, "--log-format", "text"}, flags...)...)
-	h.cmd.Stdout, h.cmd.Stderr = f, f
-	h.cmd.Env = append(os.Environ(), env...)
-	require.NoError(t, h.cmd.Start())
-	h.exited = make(chan struct{})
-	go func() { _ = h.cmd.Wait(); close(h.exited) }()
-	t.Cleanup(func() { _ = h.cmd.Process.Kill(); <-h.exited })
-	eventually(t, func() bool {
-		resp, err := http.Get(h.url + "/healthz")
-		if err != nil {
-			return false
-		}
-		resp.Body.Close()
-		return resp.StatusCode == http.StatusOK
-	})
-	return h
+	h := testhub.Start(t, bin, db, addr, flags, env...)
+	return &runningHub{Hub: h, t: t, url: h.URL, db: h.DB, tokenFile: h.TokenFile, exited: h.Exited}
 }
 
-func (h *runningHub) logs() string {
-	b, _ := os.ReadFile(h.log)
-	return string(b)
-}
+func (h *runningHub) logs() string { return h.Logs() }
 
-// deviceToken makes a token for device with tend hub token create and
+// deviceToken makes a token for device with tend-hub token create and
 // writes it to a file for report.tokenFile.
-func (h *runningHub) deviceToken(device string) string {
-	h.t.Helper()
-	out, errOut, code := tend(h.t, "hub", "token", "create", device, "--db", h.db)
-	require.Equal(h.t, 0, code, errOut)
-	lines := strings.Split(strings.TrimSpace(out), "\n")
-	file := filepath.Join(h.t.TempDir(), "token")
-	require.NoError(h.t, os.WriteFile(file, []byte(lines[len(lines)-1]+"\n"), 0o600))
-	return file
-}
+func (h *runningHub) deviceToken(device string) string { return h.DeviceToken(device) }
 
-func (h *runningHub) get(path string) string {
-	h.t.Helper()
-	req, err := http.NewRequest(http.MethodGet, h.url+path, nil)
-	require.NoError(h.t, err)
-	req.SetBasicAuth("me", "read-secret")
-	resp, err := http.DefaultClient.Do(req)
-	require.NoError(h.t, err)
-	defer resp.Body.Close()
-	b, _ := io.ReadAll(resp.Body)
-	require.Equal(h.t, http.StatusOK, resp.StatusCode, "%s", b)
-	return string(b)
-}
+func (h *runningHub) get(path string) string { return h.Get(path) }
 
 // fleetStatus runs tend fleet status --format json.
 func (h *runningHub) fleetStatus(selector string) hub.DeviceList {
@@ -198,8 +151,7 @@ func TestHubShowsReportingAgents(t *testing.T) {
 
 			// The hub killed with kill -9 and started again on its
 			// database, at its address: the agents' reports go on.
-			require.NoError(t, h.cmd.Process.Signal(syscall.SIGKILL))
-			<-h.exited
+			h.Kill()
 			h2 := startHub(t, db, strings.TrimPrefix(h.url, "http://"))
 			agents["cam-2"].stop()
 			for name := range devices {
@@ -222,7 +174,8 @@ func TestHubShowsReportingAgents(t *testing.T) {
 // to the hub started again, is taken.
 func TestHubKilledDuringIngest(t *testing.T) {
 	t.Parallel()
-	crashBin := crashTend(t)
+	crashBin, err := testhub.Build(filepath.Dir(hubBin), "failpoints")
+	require.NoError(t, err)
 	db := "sqlite://" + filepath.Join(t.TempDir(), "hub.db")
 	repo := testgit.NewRepo(t)
 	repo.WriteFile("devices/cam-1/device.yaml", deviceDoc("cam-1", "threshold: 0.4\n"))
@@ -275,7 +228,7 @@ func (h *runningHub) postReport(tokenFile, device string, seq uint64) (int, stri
 	return resp.StatusCode, strings.TrimSpace(string(b))
 }
 
-// tend hub device reset forgets a device: its next report, with the
+// tend-hub device reset forgets a device: its next report, with the
 // token it had and a seq below the last, is taken as its first. An
 // unknown device is an error that says so.
 func TestHubDeviceReset(t *testing.T) {
@@ -288,7 +241,7 @@ func TestHubDeviceReset(t *testing.T) {
 	code, body = h.postReport(tok, "cam-1", 9)
 	require.Equal(t, `{"result":"replayed"}`, body, "seq 9 after 10")
 
-	out, errOut, code := tend(t, "hub", "device", "reset", "cam-1", "--db", db)
+	out, errOut, code := testhub.Run(t, hubBin, nil, "device", "reset", "cam-1", "--db", db)
 	require.Equal(t, 0, code, errOut)
 	require.Equal(t, "Device cam-1 reset: its next report is taken as its first. Its tokens are kept.\n", out)
 	require.Equal(t, 0, h.fleetStatus("").Total, "the hub has no report of it")
@@ -300,7 +253,7 @@ func TestHubDeviceReset(t *testing.T) {
 	require.Equal(t, 1, l.Total)
 	require.Equal(t, fmt.Sprintf("main@sha1:%040d", 9), l.Devices[0].Applied)
 
-	_, errOut, code = tend(t, "hub", "device", "reset", "cam-404", "--db", db)
+	_, errOut, code = testhub.Run(t, hubBin, nil, "device", "reset", "cam-404", "--db", db)
 	require.Equal(t, 1, code)
 	require.Contains(t, errOut, `Error: device "cam-404": `+db+` has no report of it, nothing to reset`)
 }

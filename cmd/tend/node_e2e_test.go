@@ -227,7 +227,7 @@ func TestValidateWritesNoState(t *testing.T) {
 // Each command's help lists the flags it uses, and only those.
 func TestHelpPerCommand(t *testing.T) {
 	for _, command := range []string{"", "validate", "render", "plan", "apply", "agent", "diff", "publish", "status",
-		"suspend", "resume", "retry", "state restore", "logs", "notify", "hub", "hub device reset", "fleet status", "fleet release", "version"} {
+		"suspend", "resume", "retry", "state restore", "logs", "notify", "fleet status", "fleet release", "version"} {
 		t.Run(command, func(t *testing.T) {
 			args, name := append(strings.Fields(command), "--help"), strings.ReplaceAll(command, " ", "-")
 			if command == "" {
@@ -238,6 +238,9 @@ func TestHelpPerCommand(t *testing.T) {
 			golden.Assert(t, filepath.Join("help", name+".golden"), []byte(out))
 		})
 	}
+	_, errOut, code := tend(t, "hub", "token", "create", "cam-1", "--db", "sqlite:///x.db")
+	require.Equal(t, 1, code)
+	require.Equal(t, "Error: the hub is its own binary now: run \"tend-hub token create cam-1 --db sqlite:///x.db\" (from the tend-hub package, archive or image; go install github.com/tend-dev/tend/cmd/tend-hub@latest)\n", errOut)
 	out, _, _ := tend(t, "logs", "--help")
 	require.NotContains(t, out, "(default -1)")
 	require.False(t, strings.Contains(out, "--repo"), "logs lists --repo")

@@ -7,6 +7,7 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/tend-dev/tend/agent"
+	"github.com/tend-dev/tend/config"
 	"github.com/tend-dev/tend/ocisource"
 )
 
@@ -51,7 +52,7 @@ func newPublishCommand(g *globals) *cobra.Command {
 				return err
 			}
 			defer done()
-			opts := ocisource.PublishOptions{Registry: agent.RegistryOptions(c)}
+			opts := ocisource.PublishOptions{Registry: config.RegistryOptions(c)}
 			if g.set("ref") {
 				opts.Ref = g.ref
 			}

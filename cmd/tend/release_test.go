@@ -68,7 +68,10 @@ func TestRelease(t *testing.T) {
 		listed = append(listed, file)
 	}
 	require.NoError(t, sc.Err())
-	require.Equal(t, []string{name + ".tar.gz", name + ".cdx.json", arm + ".tar.gz", arm + ".cdx.json", image, digest, notes}, listed)
+	const hubName, hubArm = "tend-hub_0.9.1-rc.1_linux_amd64", "tend-hub_0.9.1-rc.1_linux_armv7"
+	const hubImage, hubDigest = "tend-hub_0.9.1-rc.1_image.tar", "tend-hub_0.9.1-rc.1_image.digest"
+	require.Equal(t, []string{name + ".tar.gz", name + ".cdx.json", arm + ".tar.gz", arm + ".cdx.json", image, digest,
+		hubName + ".tar.gz", hubName + ".cdx.json", hubArm + ".tar.gz", hubArm + ".cdx.json", hubImage, hubDigest, notes}, listed)
 
 	pub, sig := filepath.Join(out, "cosign.pub"), sums+".sig"
 	cosign.Run("verify-blob", "--key", pub, "--signature", sig, "--insecure-ignore-tlog=true", sums)
@@ -109,6 +112,20 @@ func TestRelease(t *testing.T) {
 	b, err = exec.Command(bin, "version").CombinedOutput()
 	require.NoError(t, err, "%s", b)
 	require.Regexp(t, `^tend `+regexp.QuoteMeta(version)+` \(commit `+head+`, go\S+ linux/amd64\)\n$`, string(b))
+	hubBin := filepath.Join(t.TempDir(), "tend-hub")
+	untar(t, filepath.Join(out, hubName+".tar.gz"), map[string]string{"tend-hub": hubBin, "README.md": filepath.Join(t.TempDir(), "README.md")})
+	b, err = exec.Command(hubBin, "version").CombinedOutput()
+	require.NoError(t, err, "%s", b)
+	require.Regexp(t, `^tend-hub `+regexp.QuoteMeta(version)+` \(commit `+head+`, go\S+ linux/amd64\)\n$`, string(b))
+	hubIdx, _, hubLayout := testlayout.Read(t, filepath.Join(out, hubImage))
+	hubMan, err := hubIdx.IndexManifest()
+	require.NoError(t, err)
+	require.Equal(t, "tend-hub", hubMan.Annotations["org.opencontainers.image.title"])
+	hubImg, err := hubIdx.Image(hubMan.Manifests[0].Digest)
+	require.NoError(t, err)
+	archived, err := os.ReadFile(hubBin)
+	require.NoError(t, err)
+	require.True(t, bytes.Equal(archived, imageFile(t, hubLayout, hubImg, "usr/local/bin/tend-hub")), "tend-hub's image holds the archive's binary")
 
 	t.Run("image", func(t *testing.T) {
 		b, err := os.ReadFile(filepath.Join(out, digest))

@@ -17,7 +17,6 @@ import (
 	"os"
 	"path/filepath"
 	"regexp"
-	"strconv"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -115,9 +114,9 @@ func TestBrakesStopATagPushedModel(t *testing.T) {
 			config := filepath.Join(dir, "fleet.yaml")
 			require.NoError(t, os.WriteFile(config, []byte(fmt.Sprintf("apiVersion: tend.dev/v1alpha1\nkind: AgentConfig\n"+
 				"source: {url: %q, paths: [profiles, \"devices/{device}\"]}\nstateDir: %s\n", repo.Dir(), dir)), 0o644))
-			h := startHubArgs(t, tendBin, "sqlite://"+filepath.Join(dir, "hub.db"), "", []string{"--fleet-source", config, "--fleet-interval", "200ms"})
+			h := startHubArgs(t, hubBin, "sqlite://"+filepath.Join(dir, "hub.db"), "", []string{"--fleet-source", config, "--fleet-interval", "200ms"})
 			tagPushedRelease(t, h, repo)
-			require.Positive(t, h.metric(t, `tend_hub_reports_total{result="inconsistent"}`), "the hostile device's waves were ignored and counted")
+			require.Positive(t, h.Metric(`tend_hub_reports_total{result="inconsistent"}`), "the hostile device's waves were ignored and counted")
 		})
 	}
 }
@@ -168,19 +167,6 @@ func (x *hostile) post(t *testing.T, wave int, applied, target, tag, digest stri
 	defer resp.Body.Close()
 	body, _ := io.ReadAll(resp.Body)
 	require.Equal(t, http.StatusOK, resp.StatusCode, "%s", body)
-}
-
-// metric reads one sample of the hub's /metrics; 0 when absent.
-func (h *runningHub) metric(t *testing.T, name string) float64 {
-	t.Helper()
-	for line := range strings.Lines(h.get("/metrics")) {
-		if v, ok := strings.CutPrefix(strings.TrimSpace(line), name+" "); ok {
-			f, err := strconv.ParseFloat(v, 64)
-			require.NoError(t, err)
-			return f
-		}
-	}
-	return 0
 }
 
 // tagPushedRelease runs the seed's scenario against the hub h: a canary

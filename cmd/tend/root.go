@@ -13,6 +13,7 @@ import (
 	"golang.org/x/term"
 
 	"github.com/tend-dev/tend/agent"
+	"github.com/tend-dev/tend/internal/logging"
 	"github.com/tend-dev/tend/internal/statedir"
 	"github.com/tend-dev/tend/manifest"
 )
@@ -53,7 +54,7 @@ func newRootCommand() *cobra.Command {
 		newDiffCommand(g),
 		newPublishCommand(g),
 		newNotifyCommand(g),
-		newHubCommand(g),
+		newHubMovedCommand(),
 		newFleetCommand(g),
 		newSchemaCommand(),
 		newVersionCommand(),
@@ -206,23 +207,8 @@ func (g *globals) setup(cmd *cobra.Command) (*manifest.AgentConfig, *slog.Logger
 
 // logger returns the slog logger the flags ask for, writing to w.
 func (g *globals) logger(w io.Writer) (*slog.Logger, error) {
-	var level slog.Level
-	if err := level.UnmarshalText([]byte(g.logLevel)); err != nil {
-		return nil, fmt.Errorf("--log-level %q: use debug, info, warn or error", g.logLevel)
-	}
-	opts := &slog.HandlerOptions{Level: level}
-	switch g.logFormat {
-	case "text":
-		return slog.New(slog.NewTextHandler(w, opts)), nil
-	case "json":
-		return slog.New(slog.NewJSONHandler(w, opts)), nil
-	case "auto":
-		if f, ok := w.(*os.File); (ok && isTerminal(f)) || g.progress != nil {
-			return slog.New(slog.NewTextHandler(w, opts)), nil
-		}
-		return slog.New(slog.NewJSONHandler(w, opts)), nil
-	}
-	return nil, fmt.Errorf("--log-format %q: use auto, text or json", g.logFormat)
+	f, ok := w.(*os.File)
+	return logging.New(w, g.logFormat, g.logLevel, (ok && isTerminal(f)) || g.progress != nil)
 }
 
 func isTerminal(f *os.File) bool { return term.IsTerminal(int(f.Fd())) }

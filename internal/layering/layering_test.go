@@ -19,14 +19,15 @@ const module = "github.com/tend-dev/tend/"
 var ranks = map[string]int{
 	"internal/atomicfile": 0, "internal/backoff": 0, "internal/confine": 0,
 	"internal/errkind": 0, "internal/failpoint": 0, "internal/feature": 0, "internal/flock": 0, "internal/layering": 0, "internal/printable": 0, "internal/reserve": 0, "internal/statedir": 0,
+	"internal/buildinfo": 0, "internal/logging": 0, "internal/tokenfile": 0,
 	"manifest": 0, "planner": 0, "api": 0,
 
 	"source": 1, "gitsource": 1, "ocisource": 1, "oci": 1, "notify": 1, "schema": 1,
-	"render":  2,
+	"render": 2, "config": 2,
 	"rollout": 3,
 	"applier": 4, "drift": 4,
 	"agent": 5, "diff": 5, "hub": 5,
-	"cmd/tend": 6,
+	"cmd/tend": 6, "cmd/tend-hub": 6,
 	// The release's tooling (make release): beside the binary, in no stage.
 	"internal/release": 6,
 }
@@ -45,7 +46,7 @@ const (
 // for every platform).
 var (
 	nodeOnly = []string{"applier", "agent", "drift"}
-	ciOnly   = []string{"manifest", "render", "diff", "schema", "source", "gitsource", "ocisource", "notify", "rollout", "planner"}
+	ciOnly   = []string{"manifest", "render", "diff", "schema", "source", "gitsource", "ocisource", "notify", "rollout", "planner", "config", "cmd/tend-hub"}
 )
 
 // rank is the rank of pkg (relative to the module), or of the package it

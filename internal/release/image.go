@@ -21,8 +21,12 @@ import (
 	"github.com/google/go-containerregistry/pkg/v1/types"
 )
 
-// Where the binary sits in the image, and the image's entrypoint.
-const BinPath = "/usr/local/bin/tend"
+// Where the binary sits in the image, and the image's entrypoint: tend's
+// (BinDir/NAME for another program, tend-hub's).
+const (
+	BinDir  = "/usr/local/bin/"
+	BinPath = BinDir + "tend"
+)
 
 // OCI annotation keys the image and its index carry (and, as labels, its
 // configs, which is what docker inspect shows).
@@ -51,7 +55,21 @@ type Image struct {
 	Source   string    // the repository's URL
 	Created  time.Time // SOURCE_DATE_EPOCH: file times, config and annotations
 	Binaries []Binary  // one per platform, linux only
+	// Program is the binary's name, the image's title ("" is tend): it
+	// sits at BinDir/Program.
+	Program string
 }
+
+// program is the binary's name.
+func (im Image) program() string {
+	if im.Program == "" {
+		return "tend"
+	}
+	return im.Program
+}
+
+// binPath is where the binary sits in the image.
+func (im Image) binPath() string { return BinDir + im.program() }
 
 // ParseBinary reads PLATFORM=PATH (linux/arm/v7=dist/tend), as
 // imagetool takes its arguments.
@@ -102,7 +120,7 @@ func (im Image) annotations() map[string]string {
 		AnnotationVersion:  im.Version,
 		AnnotationRevision: im.Revision,
 		AnnotationCreated:  im.Created.UTC().Format(time.RFC3339),
-		AnnotationTitle:    "tend",
+		AnnotationTitle:    im.program(),
 	}
 	if im.Source != "" {
 		a[AnnotationSource] = im.Source
@@ -129,7 +147,7 @@ func (im Image) Index() (v1.ImageIndex, error) {
 	return mutate.Annotations(idx, im.annotations()).(v1.ImageIndex), nil
 }
 
-// image is the image of one binary: FROM scratch, the binary at BinPath,
+// image is the image of one binary: FROM scratch, the binary at binPath,
 // an empty /tmp (tend's temp files), the binary as entrypoint.
 func (im Image) image(b Binary) (v1.Image, error) {
 	data, err := os.ReadFile(b.Path)
@@ -143,7 +161,7 @@ func (im Image) image(b Binary) (v1.Image, error) {
 	created := v1.Time{Time: im.Created.UTC()}
 	img, err := mutate.Append(mutate.MediaType(empty.Image, types.OCIManifestSchema1), mutate.Addendum{
 		Layer:   layer,
-		History: v1.History{Created: created, CreatedBy: "make release: tend at " + BinPath},
+		History: v1.History{Created: created, CreatedBy: "make release: " + im.program() + " at " + im.binPath()},
 	})
 	if err != nil {
 		return nil, fmt.Errorf("image for %s: %w", b.Platform.String(), err)
@@ -156,7 +174,7 @@ func (im Image) image(b Binary) (v1.Image, error) {
 	cf = cf.DeepCopy()
 	cf.Created = created
 	cf.OS, cf.Architecture, cf.Variant = b.Platform.OS, b.Platform.Architecture, b.Platform.Variant
-	cf.Config.Entrypoint = []string{BinPath}
+	cf.Config.Entrypoint = []string{im.binPath()}
 	cf.Config.Env = []string{"PATH=/usr/local/bin:/usr/bin:/bin"}
 	cf.Config.Labels = im.annotations()
 	if img, err = mutate.ConfigFile(img, cf); err != nil {
@@ -183,7 +201,7 @@ func (im Image) layer(bin []byte) (v1.Layer, error) {
 			return nil, err
 		}
 	}
-	if err := tw.WriteHeader(&tar.Header{Typeflag: tar.TypeReg, Name: strings.TrimPrefix(BinPath, "/"), Mode: 0o755,
+	if err := tw.WriteHeader(&tar.Header{Typeflag: tar.TypeReg, Name: strings.TrimPrefix(im.binPath(), "/"), Mode: 0o755,
 		Size: int64(len(bin)), ModTime: mtime, Format: tar.FormatPAX}); err != nil {
 		return nil, err
 	}

@@ -146,6 +146,28 @@ func TestImage(t *testing.T) {
 	require.True(t, bytes.Equal(a, b), "the archive is the same when built again")
 }
 
+// tend-hub's image holds tend-hub, at /usr/local/bin/tend-hub, its
+// entrypoint, and is titled so.
+func TestImageOfAnotherProgram(t *testing.T) {
+	bins, data := binaries(t, "linux/amd64")
+	im := release.Image{Version: "v1.2.3", Revision: "0123456789abcdef", Created: created, Binaries: bins, Program: "tend-hub"}
+	out := filepath.Join(t.TempDir(), "tend-hub_1.2.3_image.tar")
+	_, err := im.WriteArchive(out)
+	require.NoError(t, err)
+	idx, _, _ := testlayout.Read(t, out)
+	man, err := idx.IndexManifest()
+	require.NoError(t, err)
+	require.Equal(t, "tend-hub", man.Annotations["org.opencontainers.image.title"])
+	img, err := idx.Image(man.Manifests[0].Digest)
+	require.NoError(t, err)
+	cf, err := img.ConfigFile()
+	require.NoError(t, err)
+	require.Equal(t, []string{"/usr/local/bin/tend-hub"}, cf.Config.Entrypoint)
+	files, _ := layerFiles(t, img)
+	require.Equal(t, string(data["linux/amd64"]), files["usr/local/bin/tend-hub"])
+	require.NotContains(t, files, "usr/local/bin/tend")
+}
+
 // Bad input is refused with what is wrong, and no archive is written.
 func TestImageRefuses(t *testing.T) {
 	bins, _ := binaries(t, "linux/amd64")

@@ -31,9 +31,10 @@ func run(args []string) error {
 	fs.StringVar(&im.Version, "version", "", "the release's version (annotation, and the layout's ref name)")
 	fs.StringVar(&im.Revision, "revision", "", "the commit the binaries were built from")
 	fs.StringVar(&im.Source, "source", "", "the repository's URL")
+	fs.StringVar(&im.Program, "program", "tend", "the binary's name: it sits at "+release.BinDir+"PROGRAM, the entrypoint")
 	created := fs.String("created", "", "the creation time, in seconds since 1970 (SOURCE_DATE_EPOCH)")
 	fs.Usage = func() {
-		fmt.Fprintln(fs.Output(), "usage: imagetool -out FILE -version V -revision COMMIT [-source URL] -created EPOCH PLATFORM=BINARY...")
+		fmt.Fprintln(fs.Output(), "usage: imagetool -out FILE -version V -revision COMMIT [-source URL] [-program tend-hub] -created EPOCH PLATFORM=BINARY...")
 		fs.PrintDefaults()
 	}
 	if err := fs.Parse(args); err != nil {

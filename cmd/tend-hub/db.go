@@ -17,7 +17,7 @@ import (
 // envHubDB names the hub's database when neither --db nor --db-file does.
 const envHubDB = "TEND_HUB_DB"
 
-// dbFlags are the flags of every tend hub command that opens the hub's
+// dbFlags are the flags of every tend-hub command that opens the hub's
 // database: --db URL, or --db-file FILE holding the URL, or TEND_HUB_DB,
 // else hub.DefaultDB. A PostgreSQL password is best kept out of the URL
 // (PGPASSWORD, ~/.pgpass); in --db, ps shows it to every user.
@@ -78,14 +78,14 @@ func (d *dbFlags) open(ctx context.Context, log *slog.Logger) (*hub.Store, error
 	return hub.Open(ctx, dbURL)
 }
 
-func newHubTokenRevokeCommand(g *globals) *cobra.Command {
+func newTokenRevokeCommand(g *globals) *cobra.Command {
 	var db dbFlags
 	cmd := &cobra.Command{
 		Use:   "revoke DEVICE [--db DB | --db-file FILE]",
 		Short: "Delete every token of DEVICE: it can no longer report or ask a verdict",
 		Long: "revoke deletes every report token of DEVICE from the hub's database, so that its reports are\n" +
 			"refused 401 from the next one on, by every hub on the database. What it reported stays. Make it\n" +
-			"a new token with tend hub token create. Exits 1 when DEVICE has no token.",
+			"a new token with tend-hub token create. Exits 1 when DEVICE has no token.",
 		Args: cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			log, err := g.logger(cmd.ErrOrStderr())

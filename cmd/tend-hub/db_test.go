@@ -2,7 +2,6 @@ package main
 
 import (
 	"bytes"
-	"errors"
 	"net"
 	"net/http"
 	"os"
@@ -18,6 +17,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/tend-dev/tend/hub"
+	"github.com/tend-dev/tend/internal/testkit/testhub"
 	"github.com/tend-dev/tend/internal/testkit/testpg"
 )
 
@@ -63,23 +63,6 @@ func TestHubDBFlags(t *testing.T) {
 	}
 }
 
-// runTendEnv runs tend with env added to its environment.
-func runTendEnv(t *testing.T, env []string, args ...string) (string, string, int) {
-	t.Helper()
-	cmd := exec.Command(tendBin, args...)
-	cmd.Env = append(append(os.Environ(), "TEND_CONFIG="), env...)
-	var stdout, stderr bytes.Buffer
-	cmd.Stdout, cmd.Stderr = &stdout, &stderr
-	err := cmd.Run()
-	var ee *exec.ExitError
-	if errors.As(err, &ee) {
-		return stdout.String(), stderr.String(), ee.ExitCode()
-	} else if err != nil {
-		t.Fatalf("run tend %v: %v", args, err)
-	}
-	return stdout.String(), stderr.String(), 0
-}
-
 // The database's password, however it is given, is in no log line, no
 // error and, from --db-file or TEND_HUB_DB, not in the hub's command line;
 // in --db, the hub warns that ps shows it. The PostgreSQL here trusts
@@ -98,26 +81,26 @@ func TestHubDatabasePasswordStaysOutOfLogsAndPs(t *testing.T) {
 	}
 
 	t.Run("tokens", func(t *testing.T) {
-		out, errOut, code := runTendEnv(t, nil, "hub", "token", "create", "cam-1", "--db-file", dbFile)
+		out, errOut, code := testhub.Run(t, hubBin, nil, "token", "create", "cam-1", "--db-file", dbFile)
 		require.Equal(t, 0, code, errOut)
 		noSecret(t, out, errOut)
 		assert.NotContains(t, errOut, "ps shows")
-		out, errOut, code = runTendEnv(t, []string{envHubDB + "=" + withPassword}, "hub", "token", "revoke", "cam-1")
+		out, errOut, code = testhub.Run(t, hubBin, []string{envHubDB + "=" + withPassword}, "token", "revoke", "cam-1")
 		require.Equal(t, 0, code, errOut)
 		assert.Equal(t, "Revoked 1 token(s) of device cam-1: its reports are refused from now on.\n", out)
-		out, errOut, code = runTendEnv(t, []string{envHubDB + "=" + withPassword}, "hub", "token", "revoke", "cam-1")
+		out, errOut, code = testhub.Run(t, hubBin, []string{envHubDB + "=" + withPassword}, "token", "revoke", "cam-1")
 		assert.Equal(t, 1, code)
 		assert.Contains(t, errOut, `device "cam-1" has no token in postgres://tend@127.0.0.1:`)
 		assert.Contains(t, errOut, "password=xxxxx")
 		noSecret(t, out, errOut)
-		_, errOut, code = runTendEnv(t, nil, "hub", "token", "create", "cam-1", "--db", withPassword, "--db-file", dbFile)
+		_, errOut, code = testhub.Run(t, hubBin, nil, "token", "create", "cam-1", "--db", withPassword, "--db-file", dbFile)
 		assert.Equal(t, 1, code)
 		assert.Contains(t, errOut, "--db and --db-file exclude each other")
 	})
 
 	t.Run("--db warns", func(t *testing.T) {
-		h := startHub(t, withPassword, "")
-		logs := h.logs()
+		h := testhub.Start(t, hubBin, withPassword, "", nil)
+		logs := h.Logs()
 		noSecret(t, logs)
 		assert.Contains(t, logs, "hub listening")
 		assert.Contains(t, logs, "password=xxxxx")
@@ -125,22 +108,22 @@ func TestHubDatabasePasswordStaysOutOfLogsAndPs(t *testing.T) {
 	})
 
 	t.Run("--db-file", func(t *testing.T) {
-		addr := freeAddr(t)
+		addr := testhub.FreeAddr(t)
 		var logs bytes.Buffer
-		cmd := exec.Command(tendBin, "hub", "--listen", addr, "--db-file", dbFile, "--public-read", "--log-format", "text")
+		cmd := exec.Command(hubBin, "--listen", addr, "--db-file", dbFile, "--public-read", "--log-format", "text")
 		cmd.Stdout, cmd.Stderr = &logs, &logs
 		require.NoError(t, cmd.Start())
 		exited := make(chan struct{})
 		go func() { _ = cmd.Wait(); close(exited) }()
 		t.Cleanup(func() { _ = cmd.Process.Kill(); <-exited })
-		eventually(t, func() bool {
+		require.Eventually(t, func() bool {
 			resp, err := http.Get("http://" + addr + "/healthz")
 			if err != nil {
 				return false
 			}
 			resp.Body.Close()
 			return resp.StatusCode == http.StatusOK
-		})
+		}, 20*time.Second, 50*time.Millisecond)
 		cmdline, err := os.ReadFile("/proc/" + strconv.Itoa(cmd.Process.Pid) + "/cmdline")
 		require.NoError(t, err)
 		assert.Contains(t, string(cmdline), "--db-file")
@@ -159,9 +142,9 @@ func TestHubDatabasePasswordStaysOutOfLogsAndPs(t *testing.T) {
 // checked for a while: a slow machine could only hide a regression, never
 // fail a hub that keeps the bound.
 func TestHubMaxConnections(t *testing.T) {
-	h := startHubArgs(t, tendBin, "sqlite://"+filepath.Join(t.TempDir(), "hub.db"), "", []string{"--max-connections", "2"})
-	addr := strings.TrimPrefix(h.url, "http://")
-	http.DefaultClient.CloseIdleConnections() // startHub's, kept alive
+	h := testhub.Start(t, hubBin, "sqlite://"+filepath.Join(t.TempDir(), "hub.db"), "", []string{"--max-connections", "2"})
+	addr := strings.TrimPrefix(h.URL, "http://")
+	http.DefaultClient.CloseIdleConnections() // testhub.Start's, kept alive
 	var held []net.Conn
 	for range 2 {
 		c, err := net.Dial("tcp", addr)
@@ -174,7 +157,7 @@ func TestHubMaxConnections(t *testing.T) {
 	answered := make(chan int, 1)
 	go func() {
 		client := &http.Client{Transport: &http.Transport{DisableKeepAlives: true}}
-		resp, err := client.Get(h.url + "/healthz")
+		resp, err := client.Get(h.URL + "/healthz")
 		if err != nil {
 			answered <- -1
 			return

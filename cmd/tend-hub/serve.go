@@ -8,21 +8,20 @@ import (
 	"log/slog"
 	"net"
 	"net/http"
-	"os"
 	"path/filepath"
-	"strings"
 	"time"
 
 	"github.com/spf13/cobra"
 	"golang.org/x/net/netutil"
 
-	"github.com/tend-dev/tend/agent"
-	"github.com/tend-dev/tend/agent/status"
+	"github.com/tend-dev/tend/config"
 	"github.com/tend-dev/tend/hub"
+	"github.com/tend-dev/tend/internal/tokenfile"
 	"github.com/tend-dev/tend/manifest"
+	"github.com/tend-dev/tend/oci/verify"
 )
 
-func newHubCommand(g *globals) *cobra.Command {
+func newServeCommand(g *globals) *cobra.Command {
 	var listen, readTokenFile, webhook, fleetSource string
 	var fleetEvery time.Duration
 	var keepReleases int
@@ -30,10 +29,10 @@ func newHubCommand(g *globals) *cobra.Command {
 	var db dbFlags
 	maxConns := hub.DefaultMaxConnections
 	cmd := &cobra.Command{
-		Use:   "hub --listen ADDR [--db DB | --db-file FILE] [--read-token-file FILE | --public-read] [--webhook URL]",
+		Use:   "tend-hub --listen ADDR [--db DB | --db-file FILE] [--read-token-file FILE | --public-read] [--webhook URL]",
 		Short: "Serve the fleet's view: take the agents' status reports, show devices and releases",
-		Long: "hub takes the status documents agents post (report.url: https://HUB/v1/reports, with report.tokenFile\n" +
-			"holding a token from tend hub token create), keeps each device's state and release events in DB\n" +
+		Long: "tend-hub takes the status documents agents post (report.url: https://HUB/v1/reports, with report.tokenFile\n" +
+			"holding a token from tend-hub token create), keeps each device's state and release events in DB\n" +
 			"(sqlite:///PATH, or postgres://… for several hubs behind one load balancer; the schema is migrated\n" +
 			"at start), and serves the fleet page at /, JSON under /v1/devices and /v1/releases, /metrics and\n" +
 			"/healthz. Devices work the same while it is down. Devices of a rollout with brakes ask\n" +
@@ -52,7 +51,7 @@ func newHubCommand(g *globals) *cobra.Command {
 			case readTokenFile != "" && publicRead:
 				return errors.New("--read-token-file and --public-read exclude each other: choose one")
 			case readTokenFile != "":
-				if opts.ReadToken, err = readTokenFrom(readTokenFile, "--read-token-file"); err != nil {
+				if opts.ReadToken, err = tokenfile.Read(readTokenFile, "--read-token-file"); err != nil {
 					return err
 				}
 			}
@@ -67,8 +66,8 @@ func newHubCommand(g *globals) *cobra.Command {
 				defer stop()
 				go fs.Watch(wctx, opts.Fleet)
 			}
-			if keepReleases < minKeepReleases {
-				return fmt.Errorf("--keep-releases %d: keep at least %d, more than the releases one report may name", keepReleases, minKeepReleases)
+			if keepReleases < hub.MinKeepReleases {
+				return fmt.Errorf("--keep-releases %d: keep at least %d, more than the releases one report may name", keepReleases, hub.MinKeepReleases)
 			}
 			store, err := db.open(ctx, log)
 			if err != nil {
@@ -103,10 +102,9 @@ func newHubCommand(g *globals) *cobra.Command {
 			return hs.Shutdown(sctx)
 		},
 	}
+	cmd.SilenceUsage, cmd.SilenceErrors = true, true
 	f := cmd.Flags()
-	// Reads no config: only the logging flags, and its own --listen.
-	configFlags["log-format"](g, f)
-	configFlags["log-level"](g, f)
+	g.addFlags(cmd)
 	f.StringVar(&listen, "listen", "127.0.0.1:8420", "address to serve on (HOST:PORT)")
 	db.register(f)
 	f.IntVar(&maxConns, "max-connections", maxConns, "connections served at once; more wait until one closes")
@@ -116,15 +114,10 @@ func newHubCommand(g *globals) *cobra.Command {
 	f.IntVar(&keepReleases, "keep-releases", hub.DefaultKeepReleases, "how many releases the hub keeps each device's part in, newest first")
 	f.DurationVar(&fleetEvery, "fleet-interval", time.Minute, "how often the hub reads the fleet repo of --fleet-source")
 	f.StringVar(&webhook, "webhook", "", "URL to POST a JSON event to (Slack-compatible text field) when brakes trip for a release or a device crash-loops")
-	cmd.AddCommand(newHubTokenCommand(g), newHubDeviceCommand(g))
 	return cmd
 }
 
-// minKeepReleases is the least --keep-releases: the releases one report
-// may name (its quarantined entries, applied and target) fit.
-const minKeepReleases = status.MaxReportQuarantined + 3
-
-func newHubTokenCommand(g *globals) *cobra.Command {
+func newTokenCommand(g *globals) *cobra.Command {
 	token := &cobra.Command{Use: "token", Short: "Manage the devices' report tokens", Args: cobra.NoArgs}
 	var db dbFlags
 	create := &cobra.Command{
@@ -153,11 +146,11 @@ func newHubTokenCommand(g *globals) *cobra.Command {
 	}
 	g.addFlags(create)
 	db.register(create.Flags())
-	token.AddCommand(create, newHubTokenRevokeCommand(g))
+	token.AddCommand(create, newTokenRevokeCommand(g))
 	return token
 }
 
-func newHubDeviceCommand(g *globals) *cobra.Command {
+func newDeviceCommand(g *globals) *cobra.Command {
 	device := &cobra.Command{Use: "device", Short: "Manage the devices the hub knows", Args: cobra.NoArgs}
 	var db dbFlags
 	reset := &cobra.Command{
@@ -196,19 +189,6 @@ func newHubDeviceCommand(g *globals) *cobra.Command {
 	return device
 }
 
-// readTokenFrom reads a token from file, named by flag in errors.
-func readTokenFrom(file, flag string) (string, error) {
-	b, err := os.ReadFile(file)
-	if err != nil {
-		return "", fmt.Errorf("%s: %w", flag, err)
-	}
-	tok := strings.TrimSpace(string(b))
-	if tok == "" || strings.ContainsAny(tok, " \t\r\n") {
-		return "", fmt.Errorf("%s %s holds no token (empty, or several words): write one token there", flag, file)
-	}
-	return tok, nil
-}
-
 // newFleetSource reads the AgentConfig at file for the hub's
 // --fleet-source: the fleet repo its source: block names, read whole
 // (see manifest.AgentConfig.FleetDirs) into STATEDIR/hub-source every
@@ -226,7 +206,7 @@ func newFleetSource(file string, every time.Duration, log *slog.Logger) (hub.Fle
 		return hub.FleetSource{}, fmt.Errorf("--fleet-interval %s: use a positive duration such as 1m", every)
 	}
 	dir := filepath.Join(cmp.Or(c.StateDir, manifest.DefaultStateDir), "hub-source")
-	f, err := agent.NewFetcher(c, dir, log)
+	f, err := config.NewFetcher(c, dir, &verify.Verifier{Options: config.RegistryOptions(c)}, log)
 	if err != nil {
 		return hub.FleetSource{}, fmt.Errorf("--fleet-source: %w", err)
 	}
