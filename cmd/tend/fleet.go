@@ -6,13 +6,13 @@ import (
 
 	"github.com/spf13/cobra"
 
-	"github.com/tend-dev/tend/hub"
+	"github.com/tend-dev/tend/hubclient"
 )
 
 func newFleetCommand(g *globals) *cobra.Command {
 	var hubURL, tokenFile, selector, format string
-	client := func() (*hub.Client, error) {
-		c := &hub.Client{URL: hubURL}
+	client := func() (*hubclient.Client, error) {
+		c := &hubclient.Client{URL: hubURL}
 		if hubURL == "" {
 			return nil, fmt.Errorf("--hub is required: the URL of tend hub, e.g. https://hub.example:8420")
 		}
@@ -47,7 +47,7 @@ func newFleetCommand(g *globals) *cobra.Command {
 				enc.SetIndent("", "  ")
 				return enc.Encode(l)
 			}
-			return hub.WriteDevices(cmd.OutOrStdout(), l)
+			return hubclient.WriteDevices(cmd.OutOrStdout(), l)
 		},
 	}
 	status.Flags().StringVar(&selector, "selector", "", "only the devices whose labels match: k=v, k!=v, k, !k, comma-separated")
@@ -70,10 +70,10 @@ func newFleetCommand(g *globals) *cobra.Command {
 			if err != nil {
 				return err
 			}
-			if err := hub.WriteRelease(cmd.OutOrStdout(), rd); err != nil {
+			if err := hubclient.WriteRelease(cmd.OutOrStdout(), rd); err != nil {
 				return err
 			}
-			if v := hub.ReleaseVerdict(rd); v != hub.VerdictApplied {
+			if v := hubclient.ReleaseVerdict(rd); v != hubclient.VerdictApplied {
 				return exitError{code: int(v)}
 			}
 			return nil

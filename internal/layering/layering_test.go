@@ -25,7 +25,7 @@ var ranks = map[string]int{
 	"render":  2,
 	"rollout": 3,
 	"applier": 4, "drift": 4,
-	"agent": 5, "diff": 5, "hub": 5,
+	"agent": 5, "diff": 5, "hub": 5, "hubclient": 5,
 	"cmd/tend": 6,
 	// The release's tooling (make release): beside the binary, in no stage.
 	"internal/release": 6,
