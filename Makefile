@@ -70,7 +70,7 @@ test:
 # FUZZSCALE multiplies every count (make fuzz FUZZSCALE=20 for a long run).
 FUZZSCALE ?= 1
 FUZZ := ./manifest:FuzzLoad:40000 ./manifest:FuzzExpand:20000 ./manifest:FuzzAliases:5000 ./oci:FuzzExtract:5000 ./oci:FuzzTreeMatchesExtract:2000 ./oci:FuzzLoadArtifact:40000 \
-	./internal/confine:FuzzLocate:100000 ./gitsource:FuzzRedact:30000 ./gitsource:FuzzAdvertisement:2000 ./rollout:FuzzParseVerdictQuery:40000 ./hub:FuzzDecodeReport:5000
+	./internal/confine:FuzzLocate:100000 ./gitsource:FuzzRedact:30000 ./gitsource:FuzzAdvertisement:2000 ./api:FuzzParseVerdictQuery:40000 ./hub:FuzzDecodeReport:5000
 fuzz:
 	@set -e; for t in $(FUZZ); do \
 		pkg=$${t%%:*}; rest=$${t#*:}; name=$${rest%%:*}; n=$$(( $${rest#*:} * $(FUZZSCALE) )); \

@@ -26,14 +26,6 @@ const maxVerdictBytes = 64 << 10
 // the status (see printable.Cut).
 const maxHubText = 200
 
-// verdict is what the agent reads of the hub's GET /v1/verdict (see
-// hub.BrakesVerdict).
-type verdict struct {
-	Go      bool   `json:"go"`
-	Tripped bool   `json:"tripped"`
-	Reason  string `json:"reason"`
-}
-
 // askBrakes asks the hub of ro's brakes b for the verdict on release revision in the
 // waves before wave (> 0). It returns "" to go, or why the release waits
 // ("2 of 5 wave-0 devices failed main@sha1:ab12… (maxFailed 1)"); it is
@@ -69,7 +61,7 @@ func (r *Reconciler) askBrakes(ctx context.Context, ro *manifest.Rollout, wave i
 // the hub answered: a hub that could not be reached, did not answer in
 // time, or answered 5xx did not. What the hub wrote is printed escaped
 // and cut (see printable.Cut), and a verdict that says go and tripped holds.
-func (r *Reconciler) askHub(ctx context.Context, b *manifest.Brakes, q rollout.VerdictQuery, wait time.Duration) (why string, answered bool) {
+func (r *Reconciler) askHub(ctx context.Context, b *manifest.Brakes, q api.VerdictQuery, wait time.Duration) (why string, answered bool) {
 	u := strings.TrimSuffix(b.Hub, "/") + "/v1/verdict?" + q.Encode()
 	shown := source.RedactURL(b.Hub)
 	ctx, cancel := context.WithTimeout(ctx, wait)
@@ -110,7 +102,7 @@ func (r *Reconciler) askHub(ctx context.Context, b *manifest.Brakes, q rollout.V
 	case len(body) > maxVerdictBytes:
 		return fmt.Sprintf("hub %s answered more than %d bytes", shown, maxVerdictBytes), true
 	}
-	var v verdict
+	var v api.Verdict // the agent reads Go, Tripped and Reason
 	if err := json.Unmarshal(body, &v); err != nil {
 		return fmt.Sprintf("hub %s: not a verdict: %v", shown, err), true
 	}

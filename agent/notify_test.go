@@ -312,7 +312,7 @@ func TestNotifyTicksTheAgentNow(t *testing.T) {
 	down := nl.waitNotify(t, func(s *status.Notify) bool { return !s.Connected && strings.Contains(s.Error, "cannot reach") })
 	require.Contains(t, down.Error, "cannot reach MQTT broker "+b.URL+": dial tcp ")
 	var text bytes.Buffer
-	require.NoError(t, nl.tracker.Status().WriteText(&text, time.Now()))
+	require.NoError(t, status.WriteText(&text, nl.tracker.Status(), time.Now()))
 	require.Contains(t, text.String(), "Notify:           not connected to "+b.URL+" since ")
 	require.Contains(t, text.String(), "; polling on schedule continues")
 

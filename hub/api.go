@@ -67,12 +67,6 @@ func (s *Server) apiDevice(w http.ResponseWriter, r *http.Request) {
 	writeJSON(w, d)
 }
 
-// ReleaseList is GET /v1/releases.
-type ReleaseList struct {
-	FormatVersion string    `json:"formatVersion"`
-	Releases      []Release `json:"releases"`
-}
-
 func (s *Server) apiReleases(w http.ResponseWriter, r *http.Request) {
 	rels, err := s.store.Releases(r.Context(), releasesListed)
 	if err != nil {

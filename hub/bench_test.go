@@ -14,10 +14,8 @@ import (
 
 	"github.com/stretchr/testify/require"
 
-	"github.com/tend-dev/tend/agent/status"
 	"github.com/tend-dev/tend/api"
 	"github.com/tend-dev/tend/internal/testkit/testpg"
-	"github.com/tend-dev/tend/rollout"
 )
 
 // benchFleet is how many devices the benchmarks simulate.
@@ -26,13 +24,13 @@ const benchFleet = 10000
 // benchDoc is the report of device i of the benchmarks' fleet, in wave
 // 0 (a tenth of it) or 1, at revision rev: three models, the detector at
 // tag and digest, running release applied and working towards target.
-func benchDoc(i int, rev string, applied, target api.ReleaseKey, tag, digest string, at time.Time) status.Status {
+func benchDoc(i int, rev string, applied, target api.ReleaseKey, tag, digest string, at time.Time) api.Status {
 	wave := min(i%10, 1)
-	return status.Status{FormatVersion: status.FormatVersion, Device: fmt.Sprintf("cam-%05d", i), AppliedRevision: rev,
+	return api.Status{FormatVersion: api.FormatVersion, Device: fmt.Sprintf("cam-%05d", i), AppliedRevision: rev,
 		LastReconcile: at.Format(time.RFC3339Nano), Labels: map[string]string{"site": fmt.Sprint("site-", i%20)}, Wave: &wave,
-		AppliedRelease: string(applied), Release: &status.Release{Key: string(target), Revision: rev, Resources: detector(tag, digest)},
-		Resources: []status.ResourceStatus{{ID: "file:/etc/a", State: status.StateOK}, {ID: "model/detector", State: status.StateOK},
-			{ID: "model/tracker", State: status.StateOK}, {ID: "model/reid", State: status.StateOK}}}
+		AppliedRelease: string(applied), Release: &api.Release{Key: string(target), Revision: rev, Resources: detector(tag, digest)},
+		Resources: []api.ResourceStatus{{ID: "file:/etc/a", State: api.ResourceOK}, {ID: "model/detector", State: api.ResourceOK},
+			{ID: "model/tracker", State: api.ResourceOK}, {ID: "model/reid", State: api.ResourceOK}}}
 }
 
 // seedFleet ingests one report of each of n devices, each running the
@@ -143,7 +141,7 @@ func benchVerdict(b *testing.B, store *Store) {
 	require.NoError(b, err)
 	srv, err := NewServer(store, Options{ReadToken: "read", Now: func() time.Time { return at.Add(time.Hour) }})
 	require.NoError(b, err)
-	path := "/v1/verdict?" + rollout.VerdictQuery{Release: model120, Revision: rev1, Before: 1, Thresholds: rollout.Thresholds{MinApplied: 100, Soak: 10 * time.Minute}}.Encode()
+	path := "/v1/verdict?" + api.VerdictQuery{Release: model120, Revision: rev1, Before: 1, Thresholds: api.Thresholds{MinApplied: 100, Soak: 10 * time.Minute}}.Encode()
 	var lat []time.Duration
 	b.ResetTimer()
 	for b.Loop() {
@@ -183,9 +181,9 @@ func benchIngestFlood(b *testing.B, store *Store) {
 			default:
 			}
 			s := benchDoc(benchFleet, rev1, commit1, commit1, "1.0.0", digest100, t0.Add(time.Duration(n+1)*time.Millisecond))
-			for i := range status.MaxReportQuarantined {
-				c := fmt.Sprintf("main@sha1:%040x", n*status.MaxReportQuarantined+i)
-				s.Quarantined = append(s.Quarantined, status.Quarantined{Release: c, Revision: c, Reason: "made up"})
+			for i := range api.MaxReportQuarantined {
+				c := fmt.Sprintf("main@sha1:%040x", n*api.MaxReportQuarantined+i)
+				s.Quarantined = append(s.Quarantined, api.Quarantined{Release: c, Revision: c, Reason: "made up"})
 			}
 			if _, err := store.Ingest(context.Background(), &s, t0); err != nil {
 				b.Error(err)

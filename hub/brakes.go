@@ -10,38 +10,11 @@ import (
 	"time"
 
 	"github.com/tend-dev/tend/api"
-	"github.com/tend-dev/tend/rollout"
 )
-
-// BrakesVerdict is GET /v1/verdict: how a release stands in the waves
-// before a device's, and whether that device may take it.
-type BrakesVerdict struct {
-	// Release is the key of the release judged (see api.ReleaseKey);
-	// Revision the revision the asking device saw it at ("" when it did
-	// not say).
-	Release  string `json:"release"`
-	Revision string `json:"revision"`
-	Before   int    `json:"before"`  // waves 0 to before-1 were counted
-	Devices  int    `json:"devices"` // their devices the release targets
-	Failed   int    `json:"failed"`  // rolled back, or in a crash loop running it
-	Applied  int    `json:"applied"`
-	// Soaked are the applied devices that run it, healthy, for soak.
-	Soaked int  `json:"soaked"`
-	Go     bool `json:"go"`
-	// Tripped says failures passed a threshold: later waves stop until a
-	// new release (a fix, or a revert: a new commit or a new digest).
-	Tripped bool `json:"tripped"`
-	// Reason says why a device may not go: "2 of 5 wave-0 devices failed
-	// main@sha1:ab12… (maxFailed 1)", "1 of 1 wave-0 devices failed
-	// model/detector@sha256:1f16… (maxFailed 0)"; or, of a release of
-	// digests no earlier device declares, why it goes: "no wave-0 device
-	// runs model/detector; nothing to wait for".
-	Reason string `json:"reason,omitempty"`
-}
 
 // brakePart is one earlier-wave device's part in a release, for a verdict.
 type brakePart struct {
-	state   string // its part in the release (ReleaseStates)
+	state   string // its part in the release (api.ReleaseStates)
 	applied int64  // when the hub first heard it run the release, unix ns; 0 if never
 	runs    bool   // it runs the release now
 	healthy bool   // its last report: no error, no crash loop
@@ -58,7 +31,7 @@ type brakePart struct {
 // not applied. Earlier waves where no device declares a release of
 // digests are empty, as hawkBit skips an empty rollout group: nothing
 // runs it there, and the verdict goes.
-func judge(key api.ReleaseKey, rev string, before int, parts []brakePart, th rollout.Thresholds, now time.Time) BrakesVerdict {
+func judge(key api.ReleaseKey, rev string, before int, parts []brakePart, th api.Thresholds, now time.Time) BrakesVerdict {
 	v := BrakesVerdict{Release: string(key), Revision: rev, Before: before}
 	_, commit := key.Commit()
 	declared := commit // an earlier device declares the release: something to wait for
@@ -86,7 +59,7 @@ func judge(key api.ReleaseKey, rev string, before int, parts []brakePart, th rol
 		who = fmt.Sprintf("devices in waves 0-%d", before-1)
 		one = fmt.Sprintf("device in waves 0-%d", before-1)
 	}
-	name := releaseName(key, rev)
+	name := api.ReleaseName(key, rev)
 	maxFailed := th.MaxFailed
 	if maxFailed == nil && th.MaxFailedPercent == nil {
 		zero := 0
@@ -127,17 +100,6 @@ func resourceIDsOf(key api.ReleaseKey) []string {
 	return ids
 }
 
-// releaseName is how messages name release key seen at revision rev:
-// the revision for a commit's release (its ref says more than its key),
-// else the key, each abbreviated: "main@sha1:ab12…",
-// "model/detector@sha256:1f16…".
-func releaseName(key api.ReleaseKey, rev string) string {
-	if _, commit := key.Commit(); commit && rev != "" && api.RevisionRelease(rev) == key {
-		return shortName(rev)
-	}
-	return shortKey(key)
-}
-
 // Verdict judges q's release (q.Key()) in the waves before q.Before under
 // q's thresholds, at now. It counts each earlier device's part in that
 // release, and its parts in the release's parts (see parts.go): a device
@@ -149,7 +111,7 @@ func releaseName(key api.ReleaseKey, rev string) string {
 // one of its models or services (or whose declarations are unknown),
 // and those that failed it: an earlier device that declares one and has
 // not reported the release counts as not applied.
-func (s *Store) Verdict(ctx context.Context, q rollout.VerdictQuery, now time.Time) (BrakesVerdict, error) {
+func (s *Store) Verdict(ctx context.Context, q api.VerdictQuery, now time.Time) (BrakesVerdict, error) {
 	key := q.Key()
 	ids := resourceIDsOf(key)
 	// declares is the SQL of whether device d.name declares one of ids,
@@ -291,7 +253,7 @@ func declaresOneOf(ids []string, args *[]any) string {
 // waves before the asking device's. A verdict that finds the brakes
 // tripped posts to the webhook, once per release.
 func (s *Server) apiVerdict(w http.ResponseWriter, r *http.Request) {
-	q, err := rollout.ParseVerdictQuery(r.URL.Query())
+	q, err := api.ParseVerdictQuery(r.URL.Query())
 	if err != nil {
 		s.fail(w, r, err, true)
 		return

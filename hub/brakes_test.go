@@ -15,9 +15,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/stretchr/testify/require"
 
-	"github.com/tend-dev/tend/agent/status"
 	"github.com/tend-dev/tend/api"
-	"github.com/tend-dev/tend/rollout"
 )
 
 func intp(n int) *int { return &n }
@@ -32,32 +30,32 @@ func TestJudge(t *testing.T) {
 		name   string
 		before int
 		parts  []brakePart
-		th     rollout.Thresholds
+		th     api.Thresholds
 		want   BrakesVerdict
 	}{
-		{"no thresholds: one failure stops", 1, []brakePart{applied(time.Hour), failed}, rollout.Thresholds{},
+		{"no thresholds: one failure stops", 1, []brakePart{applied(time.Hour), failed}, api.Thresholds{},
 			BrakesVerdict{Devices: 2, Failed: 1, Applied: 1, Soaked: 1, Tripped: true, Reason: "1 of 2 wave-0 devices failed main@sha1:111111111111… (maxFailed 0)"}},
-		{"failures within maxFailed go", 1, []brakePart{failed, applied(0)}, rollout.Thresholds{MaxFailed: intp(1)},
+		{"failures within maxFailed go", 1, []brakePart{failed, applied(0)}, api.Thresholds{MaxFailed: intp(1)},
 			BrakesVerdict{Devices: 2, Failed: 1, Applied: 1, Soaked: 1, Go: true}},
-		{"the issue's example", 1, []brakePart{failed, failed, applied(0), applied(0), applied(0)}, rollout.Thresholds{MaxFailed: intp(1)},
+		{"the issue's example", 1, []brakePart{failed, failed, applied(0), applied(0), applied(0)}, api.Thresholds{MaxFailed: intp(1)},
 			BrakesVerdict{Devices: 5, Failed: 2, Applied: 3, Soaked: 3, Tripped: true, Reason: "2 of 5 wave-0 devices failed main@sha1:111111111111… (maxFailed 1)"}},
-		{"percent over", 2, []brakePart{failed, applied(0), applied(0), applied(0)}, rollout.Thresholds{MaxFailedPercent: intp(20)},
+		{"percent over", 2, []brakePart{failed, applied(0), applied(0), applied(0)}, api.Thresholds{MaxFailedPercent: intp(20)},
 			BrakesVerdict{Devices: 4, Failed: 1, Applied: 3, Soaked: 3, Tripped: true, Reason: "1 of 4 devices in waves 0-1 failed main@sha1:111111111111… (maxFailedPercent 20)"}},
-		{"percent at the limit goes", 1, []brakePart{failed, applied(0), applied(0), applied(0)}, rollout.Thresholds{MaxFailedPercent: intp(25)},
+		{"percent at the limit goes", 1, []brakePart{failed, applied(0), applied(0), applied(0)}, api.Thresholds{MaxFailedPercent: intp(25)},
 			BrakesVerdict{Devices: 4, Failed: 1, Applied: 3, Soaked: 3, Go: true}},
-		{"a crash loop running it is a failure", 1, []brakePart{{state: StateApplied, runs: true, loops: true}}, rollout.Thresholds{},
+		{"a crash loop running it is a failure", 1, []brakePart{{state: StateApplied, runs: true, loops: true}}, api.Thresholds{},
 			BrakesVerdict{Devices: 1, Failed: 1, Tripped: true, Reason: "1 of 1 wave-0 devices failed main@sha1:111111111111… (maxFailed 0)"}},
-		{"superseded parts do not count", 1, []brakePart{{state: StateSuperseded}, applied(0)}, rollout.Thresholds{},
+		{"superseded parts do not count", 1, []brakePart{{state: StateSuperseded}, applied(0)}, api.Thresholds{},
 			BrakesVerdict{Devices: 1, Applied: 1, Soaked: 1, Go: true}},
-		{"not soaked yet", 1, []brakePart{applied(9 * time.Minute)}, rollout.Thresholds{MinApplied: 1, Soak: 10 * time.Minute},
+		{"not soaked yet", 1, []brakePart{applied(9 * time.Minute)}, api.Thresholds{MinApplied: 1, Soak: 10 * time.Minute},
 			BrakesVerdict{Devices: 1, Applied: 1, Reason: "0 of 1 wave-0 devices ran main@sha1:111111111111… healthy for 10m0s (minApplied 1)"}},
-		{"soaked", 1, []brakePart{applied(10 * time.Minute)}, rollout.Thresholds{MinApplied: 1, Soak: 10 * time.Minute},
+		{"soaked", 1, []brakePart{applied(10 * time.Minute)}, api.Thresholds{MinApplied: 1, Soak: 10 * time.Minute},
 			BrakesVerdict{Devices: 1, Applied: 1, Soaked: 1, Go: true}},
-		{"applied but unhealthy is not soaked", 1, []brakePart{{state: StateApplied, applied: now.Add(-time.Hour).UnixNano(), runs: true}}, rollout.Thresholds{MinApplied: 1, Soak: time.Minute},
+		{"applied but unhealthy is not soaked", 1, []brakePart{{state: StateApplied, applied: now.Add(-time.Hour).UnixNano(), runs: true}}, api.Thresholds{MinApplied: 1, Soak: time.Minute},
 			BrakesVerdict{Devices: 1, Applied: 1, Reason: "0 of 1 wave-0 devices ran main@sha1:111111111111… healthy for 1m0s (minApplied 1)"}},
-		{"too few applied", 1, []brakePart{applied(0), {state: StateHeld}}, rollout.Thresholds{MinApplied: 2},
+		{"too few applied", 1, []brakePart{applied(0), {state: StateHeld}}, api.Thresholds{MinApplied: 2},
 			BrakesVerdict{Devices: 2, Applied: 1, Soaked: 1, Reason: "1 of 2 wave-0 devices applied main@sha1:111111111111… (minApplied 2)"}},
-		{"no earlier device and no minApplied goes", 1, nil, rollout.Thresholds{}, BrakesVerdict{Go: true}},
+		{"no earlier device and no minApplied goes", 1, nil, api.Thresholds{}, BrakesVerdict{Go: true}},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -116,7 +114,7 @@ func TestVerdictOverHTTP(t *testing.T) {
 
 		wave := func(n int) *int { return &n }
 		canary, later := h.token("cam-1"), h.token("cam-9")
-		report := func(tok string, s status.Status) {
+		report := func(tok string, s api.Status) {
 			b, _ := json.Marshal(s)
 			req, _ := http.NewRequest(http.MethodPost, web.URL+"/v1/reports", bytesReader(b))
 			req.Header.Set("Authorization", "Bearer "+tok)
@@ -125,8 +123,8 @@ func TestVerdictOverHTTP(t *testing.T) {
 			resp.Body.Close()
 			require.Equal(t, http.StatusOK, resp.StatusCode)
 		}
-		verdict := func(tok string, th rollout.Thresholds) (int, BrakesVerdict) {
-			req, _ := http.NewRequest(http.MethodGet, web.URL+"/v1/verdict?"+rollout.VerdictQuery{Revision: rev2, Before: 1, Thresholds: th}.Encode(), nil)
+		verdict := func(tok string, th api.Thresholds) (int, BrakesVerdict) {
+			req, _ := http.NewRequest(http.MethodGet, web.URL+"/v1/verdict?"+api.VerdictQuery{Revision: rev2, Before: 1, Thresholds: th}.Encode(), nil)
 			if tok != "" {
 				req.Header.Set("Authorization", "Bearer "+tok)
 			}
@@ -139,9 +137,9 @@ func TestVerdictOverHTTP(t *testing.T) {
 			}
 			return resp.StatusCode, v
 		}
-		code, _ := verdict("", rollout.Thresholds{})
+		code, _ := verdict("", api.Thresholds{})
 		require.Equal(t, http.StatusUnauthorized, code, "a verdict needs the read token or a device token")
-		code, _ = verdict("tendd_unknown", rollout.Thresholds{})
+		code, _ = verdict("tendd_unknown", api.Thresholds{})
 		require.Equal(t, http.StatusUnauthorized, code)
 
 		// the canary applies rev2: go once it soaked 10m
@@ -152,7 +150,7 @@ func TestVerdictOverHTTP(t *testing.T) {
 		s = h.doc("cam-1", rev2, rev2)
 		s.Wave = wave(0)
 		report(canary, s)
-		soak := rollout.Thresholds{MinApplied: 1, Soak: 10 * time.Minute}
+		soak := api.Thresholds{MinApplied: 1, Soak: 10 * time.Minute}
 		code, v := verdict(later, soak)
 		require.Equal(t, http.StatusOK, code)
 		require.False(t, v.Go)
@@ -166,7 +164,7 @@ func TestVerdictOverHTTP(t *testing.T) {
 		// its service crash-loops: a failure of rev2, told on the webhook
 		s = h.doc("cam-1", rev2, rev2)
 		s.Wave = wave(0)
-		s.Services = []status.ServiceStatus{{ID: "service:web", Replicas: []status.ReplicaStatus{{State: status.ReplicaRestarting, CrashLoop: true}}}}
+		s.Services = []api.ServiceStatus{{ID: "service:web", Replicas: []api.ReplicaStatus{{State: api.ReplicaRestarting, CrashLoop: true}}}}
 		report(canary, s)
 		e := events.wait(t)
 		require.Equal(t, WebhookCrashLoop, e.Kind)

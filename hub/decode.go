@@ -5,7 +5,7 @@ import (
 	"encoding/json"
 	"fmt"
 
-	"github.com/tend-dev/tend/agent/status"
+	"github.com/tend-dev/tend/api"
 )
 
 // decodeReport reads body, a report posted with the token of device: one
@@ -15,8 +15,8 @@ import (
 // (checkLists). A refused report has the result it is counted as
 // (ResultMalformed, ResultForbidden) and an error that says why; a taken
 // one has result "".
-func decodeReport(body []byte, device string) (*status.Status, string, error) {
-	var st status.Status
+func decodeReport(body []byte, device string) (*api.Status, string, error) {
+	var st api.Status
 	dec := json.NewDecoder(bytes.NewReader(body))
 	if err := dec.Decode(&st); err != nil {
 		return nil, ResultMalformed, fmt.Errorf("report of %s is not a status document: %w", device, err)
@@ -25,8 +25,8 @@ func decodeReport(body []byte, device string) (*status.Status, string, error) {
 		return nil, ResultMalformed, fmt.Errorf("report of %s has data after the status document", device)
 	}
 	switch {
-	case st.FormatVersion != status.FormatVersion:
-		return nil, ResultMalformed, fmt.Errorf("report of %s has formatVersion %q; this hub reads %q: run a tend of the hub's version", device, st.FormatVersion, status.FormatVersion)
+	case st.FormatVersion != api.FormatVersion:
+		return nil, ResultMalformed, fmt.Errorf("report of %s has formatVersion %q; this hub reads %q: run a tend of the hub's version", device, st.FormatVersion, api.FormatVersion)
 	case st.Device != device:
 		return nil, ResultForbidden, fmt.Errorf("the token of device %s cannot report for device %q", device, st.Device)
 	}

@@ -18,7 +18,7 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
-	"github.com/tend-dev/tend/agent/status"
+	"github.com/tend-dev/tend/api"
 	"github.com/tend-dev/tend/internal/testkit/promtext"
 	"github.com/tend-dev/tend/internal/testkit/testpg"
 )
@@ -82,7 +82,7 @@ func (h *testHub) post(token string, body []byte) (int, string) {
 	return resp.StatusCode, string(b)
 }
 
-func (h *testHub) report(token string, s status.Status) {
+func (h *testHub) report(token string, s api.Status) {
 	h.t.Helper()
 	b, err := json.Marshal(s)
 	require.NoError(h.t, err)
@@ -136,12 +136,12 @@ const (
 )
 
 // doc is a status document of device at the hub's clock.
-func (h *testHub) doc(device, applied, target string) status.Status {
-	return status.Status{
-		FormatVersion: status.FormatVersion, Device: device, AppliedRevision: applied, TargetRevision: target,
-		LastReconcile: h.clock.now().Format(time.RFC3339Nano), Result: status.ResultNoop,
+func (h *testHub) doc(device, applied, target string) api.Status {
+	return api.Status{
+		FormatVersion: api.FormatVersion, Device: device, AppliedRevision: applied, TargetRevision: target,
+		LastReconcile: h.clock.now().Format(time.RFC3339Nano), Result: api.ResultNoop,
 		Labels:    map[string]string{"site": "lyon"},
-		Resources: []status.ResourceStatus{{ID: "file:/etc/a", State: status.StateOK}},
+		Resources: []api.ResourceStatus{{ID: "file:/etc/a", State: api.ResourceOK}},
 	}
 }
 
@@ -208,10 +208,10 @@ func TestEventsAndReleases(t *testing.T) {
 		// rev2 appears: the canary stages then applies it; cam-2 is held in wave 1.
 		h.clock.add(time.Minute)
 		s := h.doc("cam-1", rev1, rev2)
-		s.Staging = &status.Staging{Revision: rev2}
+		s.Staging = &api.Staging{Revision: rev2}
 		h.report(canary, s)
 		s2 := h.doc("cam-2", rev1, rev2)
-		s2.Held, s2.Result = "held: rollout wave 1 opens 2026-12-03T13:00:00Z", status.ResultHeld
+		s2.Held, s2.Result = "held: rollout wave 1 opens 2026-12-03T13:00:00Z", api.ResultHeld
 		h.report(late, s2)
 		h.clock.add(90 * time.Second)
 		h.report(canary, h.doc("cam-1", rev2, ""))
@@ -231,13 +231,13 @@ func TestEventsAndReleases(t *testing.T) {
 		// cam-2 fails it: rolled back and quarantined, then drift.
 		h.clock.add(time.Hour)
 		s2 = h.doc("cam-2", rev1, rev2)
-		s2.Quarantined = []status.Quarantined{{Release: rev2, Revision: rev2, Reason: "service/web did not become healthy"}}
+		s2.Quarantined = []api.Quarantined{{Release: rev2, Revision: rev2, Reason: "service/web did not become healthy"}}
 		s2.LastError = "rolled back: service/web did not become healthy"
 		h.report(late, s2)
 		h.clock.add(time.Minute)
 		s2 = h.doc("cam-2", rev1, rev2)
-		s2.Quarantined = []status.Quarantined{{Release: rev2, Revision: rev2, Reason: "service/web did not become healthy"}}
-		s2.Resources = []status.ResourceStatus{{ID: "file:/etc/a", State: status.StateDrifted, Message: "content changed"}}
+		s2.Quarantined = []api.Quarantined{{Release: rev2, Revision: rev2, Reason: "service/web did not become healthy"}}
+		s2.Resources = []api.ResourceStatus{{ID: "file:/etc/a", State: api.ResourceDrifted, Message: "content changed"}}
 		h.report(late, s2)
 
 		var dd DeviceDetail

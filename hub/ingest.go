@@ -12,7 +12,6 @@ import (
 	"strings"
 	"time"
 
-	"github.com/tend-dev/tend/agent/status"
 	"github.com/tend-dev/tend/api"
 	"github.com/tend-dev/tend/internal/failpoint"
 	"github.com/tend-dev/tend/rollout"
@@ -60,7 +59,7 @@ var errReplayed = errors.New("replayed")
 // report, and the device's part in each release it names, at the wave and
 // rollout it reports (see Placement). A report that does not come after
 // the last one taken, by its reportSeq (see order.go), is ignored.
-func (s *Store) Ingest(ctx context.Context, st *status.Status, now time.Time) (ingested, error) {
+func (s *Store) Ingest(ctx context.Context, st *api.Status, now time.Time) (ingested, error) {
 	place, err := reported(st)
 	if err != nil {
 		return ingested{result: ResultMalformed}, err
@@ -70,7 +69,7 @@ func (s *Store) Ingest(ctx context.Context, st *status.Status, now time.Time) (i
 
 // IngestAt is Ingest with the device at place, as the hub worked it out
 // (see Fleet.Place), or as reported.
-func (s *Store) IngestAt(ctx context.Context, st *status.Status, place Placement, now time.Time) (ingested, error) {
+func (s *Store) IngestAt(ctx context.Context, st *api.Status, place Placement, now time.Time) (ingested, error) {
 	if err := checkLists(st); err != nil {
 		return ingested{result: ResultMalformed}, err
 	}
@@ -95,14 +94,14 @@ func (s *Store) IngestAt(ctx context.Context, st *status.Status, place Placement
 		}
 		var prevIDs string
 		firstSeen := now.UnixNano()
-		var prev *status.Status
+		var prev *api.Status
 		var pk keys
 		if stored != nil {
 			if err := ord.follows(st.Device, stored.order); err != nil {
 				return err
 			}
 			prevIDs, firstSeen = stored.ids, stored.firstSeen
-			prev = &status.Status{}
+			prev = &api.Status{}
 			if err := json.Unmarshal([]byte(stored.raw), prev); err != nil {
 				prev = nil // a row this hub cannot read: start the device's history afresh
 			} else if pk, err = keysOf(prev); err != nil {
@@ -203,7 +202,7 @@ type part struct {
 //
 // It returns, with the convergences, the device's part in each release
 // it recorded, for the wave and rollout of its parts in their parts.
-func (s *Store) releases(ctx context.Context, tx *sql.Tx, st *status.Status, k keys, place Placement, now time.Time) ([]time.Duration, map[api.ReleaseKey]part, error) {
+func (s *Store) releases(ctx context.Context, tx *sql.Tx, st *api.Status, k keys, place Placement, now time.Time) ([]time.Duration, map[api.ReleaseKey]part, error) {
 	parts := map[api.ReleaseKey]part{}
 	seen := map[api.ReleaseKey]int64{} // when each part was first recorded
 	rows, err := tx.QueryContext(ctx, `SELECT release_key, state, wave, rollout, applied_at, detail, first_seen FROM device_releases WHERE device = $1`, st.Device)
@@ -309,7 +308,7 @@ func (s *Store) releases(ctx context.Context, tx *sql.Tx, st *status.Status, k k
 // applied and target) fit.
 const (
 	DefaultKeepReleases = 100
-	MinKeepReleases     = status.MaxReportQuarantined + 3
+	MinKeepReleases     = api.MaxReportQuarantined + 3
 )
 
 // StateTrimmed marks, between releases and writeParts, a release whose
@@ -402,7 +401,7 @@ func holdsPart(keys map[api.ReleaseKey]bool, p string) bool {
 
 // quarantineRevision is the revision a rolled back release was at: a
 // commit's own, or the one a digest was rolled back at.
-func quarantineRevision(q *status.Quarantined) string {
+func quarantineRevision(q *api.Quarantined) string {
 	if strings.Contains(q.Release, "@sha1:") {
 		return q.Release
 	}
@@ -473,7 +472,7 @@ func (s *Store) recordRelease(ctx context.Context, tx *sql.Tx, key api.ReleaseKe
 // writeTags records the tags release key's resources rs were resolved
 // through, for finding a release by a tag (Store.FindRelease): a row of
 // release_tags each, at most maxReleaseResources (checkResources).
-func writeTags(ctx context.Context, tx *sql.Tx, key api.ReleaseKey, rs []status.ReleaseResource) error {
+func writeTags(ctx context.Context, tx *sql.Tx, key api.ReleaseKey, rs []api.ReleaseResource) error {
 	for _, r := range rs {
 		if r.Tag == "" || !strings.HasPrefix(r.Digest, "sha256:") {
 			continue

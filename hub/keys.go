@@ -7,8 +7,8 @@ import (
 	"strings"
 	"unicode/utf8"
 
-	"github.com/tend-dev/tend/agent/status"
 	"github.com/tend-dev/tend/api"
+	"github.com/tend-dev/tend/internal/printable"
 )
 
 // Bounds of the release resources a report may send: what the hub stores
@@ -40,13 +40,13 @@ type keys struct {
 	appliedCommit api.ReleaseKey
 	// resources are the target's models and images as the device
 	// resolved them; nil from a tend that sends none (v0.1.0).
-	resources []status.ReleaseResource
+	resources []api.ReleaseResource
 	// declared are the ids of the models and services its target
 	// declares, as resourceIDs gives them.
 	declared string
 	// quarantined are the device's quarantine entries by the part of a
 	// key each stands for: a commit's hash, or "ID@sha256:HEX".
-	quarantined map[string]*status.Quarantined
+	quarantined map[string]*api.Quarantined
 	// rolledBack lists those parts in the order of the status.
 	rolledBack []string
 }
@@ -55,8 +55,8 @@ type keys struct {
 // its target release is then its target revision's commit, and the one
 // it runs its applied revision's (api.RevisionRelease). Its errors say
 // which field of the report is wrong.
-func keysOf(s *status.Status) (keys, error) {
-	k := keys{targetRevision: target(s), quarantined: map[string]*status.Quarantined{}}
+func keysOf(s *api.Status) (keys, error) {
+	k := keys{targetRevision: target(s), quarantined: map[string]*api.Quarantined{}}
 	if s.AppliedRelease != "" {
 		key, err := api.ParseReleaseKey(s.AppliedRelease)
 		if err != nil {
@@ -86,7 +86,7 @@ func keysOf(s *status.Status) (keys, error) {
 		}
 		k.resources = r.Resources
 		if k.resources == nil {
-			k.resources = []status.ReleaseResource{}
+			k.resources = []api.ReleaseResource{}
 		}
 	case s.AppliedRelease != "" && (s.TargetRevision == "" || s.TargetRevision == s.AppliedRevision):
 		// A tend that sends keys, before a tick rendered its target:
@@ -120,10 +120,10 @@ func keysOf(s *status.Status) (keys, error) {
 // quarantineKey is the key of the release a quarantine entry rolled back
 // as far as the entry tells: commit:HASH for a commit (REF@sha1:HASH), or
 // the digest's part of a key, "model/NAME@sha256:HEX".
-func quarantineKey(q *status.Quarantined) api.ReleaseKey { return api.RevisionRelease(q.Release) }
+func quarantineKey(q *api.Quarantined) api.ReleaseKey { return api.RevisionRelease(q.Release) }
 
 // checkResources bounds the release resources of a report.
-func checkResources(rs []status.ReleaseResource) error {
+func checkResources(rs []api.ReleaseResource) error {
 	if len(rs) > maxReleaseResources {
 		return fmt.Errorf("release.resources lists %d resources, more than %d", len(rs), maxReleaseResources)
 	}
@@ -152,7 +152,7 @@ func (k keys) ranOnly(key api.ReleaseKey) bool {
 
 // failedBy is the quarantine entry of a part of key on the device, or
 // nil when none of key's parts was rolled back there.
-func (k keys) failedBy(key api.ReleaseKey) *status.Quarantined {
+func (k keys) failedBy(key api.ReleaseKey) *api.Quarantined {
 	for _, p := range key.Parts() {
 		if q := k.quarantined[p]; q != nil {
 			return q
@@ -197,7 +197,7 @@ func (k keys) resourceIDs() string { return k.declared }
 // those of its resources of kind model/ and service/; when it lists none
 // either, unknown: a verdict waits for such a device as for one that
 // declares the release's model, rather than take its silence for none.
-func declaredIDs(s *status.Status, rs []status.ReleaseResource) string {
+func declaredIDs(s *api.Status, rs []api.ReleaseResource) string {
 	var ids []string
 	if rs != nil {
 		for _, r := range rs {
@@ -224,10 +224,11 @@ func declaredIDs(s *status.Status, rs []status.ReleaseResource) string {
 // failureDetail says what a device rolled back and why, for the
 // operator: "rolled back model/detector@sha256:1f16… (1.2.0): service/infer
 // did not become healthy", at most maxDetailBytes.
-func failureDetail(q *status.Quarantined) string {
-	what := shortKey(quarantineKey(q))
-	if strings.HasPrefix(string(quarantineKey(q)), "commit:") && strings.Contains(q.Release, "@sha1:") {
-		what = shortName(q.Release)
+func failureDetail(q *api.Quarantined) string {
+	k := quarantineKey(q)
+	what := k.Short()
+	if strings.Contains(q.Release, "@sha1:") {
+		what = api.ReleaseName(k, q.Release) // a commit's, by its revision
 	}
 	if q.Tag != "" {
 		what += " (" + q.Tag + ")"
@@ -236,7 +237,7 @@ func failureDetail(q *status.Quarantined) string {
 	if q.Reason != "" {
 		d += ": " + q.Reason
 	}
-	return cut(oneLine(d), maxDetailBytes)
+	return cut(printable.OneLine(d), maxDetailBytes)
 }
 
 // cut shortens s to at most n bytes, on a rune boundary, marked with "…".
@@ -249,34 +250,4 @@ func cut(s string, n int) string {
 		i--
 	}
 	return s[:i] + "…"
-}
-
-// shortKey abbreviates each commit hash and digest of a release key to
-// 12 hex digits, marked "…": "model/detector@sha256:1f16a2b3c4d5…".
-func shortKey(k api.ReleaseKey) string {
-	parts := strings.Split(string(k), "+")
-	for i, p := range parts {
-		parts[i] = shortName(p)
-	}
-	return strings.Join(parts, "+")
-}
-
-// shortName abbreviates the hash of a revision (REF@sha1:HASH), a commit
-// key (commit:HASH) or a digest's part (ID@sha256:HEX) to 12 hex digits,
-// marked "…".
-func shortName(s string) string { return shortHash(s, "…", "@sha1:", "@sha256:", "commit:") }
-
-// shortRevision abbreviates ref@sha1:COMMIT to ref@sha1:12 hex digits.
-func shortRevision(rev string) string { return shortHash(rev, "", "@sha1:") }
-
-// shortHash abbreviates the hash after the first of seps (in their
-// order) that s holds followed by more than 12 hex digits to 12, marked
-// with mark; s without one is returned as it is.
-func shortHash(s, mark string, seps ...string) string {
-	for _, sep := range seps {
-		if i := strings.Index(s, sep); i >= 0 && len(s) > i+len(sep)+12 {
-			return s[:i+len(sep)+12] + mark
-		}
-	}
-	return s
 }

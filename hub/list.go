@@ -7,6 +7,7 @@ import (
 	"strconv"
 	"strings"
 
+	"github.com/tend-dev/tend/api"
 	"github.com/tend-dev/tend/manifest"
 )
 
@@ -78,19 +79,16 @@ var sortKeys = map[string]func(a, b Device) int{
 }
 
 func stateRank(s string) int {
-	for i, st := range States {
+	for i, st := range api.States {
 		if st == s {
 			return i
 		}
 	}
-	return len(States)
+	return len(api.States)
 }
 
 // DefaultPageSize is how many devices a page of the table shows.
 const DefaultPageSize = 100
-
-// maxPageSize bounds ?limit=.
-const maxPageSize = 1000
 
 // Query is what the device table shows: which devices, in which order,
 // which page.
@@ -115,7 +113,7 @@ func parseQuery(v url.Values) (Query, error) {
 		name string
 		to   *int
 		max  int
-	}{{"offset", &q.Offset, 1 << 30}, {"limit", &q.Limit, maxPageSize}} {
+	}{{"offset", &q.Offset, 1 << 30}, {"limit", &q.Limit, api.MaxPageSize}} {
 		if s := v.Get(p.name); s != "" {
 			n, err := strconv.Atoi(s)
 			if err != nil || n < 0 || n > p.max {
@@ -128,18 +126,6 @@ func parseQuery(v url.Values) (Query, error) {
 		q.Limit = DefaultPageSize
 	}
 	return q, nil
-}
-
-// DeviceList is a page of the device table: GET /v1/devices.
-type DeviceList struct {
-	FormatVersion string `json:"formatVersion"`
-	Selector      string `json:"selector,omitempty"`
-	// Total is how many devices the selector matches; Counts, how many of
-	// them are in each state.
-	Total   int            `json:"total"`
-	Counts  map[string]int `json:"counts"`
-	Offset  int            `json:"offset"`
-	Devices []Device       `json:"devices"`
 }
 
 // list selects, sorts and pages devices by q.
@@ -156,7 +142,7 @@ func list(all []Device, q Query) (DeviceList, error) {
 			out.Counts[d.State]++
 		}
 	}
-	for _, st := range States {
+	for _, st := range api.States {
 		out.Counts[st] += 0
 	}
 	cmp := sortKeys[q.Sort]

@@ -13,7 +13,6 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
-	"github.com/tend-dev/tend/agent/status"
 	"github.com/tend-dev/tend/api"
 )
 
@@ -34,7 +33,7 @@ func TestFindRelease(t *testing.T) {
 		for i, r := range []struct {
 			rev string
 			key api.ReleaseKey
-			res []status.ReleaseResource
+			res []api.ReleaseResource
 		}{
 			{rev1, commit1, detector("1.0.0", digest100)},
 			{"main@sha1:" + abcd1, api.CommitRelease(abcd1), nil},
@@ -109,7 +108,7 @@ func TestFindReleaseOfATagMovedLongAfter(t *testing.T) {
 		t.Cleanup(func() { store.Close() })
 		at := time.Date(2026, 12, 3, 12, 0, 0, 0, time.UTC)
 		require.NoError(t, store.tx(ctx, func(tx *sql.Tx) error {
-			record := func(key api.ReleaseKey, res []status.ReleaseResource) error {
+			record := func(key api.ReleaseKey, res []api.ReleaseResource) error {
 				at = at.Add(time.Millisecond)
 				_, err := store.recordRelease(ctx, tx, key, rev1, keys{target: key, resources: res}, at)
 				return err

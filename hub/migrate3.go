@@ -7,7 +7,7 @@ import (
 	"fmt"
 	"strings"
 
-	"github.com/tend-dev/tend/agent/status"
+	"github.com/tend-dev/tend/api"
 )
 
 // migration3 is schema 3: releases, and each device's part in them, by
@@ -15,7 +15,7 @@ import (
 // image digest a policy newly resolved is a release of its own.
 //
 //   - releases: release_key, the revision it was first seen at, and its
-//     resources (JSON of status.ReleaseResource, as the first report
+//     resources (JSON of api.ReleaseResource, as the first report
 //     that named it as its target sent them; "[]" when none did).
 //   - device_releases: by (device, release_key), with the detail of a
 //     failure (what was rolled back, and why); indexed by release key and
@@ -159,9 +159,9 @@ func declareMigrated(ctx context.Context, tx *sql.Tx) error {
 			rows.Close()
 			return fmt.Errorf("read the devices: %w", err)
 		}
-		var st status.Status
+		var st api.Status
 		if json.Unmarshal([]byte(raw), &st) != nil {
-			st = status.Status{} // unknown
+			st = api.Status{} // unknown
 		}
 		declared[name] = declaredIDs(&st, nil)
 	}

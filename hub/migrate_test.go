@@ -10,9 +10,7 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
-	"github.com/tend-dev/tend/agent/status"
 	"github.com/tend-dev/tend/api"
-	"github.com/tend-dev/tend/rollout"
 )
 
 // A hub of schema 2, with devices, releases by revision and events, is
@@ -86,7 +84,7 @@ func TestMigrateFromSchema2(t *testing.T) {
 
 		// The migrated hub takes reports, and finds releases by prefix.
 		now := time.Unix(0, 20)
-		s := status.Status{FormatVersion: status.FormatVersion, Device: "cam-2", AppliedRevision: "main@sha1:" + hashB, LastReconcile: now.Format(time.RFC3339Nano)}
+		s := api.Status{FormatVersion: api.FormatVersion, Device: "cam-2", AppliedRevision: "main@sha1:" + hashB, LastReconcile: now.Format(time.RFC3339Nano)}
 		_, err = store.Ingest(ctx, &s, now)
 		require.NoError(t, err)
 		key, err := store.FindRelease(ctx, "bbbb")
@@ -119,9 +117,9 @@ func TestMigrateDeclaresWhatDevicesRun(t *testing.T) {
 			{"cam-1", []string{"file:/etc/a"}},                                    // lists no model: unknown
 			{"cam-2", []string{"model/reid"}},                                     // runs another model
 		} {
-			s := status.Status{FormatVersion: status.FormatVersion, Device: d.name, AppliedRevision: rev1, LastReconcile: "2026-12-03T11:00:00Z", Wave: intp(0)}
+			s := api.Status{FormatVersion: api.FormatVersion, Device: d.name, AppliedRevision: rev1, LastReconcile: "2026-12-03T11:00:00Z", Wave: intp(0)}
 			for _, id := range d.resources {
-				s.Resources = append(s.Resources, status.ResourceStatus{ID: id, State: status.StateOK})
+				s.Resources = append(s.Resources, api.ResourceStatus{ID: id, State: api.ResourceOK})
 			}
 			_, err := old.db.ExecContext(ctx, `INSERT INTO devices (name, labels, applied, target, state, held, wave, last_error, reconciled, last_seen, first_seen, status, crash_loop)
 				VALUES ($1, '{}', $2, $2, 'applied', '', 0, '', 1, 1, 1, $3, '')`, d.name, rev1, string(mustJSON(t, s)))
@@ -130,7 +128,7 @@ func TestMigrateDeclaresWhatDevicesRun(t *testing.T) {
 		require.NoError(t, old.Close())
 
 		h := newTestHub(t, dbURL)
-		th := rollout.Thresholds{MaxFailed: intp(0), MinApplied: 1}
+		th := api.Thresholds{MaxFailed: intp(0), MinApplied: 1}
 		want := func(n int) BrakesVerdict {
 			return BrakesVerdict{Release: string(model110), Revision: rev1, Before: 1, Devices: n,
 				Reason: fmt.Sprintf("0 of %d wave-0 devices applied model/detector@sha256:1f16bbbbbbbb… (minApplied 1)", n)}

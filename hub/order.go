@@ -9,7 +9,7 @@ import (
 	"regexp"
 	"time"
 
-	"github.com/tend-dev/tend/agent/status"
+	"github.com/tend-dev/tend/api"
 )
 
 // A device's reports are ordered by their reportSeq, never by the
@@ -41,7 +41,7 @@ type reportOrder struct {
 // lastReconcile is RFC 3339, or "" (before the device's first tick) in a
 // report with a reportSeq, which needs no clock. Its errors say which
 // field is wrong.
-func orderOf(s *status.Status) (reportOrder, error) {
+func orderOf(s *api.Status) (reportOrder, error) {
 	var o reportOrder
 	if s.LastReconcile != "" || s.ReportSeq == nil {
 		t, err := time.Parse(time.RFC3339Nano, s.LastReconcile)

@@ -14,29 +14,29 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
-	"github.com/tend-dev/tend/agent/status"
+	"github.com/tend-dev/tend/api"
 )
 
 // seqDoc is a status document of device with reportSeq {epoch, seq}, its
 // lastReconcile at seq seconds after t0 and its applied revision naming
 // seq, so a stored document says which report it is.
-func seqDoc(device, epoch string, seq uint64, t0 time.Time) status.Status {
-	return status.Status{
-		FormatVersion: status.FormatVersion, Device: device,
+func seqDoc(device, epoch string, seq uint64, t0 time.Time) api.Status {
+	return api.Status{
+		FormatVersion: api.FormatVersion, Device: device,
 		AppliedRevision: fmt.Sprintf("main@sha1:%040d", seq),
-		LastReconcile:   t0.Add(time.Duration(seq) * time.Second).Format(time.RFC3339Nano), Result: status.ResultNoop,
-		Resources: []status.ResourceStatus{{ID: "file:/etc/a", State: status.StateOK}},
-		ReportSeq: &status.ReportSeq{Epoch: epoch, Seq: seq},
+		LastReconcile:   t0.Add(time.Duration(seq) * time.Second).Format(time.RFC3339Nano), Result: api.ResultNoop,
+		Resources: []api.ResourceStatus{{ID: "file:/etc/a", State: api.ResourceOK}},
+		ReportSeq: &api.ReportSeq{Epoch: epoch, Seq: seq},
 	}
 }
 
 // storedSeq is the reportSeq of the status document the hub holds for
 // device, and the number of its first seen events.
-func storedSeq(t *testing.T, s *Store, device string) (status.ReportSeq, int) {
+func storedSeq(t *testing.T, s *Store, device string) (api.ReportSeq, int) {
 	t.Helper()
 	dd, err := s.Device(context.Background(), device, maxEvents)
 	require.NoError(t, err)
-	var st status.Status
+	var st api.Status
 	require.NoError(t, json.Unmarshal(dd.Status, &st))
 	require.NotNil(t, st.ReportSeq, "%s", dd.Status)
 	first := 0
@@ -105,7 +105,7 @@ func TestConcurrentFirstReportsKeepTheHighest(t *testing.T) {
 }
 
 // posted posts s with token and returns the status code and body.
-func (h *testHub) posted(token string, s status.Status) (int, string) {
+func (h *testHub) posted(token string, s api.Status) (int, string) {
 	h.t.Helper()
 	b, err := json.Marshal(s)
 	require.NoError(h.t, err)
@@ -118,7 +118,7 @@ func (h *testHub) device(name string) (Device, string) {
 	h.t.Helper()
 	var dd DeviceDetail
 	h.getJSON("/v1/devices/"+name, &dd)
-	var st status.Status
+	var st api.Status
 	require.NoError(h.t, json.Unmarshal(dd.Status, &st))
 	return dd.Device, st.LastReconcile
 }
@@ -133,7 +133,7 @@ func TestReportsOrderedByReportSeq(t *testing.T) {
 		h := newTestHub(t, dbURL)
 		tok := h.token("cam-a")
 		t0 := h.clock.now()
-		at := func(when string, epoch string, seq uint64) status.Status {
+		at := func(when string, epoch string, seq uint64) api.Status {
 			s := seqDoc("cam-a", epoch, seq, t0)
 			s.LastReconcile = when
 			return s
@@ -204,13 +204,13 @@ func TestReportsOrderedByReportSeq(t *testing.T) {
 		})
 		t.Run("malformed reportSeq", func(t *testing.T) {
 			for _, c := range []struct {
-				seq  status.ReportSeq
+				seq  api.ReportSeq
 				want string
 			}{
-				{status.ReportSeq{Epoch: "", Seq: 1}, `reportSeq.epoch "" is not 1 to 64 letters`},
-				{status.ReportSeq{Epoch: "e 1", Seq: 1}, `reportSeq.epoch "e 1" is not`},
-				{status.ReportSeq{Epoch: strings.Repeat("e", 65), Seq: 1}, `is not 1 to 64 letters`},
-				{status.ReportSeq{Epoch: "e3", Seq: math.MaxInt64 + 1}, "reportSeq.seq 9223372036854775808 is over 9223372036854775807"},
+				{api.ReportSeq{Epoch: "", Seq: 1}, `reportSeq.epoch "" is not 1 to 64 letters`},
+				{api.ReportSeq{Epoch: "e 1", Seq: 1}, `reportSeq.epoch "e 1" is not`},
+				{api.ReportSeq{Epoch: strings.Repeat("e", 65), Seq: 1}, `is not 1 to 64 letters`},
+				{api.ReportSeq{Epoch: "e3", Seq: math.MaxInt64 + 1}, "reportSeq.seq 9223372036854775808 is over 9223372036854775807"},
 			} {
 				s := at("2026-12-03T12:00:00Z", "", 0)
 				s.ReportSeq = &c.seq
@@ -229,7 +229,7 @@ func TestReportsWithoutReportSeqOrderedByClock(t *testing.T) {
 	stores(t, func(t *testing.T, dbURL string) {
 		h := newTestHub(t, dbURL)
 		tok := h.token("cam-b")
-		legacy := func(when string, seq uint64) status.Status {
+		legacy := func(when string, seq uint64) api.Status {
 			s := seqDoc("cam-b", "", seq, h.clock.now())
 			s.LastReconcile, s.ReportSeq = when, nil
 			return s
@@ -251,7 +251,7 @@ func TestReportsWithoutReportSeqOrderedByClock(t *testing.T) {
 			h.clock.add(time.Minute)
 			s := legacy(c.when, c.seq)
 			if c.seq == 7 {
-				s.ReportSeq = &status.ReportSeq{Epoch: "e1", Seq: 1}
+				s.ReportSeq = &api.ReportSeq{Epoch: "e1", Seq: 1}
 			}
 			code, body := h.posted(tok, s)
 			require.Equal(t, http.StatusOK, code, "%s: %s", c.name, body)

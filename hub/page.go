@@ -19,8 +19,8 @@ var templateFS embed.FS
 
 var pages = template.Must(template.New("").Funcs(template.FuncMap{
 	"deref": func(p *int) int { return *p },
-	"short": shortRevision,
-	"key":   func(k string) string { return shortKey(api.ReleaseKey(k)) },
+	"short": api.ShortRevision,
+	"key":   func(k string) string { return api.ReleaseKey(k).Short() },
 }).ParseFS(templateFS, "templates/*.html"))
 
 // render writes page name; html/template escapes every value it prints,
@@ -54,7 +54,7 @@ type fleetPage struct {
 
 func (s *Server) pageFleet(w http.ResponseWriter, r *http.Request) {
 	v := r.URL.Query()
-	p := fleetPage{States: States, RelStates: ReleaseStates[:len(ReleaseStates)-1]}
+	p := fleetPage{States: api.States, RelStates: api.ReleaseStates[:len(api.ReleaseStates)-1]}
 	l, bad, err := s.deviceList(r)
 	if err != nil && !bad {
 		s.fail(w, r, err, false)
@@ -134,7 +134,7 @@ func (s *Server) pageRelease(w http.ResponseWriter, r *http.Request) {
 		R      ReleaseDetail
 		States []string
 		Chart  template.HTML
-	}{rd, ReleaseStates, convergenceChart(rd)})
+	}{rd, api.ReleaseStates, convergenceChart(rd)})
 }
 
 // Chart geometry, in SVG user units.

@@ -9,9 +9,7 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
-	"github.com/tend-dev/tend/agent/status"
 	"github.com/tend-dev/tend/api"
-	"github.com/tend-dev/tend/rollout"
 )
 
 var (
@@ -25,16 +23,16 @@ var (
 
 // fleetAt is the fleet's three models with the detector at tag 1.1.0 and
 // digest det, the tracker at digest trk.
-func fleetAt(det, trk string) []status.ReleaseResource {
+func fleetAt(det, trk string) []api.ReleaseResource {
 	r := detector("1.1.0", det)
 	r[1].Digest = trk
 	return r
 }
 
 // verdictOn is the verdict a wave-1 device gets on key, seen at rev.
-func (h *testHub) verdictOn(key api.ReleaseKey, rev string, th rollout.Thresholds) BrakesVerdict {
+func (h *testHub) verdictOn(key api.ReleaseKey, rev string, th api.Thresholds) BrakesVerdict {
 	h.t.Helper()
-	v, err := h.store.Verdict(context.Background(), rollout.VerdictQuery{Release: key, Revision: rev, Before: 1, Thresholds: th}, h.clock.now())
+	v, err := h.store.Verdict(context.Background(), api.VerdictQuery{Release: key, Revision: rev, Before: 1, Thresholds: th}, h.clock.now())
 	require.NoError(h.t, err)
 	return v
 }
@@ -45,7 +43,7 @@ func (h *testHub) verdictOn(key api.ReleaseKey, rev string, th rollout.Threshold
 // counts applied, soaked from then. Once it moves the detector past A, it
 // runs A+F no more.
 func TestVerdictCountsAKeyWhoseDigestsTheCanaryTookApart(t *testing.T) {
-	th := rollout.Thresholds{MaxFailed: intp(0), MinApplied: 1, Soak: 10 * time.Minute}
+	th := api.Thresholds{MaxFailed: intp(0), MinApplied: 1, Soak: 10 * time.Minute}
 	trackerD := detector("1.0.0", digest100)[1].Digest
 	stores(t, func(t *testing.T, dbURL string) {
 		h := newTestHub(t, dbURL)
@@ -57,7 +55,7 @@ func TestVerdictCountsAKeyWhoseDigestsTheCanaryTookApart(t *testing.T) {
 		h.clock.add(time.Minute)
 		h.report(canary, h.agentDoc("cam-0", 0, rev1, trackerF, rev1, trackerF, fleetAt(digest110, digestF)))
 		held := h.agentDoc("cam-1", 1, rev1, commit1, rev1, detectorAndTracker, fleetAt(digest110, digestF))
-		held.Held, held.Result = "held: brakes: …", status.ResultHeld
+		held.Held, held.Result = "held: brakes: …", api.ResultHeld
 		h.report(later, held)
 
 		h.clock.add(9 * time.Minute)
@@ -81,7 +79,7 @@ func TestVerdictCountsAKeyWhoseDigestsTheCanaryTookApart(t *testing.T) {
 // moves the detector's digest on a later device (model/detector@A): the
 // canary runs A from its report of the commit.
 func TestVerdictCountsADigestTheCanaryTookWithACommit(t *testing.T) {
-	th := rollout.Thresholds{MaxFailed: intp(0), MinApplied: 1, Soak: 10 * time.Minute}
+	th := api.Thresholds{MaxFailed: intp(0), MinApplied: 1, Soak: 10 * time.Minute}
 	commit2 := api.RevisionRelease(rev2)
 	stores(t, func(t *testing.T, dbURL string) {
 		h := newTestHub(t, dbURL)
@@ -91,7 +89,7 @@ func TestVerdictCountsADigestTheCanaryTookWithACommit(t *testing.T) {
 		h.clock.add(time.Minute)
 		h.report(canary, h.agentDoc("cam-0", 0, rev2, commit2, rev2, commit2, detector("1.1.0", digest110)))
 		held := h.agentDoc("cam-1", 1, rev1, commit1, rev2, model110, detector("1.1.0", digest110))
-		held.Held, held.Result = "held: brakes: …", status.ResultHeld
+		held.Held, held.Result = "held: brakes: …", api.ResultHeld
 		h.report(later, held)
 
 		h.clock.add(10 * time.Minute)
@@ -111,20 +109,20 @@ func TestVerdictStopsADigestRolledBackInAKeyOfSeveral(t *testing.T) {
 		h.report(canary, h.agentDoc("cam-0", 0, rev1, commit1, rev1, commit1, detector("1.0.0", digest100)))
 		h.clock.add(time.Minute)
 		staging := h.agentDoc("cam-0", 0, rev1, commit1, rev1, detectorAndTracker, fleetAt(digest110, digestF))
-		staging.Staging = &status.Staging{Revision: rev1}
+		staging.Staging = &api.Staging{Revision: rev1}
 		h.report(canary, staging)
 		h.clock.add(time.Minute)
 		failed := h.agentDoc("cam-0", 0, rev1, commit1, rev1, commit1, detector("1.0.0", digest100))
-		failed.Quarantined = []status.Quarantined{
+		failed.Quarantined = []api.Quarantined{
 			{Release: string(model110), Revision: rev1, Tag: "1.1.0", Reason: "service/infer did not become healthy"},
 			{Release: string(trackerF), Revision: rev1, Tag: "2.0.0", Reason: "service/infer did not become healthy"},
 		}
 		h.report(canary, failed)
 		held := h.agentDoc("cam-1", 1, rev1, commit1, rev1, model110, detector("1.1.0", digest110)[:1])
-		held.Held, held.Result = "held: brakes: …", status.ResultHeld
+		held.Held, held.Result = "held: brakes: …", api.ResultHeld
 		h.report(later, held)
 
-		v := h.verdictOn(model110, rev1, rollout.Thresholds{MaxFailed: intp(0)})
+		v := h.verdictOn(model110, rev1, api.Thresholds{MaxFailed: intp(0)})
 		assert.Equal(t, BrakesVerdict{Release: string(model110), Revision: rev1, Before: 1, Devices: 1, Failed: 1, Tripped: true,
 			Reason: "1 of 1 wave-0 devices failed model/detector@sha256:1f16bbbbbbbb… (maxFailed 0)"}, v)
 		assert.Equal(t, map[string]string{"cam-0": StateFailed}, h.parts(detectorAndTracker), "recorded under the key it was taken as")

@@ -9,7 +9,6 @@ import (
 	"sync"
 	"time"
 
-	"github.com/tend-dev/tend/agent/status"
 	"github.com/tend-dev/tend/api"
 	"github.com/tend-dev/tend/manifest"
 	"github.com/tend-dev/tend/rollout"
@@ -31,16 +30,16 @@ type Placement struct {
 	Checked bool
 }
 
-// checkLists bounds the lists of a report (see status.MaxReportResources).
-func checkLists(s *status.Status) error {
+// checkLists bounds the lists of a report (see api.MaxReportResources).
+func checkLists(s *api.Status) error {
 	for _, l := range []struct {
 		name string
 		n    int
 		max  int
 	}{
-		{"quarantined", len(s.Quarantined), status.MaxReportQuarantined},
-		{"resources", len(s.Resources), status.MaxReportResources},
-		{"services", len(s.Services), status.MaxReportResources},
+		{"quarantined", len(s.Quarantined), api.MaxReportQuarantined},
+		{"resources", len(s.Resources), api.MaxReportResources},
+		{"services", len(s.Services), api.MaxReportResources},
 	} {
 		if l.n > l.max {
 			return fmt.Errorf("%s lists %d entries, more than %d a report may: a tend of this hub's version posts at most that", l.name, l.n, l.max)
@@ -51,7 +50,7 @@ func checkLists(s *status.Status) error {
 
 // reported is where s says its device stands: its wave (or the one its
 // hold names) and rollout. A wave out of bounds is an error.
-func reported(s *status.Status) (Placement, error) {
+func reported(s *api.Status) (Placement, error) {
 	if s.Wave != nil && (*s.Wave > maxWave || *s.Wave < rollout.NoWave) {
 		return Placement{}, fmt.Errorf("wave %d: a wave is from %d (none) to %d", *s.Wave, rollout.NoWave, maxWave)
 	}
@@ -67,7 +66,7 @@ const maxRolloutBytes = 253
 // agrees reports whether what s says of its device's place agrees with
 // p, worked out by the hub: a wave or a rollout it reports that differs
 // does not (one it does not report is no disagreement).
-func (p Placement) agrees(s *status.Status) bool {
+func (p Placement) agrees(s *api.Status) bool {
 	return (s.Wave == nil || max(*s.Wave, rollout.NoWave) == p.Wave) && (s.Rollout == "" || s.Rollout == p.Rollout)
 }
 
@@ -132,7 +131,7 @@ func (f *Fleet) Place(device string, enrolled map[string]string) (p Placement, o
 // nothing on it. A part keeps the wave and rollout it was first recorded
 // at unless p was checked: a device cannot move a release it took part
 // in to another wave or rollout by saying so.
-func (p Placement) partIn(old part, known bool, key api.ReleaseKey, state string, st *status.Status, k keys) (int, string) {
+func (p Placement) partIn(old part, known bool, key api.ReleaseKey, state string, st *api.Status, k keys) (int, string) {
 	w, ro := old.wave, old.rollout
 	if !known {
 		w, ro = rollout.NoWave, ""

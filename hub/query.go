@@ -76,14 +76,6 @@ func (s *Store) Devices(ctx context.Context) ([]Device, error) {
 // ErrNotFound is a device or release the hub has no report of.
 var ErrNotFound = errors.New("not found")
 
-// DeviceDetail is a device with its last status document and its recent
-// events, newest first.
-type DeviceDetail struct {
-	Device Device          `json:"device"`
-	Events []Event         `json:"events"`
-	Status json.RawMessage `json:"status"`
-}
-
 // Device returns one device and its recent events (at most limit).
 func (s *Store) Device(ctx context.Context, name string, limit int) (DeviceDetail, error) {
 	var dd DeviceDetail

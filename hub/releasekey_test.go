@@ -11,9 +11,7 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
-	"github.com/tend-dev/tend/agent/status"
 	"github.com/tend-dev/tend/api"
-	"github.com/tend-dev/tend/rollout"
 )
 
 const rev3 = "main@sha1:3333333333333333333333333333333333333333"
@@ -32,8 +30,8 @@ var (
 
 // detector is model/detector resolved through tag at digest, with the
 // fleet's other two models, as a device reports its release's resources.
-func detector(tag, digest string) []status.ReleaseResource {
-	return []status.ReleaseResource{
+func detector(tag, digest string) []api.ReleaseResource {
+	return []api.ReleaseResource{
 		{ID: "model/detector", Ref: "registry.example/detector", Tag: tag, Digest: digest},
 		{ID: "model/tracker", Ref: "registry.example/tracker", Tag: "2.0.0", Digest: "sha256:" + strings.Repeat("d", 64)},
 		{ID: "model/reid", Ref: "registry.example/reid", Tag: "0.9.1", Digest: "sha256:" + strings.Repeat("e", 64)},
@@ -43,11 +41,11 @@ func detector(tag, digest string) []status.ReleaseResource {
 // agentDoc is the status document of a tend that reports release keys:
 // device of wave runs applied (at appliedRev) and works towards target
 // (at targetRev; the applied one when none waits).
-func (h *testHub) agentDoc(device string, wave int, appliedRev string, applied api.ReleaseKey, targetRev string, target api.ReleaseKey, res []status.ReleaseResource) status.Status {
+func (h *testHub) agentDoc(device string, wave int, appliedRev string, applied api.ReleaseKey, targetRev string, target api.ReleaseKey, res []api.ReleaseResource) api.Status {
 	s := h.doc(device, appliedRev, targetRev)
 	s.Wave = &wave
 	s.AppliedRelease = string(applied)
-	s.Release = &status.Release{Key: string(target), Revision: targetRev, Resources: res}
+	s.Release = &api.Release{Key: string(target), Revision: targetRev, Resources: res}
 	return s
 }
 
@@ -67,12 +65,12 @@ func (h *testHub) parts(key api.ReleaseKey) map[string]string {
 // through the issue's scenario: a retrained model pushed as a tag, bad,
 // then fixed; an unrelated commit during a soak; commits as before.
 func TestReleaseKeys(t *testing.T) {
-	soak := rollout.Thresholds{MaxFailed: intp(0), MinApplied: 1, Soak: 20 * time.Second}
+	soak := api.Thresholds{MaxFailed: intp(0), MinApplied: 1, Soak: 20 * time.Second}
 	type step struct {
 		name string
 		wait time.Duration // on the hub's clock, before the reports
 		// reports are the status documents posted, in order.
-		reports func(h *testHub) []status.Status
+		reports func(h *testHub) []api.Status
 		// parts are each device's part in a release after them.
 		parts map[api.ReleaseKey]map[string]string
 		// verdicts asked by a wave-1 device: the key and the revision it
@@ -91,8 +89,8 @@ func TestReleaseKeys(t *testing.T) {
 	}
 	steps := []step{{
 		name: "both run 1.0.0 at the first commit",
-		reports: func(h *testHub) []status.Status {
-			return []status.Status{
+		reports: func(h *testHub) []api.Status {
+			return []api.Status{
 				h.agentDoc("cam-0", 0, rev1, commit1, rev1, commit1, detector("1.0.0", digest100)),
 				h.agentDoc("cam-1", 1, rev1, commit1, rev1, commit1, detector("1.0.0", digest100)),
 			}
@@ -101,12 +99,12 @@ func TestReleaseKeys(t *testing.T) {
 	}, {
 		name: "1.1.0 pushed by tag: the canary stages it, the late device is held at the same commit",
 		wait: time.Minute,
-		reports: func(h *testHub) []status.Status {
+		reports: func(h *testHub) []api.Status {
 			c := h.agentDoc("cam-0", 0, rev1, commit1, rev1, model110, detector("1.1.0", digest110))
-			c.Staging = &status.Staging{Revision: rev1}
+			c.Staging = &api.Staging{Revision: rev1}
 			l := h.agentDoc("cam-1", 1, rev1, commit1, rev1, model110, detector("1.1.0", digest110))
-			l.Held, l.Result = "held: brakes: 0 of 1 wave-0 devices ran model/detector@sha256:1f16bbbbbbbb… healthy for 20s (minApplied 1)", status.ResultHeld
-			return []status.Status{c, l}
+			l.Held, l.Result = "held: brakes: 0 of 1 wave-0 devices ran model/detector@sha256:1f16bbbbbbbb… healthy for 20s (minApplied 1)", api.ResultHeld
+			return []api.Status{c, l}
 		},
 		parts: map[api.ReleaseKey]map[string]string{
 			model110: {"cam-0": StateStaging, "cam-1": StateHeld},
@@ -117,10 +115,10 @@ func TestReleaseKeys(t *testing.T) {
 	}, {
 		name: "the canary takes it and rolls it back: wave 1 stops for 1.1.0, not for the commit",
 		wait: 5 * time.Second,
-		reports: func(h *testHub) []status.Status {
+		reports: func(h *testHub) []api.Status {
 			c := h.agentDoc("cam-0", 0, rev1, commit1, rev1, commit1, detector("1.0.0", digest100))
-			c.Quarantined = []status.Quarantined{{Release: string(model110), Revision: rev1, Tag: "1.1.0", Reason: "service/infer did not become healthy: probe failed 3 times"}}
-			return []status.Status{c}
+			c.Quarantined = []api.Quarantined{{Release: string(model110), Revision: rev1, Tag: "1.1.0", Reason: "service/infer did not become healthy: probe failed 3 times"}}
+			return []api.Status{c}
 		},
 		parts: map[api.ReleaseKey]map[string]string{
 			model110: {"cam-0": StateFailed, "cam-1": StateHeld},
@@ -134,10 +132,10 @@ func TestReleaseKeys(t *testing.T) {
 	}, {
 		name: "1.2.0, the fix, is a new release: it counts afresh, and soaks",
 		wait: time.Minute,
-		reports: func(h *testHub) []status.Status {
+		reports: func(h *testHub) []api.Status {
 			c := h.agentDoc("cam-0", 0, rev1, model120, rev1, model120, detector("1.2.0", digest120))
-			c.Quarantined = []status.Quarantined{{Release: string(model110), Revision: rev1, Tag: "1.1.0", Reason: "service/infer did not become healthy: probe failed 3 times"}}
-			return []status.Status{c}
+			c.Quarantined = []api.Quarantined{{Release: string(model110), Revision: rev1, Tag: "1.1.0", Reason: "service/infer did not become healthy: probe failed 3 times"}}
+			return []api.Status{c}
 		},
 		parts: map[api.ReleaseKey]map[string]string{
 			model120: {"cam-0": StateApplied},
@@ -150,10 +148,10 @@ func TestReleaseKeys(t *testing.T) {
 	}, {
 		name: "an unrelated commit 10s into the soak: the canary still runs 1.2.0, whose soak goes on",
 		wait: 10 * time.Second,
-		reports: func(h *testHub) []status.Status {
+		reports: func(h *testHub) []api.Status {
 			c := h.agentDoc("cam-0", 0, rev2, model120, rev2, model120, detector("1.2.0", digest120))
-			c.Quarantined = []status.Quarantined{{Release: string(model110), Revision: rev1, Tag: "1.1.0", Reason: "service/infer did not become healthy: probe failed 3 times"}}
-			return []status.Status{c}
+			c.Quarantined = []api.Quarantined{{Release: string(model110), Revision: rev1, Tag: "1.1.0", Reason: "service/infer did not become healthy: probe failed 3 times"}}
+			return []api.Status{c}
 		},
 		parts:    map[api.ReleaseKey]map[string]string{model120: {"cam-0": StateApplied}},
 		verdicts: []verdict{{model120, rev2, "0 of 1 wave-0 devices ran model/detector@sha256:cccccccccccc… healthy for 20s (minApplied 1)"}},
@@ -164,10 +162,10 @@ func TestReleaseKeys(t *testing.T) {
 	}, {
 		name: "a commit that changes the devices is a release as before, counted by its commit",
 		wait: time.Minute,
-		reports: func(h *testHub) []status.Status {
+		reports: func(h *testHub) []api.Status {
 			c := h.agentDoc("cam-0", 0, rev2, model120, rev3, api.RevisionRelease(rev3), detector("1.2.0", digest120))
-			c.Quarantined = []status.Quarantined{{Release: rev3, Revision: rev3, Reason: "service/web did not become healthy"}}
-			return []status.Status{c}
+			c.Quarantined = []api.Quarantined{{Release: rev3, Revision: rev3, Reason: "service/web did not become healthy"}}
+			return []api.Status{c}
 		},
 		parts: map[api.ReleaseKey]map[string]string{
 			api.RevisionRelease(rev3): {"cam-0": StateFailed},
@@ -190,7 +188,7 @@ func TestReleaseKeys(t *testing.T) {
 				assert.Equal(t, want, h.parts(key), "%s: the parts in %s", st.name, key)
 			}
 			for _, v := range st.verdicts {
-				got, err := h.store.Verdict(context.Background(), rollout.VerdictQuery{Release: v.key, Revision: v.rev, Before: 1, Thresholds: soak}, h.clock.now())
+				got, err := h.store.Verdict(context.Background(), api.VerdictQuery{Release: v.key, Revision: v.rev, Before: 1, Thresholds: soak}, h.clock.now())
 				require.NoError(t, err)
 				assert.Equal(t, v.reason, got.Reason, "%s: the verdict on %s", st.name, v.key)
 				assert.Equal(t, v.reason == "", got.Go, "%s: the verdict on %s", st.name, v.key)
@@ -257,7 +255,7 @@ func TestOldAgentIsCountedByCommit(t *testing.T) {
 
 		assert.Equal(t, map[string]string{"cam-0": StateFailed, "cam-1": StateHeld}, h.parts(api.RevisionRelease(rev2)))
 		assert.Equal(t, map[string]string{"cam-0": StateApplied, "cam-1": StateApplied}, h.parts(commit1))
-		v, err := h.store.Verdict(context.Background(), rollout.VerdictQuery{Revision: rev2, Before: 1}, h.clock.now())
+		v, err := h.store.Verdict(context.Background(), api.VerdictQuery{Revision: rev2, Before: 1}, h.clock.now())
 		require.NoError(t, err)
 		assert.True(t, v.Tripped)
 		assert.Equal(t, "1 of 1 wave-0 devices failed main@sha1:222222222222… (maxFailed 0)", v.Reason)
@@ -272,7 +270,7 @@ func TestOldAgentIsCountedByCommit(t *testing.T) {
 		var rd ReleaseDetail
 		h.getJSON("/v1/releases/"+rev2, &rd)
 		assert.Equal(t, map[string]int{StateFailed: 1, StateHeld: 1}, rd.Counts)
-		assert.Equal(t, []status.ReleaseResource{}, rd.Resources)
+		assert.Equal(t, []api.ReleaseResource{}, rd.Resources)
 	})
 }
 
@@ -281,22 +279,22 @@ func TestOldAgentIsCountedByCommit(t *testing.T) {
 func TestIngestRefusesBadReleases(t *testing.T) {
 	h := newTestHub(t, "sqlite://"+t.TempDir()+"/hub.db")
 	tok := h.token("cam-0")
-	many := make([]status.ReleaseResource, maxReleaseResources+1)
+	many := make([]api.ReleaseResource, maxReleaseResources+1)
 	for i := range many {
-		many[i] = status.ReleaseResource{ID: "model/m", Digest: digest100}
+		many[i] = api.ReleaseResource{ID: "model/m", Digest: digest100}
 	}
 	for _, c := range []struct {
 		name string
-		edit func(*status.Status)
+		edit func(*api.Status)
 		want string
 	}{
-		{"bad key", func(s *status.Status) { s.Release = &status.Release{Key: "model/detector@1.2.0", Revision: rev1} }, `release.key: release key "model/detector@1.2.0": part "model/detector@1.2.0" is not a digest's key`},
-		{"bad applied key", func(s *status.Status) { s.AppliedRelease = "commit:xyz" }, `appliedRelease: release key "commit:xyz": the commit is not a hash`},
-		{"too many resources", func(s *status.Status) {
-			s.Release = &status.Release{Key: string(commit1), Revision: rev1, Resources: many}
+		{"bad key", func(s *api.Status) { s.Release = &api.Release{Key: "model/detector@1.2.0", Revision: rev1} }, `release.key: release key "model/detector@1.2.0": part "model/detector@1.2.0" is not a digest's key`},
+		{"bad applied key", func(s *api.Status) { s.AppliedRelease = "commit:xyz" }, `appliedRelease: release key "commit:xyz": the commit is not a hash`},
+		{"too many resources", func(s *api.Status) {
+			s.Release = &api.Release{Key: string(commit1), Revision: rev1, Resources: many}
 		}, "release.resources lists 1025 resources, more than 1024"},
-		{"long tag", func(s *status.Status) {
-			s.Release = &status.Release{Key: string(commit1), Revision: rev1, Resources: []status.ReleaseResource{{ID: "model/m", Tag: strings.Repeat("x", 300)}}}
+		{"long tag", func(s *api.Status) {
+			s.Release = &api.Release{Key: string(commit1), Revision: rev1, Resources: []api.ReleaseResource{{ID: "model/m", Tag: strings.Repeat("x", 300)}}}
 		}, "release.resources[0].tag of 300 bytes, more than 256"},
 	} {
 		t.Run(c.name, func(t *testing.T) {
@@ -321,33 +319,33 @@ func mustJSON(t *testing.T, v any) []byte {
 func TestPartState(t *testing.T) {
 	tracker := "model/tracker@sha256:" + strings.Repeat("f", 64)
 	both := api.DigestRelease([]string{string(model120), tracker})
-	quarantined := func(releases ...string) []status.Quarantined {
-		var q []status.Quarantined
+	quarantined := func(releases ...string) []api.Quarantined {
+		var q []api.Quarantined
 		for _, r := range releases {
-			q = append(q, status.Quarantined{Release: r, Revision: rev1})
+			q = append(q, api.Quarantined{Release: r, Revision: rev1})
 		}
 		return q
 	}
 	for _, c := range []struct {
 		name string
-		s    status.Status
+		s    api.Status
 		key  api.ReleaseKey
 		want string
 	}{
-		{"runs it", status.Status{AppliedRevision: rev1, AppliedRelease: string(model120), Release: &status.Release{Key: string(model120), Revision: rev1}}, model120, StateApplied},
-		{"a digest release held at the commit it runs is held, not applied", status.Status{AppliedRevision: rev1, TargetRevision: rev1, AppliedRelease: string(commit1), Held: "held: brakes: …",
-			Release: &status.Release{Key: string(model110), Revision: rev1}}, model110, StateHeld},
-		{"the release it runs while one is held", status.Status{AppliedRevision: rev1, TargetRevision: rev1, AppliedRelease: string(commit1), Held: "held: brakes: …",
-			Release: &status.Release{Key: string(model110), Revision: rev1}}, commit1, StateApplied},
-		{"staging", status.Status{AppliedRevision: rev1, AppliedRelease: string(commit1), Staging: &status.Staging{Revision: rev1}, Release: &status.Release{Key: string(model110), Revision: rev1}}, model110, StateStaging},
-		{"error", status.Status{AppliedRevision: rev1, AppliedRelease: string(commit1), LastError: "boom", Release: &status.Release{Key: string(model110), Revision: rev1}}, model110, StateError},
-		{"pending", status.Status{AppliedRevision: rev1, AppliedRelease: string(commit1), Release: &status.Release{Key: string(model110), Revision: rev1}}, model110, StatePending},
-		{"one of its digests rolled back", status.Status{AppliedRevision: rev1, AppliedRelease: string(commit1), Release: &status.Release{Key: string(commit1), Revision: rev1}, Quarantined: quarantined(tracker)}, both, StateFailed},
-		{"a rolled back digest fails no other release", status.Status{AppliedRevision: rev1, AppliedRelease: string(model120), Release: &status.Release{Key: string(model120), Revision: rev1}, Quarantined: quarantined(string(model110))}, model120, StateApplied},
-		{"a rolled back commit (v0.1.0)", status.Status{AppliedRevision: rev1, TargetRevision: rev2, Quarantined: quarantined(rev2)}, api.RevisionRelease(rev2), StateFailed},
-		{"a commit it runs (v0.1.0)", status.Status{AppliedRevision: rev1, TargetRevision: rev2, Quarantined: quarantined(rev2)}, commit1, StateApplied},
-		{"the commit it runs, which changed nothing on it", status.Status{AppliedRevision: rev2, AppliedRelease: string(model120), Release: &status.Release{Key: string(model120), Revision: rev2}}, api.RevisionRelease(rev2), StateApplied},
-		{"neither its target nor what it runs", status.Status{AppliedRevision: rev2, AppliedRelease: string(model120), Release: &status.Release{Key: string(model120), Revision: rev2}}, model110, ""},
+		{"runs it", api.Status{AppliedRevision: rev1, AppliedRelease: string(model120), Release: &api.Release{Key: string(model120), Revision: rev1}}, model120, StateApplied},
+		{"a digest release held at the commit it runs is held, not applied", api.Status{AppliedRevision: rev1, TargetRevision: rev1, AppliedRelease: string(commit1), Held: "held: brakes: …",
+			Release: &api.Release{Key: string(model110), Revision: rev1}}, model110, StateHeld},
+		{"the release it runs while one is held", api.Status{AppliedRevision: rev1, TargetRevision: rev1, AppliedRelease: string(commit1), Held: "held: brakes: …",
+			Release: &api.Release{Key: string(model110), Revision: rev1}}, commit1, StateApplied},
+		{"staging", api.Status{AppliedRevision: rev1, AppliedRelease: string(commit1), Staging: &api.Staging{Revision: rev1}, Release: &api.Release{Key: string(model110), Revision: rev1}}, model110, StateStaging},
+		{"error", api.Status{AppliedRevision: rev1, AppliedRelease: string(commit1), LastError: "boom", Release: &api.Release{Key: string(model110), Revision: rev1}}, model110, StateError},
+		{"pending", api.Status{AppliedRevision: rev1, AppliedRelease: string(commit1), Release: &api.Release{Key: string(model110), Revision: rev1}}, model110, StatePending},
+		{"one of its digests rolled back", api.Status{AppliedRevision: rev1, AppliedRelease: string(commit1), Release: &api.Release{Key: string(commit1), Revision: rev1}, Quarantined: quarantined(tracker)}, both, StateFailed},
+		{"a rolled back digest fails no other release", api.Status{AppliedRevision: rev1, AppliedRelease: string(model120), Release: &api.Release{Key: string(model120), Revision: rev1}, Quarantined: quarantined(string(model110))}, model120, StateApplied},
+		{"a rolled back commit (v0.1.0)", api.Status{AppliedRevision: rev1, TargetRevision: rev2, Quarantined: quarantined(rev2)}, api.RevisionRelease(rev2), StateFailed},
+		{"a commit it runs (v0.1.0)", api.Status{AppliedRevision: rev1, TargetRevision: rev2, Quarantined: quarantined(rev2)}, commit1, StateApplied},
+		{"the commit it runs, which changed nothing on it", api.Status{AppliedRevision: rev2, AppliedRelease: string(model120), Release: &api.Release{Key: string(model120), Revision: rev2}}, api.RevisionRelease(rev2), StateApplied},
+		{"neither its target nor what it runs", api.Status{AppliedRevision: rev2, AppliedRelease: string(model120), Release: &api.Release{Key: string(model120), Revision: rev2}}, model110, ""},
 	} {
 		t.Run(c.name, func(t *testing.T) {
 			k, err := keysOf(&c.s)
@@ -367,10 +365,10 @@ func TestVerdictCountsADigestFailedAlone(t *testing.T) {
 		h := newTestHub(t, dbURL)
 		tok := h.token("cam-0")
 		s := h.agentDoc("cam-0", 0, rev1, commit1, rev1, commit1, detector("1.0.0", digest100))
-		s.Quarantined = []status.Quarantined{{Release: string(model120), Revision: rev1, Tag: "1.2.0", Reason: "service/infer did not become healthy"}}
+		s.Quarantined = []api.Quarantined{{Release: string(model120), Revision: rev1, Tag: "1.2.0", Reason: "service/infer did not become healthy"}}
 		h.report(tok, s)
 		assert.Equal(t, map[string]string{"cam-0": StateFailed}, h.parts(model120), "rolled back before any report named it")
-		v, err := h.store.Verdict(context.Background(), rollout.VerdictQuery{Release: both, Revision: rev1, Before: 1, Thresholds: rollout.Thresholds{MinApplied: 1}}, h.clock.now())
+		v, err := h.store.Verdict(context.Background(), api.VerdictQuery{Release: both, Revision: rev1, Before: 1, Thresholds: api.Thresholds{MinApplied: 1}}, h.clock.now())
 		require.NoError(t, err)
 		assert.Equal(t, BrakesVerdict{Release: string(both), Revision: rev1, Before: 1, Devices: 1, Failed: 1, Tripped: true,
 			Reason: "1 of 1 wave-0 devices failed model/detector@sha256:cccccccccccc…+model/tracker@sha256:ffffffffffff… (maxFailed 0)"}, v)

@@ -10,49 +10,16 @@ import (
 	"strings"
 	"time"
 
-	"github.com/tend-dev/tend/agent/status"
 	"github.com/tend-dev/tend/api"
 )
 
-// Release is a release and how many devices are in each state of it.
-type Release struct {
-	// Key is what made the release new on its devices (see
-	// api.ReleaseKey); Revision the fleet revision the hub first saw it
-	// at.
-	Key      string `json:"key"`
-	Revision string `json:"revision"`
-	// Resources are its models and container images as the first device
-	// that reported it as its target resolved them (refs, tags, digests);
-	// empty when only a tend that sends none (v0.1.0) reported it.
-	Resources []status.ReleaseResource `json:"resources"`
-	FirstSeen string                   `json:"firstSeen"` // the fleet's first report naming it
-	Devices   int                      `json:"total"`     // devices it targets (superseded ones left out)
-	Counts    map[string]int           `json:"counts"`
-	firstSeen int64
-}
-
 // newRelease is a release as the releases table keeps it.
 func newRelease(key, revision, resources string, first int64) *Release {
-	r := &Release{Key: key, Revision: revision, FirstSeen: rfc3339(first), Counts: map[string]int{}, firstSeen: first}
+	r := &Release{Key: key, Revision: revision, FirstSeen: rfc3339(first), Counts: map[string]int{}}
 	if json.Unmarshal([]byte(resources), &r.Resources) != nil || r.Resources == nil {
-		r.Resources = []status.ReleaseResource{}
+		r.Resources = []api.ReleaseResource{}
 	}
 	return r
-}
-
-// Tags are the tags the release's own digests were resolved through, as
-// "ID TAG": "model/detector 1.2.0".
-func (r Release) Tags() []string {
-	var out []string
-	parts := api.ReleaseKey(r.Key).Parts()
-	for _, res := range r.Resources {
-		for _, p := range parts {
-			if res.Tag != "" && p == res.ID+"@"+res.Digest {
-				out = append(out, res.ID+" "+res.Tag)
-			}
-		}
-	}
-	return out
 }
 
 // Releases lists the newest releases (at most limit), newest first.
@@ -66,6 +33,7 @@ func (s *Store) Releases(ctx context.Context, limit int) ([]Release, error) {
 	}
 	defer rows.Close()
 	byKey := map[string]*Release{}
+	firstSeen := map[string]int64{} // by key, unix ns: finer than FirstSeen
 	for rows.Next() {
 		var key, rev, resources, state string
 		var first int64
@@ -76,7 +44,7 @@ func (s *Store) Releases(ctx context.Context, limit int) ([]Release, error) {
 		r := byKey[key]
 		if r == nil {
 			r = newRelease(key, rev, resources, first)
-			byKey[key] = r
+			byKey[key], firstSeen[key] = r, first
 		}
 		r.Counts[state] = n
 		if state != StateSuperseded {
@@ -91,8 +59,8 @@ func (s *Store) Releases(ctx context.Context, limit int) ([]Release, error) {
 		out = append(out, *r)
 	}
 	sort.Slice(out, func(i, j int) bool {
-		if out[i].firstSeen != out[j].firstSeen {
-			return out[i].firstSeen > out[j].firstSeen
+		if a, b := firstSeen[out[i].Key], firstSeen[out[j].Key]; a != b {
+			return a > b
 		}
 		return out[i].Key < out[j].Key
 	})
@@ -107,36 +75,6 @@ func likeEscape(p string) string {
 	return strings.NewReplacer(`\`, `\\`, `%`, `\%`, `_`, `\_`).Replace(p)
 }
 
-// ReleaseDevice is one device's part in a release.
-type ReleaseDevice struct {
-	Device string `json:"device"`
-	State  string `json:"state"`
-	Wave   *int   `json:"wave,omitempty"`
-	// Applied is when the hub first heard the device run it; AfterSeconds
-	// how long after the release's first sight that was.
-	Applied      string  `json:"appliedAt,omitempty"`
-	AfterSeconds float64 `json:"afterSeconds,omitempty"`
-	// Detail says, of a failed part, what the device rolled back and why:
-	// "rolled back model/detector@sha256:1f16… (1.2.0): service/infer did
-	// not become healthy: …".
-	Detail string `json:"detail,omitempty"`
-}
-
-// Wave counts a release's devices of one rollout wave by state; Wave is
-// nil for the devices no hold named a wave for.
-type Wave struct {
-	Wave    *int           `json:"wave"`
-	Devices int            `json:"devices"`
-	Counts  map[string]int `json:"counts"`
-}
-
-// ReleaseDetail is a release, its waves and its devices.
-type ReleaseDetail struct {
-	Release
-	Waves       []Wave          `json:"waves"`
-	DeviceParts []ReleaseDevice `json:"devices"`
-}
-
 // ReleaseDetail returns release key with every device's part in it.
 func (s *Store) ReleaseDetail(ctx context.Context, key api.ReleaseKey) (ReleaseDetail, error) {
 	var rd ReleaseDetail
@@ -149,7 +87,7 @@ func (s *Store) ReleaseDetail(ctx context.Context, key api.ReleaseKey) (ReleaseD
 	if err != nil {
 		return rd, fmt.Errorf("%s: read release %s: %w", s.display, key, err)
 	}
-	rd.Release = *newRelease(string(key), rev, resources, first)
+	rd.ReleaseSummary = *newRelease(string(key), rev, resources, first)
 	rows, err := s.db.QueryContext(ctx, `SELECT device, state, wave, applied_at, detail FROM device_releases WHERE release_key = $1 ORDER BY device`, string(key))
 	if err != nil {
 		return rd, fmt.Errorf("%s: read release %s: %w", s.display, key, err)

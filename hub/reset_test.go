@@ -10,7 +10,6 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
-	"github.com/tend-dev/tend/agent/status"
 	"github.com/tend-dev/tend/api"
 )
 
@@ -39,9 +38,9 @@ func TestResetDevice(t *testing.T) {
 		ctx := context.Background()
 		tok, other := h.token("cam-r"), h.token("cam-s")
 		s := h.doc("cam-r", rev1, rev2)
-		s.ReportSeq = &status.ReportSeq{Epoch: "e1", Seq: 10}
-		s.Resources = append(s.Resources, status.ResourceStatus{ID: "model/detector", State: status.StateDrifted, Message: "changed"})
-		s.Release = &status.Release{Key: string(api.RevisionRelease(rev2)), Revision: rev2, Resources: detector("1.0.0", digest100)}
+		s.ReportSeq = &api.ReportSeq{Epoch: "e1", Seq: 10}
+		s.Resources = append(s.Resources, api.ResourceStatus{ID: "model/detector", State: api.ResourceDrifted, Message: "changed"})
+		s.Release = &api.Release{Key: string(api.RevisionRelease(rev2)), Revision: rev2, Resources: detector("1.0.0", digest100)}
 		h.report(tok, s)
 		h.report(other, h.doc("cam-s", rev1, ""))
 		before := rowsOf(t, h.store, "cam-r")
@@ -65,7 +64,7 @@ func TestResetDevice(t *testing.T) {
 		// Its next report, with its old token and a lower seq, is its first.
 		h.clock.add(time.Minute)
 		s = h.doc("cam-r", rev2, "")
-		s.ReportSeq = &status.ReportSeq{Epoch: "e1", Seq: 1}
+		s.ReportSeq = &api.ReportSeq{Epoch: "e1", Seq: 1}
 		code, body := h.posted(tok, s)
 		require.Equal(t, http.StatusOK, code, body)
 		assert.JSONEq(t, `{"result": "accepted"}`, body)

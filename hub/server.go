@@ -17,6 +17,8 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/promhttp"
+
+	"github.com/tend-dev/tend/api"
 )
 
 // MaxReportBytes caps the body of one report. A status document lists a
@@ -313,7 +315,7 @@ func (c *fleetCollector) Collect(ch chan<- prometheus.Metric) {
 		ch <- prometheus.NewInvalidMetric(devicesDesc, err)
 		return
 	}
-	for _, st := range States {
+	for _, st := range api.States {
 		ch <- prometheus.MustNewConstMetric(devicesDesc, prometheus.GaugeValue, float64(counts[st]), st)
 	}
 	rels, err := c.store.Releases(ctx, metricReleases)

@@ -6,100 +6,12 @@ import (
 	"slices"
 	"strconv"
 
-	"github.com/tend-dev/tend/agent/status"
 	"github.com/tend-dev/tend/api"
-)
-
-// Device states, worst first: what the fleet page counts and colours.
-const (
-	StateFailed  = "failed"  // a part of its target release was rolled back (quarantined) on it
-	StateError   = "error"   // its last tick failed
-	StateHeld    = "held"    // a rollout, gate or update lock holds its target
-	StateStaging = "staging" // its target downloads in the background
-	StateDrifted = "drifted" // runs its target, with drift being reverted
-	StatePending = "pending" // has a target it has not applied, for no reason given
-	StateApplied = "applied" // runs its target
-)
-
-// StateSuperseded is a device's part in a release it never applied nor
-// failed, whose target moved on to a newer one first.
-const StateSuperseded = "superseded"
-
-// ReleaseStates lists a device's parts in a release, worst first.
-var ReleaseStates = []string{StateFailed, StateError, StateHeld, StateStaging, StatePending, StateApplied, StateSuperseded, StateUnreported}
-
-// StateUnreported counts, in a release, the devices following its ref
-// that have not reported it yet: down, or not ticked since.
-const StateUnreported = "unreported"
-
-// States lists the device states, worst first.
-var States = []string{StateFailed, StateError, StateHeld, StateStaging, StateDrifted, StatePending, StateApplied}
-
-// Device is a device as the hub last heard of it.
-type Device struct {
-	Name    string            `json:"name"`
-	Labels  map[string]string `json:"labels"`
-	Applied string            `json:"appliedRevision"`
-	Target  string            `json:"targetRevision"`
-	// AppliedRelease is the key of the release the device runs;
-	// TargetRelease of the one it works towards, or runs when none waits
-	// (see api.ReleaseKey).
-	AppliedRelease string `json:"appliedRelease,omitempty"`
-	TargetRelease  string `json:"targetRelease,omitempty"`
-	State          string `json:"state"`
-	Held           string `json:"held,omitempty"`
-	// Wave is the device's wave in Rollout, the rollout that governs it:
-	// as the hub worked them out from the fleet repo (--fleet-source),
-	// else as the device reported them, or the wave a hold named. Absent
-	// in no wave, or when neither is known.
-	Wave      *int   `json:"wave,omitempty"`
-	Rollout   string `json:"rollout,omitempty"`
-	LastError string `json:"lastError,omitempty"`
-	// LastReconcile is the device's last tick; LastSeen when the hub last
-	// took a report of it; FirstSeen its first report. RFC 3339.
-	LastReconcile string `json:"lastReconcile"`
-	LastSeen      string `json:"lastSeen"`
-	FirstSeen     string `json:"firstSeen"`
-}
-
-// TargetShown is the device table's target: the key of a release of new
-// digests the device works towards and does not run yet (a retrained
-// model pushed as a tag, at the commit it runs), else its target
-// revision; each abbreviated.
-func (d Device) TargetShown() string {
-	k := api.ReleaseKey(d.TargetRelease)
-	if _, commit := k.Commit(); k != "" && !commit && d.TargetRelease != d.AppliedRelease {
-		return shortKey(k)
-	}
-	return shortRevision(d.Target)
-}
-
-// Event is one change of a device's part in a release, derived from two
-// successive reports.
-type Event struct {
-	At       string `json:"at"` // RFC 3339, when the hub took the report
-	Kind     string `json:"kind"`
-	Revision string `json:"revision,omitempty"`
-	// Release is the key of the release the event is about; absent from
-	// events a hub of schema 2 recorded.
-	Release string `json:"release,omitempty"`
-	Detail  string `json:"detail,omitempty"`
-}
-
-// Event kinds.
-const (
-	EventFirstSeen = "first seen"
-	EventStaging   = "staging"
-	EventApplied   = "applied"
-	EventHeld      = "held"
-	EventFailed    = "failed"
-	EventError     = "error"
-	EventDrift     = "drift"
 )
 
 // target is the revision a status works towards: its target, or the
 // applied one when none waits.
-func target(s *status.Status) string {
+func target(s *api.Status) string {
 	if s.TargetRevision != "" {
 		return s.TargetRevision
 	}
@@ -108,7 +20,7 @@ func target(s *status.Status) string {
 
 // quarantinedRelease is s's quarantine entry of release (as an entry
 // names it: REF@sha1:COMMIT or ID@sha256:HEX), or nil.
-func quarantinedRelease(s *status.Status, release string) *status.Quarantined {
+func quarantinedRelease(s *api.Status, release string) *api.Quarantined {
 	for i := range s.Quarantined {
 		if q := &s.Quarantined[i]; q.Release == release {
 			return q
@@ -118,7 +30,7 @@ func quarantinedRelease(s *status.Status, release string) *status.Quarantined {
 }
 
 // deviceState is the state of a device by its status and its keys.
-func deviceState(s *status.Status, k keys) string {
+func deviceState(s *api.Status, k keys) string {
 	switch {
 	case k.target != k.applied && k.failedBy(k.target) != nil:
 		return StateFailed
@@ -132,7 +44,7 @@ func deviceState(s *status.Status, k keys) string {
 		return StatePending
 	}
 	for _, r := range s.Resources {
-		if r.State == status.StateDrifted {
+		if r.State == api.ResourceDrifted {
 			return StateDrifted
 		}
 	}
@@ -155,7 +67,7 @@ func heldWave(held string) int {
 
 // deviceWave is the device's wave: the status document's, else the one a
 // hold names (an agent that does not report its wave); -1 when neither says.
-func deviceWave(s *status.Status) int {
+func deviceWave(s *api.Status) int {
 	if s.Wave != nil {
 		return max(*s.Wave, -1)
 	}
@@ -163,7 +75,7 @@ func deviceWave(s *status.Status) int {
 }
 
 // crashLooping lists the services of s with a replica in a crash loop.
-func crashLooping(s *status.Status) []string {
+func crashLooping(s *api.Status) []string {
 	var out []string
 	for _, svc := range s.Services {
 		for _, r := range svc.Replicas {
@@ -178,7 +90,7 @@ func crashLooping(s *status.Status) []string {
 
 // newCrashLoops lists the services next finds in a crash loop that prev
 // (nil: none) did not.
-func newCrashLoops(prev, next *status.Status) []string {
+func newCrashLoops(prev, next *api.Status) []string {
 	var was []string
 	if prev != nil {
 		was = crashLooping(prev)
@@ -201,7 +113,7 @@ var waveRE = regexp.MustCompile(`\bwave (\d{1,6})\b`)
 // and it does not run it; "" otherwise (superseded, unless it ran or
 // failed it before). The second result is the quarantine entry of a
 // failure.
-func partState(s *status.Status, k keys, key api.ReleaseKey) (string, *status.Quarantined) {
+func partState(s *api.Status, k keys, key api.ReleaseKey) (string, *api.Quarantined) {
 	if q := k.failedBy(key); q != nil {
 		return StateFailed, q
 	}
@@ -222,14 +134,14 @@ func partState(s *status.Status, k keys, key api.ReleaseKey) (string, *status.Qu
 
 // events are what changed from prev (nil for a device's first report,
 // pk then unused) to next, whose keys are nk, in order.
-func events(prev *status.Status, pk keys, next *status.Status, nk keys) []Event {
+func events(prev *api.Status, pk keys, next *api.Status, nk keys) []Event {
 	var out []Event
 	add := func(kind, rev string, key api.ReleaseKey, detail string) {
 		out = append(out, Event{Kind: kind, Revision: rev, Release: string(key), Detail: detail})
 	}
 	if prev == nil {
 		add(EventFirstSeen, next.AppliedRevision, nk.applied, "")
-		prev = &status.Status{AppliedRevision: next.AppliedRevision}
+		prev = &api.Status{AppliedRevision: next.AppliedRevision}
 		pk = keys{applied: nk.applied, target: nk.applied}
 	}
 	t := target(next)
@@ -256,17 +168,17 @@ func events(prev *status.Status, pk keys, next *status.Status, nk keys) []Event 
 		add(EventError, t, nk.target, next.LastError)
 	}
 	for _, r := range next.Resources {
-		if r.State == status.StateDrifted && !drifted(prev, r.ID) {
+		if r.State == api.ResourceDrifted && !drifted(prev, r.ID) {
 			add(EventDrift, next.AppliedRevision, nk.applied, r.ID+": "+r.Message)
 		}
 	}
 	return out
 }
 
-func drifted(s *status.Status, id string) bool {
+func drifted(s *api.Status, id string) bool {
 	for _, r := range s.Resources {
 		if r.ID == id {
-			return r.State == status.StateDrifted
+			return r.State == api.ResourceDrifted
 		}
 	}
 	return false

@@ -11,7 +11,6 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
-	"github.com/tend-dev/tend/agent/status"
 	"github.com/tend-dev/tend/api"
 	"github.com/tend-dev/tend/manifest"
 	"github.com/tend-dev/tend/rollout"
@@ -49,7 +48,7 @@ spec:
 // report that disagrees is counted inconsistent.
 func TestOneDeviceCannotSteerTheBrakes(t *testing.T) {
 	rel := api.RevisionRelease(rev2)
-	th := rollout.Thresholds{MaxFailed: intp(0), MinApplied: 1}
+	th := api.Thresholds{MaxFailed: intp(0), MinApplied: 1}
 	res := detector("1.0.0", digest100)
 	for _, checked := range []bool{false, true} {
 		name := "reported"
@@ -65,7 +64,7 @@ func TestOneDeviceCannotSteerTheBrakes(t *testing.T) {
 					h.srv.opts.Fleet = &Fleet{}
 					h.srv.opts.Fleet.Update(rev1, fl)
 				}
-				doc := func(device, ro string, wave int, applied api.ReleaseKey, appliedRev string, target api.ReleaseKey, targetRev string) status.Status {
+				doc := func(device, ro string, wave int, applied api.ReleaseKey, appliedRev string, target api.ReleaseKey, targetRev string) api.Status {
 					s := h.agentDoc(device, wave, appliedRev, applied, targetRev, target, res)
 					s.Rollout = ro
 					return s
@@ -76,7 +75,7 @@ func TestOneDeviceCannotSteerTheBrakes(t *testing.T) {
 				}
 				verdict := func(ro string) BrakesVerdict {
 					t.Helper()
-					v, err := h.store.Verdict(context.Background(), rollout.VerdictQuery{Release: rel, Revision: rev2, Rollout: ro, Before: 1, Thresholds: th}, h.clock.now())
+					v, err := h.store.Verdict(context.Background(), api.VerdictQuery{Release: rel, Revision: rev2, Rollout: ro, Before: 1, Thresholds: th}, h.clock.now())
 					require.NoError(t, err)
 					return v
 				}
@@ -89,7 +88,7 @@ func TestOneDeviceCannotSteerTheBrakes(t *testing.T) {
 
 				// A device of another rollout says it rolled the release back.
 				robot := doc("robot-0", "robots", 0, commit1, rev1, commit1, rev1)
-				robot.Quarantined = []status.Quarantined{{Release: rev2, Revision: rev2, Reason: "made up"}}
+				robot.Quarantined = []api.Quarantined{{Release: rev2, Revision: rev2, Reason: "made up"}}
 				h.report(tok["robot-0"], robot)
 				v = verdict("cameras")
 				assert.True(t, v.Go, "a failure in robots does not stop cameras: %s", v.Reason)
@@ -99,7 +98,7 @@ func TestOneDeviceCannotSteerTheBrakes(t *testing.T) {
 				// A later-wave device of the rollout says it is in wave 0 and
 				// rolled the release back, then that it runs another.
 				liar := doc("cam-1", "cameras", 0, commit1, rev1, rel, rev2)
-				liar.Quarantined = []status.Quarantined{{Release: rev2, Revision: rev2, Reason: "made up"}}
+				liar.Quarantined = []api.Quarantined{{Release: rev2, Revision: rev2, Reason: "made up"}}
 				h.report(tok["cam-1"], liar)
 				v = verdict("cameras")
 				assert.True(t, v.Go, "cam-1 took part in the release in wave 1: %s", v.Reason)
@@ -109,7 +108,7 @@ func TestOneDeviceCannotSteerTheBrakes(t *testing.T) {
 				// The canary fails it: the brakes trip, and no report of
 				// another device releases them.
 				canary := doc("cam-0", "cameras", 0, commit1, rev1, commit1, rev1)
-				canary.Quarantined = []status.Quarantined{{Release: rev2, Revision: rev2, Reason: "service web: health check failed"}}
+				canary.Quarantined = []api.Quarantined{{Release: rev2, Revision: rev2, Reason: "service web: health check failed"}}
 				h.report(tok["cam-0"], canary)
 				require.True(t, verdict("cameras").Tripped)
 				h.report(tok["cam-1"], doc("cam-1", "cameras", 0, rel, rev2, rel, rev2))
@@ -178,16 +177,16 @@ func TestReportsAndReleasesAreBounded(t *testing.T) {
 		h := newTestHub(t, dbURL)
 		h.store.KeepReleases = 80
 		tok := h.token("cam-9")
-		made := func(n, from int) []status.Quarantined {
-			qs := make([]status.Quarantined, n)
+		made := func(n, from int) []api.Quarantined {
+			qs := make([]api.Quarantined, n)
 			for i := range qs {
 				c := fmt.Sprintf("%040x", from+i)
-				qs[i] = status.Quarantined{Release: "main@sha1:" + c, Revision: "main@sha1:" + c, Reason: "made up"}
+				qs[i] = api.Quarantined{Release: "main@sha1:" + c, Revision: "main@sha1:" + c, Reason: "made up"}
 			}
 			return qs
 		}
 		s := h.agentDoc("cam-9", 0, rev1, commit1, rev1, commit1, detector("1.0.0", digest100))
-		s.Quarantined = made(status.MaxReportQuarantined+1, 0)
+		s.Quarantined = made(api.MaxReportQuarantined+1, 0)
 		b, err := json.Marshal(s)
 		require.NoError(t, err)
 		code, body := h.post(tok, b)
@@ -195,7 +194,7 @@ func TestReportsAndReleasesAreBounded(t *testing.T) {
 		assert.Contains(t, body, "quarantined lists 65 entries, more than 64 a report may")
 
 		for r := range 10 {
-			s.Quarantined = made(status.MaxReportQuarantined, r*status.MaxReportQuarantined)
+			s.Quarantined = made(api.MaxReportQuarantined, r*api.MaxReportQuarantined)
 			h.clock.add(time.Second)
 			s.LastReconcile = h.clock.now().Format(time.RFC3339Nano)
 			h.report(tok, s)
@@ -210,7 +209,7 @@ func TestReportsAndReleasesAreBounded(t *testing.T) {
 		assert.Equal(t, 80, count(`SELECT COUNT(*) FROM releases`), "the releases no device takes part in are gone")
 		assert.LessOrEqual(t, count(`SELECT COUNT(*) FROM device_parts WHERE device = 'cam-9' AND state = 'failed'`), 80, "a failure of a release trimmed goes with it")
 		assert.Equal(t, 1, count(`SELECT COUNT(*) FROM device_releases WHERE device = 'cam-9' AND release_key = '`+string(commit1)+`'`), "what it runs is kept")
-		last := made(1, 10*status.MaxReportQuarantined-1)[0].Release
+		last := made(1, 10*api.MaxReportQuarantined-1)[0].Release
 		assert.Equal(t, 1, count(`SELECT COUNT(*) FROM device_releases WHERE device = 'cam-9' AND release_key = '`+string(api.RevisionRelease(last))+`'`), "the newest are kept")
 	})
 }

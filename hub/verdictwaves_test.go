@@ -11,9 +11,7 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
-	"github.com/tend-dev/tend/agent/status"
 	"github.com/tend-dev/tend/api"
-	"github.com/tend-dev/tend/rollout"
 )
 
 // A commit that changes only later-wave devices: the canary takes it with
@@ -24,7 +22,7 @@ import (
 // that changes no device is none.
 func TestVerdictCountsACommitThatChangedNothingOnTheCanary(t *testing.T) {
 	commit2, commit3 := api.RevisionRelease(rev2), api.RevisionRelease(rev3)
-	soak := rollout.Thresholds{MaxFailed: intp(0), MinApplied: 1, Soak: 10 * time.Minute}
+	soak := api.Thresholds{MaxFailed: intp(0), MinApplied: 1, Soak: 10 * time.Minute}
 	stores(t, func(t *testing.T, dbURL string) {
 		h := newTestHub(t, dbURL)
 		canary, later := h.token("cam-0"), h.token("cam-1")
@@ -34,7 +32,7 @@ func TestVerdictCountsACommitThatChangedNothingOnTheCanary(t *testing.T) {
 		t0 := h.clock.now()
 		verdict := func() BrakesVerdict {
 			t.Helper()
-			v, err := h.store.Verdict(context.Background(), rollout.VerdictQuery{Release: commit2, Revision: rev2, Before: 1, Thresholds: soak}, h.clock.now())
+			v, err := h.store.Verdict(context.Background(), api.VerdictQuery{Release: commit2, Revision: rev2, Before: 1, Thresholds: soak}, h.clock.now())
 			require.NoError(t, err)
 			return v
 		}
@@ -44,7 +42,7 @@ func TestVerdictCountsACommitThatChangedNothingOnTheCanary(t *testing.T) {
 		h.report(canary, h.agentDoc("cam-0", 0, rev2, commit1, rev2, commit1, res))
 		h.clock.add(time.Minute)
 		held := h.agentDoc("cam-1", 1, rev1, commit1, rev2, commit2, res)
-		held.Held, held.Result = "held: brakes: …", status.ResultHeld
+		held.Held, held.Result = "held: brakes: …", api.ResultHeld
 		h.report(later, held)
 
 		v := verdict()
@@ -81,7 +79,7 @@ func TestVerdictCountsACommitThatChangedNothingOnTheCanary(t *testing.T) {
 		_, err = h.store.FindRelease(context.Background(), rev3)
 		assert.True(t, errors.Is(err, ErrNotFound), "%v", err)
 		assert.Equal(t, map[string]string{"cam-0": StateApplied, "cam-1": StateApplied}, h.parts(commit2))
-		v, err = h.store.Verdict(context.Background(), rollout.VerdictQuery{Release: commit3, Revision: rev3, Before: 1, Thresholds: rollout.Thresholds{MinApplied: 1}}, h.clock.now())
+		v, err = h.store.Verdict(context.Background(), api.VerdictQuery{Release: commit3, Revision: rev3, Before: 1, Thresholds: api.Thresholds{MinApplied: 1}}, h.clock.now())
 		require.NoError(t, err)
 		assert.True(t, v.Go, "the canary runs rev3: %s", v.Reason)
 
@@ -108,11 +106,11 @@ func TestVerdictCountsACommitThatChangedNothingOnTheCanary(t *testing.T) {
 // that does counts whether it reported the release or not. Each case has
 // its own devices and its own model, on one hub.
 func TestVerdictOnAModelNoEarlierDeviceDeclares(t *testing.T) {
-	th := rollout.Thresholds{MaxFailed: intp(0), MinApplied: 1}
+	th := api.Thresholds{MaxFailed: intp(0), MinApplied: 1}
 	// with is model m at digest with the fleet's detector, as a target's
 	// resources.
-	with := func(m, digest string) []status.ReleaseResource {
-		return append(detector("1.0.0", digest100), status.ReleaseResource{ID: m, Ref: "registry.example/" + m, Tag: "1", Digest: digest})
+	with := func(m, digest string) []api.ReleaseResource {
+		return append(detector("1.0.0", digest100), api.ReleaseResource{ID: m, Ref: "registry.example/" + m, Tag: "1", Digest: digest})
 	}
 	without := detector("1.0.0", digest100)
 	cases := []struct {
@@ -120,26 +118,26 @@ func TestVerdictOnAModelNoEarlierDeviceDeclares(t *testing.T) {
 		before int
 		// reports are posted in order: device, its wave, and what it
 		// runs and targets, for release key of model m.
-		reports func(h *testHub, m string, key api.ReleaseKey) []status.Status
+		reports func(h *testHub, m string, key api.ReleaseKey) []api.Status
 		want    BrakesVerdict // Release, Revision and Before filled in
 	}{{
 		name: "no wave-0 device declares it: go", before: 1,
-		reports: func(h *testHub, m string, key api.ReleaseKey) []status.Status {
+		reports: func(h *testHub, m string, key api.ReleaseKey) []api.Status {
 			held := h.agentDoc("w1", 1, rev1, commit1, rev1, key, with(m, digest110))
 			held.Held = "held: brakes: …"
-			return []status.Status{h.agentDoc("w0", 0, rev1, commit1, rev1, commit1, without), held}
+			return []api.Status{h.agentDoc("w0", 0, rev1, commit1, rev1, commit1, without), held}
 		},
 		want: BrakesVerdict{Go: true, Reason: "no wave-0 device runs model/M; nothing to wait for"},
 	}, {
 		name: "a wave-0 device declares it and has not reported it: wait", before: 1,
-		reports: func(h *testHub, m string, key api.ReleaseKey) []status.Status {
-			return []status.Status{h.agentDoc("w0", 0, rev1, commit1, rev1, commit1, with(m, digest100))}
+		reports: func(h *testHub, m string, key api.ReleaseKey) []api.Status {
+			return []api.Status{h.agentDoc("w0", 0, rev1, commit1, rev1, commit1, with(m, digest100))}
 		},
 		want: BrakesVerdict{Devices: 1, Reason: "0 of 1 wave-0 devices applied model/M@sha256:1f16bbbbbbbb… (minApplied 1)"},
 	}, {
 		name: "a wave-0 device runs it: go", before: 1,
-		reports: func(h *testHub, m string, key api.ReleaseKey) []status.Status {
-			return []status.Status{
+		reports: func(h *testHub, m string, key api.ReleaseKey) []api.Status {
+			return []api.Status{
 				h.agentDoc("w0", 0, rev1, commit1, rev1, commit1, with(m, digest100)),
 				h.agentDoc("w0", 0, rev1, key, rev1, key, with(m, digest110)),
 				h.agentDoc("w0b", 0, rev1, commit1, rev1, commit1, without),
@@ -148,8 +146,8 @@ func TestVerdictOnAModelNoEarlierDeviceDeclares(t *testing.T) {
 		want: BrakesVerdict{Go: true, Devices: 1, Applied: 1, Soaked: 1},
 	}, {
 		name: "none in waves 0-1 declares it: go", before: 2,
-		reports: func(h *testHub, m string, key api.ReleaseKey) []status.Status {
-			return []status.Status{
+		reports: func(h *testHub, m string, key api.ReleaseKey) []api.Status {
+			return []api.Status{
 				h.agentDoc("w0", 0, rev1, commit1, rev1, commit1, without),
 				h.agentDoc("w1", 1, rev1, commit1, rev1, commit1, without),
 				h.agentDoc("w2", 2, rev1, commit1, rev1, key, with(m, digest110)),
@@ -158,8 +156,8 @@ func TestVerdictOnAModelNoEarlierDeviceDeclares(t *testing.T) {
 		want: BrakesVerdict{Go: true, Reason: "no device in waves 0-1 runs model/M; nothing to wait for"},
 	}, {
 		name: "wave 0 has none, wave 1 one that has not reported it: wait", before: 2,
-		reports: func(h *testHub, m string, key api.ReleaseKey) []status.Status {
-			return []status.Status{
+		reports: func(h *testHub, m string, key api.ReleaseKey) []api.Status {
+			return []api.Status{
 				h.agentDoc("w0", 0, rev1, commit1, rev1, commit1, without),
 				h.agentDoc("w1", 1, rev1, commit1, rev1, commit1, with(m, digest100)),
 			}
@@ -167,8 +165,8 @@ func TestVerdictOnAModelNoEarlierDeviceDeclares(t *testing.T) {
 		want: BrakesVerdict{Devices: 1, Reason: "0 of 1 devices in waves 0-1 applied model/M@sha256:1f16bbbbbbbb… (minApplied 1)"},
 	}, {
 		name: "a wave-0 device ran it, then its target dropped the model: it does not count", before: 1,
-		reports: func(h *testHub, m string, key api.ReleaseKey) []status.Status {
-			return []status.Status{
+		reports: func(h *testHub, m string, key api.ReleaseKey) []api.Status {
+			return []api.Status{
 				h.agentDoc("w0", 0, rev1, key, rev1, key, with(m, digest110)),
 				h.agentDoc("w0", 0, rev2, api.RevisionRelease(rev2), rev2, api.RevisionRelease(rev2), without),
 			}
@@ -176,19 +174,19 @@ func TestVerdictOnAModelNoEarlierDeviceDeclares(t *testing.T) {
 		want: BrakesVerdict{Go: true, Reason: "no wave-0 device runs model/M; nothing to wait for"},
 	}, {
 		name: "a wave-0 device rolled it back, then its target dropped the model: still a failure", before: 1,
-		reports: func(h *testHub, m string, key api.ReleaseKey) []status.Status {
+		reports: func(h *testHub, m string, key api.ReleaseKey) []api.Status {
 			failed := h.agentDoc("w0", 0, rev1, commit1, rev1, commit1, with(m, digest100))
-			failed.Quarantined = []status.Quarantined{{Release: string(key), Revision: rev1, Reason: "service/infer did not become healthy"}}
+			failed.Quarantined = []api.Quarantined{{Release: string(key), Revision: rev1, Reason: "service/infer did not become healthy"}}
 			dropped := h.agentDoc("w0", 0, rev2, api.RevisionRelease(rev2), rev2, api.RevisionRelease(rev2), without)
 			dropped.Quarantined = failed.Quarantined
-			return []status.Status{failed, dropped}
+			return []api.Status{failed, dropped}
 		},
 		want: BrakesVerdict{Devices: 1, Failed: 1, Tripped: true, Reason: "1 of 1 wave-0 devices failed model/M@sha256:1f16bbbbbbbb… (maxFailed 0)"},
 	}, {
 		name: "a wave-0 device moved past it to a newer digest: wait, it declares the model", before: 1,
-		reports: func(h *testHub, m string, key api.ReleaseKey) []status.Status {
+		reports: func(h *testHub, m string, key api.ReleaseKey) []api.Status {
 			newer := api.ReleaseKey(m + "@" + digest120)
-			return []status.Status{
+			return []api.Status{
 				h.agentDoc("w0", 0, rev1, commit1, rev1, key, with(m, digest110)),
 				h.agentDoc("w0", 0, rev1, commit1, rev1, newer, with(m, digest120)),
 			}
@@ -210,7 +208,7 @@ func TestVerdictOnAModelNoEarlierDeviceDeclares(t *testing.T) {
 				s.LastReconcile = h.clock.now().Format(time.RFC3339Nano)
 				h.report(tokens[s.Device], s)
 			}
-			got, err := h.store.Verdict(context.Background(), rollout.VerdictQuery{Release: key, Revision: rev1, Before: c.before, Thresholds: th}, h.clock.now())
+			got, err := h.store.Verdict(context.Background(), api.VerdictQuery{Release: key, Revision: rev1, Before: c.before, Thresholds: th}, h.clock.now())
 			require.NoError(t, err)
 			want := c.want
 			want.Release, want.Revision, want.Before = string(key), rev1, c.before
@@ -227,7 +225,7 @@ func TestJudgeADigestRelease(t *testing.T) {
 	applied := brakePart{state: StateApplied, applied: now.Add(-time.Hour).UnixNano(), runs: true, healthy: true}
 	undeclared := func(p brakePart) brakePart { p.undeclared = true; return p }
 	both := api.DigestRelease([]string{string(model120), "service/infer@" + digest100})
-	th := rollout.Thresholds{MinApplied: 1}
+	th := api.Thresholds{MinApplied: 1}
 	for _, c := range []struct {
 		name   string
 		key    api.ReleaseKey

@@ -18,7 +18,6 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
-	"github.com/tend-dev/tend/drift"
 	"github.com/tend-dev/tend/internal/statedir"
 	"github.com/tend-dev/tend/internal/testkit/testfs"
 	"github.com/tend-dev/tend/manifest"
@@ -114,7 +113,7 @@ func newReportStatus(revision string) *reportStatus {
 	return &reportStatus{s: Status{
 		FormatVersion: FormatVersion, Device: "cam-017", Version: "1.2.3",
 		AppliedRevision: revision, LastReconcile: time.Now().UTC().Format(time.RFC3339),
-		Result: ResultNoop, Resources: []ResourceStatus{{ID: "file:/etc/infer/a", State: StateOK}}, Drift: []drift.Record{},
+		Result: ResultNoop, Resources: []ResourceStatus{{ID: "file:/etc/infer/a", State: StateOK}}, Drift: []DriftRecord{},
 	}}
 }
 

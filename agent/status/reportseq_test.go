@@ -69,7 +69,7 @@ func TestReporterNumbersReports(t *testing.T) {
 	require.Len(t, seqs, 3)
 	epoch := seqs[0].Epoch
 	assert.Regexp(t, epochRE, epoch)
-	assert.Equal(t, []ReportSeq{{epoch, 1}, {epoch, 2}, {epoch, 3}}, seqs)
+	assert.Equal(t, []ReportSeq{{Epoch: epoch, Seq: 1}, {Epoch: epoch, Seq: 2}, {Epoch: epoch, Seq: 3}}, seqs)
 	mu.Lock()
 	assert.Equal(t, seqs, atArrival, "each seq is kept before its post goes out")
 	mu.Unlock()
@@ -79,7 +79,7 @@ func TestReporterNumbersReports(t *testing.T) {
 		r2, _ := newTestReporter(t, cfg, dir)
 		require.NoError(t, r2.post(context.Background(), b))
 		seqs := sentSeqs(t, c)
-		assert.Equal(t, ReportSeq{epoch, 4}, seqs[len(seqs)-1])
+		assert.Equal(t, ReportSeq{Epoch: epoch, Seq: 4}, seqs[len(seqs)-1])
 	})
 	t.Run("another stateDir has another epoch", func(t *testing.T) {
 		r3, _ := newTestReporter(t, cfg, t.TempDir())
@@ -138,12 +138,12 @@ func TestReporterNumbersReportsItCannotKeep(t *testing.T) {
 	assert.NotEqual(t, e.Epoch, f1.Epoch, "e's seq 2 could go out again after a restart")
 	assert.Regexp(t, epochRE, f1.Epoch)
 	assert.Equal(t, uint64(1), f1.Seq)
-	assert.Equal(t, ReportSeq{f1.Epoch, 2}, post(), "an epoch on no disk goes on")
+	assert.Equal(t, ReportSeq{Epoch: f1.Epoch, Seq: 2}, post(), "an epoch on no disk goes on")
 	assert.Contains(t, logs.String(), "cannot keep the report's sequence number")
 
 	writable()
-	assert.Equal(t, ReportSeq{f1.Epoch, 3}, post())
-	assert.Equal(t, ReportSeq{f1.Epoch, 3}, readSeq(t, dir))
+	assert.Equal(t, ReportSeq{Epoch: f1.Epoch, Seq: 3}, post())
+	assert.Equal(t, ReportSeq{Epoch: f1.Epoch, Seq: 3}, readSeq(t, dir))
 	unwritable()
 	g := post()
 	assert.NotContains(t, []string{e.Epoch, f1.Epoch}, g.Epoch, "f is on disk at seq 3 now")
@@ -164,7 +164,7 @@ func TestReporterNumbersReportsItCannotKeep(t *testing.T) {
 	require.NoError(t, restarted.post(context.Background(), s))
 	seqs := sentSeqs(t, c)
 	last := seqs[len(seqs)-1]
-	assert.Equal(t, ReportSeq{f1.Epoch, 4}, last)
+	assert.Equal(t, ReportSeq{Epoch: f1.Epoch, Seq: 4}, last)
 	for _, earlier := range seqs[:len(seqs)-1] {
 		assert.NotEqual(t, last, earlier, "no seq of an epoch goes out twice")
 	}

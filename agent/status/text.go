@@ -13,10 +13,10 @@ import (
 	"github.com/tend-dev/tend/planner"
 )
 
-// WriteText prints the status for people, as `tend status` does: the
+// WriteText prints status s for people, as `tend status` does: the
 // device and its last tick, every resource that is not ok, the recent
 // drift, and a count of the rest. Now is the clock "how long ago" reads.
-func (s Status) WriteText(w io.Writer, now time.Time) error {
+func WriteText(w io.Writer, s Status, now time.Time) error {
 	var b strings.Builder
 	line := func(label, value string) {
 		value = strings.ReplaceAll(value, "\n", "\n"+strings.Repeat(" ", 18))
@@ -54,7 +54,7 @@ func (s Status) WriteText(w io.Writer, now time.Time) error {
 		line("Release", s.Held+"; drift is still reverted")
 	}
 	if st := s.Staging; st != nil {
-		line("Staging", st.Line())
+		line("Staging", stagingLine(*st))
 	}
 	suspended := "no"
 	if s.Suspended {
@@ -225,9 +225,9 @@ func shortDuration(d time.Duration) string {
 	return manifest.FormatDuration(d)
 }
 
-// Line says how a staging goes in one line:
+// stagingLine says how a staging goes in one line:
 // "main@sha1:ab12… 412.0 MB / 1.9 GB (21%) 2.1 MB/s ETA 11m0s".
-func (st Staging) Line() string {
+func stagingLine(st Staging) string {
 	b := fmt.Sprintf("%s %s / %s", st.Revision, oci.HumanBytes(st.Bytes), oci.HumanBytes(st.TotalBytes))
 	if st.TotalBytes > 0 {
 		b += fmt.Sprintf(" (%d%%)", st.Bytes*100/st.TotalBytes)

@@ -20,7 +20,7 @@ func TestStatusTextNotify(t *testing.T) {
 	} {
 		s := Status{Device: "cam-017", AppliedRevision: "main@sha1:aaa", LastReconcile: "2026-03-01T12:05:00Z", LastSuccess: "2026-03-01T12:05:00Z",
 			Result: ResultNoop, Notify: n}
-		require.NoError(t, s.WriteText(&out, now))
+		require.NoError(t, WriteText(&out, s, now))
 		out.WriteString("---\n")
 	}
 	golden.Assert(t, "status-notify.golden", out.Bytes())

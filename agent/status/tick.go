@@ -3,16 +3,17 @@ package status
 import (
 	"time"
 
+	"github.com/tend-dev/tend/api"
 	"github.com/tend-dev/tend/drift"
 	"github.com/tend-dev/tend/planner"
 	"github.com/tend-dev/tend/render"
 )
 
-// Results of a tick, as logs and metrics name them.
+// Results of a tick, as logs, metrics and the status document name them.
 const (
-	ResultSuccess = "success" // actions were applied
-	ResultNoop    = "noop"    // nothing to do
-	ResultError   = "error"
+	ResultSuccess = api.ResultSuccess
+	ResultNoop    = api.ResultNoop
+	ResultError   = api.ResultError
 )
 
 // Results of a source fetch, as tend_source_fetch_total names them.

@@ -368,7 +368,7 @@ func (t *Tracker) snapshot() Status {
 		s.Resources = append(s.Resources, r)
 	}
 	slices.SortFunc(s.Resources, func(a, b ResourceStatus) int { return strings.Compare(a.ID, b.ID) })
-	s.Drift = t.drift.Recent()
+	s.Drift = driftRecords(t.drift.Recent())
 	s.Services = t.services()
 	if t.staging != nil {
 		if st, ok := t.staging(); ok {

@@ -99,7 +99,7 @@ func resourceLines(rs []ResourceStatus) []string {
 	return out
 }
 
-func driftLines(ds []drift.Record) []string {
+func driftLines(ds []DriftRecord) []string {
 	out := []string{}
 	for _, d := range ds {
 		out = append(out, fmt.Sprintf("%s %s %s seen %s reverted %q", d.Kind, d.Resource, d.Reason, RFC3339(d.Time), d.Reverted))
@@ -368,9 +368,9 @@ func TestStatusText(t *testing.T) {
 			{ID: "service/infer", State: StatePending, Message: "restart: model/detector changed"},
 			{ID: "service/web", State: StateOK, Message: "declared"},
 		},
-		Drift: []drift.Record{
-			{Event: drift.Event{Time: tickT0, Resource: "file/etc/infer/labels.txt", Kind: "file", Reason: "mode changed on node"}, Reverted: "2026-03-01T12:00:01.25Z"},
-			{Event: drift.Event{Time: tickT0.Add(4 * time.Minute), Resource: "file/etc/infer/config.yaml", Kind: "file", Reason: "content changed on node"}},
+		Drift: []DriftRecord{
+			{Time: tickT0, Resource: "file/etc/infer/labels.txt", Kind: "file", Reason: "mode changed on node", Reverted: "2026-03-01T12:00:01.25Z"},
+			{Time: tickT0.Add(4 * time.Minute), Resource: "file/etc/infer/config.yaml", Kind: "file", Reason: "content changed on node"},
 		},
 		Services: []ServiceStatus{
 			{ID: "service/infer", Replicas: []ReplicaStatus{
@@ -385,18 +385,18 @@ func TestStatusText(t *testing.T) {
 	}
 	now := tickT0.Add(5*time.Minute + 42*time.Second)
 	var out bytes.Buffer
-	require.NoError(t, s.WriteText(&out, now))
+	require.NoError(t, WriteText(&out, s, now))
 	fresh := NewTracker("cam-017", "").Status()
 	out.WriteString("---\n")
-	require.NoError(t, fresh.WriteText(&out, now))
+	require.NoError(t, WriteText(&out, fresh, now))
 	suspended := Status{Device: "cam-017", AppliedRevision: "main@sha1:aaa", LastReconcile: "2026-03-01T12:05:00Z", LastSuccess: "2026-03-01T12:05:00Z",
 		Result: ResultSuspended, Pending: 2, Suspended: true, SuspendReason: "tend suspend at 2026-03-01T11:00:00Z: maintenance"}
 	out.WriteString("---\n")
-	require.NoError(t, suspended.WriteText(&out, now))
+	require.NoError(t, WriteText(&out, suspended, now))
 	held := Status{Device: "cam-017", AppliedRevision: "main@sha1:aaa", TargetRevision: "main@sha1:bbb", LastReconcile: "2026-03-01T12:05:00Z", LastSuccess: "2026-03-01T12:05:00Z",
 		Result: ResultHeld, Held: "held: rollout wave 2 opens 2026-03-01T14:00Z"}
 	out.WriteString("---\n")
-	require.NoError(t, held.WriteText(&out, now))
+	require.NoError(t, WriteText(&out, held, now))
 	golden.Assert(t, "status.golden", out.Bytes())
 }
 

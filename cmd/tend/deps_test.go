@@ -5,7 +5,6 @@ import (
 	"fmt"
 	"os"
 	"os/exec"
-	"slices"
 	"strings"
 	"testing"
 
@@ -67,13 +66,6 @@ var neverOnDevice = []struct{ pkg, why string }{
 	{"github.com/tend-dev/tend/hub", "the hub server: tend-hub's, not the device's"},
 }
 
-// pendingHubSplit are the entries of neverOnDevice that cmd/tend still
-// links, because `tend hub` still serves the hub from the device binary
-// until tend-hub is its own binary (NEXT.md "Footprint": the hub moves out
-// of cmd/tend). Each is expected there now; once one is gone the test says
-// to remove it from this list, so the guard tightens as the split lands.
-var pendingHubSplit = []string{"modernc.org/sqlite", "github.com/jackc/pgx/", "github.com/tend-dev/tend/hub"}
-
 // heavy are, per feature, the libraries only it brings in: a build with
 // its tag must link none of them (nor the feature's own package).
 var heavy = map[string][]string{
@@ -84,19 +76,14 @@ var heavy = map[string][]string{
 }
 
 // TestDeviceDeps holds what the device binary links to what it runs: the
-// default build links nothing of neverOnDevice but the pending hub
-// entries; a build with one feature's tag links neither that feature's
-// package nor the libraries only it brings in, and the default build
-// does (so the test finds what it looks for); the minimal build (every
-// tag) links no feature at all.
+// default build links nothing of neverOnDevice; a build with one
+// feature's tag links neither that feature's package nor the libraries
+// only it brings in, and the default build does (so the test finds what
+// it looks for); the minimal build (every tag) links no feature at all.
 func TestDeviceDeps(t *testing.T) {
 	def := deps(t, "")
 	for _, n := range neverOnDevice {
-		found := matching(def, n.pkg)
-		switch pending := slices.Contains(pendingHubSplit, n.pkg); {
-		case pending && len(found) == 0:
-			t.Errorf("cmd/tend no longer links %s: remove it from pendingHubSplit, so the guard keeps it out", n.pkg)
-		case !pending && len(found) > 0:
+		if found := matching(def, n.pkg); len(found) > 0 {
 			t.Errorf("cmd/tend links %s (%s): %s; find the import that brings it in with go list -deps -f '{{.ImportPath}}: {{.Imports}}' ./cmd/tend", n.pkg, names(found), n.why)
 		}
 	}

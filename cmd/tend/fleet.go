@@ -6,16 +6,16 @@ import (
 
 	"github.com/spf13/cobra"
 
-	"github.com/tend-dev/tend/hub"
+	"github.com/tend-dev/tend/hubclient"
 	"github.com/tend-dev/tend/internal/tokenfile"
 )
 
 func newFleetCommand(g *globals) *cobra.Command {
 	var hubURL, tokenFile, selector, format string
-	client := func() (*hub.Client, error) {
-		c := &hub.Client{URL: hubURL}
+	client := func() (*hubclient.Client, error) {
+		c := &hubclient.Client{URL: hubURL}
 		if hubURL == "" {
-			return nil, fmt.Errorf("--hub is required: the URL of tend hub, e.g. https://hub.example:8420")
+			return nil, fmt.Errorf("--hub is required: the URL of tend-hub, e.g. https://hub.example:8420")
 		}
 		if tokenFile != "" {
 			tok, err := tokenfile.Read(tokenFile, "--read-token-file")
@@ -26,7 +26,7 @@ func newFleetCommand(g *globals) *cobra.Command {
 		}
 		return c, nil
 	}
-	fleet := &cobra.Command{Use: "fleet", Short: "Ask tend hub how the fleet stands", Args: cobra.NoArgs}
+	fleet := &cobra.Command{Use: "fleet", Short: "Ask tend-hub how the fleet stands", Args: cobra.NoArgs}
 	status := &cobra.Command{
 		Use:   "status --hub URL [--selector SEL] [--format text|json]",
 		Short: "Print the device table of the hub",
@@ -48,7 +48,7 @@ func newFleetCommand(g *globals) *cobra.Command {
 				enc.SetIndent("", "  ")
 				return enc.Encode(l)
 			}
-			return hub.WriteDevices(cmd.OutOrStdout(), l)
+			return hubclient.WriteDevices(cmd.OutOrStdout(), l)
 		},
 	}
 	status.Flags().StringVar(&selector, "selector", "", "only the devices whose labels match: k=v, k!=v, k, !k, comma-separated")
@@ -71,10 +71,10 @@ func newFleetCommand(g *globals) *cobra.Command {
 			if err != nil {
 				return err
 			}
-			if err := hub.WriteRelease(cmd.OutOrStdout(), rd); err != nil {
+			if err := hubclient.WriteRelease(cmd.OutOrStdout(), rd); err != nil {
 				return err
 			}
-			if v := hub.ReleaseVerdict(rd); v != hub.VerdictApplied {
+			if v := hubclient.ReleaseVerdict(rd); v != hubclient.VerdictApplied {
 				return exitError{code: int(v)}
 			}
 			return nil
@@ -82,7 +82,7 @@ func newFleetCommand(g *globals) *cobra.Command {
 	}
 	for _, c := range []*cobra.Command{status, release} {
 		g.addFlags(c)
-		c.Flags().StringVar(&hubURL, "hub", "", "the URL of tend hub")
+		c.Flags().StringVar(&hubURL, "hub", "", "the URL of tend-hub")
 		c.Flags().StringVar(&tokenFile, "read-token-file", "", "file holding the hub's read token")
 	}
 	fleet.AddCommand(status, release)

@@ -68,7 +68,7 @@ func newStatusCommand(g *globals) *cobra.Command {
 			if note != "" {
 				fmt.Fprintf(out, "%s\n\n", note)
 			}
-			return s.WriteText(out, time.Now())
+			return status.WriteText(out, s, time.Now())
 		},
 	}
 	g.addFlags(cmd, logFlags, []string{"state-dir", "listen"})

@@ -26,7 +26,7 @@ var ranks = map[string]int{
 	"render": 2, "config": 2,
 	"rollout": 3,
 	"applier": 4, "drift": 4,
-	"agent": 5, "diff": 5, "hub": 5,
+	"agent": 5, "diff": 5, "hub": 5, "hubclient": 5,
 	"cmd/tend": 6, "cmd/tend-hub": 6,
 	// The release's tooling (make release): beside the binary, in no stage.
 	"internal/release": 6,
@@ -48,6 +48,16 @@ var (
 	nodeOnly = []string{"applier", "agent", "drift"}
 	ciOnly   = []string{"manifest", "render", "diff", "schema", "source", "gitsource", "ocisource", "notify", "rollout", "planner", "config", "cmd/tend-hub"}
 )
+
+// wire is the package of the types a device and the hub exchange: it
+// imports nothing of the module (and only the standard library, see
+// TestWireIsStandardLibraryOnly), so that each side links it and not the
+// other. hubSide are the hub's packages and its client's: they reach no
+// node's package, and the client not the hub (tend fleet runs on a
+// device, without the hub's SQL drivers).
+const wire = "api"
+
+var hubSide = []string{"hub", "hubclient"}
 
 // rank is the rank of pkg (relative to the module), or of the package it
 // is under (applier/model is the applier's).
@@ -90,6 +100,19 @@ func check(graph map[string][]string) []string {
 			to, ok := rank(imp)
 			if ok && to > from {
 				bad = append(bad, fmt.Sprintf("%s (rank %d) imports the later stage %s (rank %d)", pkg, from, imp, to))
+			}
+			if pkg == wire {
+				bad = append(bad, fmt.Sprintf("%s, the wire types, imports %s: it imports the standard library only", pkg, imp))
+			}
+			for _, h := range hubSide {
+				for _, node := range nodeOnly {
+					if pkg == h && under(imp, node) {
+						bad = append(bad, fmt.Sprintf("%s imports %s, which acts on a node: take the wire types from %s", pkg, imp, wire))
+					}
+				}
+			}
+			if pkg == "hubclient" && under(imp, "hub") {
+				bad = append(bad, fmt.Sprintf("hubclient imports %s: it reads the hub over HTTP, with the types of %s", imp, wire))
 			}
 			for _, ci := range ciOnly {
 				for _, node := range nodeOnly {
@@ -161,15 +184,37 @@ func TestCheckFindsBrokenRules(t *testing.T) {
 		"internal/testkit/foo": {"agent"},
 		"examples/registry":    {"internal/testkit/testoci"},
 		"newstage":             {"manifest"},
+		"api":                  {"manifest"},
+		"hub":                  {"api", "agent/status"},
+		"hubclient":            {"api", "hub"},
 	})
 	want := []string{
+		"api, the wire types, imports manifest: it imports the standard library only",
 		"applier imports its driver applier/file: the orchestrator is handed its drivers",
 		"gitsource imports the test helper internal/testkit/testgit: production code must not",
+		"hub imports agent/status, which acts on a node: take the wire types from api",
+		"hubclient imports hub: it reads the hub over HTTP, with the types of api",
 		"newstage has no rank: add it to ranks in internal/layering where DESIGN.md's flow puts it",
 		"render (rank 2) imports the later stage applier/model (rank 4)",
 		"render, a package of the CI commands, imports applier/model, which acts on a node",
 	}
 	if strings.Join(got, "\n") != strings.Join(want, "\n") {
 		t.Errorf("check found:\n%s\nwant:\n%s", strings.Join(got, "\n"), strings.Join(want, "\n"))
+	}
+}
+
+// TestWireIsStandardLibraryOnly: the wire types link nothing but the
+// standard library, whoever imports them.
+func TestWireIsStandardLibraryOnly(t *testing.T) {
+	out, err := exec.Command("go", "list", "-deps", "-f", "{{if not .Standard}}{{.ImportPath}}{{end}}", module+wire).Output()
+	if err != nil {
+		var ee *exec.ExitError
+		if errors.As(err, &ee) {
+			t.Fatalf("go list: %v\n%s", err, ee.Stderr)
+		}
+		t.Fatalf("go list: %v", err)
+	}
+	if deps := strings.Fields(string(out)); len(deps) != 1 || deps[0] != module+wire {
+		t.Errorf("%s links %s: it must link the standard library only", module+wire, strings.Join(deps, ", "))
 	}
 }

@@ -1,5 +1,7 @@
 // Package printable prints text tend did not write (the tags and media
-// types a registry lists, what a brakes hub answers) so that a plan, a
-// log line and the status show it as text, escaped and bounded. It is
-// support for the stages that quote such text, not a stage of the flow.
+// types a registry lists, what a brakes hub answers, what a device
+// reports to the hub) so that a plan, a log line, the status and the
+// hub's tables show it as text, escaped and bounded, or on one line. It
+// is support for the stages that quote such text, not a stage of the
+// flow.
 package printable

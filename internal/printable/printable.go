@@ -36,3 +36,15 @@ func Cut(s string, max int) string {
 	}
 	return b.String()
 }
+
+// OneLine is s on one line, as a table cell or a stored detail keeps a
+// value a device sent: every ASCII control character (newline and tab
+// included) and DEL a space.
+func OneLine(s string) string {
+	return strings.Map(func(r rune) rune {
+		if r < ' ' || r == 0x7f {
+			return ' '
+		}
+		return r
+	}, s)
+}

@@ -27,3 +27,7 @@ func TestCut(t *testing.T) {
 		})
 	}
 }
+
+func TestOneLine(t *testing.T) {
+	require.Equal(t, "rolled back: service/web a b c d é", OneLine("rolled back:\nservice/web a\tb\x7fc\rd é"))
+}

@@ -1,15 +1,12 @@
-package rollout
+package api
 
 import (
 	"fmt"
 	"net/url"
 	"strconv"
 	"strings"
-	"unicode/utf8"
 	"time"
-
-	"github.com/tend-dev/tend/api"
-	"github.com/tend-dev/tend/manifest"
+	"unicode/utf8"
 )
 
 // VerdictQuery is what a device of a later wave asks the brakes' hub: the
@@ -17,10 +14,10 @@ import (
 // (release, revision, rollout, before, maxFailed, maxFailedPercent,
 // minApplied, soak).
 type VerdictQuery struct {
-	// Release is the key of the release asked about (see api.ReleaseKey);
+	// Release is the key of the release asked about (see ReleaseKey);
 	// "" from a tend that sends none (v0.1.0), whose release is its
 	// revision's commit.
-	Release api.ReleaseKey
+	Release ReleaseKey
 	// Revision is the fleet revision the device saw it at,
 	// ref@sha1:commit: a hub that knows no keys counts by it.
 	Revision string
@@ -34,7 +31,8 @@ type VerdictQuery struct {
 }
 
 // Thresholds are a rollout's brakes as a device sends them with a
-// VerdictQuery (the hub reads no rollout).
+// VerdictQuery (the hub reads no rollout; rollout.BrakesQuery makes them
+// from one).
 type Thresholds struct {
 	// MaxFailed and MaxFailedPercent: more failed devices than these stop
 	// later waves; nil when not set. With neither set, one failure does.
@@ -53,20 +51,11 @@ const (
 )
 
 // Key is the release asked about: Release, or the commit of Revision.
-func (q VerdictQuery) Key() api.ReleaseKey {
+func (q VerdictQuery) Key() ReleaseKey {
 	if q.Release != "" {
 		return q.Release
 	}
-	return api.RevisionRelease(q.Revision)
-}
-
-// BrakesQuery is the question a device of wave (> 0) of r asks the hub
-// of r's brakes about the release key, seen at revision.
-func BrakesQuery(r *manifest.Rollout, wave int, key api.ReleaseKey, revision string) VerdictQuery {
-	b := r.Spec.Brakes
-	return VerdictQuery{Release: key, Revision: revision, Rollout: r.Metadata.Name, Before: wave, Thresholds: Thresholds{
-		MaxFailed: b.MaxFailed, MaxFailedPercent: b.MaxFailedPercent, MinApplied: b.MinApplied, Soak: b.Soak.D(),
-	}}
+	return RevisionRelease(q.Revision)
 }
 
 // Encode is q as the URL query of GET /v1/verdict, keys sorted, the
@@ -108,7 +97,7 @@ func ParseVerdictQuery(v url.Values) (VerdictQuery, error) {
 		return VerdictQuery{}, fmt.Errorf("rollout: not a rollout's name (metadata.name, at most %d bytes of printable text)", maxNameBytes)
 	}
 	if raw := v.Get("release"); raw != "" {
-		k, err := api.ParseReleaseKey(raw)
+		k, err := ParseReleaseKey(raw)
 		if err != nil {
 			return VerdictQuery{}, fmt.Errorf("release: %w", err)
 		}
@@ -157,4 +146,31 @@ func ParseVerdictQuery(v url.Values) (VerdictQuery, error) {
 		q.Soak = d
 	}
 	return q, nil
+}
+
+// Verdict is the hub's answer to a VerdictQuery (GET /v1/verdict): how
+// a release stands in the waves before the asking device's, and whether
+// that device may take it.
+type Verdict struct {
+	// Release is the key of the release judged (see ReleaseKey);
+	// Revision the revision the asking device saw it at ("" when it did
+	// not say).
+	Release  string `json:"release"`
+	Revision string `json:"revision"`
+	Before   int    `json:"before"`  // waves 0 to before-1 were counted
+	Devices  int    `json:"devices"` // their devices the release targets
+	Failed   int    `json:"failed"`  // rolled back, or in a crash loop running it
+	Applied  int    `json:"applied"`
+	// Soaked are the applied devices that run it, healthy, for soak.
+	Soaked int  `json:"soaked"`
+	Go     bool `json:"go"`
+	// Tripped says failures passed a threshold: later waves stop until a
+	// new release (a fix, or a revert: a new commit or a new digest).
+	Tripped bool `json:"tripped"`
+	// Reason says why a device may not go: "2 of 5 wave-0 devices failed
+	// main@sha1:ab12… (maxFailed 1)", "1 of 1 wave-0 devices failed
+	// model/detector@sha256:1f16… (maxFailed 0)"; or, of a release of
+	// digests no earlier device declares, why it goes: "no wave-0 device
+	// runs model/detector; nothing to wait for".
+	Reason string `json:"reason,omitempty"`
 }

@@ -1,4 +1,4 @@
-package hub
+package hubclient
 
 import (
 	"context"
@@ -13,12 +13,13 @@ import (
 	"time"
 
 	"github.com/tend-dev/tend/api"
+	"github.com/tend-dev/tend/internal/printable"
 )
 
-// maxReadBytes caps what the CLI reads of one hub answer.
+// maxReadBytes caps what the client reads of one hub answer.
 const maxReadBytes = 64 << 20
 
-// Client reads a hub's JSON: tend fleet.
+// Client reads a hub's JSON answers, as tend fleet does.
 type Client struct {
 	URL   string // the hub's base URL
 	Token string // the read token; "" for a hub with --public-read
@@ -67,14 +68,14 @@ func (c *Client) get(ctx context.Context, path string, v any) error {
 }
 
 // Devices reads every device the selector matches, page by page.
-func (c *Client) Devices(ctx context.Context, selector string) (DeviceList, error) {
-	var all DeviceList
+func (c *Client) Devices(ctx context.Context, selector string) (api.DeviceList, error) {
+	var all api.DeviceList
 	for offset := 0; ; {
-		q := url.Values{"limit": {fmt.Sprint(maxPageSize)}, "offset": {fmt.Sprint(offset)}}
+		q := url.Values{"limit": {fmt.Sprint(api.MaxPageSize)}, "offset": {fmt.Sprint(offset)}}
 		if selector != "" {
 			q.Set("selector", selector)
 		}
-		var page DeviceList
+		var page api.DeviceList
 		if err := c.get(ctx, "/v1/devices?"+q.Encode(), &page); err != nil {
 			return all, err
 		}
@@ -92,15 +93,15 @@ func (c *Client) Devices(ctx context.Context, selector string) (DeviceList, erro
 
 // Release reads the release name names: a release key, a commit (a
 // unique prefix of its hash, bare or as REF@sha1:HASH), or
-// model/NAME@DIGEST|TAG (service/NAME@…); see Store.FindRelease.
-func (c *Client) Release(ctx context.Context, name string) (ReleaseDetail, error) {
-	var rd ReleaseDetail
+// model/NAME@DIGEST|TAG (service/NAME@…), as DESIGN.md's hub section says.
+func (c *Client) Release(ctx context.Context, name string) (api.ReleaseDetail, error) {
+	var rd api.ReleaseDetail
 	err := c.get(ctx, "/v1/releases/"+url.PathEscape(name), &rd)
 	return rd, err
 }
 
 // WriteDevices prints the device table for people.
-func WriteDevices(w io.Writer, l DeviceList) error {
+func WriteDevices(w io.Writer, l api.DeviceList) error {
 	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
 	fmt.Fprintln(tw, "DEVICE\tSTATE\tAPPLIED\tTARGET\tWAVE\tLAST SEEN\tLABELS\tWHY")
 	for _, d := range l.Devices {
@@ -121,31 +122,20 @@ func WriteDevices(w io.Writer, l DeviceList) error {
 		for _, k := range keys {
 			labels = append(labels, k+"="+d.Labels[k])
 		}
-		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\n", oneLine(d.Name), d.State, shortRevision(d.Applied), d.TargetShown(), wave,
-			d.LastSeen, oneLine(strings.Join(labels, ",")), oneLine(why))
+		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\n", printable.OneLine(d.Name), d.State, api.ShortRevision(d.Applied), d.TargetShown(), wave,
+			d.LastSeen, printable.OneLine(strings.Join(labels, ",")), printable.OneLine(why))
 	}
 	if err := tw.Flush(); err != nil {
 		return err
 	}
 	var counts []string
-	for _, st := range States {
+	for _, st := range api.States {
 		if n := l.Counts[st]; n > 0 {
 			counts = append(counts, fmt.Sprintf("%d %s", n, st))
 		}
 	}
 	_, err := fmt.Fprintf(w, "%d device(s): %s\n", l.Total, strings.Join(counts, ", "))
 	return err
-}
-
-// oneLine keeps a value a device sent on its table cell: no newlines, tabs
-// or other control characters.
-func oneLine(s string) string {
-	return strings.Map(func(r rune) rune {
-		if r < ' ' || r == 0x7f {
-			return ' '
-		}
-		return r
-	}, s)
 }
 
 // Verdict is how a release stands: every targeted device applied it, it
@@ -160,11 +150,11 @@ const (
 )
 
 // ReleaseVerdict judges rd.
-func ReleaseVerdict(rd ReleaseDetail) Verdict {
-	if rd.Counts[StateFailed] > 0 {
+func ReleaseVerdict(rd api.ReleaseDetail) Verdict {
+	if rd.Counts[api.StateFailed] > 0 {
 		return VerdictFailed
 	}
-	if rd.Devices > 0 && rd.Counts[StateApplied] == rd.Devices {
+	if rd.Devices > 0 && rd.Counts[api.StateApplied] == rd.Devices {
 		return VerdictApplied
 	}
 	return VerdictInProgress
@@ -175,12 +165,12 @@ const shownFailures = 20
 
 // WriteRelease prints a release's progress per wave for people, and, when
 // devices rolled it back, what each rolled back and why.
-func WriteRelease(w io.Writer, rd ReleaseDetail) error {
+func WriteRelease(w io.Writer, rd api.ReleaseDetail) error {
 	name := rd.Key
 	if tags := rd.Tags(); len(tags) > 0 {
 		name += " (" + strings.Join(tags, ", ") + ")"
 	}
-	fmt.Fprintf(w, "Release %s, first seen %s at %s: %d device(s).\n", oneLine(name), rd.FirstSeen, oneLine(rd.Revision), rd.Devices)
+	fmt.Fprintf(w, "Release %s, first seen %s at %s: %d device(s).\n", printable.OneLine(name), rd.FirstSeen, printable.OneLine(rd.Revision), rd.Devices)
 	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
 	fmt.Fprintln(tw, "WAVE\tDEVICES\tAPPLIED\tFAILED\tHELD\tSTAGING\tERROR\tPENDING")
 	for _, wv := range rd.Waves {
@@ -189,21 +179,21 @@ func WriteRelease(w io.Writer, rd ReleaseDetail) error {
 			name = fmt.Sprint(*wv.Wave)
 		}
 		c := wv.Counts
-		fmt.Fprintf(tw, "%s\t%d\t%d\t%d\t%d\t%d\t%d\t%d\n", name, wv.Devices, c[StateApplied], c[StateFailed], c[StateHeld], c[StateStaging], c[StateError], c[StatePending])
+		fmt.Fprintf(tw, "%s\t%d\t%d\t%d\t%d\t%d\t%d\t%d\n", name, wv.Devices, c[api.StateApplied], c[api.StateFailed], c[api.StateHeld], c[api.StateStaging], c[api.StateError], c[api.StatePending])
 	}
 	if err := tw.Flush(); err != nil {
 		return err
 	}
-	if n := rd.Counts[StateUnreported]; n > 0 {
+	if n := rd.Counts[api.StateUnreported]; n > 0 {
 		if _, commit := api.ReleaseKey(rd.Key).Commit(); commit {
 			fmt.Fprintf(w, "%d device(s) following its ref have not reported it yet.\n", n)
 		} else {
 			fmt.Fprintf(w, "%d device(s) following its ref, running its models or services, have not reported it yet.\n", n)
 		}
 	}
-	var failed []ReleaseDevice
+	var failed []api.ReleaseDevice
 	for _, p := range rd.DeviceParts {
-		if p.State == StateFailed {
+		if p.State == api.StateFailed {
 			failed = append(failed, p)
 		}
 	}
@@ -224,12 +214,12 @@ func WriteRelease(w io.Writer, rd ReleaseDetail) error {
 			}
 			detail := p.Detail
 			if detail == "" {
-				detail = "rolled back " + releaseName(api.ReleaseKey(rd.Key), rd.Revision)
+				detail = "rolled back " + api.ReleaseName(api.ReleaseKey(rd.Key), rd.Revision)
 			}
-			_, err = fmt.Fprintf(w, "  %s%s %s\n", oneLine(p.Device), wave, oneLine(detail))
+			_, err = fmt.Fprintf(w, "  %s%s %s\n", printable.OneLine(p.Device), wave, printable.OneLine(detail))
 		}
 	default:
-		_, err = fmt.Fprintf(w, "In progress: %d of %d applied.\n", rd.Counts[StateApplied], rd.Devices)
+		_, err = fmt.Fprintf(w, "In progress: %d of %d applied.\n", rd.Counts[api.StateApplied], rd.Devices)
 	}
 	return err
 }

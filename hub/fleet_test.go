@@ -9,13 +9,14 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
-	"github.com/tend-dev/tend/agent/status"
+	"github.com/tend-dev/tend/api"
+	"github.com/tend-dev/tend/hubclient"
 	"github.com/tend-dev/tend/internal/testkit/golden"
 )
 
 func TestFleetOutput(t *testing.T) {
 	h := newTestHub(t, "sqlite://"+filepath.Join(t.TempDir(), "hub.db"))
-	c := &Client{URL: h.http.URL, Token: readToken}
+	c := &hubclient.Client{URL: h.http.URL, Token: readToken}
 	for i, name := range []string{"cam-1", "cam-2", "cam-3"} {
 		s := h.doc(name, rev1, "")
 		switch i {
@@ -33,24 +34,24 @@ func TestFleetOutput(t *testing.T) {
 	l, err := c.Devices(t.Context(), "site=lyon")
 	require.NoError(t, err)
 	var out bytes.Buffer
-	require.NoError(t, WriteDevices(&out, l))
+	require.NoError(t, hubclient.WriteDevices(&out, l))
 	golden.Assert(t, "fleet-status.golden", out.Bytes())
 
 	for _, rev := range []string{rev1, rev2} {
 		rd, err := c.Release(t.Context(), rev)
 		require.NoError(t, err)
 		out.Reset()
-		require.NoError(t, WriteRelease(&out, rd))
+		require.NoError(t, hubclient.WriteRelease(&out, rd))
 		golden.Assert(t, "fleet-release-"+rev[len(rev)-4:]+".golden", out.Bytes())
 	}
 	rd, _ := c.Release(t.Context(), rev2)
-	assert.Equal(t, VerdictInProgress, ReleaseVerdict(rd))
+	assert.Equal(t, hubclient.VerdictInProgress, hubclient.ReleaseVerdict(rd))
 	rd.Counts[StateFailed] = 1
-	assert.Equal(t, VerdictFailed, ReleaseVerdict(rd))
+	assert.Equal(t, hubclient.VerdictFailed, hubclient.ReleaseVerdict(rd))
 
-	_, err = (&Client{URL: h.http.URL}).Devices(t.Context(), "")
+	_, err = (&hubclient.Client{URL: h.http.URL}).Devices(t.Context(), "")
 	assert.ErrorContains(t, err, "wants its read token: give --read-token-file FILE")
-	_, err = (&Client{URL: "ftp://x"}).Devices(t.Context(), "")
+	_, err = (&hubclient.Client{URL: "ftp://x"}).Devices(t.Context(), "")
 	assert.ErrorContains(t, err, `--hub "ftp://x" is not an http(s) URL`)
 	_, err = c.Release(t.Context(), "main@sha1:0000")
 	assert.ErrorContains(t, err, `answered 404: release main@sha1:0000: not found: no device reported a commit whose hash begins with 0000`)
@@ -60,7 +61,7 @@ func TestFleetOutput(t *testing.T) {
 // rolled back on the canary, it says who rolled back what and why.
 func TestFleetReleaseOfATag(t *testing.T) {
 	h := newTestHub(t, "sqlite://"+filepath.Join(t.TempDir(), "hub.db"))
-	c := &Client{URL: h.http.URL, Token: readToken}
+	c := &hubclient.Client{URL: h.http.URL, Token: readToken}
 	canary, late := h.token("cam-1"), h.token("cam-2")
 	h.report(canary, h.agentDoc("cam-1", 0, rev1, commit1, rev1, model110, detector("1.1.0", digest110)))
 	held := h.agentDoc("cam-2", 1, rev1, commit1, rev1, model110, detector("1.1.0", digest110))
@@ -71,25 +72,25 @@ func TestFleetReleaseOfATag(t *testing.T) {
 	var out bytes.Buffer
 	rd, err := c.Release(t.Context(), "model/detector@1.1.0")
 	require.NoError(t, err)
-	require.NoError(t, WriteRelease(&out, rd))
+	require.NoError(t, hubclient.WriteRelease(&out, rd))
 	golden.Assert(t, "fleet-release-tag-progress.golden", out.Bytes())
-	assert.Equal(t, VerdictInProgress, ReleaseVerdict(rd))
+	assert.Equal(t, hubclient.VerdictInProgress, hubclient.ReleaseVerdict(rd))
 
 	h.clock.add(30 * time.Second)
 	s := h.agentDoc("cam-1", 0, rev1, commit1, rev1, commit1, detector("1.0.0", digest100))
-	s.Quarantined = []status.Quarantined{{Release: string(model110), Revision: rev1, Tag: "1.1.0",
+	s.Quarantined = []api.Quarantined{{Release: string(model110), Revision: rev1, Tag: "1.1.0",
 		Reason: "service/infer did not become healthy: health probe failed 3 times in 20s: exit status 1", At: "2026-12-03T12:00:30Z"}}
 	h.report(canary, s)
 	rd, err = c.Release(t.Context(), "model/detector@sha256:1f16")
 	require.NoError(t, err)
 	out.Reset()
-	require.NoError(t, WriteRelease(&out, rd))
+	require.NoError(t, hubclient.WriteRelease(&out, rd))
 	golden.Assert(t, "fleet-release-tag-failed.golden", out.Bytes())
-	assert.Equal(t, VerdictFailed, ReleaseVerdict(rd))
+	assert.Equal(t, hubclient.VerdictFailed, hubclient.ReleaseVerdict(rd))
 
 	l, err := c.Devices(t.Context(), "")
 	require.NoError(t, err)
 	out.Reset()
-	require.NoError(t, WriteDevices(&out, l))
+	require.NoError(t, hubclient.WriteDevices(&out, l))
 	golden.Assert(t, "fleet-status-keys.golden", out.Bytes())
 }
