@@ -1,4 +1,4 @@
-// Package hub is the fleet's ledger and window (tend hub): it takes the
+// Package hub is the fleet's ledger and window (tend-hub): it takes the
 // status documents agents post to report.url, one device per bearer
 // token, keeps each device's latest state and the release events derived
 // from successive reports in SQLite or PostgreSQL, and serves them as JSON

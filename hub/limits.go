@@ -23,7 +23,7 @@ const (
 	// DefaultMaxReports bounds the reports handled at once, from the token
 	// look-up to the commit.
 	DefaultMaxReports = 128
-	// DefaultMaxConnections bounds the connections tend hub serves at
+	// DefaultMaxConnections bounds the connections tend-hub serves at
 	// once; more wait in the kernel's backlog until one closes.
 	DefaultMaxConnections = 4096
 )

@@ -87,7 +87,7 @@ func unixNano(t time.Time) int64 {
 func (o reportOrder) follows(device string, prev reportOrder) error {
 	switch {
 	case o.epoch == "" && prev.epoch != "":
-		return fmt.Errorf("%w, and device %s sent one before: its tend was downgraded, or this is an old report replayed; upgrade its tend, or run tend hub device reset %s to take reports without one",
+		return fmt.Errorf("%w, and device %s sent one before: its tend was downgraded, or this is an old report replayed; upgrade its tend, or run tend-hub device reset %s to take reports without one",
 			errNoReportSeq, device, device)
 	case o.epoch == "" && o.reconciled < prev.reconciled:
 		return errReplayed

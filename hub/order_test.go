@@ -198,7 +198,7 @@ func TestReportsOrderedByReportSeq(t *testing.T) {
 			code, body := h.posted(tok, legacy)
 			assert.Equal(t, http.StatusBadRequest, code)
 			assert.Contains(t, body, "report of cam-a: report without reportSeq, and device cam-a sent one before")
-			assert.Contains(t, body, "tend hub device reset cam-a")
+			assert.Contains(t, body, "tend-hub device reset cam-a")
 			d, _ := h.device("cam-a")
 			assert.Equal(t, fmt.Sprintf("main@sha1:%040d", uint64(math.MaxInt64)), d.Applied, "nothing changed")
 		})

@@ -29,7 +29,7 @@ func rowsOf(t *testing.T, s *Store, device string) map[string]int {
 	return out
 }
 
-// tend hub device reset forgets a device, whose next report is then its
+// tend-hub device reset forgets a device, whose next report is then its
 // first, whatever its reportSeq; its tokens stay valid; other devices
 // and the releases are untouched.
 func TestResetDevice(t *testing.T) {

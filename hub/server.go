@@ -194,14 +194,14 @@ func (s *Server) report(w http.ResponseWriter, r *http.Request) {
 func (s *Server) ingest(w http.ResponseWriter, r *http.Request) (string, int, error) {
 	token := bearer(r)
 	if token == "" {
-		return ResultUnauthorized, http.StatusUnauthorized, errors.New("no device token: set report.tokenFile to a file holding the token tend hub token create printed")
+		return ResultUnauthorized, http.StatusUnauthorized, errors.New("no device token: set report.tokenFile to a file holding the token tend-hub token create printed")
 	}
 	device, err := s.store.TokenDevice(r.Context(), token)
 	if err != nil {
 		return ResultError, http.StatusServiceUnavailable, err
 	}
 	if device == "" {
-		return ResultUnauthorized, http.StatusUnauthorized, errors.New("unknown device token: create one with tend hub token create DEVICE and put it in report.tokenFile")
+		return ResultUnauthorized, http.StatusUnauthorized, errors.New("unknown device token: create one with tend-hub token create DEVICE and put it in report.tokenFile")
 	}
 	if r.ContentLength > MaxReportBytes {
 		return ResultTooLarge, http.StatusRequestEntityTooLarge, fmt.Errorf("report of %s exceeds %d bytes", device, MaxReportBytes)

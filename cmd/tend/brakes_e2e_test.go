@@ -1,6 +1,6 @@
 package main
 
-// Rollout brakes end to end: real tend agents report to a real tend hub
+// Rollout brakes end to end: real tend agents report to a real tend-hub
 // (SQLite) and a later-wave device asks it, before taking a release, how
 // the canary fared.
 

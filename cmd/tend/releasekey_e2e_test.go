@@ -1,7 +1,7 @@
 package main
 
 // The seed's scenario by tag push, end to end: real tend agents follow a
-// model by semver under a Rollout with brakes, report to a real tend hub
+// model by semver under a Rollout with brakes, report to a real tend-hub
 // (SQLite, reading the fleet repo with --fleet-source, and PostgreSQL,
 // trusting the first wave reported), and a retrained model pushed as a
 // tag, with no commit, meets the brakes as a commit does, whatever a
