@@ -3,6 +3,7 @@ package hub
 import (
 	"encoding/json"
 	"errors"
+	"log/slog"
 	"net/http"
 )
 
@@ -31,7 +32,9 @@ func (s *Server) fail(w http.ResponseWriter, r *http.Request, err error, bad boo
 	case bad, errors.Is(err, errBadName):
 		code = http.StatusBadRequest
 	default:
-		s.log.Error("read failed", "path", r.URL.Path, keyError, err.Error())
+		// A database down answers every request so: logged once a path
+		// a minute (see logLimit), counted.
+		s.failLog.Log(r.Context(), slog.LevelError, r.URL.Path, "path", r.URL.Path, keyError, err.Error())
 	}
 	http.Error(w, err.Error(), code)
 }

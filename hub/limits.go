@@ -142,6 +142,7 @@ func (s *Server) startFlush() {
 			case <-tick.C:
 				s.reportLog.flush(context.Background(), false)
 				s.readLog.flush(context.Background(), false)
+				s.failLog.flush(context.Background(), false)
 			}
 		}
 	}()
@@ -155,6 +156,7 @@ func (s *Server) stopFlushing() {
 		<-s.flushDone
 		s.reportLog.flush(context.Background(), true)
 		s.readLog.flush(context.Background(), true)
+		s.failLog.flush(context.Background(), true)
 	})
 }
 

@@ -238,3 +238,26 @@ func TestRefusalLogsAreBounded(t *testing.T) {
 	assert.Equal(t, float64(n/2-logKeysPerWindow), m[`tend_hub_log_suppressed_total{message="report refused"}`])
 	assert.Equal(t, float64(n/2-logKeysPerWindow), m[`tend_hub_log_suppressed_total{message="read refused"}`])
 }
+
+// With the database gone, every request with a device's token fails a
+// read: 1,000 of them write one "read failed" line, not 1,000.
+func TestReadFailuresLogBounded(t *testing.T) {
+	h := newTestHub(t, "sqlite://"+filepath.Join(t.TempDir(), "hub.db"))
+	logs := &lineCounter{}
+	srv, err := NewServer(h.store, Options{ReadToken: readToken, Now: h.clock.now, Log: slog.New(slog.NewJSONHandler(logs, nil))})
+	require.NoError(t, err)
+	require.NoError(t, h.store.db.Close())
+	for range 1000 {
+		r := httptest.NewRequest(http.MethodGet, "/v1/verdict?release=commit:ab12&before=1", nil)
+		r.Header.Set("Authorization", "Bearer "+tokenPrefix+"made-up")
+		w := httptest.NewRecorder()
+		srv.ServeHTTP(w, r)
+		require.Equal(t, http.StatusServiceUnavailable, w.Code)
+	}
+	lines, _, _ := logs.count(msgReadFailed)
+	assert.Equal(t, 1, lines)
+	srv.Close()
+	_, summaries, suppressed := logs.count(msgReadFailed)
+	assert.Equal(t, 1, summaries)
+	assert.Equal(t, 999.0, suppressed)
+}

@@ -15,6 +15,7 @@ import (
 const (
 	msgReportRefused  = "report refused"
 	msgReadRefused    = "read refused"
+	msgReadFailed     = "read failed" // the database failed a read: one line a path a window
 	msgWebhookDropped = "webhook event dropped"
 
 	logWindow        = time.Minute

@@ -72,6 +72,7 @@ type Server struct {
 	bounds     *boundMetrics
 	reportLog  *logLimit // report refused
 	readLog    *logLimit // read refused
+	failLog    *logLimit // read failed
 	stopFlush  chan struct{}
 	flushDone  chan struct{}
 	flushOnce  sync.Once
@@ -99,6 +100,7 @@ func NewServer(store *Store, opts Options) (*Server, error) {
 	s.bounds = newBoundMetrics(s.metrics.reg)
 	s.reportLog = newLogLimit(s.log, msgReportRefused, opts.Now, s.bounds)
 	s.readLog = newLogLimit(s.log, msgReadRefused, opts.Now, s.bounds)
+	s.failLog = newLogLimit(s.log, msgReadFailed, opts.Now, s.bounds)
 	if opts.Webhook != "" {
 		u, err := url.Parse(opts.Webhook)
 		if err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
