@@ -9,6 +9,13 @@ STATICCHECK ?= $(GO) run honnef.co/go/tools/cmd/staticcheck@v0.8.2
 # DESIGN.md "Build tags").
 OMIT_TAGS := tend_omit_containers tend_omit_notation tend_omit_cosign tend_omit_mqtt
 
+# The build tags every build of tend takes (DESIGN.md "Build tags"; .ci/size
+# and .ci/release read this line): grpcnotrace leaves out grpc's request
+# tracing (golang.org/x/net/trace), which tend never serves and whose pages'
+# html/template would make the linker keep every exported method of every
+# type: 7 MB of the device binary.
+TAGS := grpcnotrace
+
 .PHONY: build build-minimal build-all release size test fuzz lint fmt vet tidy demo demo-containers bench clean
 
 # -v names each package as it is compiled: a first build, with a cold
@@ -16,20 +23,20 @@ OMIT_TAGS := tend_omit_containers tend_omit_notation tend_omit_cosign tend_omit_
 # list only what changed.
 build:
 	@echo "build bin/tend and bin/tend-hub (go build -v: each package compiled is listed; a first build takes minutes)"
-	$(GO) build -v -trimpath -ldflags "$(LDFLAGS)" -o bin/tend ./cmd/tend
-	$(GO) build -v -trimpath -ldflags "$(LDFLAGS)" -o bin/tend-hub ./cmd/tend-hub
+	$(GO) build -v -trimpath -ldflags "$(LDFLAGS)" -tags "$(TAGS)" -o bin/tend ./cmd/tend
+	$(GO) build -v -trimpath -ldflags "$(LDFLAGS)" -tags "$(TAGS)" -o bin/tend-hub ./cmd/tend-hub
 
 # tend without any optional feature (every tag of OMIT_TAGS), stripped as
 # the release is: bin/tend-minimal.
 build-minimal:
-	$(GO) build -trimpath -ldflags "$(LDFLAGS)" -tags "$(OMIT_TAGS)" -o bin/tend-minimal ./cmd/tend
+	$(GO) build -trimpath -ldflags "$(LDFLAGS)" -tags "$(TAGS) $(OMIT_TAGS)" -o bin/tend-minimal ./cmd/tend
 
 # The stripped sizes of tend (default and minimal) beside oras and crane
 # built the same way (built once into $$TEND_TOOLS/size), and what each
 # feature costs (.ci/size). Six builds of tend: about a minute with a warm
 # build cache, on 2 cores.
 size:
-	GO=$(GO) LDFLAGS="$(LDFLAGS)" OMIT_TAGS="$(OMIT_TAGS)" bash .ci/size
+	GO=$(GO) LDFLAGS="$(LDFLAGS)" TAGS="$(TAGS)" OMIT_TAGS="$(OMIT_TAGS)" bash .ci/size
 
 # cmd/tend and cmd/tend-hub for every system they are used on, without
 # cgo; the binaries are thrown away. The node commands need Linux; the CI
@@ -39,8 +46,8 @@ PLATFORMS := linux/amd64 linux/arm64 linux/arm darwin/amd64 darwin/arm64 windows
 build-all:
 	@set -e; for p in $(PLATFORMS); do \
 		echo "build $$p"; \
-		CGO_ENABLED=0 GOOS=$${p%/*} GOARCH=$${p#*/} $(GO) build -trimpath -o /dev/null ./cmd/tend; \
-		CGO_ENABLED=0 GOOS=$${p%/*} GOARCH=$${p#*/} $(GO) build -trimpath -o /dev/null ./cmd/tend-hub; \
+		CGO_ENABLED=0 GOOS=$${p%/*} GOARCH=$${p#*/} $(GO) build -trimpath -tags "$(TAGS)" -o /dev/null ./cmd/tend; \
+		CGO_ENABLED=0 GOOS=$${p%/*} GOARCH=$${p#*/} $(GO) build -trimpath -tags "$(TAGS)" -o /dev/null ./cmd/tend-hub; \
 	done
 
 # A release in dist/, published nowhere (.ci/release): for each platform of
@@ -54,7 +61,7 @@ build-all:
 # with COSIGN_KEY, else with a key pair generated into dist/ (cosign.key,
 # cosign.pub; empty password). About 3 min on 2 cores with a warm build cache.
 release:
-	VERSION=$(VERSION) COMMIT=$(COMMIT) PLATFORMS="$(PLATFORMS)" GO=$(GO) bash .ci/release dist
+	VERSION=$(VERSION) COMMIT=$(COMMIT) PLATFORMS="$(PLATFORMS)" TAGS="$(TAGS)" GO=$(GO) bash .ci/release dist
 
 # Every test, end-to-end suites included, under the race detector
 # (go test -short ./... skips the end-to-end suites for a fast loop).

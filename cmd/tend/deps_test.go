@@ -1,6 +1,8 @@
 package main
 
 import (
+	"bufio"
+	"bytes"
 	"errors"
 	"fmt"
 	"os"
@@ -20,10 +22,36 @@ func omitAll() string {
 	return strings.Join(tags, " ")
 }
 
+// makefileVar is the value of the Makefile's line NAME := VALUE.
+func makefileVar(name string) (string, error) {
+	b, err := os.ReadFile("../../Makefile")
+	if err != nil {
+		return "", err
+	}
+	for _, line := range strings.Split(string(b), "\n") {
+		if v, ok := strings.CutPrefix(line, name+" := "); ok {
+			return v, nil
+		}
+	}
+	return "", fmt.Errorf("the Makefile sets no %s", name)
+}
+
+// buildTags are the Makefile's TAGS, which every build of tend takes
+// (make build, make release, make size) beside the omit tags.
+func buildTags(t *testing.T) string {
+	t.Helper()
+	v, err := makefileVar("TAGS")
+	if err != nil {
+		t.Fatal(err)
+	}
+	return v
+}
+
 // deps lists the packages `go list -deps -tags tags` finds cmd/tend
-// importing, directly or not.
+// importing, directly or not, with the Makefile's TAGS.
 func deps(t *testing.T, tags string) []string {
 	t.Helper()
+	tags = strings.TrimSpace(buildTags(t) + " " + tags)
 	out, err := exec.Command("go", "list", "-deps", "-tags", tags, ".").Output()
 	if err != nil {
 		var ee *exec.ExitError
@@ -64,6 +92,7 @@ var neverOnDevice = []struct{ pkg, why string }{
 	{"modernc.org/sqlite", "the hub's database"},
 	{"github.com/jackc/pgx/", "the hub's database"},
 	{"github.com/tend-dev/tend/hub", "the hub server: tend-hub's, not the device's"},
+	{"golang.org/x/net/trace", "grpc's request tracing, which tend never serves: its init renders html/template, and that template executor's method lookup by name makes the linker keep every exported method of every type linked (7 MB, TestMethodsPruned); grpcnotrace in the Makefile's TAGS leaves it out"},
 }
 
 // heavy are, per feature, the libraries only it brings in: a build with
@@ -111,17 +140,82 @@ func TestDeviceDeps(t *testing.T) {
 // The Makefile's OMIT_TAGS (make build-minimal, make size) are every tag
 // of internal/feature.
 func TestMakefileOmitTags(t *testing.T) {
-	b, err := os.ReadFile("../../Makefile")
+	v, err := makefileVar("OMIT_TAGS")
 	if err != nil {
-		t.Fatal(err)
+		t.Fatalf("%v: make build-minimal needs it", err)
 	}
-	for _, line := range strings.Split(string(b), "\n") {
-		if v, ok := strings.CutPrefix(line, "OMIT_TAGS := "); ok {
-			if v != omitAll() {
-				t.Errorf("Makefile: OMIT_TAGS := %s; internal/feature has %s: list every tag, in its order", v, omitAll())
+	if v != omitAll() {
+		t.Errorf("Makefile: OMIT_TAGS := %s; internal/feature has %s: list every tag, in its order", v, omitAll())
+	}
+}
+
+// TestMethodsPruned holds the device binary to what lets the linker drop
+// the methods nothing calls: no function linked looks a method up by a
+// name known only at run time (reflect's Method, or MethodByName with a
+// variable, as text/template's executor does). One such function makes the
+// linker keep every exported method of every type linked: 7 MB of the
+// 32 MB tend once grpc's request tracing (golang.org/x/net/trace, whose
+// init renders html/template) pulled one in. text/template is linked (by
+// cobra) but never executed: executing any template in the device binary
+// brings the 7 MB back. It links cmd/tend as make build does, with
+// -dumpdep, and names the chain of calls that reached the first such
+// function.
+func TestMethodsPruned(t *testing.T) {
+	if testing.Short() {
+		t.Skip("links tend: not with -short")
+	}
+	cmd := exec.Command("go", "build", "-trimpath", "-tags", buildTags(t), "-ldflags=-dumpdep", "-o", os.DevNull, ".")
+	out, err := cmd.CombinedOutput()
+	if err != nil {
+		t.Fatalf("go build -ldflags=-dumpdep: %v\n%.2000s", err, out)
+	}
+	chain, err := reflectMethodChain(out)
+	if err != nil {
+		t.Fatalf("reading go build -ldflags=-dumpdep: %v", err)
+	}
+	if chain == nil {
+		return
+	}
+	t.Errorf("cmd/tend links a function that looks a method up by name, so the linker keeps every exported method of every type (about 7 MB); drop what calls it:\n\t%s", strings.Join(chain, "\n\t<- "))
+}
+
+// reflectMethodChain reads the linker's -dumpdep output ("FROM -> TO"
+// for each symbol it marks reachable, in the order it marks them; a
+// function that looks methods up by name is flagged <ReflectMethod>) and
+// returns the first such function and what reached it, back to the entry
+// point; nil if there is none. The first one is a cause: the methods the
+// linker keeps because of it are marked after it.
+func reflectMethodChain(dump []byte) ([]string, error) {
+	const flag = " <ReflectMethod>"
+	strip := func(s string) string {
+		for {
+			i := strings.LastIndex(s, " <")
+			if i < 0 || !strings.HasSuffix(s, ">") {
+				return s
 			}
-			return
+			s = s[:i]
 		}
 	}
-	t.Error("Makefile sets no OMIT_TAGS: make build-minimal needs it")
+	parent := map[string]string{}
+	sc := bufio.NewScanner(bytes.NewReader(dump))
+	sc.Buffer(make([]byte, 64<<10), 1<<20)
+	for sc.Scan() {
+		from, to, ok := strings.Cut(sc.Text(), " -> ")
+		if !ok {
+			continue
+		}
+		name := strip(to)
+		if _, seen := parent[name]; !seen {
+			parent[name] = strip(from)
+		}
+		if !strings.Contains(to, flag) {
+			continue
+		}
+		var chain []string
+		for n := name; n != "" && n != "_" && len(chain) < 64; n = parent[n] {
+			chain = append(chain, n)
+		}
+		return chain, nil
+	}
+	return nil, sc.Err()
 }

@@ -44,8 +44,13 @@ func TestMain(m *testing.M) {
 		panic(err)
 	}
 	tendBin = filepath.Join(dir, "tend")
-	// As make build ships it, with the omit tags this test is built with.
-	build := exec.Command("go", "build", "-trimpath", "-ldflags=-s -w", "-tags", omittedTags(), "-o", tendBin, ".")
+	// As make build ships it (the Makefile's TAGS), with the omit tags
+	// this test is built with.
+	tags, err := makefileVar("TAGS")
+	if err != nil {
+		panic(err)
+	}
+	build := exec.Command("go", "build", "-trimpath", "-ldflags=-s -w", "-tags", strings.TrimSpace(tags+" "+omittedTags()), "-o", tendBin, ".")
 	build.Stderr = os.Stderr
 	if err := build.Run(); err != nil {
 		panic(fmt.Sprintf("build tend: %v", err))
