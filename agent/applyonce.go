@@ -93,7 +93,7 @@ func (r *Reconciler) writeOnceStatus(res *Result, err error, version string) err
 	c := r.Config
 	t := status.NewTracker(c.Device, version)
 	t.SetInstances(r.Supervisor.Instances)
-	if inv, ierr := applier.LoadInventory(c.StateDir); ierr == nil && inv.Revision != "" {
+	if inv, ierr := r.inventory(); ierr == nil && inv.Revision != "" {
 		t.SetApplied(inv.Revision, inv.AppliedRelease().String())
 	}
 	t.Observe(statusTick(res), err, "")
@@ -115,6 +115,20 @@ func (r *Reconciler) writeOnceStatus(res *Result, err error, version string) err
 		}
 	}
 	return status.WriteLast(c.StateDir, s)
+}
+
+// inventory returns the inventory in stateDir: the copy the tick's
+// applier holds (what the apply read, and saved or left unchanged), or,
+// when no node was opened or the applier dropped its copy, as read now.
+// The caller holds the stateDir lock.
+func (r *Reconciler) inventory() (*applier.Inventory, error) {
+	r.nodes.mu.Lock()
+	n := r.nodes.node
+	r.nodes.mu.Unlock()
+	if n == nil {
+		return applier.LoadInventory(r.Config.StateDir)
+	}
+	return n.applier.Inventory()
 }
 
 // previousStatus reads the status document last written in stateDir.

@@ -66,6 +66,7 @@ func (nc *nodeCache) open(c *manifest.AgentConfig, sup *service.Supervisor, mete
 	if nc.node == nil || nc.sup != sup {
 		n, err := openNode(c, sup, meter, ver, now, log)
 		if err != nil {
+			nc.node, nc.sup = nil, nil // no node of another supervisor, or of a tick before, stays
 			return nil, err
 		}
 		nc.node, nc.sup = n, sup

@@ -126,9 +126,10 @@ func (a *Applier) Observe(ctx context.Context, d *render.Desired) (planner.Obser
 	return obs, nil
 }
 
-// Inventory returns the inventory in stateDir. It is read once: the
-// source's rewind check, Observe and Apply of one tick share the copy, and
-// Apply drops it, so the next tick reads what Apply wrote.
+// Inventory returns the inventory in stateDir. It is read once a tick
+// (see Begin): the source's rewind check, Observe, Apply and what reads it
+// after Apply share the copy, which Apply keeps as it saved it, or drops
+// when the save failed.
 func (a *Applier) Inventory() (*Inventory, error) {
 	a.mu.Lock()
 	defer a.mu.Unlock()

@@ -48,10 +48,16 @@ func (a *Applier) Apply(ctx context.Context, d *render.Desired, cs *planner.Chan
 	if err != nil {
 		return Result{}, err
 	}
+	// The copy read stays the tick's while it is what stateDir holds
+	// (saved, or unchanged), so that what reads the inventory after Apply
+	// in this tick does not read and decode it again.
+	current := false
 	defer func() {
-		a.mu.Lock()
-		a.loaded = nil
-		a.mu.Unlock()
+		if !current {
+			a.mu.Lock()
+			a.loaded = nil
+			a.mu.Unlock()
+		}
 	}()
 	before := fingerprint(inv)
 	release := ReleaseOf(inv, d) // against the inventory as it is before the plan
@@ -105,14 +111,16 @@ func (a *Applier) Apply(ctx context.Context, d *render.Desired, cs *planner.Chan
 	if !changed && full {
 		// A no-op tick writes nothing: flash storage on a device polled
 		// every 30s should not take an fsynced write per tick.
+		current = true
 		return res, nil
 	}
 	if full {
-		inv.AppliedAt = a.now()
+		inv.AppliedAt = a.now().Truncate(time.Second) // as saved: RFC 3339, in seconds
 	}
 	if err := inv.Save(a.stateDir); err != nil {
 		return res, errors.Join(applyErr, err)
 	}
+	current = true
 	return res, applyErr
 }
 

@@ -5,12 +5,15 @@ import (
 	"context"
 	"encoding/json"
 	"os"
+	"path/filepath"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/stretchr/testify/require"
 
 	"github.com/tend-dev/tend/internal/confine"
+	"github.com/tend-dev/tend/internal/statedir"
 	"github.com/tend-dev/tend/manifest"
 	"github.com/tend-dev/tend/planner"
 )
@@ -189,4 +192,54 @@ func TestApplyCanceled(t *testing.T) {
 	require.Empty(t, res.Applied)
 	require.NoFileExists(t, n.node(config.Path))
 	require.Empty(t, n.inventory(t).Revision)
+}
+
+// After Apply, the applier's copy of the inventory is what stateDir
+// holds: the one Apply saved, or the one it left unchanged. A save that
+// fails drops it, so that it is read again.
+func TestInventoryAfterApply(t *testing.T) {
+	n := newNode(t)
+	n.Now = func() time.Time { return time.Date(2025, 3, 1, 12, 0, 0, 123456789, time.UTC) } // saved in seconds
+	for _, step := range []struct {
+		name string
+		rev  string
+		dev  *manifest.Device
+	}{
+		{"saved", "rev1", device(config, labels)},
+		{"unchanged", "rev1", device(config, labels)},
+		{"saved again", "rev2", device(config)},
+	} {
+		t.Run(step.name, func(t *testing.T) {
+			tick, _ := n.plan(t, step.dev, step.rev)
+			_, err := tick.Apply(context.Background())
+			require.NoError(t, err)
+			held, err := tick.Applier.Inventory()
+			require.NoError(t, err)
+			require.Equal(t, n.inventory(t), held)
+		})
+	}
+
+	t.Run("not read again", func(t *testing.T) {
+		tick, _ := n.plan(t, device(config), "rev2")
+		_, err := tick.Apply(context.Background())
+		require.NoError(t, err)
+		want := n.inventory(t)
+		inv := filepath.Join(n.stateDir, statedir.InventoryFile)
+		require.NoError(t, os.WriteFile(inv, []byte("{"), 0o600))
+		held, err := tick.Applier.Inventory()
+		require.NoError(t, err)
+		require.Equal(t, want, held)
+		require.NoError(t, held.Save(n.stateDir))
+	})
+
+	t.Run("dropped when the save fails", func(t *testing.T) {
+		tick, _ := n.plan(t, device(config, labels), "rev3")
+		inv := filepath.Join(n.stateDir, statedir.InventoryFile)
+		require.NoError(t, os.Remove(inv))
+		require.NoError(t, os.Mkdir(inv, 0o755)) // the rename over it fails
+		_, err := tick.Apply(context.Background())
+		require.Error(t, err)
+		_, err = tick.Applier.Inventory()
+		require.ErrorContains(t, err, "read inventory", "read again, not the copy the failed save held")
+	})
 }

@@ -11,17 +11,18 @@ import (
 const (
 	chunkSize     = 1 << 20 // bytes read from the network at a time
 	chunksInHash  = 8       // chunks queued for the hasher
-	writeBackSize = 8 << 20 // bytes written before write-back is started
+	writeBackSize = 1 << 20 // bytes written before write-back is started
 )
 
 var chunks = sync.Pool{New: func() any { b := make([]byte, chunkSize); return &b }}
 
 // copyHashed copies src to the end of f and feeds the same bytes to h, in a
 // pipeline: the hash runs on another core while the next chunk is read and
-// written, and the kernel is asked to start writing each 8 MB to disk as
-// soon as it is in the page cache (sync_file_range), so that the fsync at
-// the end of a download waits for the last few megabytes, not for all of
-// them. Memory stays bounded: at most chunksInHash+2 chunks are in flight.
+// written, and the kernel is asked to start writing each megabyte to disk
+// as soon as it is in the page cache (sync_file_range), so that the fsync
+// at the end of a download waits for the last megabyte or so, not for all
+// of them: a blob of a few megabytes, smaller than a coarser step, would
+// otherwise be written out by its fsync alone. Memory stays bounded: at most chunksInHash+2 chunks are in flight.
 // written hears the bytes copied so far after each chunk is written.
 func copyHashed(f *os.File, h hash.Hash, src io.Reader, written func(n int64)) (int64, error) {
 	queue := make(chan *[]byte, chunksInHash)

@@ -368,6 +368,9 @@ func (s *Store) writeKitfile(root *os.Root, a *Artifact, b *Budget) error {
 		return err
 	}
 	_, err = f.Write(body)
+	if err == nil {
+		err = f.Sync() // seal syncs no file a link could have made
+	}
 	if cerr := f.Close(); err == nil {
 		err = cerr
 	}

@@ -33,7 +33,8 @@ var link = os.Link
 // ModelKit's config is written as its Kitfile, as kit unpack does (unless
 // an include leaves it out, as kit unpack --filter does). Files
 // are read-only, as a hard link shares the blob's or the tree's inode. Every file and folder is synced before Materialise
-// returns, so a symlink swapped to dir afterwards points at whole content.
+// returns (a hard link's inode was synced with its blob or tree; see
+// seal), so a symlink swapped to dir afterwards points at whole content.
 // Writes are confined to dir; an entry path that is absolute, has "..",
 // is not clean or collides with another is refused with ErrUnsafeArchive.
 // A tar layer's symlinks are written as it has them, wherever they point
@@ -138,7 +139,7 @@ func (s *Store) Build(ctx context.Context, a *Artifact, dir string, limit int64)
 	if err := sel.check(a); err != nil {
 		return built, fmt.Errorf("materialise model %s: %w", a.Digest, err)
 	}
-	if err := seal(root); err != nil {
+	if err := seal(root, copied); err != nil {
 		return built, fmt.Errorf("materialise model %s: %w", a.Digest, err)
 	}
 	if err := atomicfile.Sync(filepath.Dir(dir)); err != nil {
@@ -370,8 +371,14 @@ func decompress(r io.Reader, compression string) (io.Reader, func(), error) {
 }
 
 // seal makes every file in the version folder read-only and syncs every
-// file and folder.
-func seal(root *os.Root) error {
+// folder, which makes the names in it durable. A regular file is synced
+// when copied says a tree's file was copied into the folder (where a link
+// failed), or when seal takes its write bits away: any other is a hard
+// link sharing the inode of a blob or of a tree's file, synced when it
+// was stored, or was synced as it was written (a copy for a mode, the
+// Kitfile), and a second fsync of it only costs a journal commit or a
+// disk flush per file.
+func seal(root *os.Root, copied bool) error {
 	return fs.WalkDir(root.FS(), ".", func(p string, d fs.DirEntry, err error) error {
 		if err != nil {
 			return err
@@ -390,6 +397,8 @@ func seal(root *os.Root) error {
 				if err := root.Chmod(p, mode&^0o222); err != nil {
 					return err
 				}
+			} else if !copied {
+				return nil
 			}
 		case !d.IsDir():
 			return fmt.Errorf("%w: %s is not a file, folder or symlink", ErrUnsafeArchive, p)

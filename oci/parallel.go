@@ -44,15 +44,23 @@ func (s *Store) Missing(a *Artifact) []v1.Descriptor {
 // b, which the layers unpacked share (nil: no bound), anything else as
 // its blob (Fetch). A blob a also links as a file is kept beside the
 // tree. It returns the bytes downloaded, and stops and reports errors as
-// FetchAll does.
+// FetchAll does. The blobs it stores become durable together: the blob
+// folder is synced once, after the last of them (and after a failure, for
+// those stored before it), not once per blob.
 func (s *Store) Pull(ctx context.Context, repo name.Repository, a *Artifact, descs []v1.Descriptor, parallel int, b *Budget, opts Options) (int64, error) {
 	tars, raw := a.tars(), a.files()
-	return fetchEach(ctx, descs, parallel, func(ctx context.Context, d v1.Descriptor) (int64, error) {
+	var blobs atomic.Bool
+	n, err := fetchEach(ctx, descs, parallel, func(ctx context.Context, d v1.Descriptor) (int64, error) {
 		if e, ok := tars[d.Digest]; ok {
 			return s.FetchTree(ctx, repo, e, b, raw[d.Digest], opts)
 		}
-		return s.Fetch(ctx, repo, d.Digest, d.Size, opts)
+		blobs.Store(true)
+		return s.fetch(ctx, repo, d.Digest, d.Size, opts, func() bool { return s.HasBlob(d.Digest) }, false)
 	})
+	if blobs.Load() {
+		err = errors.Join(err, s.syncBlobs())
+	}
+	return n, err
 }
 
 // tars returns a's tar layers by digest.

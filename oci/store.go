@@ -97,12 +97,14 @@ var (
 // the first (see lockPartial) and then finds it stored, or resumes what
 // the first left. It returns the bytes downloaded by this call.
 func (s *Store) Fetch(ctx context.Context, repo name.Repository, d v1.Hash, size int64, opts Options) (int64, error) {
-	return s.fetch(ctx, repo, d, size, opts, func() bool { return s.HasBlob(d) })
+	return s.fetch(ctx, repo, d, size, opts, func() bool { return s.HasBlob(d) }, true)
 }
 
 // fetch is Fetch, done once stored reports the blob is in the store as
 // its caller needs it: as a blob, or for FetchTree as a blob or a tree.
-func (s *Store) fetch(ctx context.Context, repo name.Repository, d v1.Hash, size int64, opts Options, stored func() bool) (int64, error) {
+// Without syncDir the blob folder is not synced after the blob is
+// renamed into it: the caller syncs it once for a batch (see Pull).
+func (s *Store) fetch(ctx context.Context, repo name.Repository, d v1.Hash, size int64, opts Options, stored func() bool, syncDir bool) (int64, error) {
 	if d.Algorithm != "sha256" {
 		return 0, fmt.Errorf("blob %s: only sha256 digests are supported", d)
 	}
@@ -129,7 +131,7 @@ func (s *Store) fetch(ctx context.Context, repo name.Repository, d v1.Hash, size
 	}
 	var total int64
 	for attempt := 1; ; attempt++ {
-		n, err := s.download(ctx, client, repo, d, size, report, stored)
+		n, err := s.download(ctx, client, repo, d, size, report, stored, syncDir)
 		total += n
 		if err == nil {
 			failpoint.Hit("blob:stored")
@@ -151,7 +153,7 @@ func (s *Store) fetch(ctx context.Context, repo name.Repository, d v1.Hash, size
 // it holds the lock. A blob another downloader stored while this one
 // waited is not downloaded again. It reports the bytes in the partial
 // file as they grow.
-func (s *Store) download(ctx context.Context, client *http.Client, repo name.Repository, d v1.Hash, size int64, report func(done int64), stored func() bool) (int64, error) {
+func (s *Store) download(ctx context.Context, client *http.Client, repo name.Repository, d v1.Hash, size int64, report func(done int64), stored func() bool, syncDir bool) (int64, error) {
 	f, err := s.lockPartial(ctx, d, stored)
 	if err != nil {
 		return 0, err
@@ -217,7 +219,7 @@ func (s *Store) download(ctx context.Context, client *http.Client, repo name.Rep
 	if err := f.Sync(); err != nil {
 		return 0, err
 	}
-	return size - have, s.publish(d)
+	return size - have, s.publish(d, syncDir)
 }
 
 // lockWait spaces the tries of a blob's lock another downloader holds.
@@ -316,12 +318,27 @@ func tryLock(f *os.File) (bool, error) {
 	return false, fmt.Errorf("lock %s: %w", f.Name(), err)
 }
 
-// publish renames a complete, verified partial file into the store and
-// syncs the folder, so the blob survives a power cut once Fetch returns.
-// Its downloader holds the partial file's lock.
-func (s *Store) publish(d v1.Hash) error {
+// publish renames a complete, verified partial file into the store and,
+// with syncDir, syncs the folder, so the blob survives a power cut once
+// Fetch returns. Its downloader holds the partial file's lock.
+func (s *Store) publish(d v1.Hash, syncDir bool) error {
+	if !syncDir {
+		if err := os.Rename(s.partial(d), s.Path(d)); err != nil {
+			return fmt.Errorf("store blob %s: %w", d, err)
+		}
+		return nil
+	}
 	if err := atomicfile.Rename(s.partial(d), s.Path(d)); err != nil {
 		return fmt.Errorf("store blob %s: %w", d, err)
+	}
+	return nil
+}
+
+// syncBlobs syncs the folder of sha256 blobs, making the blobs renamed
+// into it durable.
+func (s *Store) syncBlobs() error {
+	if err := atomicfile.Sync(s.dir.Stored("sha256")); err != nil {
+		return fmt.Errorf("store blobs: %w", err)
 	}
 	return nil
 }

@@ -146,7 +146,7 @@ func (s *Store) FetchTree(ctx context.Context, repo name.Repository, e Entry, b 
 	}
 	var n int64
 	for try := 0; ; try++ {
-		got, err := s.fetch(ctx, repo, e.Digest, e.Size, opts, func() bool { return s.Has(e.Digest) })
+		got, err := s.fetch(ctx, repo, e.Digest, e.Size, opts, func() bool { return s.Has(e.Digest) }, true)
 		n += got
 		if err != nil {
 			return n, err

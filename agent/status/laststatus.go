@@ -17,9 +17,12 @@ import (
 const maxStatusBytes = 16 << 20
 
 // WriteLast records s in stateDir, atomically, so `tend status` can
-// answer when no agent does.
+// answer when no agent does. It is a report, written after every one-shot
+// apply: the file is synced before it is renamed into place, and the
+// folder is not synced after (a power cut may leave the status before it,
+// which the next apply or tick replaces).
 func WriteLast(stateDir string, s Status) error {
-	return atomicfile.WriteJSON(stateDir, statedir.StatusFile, s, 0o644)
+	return atomicfile.WriteJSONNoDirSync(stateDir, statedir.StatusFile, s, 0o644)
 }
 
 // statusRefresh is how old the status file may grow while nothing but its

@@ -35,6 +35,7 @@ func newApplyCommand(g *globals) *cobra.Command {
 			if stageOnly && format != "text" {
 				return errors.New("--stage-only prints text; --format json is not supported with it")
 			}
+			deferGC()
 			c, log, err := g.setup(cmd)
 			if err != nil {
 				return err

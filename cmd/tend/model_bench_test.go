@@ -38,8 +38,8 @@ func BenchmarkModelPull(b *testing.B) {
 
 // BenchmarkModelPullSmall is BenchmarkModelPull for a 4 MB model (a 4 MB
 // file and a 1 KiB one), where a cold apply's fixed costs (clone, render,
-// state writes, process start) weigh most. ratio-plain is tend / oras
-// pull; the target is at most 1.3.
+// state writes, process start) weigh most. The target is a ratio (tend /
+// (oras pull + sync)) of at most 1.5; ratio-plain is tend / oras pull.
 func BenchmarkModelPullSmall(b *testing.B) {
 	benchPull(b, map[string]int{"model.bin": 4 << 20, "labels.txt": 1 << 10})
 }

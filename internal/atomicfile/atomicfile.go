@@ -32,7 +32,13 @@ const DirMode fs.FileMode = 0o755
 // point leaves either the old or the new file at name. The temporary file
 // is removed on any error, and what a killed write left is removed by the
 // next (see TempName).
-func WriteIn(r *os.Root, name string, data []byte, mode fs.FileMode) (err error) {
+func WriteIn(r *os.Root, name string, data []byte, mode fs.FileMode) error {
+	return writeIn(r, name, data, mode, true)
+}
+
+// writeIn is WriteIn; without syncDir the folder is not fsynced after the
+// rename (see WriteJSONNoDirSync).
+func writeIn(r *os.Root, name string, data []byte, mode fs.FileMode, syncDir bool) (err error) {
 	dir, base := path.Split(name)
 	tmp, f, err := createTemp(r, dir, base)
 	if err != nil {
@@ -62,12 +68,19 @@ func WriteIn(r *os.Root, name string, data []byte, mode fs.FileMode) (err error)
 		return fmt.Errorf("rename %s to %s: %w", path.Join(r.Name(), tmp), path.Join(r.Name(), name), Cause(err))
 	}
 	failpoint.Hit("atomic:renamed")
+	if !syncDir {
+		return nil
+	}
 	return SyncIn(r, dir)
 }
 
 // Write replaces dir/name with data and mode as WriteIn does. dir is
 // created (DirMode) when missing; the file's mode guards the data.
 func Write(dir, name string, data []byte, mode fs.FileMode) error {
+	return write(dir, name, data, mode, true)
+}
+
+func write(dir, name string, data []byte, mode fs.FileMode, syncDir bool) error {
 	if err := os.MkdirAll(dir, DirMode); err != nil {
 		return err
 	}
@@ -76,7 +89,7 @@ func Write(dir, name string, data []byte, mode fs.FileMode) error {
 		return err
 	}
 	defer root.Close()
-	return WriteIn(root, name, data, mode)
+	return writeIn(root, name, data, mode, syncDir)
 }
 
 // Rename moves the finished file from to to and fsyncs to's folder, so the

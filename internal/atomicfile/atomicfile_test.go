@@ -64,11 +64,22 @@ func TestSwapLink(t *testing.T) {
 }
 
 func TestJSON(t *testing.T) {
-	dir := t.TempDir()
-	require.NoError(t, WriteJSON(dir, "html.json", map[string]string{"reason": "<directory> & more"}, 0o600))
-	data, err := os.ReadFile(filepath.Join(dir, "html.json"))
-	require.NoError(t, err)
-	require.Equal(t, "{\n  \"reason\": \"<directory> & more\"\n}\n", string(data), "written as it is, for people to read")
+	for name, write := range map[string]func(dir, name string, v any, mode fs.FileMode) error{
+		"WriteJSON": WriteJSON, "WriteJSONNoDirSync": WriteJSONNoDirSync,
+	} {
+		t.Run(name, func(t *testing.T) {
+			dir := filepath.Join(t.TempDir(), "made")
+			require.NoError(t, write(dir, "html.json", map[string]string{"reason": "old"}, 0o644))
+			require.NoError(t, write(dir, "html.json", map[string]string{"reason": "<directory> & more"}, 0o600))
+			data, err := os.ReadFile(filepath.Join(dir, "html.json"))
+			require.NoError(t, err)
+			require.Equal(t, "{\n  \"reason\": \"<directory> & more\"\n}\n", string(data), "written as it is, for people to read")
+			fi, err := os.Stat(filepath.Join(dir, "html.json"))
+			require.NoError(t, err)
+			require.Equal(t, fs.FileMode(0o600), fi.Mode().Perm())
+			requireNoTemp(t, dir)
+		})
+	}
 }
 
 func TestTruncateName(t *testing.T) {
