@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"os"
 	"path/filepath"
 	"slices"
 	"strconv"
@@ -11,6 +12,7 @@ import (
 	"time"
 
 	"github.com/tend-dev/tend/applier"
+	"github.com/tend-dev/tend/internal/flock"
 	"github.com/tend-dev/tend/internal/statedir"
 	"github.com/tend-dev/tend/manifest"
 	"github.com/tend-dev/tend/planner"
@@ -79,8 +81,8 @@ func (r *Reconciler) holdForLocks(ctx context.Context, t *tick) error {
 				keyReason, err.Error())
 			continue
 		}
-		if h.held {
-			held = append(held, "update lock "+lock+" held by "+h.holder())
+		if h.Held {
+			held = append(held, "update lock "+lock+" held by "+holder(h))
 		}
 	}
 	if len(held) == 0 {
@@ -238,17 +240,19 @@ func (r *Reconciler) lockHeldSince(key string, now time.Time, record bool) (time
 	return now, nil
 }
 
-// lockHolder is what a probe of an update lock found.
-type lockHolder struct {
-	held bool
-	// pid is the process that took the lock, as /proc/locks lists it; 0
-	// when it does not (another pid namespace, another system).
-	pid int
+// probeUpdateLock probes the update lock at path (see flock.Probe).
+func probeUpdateLock(path string) (flock.Holder, error) {
+	h, err := flock.Probe(path)
+	if pe, ok := errors.AsType[*os.PathError](err); ok {
+		return h, fmt.Errorf("%s update lock %s: %w", pe.Op, pe.Path, pe.Err)
+	}
+	return h, err
 }
 
-func (h lockHolder) holder() string {
-	if h.pid > 0 {
-		return "pid " + strconv.Itoa(h.pid)
+// holder names the process that holds a lock, as a held release says.
+func holder(h flock.Holder) string {
+	if h.PID > 0 {
+		return "pid " + strconv.Itoa(h.PID)
 	}
 	return "another process"
 }

@@ -11,7 +11,6 @@ import (
 	"os/exec"
 	"path/filepath"
 	"strconv"
-	"strings"
 	"syscall"
 	"testing"
 	"time"
@@ -19,6 +18,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/tend-dev/tend/agent/status"
+	"github.com/tend-dev/tend/internal/flock"
 	"github.com/tend-dev/tend/internal/testkit/testgit"
 	"github.com/tend-dev/tend/planner"
 	"github.com/tend-dev/tend/rollout"
@@ -51,11 +51,11 @@ func holdLock(t *testing.T, path string) (pid int, release func()) {
 		done = true
 		_ = syscall.Kill(-cmd.Process.Pid, syscall.SIGKILL)
 		_ = cmd.Wait()
-		require.Eventually(t, func() bool { h, err := probeUpdateLock(path); return err == nil && !h.held },
+		require.Eventually(t, func() bool { h, err := flock.Probe(path); return err == nil && !h.Held },
 			10*time.Second, 10*time.Millisecond, "the lock is let go once its holders are dead")
 	}
 	t.Cleanup(release)
-	require.Eventually(t, func() bool { h, err := probeUpdateLock(path); return err == nil && h.held },
+	require.Eventually(t, func() bool { h, err := flock.Probe(path); return err == nil && h.Held },
 		10*time.Second, 10*time.Millisecond, "flock takes the lock")
 	return cmd.Process.Pid, release
 }
@@ -208,9 +208,9 @@ func TestUpdateLockHoldsARelease(t *testing.T) {
 	require.Nil(t, h.res.Held, "maxLockWait is over")
 	applied("service/infer")
 	require.NotEqual(t, second, servicePID(t, c.StateDir, "infer"))
-	held, err := probeUpdateLock(moved)
+	held, err := flock.Probe(moved)
 	require.NoError(t, err)
-	require.True(t, held.held, "taken while the lock is still held")
+	require.True(t, held.Held, "taken while the lock is still held")
 	require.Contains(t, logs.String(), "update lock held for longer than maxLockWait; taking the release anyway")
 	require.Equal(t, notHeld, heldBy())
 }
@@ -263,46 +263,6 @@ func TestUpdateLockWaitCountsFromTheLockNotTheFirstSight(t *testing.T) {
 	require.NoError(t, h.err)
 	require.Nil(t, h.res.Held, "an hour after the lock first held it")
 	require.NotEqual(t, first, servicePID(t, c.StateDir, "infer"))
-}
-
-// A missing lock file is a lock not held, and the probe never creates
-// it; a shared lock is not the exclusive one that holds a release.
-func TestProbeUpdateLock(t *testing.T) {
-	dir := t.TempDir()
-	missing := filepath.Join(dir, "missing.lock")
-	h, err := probeUpdateLock(missing)
-	require.NoError(t, err)
-	require.False(t, h.held)
-	require.NoFileExists(t, missing)
-
-	shared := filepath.Join(dir, "shared.lock")
-	require.NoError(t, os.WriteFile(shared, nil, 0o644))
-	f, err := os.Open(shared)
-	require.NoError(t, err)
-	defer f.Close()
-	require.NoError(t, syscall.Flock(int(f.Fd()), syscall.LOCK_SH))
-	h, err = probeUpdateLock(shared)
-	require.NoError(t, err)
-	require.False(t, h.held)
-
-	require.NoError(t, syscall.Flock(int(f.Fd()), syscall.LOCK_UN))
-	require.NoError(t, syscall.Flock(int(f.Fd()), syscall.LOCK_EX))
-	h, err = probeUpdateLock(shared)
-	require.NoError(t, err)
-	require.Equal(t, lockHolder{held: true, pid: os.Getpid()}, h, "held by this process, as /proc/locks says")
-}
-
-func TestLockHolderPID(t *testing.T) {
-	locks := "1: POSIX  ADVISORY  WRITE 10 fe:00:42 0 EOF\n" +
-		"2: FLOCK  ADVISORY  READ  11 fe:00:42 0 EOF\n" +
-		"3: FLOCK  ADVISORY  WRITE 12 fe:00:43 0 EOF\n" +
-		"4: FLOCK  ADVISORY  WRITE 13 fe:00:42 0 EOF\n" +
-		"4: -> FLOCK  ADVISORY  WRITE 14 fe:00:42 0 EOF\n"
-	require.Equal(t, 13, lockHolderPID(strings.NewReader(locks), 0xfe, 0, 42))
-	require.Equal(t, 13, lockHolderPID(strings.NewReader(locks), 0x1f, 3, 42), "the one lock on that inode, whatever its device")
-	require.Equal(t, 0, lockHolderPID(strings.NewReader(locks+"5: FLOCK  ADVISORY  WRITE 15 00:2c:42 0 EOF\n"), 0x1f, 3, 42),
-		"two locks on the inode, on other devices: none is known")
-	require.Equal(t, 0, lockHolderPID(strings.NewReader(locks), 0xfe, 0, 44))
 }
 
 // A release stops a service when it updates it (a scale-up excepted),

@@ -1,11 +1,10 @@
 //go:build linux
 
-package agent
+package flock
 
 import (
 	"bufio"
 	"errors"
-	"fmt"
 	"io"
 	"os"
 	"strconv"
@@ -17,19 +16,19 @@ import (
 // procLocks lists the file locks of the system.
 const procLocks = "/proc/locks"
 
-// probeUpdateLock reports whether a process holds an exclusive flock on
-// the file at path, and which: it opens the file read-only (never
-// creating it: a missing file is a lock not held), asks for a shared
-// lock without waiting, which only an exclusive lock refuses, and lets
-// it go at once. The holder is looked up in /proc/locks by the file's
-// device and inode.
-func probeUpdateLock(path string) (lockHolder, error) {
+// Probe reports whether a process holds an exclusive flock on the file
+// at path, and which: it opens the file read-only (never creating it: a
+// missing file is a lock not held), asks for a shared lock without
+// waiting, which only an exclusive lock refuses, and lets it go at once.
+// The holder is looked up in /proc/locks by the file's device and inode.
+// Its errors are *os.PathError, Op "open" or "probe".
+func Probe(path string) (Holder, error) {
 	fd, err := unix.Open(path, unix.O_RDONLY|unix.O_CLOEXEC|unix.O_NOCTTY|unix.O_NONBLOCK, 0)
 	if errors.Is(err, unix.ENOENT) {
-		return lockHolder{}, nil
+		return Holder{}, nil
 	}
 	if err != nil {
-		return lockHolder{}, fmt.Errorf("open update lock %s: %w", path, err)
+		return Holder{}, &os.PathError{Op: "open", Path: path, Err: err}
 	}
 	defer func() { _ = unix.Close(fd) }()
 	for {
@@ -40,24 +39,24 @@ func probeUpdateLock(path string) (lockHolder, error) {
 	}
 	if err == nil {
 		_ = unix.Flock(fd, unix.LOCK_UN)
-		return lockHolder{}, nil
+		return Holder{}, nil
 	}
 	if !errors.Is(err, unix.EWOULDBLOCK) {
-		return lockHolder{}, fmt.Errorf("probe update lock %s: %w", path, err)
+		return Holder{}, &os.PathError{Op: "probe", Path: path, Err: err}
 	}
-	h := lockHolder{held: true}
+	h := Holder{Held: true}
 	var st unix.Stat_t
 	if unix.Fstat(fd, &st) != nil {
 		return h, nil
 	}
 	if f, err := os.Open(procLocks); err == nil {
-		h.pid = lockHolderPID(f, unix.Major(st.Dev), unix.Minor(st.Dev), st.Ino)
+		h.PID = holderPID(f, unix.Major(st.Dev), unix.Minor(st.Dev), st.Ino)
 		_ = f.Close()
 	}
 	return h, nil
 }
 
-// lockHolderPID reads /proc/locks (lines such as "1: FLOCK  ADVISORY
+// holderPID reads /proc/locks (lines such as "1: FLOCK  ADVISORY
 // WRITE 5552 fe:00:9979027 0 EOF") for the process holding an exclusive
 // flock on the file of device major:minor and inode ino: the process that
 // took the lock, which may have passed it on to a child before exiting.
@@ -65,7 +64,7 @@ func probeUpdateLock(path string) (lockHolder, error) {
 // another device is taken when it is the only one (a file system whose
 // stat reports another device than its locks, as btrfs subvolumes do);
 // 0 means none is known.
-func lockHolderPID(locks io.Reader, major, minor uint32, ino uint64) int {
+func holderPID(locks io.Reader, major, minor uint32, ino uint64) int {
 	other, others := 0, 0
 	sc := bufio.NewScanner(locks)
 	for sc.Scan() {
