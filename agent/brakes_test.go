@@ -13,6 +13,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/tend-dev/tend/agent/status"
+	"github.com/tend-dev/tend/gating"
 	"github.com/tend-dev/tend/hub"
 	"github.com/tend-dev/tend/internal/testkit/testgit"
 	"github.com/tend-dev/tend/manifest"
@@ -134,12 +135,6 @@ func TestBrakesHoldReleaseUntilTheHubSaysGo(t *testing.T) {
 	require.Equal(t, "v3", h.file(t))
 }
 
-func TestBrakesTokenGoesOnlyToTheReportHub(t *testing.T) {
-	require.True(t, sameOrigin("https://hub.example:8420/v1/reports", "https://HUB.example:8420"))
-	require.False(t, sameOrigin("https://hub.example:8420/v1/reports", "https://other.example:8420"))
-	require.False(t, sameOrigin("https://hub.example:8420/v1/reports", "http://hub.example:8420"))
-}
-
 const quietRollout = "apiVersion: tend.dev/v1alpha1\nkind: Rollout\nmetadata: {name: default}\nspec:\n  selector: {}\n" +
 	"  waves:\n    - selector: {matchLabels: {ring: canary}}\n    - {percent: 100}\n" +
 	"  brakes: {hub: %q, minApplied: 1, onHubDown: %s}\n"
@@ -190,7 +185,7 @@ func TestBrakesHubDownCostsOneWait(t *testing.T) {
 			h := heldLoopOf(c)
 			clock := &hubClock{t: at}
 			h.r.Now = clock.now
-			h.r.brakesDown.timeout = 500 * time.Millisecond
+			h.r.gating.HubTimeout = 500 * time.Millisecond
 			drifted := func() {
 				t.Helper()
 				require.NoError(t, os.WriteFile(filepath.Join(c.Root, "etc/infer/a"), []byte("edited by hand"), 0o644))
@@ -247,7 +242,7 @@ func TestBrakesHubDownCostsOneWait(t *testing.T) {
 			// Once the back-off has passed, the hub is asked, and its
 			// verdict counts: go for a release the canary runs, wait for
 			// one it has not.
-			clock.add(serverDownBackoff.Delay(1))
+			clock.add(gating.ServerDownBackoff.Delay(1))
 			var v4 string
 			if tt.onHubDown == manifest.OnHubDownProceed {
 				v4 = commit("v4")

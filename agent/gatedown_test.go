@@ -10,6 +10,8 @@ import (
 
 	"github.com/stretchr/testify/require"
 
+	"github.com/tend-dev/tend/gating"
+
 	"github.com/tend-dev/tend/internal/testkit/testgit"
 )
 
@@ -60,7 +62,7 @@ func TestGateDownCostsOneWait(t *testing.T) {
 			}
 
 			// The first question waits for the gate, and gets no answer.
-			h.r.gateDown.timeout = 250 * time.Millisecond
+			h.r.gating.GateTimeout = 250 * time.Millisecond
 			driftRevertedWhileHeld()
 			if tt.hangs {
 				<-quiet.got
@@ -71,9 +73,9 @@ func TestGateDownCostsOneWait(t *testing.T) {
 			// ask it: they hold at once, with the same reason.
 			quiet.up.Store(true)
 			reopen()
-			h.r.gateDown.timeout = 0 // from now on the gate answers
+			h.r.gating.GateTimeout = 0 // from now on the gate answers
 			driftRevertedWhileHeld()
-			clock.add(serverDownBackoff.Delay(1) - time.Nanosecond)
+			clock.add(gating.ServerDownBackoff.Delay(1) - time.Nanosecond)
 			driftRevertedWhileHeld()
 			require.Equal(t, asked, quiet.asked.Load(), "the gate was not asked within the back-off")
 

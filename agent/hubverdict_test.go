@@ -31,7 +31,7 @@ func TestBrakesHubAnswers(t *testing.T) {
 		{"a reason with escapes and newlines", 200, `{"go": false, "reason": "2 of 5 failed\u001b[31m\nFORGED: all good\u202e"}`,
 			`held: brakes: 2 of 5 failed\x1b[31m\nFORGED: all good\u202e`},
 		{"a long reason", 200, `{"go": false, "tripped": true, "reason": "` + long + `"}`,
-			"held: brakes: " + long[:maxHubText] + "… (300 bytes)"},
+			"held: brakes: " + long[:200] + "… (300 bytes)"},
 		{"an error with escapes", 403, "no\x1b[2J entry\r\nsecond line", `held: brakes: hub HUB answered 403: no\x1b[2J entry\r`},
 		{"wait without a reason", 200, `{"go": false}`, "held: brakes: the hub says wait"},
 	} {

@@ -13,6 +13,7 @@ import (
 	"github.com/tend-dev/tend/applier"
 	"github.com/tend-dev/tend/applier/service"
 	"github.com/tend-dev/tend/drift"
+	"github.com/tend-dev/tend/gating"
 	"github.com/tend-dev/tend/manifest"
 	"github.com/tend-dev/tend/oci"
 	"github.com/tend-dev/tend/planner"
@@ -70,8 +71,7 @@ type Reconciler struct {
 	observations atomic.Int64
 	src          sourceOnce // the fleet's source, built once (see fetcher)
 	verify       verifierOnce
-	brakesDown   serverDown // the brakes' hub that did not answer, left alone a while
-	gateDown     serverDown // the rollout's gate that did not answer, left alone a while
+	gating       gating.Decider // decides each tick's release; keeps the hub and gate that did not answer
 
 	Config *manifest.AgentConfig
 	Logger *slog.Logger
@@ -199,24 +199,9 @@ type tick struct {
 	res      Result
 	node     *node
 	observed planner.Observed
-	upTo     string             // the last step to run
-	hold     bool               // a hold (see Hold): the applied revision, reverts only
-	released *planner.Changeset // see release
-	verdict  error              // a resumed verdict of unhealthy (see resumeVerdict)
-}
-
-// release is what the tick's target changes against what the inventory
-// inv says was applied (see decide), planned once a tick: decide and the
-// update locks both ask.
-func (t *tick) release(inv *applier.Inventory) (*planner.Changeset, error) {
-	if t.released == nil {
-		cs, err := planner.Plan(t.res.Desired.Desired, asApplied(inv), planner.Options{AllowEmpty: true})
-		if err != nil {
-			return nil, err
-		}
-		t.released = cs
-	}
-	return t.released, nil
+	upTo     string // the last step to run
+	hold     bool   // a hold (see Hold): the applied revision, reverts only
+	verdict  error  // a resumed verdict of unhealthy (see resumeVerdict)
 }
 
 type step struct {
@@ -285,7 +270,6 @@ func (r *Reconciler) runLocked(ctx context.Context, upTo string, start time.Time
 		{StepFetch, r.fetch},
 		{StepRender, r.render},
 		{StepDecide, r.decide},
-		{StepDecide, r.holdForLocks},
 		{StepObserve, r.observe},
 		{StepPlan, r.planTick},
 		{StepApply, r.applyPlan},

@@ -12,7 +12,6 @@ import (
 	"time"
 
 	"github.com/tend-dev/tend/agent/status"
-	"github.com/tend-dev/tend/manifest"
 
 	"github.com/stretchr/testify/require"
 
@@ -241,46 +240,4 @@ func TestBadRolloutKeepsAppliedRelease(t *testing.T) {
 	require.Error(t, h.err)
 	require.Contains(t, h.err.Error(), "devices/cam-017/rollout.yaml:8: spec.waves[1].percent: percent 10 does not increase on the wave before (50)")
 	require.Equal(t, "v1", h.file(t), "the node keeps its applied release")
-}
-
-// A gate answers for itself: a redirect to another origin holds the
-// release, as does a gate at a link-local address (a cloud's metadata
-// service); a redirect within the gate's origin is followed.
-func TestGateRefusesOtherOriginsAndLinkLocal(t *testing.T) {
-	elsewhere := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {}))
-	defer elsewhere.Close()
-	gate := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		switch r.URL.Path {
-		case "/away":
-			http.Redirect(w, r, elsewhere.URL+"/ok", http.StatusFound)
-		case "/moved":
-			http.Redirect(w, r, "/ok", http.StatusFound)
-		}
-	}))
-	defer gate.Close()
-	askGate := func(u string) string {
-		why, _ := getGate(context.Background(), u, gateTimeout)
-		return why
-	}
-	require.Empty(t, askGate(gate.URL+"/moved"), "a redirect within the gate's origin")
-	require.Contains(t, askGate(gate.URL+"/away"),
-		"redirected to another origin, "+elsewhere.URL+"; a gate answers itself")
-	// Refused before any packet is sent: the dialer's check runs before connect.
-	require.Contains(t, askGate("http://169.254.169.254/latest/meta-data"),
-		"169.254.169.254 is a link-local address; a gate may not be there")
-}
-
-// A first sight recorded in the future (a clock set back at boot) does
-// not hold a release until then: the release counts from now.
-func TestFirstSeenInTheFutureCountsFromNow(t *testing.T) {
-	r := &Reconciler{Config: &manifest.AgentConfig{StateDir: t.TempDir()}}
-	now := time.Date(2026, 12, 3, 13, 0, 0, 0, time.UTC)
-	future := now.Add(30 * 24 * time.Hour)
-	require.NoError(t, statedir.WriteJSON(r.Config.StateDir, statedir.ReleasesFile, releases{"k": future}, 0o600))
-	seen, err := r.firstSeen("k", now, true)
-	require.NoError(t, err)
-	require.Equal(t, now, seen)
-	seen, err = r.firstSeen("k", now.Add(time.Hour), true)
-	require.NoError(t, err)
-	require.Equal(t, now, seen, "recorded anew at the first look")
 }

@@ -59,7 +59,7 @@ var DefaultStageBackoff = backoff.Exponential{Initial: 10 * time.Second, Max: 5 
 
 // staging is one release being staged, or staged.
 type staging struct {
-	key       string // the release (see clockKey)
+	key       string // the release (see gating.Decision.StageKey)
 	revision  string
 	resources []string
 	work      work

@@ -15,8 +15,8 @@ const (
 	CauseGate   = "gate"
 	// CauseBrakes is a release that failed in too many devices of the
 	// earlier waves, or was not yet applied by enough of them, as the
-	// rollout's hub counts them. Decide never returns it; the agent asks
-	// the hub once Decide lets a release through.
+	// rollout's hub counts them. Decide never returns it; the agent
+	// (package gating) asks the hub once Decide lets a release through.
 	CauseBrakes = "brakes"
 	// CauseQuarantined is a release the node itself holds: the newest
 	// version of a model was rolled back on this node. Decide never
@@ -24,13 +24,15 @@ const (
 	CauseQuarantined = "quarantined"
 	// CauseLock is a release that would stop or restart a service while
 	// a process holds that service's update lock. Decide never returns
-	// it; the agent probes the lock once a release is let through.
+	// it; the agent (package gating) probes the lock once a release is
+	// let through.
 	CauseLock = "lock"
 )
 
 // Causes are every cause of a release held at a tick, in the order they
 // are checked: Decide's, then the brakes, the gate and the update locks,
-// which the agent asks once Decide lets a release through.
+// which the agent (package gating) asks once Decide lets a release
+// through.
 var Causes = []string{CausePaused, CauseWave, CauseWindow, CauseBrakes, CauseGate, CauseLock}
 
 // Decision is whether a device takes a release now.

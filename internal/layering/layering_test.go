@@ -25,7 +25,7 @@ var ranks = map[string]int{
 	"source": 1, "gitsource": 1, "ocisource": 1, "oci": 1, "notify": 1, "schema": 1,
 	"render": 2, "config": 2,
 	"rollout": 3,
-	"applier": 4, "drift": 4,
+	"applier": 4, "drift": 4, "gating": 4,
 	"agent": 5, "diff": 5, "hub": 5, "hubclient": 5,
 	"cmd/tend": 6, "cmd/tend-hub": 6,
 	// The release's tooling (make release): beside the binary, in no stage.
@@ -45,7 +45,7 @@ const (
 // from, which must not reach the node's (CI has no node, and they build
 // for every platform).
 var (
-	nodeOnly = []string{"applier", "agent", "drift"}
+	nodeOnly = []string{"applier", "agent", "drift", "gating"}
 	ciOnly   = []string{"manifest", "render", "diff", "schema", "source", "gitsource", "ocisource", "notify", "rollout", "planner", "config", "cmd/tend-hub"}
 )
 

@@ -1,4 +1,4 @@
-package agent
+package gating
 
 import (
 	"context"
@@ -11,7 +11,7 @@ import (
 	"strings"
 	"time"
 
-	"github.com/tend-dev/tend/applier"
+	"github.com/tend-dev/tend/config"
 	"github.com/tend-dev/tend/internal/flock"
 	"github.com/tend-dev/tend/internal/statedir"
 	"github.com/tend-dev/tend/manifest"
@@ -20,17 +20,17 @@ import (
 	"github.com/tend-dev/tend/source"
 )
 
-// holdForLocks, the step after decide, holds a release that decide let
-// through when it would stop or restart a service whose update lock
-// (the service's updateLock) a process holds: the tick then goes on as a
-// tick that decide held, at the applied revision, reverting drift only
-// (drift reverts never wait for a lock), and status and
-// tend_release_held{reason="lock"} say which lock and which process. The
-// first tick after the lock is let go takes the release.
+// holdForLocks, once the rollout let a release through (or took it at
+// once, without one), holds it when it would stop or restart a service
+// whose update lock (the service's updateLock) a process holds: the tick
+// then goes on as one the rollout held, at the applied revision,
+// reverting drift only (drift reverts never wait for a lock), and status
+// and tend_release_held{reason="lock"} say which lock and which process.
+// The first tick after the lock is let go takes the release.
 //
 // A release stops or restarts a service when its plan against what the
-// inventory says was applied (the release without drift, as decide
-// computes it) updates the service (a scale-up excepted: it stops
+// inventory says was applied (the release without drift, as the rollout
+// sees it) updates the service (a scale-up excepted: it stops
 // nothing), restarts it or deletes it. The lock probed is the one the
 // applied declaration names, read from the applied commit; only when
 // that one names none is the new declaration's probed. The instances a
@@ -50,21 +50,14 @@ import (
 // Only releases wait. The supervisor's restarts (an instance that exited,
 // or that its health probe stopped) never ask for the lock: the process
 // that held it is gone, or is stopped for being unhealthy, and that is
-// the supervisor's, not decide's. A restart that follows a drift revert
+// the supervisor's, not the gating's. A restart that follows a drift revert
 // (a file the service references edited by hand) does not wait either.
-func (r *Reconciler) holdForLocks(ctx context.Context, t *tick) error {
-	comp, snap := t.res.Composed, t.res.Snapshot
-	if t.hold || comp == nil || snap == nil || t.res.Desired == nil {
-		return nil
-	}
-	inv, err := t.node.applier.Inventory()
-	if err != nil {
-		return err
-	}
+func (g *Decider) holdForLocks(ctx context.Context, t *tick, d *Decision) error {
+	comp, snap, inv := t.Composed, t.Snapshot, t.Inventory
 	if _, err := source.ParseRevision(inv.Revision); err != nil {
 		return nil // nothing applied yet: nothing runs to be stopped
 	}
-	release, err := t.release(inv)
+	release, err := t.release()
 	if err != nil || release.Empty() {
 		return err
 	}
@@ -72,12 +65,12 @@ func (r *Reconciler) holdForLocks(ctx context.Context, t *tick) error {
 	if len(stopped) == 0 {
 		return nil
 	}
-	locks := r.updateLocks(ctx, t, inv, stopped)
+	locks := t.updateLocks(ctx, stopped)
 	var held []string
 	for _, lock := range locks {
-		h, err := probeUpdateLock(filepath.Join(r.Config.Root, lock))
+		h, err := probeUpdateLock(filepath.Join(t.Config.Root, lock))
 		if err != nil {
-			r.logger().WarnContext(ctx, "update lock cannot be probed; taken as not held", keyDevice, r.Config.Device,
+			t.logger().WarnContext(ctx, "update lock cannot be probed; taken as not held", keyDevice, t.Config.Device,
 				keyReason, err.Error())
 			continue
 		}
@@ -88,38 +81,35 @@ func (r *Reconciler) holdForLocks(ctx context.Context, t *tick) error {
 	if len(held) == 0 {
 		return nil
 	}
-	now := r.now()
-	key := clockKey(t.res.Desired.Desired)
-	record := t.upTo == StepApply
-	seen, err := r.firstSeen(key, now, record)
+	now := t.now()
+	key := clockKey(t.Desired.Desired)
+	seen, err := t.firstSeen(key, now, t.Record)
 	if err != nil {
 		return err
 	}
-	since, err := r.lockHeldSince(key, now, record)
+	since, err := t.lockHeldSince(key, now, t.Record)
 	if err != nil {
 		return err
 	}
-	wait := r.Config.MaxLockWait.D()
+	wait := t.Config.MaxLockWait.D()
 	if wait == 0 {
 		wait = manifest.DefaultMaxLockWait
 	}
 	reason := "held: " + strings.Join(held, "; ")
 	if until := since.Add(wait); !now.Before(until) {
-		r.logger().WarnContext(ctx, "update lock held for longer than maxLockWait; taking the release anyway", keyDevice, r.Config.Device,
+		t.logger().WarnContext(ctx, "update lock held for longer than maxLockWait; taking the release anyway", keyDevice, t.Config.Device,
 			keyRevision, snap.Revision.String(), keyResources, strings.Join(released(release.Actions), ","), keyReason, reason,
 			"since", since.UTC().Format(time.RFC3339), "maxLockWait", manifest.FormatDuration(wait))
 		return nil
 	}
 	wave := rollout.NoWave
 	if comp.Rollout != nil {
-		wave, _ = rollout.Wave(r.Config.Device, comp.Device.Metadata.Labels, comp.Rollout)
+		wave, _ = rollout.Wave(t.Config.Device, comp.Device.Metadata.Labels, comp.Rollout)
 	}
-	t.res.Held = &HeldRelease{Revision: snap.Revision.String(), Resources: released(release.Actions),
+	d.Verdict, d.Resources, d.Until = Hold, released(release.Actions), since.Add(wait)
+	d.Held = &Held{Revision: snap.Revision.String(), Resources: d.Resources,
 		Cause: rollout.CauseLock, Reason: reason, Wave: wave, FirstSeen: seen}
-	r.logger().InfoContext(ctx, "release held by an update lock; the node keeps its applied revision and reverts drift to it",
-		keyDevice, r.Config.Device, keyRevision, snap.Revision.String(), keyResources, strings.Join(t.res.Held.Resources, ","), keyReason, reason,
-		"until", since.Add(wait).UTC().Format(time.RFC3339))
-	return r.holdApplied(ctx, t)
+	return nil
 }
 
 // stoppedServices names, in plan order, the services whose running
@@ -155,7 +145,7 @@ func scaleUp(a planner.Action) bool {
 // declarations are read from the applied commit in stateDir, with no
 // remote; when they cannot be, the new ones alone are used, and a
 // warning says why.
-func (r *Reconciler) updateLocks(ctx context.Context, t *tick, inv *applier.Inventory, services []string) []string {
+func (t *tick) updateLocks(ctx context.Context, services []string) []string {
 	declared := func(d *manifest.Device) map[string]string {
 		out := map[string]string{}
 		for _, s := range d.Spec.Services {
@@ -165,11 +155,11 @@ func (r *Reconciler) updateLocks(ctx context.Context, t *tick, inv *applier.Inve
 		}
 		return out
 	}
-	target := declared(t.res.Composed.Device)
-	applied, err := r.appliedDeclarations(ctx, t, inv)
+	target := declared(t.Composed.Device)
+	applied, err := t.appliedDeclarations(ctx)
 	if err != nil {
-		r.logger().WarnContext(ctx, "the applied commit's update locks cannot be read; only the new declarations' are probed",
-			keyDevice, r.Config.Device, keyRevision, inv.Revision, keyReason, err.Error())
+		t.logger().WarnContext(ctx, "the applied commit's update locks cannot be read; only the new declarations' are probed",
+			keyDevice, t.Config.Device, keyRevision, t.Inventory.Revision, keyReason, err.Error())
 	}
 	var locks []string
 	for _, name := range services {
@@ -187,21 +177,39 @@ func (r *Reconciler) updateLocks(ctx context.Context, t *tick, inv *applier.Inve
 }
 
 // appliedDeclarations composes the device at the applied commit, read as
-// a hold reads it (fetchApplied), without touching t.
-func (r *Reconciler) appliedDeclarations(ctx context.Context, t *tick, inv *applier.Inventory) (*manifest.Device, error) {
-	if inv.Revision == t.res.Snapshot.Revision.String() {
-		return t.res.Composed.Device, nil // a digest moved at the applied commit
+// a hold reads it: from the node's copy of the source, with no remote,
+// and composed and validated as the agent composes a target (manifest
+// files of the device's source paths, under allowPaths).
+func (t *tick) appliedDeclarations(ctx context.Context) (*manifest.Device, error) {
+	inv := t.Inventory
+	if inv.Revision == t.Snapshot.Revision.String() {
+		return t.Composed.Device, nil // a digest moved at the applied commit
 	}
-	scratch := &tick{node: t.node, upTo: t.upTo}
-	if err := r.fetchApplied(ctx, scratch); err != nil {
-		return nil, err
+	rev, err := source.ParseRevision(inv.Revision)
+	if err != nil {
+		return nil, errors.New("no applied revision")
 	}
-	if scratch.res.Snapshot == nil {
-		return nil, fmt.Errorf("no applied revision")
-	}
-	comp, err := LoadDevice(r.Config, scratch.res.Snapshot, true)
+	c := t.Config
+	_, paths, err := c.ExpandSource()
 	if err != nil {
 		return nil, err
+	}
+	// Named as it was applied: snap.Revision.String() is inv.Revision.
+	snap, err := t.Applied.Applied(ctx, rev, config.SourcePaths(paths))
+	if err != nil {
+		return nil, err
+	}
+	if snap.Stale != nil {
+		return nil, snap.Stale
+	}
+	inputs := make([]manifest.Input, len(snap.Files))
+	for i, f := range snap.Files {
+		inputs[i] = manifest.Input{Name: f.Path, Data: f.Data, PerDevice: f.PerDevice}
+	}
+	comp, err := manifest.Compose(inputs, manifest.ComposeOptions{Device: c.Device, Labels: c.Labels,
+		ValidateOptions: manifest.ValidateOptions{AllowPaths: c.AllowPaths, CheckAllowPaths: true}})
+	if err != nil {
+		return nil, fmt.Errorf("invalid manifests for device %s at %s:\n%w", c.Device, snap.Revision.String(), err)
 	}
 	return comp.Device, nil
 }
@@ -216,13 +224,13 @@ func lockKey(key string) string { return "lock:" + key }
 // key (see clockKey), now if never; with record, it keeps that in
 // stateDir, next to the release's first sight and forgetting everything
 // else. A time in the future (a clock set back) counts from now.
-func (r *Reconciler) lockHeldSince(key string, now time.Time, record bool) (time.Time, error) {
+func (t *tick) lockHeldSince(key string, now time.Time, record bool) (time.Time, error) {
 	var seen releases
-	if _, err := statedir.ReadJSON(statedir.Dir(r.Config.StateDir).Releases(), &seen); err != nil {
+	if _, err := statedir.ReadJSON(statedir.Dir(t.Config.StateDir).Releases(), &seen); err != nil {
 		if _, newer := errors.AsType[*statedir.NewerError](err); newer {
 			return now, err // a newer tend's record is not written over
 		}
-		r.logger().Warn("forgetting since when update locks hold the release", keyReason, err.Error())
+		t.logger().Warn("forgetting since when update locks hold the release", keyReason, err.Error())
 		seen = nil
 	}
 	if at, ok := seen[lockKey(key)]; ok && !at.After(now) {
@@ -233,7 +241,7 @@ func (r *Reconciler) lockHeldSince(key string, now time.Time, record bool) (time
 		if at, ok := seen[key]; ok {
 			keep[key] = at
 		}
-		if err := statedir.WriteJSON(r.Config.StateDir, statedir.ReleasesFile, keep, 0o600); err != nil {
+		if err := statedir.WriteJSON(t.Config.StateDir, statedir.ReleasesFile, keep, 0o600); err != nil {
 			return now, fmt.Errorf("record since when an update lock holds release %s: %w", key, err)
 		}
 	}

@@ -1,4 +1,4 @@
-package agent
+package gating
 
 import (
 	"context"
@@ -35,18 +35,18 @@ const maxHubText = 200
 // proceed, and is then left alone for a while (see serverDown.rests): the
 // ticks in between decide as onHubDown says without asking, with the
 // same reason.
-func (r *Reconciler) askBrakes(ctx context.Context, ro *manifest.Rollout, wave int, key api.ReleaseKey, revision string) string {
+func (g *Decider) askBrakes(ctx context.Context, t *tick, ro *manifest.Rollout, wave int, key api.ReleaseKey, revision string) string {
 	b := ro.Spec.Brakes
 	down := func(why string) string {
 		if b.OnHubDown == manifest.OnHubDownProceed {
-			r.logger().Warn("the brakes' hub did not answer; the release goes on (onHubDown: proceed)",
-				keyDevice, r.Config.Device, keyRevision, revision, keyReason, why)
+			t.logger().Warn("the brakes' hub did not answer; the release goes on (onHubDown: proceed)",
+				keyDevice, t.Config.Device, keyRevision, revision, keyReason, why)
 			return ""
 		}
 		return why + " (onHubDown: hold)"
 	}
-	why, hubIsDown := r.brakesDown.ask(b.Hub, r.now, func(wait time.Duration) (string, bool) {
-		return r.askHub(ctx, b, rollout.BrakesQuery(ro, wave, key, revision), wait)
+	why, hubIsDown := g.brakesDown.ask(b.Hub, bound(g.HubTimeout), t.now, func(wait time.Duration) (string, bool) {
+		return askHub(ctx, t.Config.Report, b, rollout.BrakesQuery(ro, wave, key, revision), wait)
 	})
 	if hubIsDown {
 		return down(why)
@@ -55,13 +55,13 @@ func (r *Reconciler) askBrakes(ctx context.Context, ro *manifest.Rollout, wave i
 }
 
 // askHub asks b's hub q, waiting no longer than wait, with the device's
-// report token when report.tokenFile names one and report.url is on the
-// same hub (scheme and host): a token is never sent where the agent does
+// report token when rep (the agent config's report) has a tokenFile and
+// its url is on the same hub (scheme and host): a token is never sent where the agent does
 // not report. It returns "" to go or why the release waits, and whether
 // the hub answered: a hub that could not be reached, did not answer in
 // time, or answered 5xx did not. What the hub wrote is printed escaped
 // and cut (see printable.Cut), and a verdict that says go and tripped holds.
-func (r *Reconciler) askHub(ctx context.Context, b *manifest.Brakes, q api.VerdictQuery, wait time.Duration) (why string, answered bool) {
+func askHub(ctx context.Context, rep *manifest.Report, b *manifest.Brakes, q api.VerdictQuery, wait time.Duration) (why string, answered bool) {
 	u := strings.TrimSuffix(b.Hub, "/") + "/v1/verdict?" + q.Encode()
 	shown := source.RedactURL(b.Hub)
 	ctx, cancel := context.WithTimeout(ctx, wait)
@@ -71,10 +71,10 @@ func (r *Reconciler) askHub(ctx context.Context, b *manifest.Brakes, q api.Verdi
 		return "hub " + shown + ": " + err.Error(), true
 	}
 	heldBack := false
-	if rep := r.Config.Report; rep != nil && rep.TokenFile != "" && !sameOrigin(rep.URL, b.Hub) {
+	if rep != nil && rep.TokenFile != "" && !sameOrigin(rep.URL, b.Hub) {
 		heldBack = true
 	}
-	if rep := r.Config.Report; rep != nil && rep.TokenFile != "" && sameOrigin(rep.URL, b.Hub) {
+	if rep != nil && rep.TokenFile != "" && sameOrigin(rep.URL, b.Hub) {
 		tok, err := os.ReadFile(rep.TokenFile)
 		if err != nil {
 			return fmt.Sprintf("cannot read report.tokenFile for the hub %s: %v", shown, err), true
