@@ -9,7 +9,7 @@ import (
 	"github.com/tend-dev/tend/render"
 )
 
-// HeldRelease says why a tick did not take a release (see gating.Decide):
+// HeldRelease says why a tick did not take a release (see gating.Held):
 // the node kept its applied revision and only reverted drift to it.
 type HeldRelease = gating.Held
 
