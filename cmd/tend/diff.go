@@ -10,7 +10,6 @@ import (
 	git "github.com/go-git/go-git/v5"
 	"github.com/spf13/cobra"
 
-	"github.com/tend-dev/tend/agent"
 	"github.com/tend-dev/tend/config"
 	"github.com/tend-dev/tend/diff"
 	"github.com/tend-dev/tend/gitsource"
@@ -98,7 +97,7 @@ func newDiffCommand(g *globals) *cobra.Command {
 }
 
 // ciSetup reads what diff and validate --all take from the agent config
-// and the flags (see agent.LoadCIConfig).
+// and the flags (see config.LoadCI).
 func (g *globals) ciSetup(cmd *cobra.Command) (*manifest.AgentConfig, *slog.Logger, error) {
 	log, err := g.logger(cmd.ErrOrStderr())
 	if err != nil {
@@ -108,7 +107,7 @@ func (g *globals) ciSetup(cmd *cobra.Command) (*manifest.AgentConfig, *slog.Logg
 	if err != nil {
 		return nil, nil, err
 	}
-	c, err := agent.LoadCIConfig(g.config, o)
+	c, err := config.LoadCI(g.config, o)
 	if err != nil {
 		return nil, nil, err
 	}

@@ -6,7 +6,6 @@ import (
 
 	"github.com/spf13/cobra"
 
-	"github.com/tend-dev/tend/agent"
 	"github.com/tend-dev/tend/config"
 	"github.com/tend-dev/tend/ocisource"
 )
@@ -43,7 +42,7 @@ func newPublishCommand(g *globals) *cobra.Command {
 				return fmt.Errorf("--repo %s: tend publish reads the Git fleet repo (a local checkout, a bare repository or a URL) and pushes to the oci:// URL it is given", *o.Repo)
 			}
 			o.Ref, o.Paths = nil, nil // a device's ref and paths play no part
-			c, err := agent.LoadCIConfig(g.config, o)
+			c, err := config.LoadCI(g.config, o)
 			if err != nil {
 				return err
 			}

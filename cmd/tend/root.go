@@ -13,6 +13,7 @@ import (
 	"golang.org/x/term"
 
 	"github.com/tend-dev/tend/agent"
+	"github.com/tend-dev/tend/config"
 	"github.com/tend-dev/tend/internal/logging"
 	"github.com/tend-dev/tend/internal/statedir"
 	"github.com/tend-dev/tend/manifest"
@@ -110,12 +111,12 @@ func (g *globals) loadConfig() (*manifest.AgentConfig, error) {
 	if err != nil {
 		return nil, err
 	}
-	return agent.LoadConfig(g.config, o)
+	return config.Load(g.config, o)
 }
 
 // overrides are the config fields set by flags (or TEND_* variables).
-func (g *globals) overrides() (agent.Overrides, error) {
-	var o agent.Overrides
+func (g *globals) overrides() (config.Overrides, error) {
+	var o config.Overrides
 	str := func(name string, v *string) *string {
 		if g.set(name) {
 			return v
@@ -167,13 +168,13 @@ func (g *globals) overrides() (agent.Overrides, error) {
 }
 
 // nodeConfig loads what the commands that work on this node's state alone
-// take from the config and the flags (see agent.LoadNodeConfig).
+// take from the config and the flags (see config.LoadNode).
 func (g *globals) nodeConfig() (*manifest.AgentConfig, error) {
 	o, err := g.overrides()
 	if err != nil {
 		return nil, err
 	}
-	c, err := agent.LoadNodeConfig(g.config, o)
+	c, err := config.LoadNode(g.config, o)
 	if err != nil {
 		return nil, err
 	}

@@ -6,7 +6,7 @@ import (
 	"io"
 	"strings"
 
-	"github.com/tend-dev/tend/agent"
+	"github.com/tend-dev/tend/config"
 	"github.com/tend-dev/tend/manifest"
 	"github.com/tend-dev/tend/planner"
 	"github.com/tend-dev/tend/source"
@@ -49,7 +49,7 @@ func validateFiles(paths []string, opts manifest.ValidateOptions, configAllows b
 			manifests = append(manifests, in)
 			continue
 		}
-		c, err := agent.LoadConfig(in.Name, agent.Overrides{})
+		c, err := config.Load(in.Name, config.Overrides{})
 		var cerrs manifest.Errors
 		switch {
 		case errors.As(err, &cerrs):
