@@ -1,16 +1,12 @@
 package main
 
 import (
-	"context"
 	"fmt"
-	"os"
 	"time"
 
 	"github.com/spf13/cobra"
 
-	"github.com/tend-dev/tend/agent"
 	"github.com/tend-dev/tend/applier"
-	"github.com/tend-dev/tend/internal/statedir"
 )
 
 func newRetryCommand(g *globals) *cobra.Command {
@@ -38,7 +34,7 @@ func newRetryCommand(g *globals) *cobra.Command {
 			if len(args) == 1 {
 				commit = args[0]
 			}
-			cleared, err := retry(cmd.Context(), c.StateDir, commit, g.lockTimeout)
+			cleared, err := applier.Retry(cmd.Context(), c.StateDir, commit, g.stateOptions())
 			if err != nil {
 				return err
 			}
@@ -60,34 +56,4 @@ func newRetryCommand(g *globals) *cobra.Command {
 	}
 	g.addFlags(cmd, logFlags, []string{"state-dir", "listen", "lock-timeout"})
 	return cmd
-}
-
-// retry forgets the quarantine of commit (a full or abbreviated hash, or
-// a release key, model/NAME@sha256:… or service/NAME@sha256:…), or of everything
-// quarantined when it is "", so that the next reconcile
-// applies it again, and returns what it forgot. It waits for the stateDir
-// lock at most lockTimeout (zero: agent.DefaultLockTimeout). A stateDir
-// without a quarantine is left as it is.
-func retry(ctx context.Context, stateDir, commit string, lockTimeout time.Duration) ([]applier.Quarantined, error) {
-	if _, err := os.Stat(statedir.Dir(stateDir).Quarantine()); err != nil {
-		return applier.Unquarantine(stateDir, commit) // nothing to change: no lock, no stateDir made
-	}
-	if lockTimeout <= 0 {
-		lockTimeout = agent.DefaultLockTimeout
-	}
-	lockCtx, cancel := context.WithTimeout(ctx, lockTimeout)
-	defer cancel()
-	unlock, err := applier.Lock(lockCtx, stateDir)
-	if err != nil && ctx.Err() != nil {
-		return nil, ctx.Err() // interrupted, not a second tend
-	}
-	if err != nil {
-		return nil, err
-	}
-	defer unlock()
-	b := thisBuild()
-	if err := agent.MigrateState(stateDir, b.Version, b.Commit, nil); err != nil {
-		return nil, err
-	}
-	return applier.Unquarantine(stateDir, commit)
 }

@@ -13,6 +13,7 @@ import (
 	"golang.org/x/term"
 
 	"github.com/tend-dev/tend/agent"
+	"github.com/tend-dev/tend/applier"
 	"github.com/tend-dev/tend/config"
 	"github.com/tend-dev/tend/internal/logging"
 	"github.com/tend-dev/tend/internal/statedir"
@@ -222,6 +223,13 @@ func (g *globals) reconciler(c *manifest.AgentConfig, log *slog.Logger) *agent.R
 		r.Meter = g.progress
 	}
 	return r
+}
+
+// stateOptions are how tend retry and tend state restore lock the
+// stateDir, with the flags' settings.
+func (g *globals) stateOptions() applier.StateOptions {
+	b := thisBuild()
+	return applier.StateOptions{LockTimeout: g.lockTimeout, Version: b.Version, Commit: b.Commit}
 }
 
 // oneOf checks a flag's value against the accepted ones, before any work.
