@@ -136,26 +136,6 @@ func (g *globals) overrides() (config.Overrides, error) {
 	if g.set("insecure-registry") {
 		o.InsecureRegistries = g.insecure
 	}
-	// A value is checked even where the command ignores the flag: a typo
-	// fails before any work, not when the same line later starts an agent.
-	if g.flags != nil && g.flags.Changed("jitter") {
-		var d manifest.Duration
-		if err := d.UnmarshalJSON([]byte(fmt.Sprintf("%q", g.jitter))); err != nil {
-			return o, fmt.Errorf("--jitter (or TEND_JITTER): %w", err)
-		}
-		if g.set("jitter") {
-			o.Jitter = &d
-		}
-	}
-	if g.flags != nil && g.flags.Changed("max-rate") {
-		if _, err := manifest.ParseRate(g.maxRate); err != nil {
-			return o, fmt.Errorf("--max-rate (or TEND_MAX_RATE): %w", err)
-		}
-		if g.set("max-rate") {
-			r := manifest.Rate(g.maxRate)
-			o.MaxRate = &r
-		}
-	}
 	if g.set("allow-empty") {
 		o.AllowEmpty = &g.allowEmpty
 	}
@@ -165,7 +145,34 @@ func (g *globals) overrides() (config.Overrides, error) {
 	if g.set("keep-versions") {
 		o.KeepVersions = &g.keepVersions
 	}
-	return o, nil
+	err := g.parsedOverrides(&o) // not in the return: o could be read before the call
+	return o, err
+}
+
+// parsedOverrides sets in o the fields of the flags whose values are
+// parsed (--jitter, --max-rate). A value is checked even where the command
+// ignores the flag: a typo fails before any work, not when the same line
+// later starts an agent.
+func (g *globals) parsedOverrides(o *config.Overrides) error {
+	if g.flags != nil && g.flags.Changed("jitter") {
+		var d manifest.Duration
+		if err := d.UnmarshalJSON([]byte(fmt.Sprintf("%q", g.jitter))); err != nil {
+			return fmt.Errorf("--jitter (or TEND_JITTER): %w", err)
+		}
+		if g.set("jitter") {
+			o.Jitter = &d
+		}
+	}
+	if g.flags != nil && g.flags.Changed("max-rate") {
+		if _, err := manifest.ParseRate(g.maxRate); err != nil {
+			return fmt.Errorf("--max-rate (or TEND_MAX_RATE): %w", err)
+		}
+		if g.set("max-rate") {
+			r := manifest.Rate(g.maxRate)
+			o.MaxRate = &r
+		}
+	}
+	return nil
 }
 
 // nodeConfig loads what the commands that work on this node's state alone
