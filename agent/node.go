@@ -118,16 +118,12 @@ func Runtimes(c *manifest.AgentConfig, log *slog.Logger) *service.Runtimes {
 	return service.Open(service.Config{Agent: c, CgroupParent: CgroupParent, Log: log})
 }
 
-// RegistryOptions say how to reach registries, from the agent config:
-// every download made with them (models, the OCI source, manifests) in
-// this process shares one token bucket of downloads.maxRate. A maxRate
-// Validate refuses is no cap.
-func RegistryOptions(c *manifest.AgentConfig) oci.Options { return config.RegistryOptions(c) }
-
-// ModelOptions are the model driver's options from the agent config.
+// ModelOptions are the model driver's options from the agent config, its
+// registry options config.RegistryOptions. They stay beside the node they
+// open: config builds for CI too, and links no driver.
 func ModelOptions(c *manifest.AgentConfig) model.Options {
 	o := model.Options{
-		Registry:       RegistryOptions(c),
+		Registry:       config.RegistryOptions(c),
 		VerifyInterval: c.Models.VerifyInterval.D(),
 		Parallel:       c.Models.Parallel,
 		KeepVersions:   manifest.DefaultKeepVersions,

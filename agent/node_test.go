@@ -9,6 +9,7 @@ import (
 
 	"github.com/tend-dev/tend/internal/testkit/testgit"
 	"github.com/tend-dev/tend/internal/testkit/testoci"
+	"github.com/tend-dev/tend/manifest"
 )
 
 // The drivers are made by the first tick and kept: every later tick of the
@@ -52,4 +53,11 @@ func TestNodeIsKeptFromTickToTick(t *testing.T) {
 	require.Empty(t, res.Applied)
 	require.Zero(t, res.Downloaded, "a tick counts its own downloads, not those of the ticks before")
 	require.Same(t, n, r.nodes.node, "one node for every tick")
+}
+
+// The model driver downloads under downloads.maxRate, as every registry
+// download does.
+func TestModelOptionsCapDownloads(t *testing.T) {
+	c := &manifest.AgentConfig{Downloads: manifest.Downloads{MaxRate: "2MiB/s"}}
+	require.Equal(t, int64(2<<20), ModelOptions(c).Registry.MaxRate)
 }

@@ -9,6 +9,7 @@ import (
 
 	"github.com/stretchr/testify/require"
 
+	"github.com/tend-dev/tend/config"
 	"github.com/tend-dev/tend/internal/testkit/testgit"
 	"github.com/tend-dev/tend/internal/testkit/testoci"
 	"github.com/tend-dev/tend/manifest"
@@ -63,7 +64,7 @@ func TestMaxRateCapsModelDownload(t *testing.T) {
 		c.Downloads.MaxRate = maxRate
 		require.NoError(t, c.Validate())
 		if maxRate == "" {
-			require.Zero(t, RegistryOptions(c).MaxRate, "no cap: the reads wait for no bucket")
+			require.Zero(t, config.RegistryOptions(c).MaxRate, "no cap: the reads wait for no bucket")
 		}
 		res, err := (&Reconciler{Config: c}).Apply(t.Context())
 		require.NoError(t, err)

@@ -44,10 +44,6 @@ const (
 	keyDownloaded = "downloaded"
 	keySuspended  = "suspended"
 	keyHeld       = "held"
-	keyStateDir   = "stateDir"
-	keyFrom       = "from"
-	keyTo         = "to"
-	keyCopy       = "copy"
 	keyPath       = "path"
 	keyReserve    = "reserve"
 )
@@ -78,7 +74,7 @@ type Reconciler struct {
 	// Now is the clock; nil means time.Now.
 	Now func() time.Time
 	// LockTimeout bounds the wait for another tend using the same stateDir;
-	// zero means DefaultLockTimeout.
+	// zero means applier.DefaultLockTimeout.
 	LockTimeout time.Duration
 	// Supervisor runs services; nil starts them detached without watching
 	// (a one-shot apply). The agent's loop sets a watching one.
@@ -100,10 +96,6 @@ type Reconciler struct {
 	// marker when a tick migrates the stateDir (statedir.Dir.Migrate).
 	Version, Commit string
 }
-
-// DefaultLockTimeout is how long a reconcile waits for another tend that
-// holds the stateDir lock before giving up.
-const DefaultLockTimeout = time.Minute
 
 // Result is what one reconcile saw and did.
 type Result struct {

@@ -41,17 +41,7 @@ func (r *Reconciler) Snapshot(ctx context.Context) (*source.Snapshot, error) {
 
 // lock takes the stateDir lock, waiting at most LockTimeout.
 func (r *Reconciler) lock(ctx context.Context) (func() error, error) {
-	timeout := r.LockTimeout
-	if timeout <= 0 {
-		timeout = DefaultLockTimeout
-	}
-	lockCtx, cancel := context.WithTimeout(ctx, timeout)
-	defer cancel()
-	unlock, err := applier.Lock(lockCtx, r.Config.StateDir)
-	if err != nil && ctx.Err() != nil {
-		return nil, ctx.Err() // shutting down, not a second tend
-	}
-	return unlock, err
+	return applier.LockWithin(ctx, r.Config.StateDir, r.LockTimeout)
 }
 
 // newFetcher builds the source c names, keeping its copy on the node in

@@ -2,10 +2,7 @@ package agent
 
 import (
 	"context"
-	"errors"
-	"fmt"
 	"log/slog"
-	"os"
 
 	"github.com/tend-dev/tend/applier"
 	"github.com/tend-dev/tend/internal/statedir"
@@ -19,55 +16,12 @@ func (r *Reconciler) checkState() error {
 }
 
 // migrateState brings an older stateDir to this tend's format (see
-// statedir.Dir.Migrate); the caller holds the stateDir lock. An agent of
+// applier.MigrateState); the caller holds the stateDir lock. An agent of
 // another process on the stateDir still reads the old format (a newer one
 // would have migrated it): the migration waits for that agent to be
 // upgraded, and the apply is refused, saying so.
 func (r *Reconciler) migrateState(log *slog.Logger) error {
-	return MigrateState(r.Config.StateDir, r.Version, r.Commit, log)
-}
-
-// MigrateState brings stateDir, if it is in an older format, to this
-// tend's (see statedir.Dir.Migrate), version and commit being this tend's;
-// the caller holds the stateDir lock. It holds the agent lock while it
-// migrates (the caller's own, when it is the agent): an agent of another
-// process on the stateDir reads the files it wrote (an older tend's), so
-// then nothing is migrated and the caller is refused, saying to stop or
-// upgrade that agent first. A stateDir in a newer format is a
-// *statedir.NewerError.
-func MigrateState(stateDir, version, commit string, log *slog.Logger) error {
-	d := statedir.Dir(stateDir)
-	n, m, err := d.ReadMarker()
-	if err != nil || n == statedir.Format {
-		return err
-	}
-	if n > statedir.Format {
-		return &statedir.NewerError{Path: d.Format(), Format: n, Tend: m.Tend, Commit: m.Commit}
-	}
-	unlock, err := applier.LockAgent(stateDir)
-	var locked *applier.LockedError
-	switch {
-	case errors.As(err, &locked) && locked.PID == os.Getpid():
-		// This process is the agent, and holds the lock.
-	case errors.As(err, &locked):
-		return fmt.Errorf("%s is in state format %d and an agent runs on it (pid %d), whose tend reads it as it is: "+
-			"stop it, or restart it with this tend, which migrates the state to format %d as it starts; then run this again",
-			stateDir, n, locked.PID, statedir.Format)
-	case err != nil:
-		return err
-	default:
-		defer unlock()
-	}
-	mig, err := d.Migrate(version, commit)
-	if err != nil || log == nil || mig.From == statedir.Format {
-		return err
-	}
-	if mig.Copy == "" {
-		log.Info("state format marked", keyStateDir, stateDir, keyTo, statedir.Format)
-	} else {
-		log.Info("state migrated", keyStateDir, stateDir, keyFrom, mig.From, keyTo, statedir.Format, keyCopy, mig.Copy)
-	}
-	return nil
+	return applier.MigrateState(r.Config.StateDir, r.Version, r.Commit, log)
 }
 
 // migrateOnStart is the agent's migration, before it adopts services: it

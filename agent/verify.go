@@ -4,6 +4,7 @@ import (
 	"sync"
 	"sync/atomic"
 
+	"github.com/tend-dev/tend/config"
 	"github.com/tend-dev/tend/oci/verify"
 )
 
@@ -20,11 +21,14 @@ type verifierOnce struct {
 // verifier returns the Reconciler's verifier of signatures.
 func (r *Reconciler) verifier() *verify.Verifier {
 	r.verify.once.Do(func() {
-		r.verify.v = &verify.Verifier{Options: RegistryOptions(r.Config), Now: r.now, Observe: func(kind, result string) {
+		v := config.NewVerifier(r.Config)
+		v.Now = r.now
+		v.Observe = func(kind, result string) {
 			if f := r.verify.observe.Load(); f != nil {
 				(*f)(kind, result)
 			}
-		}}
+		}
+		r.verify.v = v
 	})
 	return r.verify.v
 }

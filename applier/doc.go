@@ -14,5 +14,9 @@
 //
 // The applier keeps the inventory of what tend applied in stateDir, so only
 // resources tend created are ever pruned, the lock so two tends never apply
-// at once, and the quarantine of commits rolled back on this node.
+// at once, and the quarantine of commits rolled back on this node. The
+// commands that change the stateDir outside a reconcile lock it as one
+// (Retry for tend retry, RestoreState for tend state restore: the stateDir
+// lock, and the agent lock where no agent may run or while MigrateState
+// brings an older stateDir to this tend's format).
 package applier

@@ -12,4 +12,8 @@ const (
 	logKeyDigest   = "digest"
 	logKeyRevision = "revision"
 	logKeySince    = "since"
+	logKeyStateDir = "stateDir"
+	logKeyFrom     = "from"
+	logKeyTo       = "to"
+	logKeyCopy     = "copy"
 )

@@ -25,6 +25,12 @@ func RegistryOptions(c *manifest.AgentConfig) oci.Options {
 	return oci.Options{Insecure: c.Registries.Insecure, Keychain: oci.Keychain(c.Registries.DockerConfig), MaxRate: maxRate}
 }
 
+// NewVerifier returns a verifier of signatures that reaches registries
+// with c's RegistryOptions; it remembers what it verified for its life.
+func NewVerifier(c *manifest.AgentConfig) *verify.Verifier {
+	return &verify.Verifier{Options: RegistryOptions(c)}
+}
+
 // GitAuth is the credentials of the fleet repo, from c.
 func GitAuth(c *manifest.AgentConfig) gitsource.Auth {
 	a := c.Source.Auth

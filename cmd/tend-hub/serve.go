@@ -18,7 +18,6 @@ import (
 	"github.com/tend-dev/tend/hub"
 	"github.com/tend-dev/tend/internal/tokenfile"
 	"github.com/tend-dev/tend/manifest"
-	"github.com/tend-dev/tend/oci/verify"
 )
 
 func newServeCommand(g *globals) *cobra.Command {
@@ -206,7 +205,7 @@ func newFleetSource(file string, every time.Duration, log *slog.Logger) (hub.Fle
 		return hub.FleetSource{}, fmt.Errorf("--fleet-interval %s: use a positive duration such as 1m", every)
 	}
 	dir := filepath.Join(cmp.Or(c.StateDir, manifest.DefaultStateDir), "hub-source")
-	f, err := config.NewFetcher(c, dir, &verify.Verifier{Options: config.RegistryOptions(c)}, log)
+	f, err := config.NewFetcher(c, dir, config.NewVerifier(c), log)
 	if err != nil {
 		return hub.FleetSource{}, fmt.Errorf("--fleet-source: %w", err)
 	}

@@ -14,66 +14,81 @@ import (
 	"github.com/tend-dev/tend/planner"
 )
 
+const applyLong = "apply fetches, plans and applies once, prints the plan it applied, and exits 0 when the node has converged.\n" +
+	"It writes its status to stateDir for tend status, unless an agent runs on the stateDir (whose status stays its\n" +
+	"own); it warns when that agent follows another ref, whose next tick reverts what apply did.\n" +
+	"Actions that will fail or are held (a model whose registry is unreachable, and what uses it) are left out;\n" +
+	"the rest is applied, and apply says what was not and exits 1.\n" +
+	"With --stage-only it downloads the models of the target into the store and activates nothing (also on a\n" +
+	"suspended node): the next apply of that target downloads nothing for them."
+
+// applyCmd is tend apply and its flags.
+type applyCmd struct {
+	g                *globals
+	format           string
+	force, stageOnly bool
+}
+
 func newApplyCommand(g *globals) *cobra.Command {
-	var format string
-	var force, stageOnly bool
+	a := &applyCmd{g: g}
 	cmd := &cobra.Command{
 		Use:   "apply",
 		Short: "Reconcile this node once, now",
-		Long: "apply fetches, plans and applies once, prints the plan it applied, and exits 0 when the node has converged.\n" +
-			"It writes its status to stateDir for tend status, unless an agent runs on the stateDir (whose status stays its\n" +
-			"own); it warns when that agent follows another ref, whose next tick reverts what apply did.\n" +
-			"Actions that will fail or are held (a model whose registry is unreachable, and what uses it) are left out;\n" +
-			"the rest is applied, and apply says what was not and exits 1.\n" +
-			"With --stage-only it downloads the models of the target into the store and activates nothing (also on a\n" +
-			"suspended node): the next apply of that target downloads nothing for them.",
-		Args: cobra.NoArgs,
-		RunE: func(cmd *cobra.Command, _ []string) error {
-			if err := oneOf("--format", format, "text", "json"); err != nil {
-				return err
-			}
-			if stageOnly && format != "text" {
-				return errors.New("--stage-only prints text; --format json is not supported with it")
-			}
-			deferGC()
-			c, log, err := g.setup(cmd)
-			if err != nil {
-				return err
-			}
-			if stageOnly {
-				return stageOnlyRun(cmd, g.reconciler(c, log))
-			}
-			if suspended, why := agent.Suspended(c); suspended && !force {
-				return suspendedError(c, why)
-			}
-			res, err := g.reconciler(c, log).ApplyOnce(cmd.Context(), version)
-			warnAgent(cmd.ErrOrStderr(), res)
-			if res.Plan == nil {
-				return err
-			}
-			warnOffline(cmd.ErrOrStderr(), res)
-			w := cmd.OutOrStdout()
-			if format == "json" {
-				return errors.Join(planner.WriteApplyJSON(w, res.Plan, res.Applied, err), err)
-			}
-			if werr := planner.WriteText(w, res.Plan); werr != nil {
-				return werr
-			}
-			if len(res.Skipped) > 0 {
-				writeSkipped(w, res)
-			}
-			if err != nil {
-				return err
-			}
-			fmt.Fprintf(w, "Apply complete: %s applied at %s.\n", planner.Count(len(res.Applied), "action"), res.Snapshot.Revision.String())
-			return nil
-		},
+		Long:  applyLong,
+		Args:  cobra.NoArgs,
+		RunE:  a.run,
 	}
 	g.addFlags(cmd, logFlags, []string{"device"}, sourceFlags, nodeFlags, []string{"allow-empty", "keep-versions", "max-rate"})
-	cmd.Flags().StringVar(&format, "format", "text", "output format: text or json")
-	cmd.Flags().BoolVar(&force, "force", false, "apply even though the node is suspended, this once")
-	cmd.Flags().BoolVar(&stageOnly, "stage-only", false, "download the target's models into the store and activate nothing")
+	cmd.Flags().StringVar(&a.format, "format", "text", "output format: text or json")
+	cmd.Flags().BoolVar(&a.force, "force", false, "apply even though the node is suspended, this once")
+	cmd.Flags().BoolVar(&a.stageOnly, "stage-only", false, "download the target's models into the store and activate nothing")
 	return cmd
+}
+
+func (a *applyCmd) run(cmd *cobra.Command, _ []string) error {
+	if err := oneOf("--format", a.format, "text", "json"); err != nil {
+		return err
+	}
+	if a.stageOnly && a.format != "text" {
+		return errors.New("--stage-only prints text; --format json is not supported with it")
+	}
+	deferGC()
+	c, log, err := a.g.setup(cmd)
+	if err != nil {
+		return err
+	}
+	if a.stageOnly {
+		return stageOnlyRun(cmd, a.g.reconciler(c, log))
+	}
+	if suspended, why := agent.Suspended(c); suspended && !a.force {
+		return suspendedError(c, why)
+	}
+	res, err := a.g.reconciler(c, log).ApplyOnce(cmd.Context(), version)
+	warnAgent(cmd.ErrOrStderr(), res)
+	if res.Plan == nil {
+		return err
+	}
+	warnOffline(cmd.ErrOrStderr(), res)
+	return a.write(cmd.OutOrStdout(), res, err)
+}
+
+// write prints the plan applied, and what apply left out, in the format
+// asked for; err is the apply's.
+func (a *applyCmd) write(w io.Writer, res *agent.Result, err error) error {
+	if a.format == "json" {
+		return errors.Join(planner.WriteApplyJSON(w, res.Plan, res.Applied, err), err)
+	}
+	if werr := planner.WriteText(w, res.Plan); werr != nil {
+		return werr
+	}
+	if len(res.Skipped) > 0 {
+		writeSkipped(w, res)
+	}
+	if err != nil {
+		return err
+	}
+	fmt.Fprintf(w, "Apply complete: %s applied at %s.\n", planner.Count(len(res.Applied), "action"), res.Snapshot.Revision.String())
+	return nil
 }
 
 // stageOnlyRun stages the target's models (agent.Reconciler.StageOnly)

@@ -7,7 +7,7 @@ import (
 	"github.com/spf13/cobra"
 	"github.com/spf13/pflag"
 
-	"github.com/tend-dev/tend/agent"
+	"github.com/tend-dev/tend/applier"
 	"github.com/tend-dev/tend/manifest"
 )
 
@@ -72,7 +72,7 @@ var configFlags = map[string]func(g *globals, f *pflag.FlagSet){
 		f.StringVar(&g.listen, "listen", "", "address of the agent's status server, or off (listen; default "+manifest.DefaultListen+")")
 	},
 	"lock-timeout": func(g *globals, f *pflag.FlagSet) {
-		f.DurationVar(&g.lockTimeout, "lock-timeout", agent.DefaultLockTimeout, "how long to wait for another tend using the same state dir")
+		f.DurationVar(&g.lockTimeout, "lock-timeout", applier.DefaultLockTimeout, "how long to wait for another tend using the same state dir")
 	},
 }
 

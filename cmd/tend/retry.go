@@ -1,93 +1,67 @@
 package main
 
 import (
-	"context"
 	"fmt"
-	"os"
 	"time"
 
 	"github.com/spf13/cobra"
 
-	"github.com/tend-dev/tend/agent"
 	"github.com/tend-dev/tend/applier"
-	"github.com/tend-dev/tend/internal/statedir"
 )
+
+const retryLong = "A commit whose apply was rolled back on this node (a service did not become healthy) is\n" +
+	"quarantined: the node holds its last applied commit and does not apply that one again.\n" +
+	"A model version rolled back at the applied commit (its tag or semver policy moved to it) is\n" +
+	"quarantined by its digest: the model keeps the highest version that was not rolled back.\n" +
+	"So is a container service's image whose tag moved to one that was rolled back: the service\n" +
+	"keeps the image it runs.\n" +
+	"retry forgets the quarantine of COMMIT (a full or abbreviated hash), of one model version\n" +
+	"(model/NAME@sha256:DIGEST) or image (service/NAME@sha256:DIGEST), the digest full or\n" +
+	"abbreviated, or of everything quarantined\n" +
+	"when none is given, so the next tick or tend apply tries it again, and asks a running\n" +
+	"agent to reconcile now."
 
 func newRetryCommand(g *globals) *cobra.Command {
 	cmd := &cobra.Command{
 		Use:   "retry [COMMIT | model/NAME@sha256:DIGEST | service/NAME@sha256:DIGEST]",
 		Short: "Try again a commit, model version or image this node rolled back, without a new one",
-		Long: "A commit whose apply was rolled back on this node (a service did not become healthy) is\n" +
-			"quarantined: the node holds its last applied commit and does not apply that one again.\n" +
-			"A model version rolled back at the applied commit (its tag or semver policy moved to it) is\n" +
-			"quarantined by its digest: the model keeps the highest version that was not rolled back.\n" +
-			"So is a container service's image whose tag moved to one that was rolled back: the service\n" +
-			"keeps the image it runs.\n" +
-			"retry forgets the quarantine of COMMIT (a full or abbreviated hash), of one model version\n" +
-			"(model/NAME@sha256:DIGEST) or image (service/NAME@sha256:DIGEST), the digest full or\n" +
-			"abbreviated, or of everything quarantined\n" +
-			"when none is given, so the next tick or tend apply tries it again, and asks a running\n" +
-			"agent to reconcile now.",
-		Args: cobra.MaximumNArgs(1),
+		Long:  retryLong,
+		Args:  cobra.MaximumNArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
-			c, err := g.nodeConfig()
-			if err != nil {
-				return err
-			}
-			commit := ""
-			if len(args) == 1 {
-				commit = args[0]
-			}
-			cleared, err := retry(cmd.Context(), c.StateDir, commit, g.lockTimeout)
-			if err != nil {
-				return err
-			}
-			out := cmd.OutOrStdout()
-			if len(cleared) == 0 {
-				fmt.Fprintln(out, "Nothing is quarantined on this node.")
-				return nil
-			}
-			for _, q := range cleared {
-				fmt.Fprintf(out, "Retrying %s (rolled back at %s: %s).\n", q.Revision, q.At.UTC().Format(time.RFC3339), q.Reason)
-			}
-			if poke(c.Listen) {
-				fmt.Fprintln(out, "The agent reconciles now.")
-			} else {
-				fmt.Fprintln(out, "The next tick or tend apply tries it again.")
-			}
-			return nil
+			return retry(cmd, g, args)
 		},
 	}
 	g.addFlags(cmd, logFlags, []string{"state-dir", "listen", "lock-timeout"})
 	return cmd
 }
 
-// retry forgets the quarantine of commit (a full or abbreviated hash, or
-// a release key, model/NAME@sha256:… or service/NAME@sha256:…), or of everything
-// quarantined when it is "", so that the next reconcile
-// applies it again, and returns what it forgot. It waits for the stateDir
-// lock at most lockTimeout (zero: agent.DefaultLockTimeout). A stateDir
-// without a quarantine is left as it is.
-func retry(ctx context.Context, stateDir, commit string, lockTimeout time.Duration) ([]applier.Quarantined, error) {
-	if _, err := os.Stat(statedir.Dir(stateDir).Quarantine()); err != nil {
-		return applier.Unquarantine(stateDir, commit) // nothing to change: no lock, no stateDir made
-	}
-	if lockTimeout <= 0 {
-		lockTimeout = agent.DefaultLockTimeout
-	}
-	lockCtx, cancel := context.WithTimeout(ctx, lockTimeout)
-	defer cancel()
-	unlock, err := applier.Lock(lockCtx, stateDir)
-	if err != nil && ctx.Err() != nil {
-		return nil, ctx.Err() // interrupted, not a second tend
-	}
+// retry forgets the quarantine args name (applier.Retry), says what it
+// forgot, and asks a running agent to tick now.
+func retry(cmd *cobra.Command, g *globals, args []string) error {
+	c, err := g.nodeConfig()
 	if err != nil {
-		return nil, err
+		return err
 	}
-	defer unlock()
-	b := thisBuild()
-	if err := agent.MigrateState(stateDir, b.Version, b.Commit, nil); err != nil {
-		return nil, err
+	key := ""
+	if len(args) == 1 {
+		key = args[0]
 	}
-	return applier.Unquarantine(stateDir, commit)
+	cleared, err := applier.Retry(cmd.Context(), c.StateDir, key, g.stateOptions())
+	if err != nil {
+		return err
+	}
+	out := cmd.OutOrStdout()
+	if len(cleared) == 0 {
+		fmt.Fprintln(out, "Nothing is quarantined on this node.")
+		return nil
+	}
+	for _, q := range cleared {
+		fmt.Fprintf(out, "Retrying %s (rolled back at %s: %s).\n", q.Revision, q.At.UTC().Format(time.RFC3339), q.Reason)
+	}
+	if poke(c.Listen) {
+		fmt.Fprintln(out, "The agent reconciles now.")
+	} else {
+		fmt.Fprintln(out, "The next tick or tend apply tries it again.")
+	}
+	return nil
 }

@@ -13,6 +13,8 @@ import (
 	"golang.org/x/term"
 
 	"github.com/tend-dev/tend/agent"
+	"github.com/tend-dev/tend/applier"
+	"github.com/tend-dev/tend/config"
 	"github.com/tend-dev/tend/internal/logging"
 	"github.com/tend-dev/tend/internal/statedir"
 	"github.com/tend-dev/tend/manifest"
@@ -110,12 +112,12 @@ func (g *globals) loadConfig() (*manifest.AgentConfig, error) {
 	if err != nil {
 		return nil, err
 	}
-	return agent.LoadConfig(g.config, o)
+	return config.Load(g.config, o)
 }
 
 // overrides are the config fields set by flags (or TEND_* variables).
-func (g *globals) overrides() (agent.Overrides, error) {
-	var o agent.Overrides
+func (g *globals) overrides() (config.Overrides, error) {
+	var o config.Overrides
 	str := func(name string, v *string) *string {
 		if g.set(name) {
 			return v
@@ -134,26 +136,6 @@ func (g *globals) overrides() (agent.Overrides, error) {
 	if g.set("insecure-registry") {
 		o.InsecureRegistries = g.insecure
 	}
-	// A value is checked even where the command ignores the flag: a typo
-	// fails before any work, not when the same line later starts an agent.
-	if g.flags != nil && g.flags.Changed("jitter") {
-		var d manifest.Duration
-		if err := d.UnmarshalJSON([]byte(fmt.Sprintf("%q", g.jitter))); err != nil {
-			return o, fmt.Errorf("--jitter (or TEND_JITTER): %w", err)
-		}
-		if g.set("jitter") {
-			o.Jitter = &d
-		}
-	}
-	if g.flags != nil && g.flags.Changed("max-rate") {
-		if _, err := manifest.ParseRate(g.maxRate); err != nil {
-			return o, fmt.Errorf("--max-rate (or TEND_MAX_RATE): %w", err)
-		}
-		if g.set("max-rate") {
-			r := manifest.Rate(g.maxRate)
-			o.MaxRate = &r
-		}
-	}
 	if g.set("allow-empty") {
 		o.AllowEmpty = &g.allowEmpty
 	}
@@ -163,17 +145,44 @@ func (g *globals) overrides() (agent.Overrides, error) {
 	if g.set("keep-versions") {
 		o.KeepVersions = &g.keepVersions
 	}
-	return o, nil
+	err := g.parsedOverrides(&o) // not in the return: o could be read before the call
+	return o, err
+}
+
+// parsedOverrides sets in o the fields of the flags whose values are
+// parsed (--jitter, --max-rate). A value is checked even where the command
+// ignores the flag: a typo fails before any work, not when the same line
+// later starts an agent.
+func (g *globals) parsedOverrides(o *config.Overrides) error {
+	if g.flags != nil && g.flags.Changed("jitter") {
+		var d manifest.Duration
+		if err := d.UnmarshalJSON([]byte(fmt.Sprintf("%q", g.jitter))); err != nil {
+			return fmt.Errorf("--jitter (or TEND_JITTER): %w", err)
+		}
+		if g.set("jitter") {
+			o.Jitter = &d
+		}
+	}
+	if g.flags != nil && g.flags.Changed("max-rate") {
+		if _, err := manifest.ParseRate(g.maxRate); err != nil {
+			return fmt.Errorf("--max-rate (or TEND_MAX_RATE): %w", err)
+		}
+		if g.set("max-rate") {
+			r := manifest.Rate(g.maxRate)
+			o.MaxRate = &r
+		}
+	}
+	return nil
 }
 
 // nodeConfig loads what the commands that work on this node's state alone
-// take from the config and the flags (see agent.LoadNodeConfig).
+// take from the config and the flags (see config.LoadNode).
 func (g *globals) nodeConfig() (*manifest.AgentConfig, error) {
 	o, err := g.overrides()
 	if err != nil {
 		return nil, err
 	}
-	c, err := agent.LoadNodeConfig(g.config, o)
+	c, err := config.LoadNode(g.config, o)
 	if err != nil {
 		return nil, err
 	}
@@ -221,6 +230,13 @@ func (g *globals) reconciler(c *manifest.AgentConfig, log *slog.Logger) *agent.R
 		r.Meter = g.progress
 	}
 	return r
+}
+
+// stateOptions are how tend retry and tend state restore lock the
+// stateDir, with the flags' settings.
+func (g *globals) stateOptions() applier.StateOptions {
+	b := thisBuild()
+	return applier.StateOptions{LockTimeout: g.lockTimeout, Version: b.Version, Commit: b.Commit}
 }
 
 // oneOf checks a flag's value against the accepted ones, before any work.

@@ -24,56 +24,66 @@ import (
 // memory.
 const statusTimeout = 10 * time.Second
 
+const statusLong = "Ask the agent listening on --listen (listen in agent.yaml, default " +
+	manifest.DefaultListen + ") for its status: the applied revision, the last reconcile " +
+	"and its error, the resources that are not ok and the recent drift. When no agent answers " +
+	"(or listen is off), show the status last written in stateDir, by an agent after a tick or by tend apply " +
+	"(when no agent ran), and say so."
+
+// statusCmd is tend status and its flags.
+type statusCmd struct {
+	g      *globals
+	format string
+}
+
 func newStatusCommand(g *globals) *cobra.Command {
-	var format string
+	s := &statusCmd{g: g}
 	cmd := &cobra.Command{
 		Use:   "status",
 		Short: "Show what the local agent, or the last tend apply, did",
-		Long: "Ask the agent listening on --listen (listen in agent.yaml, default " +
-			manifest.DefaultListen + ") for its status: the applied revision, the last reconcile " +
-			"and its error, the resources that are not ok and the recent drift. When no agent answers " +
-			"(or listen is off), show the status last written in stateDir, by an agent after a tick or by tend apply " +
-			"(when no agent ran), and say so.",
-		Args: cobra.NoArgs,
-		RunE: func(cmd *cobra.Command, _ []string) error {
-			if err := oneOf("--format", format, "text", "json"); err != nil {
-				return err
-			}
-			c, err := g.nodeConfig()
-			if err != nil {
-				return err
-			}
-			body, note, err := readStatus(cmd.Context(), c)
-			if err != nil {
-				return err
-			}
-			out := cmd.OutOrStdout()
-			if format == "json" {
-				if note != "" {
-					fmt.Fprintln(cmd.ErrOrStderr(), note)
-				}
-				if !bytes.HasSuffix(body, []byte("\n")) {
-					body = append(body, '\n')
-				}
-				_, err := out.Write(body)
-				return err
-			}
-			var s status.Status
-			if err := json.Unmarshal(body, &s); err != nil {
-				if note != "" {
-					return fmt.Errorf("%s is not a status document: %w", statedir.Dir(c.StateDir).Status(), err)
-				}
-				return fmt.Errorf("the agent on %s answered GET /status with what is not a status document: %w", c.Listen, err)
-			}
-			if note != "" {
-				fmt.Fprintf(out, "%s\n\n", note)
-			}
-			return status.WriteText(out, s, time.Now())
-		},
+		Long:  statusLong,
+		Args:  cobra.NoArgs,
+		RunE:  s.run,
 	}
 	g.addFlags(cmd, logFlags, []string{"state-dir", "listen"})
-	cmd.Flags().StringVar(&format, "format", "text", "output format: text or json")
+	cmd.Flags().StringVar(&s.format, "format", "text", "output format: text or json")
 	return cmd
+}
+
+func (s *statusCmd) run(cmd *cobra.Command, _ []string) error {
+	if err := oneOf("--format", s.format, "text", "json"); err != nil {
+		return err
+	}
+	c, err := s.g.nodeConfig()
+	if err != nil {
+		return err
+	}
+	body, note, err := readStatus(cmd.Context(), c)
+	if err != nil {
+		return err
+	}
+	out := cmd.OutOrStdout()
+	if s.format == "json" {
+		if note != "" {
+			fmt.Fprintln(cmd.ErrOrStderr(), note)
+		}
+		if !bytes.HasSuffix(body, []byte("\n")) {
+			body = append(body, '\n')
+		}
+		_, err := out.Write(body)
+		return err
+	}
+	var st status.Status
+	if err := json.Unmarshal(body, &st); err != nil {
+		if note != "" {
+			return fmt.Errorf("%s is not a status document: %w", statedir.Dir(c.StateDir).Status(), err)
+		}
+		return fmt.Errorf("the agent on %s answered GET /status with what is not a status document: %w", c.Listen, err)
+	}
+	if note != "" {
+		fmt.Fprintf(out, "%s\n\n", note)
+	}
+	return status.WriteText(out, st, time.Now())
 }
 
 // readStatus asks the agent on c.Listen for its status. When no agent

@@ -1,4 +1,4 @@
-package agent
+package config
 
 import (
 	"errors"
@@ -23,10 +23,11 @@ type Overrides struct {
 	KeepVersions                          *int
 }
 
-// LoadConfig reads the agent config from path (or DefaultConfig when path
-// is empty and that file exists), applies the overrides and the defaults,
-// and validates the result.
-func LoadConfig(path string, o Overrides) (*manifest.AgentConfig, error) {
+// Load reads the agent config from path (or manifest.DefaultConfig when
+// path is empty and that file exists), applies the overrides and the
+// defaults, and validates the result: the config as the agent runs with
+// it.
+func Load(path string, o Overrides) (*manifest.AgentConfig, error) {
 	c, err := readConfig(path, o)
 	if err != nil {
 		return nil, err
@@ -42,12 +43,12 @@ func LoadConfig(path string, o Overrides) (*manifest.AgentConfig, error) {
 	return c, nil
 }
 
-// LoadCIConfig reads what CI (diff, validate --all) takes from the agent
-// config, as LoadConfig finds it, with the overrides: the source and the
+// LoadCI reads what CI (diff, validate --all, publish) takes from the
+// agent config, as Load finds it, with the overrides: the source and the
 // registries. Nothing that belongs to one node (device name, stateDir,
 // labels) is defaulted or checked: CI has none. The source defaults to the
 // current folder.
-func LoadCIConfig(path string, o Overrides) (*manifest.AgentConfig, error) {
+func LoadCI(path string, o Overrides) (*manifest.AgentConfig, error) {
 	ci := Overrides{Repo: o.Repo, Ref: o.Ref, Paths: o.Paths, AllowPaths: o.AllowPaths,
 		InsecureRegistries: o.InsecureRegistries, DockerConfig: o.DockerConfig, AllowEmpty: o.AllowEmpty}
 	c, err := readConfig(path, ci)
@@ -63,7 +64,8 @@ func LoadCIConfig(path string, o Overrides) (*manifest.AgentConfig, error) {
 	return c, nil
 }
 
-// readConfig reads the config file (path, or DefaultConfig when it exists)
+// readConfig reads the config file (path, or manifest.DefaultConfig when
+// it exists)
 // and applies the overrides.
 func readConfig(path string, o Overrides) (*manifest.AgentConfig, error) {
 	c := &manifest.AgentConfig{}
@@ -147,13 +149,13 @@ func (o Overrides) apply(c *manifest.AgentConfig) {
 	set(&c.Registries.DockerConfig, o.DockerConfig, "registries.dockerConfig", "--docker-config")
 }
 
-// LoadNodeConfig reads what the commands that work on this node's state
-// alone (status, logs, suspend, resume, retry) take from the agent config,
-// as LoadConfig finds it, with the overrides: stateDir and listen, with
+// LoadNode reads what the commands that work on this node's state alone
+// (status, logs, suspend, resume, retry, state restore) take from the
+// agent config, as Load finds it, with the overrides: stateDir and listen, with
 // their defaults, and suspend. No other field is needed or checked, so
 // they work before the source is set up, and on a node whose config the
 // agent refuses.
-func LoadNodeConfig(path string, o Overrides) (*manifest.AgentConfig, error) {
+func LoadNode(path string, o Overrides) (*manifest.AgentConfig, error) {
 	c, err := readConfig(path, Overrides{StateDir: o.StateDir, Listen: o.Listen})
 	if err != nil {
 		return nil, err

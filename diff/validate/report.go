@@ -1,4 +1,4 @@
-package main
+package validate
 
 import (
 	"errors"
@@ -10,6 +10,9 @@ import (
 	"github.com/tend-dev/tend/planner"
 	"github.com/tend-dev/tend/rollout"
 )
+
+// maxReachNames bounds the devices named per profile.
+const maxReachNames = 10
 
 // finding is a document's problems or warnings, found checking one
 // subject: a device (Kind "device"), or a profile or rollout by its id.

@@ -1,4 +1,4 @@
-package main
+package validate
 
 import (
 	"errors"
@@ -6,16 +6,16 @@ import (
 	"io"
 	"strings"
 
-	"github.com/tend-dev/tend/agent"
+	"github.com/tend-dev/tend/config"
 	"github.com/tend-dev/tend/manifest"
 	"github.com/tend-dev/tend/planner"
 	"github.com/tend-dev/tend/source"
 )
 
-// fileCheck is what the files given to tend validate hold.
-type fileCheck struct {
+// FileCheck is what the files given to tend validate hold.
+type FileCheck struct {
 	Fleet   *manifest.FleetCheck // nil when only configs were given
-	Configs []checkedConfig      // in file name order
+	Configs []CheckedConfig      // in file name order
 	// Opts are the limits the devices were checked against.
 	Opts manifest.ValidateOptions
 	// AllowFrom is the config file whose allowPaths the devices were
@@ -23,25 +23,26 @@ type fileCheck struct {
 	AllowFrom string
 }
 
-// checkedConfig is an agent config file that validates.
-type checkedConfig struct {
+// CheckedConfig is an agent config file that validates.
+type CheckedConfig struct {
 	File   string
 	Config *manifest.AgentConfig
 }
 
-// validateFiles checks the given files and folders (folders are walked for
+// Files checks the given files and folders (folders are walked for
 // *.yaml and *.yml): every Profile, Rollout and Device document (see
 // manifest.CheckFleet) and every file of kind AgentConfig as the agent
-// reads its config. With configAllows, when exactly one config is among
-// them, the devices are checked against its allowPaths instead of opts'.
-// The error is every problem of a document that does not parse, or of a
-// config; the devices' and profiles' own are in the check.
-func validateFiles(paths []string, opts manifest.ValidateOptions, configAllows bool) (*fileCheck, error) {
+// reads its config (config.Load). With configAllows, when exactly one
+// config is among them, the devices are checked against its allowPaths
+// instead of opts'. The error is every problem of a document that does
+// not parse, or of a config; the devices' and profiles' own are in the
+// check.
+func Files(paths []string, opts manifest.ValidateOptions, configAllows bool) (*FileCheck, error) {
 	inputs, err := manifest.ReadFiles(paths)
 	if err != nil {
 		return nil, err
 	}
-	out := &fileCheck{Opts: opts}
+	out := &FileCheck{Opts: opts}
 	var errs manifest.Errors
 	var manifests []manifest.Input
 	for _, in := range inputs {
@@ -49,7 +50,7 @@ func validateFiles(paths []string, opts manifest.ValidateOptions, configAllows b
 			manifests = append(manifests, in)
 			continue
 		}
-		c, err := agent.LoadConfig(in.Name, agent.Overrides{})
+		c, err := config.Load(in.Name, config.Overrides{})
 		var cerrs manifest.Errors
 		switch {
 		case errors.As(err, &cerrs):
@@ -57,7 +58,7 @@ func validateFiles(paths []string, opts manifest.ValidateOptions, configAllows b
 		case err != nil:
 			return nil, err
 		default:
-			out.Configs = append(out.Configs, checkedConfig{File: in.Name, Config: c})
+			out.Configs = append(out.Configs, CheckedConfig{File: in.Name, Config: c})
 		}
 	}
 	if configAllows && len(out.Configs) == 1 && len(errs) == 0 {
@@ -81,12 +82,12 @@ func validateFiles(paths []string, opts manifest.ValidateOptions, configAllows b
 // inFiles is where validate of files knows devices from.
 const inFiles = "in the files given"
 
-// write prints what was checked, one line per document (a device's
+// Write prints what was checked, one line per document (a device's
 // resources, a profile's and a rollout's reach among the devices of the
 // files, a rollout's waves), every problem once under the devices or
 // document it is a problem of, the warnings, and whether paths were
 // checked against allowPaths. It returns an error naming what is invalid.
-func (fc *fileCheck) write(out io.Writer) error {
+func (fc *FileCheck) Write(out io.Writer) error {
 	for _, c := range fc.Configs {
 		fmt.Fprintf(out, "valid: agent config %s: device %s, source %s\n", c.File, c.Config.Device, source.RedactURL(c.Config.Source.URL))
 	}
