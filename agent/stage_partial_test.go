@@ -16,7 +16,8 @@ import (
 
 	"github.com/tend-dev/tend/internal/testkit/testgit"
 	"github.com/tend-dev/tend/internal/testkit/testoci"
-	"github.com/tend-dev/tend/oci"
+	"github.com/tend-dev/tend/oci/store"
+	"github.com/tend-dev/tend/oci/transport"
 )
 
 // A release superseded while it stages leaves no partial download behind
@@ -29,7 +30,7 @@ func TestSupersededStagingDropsItsPartialDownloads(t *testing.T) {
 	repo := testgit.NewRepo(t)
 	h := newStagedLoop(t, repo, reg)
 	c := h.r.Config
-	store, err := oci.NewStore(c.StateDir, nil)
+	store, err := store.NewStore(c.StateDir, nil)
 	require.NoError(t, err)
 	commit := func(tag string) {
 		repo.WriteFile("devices/cam-017/d.yaml", stageDevice+"  models:\n    - {name: m, ref: "+reg.Ref("models/m:"+tag)+"}\n")
@@ -76,7 +77,7 @@ func TestSupersededStagingDropsItsPartialDownloads(t *testing.T) {
 	require.NoError(t, err)
 	go func() {
 		_, err := store.Fetch(ctx, repoRef, hash(tokens), int64(len(tokens)),
-			oci.Options{Insecure: []string{reg.Host}})
+			transport.Options{Insecure: []string{reg.Host}})
 		other <- err
 	}()
 	<-heldTokens.Held()

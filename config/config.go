@@ -9,7 +9,7 @@ import (
 	"github.com/tend-dev/tend/gitsource"
 	"github.com/tend-dev/tend/internal/statedir"
 	"github.com/tend-dev/tend/manifest"
-	"github.com/tend-dev/tend/oci"
+	"github.com/tend-dev/tend/oci/transport"
 	"github.com/tend-dev/tend/oci/verify"
 	"github.com/tend-dev/tend/ocisource"
 	"github.com/tend-dev/tend/source"
@@ -20,9 +20,9 @@ import (
 // token bucket: every download made with them (models, the OCI source,
 // manifests) shares one bucket of downloads.maxRate. A maxRate Validate
 // refuses is no cap.
-func RegistryOptions(c *manifest.AgentConfig) oci.Options {
+func RegistryOptions(c *manifest.AgentConfig) transport.Options {
 	maxRate, _ := c.Downloads.MaxRate.BytesPerSecond()
-	return oci.Options{Insecure: c.Registries.Insecure, Keychain: oci.Keychain(c.Registries.DockerConfig), MaxRate: maxRate}
+	return transport.Options{Insecure: c.Registries.Insecure, Keychain: transport.Keychain(c.Registries.DockerConfig), MaxRate: maxRate}
 }
 
 // GitAuth is the credentials of the fleet repo, from c.
