@@ -120,8 +120,7 @@ func Runtimes(c *manifest.AgentConfig, log *slog.Logger) *service.Runtimes {
 
 // RegistryOptions say how to reach registries, from the agent config:
 // every download made with them (models, the OCI source, manifests) in
-// this process shares one token bucket of downloads.maxRate. A maxRate
-// Validate refuses is no cap.
+// this process shares one token bucket of downloads.maxRate.
 func RegistryOptions(c *manifest.AgentConfig) transport.Options { return config.RegistryOptions(c) }
 
 // ModelOptions are the model driver's options from the agent config.

@@ -16,13 +16,11 @@ import (
 )
 
 // RegistryOptions are the registry settings of c (registries.insecure,
-// registries.dockerConfig, downloads.maxRate). Each call builds its own
-// token bucket: every download made with them (models, the OCI source,
-// manifests) shares one bucket of downloads.maxRate. A maxRate Validate
-// refuses is no cap.
+// registries.dockerConfig, downloads.maxRate). Every download made with
+// them (models, the OCI source, manifests) shares this process's one
+// token bucket of downloads.maxRate.
 func RegistryOptions(c *manifest.AgentConfig) transport.Options {
-	maxRate, _ := c.Downloads.MaxRate.BytesPerSecond()
-	return transport.Options{Insecure: c.Registries.Insecure, Keychain: transport.Keychain(c.Registries.DockerConfig), MaxRate: maxRate}
+	return transport.Options{Insecure: c.Registries.Insecure, Keychain: transport.Keychain(c.Registries.DockerConfig), MaxRate: c.Downloads.MaxRate}
 }
 
 // GitAuth is the credentials of the fleet repo, from c.

@@ -146,11 +146,11 @@ func (g *globals) overrides() (agent.Overrides, error) {
 		}
 	}
 	if g.flags != nil && g.flags.Changed("max-rate") {
-		if _, err := manifest.ParseRate(g.maxRate); err != nil {
+		r, err := manifest.ParseRate(g.maxRate)
+		if err != nil {
 			return o, fmt.Errorf("--max-rate (or TEND_MAX_RATE): %w", err)
 		}
 		if g.set("max-rate") {
-			r := manifest.Rate(g.maxRate)
 			o.MaxRate = &r
 		}
 	}

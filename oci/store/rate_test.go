@@ -13,6 +13,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/tend-dev/tend/internal/testkit/testoci"
+	"github.com/tend-dev/tend/manifest"
 	"github.com/tend-dev/tend/oci/transport"
 )
 
@@ -38,7 +39,9 @@ func TestMaxRateIsNotAStall(t *testing.T) {
 	s, err := NewStore(t.TempDir(), nil)
 	require.NoError(t, err)
 	// 32 KiB (the burst) every half second, against a timeout of 200ms.
-	opts := transport.Options{MaxRate: 64 << 10, Timeout: 200 * time.Millisecond}
+	rate, err := manifest.ParseRate("64KiB/s")
+	require.NoError(t, err)
+	opts := transport.Options{MaxRate: rate, Timeout: 200 * time.Millisecond}
 	n, err := s.Fetch(t.Context(), repo, d, int64(len(data)), opts)
 	require.NoError(t, err)
 	require.Equal(t, int64(len(data)), n)

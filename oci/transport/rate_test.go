@@ -4,14 +4,18 @@ import (
 	"testing"
 
 	"github.com/stretchr/testify/require"
+
+	"github.com/tend-dev/tend/manifest"
 )
 
 // One token bucket per rate and process: every Options with that
 // MaxRate reads through it; none without.
 func TestMaxRateSharesOneBucket(t *testing.T) {
 	require.Nil(t, Options{}.transport().(stallTransport).limit, "no MaxRate, no cap")
-	a := Options{MaxRate: 3 << 20}.transport().(stallTransport).limit
-	b := Options{MaxRate: 3 << 20, Insecure: []string{"r.local"}}.transport().(stallTransport).limit
+	rate, err := manifest.ParseRate("3MiB/s")
+	require.NoError(t, err)
+	a := Options{MaxRate: rate}.transport().(stallTransport).limit
+	b := Options{MaxRate: rate, Insecure: []string{"r.local"}}.transport().(stallTransport).limit
 	require.NotNil(t, a)
 	require.Same(t, a, b, "the models' and the source's downloads share the bucket")
 	require.Equal(t, float64(3<<20), float64(a.Limit()))

@@ -14,6 +14,8 @@ import (
 	"github.com/google/go-containerregistry/pkg/name"
 	"github.com/google/go-containerregistry/pkg/v1/remote"
 	ggcrtransport "github.com/google/go-containerregistry/pkg/v1/remote/transport"
+
+	"github.com/tend-dev/tend/manifest"
 )
 
 // ErrNotFound means the repository, tag or digest does not exist, or no tag
@@ -42,12 +44,11 @@ type Options struct {
 	// Progress, when set, hears the bytes of each blob the store's Fetch
 	// downloads.
 	Progress Progress
-	// MaxRate, when above 0, caps in bytes per second the total rate at
-	// which the response bodies of every request made with options of
-	// this MaxRate are read, in this process: blobs, manifests, tag
-	// lists, tokens. One token bucket per rate serves every download
-	// (see sharedLimiter).
-	MaxRate int64
+	// MaxRate, unless zero, caps the total rate at which the response
+	// bodies of every request made with options of this MaxRate are
+	// read, in this process: blobs, manifests, tag lists, tokens. One
+	// token bucket per rate serves every download (see sharedLimiter).
+	MaxRate manifest.Rate
 }
 
 // Resolved is a model ref pinned to the digest of its manifest.

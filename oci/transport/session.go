@@ -89,7 +89,7 @@ func (o Options) repoTransport(ctx context.Context, repo name.Repository) (http.
 func (o Options) sessionKey(repo name.Repository, auth authn.Authenticator) (sessionKey, bool) {
 	key := sessionKey{
 		registry: repo.RegistryStr(), scheme: repo.Scheme(), scope: repo.Scope(ggcrtransport.PullScope),
-		timeout: o.Timeout, maxRate: o.MaxRate,
+		timeout: o.Timeout, maxRate: o.MaxRate.BytesPerSecond(),
 	}
 	if o.Transport != nil {
 		v := reflect.ValueOf(o.Transport)

@@ -40,7 +40,8 @@ func (o Options) transport() http.RoundTripper {
 	if d <= 0 {
 		d = DefaultTimeout
 	}
-	return stallTransport{base: base, timeout: d, limit: sharedLimiter(o.MaxRate), readBuffer: readBuffer(o.MaxRate)}
+	bps := o.MaxRate.BytesPerSecond()
+	return stallTransport{base: base, timeout: d, limit: sharedLimiter(bps), readBuffer: readBuffer(bps)}
 }
 
 // stallTransport fails a request that goes timeout without progress:
