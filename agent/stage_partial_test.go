@@ -45,7 +45,7 @@ func TestSupersededStagingDropsItsPartialDownloads(t *testing.T) {
 	// v1 has three blobs: its staging gets part of the first and the
 	// second (which v2 shares), and waits for the third, which another
 	// download (a `tend apply --stage-only`) holds part way. A hold sends
-	// a whole chunk (oci.chunkSize), which the download writes at once.
+	// a whole chunk (the store's chunkSize), which the download writes at once.
 	weights := bytes.Repeat([]byte("w1"), 2<<20)
 	shared := bytes.Repeat([]byte("s"), 2<<20)
 	tokens := bytes.Repeat([]byte("t1"), 1<<20)
