@@ -76,7 +76,7 @@ test:
 # testdata/fuzz/NAME: fix it and commit the input, it stays a test.
 # FUZZSCALE multiplies every count (make fuzz FUZZSCALE=20 for a long run).
 FUZZSCALE ?= 1
-FUZZ := ./manifest:FuzzLoad:40000 ./manifest:FuzzExpand:20000 ./manifest:FuzzAliases:5000 ./oci:FuzzExtract:5000 ./oci:FuzzTreeMatchesExtract:2000 ./oci:FuzzLoadArtifact:40000 \
+FUZZ := ./manifest:FuzzLoad:40000 ./manifest:FuzzExpand:20000 ./manifest:FuzzAliases:5000 ./oci/extract:FuzzExtract:5000 ./oci/store:FuzzTreeMatchesExtract:2000 ./oci/modelkit:FuzzLoadArtifact:40000 \
 	./internal/confine:FuzzLocate:100000 ./gitsource:FuzzRedact:30000 ./gitsource:FuzzAdvertisement:2000 ./api:FuzzParseVerdictQuery:40000 ./hub:FuzzDecodeReport:5000
 fuzz:
 	@set -e; for t in $(FUZZ); do \

@@ -14,7 +14,7 @@ import (
 	"github.com/tend-dev/tend/config"
 	"github.com/tend-dev/tend/internal/confine"
 	"github.com/tend-dev/tend/manifest"
-	"github.com/tend-dev/tend/oci"
+	"github.com/tend-dev/tend/oci/transport"
 	"github.com/tend-dev/tend/oci/verify"
 	"github.com/tend-dev/tend/render"
 )
@@ -60,7 +60,7 @@ type nodeCache struct {
 }
 
 // open returns the node, opening it the first time, and begins a tick.
-func (nc *nodeCache) open(c *manifest.AgentConfig, sup *service.Supervisor, meter oci.Meter, ver *verify.Verifier, now func() time.Time, log *slog.Logger) (*node, error) {
+func (nc *nodeCache) open(c *manifest.AgentConfig, sup *service.Supervisor, meter transport.Meter, ver *verify.Verifier, now func() time.Time, log *slog.Logger) (*node, error) {
 	nc.mu.Lock()
 	defer nc.mu.Unlock()
 	if nc.node == nil || nc.sup != sup {
@@ -79,7 +79,7 @@ func (nc *nodeCache) open(c *manifest.AgentConfig, sup *service.Supervisor, mete
 // supervisor that starts them detached when sup is nil; model pulls shown
 // on meter when it is not nil; signatures checked by ver) and the applier
 // that is handed them, on the clock now.
-func openNode(c *manifest.AgentConfig, sup *service.Supervisor, meter oci.Meter, ver *verify.Verifier, now func() time.Time, log *slog.Logger) (*node, error) {
+func openNode(c *manifest.AgentConfig, sup *service.Supervisor, meter transport.Meter, ver *verify.Verifier, now func() time.Time, log *slog.Logger) (*node, error) {
 	tree, err := confine.New(c.Root, c.AllowPaths)
 	if err != nil {
 		return nil, err

@@ -58,6 +58,8 @@ func TestNodeIsKeptFromTickToTick(t *testing.T) {
 // The model driver downloads under downloads.maxRate, as every registry
 // download does.
 func TestModelOptionsCapDownloads(t *testing.T) {
-	c := &manifest.AgentConfig{Downloads: manifest.Downloads{MaxRate: "2MiB/s"}}
-	require.Equal(t, int64(2<<20), ModelOptions(c).Registry.MaxRate)
+	rate, err := manifest.ParseRate("2MiB/s")
+	require.NoError(t, err)
+	c := &manifest.AgentConfig{Downloads: manifest.Downloads{MaxRate: rate}}
+	require.Equal(t, int64(2<<20), ModelOptions(c).Registry.MaxRate.BytesPerSecond())
 }

@@ -18,7 +18,7 @@ import (
 
 	"github.com/tend-dev/tend/internal/testkit/testgit"
 	"github.com/tend-dev/tend/internal/testkit/testoci"
-	"github.com/tend-dev/tend/oci"
+	"github.com/tend-dev/tend/oci/transport"
 	"github.com/tend-dev/tend/ocisource"
 )
 
@@ -26,7 +26,7 @@ func publishFleet(t *testing.T, reg *testoci.Registry, repo *testgit.Repo) {
 	t.Helper()
 	r, err := git.PlainOpen(repo.Dir())
 	require.NoError(t, err)
-	_, err = ocisource.Publish(context.Background(), r, "main", "oci://"+reg.Ref("fleet:main"), ocisource.PublishOptions{Registry: oci.Options{Insecure: []string{reg.Host}}})
+	_, err = ocisource.Publish(context.Background(), r, "main", "oci://"+reg.Ref("fleet:main"), ocisource.PublishOptions{Registry: transport.Options{Insecure: []string{reg.Host}}})
 	require.NoError(t, err)
 }
 

@@ -50,7 +50,7 @@ func TestMaxRateCapsModelDownload(t *testing.T) {
 		sent += n
 		last = now
 	})
-	pull := func(maxRate manifest.Rate) time.Duration {
+	pull := func(rate string) time.Duration {
 		t.Helper()
 		mu.Lock()
 		sent = 0
@@ -61,9 +61,13 @@ func TestMaxRateCapsModelDownload(t *testing.T) {
 		repo.Commit("big model")
 		c := newConfig(t, repo.Dir())
 		c.Registries.Insecure = []string{reg.Host}
-		c.Downloads.MaxRate = maxRate
+		if rate != "" {
+			r, err := manifest.ParseRate(rate)
+			require.NoError(t, err)
+			c.Downloads.MaxRate = r
+		}
 		require.NoError(t, c.Validate())
-		if maxRate == "" {
+		if rate == "" {
 			require.Zero(t, config.RegistryOptions(c).MaxRate, "no cap: the reads wait for no bucket")
 		}
 		res, err := (&Reconciler{Config: c}).Apply(t.Context())

@@ -15,7 +15,7 @@ import (
 	"github.com/tend-dev/tend/drift"
 	"github.com/tend-dev/tend/gating"
 	"github.com/tend-dev/tend/manifest"
-	"github.com/tend-dev/tend/oci"
+	"github.com/tend-dev/tend/oci/transport"
 	"github.com/tend-dev/tend/planner"
 	"github.com/tend-dev/tend/render"
 	"github.com/tend-dev/tend/source"
@@ -87,7 +87,7 @@ type Reconciler struct {
 	LogDrift bool
 	// Meter, when set, is shown how model downloads move (the CLI's
 	// progress line on a terminal).
-	Meter oci.Meter
+	Meter transport.Meter
 	// Stager, when set (the agent's loop), stages releases in the
 	// background: a tick never waits for a download (see decide). Nil
 	// downloads in the apply, in the foreground.

@@ -16,7 +16,8 @@ import (
 
 	"github.com/tend-dev/tend/internal/testkit/testgit"
 	"github.com/tend-dev/tend/internal/testkit/testoci"
-	"github.com/tend-dev/tend/oci"
+	"github.com/tend-dev/tend/oci/store"
+	"github.com/tend-dev/tend/oci/transport"
 )
 
 // A release superseded while it stages leaves no partial download behind
@@ -29,7 +30,7 @@ func TestSupersededStagingDropsItsPartialDownloads(t *testing.T) {
 	repo := testgit.NewRepo(t)
 	h := newStagedLoop(t, repo, reg)
 	c := h.r.Config
-	store, err := oci.NewStore(c.StateDir, nil)
+	store, err := store.NewStore(c.StateDir, nil)
 	require.NoError(t, err)
 	commit := func(tag string) {
 		repo.WriteFile("devices/cam-017/d.yaml", stageDevice+"  models:\n    - {name: m, ref: "+reg.Ref("models/m:"+tag)+"}\n")
@@ -44,7 +45,7 @@ func TestSupersededStagingDropsItsPartialDownloads(t *testing.T) {
 	// v1 has three blobs: its staging gets part of the first and the
 	// second (which v2 shares), and waits for the third, which another
 	// download (a `tend apply --stage-only`) holds part way. A hold sends
-	// a whole chunk (oci.chunkSize), which the download writes at once.
+	// a whole chunk (the store's chunkSize), which the download writes at once.
 	weights := bytes.Repeat([]byte("w1"), 2<<20)
 	shared := bytes.Repeat([]byte("s"), 2<<20)
 	tokens := bytes.Repeat([]byte("t1"), 1<<20)
@@ -76,7 +77,7 @@ func TestSupersededStagingDropsItsPartialDownloads(t *testing.T) {
 	require.NoError(t, err)
 	go func() {
 		_, err := store.Fetch(ctx, repoRef, hash(tokens), int64(len(tokens)),
-			oci.Options{Insecure: []string{reg.Host}})
+			transport.Options{Insecure: []string{reg.Host}})
 		other <- err
 	}()
 	<-heldTokens.Held()

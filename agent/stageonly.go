@@ -35,7 +35,7 @@ type StagedModel struct {
 // and downloads without it, as the agent's Stager downloads beside its
 // ticks: an agent's ticks on the node go on meanwhile, reverting drift.
 // The store keeps the downloads apart (two of one blob take turns, see
-// oci.Store.Fetch; garbage collection leaves a blob being downloaded or
+// store.Store.Fetch; garbage collection leaves a blob being downloaded or
 // unpacked alone), and a tick that holds the target's release keeps its
 // blobs from garbage collection (see holdApplied). A blob that another
 // tend's garbage collection removes meanwhile (one whose ticks hold no

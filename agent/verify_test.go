@@ -21,7 +21,7 @@ import (
 	"github.com/tend-dev/tend/internal/testkit/testgit"
 	"github.com/tend-dev/tend/internal/testkit/testoci"
 	"github.com/tend-dev/tend/manifest"
-	"github.com/tend-dev/tend/oci"
+	"github.com/tend-dev/tend/oci/transport"
 	"github.com/tend-dev/tend/ocisource"
 )
 
@@ -30,7 +30,7 @@ func publishDigest(t *testing.T, reg *testoci.Registry, repo *testgit.Repo) stri
 	t.Helper()
 	r, err := git.PlainOpen(repo.Dir())
 	require.NoError(t, err)
-	p, err := ocisource.Publish(context.Background(), r, "main", "oci://"+reg.Ref("fleet:main"), ocisource.PublishOptions{Registry: oci.Options{Insecure: []string{reg.Host}}})
+	p, err := ocisource.Publish(context.Background(), r, "main", "oci://"+reg.Ref("fleet:main"), ocisource.PublishOptions{Registry: transport.Options{Insecure: []string{reg.Host}}})
 	require.NoError(t, err)
 	return p.Digest
 }

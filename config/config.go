@@ -9,20 +9,18 @@ import (
 	"github.com/tend-dev/tend/gitsource"
 	"github.com/tend-dev/tend/internal/statedir"
 	"github.com/tend-dev/tend/manifest"
-	"github.com/tend-dev/tend/oci"
+	"github.com/tend-dev/tend/oci/transport"
 	"github.com/tend-dev/tend/oci/verify"
 	"github.com/tend-dev/tend/ocisource"
 	"github.com/tend-dev/tend/source"
 )
 
 // RegistryOptions are the registry settings of c (registries.insecure,
-// registries.dockerConfig, downloads.maxRate). Each call builds its own
-// token bucket: every download made with them (models, the OCI source,
-// manifests) shares one bucket of downloads.maxRate. A maxRate Validate
-// refuses is no cap.
-func RegistryOptions(c *manifest.AgentConfig) oci.Options {
-	maxRate, _ := c.Downloads.MaxRate.BytesPerSecond()
-	return oci.Options{Insecure: c.Registries.Insecure, Keychain: oci.Keychain(c.Registries.DockerConfig), MaxRate: maxRate}
+// registries.dockerConfig, downloads.maxRate). Every download made with
+// them (models, the OCI source, manifests) shares this process's one
+// token bucket of downloads.maxRate.
+func RegistryOptions(c *manifest.AgentConfig) transport.Options {
+	return transport.Options{Insecure: c.Registries.Insecure, Keychain: transport.Keychain(c.Registries.DockerConfig), MaxRate: c.Downloads.MaxRate}
 }
 
 // NewVerifier returns a verifier of signatures that reaches registries

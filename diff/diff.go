@@ -9,7 +9,7 @@ import (
 	git "github.com/go-git/go-git/v5"
 
 	"github.com/tend-dev/tend/manifest"
-	"github.com/tend-dev/tend/oci"
+	"github.com/tend-dev/tend/oci/transport"
 	"github.com/tend-dev/tend/planner"
 	"github.com/tend-dev/tend/render"
 	"github.com/tend-dev/tend/source"
@@ -38,7 +38,7 @@ type Options struct {
 	// models and images are compared by their declaration and no
 	// registry is asked.
 	Resolve  bool
-	Registry oci.Options
+	Registry transport.Options
 	// Verify, with Resolve, is models.verify of the agents: every
 	// model's digest must carry the signatures it and the model's own
 	// verify ask for, checked in the registry as a device checks them

@@ -232,7 +232,7 @@ func restarts(cs *planner.Changeset) int {
 }
 
 // downloadRE finds what a resolved model's action says it downloads, in
-// the form of oci.HumanBytes: "…, 1.2 MB to download".
+// the form of printable.HumanBytes: "…, 1.2 MB to download".
 var downloadRE = regexp.MustCompile(`([0-9]+(?:\.[0-9]+)?) ([kMGTPE]?)B to download`)
 
 // download adds up what a plan's model actions download, from their

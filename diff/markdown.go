@@ -5,7 +5,7 @@ import (
 	"io"
 	"strings"
 
-	"github.com/tend-dev/tend/oci"
+	"github.com/tend-dev/tend/internal/printable"
 	"github.com/tend-dev/tend/planner"
 )
 
@@ -215,7 +215,7 @@ func mdRow(d Device, resolved bool) string {
 	if resolved {
 		size := ""
 		if n, ok := download(d.Plan); ok {
-			size = oci.HumanBytes(n)
+			size = printable.HumanBytes(n)
 		}
 		row += " " + size + " |"
 	}

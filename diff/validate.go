@@ -11,7 +11,8 @@ import (
 	git "github.com/go-git/go-git/v5"
 
 	"github.com/tend-dev/tend/manifest"
-	"github.com/tend-dev/tend/oci"
+	"github.com/tend-dev/tend/oci/modelkit"
+	"github.com/tend-dev/tend/oci/transport"
 	"github.com/tend-dev/tend/render"
 )
 
@@ -139,11 +140,11 @@ func addFolderDevices(repo *git.Repository, rev string, opts Options, branches [
 }
 
 // partialTag warns when m's semver policy resolved to a tag that does not
-// spell MAJOR.MINOR.PATCH (see oci.FullVersion), such as v3: the policy
+// spell MAJOR.MINOR.PATCH (see transport.FullVersion), such as v3: the policy
 // reads it as 3.0.0, so that it outranks 2.9.1 and a later 3.0.0 alike,
 // and such a tag is often moved to each new release of its line.
 func partialTag(m manifest.Model, res render.Resolution) *manifest.Error {
-	if m.Policy == nil || res.Tag == "" || oci.FullVersion(res.Tag) {
+	if m.Policy == nil || res.Tag == "" || transport.FullVersion(res.Tag) {
 		return nil
 	}
 	read, example := "a version", "1.3.0"
@@ -180,7 +181,7 @@ func resolveAll(ctx context.Context, devices []Checked, opts Options) error {
 			}
 			if err != nil {
 				field := ".ref"
-				if errors.Is(err, oci.ErrIncludeMatchesNothing) {
+				if errors.Is(err, modelkit.ErrIncludeMatchesNothing) {
 					field = ".include"
 				}
 				errs = append(errs, &manifest.Error{File: m.Origin.File, Line: m.Origin.Line(field), Field: m.Origin.Field + field,

@@ -100,7 +100,7 @@ type Downloads struct {
 	// the OCI fleet artifact, manifests and tag lists. Bytes per second
 	// with a unit, e.g. "2MiB/s", "500KiB/s" or "1MB/s"; unset, no cap.
 	// Container images are pulled by the engine and not capped.
-	MaxRate Rate `json:"maxRate,omitempty"`
+	MaxRate Rate `json:"maxRate,omitzero"`
 }
 
 // Model defaults.
@@ -294,9 +294,6 @@ func (c *AgentConfig) Validate() error {
 	}
 	if c.Models.Parallel < 0 {
 		errs.add("", 0, "models.parallel", "%d is negative: use at least 1", c.Models.Parallel)
-	}
-	if _, err := c.Downloads.MaxRate.BytesPerSecond(); err != nil {
-		errs.add("", 0, "downloads.maxRate", "%v", err)
 	}
 	if d := c.Registries.DockerConfig; d != "" && !filepath.IsAbs(d) {
 		errs.add("", 0, "registries.dockerConfig", "%q must be the absolute path of a docker config.json", d)

@@ -33,9 +33,8 @@ downloads: {maxRate: 2MiB/s}
 	require.Equal(t, []SourcePath{{Pattern: "devices/{label:site}/{device}", Dir: "devices/plant-a/cam-017"}}, paths)
 	require.Equal(t, "10s", c.Jitter.D().String())
 	require.Equal(t, DefaultStateDir, c.StateDir)
-	rate, err := c.Downloads.MaxRate.BytesPerSecond()
-	require.NoError(t, err)
-	require.Equal(t, int64(2<<20), rate)
+	require.Equal(t, int64(2<<20), c.Downloads.MaxRate.BytesPerSecond())
+	require.Equal(t, "2MiB/s", c.Downloads.MaxRate.String())
 	require.Equal(t, DefaultMaxLockWait, c.MaxLockWait.D(), "a release waits an hour for an update lock by default")
 }
 

@@ -160,7 +160,10 @@ const maxNodes = 100_000
 // !!timestamp, custom tags) would be read as plain text.
 var coreTags = map[string]bool{"!!str": true, "!!int": true, "!!float": true, "!!bool": true, "!!null": true, "!!map": true, "!!seq": true}
 
-var durationType = reflect.TypeOf(Duration(0))
+var (
+	durationType = reflect.TypeOf(Duration(0))
+	rateType     = reflect.TypeOf(Rate{})
+)
 
 func (w walker) walk(n *yaml3.Node, t reflect.Type, path string) any {
 	if n.Kind == yaml3.AliasNode {
@@ -201,6 +204,17 @@ func (w walker) walk(n *yaml3.Node, t reflect.Type, path string) any {
 		}
 		if v, err := time.ParseDuration(n.Value); err != nil || v < 0 {
 			w.errs.add(w.file, n.Line, path, "invalid duration %q: use Go syntax like \"30s\" or \"5m\"", n.Value)
+		}
+		return n.Value
+	case t == rateType:
+		// Checked here for its line; decoded by Rate's UnmarshalJSON.
+		if n.Kind != yaml3.ScalarNode || null {
+			return w.wrong(n, path, "a string")
+		}
+		if n.Value != "" {
+			if _, err := ParseRate(n.Value); err != nil {
+				w.errs.add(w.file, n.Line, path, "%v", err)
+			}
 		}
 		return n.Value
 	case t.Kind() == reflect.String, t.Kind() == reflect.Int, t.Kind() == reflect.Bool:

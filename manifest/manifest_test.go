@@ -1,6 +1,7 @@
 package manifest
 
 import (
+	"encoding/json"
 	"errors"
 	"fmt"
 	"os"
@@ -243,7 +244,8 @@ func TestParseRate(t *testing.T) {
 	} {
 		got, err := ParseRate(in)
 		require.NoError(t, err, in)
-		require.Equal(t, want, got, in)
+		require.Equal(t, want, got.BytesPerSecond(), in)
+		require.Equal(t, in, got.String(), in)
 	}
 	for in, want := range map[string]string{
 		"":               `invalid rate "": use bytes per second, a number with a unit (B, kB, MB, GB, KiB, MiB, GiB) and "/s", e.g. "2MiB/s" or "500KiB/s"`,
@@ -261,9 +263,24 @@ func TestParseRate(t *testing.T) {
 		_, err := ParseRate(in)
 		require.ErrorContains(t, err, want, in)
 	}
-	n, err := Rate("").BytesPerSecond()
+	require.Zero(t, Rate{}.BytesPerSecond(), "no rate, no cap")
+}
+
+// A rate reads and writes as it is written; the zero Rate is left out.
+func TestRateJSON(t *testing.T) {
+	var d Downloads
+	require.NoError(t, json.Unmarshal([]byte(`{"maxRate":"500KiB/s"}`), &d))
+	require.Equal(t, int64(500<<10), d.MaxRate.BytesPerSecond())
+	b, err := json.Marshal(d)
 	require.NoError(t, err)
-	require.Zero(t, n, "no rate, no cap")
+	require.JSONEq(t, `{"maxRate":"500KiB/s"}`, string(b))
+	b, err = json.Marshal(Downloads{})
+	require.NoError(t, err)
+	require.JSONEq(t, `{}`, string(b), "no cap, no field")
+	require.NoError(t, json.Unmarshal([]byte(`{"maxRate":""}`), &d))
+	require.True(t, d.MaxRate.IsZero())
+	err = json.Unmarshal([]byte(`{"maxRate":"fast"}`), &d)
+	require.ErrorContains(t, err, `invalid rate "fast": use bytes per second`)
 }
 
 func TestHostileYAML(t *testing.T) {

@@ -1,6 +1,7 @@
 package manifest
 
 import (
+	"encoding/json"
 	"fmt"
 	"math"
 	"strconv"
@@ -45,9 +46,14 @@ func ParseCPU(s string) (int64, error) {
 	return int64(math.Round(v)), nil
 }
 
-// Rate is a download rate in bytes per second, written with a unit and
-// "/s": "2MiB/s", "500KiB/s", "1MB/s". Empty means no cap.
-type Rate string
+// Rate is a download rate, written in bytes per second with a unit and
+// "/s": "2MiB/s", "500KiB/s", "1MB/s". It is parsed once, where the
+// config is decoded or the flag read, and carried as parsed; the zero
+// Rate (left out, or "") is no cap.
+type Rate struct {
+	text string // as written
+	bps  int64  // bytes per second, at least 1; 0 for no cap
+}
 
 var (
 	rateQuantity = lazyRegexp(`^([0-9]+(?:\.[0-9]+)?)(B|kB|KB|MB|GB|KiB|MiB|GiB)/s$`)
@@ -60,29 +66,51 @@ var (
 // RateExample is the rate the errors of ParseRate show.
 const RateExample = "2MiB/s"
 
-// ParseRate parses a rate ("2MiB/s", "500KiB/s", "1MB/s") into bytes per
-// second, at least 1. kB, MB and GB are powers of 1000 (KB is kB); KiB,
-// MiB and GiB powers of 1024.
-func ParseRate(s string) (int64, error) {
+// ParseRate parses a rate ("2MiB/s", "500KiB/s", "1MB/s") of at least 1
+// byte per second. kB, MB and GB are powers of 1000 (KB is kB); KiB, MiB
+// and GiB powers of 1024.
+func ParseRate(s string) (Rate, error) {
 	m := rateQuantity().FindStringSubmatch(s)
 	if m == nil {
-		return 0, fmt.Errorf("invalid rate %q: use bytes per second, a number with a unit (B, kB, MB, GB, KiB, MiB, GiB) and \"/s\", e.g. %q or \"500KiB/s\"", s, RateExample)
+		return Rate{}, fmt.Errorf("invalid rate %q: use bytes per second, a number with a unit (B, kB, MB, GB, KiB, MiB, GiB) and \"/s\", e.g. %q or \"500KiB/s\"", s, RateExample)
 	}
 	v, _ := strconv.ParseFloat(m[1], 64)
 	b := v * rateUnits[m[2]]
 	if b < 1 {
-		return 0, fmt.Errorf("invalid rate %q: must be at least 1B/s; leave it out for no cap", s)
+		return Rate{}, fmt.Errorf("invalid rate %q: must be at least 1B/s; leave it out for no cap", s)
 	}
 	if b > math.MaxInt64/2 {
-		return 0, fmt.Errorf("invalid rate %q: out of range", s)
+		return Rate{}, fmt.Errorf("invalid rate %q: out of range", s)
 	}
-	return int64(b), nil
+	return Rate{text: s, bps: int64(b)}, nil
 }
 
-// BytesPerSecond is r in bytes per second, 0 when r is empty (no cap).
-func (r Rate) BytesPerSecond() (int64, error) {
-	if r == "" {
-		return 0, nil
+// BytesPerSecond is r in bytes per second, 0 for the zero Rate (no cap).
+func (r Rate) BytesPerSecond() int64 { return r.bps }
+
+// IsZero reports whether r is the zero Rate: no cap.
+func (r Rate) IsZero() bool { return r.bps == 0 }
+
+// String is r as it was written; "" for the zero Rate.
+func (r Rate) String() string { return r.text }
+
+// MarshalJSON writes r as it was written.
+func (r Rate) MarshalJSON() ([]byte, error) { return json.Marshal(r.text) }
+
+// UnmarshalJSON reads a rate as ParseRate does; "" is the zero Rate.
+func (r *Rate) UnmarshalJSON(b []byte) error {
+	var s string
+	if err := json.Unmarshal(b, &s); err != nil {
+		return fmt.Errorf("rate must be a string like %q", RateExample)
 	}
-	return ParseRate(string(r))
+	if s == "" {
+		*r = Rate{}
+		return nil
+	}
+	v, err := ParseRate(s)
+	if err != nil {
+		return err
+	}
+	*r = v
+	return nil
 }

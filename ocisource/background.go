@@ -10,7 +10,8 @@ import (
 	"github.com/google/go-containerregistry/pkg/name"
 	v1 "github.com/google/go-containerregistry/pkg/v1"
 
-	"github.com/tend-dev/tend/oci"
+	blobstore "github.com/tend-dev/tend/oci/store"
+	"github.com/tend-dev/tend/oci/transport"
 	"github.com/tend-dev/tend/source"
 )
 
@@ -31,7 +32,7 @@ type background struct {
 // stage makes sure layer l of the artifact shown as what is downloading
 // into blobs, and returns the StagingError that says how it goes; ready
 // is called when the download ends. A download that failed starts again.
-func (b *background) stage(blobs *oci.Store, repo name.Repository, l v1.Descriptor, opts oci.Options, what string, rev source.Revision, ready func(), log *slog.Logger) error {
+func (b *background) stage(blobs *blobstore.Store, repo name.Repository, l v1.Descriptor, opts transport.Options, what string, rev source.Revision, ready func(), log *slog.Logger) error {
 	b.mu.Lock()
 	defer b.mu.Unlock()
 	if b.digest != l.Digest && b.cancel != nil {
@@ -92,7 +93,7 @@ func (p progress) Blob(d v1.Hash, done, _ int64) {
 // when the caller asked for that (Options.Stage), returning a
 // *source.StagingError until it is whole.
 func (f *fetcher) layerPath(ctx context.Context, k *kept, l v1.Descriptor) (string, error) {
-	blobs, err := oci.NewStore(f.opts.Dir, f.log)
+	blobs, err := blobstore.NewStore(f.opts.Dir, f.log)
 	if err != nil {
 		return "", err
 	}

@@ -13,7 +13,7 @@ import (
 	"github.com/tend-dev/tend/internal/testkit/testgit"
 	"github.com/tend-dev/tend/internal/testkit/testmeter"
 	"github.com/tend-dev/tend/internal/testkit/testoci"
-	"github.com/tend-dev/tend/oci"
+	"github.com/tend-dev/tend/oci/transport"
 	"github.com/tend-dev/tend/ocisource"
 	"github.com/tend-dev/tend/source"
 )
@@ -86,11 +86,11 @@ func BenchmarkNoopPoll(b *testing.B) {
 		host, pid := testoci.StartDistributionProcess(b)
 		repo, commit := benchFleet(b, 1000, 0)
 		if _, err := ocisource.Publish(context.Background(), openRepo(b, repo.Dir()), "main", "oci://"+host+"/fleet:main",
-			ocisource.PublishOptions{Registry: oci.Options{Insecure: []string{host}}}); err != nil {
+			ocisource.PublishOptions{Registry: transport.Options{Insecure: []string{host}}}); err != nil {
 			b.Fatal(err)
 		}
 		var m testmeter.Meter
-		client := ocisource.NewClient(oci.Options{Insecure: []string{host}, Transport: m.Transport(nil)})
+		client := ocisource.NewClient(transport.Options{Insecure: []string{host}, Transport: m.Transport(nil)})
 		src := ocisource.Source{URL: "oci://" + host + "/fleet:main", Paths: paths}
 		opts := ocisource.Options{Dir: filepath.Join(b.TempDir(), "oci"), Client: client}
 		if _, err := ocisource.Fetch(context.Background(), src, opts); err != nil {

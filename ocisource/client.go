@@ -8,7 +8,7 @@ import (
 	v1 "github.com/google/go-containerregistry/pkg/v1"
 	"github.com/google/go-containerregistry/pkg/v1/remote"
 
-	"github.com/tend-dev/tend/oci"
+	"github.com/tend-dev/tend/oci/transport"
 )
 
 // Client reaches the registry of a fleet artifact. It keeps what it
@@ -16,7 +16,7 @@ import (
 // next, so a poll is one manifest HEAD; after any failure it starts over
 // at the next fetch, so a rotated credential is read again.
 type Client struct {
-	opts oci.Options
+	opts transport.Options
 
 	mu     sync.Mutex
 	puller *remote.Puller
@@ -33,7 +33,7 @@ const maxRefused = 64
 
 // NewClient returns a client that reaches registries with opts, following
 // at most MaxRedirects redirects per request.
-func NewClient(opts oci.Options) *Client { return &Client{opts: limitRedirects(opts)} }
+func NewClient(opts transport.Options) *Client { return &Client{opts: limitRedirects(opts)} }
 
 func (c *Client) get() (*remote.Puller, error) {
 	c.mu.Lock()

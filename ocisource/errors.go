@@ -8,9 +8,9 @@ import (
 	"net/http"
 	"syscall"
 
-	"github.com/google/go-containerregistry/pkg/v1/remote/transport"
+	ggcrtransport "github.com/google/go-containerregistry/pkg/v1/remote/transport"
 
-	"github.com/tend-dev/tend/oci"
+	"github.com/tend-dev/tend/oci/transport"
 	"github.com/tend-dev/tend/source"
 )
 
@@ -19,10 +19,10 @@ import (
 // answer: a missing tag, refused credentials or a refused artifact are not.
 func Unreachable(err error) bool {
 	if err == nil || errors.Is(err, context.Canceled) || errors.Is(err, source.ErrRefused) ||
-		errors.Is(err, oci.ErrNotFound) || errors.Is(err, oci.ErrUnauthorized) || errors.Is(err, ErrNotFleet) {
+		errors.Is(err, transport.ErrNotFound) || errors.Is(err, transport.ErrUnauthorized) || errors.Is(err, ErrNotFleet) {
 		return false
 	}
-	var te *transport.Error
+	var te *ggcrtransport.Error
 	if errors.As(err, &te) {
 		switch te.StatusCode {
 		case http.StatusRequestTimeout, http.StatusTooManyRequests, http.StatusInternalServerError,
@@ -34,7 +34,7 @@ func Unreachable(err error) bool {
 	var op *net.OpError
 	var dns *net.DNSError
 	return errors.As(err, &op) || errors.As(err, &dns) || errors.Is(err, context.DeadlineExceeded) ||
-		errors.Is(err, oci.ErrStalled) || errors.Is(err, io.ErrUnexpectedEOF) || errors.Is(err, io.EOF) ||
+		errors.Is(err, transport.ErrStalled) || errors.Is(err, io.ErrUnexpectedEOF) || errors.Is(err, io.EOF) ||
 		errors.Is(err, syscall.ECONNREFUSED) || errors.Is(err, syscall.ECONNRESET) ||
 		errors.Is(err, syscall.EHOSTUNREACH) || errors.Is(err, syscall.ENETUNREACH) || errors.Is(err, syscall.ETIMEDOUT)
 }

@@ -19,8 +19,10 @@ import (
 
 	"github.com/tend-dev/tend/internal/atomicfile"
 	"github.com/tend-dev/tend/internal/failpoint"
+	"github.com/tend-dev/tend/internal/printable"
 	"github.com/tend-dev/tend/internal/statedir"
-	"github.com/tend-dev/tend/oci"
+	"github.com/tend-dev/tend/oci/extract"
+	"github.com/tend-dev/tend/oci/transport"
 	"github.com/tend-dev/tend/source"
 )
 
@@ -134,7 +136,7 @@ func Applied(dir, url, commit string, paths []source.Path) (*source.Snapshot, er
 
 // ParseURL reads oci://HOST/REPO:TAG or oci://HOST/REPO@sha256:… as a
 // reference; a tag or digest must be given.
-func ParseURL(u string, opts oci.Options) (name.Reference, error) {
+func ParseURL(u string, opts transport.Options) (name.Reference, error) {
 	raw, ok := strings.CutPrefix(u, Scheme)
 	if !ok {
 		return nil, fmt.Errorf("source.url %q: not an oci:// URL", u)
@@ -164,7 +166,7 @@ func (f *fetcher) read(ctx context.Context) (*source.Snapshot, string, error) {
 	} else {
 		desc, err := f.opts.Client.head(ctx, f.ref)
 		if err != nil {
-			return nil, "", oci.ExplainHead(ctx, f.ref, err, f.opts.Client.opts)
+			return nil, "", transport.ExplainHead(ctx, f.ref, err, f.opts.Client.opts)
 		}
 		digest = desc.Digest.String()
 	}
@@ -230,7 +232,7 @@ func (f *fetcher) download(ctx context.Context, digest string) (*kept, error) {
 	dref := f.ref.Context().Digest(digest)
 	desc, err := f.opts.Client.manifest(ctx, dref)
 	if err != nil {
-		return nil, fmt.Errorf("read manifest of %s: %w", f.shown, oci.ExplainHead(ctx, dref, err, f.opts.Client.opts))
+		return nil, fmt.Errorf("read manifest of %s: %w", f.shown, transport.ExplainHead(ctx, dref, err, f.opts.Client.opts))
 	}
 	k, l, err := f.parse(digest, desc.MediaType, desc.Manifest)
 	if err != nil {
@@ -252,7 +254,7 @@ func (f *fetcher) download(ctx context.Context, digest string) (*kept, error) {
 func (f *fetcher) parse(digest string, mediaType types.MediaType, raw []byte) (*kept, v1.Descriptor, error) {
 	var none v1.Descriptor
 	if mediaType != types.OCIManifestSchema1 && mediaType != types.DockerManifestSchema2 {
-		return nil, none, fmt.Errorf("%w: %s (%s) is a %s; %s", ErrNotFleet, f.shown, digest, oci.ShortList([]string{string(mediaType)}, 1), expected)
+		return nil, none, fmt.Errorf("%w: %s (%s) is a %s; %s", ErrNotFleet, f.shown, digest, printable.ShortList([]string{string(mediaType)}, 1), expected)
 	}
 	if len(raw) > MaxManifestBytes {
 		return nil, none, fmt.Errorf("%w: %s (%s): its manifest is %d bytes; a fleet artifact's manifest may be at most %d (64 KiB): push it with tend publish or flux push artifact, without large annotations",
@@ -279,7 +281,7 @@ func (f *fetcher) parse(digest string, mediaType types.MediaType, raw []byte) (*
 	}
 	l := m.Layers[0]
 	if l.Size > MaxLayerBytes || l.Size < 0 {
-		return nil, none, fmt.Errorf("%w: %s (%s): its layer is %s; a fleet artifact may be at most %s", ErrNotFleet, f.shown, digest, oci.HumanBytes(l.Size), oci.HumanBytes(MaxLayerBytes))
+		return nil, none, fmt.Errorf("%w: %s (%s): its layer is %s; a fleet artifact may be at most %s", ErrNotFleet, f.shown, digest, printable.HumanBytes(l.Size), printable.HumanBytes(MaxLayerBytes))
 	}
 	k := &kept{Digest: digest, URL: f.shown, Ref: rev.Ref, Commit: rev.Commit, Created: created, Source: m.Annotations[AnnotationSource],
 		Layer: l.Digest.String(), Ancestors: ancestors}
@@ -302,7 +304,7 @@ func checkManifest(m *v1.Manifest) error {
 	if len(layers) == 1 {
 		noun = "layer"
 	}
-	return fmt.Errorf("config %s and %d %s [%s]", oci.ShortList([]string{orNone(string(m.Config.MediaType))}, 1), len(layers), noun, oci.ShortList(layers, 10))
+	return fmt.Errorf("config %s and %d %s [%s]", printable.ShortList([]string{orNone(string(m.Config.MediaType))}, 1), len(layers), noun, printable.ShortList(layers, 10))
 }
 
 func orNone(s string) string {
@@ -313,7 +315,7 @@ func orNone(s string) string {
 }
 
 // unpack downloads layer l into a temp folder of the store, checking its
-// digest and size as it unpacks (confined as oci.Extract is: nothing lands
+// digest and size as it unpacks (confined as extract.Extract is: nothing lands
 // outside the folder, no link points out of it, at most
 // MaxUnpackedBytes), and renames the folder into place once whole.
 func (f *fetcher) unpack(ctx context.Context, k *kept, l v1.Descriptor) (err error) {
@@ -345,9 +347,9 @@ func (f *fetcher) unpack(ctx context.Context, k *kept, l v1.Descriptor) (err err
 	}()
 	h := sha256.New()
 	body := io.TeeReader(io.LimitReader(rc, l.Size+1), h)
-	if err := oci.Extract(ctx, body, oci.Gzip, statedir.Artifact(tmp).Tree(), &oci.Budget{Limit: MaxUnpackedBytes}); err != nil {
+	if err := extract.Extract(ctx, body, extract.Gzip, statedir.Artifact(tmp).Tree(), &extract.Budget{Limit: MaxUnpackedBytes}); err != nil {
 		err = fmt.Errorf("unpack layer %s of %s: %w", l.Digest, f.shown, err)
-		if errors.Is(err, oci.ErrUnsafeArchive) || errors.Is(err, oci.ErrTooLarge) {
+		if errors.Is(err, extract.ErrUnsafeArchive) || errors.Is(err, extract.ErrTooLarge) {
 			// What the layer holds, if the rest of it (at most its
 			// size) shows it is the layer the manifest names.
 			if _, cerr := io.Copy(io.Discard, body); cerr == nil && "sha256:"+hex.EncodeToString(h.Sum(nil)) == l.Digest.String() {

@@ -6,7 +6,7 @@ import (
 
 	"github.com/google/go-containerregistry/pkg/name"
 
-	"github.com/tend-dev/tend/oci"
+	"github.com/tend-dev/tend/oci/transport"
 	"github.com/tend-dev/tend/source"
 )
 
@@ -30,7 +30,7 @@ var _ source.Fetcher = (*Fetcher)(nil)
 
 // NewFetcher returns the fetcher of the artifact url, kept in dir, with a
 // client that reaches registries with opts.
-func NewFetcher(url, dir string, opts oci.Options, log *slog.Logger) *Fetcher {
+func NewFetcher(url, dir string, opts transport.Options, log *slog.Logger) *Fetcher {
 	return &Fetcher{URL: url, Dir: dir, Client: NewClient(opts), Logger: log}
 }
 

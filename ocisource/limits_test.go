@@ -12,8 +12,9 @@ import (
 
 	"github.com/stretchr/testify/require"
 
+	"github.com/tend-dev/tend/internal/printable"
 	"github.com/tend-dev/tend/internal/testkit/testoci"
-	"github.com/tend-dev/tend/oci"
+	"github.com/tend-dev/tend/oci/extract"
 	"github.com/tend-dev/tend/ocisource"
 )
 
@@ -36,7 +37,7 @@ func TestPublishRefusesWhatDevicesRefuse(t *testing.T) {
 	_, err := ocisource.Publish(context.Background(), openRepo(t, origin.Dir()), wide, "oci://"+reg.Host+"/fleet:wide", ocisource.PublishOptions{Registry: registryOptions(reg.Host)})
 	over := int64(copies)*(1<<20+4096) - ocisource.MaxUnpackedBytes
 	require.ErrorContains(t, err, fmt.Sprintf("the tree of %s unpacks to %s on a device (%d files and folders of 4.1 kB each, and their bytes), %s over the %s a device unpacks (ocisource.MaxUnpackedBytes)",
-		wide, oci.HumanBytes(over+ocisource.MaxUnpackedBytes), copies, oci.HumanBytes(over), oci.HumanBytes(ocisource.MaxUnpackedBytes)))
+		wide, printable.HumanBytes(over+ocisource.MaxUnpackedBytes), copies, printable.HumanBytes(over), printable.HumanBytes(ocisource.MaxUnpackedBytes)))
 	require.Zero(t, reg.Requests.Load(), "nothing pushed")
 
 	if testing.Short() || raceEnabled {
@@ -68,8 +69,8 @@ func TestPublishCountsTheUnpackBudget(t *testing.T) {
 	rc, err := layers[0].Compressed()
 	require.NoError(t, err)
 	defer rc.Close()
-	b := &oci.Budget{Limit: ocisource.MaxUnpackedBytes}
-	require.NoError(t, oci.Extract(context.Background(), rc, oci.Gzip, t.TempDir(), b))
+	b := &extract.Budget{Limit: ocisource.MaxUnpackedBytes}
+	require.NoError(t, extract.Extract(context.Background(), rc, extract.Gzip, t.TempDir(), b))
 	require.Equal(t, b.Written, pub.Unpacked)
 	require.Equal(t, m.Layers[0].Size, pub.Size)
 }

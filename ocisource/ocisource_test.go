@@ -28,7 +28,7 @@ import (
 
 	"github.com/tend-dev/tend/internal/testkit/testgit"
 	"github.com/tend-dev/tend/internal/testkit/testoci"
-	"github.com/tend-dev/tend/oci"
+	"github.com/tend-dev/tend/oci/transport"
 	"github.com/tend-dev/tend/ocisource"
 	"github.com/tend-dev/tend/source"
 )
@@ -54,7 +54,9 @@ func openRepo(t testing.TB, dir string) *git.Repository {
 	return repo
 }
 
-func registryOptions(host string) oci.Options { return oci.Options{Insecure: []string{host}} }
+func registryOptions(host string) transport.Options {
+	return transport.Options{Insecure: []string{host}}
+}
 
 func publish(t *testing.T, host, dir, rev, repoTag string) *ocisource.Published {
 	t.Helper()

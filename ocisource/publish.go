@@ -25,7 +25,9 @@ import (
 	"github.com/google/go-containerregistry/pkg/v1/tarball"
 	"github.com/google/go-containerregistry/pkg/v1/types"
 
-	"github.com/tend-dev/tend/oci"
+	"github.com/tend-dev/tend/internal/printable"
+	"github.com/tend-dev/tend/oci/extract"
+	"github.com/tend-dev/tend/oci/transport"
 	"github.com/tend-dev/tend/source"
 )
 
@@ -34,7 +36,7 @@ type PublishOptions struct {
 	// Ref names the revision (REF@sha1:COMMIT); "" means the branch or tag
 	// rev names, the branch HEAD is on, else HEAD.
 	Ref      string
-	Registry oci.Options
+	Registry transport.Options
 }
 
 // Published is what Publish pushed.
@@ -46,7 +48,7 @@ type Published struct {
 	Source   string // the repo's origin URL without credentials, "" for none
 	Size     int64  // of the layer
 	// Unpacked is what the layer costs a device's unpack budget: its
-	// files' bytes and oci.EntryCost for each file and folder.
+	// files' bytes and extract.EntryCost for each file and folder.
 	Unpacked int64
 }
 
@@ -242,14 +244,14 @@ func tarTree(commit *object.Commit) ([]byte, int64, error) {
 	}
 	var unpacked int64
 	for _, e := range entries {
-		unpacked += oci.EntryCost
+		unpacked += extract.EntryCost
 		if e.file != nil {
 			unpacked += e.file.Size
 		}
 	}
 	if unpacked > MaxUnpackedBytes {
 		return nil, 0, fmt.Errorf("the tree of %s unpacks to %s on a device (%d files and folders of %s each, and their bytes), %s over the %s a device unpacks (ocisource.MaxUnpackedBytes); devices would refuse it, so it is not published: remove large files from the fleet repo",
-			commit.Hash, oci.HumanBytes(unpacked), len(entries), oci.HumanBytes(oci.EntryCost), oci.HumanBytes(unpacked-MaxUnpackedBytes), oci.HumanBytes(MaxUnpackedBytes))
+			commit.Hash, printable.HumanBytes(unpacked), len(entries), printable.HumanBytes(extract.EntryCost), printable.HumanBytes(unpacked-MaxUnpackedBytes), printable.HumanBytes(MaxUnpackedBytes))
 	}
 	sort.Slice(entries, func(i, j int) bool { return entries[i].name < entries[j].name })
 	buf := &cappedBuffer{limit: MaxLayerBytes}
@@ -290,7 +292,7 @@ func tarTree(commit *object.Commit) ([]byte, int64, error) {
 	}
 	if buf.n > MaxLayerBytes {
 		return nil, 0, fmt.Errorf("the layer of %s is %s compressed, %s over the %s a device downloads (ocisource.MaxLayerBytes); devices would refuse it, so it is not published: remove large or incompressible files from the fleet repo",
-			commit.Hash, oci.HumanBytes(buf.n), oci.HumanBytes(buf.n-MaxLayerBytes), oci.HumanBytes(MaxLayerBytes))
+			commit.Hash, printable.HumanBytes(buf.n), printable.HumanBytes(buf.n-MaxLayerBytes), printable.HumanBytes(MaxLayerBytes))
 	}
 	return buf.Bytes(), unpacked, nil
 }

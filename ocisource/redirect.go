@@ -4,7 +4,7 @@ import (
 	"fmt"
 	"net/http"
 
-	"github.com/tend-dev/tend/oci"
+	"github.com/tend-dev/tend/oci/transport"
 )
 
 // MaxRedirects is how many redirects one registry request may follow, as
@@ -16,7 +16,7 @@ const MaxRedirects = 10
 
 // limitRedirects returns opts whose requests follow at most MaxRedirects
 // redirects, failing with ErrRedirectLoop after.
-func limitRedirects(opts oci.Options) oci.Options {
+func limitRedirects(opts transport.Options) transport.Options {
 	base := opts.Transport
 	if base == nil {
 		base = http.DefaultTransport

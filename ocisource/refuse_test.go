@@ -11,7 +11,8 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/tend-dev/tend/internal/testkit/testoci"
-	"github.com/tend-dev/tend/oci"
+	"github.com/tend-dev/tend/oci/extract"
+	"github.com/tend-dev/tend/oci/transport"
 	"github.com/tend-dev/tend/ocisource"
 	"github.com/tend-dev/tend/source"
 )
@@ -30,7 +31,7 @@ func TestFetchRefusesBadArtifacts(t *testing.T) {
 		want   string
 		target error
 	}{
-		{"missing tag", func(tag string) {}, "tag missing-tag not found in " + reg.Host + "/fleet", oci.ErrNotFound},
+		{"missing tag", func(tag string) {}, "tag missing-tag not found in " + reg.Host + "/fleet", transport.ErrNotFound},
 		{"wrong media type", func(tag string) {
 			reg.PushFiles(t, "fleet:"+tag, map[string][]byte{"d.yaml": []byte("x")})
 		}, "has config application/vnd.oci.empty.v1+json and 1 layer [application/octet-stream]; a fleet artifact has config " + ocisource.ConfigMediaType, ocisource.ErrNotFleet},
@@ -54,16 +55,16 @@ func TestFetchRefusesBadArtifacts(t *testing.T) {
 		}, "; a fleet artifact's manifest may be at most 65536 (64 KiB)", ocisource.ErrNotFleet},
 		{"a path that climbs out", func(tag string) {
 			pushFlux(t, reg, "fleet:"+tag, tgz(t, file("devices/cam-017/d.yaml"), file("../../escape.yaml")), ann)
-		}, `"../../escape.yaml" climbs out of the folder`, oci.ErrUnsafeArchive},
+		}, `"../../escape.yaml" climbs out of the folder`, extract.ErrUnsafeArchive},
 		{"an absolute path", func(tag string) {
 			pushFlux(t, reg, "fleet:"+tag, tgz(t, file("/etc/escape.yaml")), ann)
-		}, `"/etc/escape.yaml" is absolute`, oci.ErrUnsafeArchive},
+		}, `"/etc/escape.yaml" is absolute`, extract.ErrUnsafeArchive},
 		{"a symlink out", func(tag string) {
 			pushFlux(t, reg, "fleet:"+tag, tgz(t, &tar.Header{Name: "devices", Typeflag: tar.TypeSymlink, Linkname: "../../.."}), ann)
-		}, `symlink "../../.." leaves the folder`, oci.ErrUnsafeArchive},
+		}, `symlink "../../.." leaves the folder`, extract.ErrUnsafeArchive},
 		{"a file through a symlink", func(tag string) {
 			pushFlux(t, reg, "fleet:"+tag, tgz(t, &tar.Header{Name: "devices", Typeflag: tar.TypeSymlink, Linkname: "."}, file("devices/x/d.yaml")), ann)
-		}, `parent "devices" is a symlink`, oci.ErrUnsafeArchive},
+		}, `parent "devices" is a symlink`, extract.ErrUnsafeArchive},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			tag := strings.ReplaceAll(tc.name, " ", "-")
@@ -225,6 +226,6 @@ func TestDistribution(t *testing.T) {
 	require.False(t, snap.Fetched)
 	n.url = "oci://" + host + "/fleet:nope"
 	_, err = n.fetch(ocisource.Source{})
-	require.ErrorIs(t, err, oci.ErrNotFound)
+	require.ErrorIs(t, err, transport.ErrNotFound)
 	require.ErrorContains(t, err, "tag nope not found in "+host+"/fleet; close tags: main")
 }

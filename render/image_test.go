@@ -8,7 +8,7 @@ import (
 
 	"github.com/tend-dev/tend/internal/testkit/testoci"
 	"github.com/tend-dev/tend/manifest"
-	"github.com/tend-dev/tend/oci"
+	"github.com/tend-dev/tend/oci/transport"
 	"github.com/tend-dev/tend/planner"
 	"github.com/tend-dev/tend/render"
 )
@@ -32,7 +32,7 @@ func TestRenderContainerService(t *testing.T) {
 			Devices: []string{"/dev/nvidia0"},
 		}},
 	}}
-	opts := render.Options{Root: "/srv/node", StateDir: "/var/lib/tend", Resolver: &render.Registry{Options: oci.Options{Insecure: []string{reg.Host}}}}
+	opts := render.Options{Root: "/srv/node", StateDir: "/var/lib/tend", Resolver: &render.Registry{Options: transport.Options{Insecure: []string{reg.Host}}}}
 	d, err := render.Render(context.Background(), dev, "rev1", opts)
 	require.NoError(t, err)
 	s := d.Specs["service/triton"].(render.Service)
@@ -53,7 +53,7 @@ func TestRenderContainerService(t *testing.T) {
 
 	v2 := reg.PushFiles(t, "infer/triton:24.08", map[string][]byte{"bin": []byte("two")})
 	d2, err := render.Render(context.Background(), dev, "rev1", render.Options{Root: "/srv/node", StateDir: "/var/lib/tend",
-		Resolver: &render.Registry{Options: oci.Options{Insecure: []string{reg.Host}}}})
+		Resolver: &render.Registry{Options: transport.Options{Insecure: []string{reg.Host}}}})
 	require.NoError(t, err)
 	res2 := resource(t, d2, "service/triton")
 	require.Equal(t, v2, res2.Fields[1].Value)
@@ -81,7 +81,7 @@ func TestRenderContainerImageMissing(t *testing.T) {
 	reg := testoci.Start(t)
 	dev := &manifest.Device{Metadata: manifest.Metadata{Name: "cam-017"}, Spec: manifest.DeviceSpec{
 		Services: []manifest.Service{{Name: "triton", Image: reg.Ref("infer/triton:nope")}}}}
-	_, err := render.Render(context.Background(), dev, "rev1", render.Options{Resolver: &render.Registry{Options: oci.Options{Insecure: []string{reg.Host}}}})
+	_, err := render.Render(context.Background(), dev, "rev1", render.Options{Resolver: &render.Registry{Options: transport.Options{Insecure: []string{reg.Host}}}})
 	require.ErrorContains(t, err, "service/triton: image "+reg.Ref("infer/triton:nope")+": ")
 }
 

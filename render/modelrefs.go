@@ -9,8 +9,9 @@ import (
 	"slices"
 	"strings"
 
+	"github.com/tend-dev/tend/internal/printable"
 	"github.com/tend-dev/tend/manifest"
-	"github.com/tend-dev/tend/oci"
+	"github.com/tend-dev/tend/oci/modelkit"
 	"github.com/tend-dev/tend/planner"
 )
 
@@ -66,7 +67,7 @@ func checkModelRefs(s manifest.Service, models map[string]Model) error {
 // checkModelFile checks that model m's folder holds file (a clean slash
 // path) or a folder of that name.
 func checkModelFile(m Model, file string) error {
-	if !oci.IncludeMayHold(m.Include, file) {
+	if !modelkit.IncludeMayHold(m.Include, file) {
 		return fmt.Errorf("%w: model %s's include %s selects no %s; add %q to the model's include, or reference a file it selects",
 			ErrModelFileNotIncluded, m.Name, FormatInclude(m.Include), file, file)
 	}
@@ -79,7 +80,7 @@ func checkModelFile(m Model, file string) error {
 		}
 	}
 	return fmt.Errorf("%w: %s is not a file of model %s (%s), which holds %s with include %s; fix the path, or the model's ref",
-		ErrModelFileNotIncluded, file, m.Name, m.Digest, oci.ShortList(m.Files, 10), FormatInclude(m.Include))
+		ErrModelFileNotIncluded, file, m.Name, m.Digest, printable.ShortList(m.Files, 10), FormatInclude(m.Include))
 }
 
 // fieldOrigin formats where field of a resource was declared:

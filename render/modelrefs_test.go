@@ -8,7 +8,7 @@ import (
 
 	"github.com/tend-dev/tend/internal/testkit/testoci"
 	"github.com/tend-dev/tend/manifest"
-	"github.com/tend-dev/tend/oci"
+	"github.com/tend-dev/tend/oci/transport"
 	"github.com/tend-dev/tend/render"
 )
 
@@ -44,7 +44,9 @@ spec:
 		_, err = render.Render(context.Background(), dev, "rev1", render.Options{Resolver: resolver})
 		return err
 	}
-	registry := func() render.Resolver { return &render.Registry{Options: oci.Options{Insecure: []string{reg.Host}}} }
+	registry := func() render.Resolver {
+		return &render.Registry{Options: transport.Options{Insecure: []string{reg.Host}}}
+	}
 
 	ok := doc(`["*.gguf", "tokenizer.json"]`, "--model=${model:llm}/q4.gguf")
 	require.NoError(t, render1(ok, render.Declared{}))

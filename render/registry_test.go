@@ -9,9 +9,11 @@ import (
 
 	"github.com/stretchr/testify/require"
 
+	"github.com/tend-dev/tend/internal/printable"
 	"github.com/tend-dev/tend/internal/testkit/testoci"
 	"github.com/tend-dev/tend/manifest"
-	"github.com/tend-dev/tend/oci"
+	"github.com/tend-dev/tend/oci/modelkit"
+	"github.com/tend-dev/tend/oci/transport"
 	"github.com/tend-dev/tend/render"
 )
 
@@ -26,14 +28,14 @@ func TestRegistryResolver(t *testing.T) {
 		}
 		return false
 	})
-	r := &render.Registry{Options: oci.Options{Insecure: []string{reg.Host}}, Sizes: true}
+	r := &render.Registry{Options: transport.Options{Insecure: []string{reg.Host}}, Sizes: true}
 	m := manifest.Model{Name: "detector", Ref: reg.Ref("models/detector:v9")}
 
 	res, err := r.Resolve(context.Background(), m)
 	require.NoError(t, err)
 	require.Equal(t, digest, res.Digest)
 	require.Equal(t, "v9", res.Tag)
-	size := oci.HumanBytes(int64(len(weights) + len("person\n")))
+	size := printable.HumanBytes(int64(len(weights) + len("person\n")))
 	require.Equal(t, reg.Ref("models/detector:v9")+" → "+digest+", "+size+" to download", res.Reason)
 	asked := manifests.Load()
 	require.Positive(t, asked)
@@ -44,7 +46,7 @@ func TestRegistryResolver(t *testing.T) {
 	require.Equal(t, asked, manifests.Load(), "a ref is asked once")
 
 	_, err = r.Resolve(context.Background(), manifest.Model{Name: "x", Ref: reg.Ref("models/detector:v10")})
-	require.ErrorIs(t, err, oci.ErrNotFound)
+	require.ErrorIs(t, err, transport.ErrNotFound)
 
 	// An include: what it selects is what pulling costs, and a pattern
 	// that matches no file fails, listing the files.
@@ -54,8 +56,8 @@ func TestRegistryResolver(t *testing.T) {
 	require.Equal(t, reg.Ref("models/detector:v9")+" → "+digest+", 7 B to download", res.Reason)
 	m.Include = []string{"*.gguf"}
 	_, err = r.Resolve(context.Background(), m)
-	require.ErrorIs(t, err, oci.ErrIncludeMatchesNothing)
+	require.ErrorIs(t, err, modelkit.ErrIncludeMatchesNothing)
 	require.ErrorContains(t, err, `include "*.gguf" matches no file of the model `+digest+"; it holds labels.txt, model.onnx")
 	_, err = (&render.Registry{Options: r.Options}).Resolve(context.Background(), m)
-	require.ErrorIs(t, err, oci.ErrIncludeMatchesNothing, "validate --resolve reads the manifest of a model with an include")
+	require.ErrorIs(t, err, modelkit.ErrIncludeMatchesNothing, "validate --resolve reads the manifest of a model with an include")
 }

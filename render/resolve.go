@@ -9,8 +9,10 @@ import (
 	"github.com/google/go-containerregistry/pkg/name"
 	v1 "github.com/google/go-containerregistry/pkg/v1"
 
+	"github.com/tend-dev/tend/internal/printable"
 	"github.com/tend-dev/tend/manifest"
-	"github.com/tend-dev/tend/oci"
+	"github.com/tend-dev/tend/oci/modelkit"
+	"github.com/tend-dev/tend/oci/transport"
 	"github.com/tend-dev/tend/planner"
 )
 
@@ -62,7 +64,7 @@ type Resolution struct {
 	Files []string
 	// Bases, when the resolver read the version's manifest, are the base
 	// ModelKits its model comes from, pinned: "REF → sha256:…" (see
-	// oci.Artifact.Bases).
+	// modelkit.Artifact.Bases).
 	Bases []string
 	// Pull, for an image, says that the node does not have it yet:
 	// activating it pulls it (its size is the engine's to know).
@@ -89,7 +91,7 @@ func (Declared) Resolve(_ context.Context, m manifest.Model) (Resolution, error)
 // model's include is checked against the manifest, with Sizes or not.
 // Each distinct ref is asked once. It is safe for concurrent use.
 type Registry struct {
-	Options  oci.Options
+	Options  transport.Options
 	Platform v1.Platform // zero: this machine's
 	Sizes    bool
 
@@ -148,7 +150,7 @@ func (r *Registry) Resolve(ctx context.Context, m manifest.Model) (Resolution, e
 }
 
 func (r *Registry) resolve(ctx context.Context, m manifest.Model) (Resolution, error) {
-	pinned, err := oci.Resolve(ctx, m.Ref, policy(m), r.Options)
+	pinned, err := transport.Resolve(ctx, m.Ref, policy(m), r.Options)
 	if err != nil {
 		return Resolution{}, err
 	}
@@ -166,9 +168,9 @@ func (r *Registry) resolve(ctx context.Context, m manifest.Model) (Resolution, e
 	}
 	platform := r.Platform
 	if platform.Architecture == "" {
-		platform = oci.NodePlatform()
+		platform = modelkit.NodePlatform()
 	}
-	art, err := oci.Inspect(ctx, repo, h, platform, r.Options)
+	art, err := modelkit.Inspect(ctx, repo, h, platform, r.Options)
 	if err != nil {
 		return Resolution{}, err
 	}
@@ -207,7 +209,7 @@ type Active struct {
 
 // BaseStrings writes the base ModelKits of a version as Model.Bases
 // holds them; nil for none.
-func BaseStrings(bases []oci.Base) []string {
+func BaseStrings(bases []modelkit.Base) []string {
 	var out []string
 	for _, b := range bases {
 		out = append(out, b.String())
@@ -250,7 +252,7 @@ func ModelReason(m Model, active *Active, download int64) string {
 	case download == 0:
 		b.WriteString(", nothing to download")
 	default:
-		fmt.Fprintf(&b, ", %s to download", oci.HumanBytes(download))
+		fmt.Fprintf(&b, ", %s to download", printable.HumanBytes(download))
 	}
 	return b.String()
 }

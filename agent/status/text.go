@@ -8,8 +8,8 @@ import (
 	"text/tabwriter"
 	"time"
 
+	"github.com/tend-dev/tend/internal/printable"
 	"github.com/tend-dev/tend/manifest"
-	"github.com/tend-dev/tend/oci"
 	"github.com/tend-dev/tend/planner"
 )
 
@@ -228,7 +228,7 @@ func shortDuration(d time.Duration) string {
 // stagingLine says how a staging goes in one line:
 // "main@sha1:ab12… 412.0 MB / 1.9 GB (21%) 2.1 MB/s ETA 11m0s".
 func stagingLine(st Staging) string {
-	b := fmt.Sprintf("%s %s / %s", st.Revision, oci.HumanBytes(st.Bytes), oci.HumanBytes(st.TotalBytes))
+	b := fmt.Sprintf("%s %s / %s", st.Revision, printable.HumanBytes(st.Bytes), printable.HumanBytes(st.TotalBytes))
 	if st.TotalBytes > 0 {
 		b += fmt.Sprintf(" (%d%%)", st.Bytes*100/st.TotalBytes)
 	}
@@ -236,7 +236,7 @@ func stagingLine(st Staging) string {
 	case st.Bytes >= st.TotalBytes:
 		b += ", staged: activates when the release is taken"
 	case st.BytesPerSecond > 0:
-		b += fmt.Sprintf(" %s/s", oci.HumanBytes(st.BytesPerSecond))
+		b += fmt.Sprintf(" %s/s", printable.HumanBytes(st.BytesPerSecond))
 		if st.ETA != "" {
 			b += " ETA " + st.ETA
 		}

@@ -15,7 +15,9 @@ import (
 	"github.com/tend-dev/tend/internal/confine"
 	"github.com/tend-dev/tend/internal/statedir"
 	"github.com/tend-dev/tend/manifest"
-	"github.com/tend-dev/tend/oci"
+	"github.com/tend-dev/tend/oci/modelkit"
+	"github.com/tend-dev/tend/oci/store"
+	"github.com/tend-dev/tend/oci/transport"
 	"github.com/tend-dev/tend/oci/verify"
 	"github.com/tend-dev/tend/planner"
 	"github.com/tend-dev/tend/render"
@@ -23,7 +25,7 @@ import (
 
 // Options say how models are pulled, kept and checked.
 type Options struct {
-	Registry oci.Options
+	Registry transport.Options
 	// KeepVersions is how many versions besides the active one stay
 	// materialised for a rollback.
 	KeepVersions int
@@ -39,7 +41,7 @@ type Options struct {
 	// system (statfs).
 	Free func(dir string) (int64, error)
 	// Meter, when set, is shown how the download of each model moves.
-	Meter oci.Meter
+	Meter transport.Meter
 	// Verify is the signature every model must carry (models.verify); a
 	// model's own verify adds to it. Verifier checks them; nil with
 	// Verify or a model's verify set holds the model.
@@ -57,16 +59,16 @@ type Driver struct {
 	tree   *confine.Tree
 	dir    statedir.Models
 	state  string // stateDir
-	store  *oci.Store
+	store  *store.Store
 	opts   Options
 	log    *slog.Logger
 	now    func() time.Time
 	loaded atomic.Int64 // bytes downloaded
 
 	mu       sync.Mutex
-	records  map[string]*record       // by name, read once per driver
-	arts     map[string]*oci.Artifact // by digest, as read this tick
-	prepared map[string]string        // model name → version folder ready to activate
+	records  map[string]*record            // by name, read once per driver
+	arts     map[string]*modelkit.Artifact // by digest, as read this tick
+	prepared map[string]string             // model name → version folder ready to activate
 	// quarantined holds the releases rolled back on this node, read once.
 	quarantined map[string]applier.Quarantined
 	// staged holds the blobs of the release staging in the background
@@ -95,22 +97,22 @@ func New(stateDir string, tree *confine.Tree, opts Options, log *slog.Logger) (*
 	if log == nil {
 		log = slog.New(slog.DiscardHandler)
 	}
-	store, err := oci.NewStore(stateDir, log)
+	blobs, err := store.NewStore(stateDir, log)
 	if err != nil {
 		return nil, err
 	}
 	if opts.Platform.Architecture == "" {
-		opts.Platform = oci.NodePlatform()
+		opts.Platform = modelkit.NodePlatform()
 	}
 	if opts.VerifyInterval <= 0 {
 		opts.VerifyInterval = manifest.DefaultVerifyInterval
 	}
 	if opts.Free == nil {
-		opts.Free = oci.FreeBytes
+		opts.Free = store.FreeBytes
 	}
 	return &Driver{
-		tree: tree, dir: statedir.Dir(stateDir).Models(), state: stateDir, store: store, opts: opts, log: log, now: time.Now,
-		records: map[string]*record{}, arts: map[string]*oci.Artifact{}, prepared: map[string]string{},
+		tree: tree, dir: statedir.Dir(stateDir).Models(), state: stateDir, store: blobs, opts: opts, log: log, now: time.Now,
+		records: map[string]*record{}, arts: map[string]*modelkit.Artifact{}, prepared: map[string]string{},
 	}, nil
 }
 
@@ -156,7 +158,7 @@ func (d *Driver) repository(ref string) (name.Repository, error) {
 
 // artifact reads the manifest of m's digest, fetching it into the store
 // when needed; it is read once per tick.
-func (d *Driver) artifact(ctx context.Context, m render.Model) (*oci.Artifact, error) {
+func (d *Driver) artifact(ctx context.Context, m render.Model) (*modelkit.Artifact, error) {
 	d.mu.Lock()
 	art := d.arts[m.Digest]
 	d.mu.Unlock()
@@ -185,7 +187,7 @@ func (d *Driver) artifact(ctx context.Context, m render.Model) (*oci.Artifact, e
 // selected returns what m's include selects of its artifact (all of it
 // without an include): the blobs to download and the files to write. An
 // include matching no file is an error naming the pattern.
-func (d *Driver) selected(ctx context.Context, m render.Model) (*oci.Artifact, error) {
+func (d *Driver) selected(ctx context.Context, m render.Model) (*modelkit.Artifact, error) {
 	art, err := d.artifact(ctx, m)
 	if err != nil {
 		return nil, err

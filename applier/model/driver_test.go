@@ -22,7 +22,9 @@ import (
 	"github.com/tend-dev/tend/internal/testkit/testnode"
 	"github.com/tend-dev/tend/internal/testkit/testoci"
 	"github.com/tend-dev/tend/manifest"
-	"github.com/tend-dev/tend/oci"
+	"github.com/tend-dev/tend/oci/extract"
+	"github.com/tend-dev/tend/oci/store"
+	"github.com/tend-dev/tend/oci/transport"
 	"github.com/tend-dev/tend/planner"
 	"github.com/tend-dev/tend/render"
 )
@@ -41,7 +43,7 @@ type modelNode struct {
 func newModelNode(t *testing.T) *modelNode {
 	t.Helper()
 	n := &modelNode{Node: testnode.New(t, modelAllow), t: t, reg: testoci.Start(t)}
-	n.Models = model.Options{Registry: oci.Options{Insecure: []string{n.reg.Host}}, KeepVersions: 2}
+	n.Models = model.Options{Registry: transport.Options{Insecure: []string{n.reg.Host}}, KeepVersions: 2}
 	n.AllowEmpty = true
 	return n
 }
@@ -317,7 +319,7 @@ func TestModelBadInput(t *testing.T) {
 		bad := m
 		bad.Ref = n.reg.Ref("models/detector:v9")
 		_, _, _, err := n.tick(true, bad)
-		require.ErrorIs(t, err, oci.ErrNotFound)
+		require.ErrorIs(t, err, transport.ErrNotFound)
 		require.ErrorContains(t, err, "model/detector (devices/cam-1/models.yaml)")
 		require.ErrorContains(t, err, "tag v9 not found in "+n.reg.Ref("models/detector")+"; close tags: v8 (1 tag)")
 		require.Equal(t, active, n.target("detector"))
@@ -326,7 +328,7 @@ func TestModelBadInput(t *testing.T) {
 		bad := m
 		bad.Ref = n.reg.Ref("models/nope:v8")
 		_, _, _, err := n.tick(true, bad)
-		require.ErrorIs(t, err, oci.ErrNotFound)
+		require.ErrorIs(t, err, transport.ErrNotFound)
 	})
 	t.Run("blob bytes do not match digest", func(t *testing.T) {
 		files := map[string][]byte{"model.onnx": []byte("version two")}
@@ -341,7 +343,7 @@ func TestModelBadInput(t *testing.T) {
 		})
 		t.Cleanup(func() { n.reg.Use(nil) })
 		_, res, _, err := n.tick(true, m)
-		require.ErrorIs(t, err, oci.ErrDigestMismatch)
+		require.ErrorIs(t, err, transport.ErrDigestMismatch)
 		require.Empty(t, res.Applied)
 		require.Equal(t, active, n.target("detector"), "a version with a bad blob was activated")
 		require.Equal(t, string(v1Files["labels.txt"]), n.read("detector", "labels.txt"))
@@ -369,7 +371,7 @@ func TestModelBadInput(t *testing.T) {
 		_, _, d, err := n.tick(true, m)
 		require.Error(t, err, "a registry that refuses is not an offline device")
 		require.NoError(t, d.Offline)
-		require.ErrorIs(t, d.Held, oci.ErrUnauthorized)
+		require.ErrorIs(t, d.Held, transport.ErrUnauthorized)
 		require.Equal(t, active, n.target("detector"), "the active version stays")
 	})
 	t.Run("path not allowed", func(t *testing.T) {
@@ -410,14 +412,14 @@ func TestModelCredentials(t *testing.T) {
 		auth := base64.StdEncoding.EncodeToString([]byte(user + ":" + pass))
 		require.NoError(t, os.WriteFile(config, []byte(`{"auths":{"`+n.reg.Host+`":{"auth":"`+auth+`"}}}`), 0o600))
 	}
-	n.Models.Registry.Keychain = oci.Keychain(config)
+	n.Models.Registry.Keychain = transport.Keychain(config)
 	m := n.model("detector", "models/detector:v8")
 
 	writeAuth("edge", "wrong")
 	_, _, _, err := n.tick(true, m)
 	require.Error(t, err)
 	require.ErrorContains(t, err, "model/detector")
-	require.ErrorIs(t, err, oci.ErrUnauthorized)
+	require.ErrorIs(t, err, transport.ErrUnauthorized)
 	require.ErrorContains(t, err, "check registries.dockerConfig")
 	require.NotContains(t, err.Error(), "wrong", "an error must not print a credential")
 	_, err = os.Lstat(filepath.Join(n.Path(modelAllow), "detector"))
@@ -566,7 +568,7 @@ func TestModelDecompressionBomb(t *testing.T) {
 
 	bad := n.model("detector", "models/detector:bomb")
 	_, _, _, err = n.tick(true, bad)
-	require.ErrorIs(t, err, oci.ErrTooLarge)
+	require.ErrorIs(t, err, extract.ErrTooLarge)
 	require.Equal(t, active, n.target("detector"), "the active version stays")
 	versions, err := os.ReadDir(filepath.Join(n.StateDir, "models", "detector"))
 	require.NoError(t, err)
@@ -575,7 +577,7 @@ func TestModelDecompressionBomb(t *testing.T) {
 	_, _, _, err = n.tick(true, bad)
 	require.ErrorContains(t, err, "unpacked past the room it had on this node (16.8 MB)")
 	require.ErrorContains(t, err, "is not tried again until twice that is free")
-	require.NotErrorIs(t, err, oci.ErrTooLarge, "not unpacked again")
+	require.NotErrorIs(t, err, extract.ErrTooLarge, "not unpacked again")
 
 	room = 256 << 20 // space was freed
 	cs, _ := n.apply(bad)
@@ -649,6 +651,6 @@ func TestModelThatDoesNotFitIsPredicted(t *testing.T) {
 	require.Contains(t, cs.Actions[0].Reason, "4.1 kB to download; will fail: not enough disk space: model detector needs 4.1 kB, 1.0 kB free on "+n.StateDir)
 
 	_, _, _, err = n.tick(true, m)
-	require.ErrorIs(t, err, oci.ErrNoSpace)
+	require.ErrorIs(t, err, store.ErrNoSpace)
 	require.Zero(t, n.reg.BlobBytes.Load(), "nothing is downloaded for a version that cannot fit")
 }

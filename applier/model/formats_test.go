@@ -20,7 +20,8 @@ import (
 	"github.com/tend-dev/tend/internal/testkit/testnode"
 	"github.com/tend-dev/tend/internal/testkit/testoci"
 	"github.com/tend-dev/tend/manifest"
-	"github.com/tend-dev/tend/oci"
+	"github.com/tend-dev/tend/oci/modelkit"
+	"github.com/tend-dev/tend/oci/transport"
 )
 
 // tarOf is an uncompressed tar of the files (name, body pairs), 0644.
@@ -103,7 +104,7 @@ func TestModelKitKitfileAndBaseReference(t *testing.T) {
 	const kitfile = "manifestVersion: 1.0.0\npackage:\n  name: llm\nmodel:\n  name: llm\n  path: model.gguf\n  format: gguf\ndocs:\n  - path: README.md\n"
 	m := n.model("llm", "models/llm:v1")
 	n.apply(m)
-	require.Equal(t, kitfile, n.read("llm", oci.KitfileName))
+	require.Equal(t, kitfile, n.read("llm", modelkit.KitfileName))
 	require.Equal(t, "weights", n.read("llm", "model.gguf"))
 	cs, _ := n.apply(m)
 	require.True(t, cs.Empty(), reasons(cs))
@@ -137,9 +138,9 @@ func TestModelKitKitfileAndBaseReference(t *testing.T) {
 	cs, _ = n.apply(m, tuned)
 	require.Len(t, cs.Actions, 1)
 	require.Regexp(t, `, base `+regexp.QuoteMeta(base)+` → sha256:[0-9a-f]{64}, `, cs.Actions[0].Reason)
-	require.Equal(t, []string{oci.KitfileName, "model.gguf", "src/run.py"}, n.folder("tuned"))
+	require.Equal(t, []string{modelkit.KitfileName, "model.gguf", "src/run.py"}, n.folder("tuned"))
 	require.Equal(t, "base weights", n.read("tuned", "model.gguf"))
-	require.Contains(t, n.read("tuned", oci.KitfileName), "path: "+base)
+	require.Contains(t, n.read("tuned", modelkit.KitfileName), "path: "+base)
 	mu.Lock()
 	require.Contains(t, gets, "/v2/models/base/blobs/"+testoci.Digest(model), "the base's layer from the base's repository")
 	require.Len(t, gets, 4, "the two manifests' configs, the base's model layer and the code layer: not the base's docs")
@@ -154,9 +155,9 @@ func TestModelKitKitfileAndBaseReference(t *testing.T) {
 		[]byte(`{"manifestVersion":"1.0.0","model":{"path":"`+missing+`"}}`), nil)
 	require.NoError(t, err)
 	_, _, _, err = n.tick(true, m, n.model("tuned", "models/tuned:v2"))
-	require.ErrorIs(t, err, oci.ErrBaseModelKit)
-	require.ErrorIs(t, err, oci.ErrNotFound)
+	require.ErrorIs(t, err, modelkit.ErrBaseModelKit)
+	require.ErrorIs(t, err, transport.ErrNotFound)
 	require.ErrorContains(t, err, "model/tuned")
 	require.ErrorContains(t, err, "whose model is the ModelKit "+missing+" (model.path in its Kitfile)")
-	require.Equal(t, []string{oci.KitfileName, "model.gguf", "src/run.py"}, n.folder("tuned"))
+	require.Equal(t, []string{modelkit.KitfileName, "model.gguf", "src/run.py"}, n.folder("tuned"))
 }

@@ -12,8 +12,9 @@ import (
 
 	"github.com/stretchr/testify/require"
 
+	"github.com/tend-dev/tend/internal/printable"
 	"github.com/tend-dev/tend/internal/testkit/testoci"
-	"github.com/tend-dev/tend/oci"
+	"github.com/tend-dev/tend/oci/modelkit"
 	"github.com/tend-dev/tend/planner"
 )
 
@@ -129,7 +130,7 @@ func TestModelIncludeMatchingNothing(t *testing.T) {
 	m.Include = []string{"*.gguf", "*.safetensors"}
 	_, _, _, err := n.tick(true, m)
 	require.Error(t, err)
-	require.ErrorIs(t, err, oci.ErrIncludeMatchesNothing)
+	require.ErrorIs(t, err, modelkit.ErrIncludeMatchesNothing)
 	require.ErrorContains(t, err, `model/llm: include "*.safetensors" matches no file of the model sha256:`)
 	require.ErrorContains(t, err, "it holds model.gguf, tokenizer.json")
 	require.Equal(t, []string{"model.gguf", "tokenizer.json"}, n.folder("llm"))
@@ -161,17 +162,17 @@ func TestModelIncludeUnpacksOnlySelectedTarEntries(t *testing.T) {
 	cs, _ := n.apply(m)
 	require.True(t, cs.Empty(), reasons(cs))
 
-	m.Include = []string{"weights", oci.KitfileName} // a folder takes all it holds
+	m.Include = []string{"weights", modelkit.KitfileName} // a folder takes all it holds
 	n.apply(m)
-	require.Equal(t, []string{oci.KitfileName, "weights/notes.md", "weights/q4.gguf", "weights/q8.gguf"}, n.folder("kit"))
+	require.Equal(t, []string{modelkit.KitfileName, "weights/notes.md", "weights/q4.gguf", "weights/q8.gguf"}, n.folder("kit"))
 
 	m.Include = []string{"**/*.safetensors"}
 	_, _, _, err = n.tick(true, m)
-	require.ErrorIs(t, err, oci.ErrIncludeMatchesNothing)
+	require.ErrorIs(t, err, modelkit.ErrIncludeMatchesNothing)
 	require.ErrorContains(t, err, `include "**/*.safetensors" matches no file`)
 	require.ErrorContains(t, err, "data/train.bin")
 	require.ErrorContains(t, err, "weights/q4.gguf")
-	require.Equal(t, []string{oci.KitfileName, "weights/notes.md", "weights/q4.gguf", "weights/q8.gguf"}, n.folder("kit"),
+	require.Equal(t, []string{modelkit.KitfileName, "weights/notes.md", "weights/q4.gguf", "weights/q8.gguf"}, n.folder("kit"),
 		"the version before stays active")
 }
 
@@ -218,14 +219,14 @@ func TestModelIncludeSkipsTarLayersByDeclaredPath(t *testing.T) {
 			m := n.model("kit", "models/kit:v1")
 			m.Include = []string{"*.gguf"}
 			cs, _ := n.apply(m)
-			require.Contains(t, cs.Actions[0].Reason, oci.HumanBytes(int64(len(model)))+" to download", reasons(cs))
+			require.Contains(t, cs.Actions[0].Reason, printable.HumanBytes(int64(len(model)))+" to download", reasons(cs))
 			require.Equal(t, []int{1, 0}, gets.of(model, dataset))
 			require.Equal(t, tt.folder, n.folder("kit"))
 
 			// A pattern no declared path can hold fails before any download.
 			m.Include = []string{"*.safetensors"}
 			_, _, _, err = n.tick(true, m)
-			require.ErrorIs(t, err, oci.ErrIncludeMatchesNothing)
+			require.ErrorIs(t, err, modelkit.ErrIncludeMatchesNothing)
 			require.ErrorContains(t, err, "it holds model.gguf/…, data/…")
 			require.Equal(t, []int{1, 0}, gets.of(model, dataset))
 

@@ -13,7 +13,7 @@ import (
 	"strings"
 
 	"github.com/tend-dev/tend/internal/confine"
-	"github.com/tend-dev/tend/oci"
+	"github.com/tend-dev/tend/internal/printable"
 	"github.com/tend-dev/tend/planner"
 	"github.com/tend-dev/tend/render"
 )
@@ -100,7 +100,7 @@ func skippedNote(skipped []string) string {
 	if len(skipped) == 0 {
 		return ""
 	}
-	return fmt.Sprintf("left out %d special file(s) tend does not write: %s", len(skipped), oci.ShortList(skipped, 5))
+	return fmt.Sprintf("left out %d special file(s) tend does not write: %s", len(skipped), printable.ShortList(skipped, 5))
 }
 
 // state is an observed model: its digest field, and its include field

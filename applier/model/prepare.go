@@ -17,7 +17,11 @@ import (
 	v1 "github.com/google/go-containerregistry/pkg/v1"
 
 	"github.com/tend-dev/tend/internal/atomicfile"
-	"github.com/tend-dev/tend/oci"
+	"github.com/tend-dev/tend/internal/printable"
+	"github.com/tend-dev/tend/oci/extract"
+	"github.com/tend-dev/tend/oci/modelkit"
+	"github.com/tend-dev/tend/oci/store"
+	"github.com/tend-dev/tend/oci/transport"
 	"github.com/tend-dev/tend/planner"
 	"github.com/tend-dev/tend/render"
 )
@@ -96,7 +100,7 @@ func (d *Driver) Prepare(ctx context.Context, a planner.Action, s any) error {
 		return err
 	}
 	v, err := d.materialise(ctx, rec, m, art, limit)
-	if errors.Is(err, oci.ErrNotStored) {
+	if errors.Is(err, store.ErrNotStored) {
 		// A layer's tree no longer held a file this version needs (it was
 		// collected when no version used it) and was dropped: downloaded
 		// again, once.
@@ -128,7 +132,7 @@ func (d *Driver) setPrepared(name, dir string) {
 // tooLarge records that m's digest is refused when err says it unpacked
 // past limit bytes.
 func (d *Driver) tooLarge(ctx context.Context, m render.Model, limit int64, err error) {
-	if !errors.Is(err, oci.ErrTooLarge) {
+	if !errors.Is(err, extract.ErrTooLarge) {
 		return
 	}
 	if rerr := d.refuse(m.Name, m.Digest, limit, err); rerr != nil {
@@ -141,9 +145,9 @@ func (d *Driver) tooLarge(ctx context.Context, m render.Model, limit int64, err 
 // trees their tar layers unpack into (beside the blob until whole: a
 // compression ratio of 2 is allowed for on compressed layers), and the
 // copies of files with a mode of their own.
-func (d *Driver) need(art *oci.Artifact) ([]v1.Descriptor, int64) {
+func (d *Driver) need(art *modelkit.Artifact) ([]v1.Descriptor, int64) {
 	missing := d.store.Missing(art)
-	unpack := map[v1.Hash]oci.Entry{}
+	unpack := map[v1.Hash]modelkit.Entry{}
 	for _, e := range art.Entries {
 		if e.Unpack {
 			unpack[e.Digest] = e
@@ -156,7 +160,7 @@ func (d *Driver) need(art *oci.Artifact) ([]v1.Descriptor, int64) {
 		}
 		if e, ok := unpack[desc.Digest]; ok {
 			need += e.Size
-			if e.Compression != oci.Uncompressed {
+			if e.Compression != extract.Uncompressed {
 				need += e.Size
 			}
 		}
@@ -180,7 +184,7 @@ func (d *Driver) checkSpace(name string, need int64) error {
 	}
 	if need > free {
 		return fmt.Errorf("%w: model %s needs %s, %s free on %s; free space there, or keep fewer versions (models.keepVersions)",
-			oci.ErrNoSpace, name, oci.HumanBytes(need), oci.HumanBytes(free), d.state)
+			store.ErrNoSpace, name, printable.HumanBytes(need), printable.HumanBytes(free), d.state)
 	}
 	return nil
 }
@@ -190,7 +194,7 @@ func (d *Driver) checkSpace(name string, need int64) error {
 // into trees (at most limit bytes in all), and returns the bytes
 // downloaded. progress, when not nil, is told how each blob moves (the
 // driver's Meter otherwise).
-func (d *Driver) fetch(ctx context.Context, m render.Model, art *oci.Artifact, progress oci.Progress, limit int64) (int64, error) {
+func (d *Driver) fetch(ctx context.Context, m render.Model, art *modelkit.Artifact, progress transport.Progress, limit int64) (int64, error) {
 	missing, need := d.need(art)
 	if err := d.checkSpace(m.Name, need); err != nil {
 		return 0, err
@@ -207,12 +211,12 @@ func (d *Driver) fetch(ctx context.Context, m render.Model, art *oci.Artifact, p
 	start := d.now()
 	opts := d.opts.Registry
 	opts.Progress = progress
-	var tally *oci.Tally
+	var tally *transport.Tally
 	if progress == nil && d.opts.Meter != nil {
-		tally = oci.NewTally(planner.ModelID(m.Name), missing, d.opts.Meter)
+		tally = transport.NewTally(planner.ModelID(m.Name), missing, d.opts.Meter)
 		opts.Progress = tally
 	}
-	budget := &oci.Budget{Limit: limit}
+	budget := &extract.Budget{Limit: limit}
 	var n int64
 	var err error
 	for _, r := range slices.Sorted(maps.Keys(byRepo)) {
@@ -243,7 +247,7 @@ func (d *Driver) fetch(ctx context.Context, m render.Model, art *oci.Artifact, p
 
 // materialise builds a new version folder for art, unpacking at most limit
 // bytes, and fingerprints it.
-func (d *Driver) materialise(ctx context.Context, rec *record, m render.Model, art *oci.Artifact, limit int64) (version, error) {
+func (d *Driver) materialise(ctx context.Context, rec *record, m render.Model, art *modelkit.Artifact, limit int64) (version, error) {
 	var suffix [4]byte
 	_, _ = rand.Read(suffix[:])
 	v := version{

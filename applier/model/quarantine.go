@@ -5,7 +5,7 @@ import (
 	"time"
 
 	"github.com/tend-dev/tend/applier"
-	"github.com/tend-dev/tend/oci"
+	"github.com/tend-dev/tend/oci/transport"
 	"github.com/tend-dev/tend/planner"
 )
 
@@ -51,7 +51,7 @@ func (d *Driver) kept(rec *record, name string) *version {
 
 // quarantinedError says why the newest version of model name, r, was
 // passed over, and what to do.
-func (d *Driver) quarantinedError(name string, r oci.Resolved) error {
+func (d *Driver) quarantinedError(name string, r transport.Resolved) error {
 	key := applier.ReleaseKey(planner.ModelID(name), r.Digest)
 	q, _ := d.quarantine() // read by resolveSkipping already
 	e := q[key]

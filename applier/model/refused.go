@@ -5,8 +5,8 @@ import (
 	"fmt"
 	"time"
 
+	"github.com/tend-dev/tend/internal/printable"
 	"github.com/tend-dev/tend/internal/statedir"
-	"github.com/tend-dev/tend/oci"
 )
 
 // unpackReserve is the room unpacking always leaves free on stateDir's
@@ -55,7 +55,7 @@ func (d *Driver) refused(digest string, limit int64) error {
 	}
 	return fmt.Errorf("%s unpacked past the room it had on this node (%s) at %s and is not tried again until twice that is free on %s: "+
 		"push a smaller artifact, or free space (or remove %s to try at once): %s",
-		digest, oci.HumanBytes(r.Limit), r.At.UTC().Format(time.RFC3339), d.state, d.dir.Refused(), r.Reason)
+		digest, printable.HumanBytes(r.Limit), r.At.UTC().Format(time.RFC3339), d.state, d.dir.Refused(), r.Reason)
 }
 
 // refuse records that digest unpacked past limit bytes.

@@ -10,7 +10,7 @@ import (
 	v1 "github.com/google/go-containerregistry/pkg/v1"
 
 	"github.com/tend-dev/tend/manifest"
-	"github.com/tend-dev/tend/oci"
+	"github.com/tend-dev/tend/oci/transport"
 	"github.com/tend-dev/tend/planner"
 	"github.com/tend-dev/tend/render"
 )
@@ -56,7 +56,7 @@ func (d *Driver) Resolve(ctx context.Context, m manifest.Model) (render.Resoluti
 	w, err := d.resolveSkipping(ctx, m, want.Policy, rec.active(), rec.active() == nil)
 	pinned := w.pinned
 	if err != nil {
-		if errors.Is(err, oci.ErrNotFound) && want.Policy == "" {
+		if errors.Is(err, transport.ErrNotFound) && want.Policy == "" {
 			return render.Resolution{}, err
 		}
 		if ctx.Err() != nil {
@@ -64,7 +64,7 @@ func (d *Driver) Resolve(ctx context.Context, m manifest.Model) (render.Resoluti
 		}
 		act := rec.active()
 		same := act != nil && rec.Ref == m.Ref && rec.Policy == want.Policy
-		answered := errors.Is(err, oci.ErrNotFound) || errors.Is(err, oci.ErrUnauthorized)
+		answered := errors.Is(err, transport.ErrNotFound) || errors.Is(err, transport.ErrUnauthorized)
 		switch {
 		case answered && !same:
 			return render.Resolution{}, err // fix the ref or the credentials
@@ -74,7 +74,7 @@ func (d *Driver) Resolve(ctx context.Context, m manifest.Model) (render.Resoluti
 			// model and what uses it. Or a new ref that cannot be asked.
 			return held(want, rec.pinned(), err), nil
 		}
-		pinned = oci.Resolved{Ref: m.Ref, Tag: act.Tag, Digest: act.Digest}
+		pinned = transport.Resolved{Ref: m.Ref, Tag: act.Tag, Digest: act.Digest}
 		res.Offline = fmt.Errorf("%s kept at %s (%s): registry unreachable: %w", planner.ModelID(m.Name), planner.ShortDigest(act.Digest), m.Ref, err)
 	}
 	var quarantined []error
@@ -105,7 +105,7 @@ func (d *Driver) Resolve(ctx context.Context, m manifest.Model) (render.Resoluti
 		if keep == nil {
 			return render.Resolution{Digest: m.Ref, Reason: "nothing → " + m.Ref + ", rolled back here", Held: res.Quarantined, Quarantined: res.Quarantined, Skips: res.Skips}, nil
 		}
-		pinned = oci.Resolved{Ref: m.Ref, Tag: keep.Tag, Digest: keep.Digest}
+		pinned = transport.Resolved{Ref: m.Ref, Tag: keep.Tag, Digest: keep.Digest}
 	}
 	res.Digest, res.Tag = pinned.Digest, pinned.Tag
 	want.Digest, want.Tag = pinned.Digest, pinned.Tag
@@ -164,18 +164,18 @@ func held(want render.Model, active *render.Active, cause error) render.Resoluti
 // on the node), a ref without a policy is resolved by reading its
 // manifest into the store, which the pull reads next: one request where a
 // HEAD and a GET were two. A ref by digest already stored needs none.
-func (d *Driver) resolve(ctx context.Context, ref, policy string, first bool) (oci.Resolved, error) {
+func (d *Driver) resolve(ctx context.Context, ref, policy string, first bool) (transport.Resolved, error) {
 	if policy == "" {
 		if r, err := name.NewDigest(ref, d.opts.Registry.NameOptions(ref)...); err == nil {
 			if h, err := v1.NewHash(r.DigestStr()); err == nil && d.store.Has(h) {
-				return oci.Resolved{Ref: ref, Digest: h.String()}, nil
+				return transport.Resolved{Ref: ref, Digest: h.String()}, nil
 			}
 		}
 		if first {
 			return d.store.ResolveInto(ctx, ref, d.opts.Registry)
 		}
 	}
-	return oci.Resolve(ctx, ref, policy, d.opts.Registry)
+	return transport.Resolve(ctx, ref, policy, d.opts.Registry)
 }
 
 // missing returns the bytes of m's blobs that are not in the store, of

@@ -7,7 +7,7 @@ import (
 
 	"github.com/tend-dev/tend/applier"
 	"github.com/tend-dev/tend/manifest"
-	"github.com/tend-dev/tend/oci"
+	"github.com/tend-dev/tend/oci/transport"
 	"github.com/tend-dev/tend/oci/verify"
 	"github.com/tend-dev/tend/planner"
 	"github.com/tend-dev/tend/render"
@@ -16,8 +16,8 @@ import (
 // walked is what resolveSkipping pinned a model to and what it passed
 // over.
 type walked struct {
-	pinned oci.Resolved  // zero when every version was passed over
-	skips  []render.Skip // highest first
+	pinned transport.Resolved // zero when every version was passed over
+	skips  []render.Skip      // highest first
 	// checked holds the verification of each digest the walk verified
 	// (nil: it passed), which Resolve does not repeat.
 	checked map[string]error
@@ -37,7 +37,7 @@ func (d *Driver) resolveSkipping(ctx context.Context, m manifest.Model, policy s
 		return walked{}, err
 	}
 	id := planner.ModelID(m.Name)
-	quarantined := func(r oci.Resolved) (render.Skip, bool) {
+	quarantined := func(r transport.Resolved) (render.Skip, bool) {
 		if _, ok := q[applier.ReleaseKey(id, r.Digest)]; !ok {
 			return render.Skip{}, false
 		}
@@ -56,7 +56,7 @@ func (d *Driver) resolveSkipping(ctx context.Context, m manifest.Model, policy s
 	}
 	w := walked{checked: map[string]error{}}
 	passed := map[string]bool{} // digests, each listed once under its highest tag
-	skip := func(ctx context.Context, r oci.Resolved) (bool, error) {
+	skip := func(ctx context.Context, r transport.Resolved) (bool, error) {
 		if passed[r.Digest] {
 			return true, nil
 		}
@@ -80,7 +80,7 @@ func (d *Driver) resolveSkipping(ctx context.Context, m manifest.Model, policy s
 		w.skips = append(w.skips, render.Skip{ID: id, Tag: r.Tag, Digest: r.Digest, Reason: render.SkipUnverified, Why: withoutID(err)})
 		return true, nil
 	}
-	w.pinned, _, err = oci.ResolveSkipping(ctx, m.Ref, policy, d.opts.Registry, skip)
+	w.pinned, _, err = transport.ResolveSkipping(ctx, m.Ref, policy, d.opts.Registry, skip)
 	if err != nil {
 		return walked{}, err
 	}

@@ -9,7 +9,7 @@ import (
 
 	v1 "github.com/google/go-containerregistry/pkg/v1"
 
-	"github.com/tend-dev/tend/oci"
+	"github.com/tend-dev/tend/oci/transport"
 	"github.com/tend-dev/tend/planner"
 	"github.com/tend-dev/tend/render"
 )
@@ -23,7 +23,7 @@ import (
 // Unstage, so a later Prepare of m finds them and downloads nothing. It
 // returns the bytes downloaded; progress, when not nil, is told how each
 // blob moves.
-func (d *Driver) Stage(ctx context.Context, m render.Model, progress oci.Progress) (int64, error) {
+func (d *Driver) Stage(ctx context.Context, m render.Model, progress transport.Progress) (int64, error) {
 	if _, err := v1.NewHash(m.Digest); err != nil {
 		return 0, fmt.Errorf("%s: stage %s: not resolved to a digest", planner.ModelID(m.Name), m.Ref)
 	}
@@ -67,7 +67,7 @@ func (d *Driver) Unstage() {
 // DropPartials removes the partial downloads of the blobs Unstage let go
 // (a superseded release's) that next, the models of the release staging
 // now, do not use, and that no download holds (the partial file's flock
-// tells; see oci.Store.RemovePartial): a storm of releases superseding
+// tells; see store.Store.RemovePartial): a storm of releases superseding
 // each other leaves no partial files behind. It reads next's manifests
 // first (from the store, or the registry), so a blob the new release
 // shares keeps its partial download to resume; when one cannot be read,

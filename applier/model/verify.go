@@ -64,7 +64,7 @@ func (d *Driver) recheck(ctx context.Context, m manifest.Model, digest string) e
 }
 
 // verifyBases checks the base ModelKits of want's version (see
-// oci.Base) as verify checks the version itself: a signed ModelKit
+// modelkit.Base) as verify checks the version itself: a signed ModelKit
 // whose weights come from an unsigned base is held too.
 func (d *Driver) verifyBases(ctx context.Context, m manifest.Model, want render.Model, active *version) error {
 	reqs := manifest.Requirements(d.opts.Verify, m.Verify)

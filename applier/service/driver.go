@@ -15,7 +15,7 @@ import (
 	"github.com/tend-dev/tend/applier"
 	"github.com/tend-dev/tend/internal/statedir"
 	"github.com/tend-dev/tend/manifest"
-	"github.com/tend-dev/tend/oci"
+	"github.com/tend-dev/tend/oci/transport"
 	"github.com/tend-dev/tend/oci/verify"
 	"github.com/tend-dev/tend/planner"
 	"github.com/tend-dev/tend/render"
@@ -44,7 +44,7 @@ type DriverOptions struct {
 	Device string
 	// Registry says how images are resolved (the credentials and
 	// insecure registries of models).
-	Registry oci.Options
+	Registry transport.Options
 	// KeepImages is how many images no declared service runs stay on the
 	// engine, the most recently used, for a rollback to start again.
 	KeepImages int

@@ -26,7 +26,7 @@ import (
 	"github.com/tend-dev/tend/internal/testkit/testnode"
 	"github.com/tend-dev/tend/internal/testkit/testoci"
 	"github.com/tend-dev/tend/manifest"
-	"github.com/tend-dev/tend/oci"
+	"github.com/tend-dev/tend/oci/transport"
 	"github.com/tend-dev/tend/planner"
 )
 
@@ -458,7 +458,7 @@ type modelNode struct {
 func newModelNode(t *testing.T, watch bool) *modelNode {
 	t.Helper()
 	m := &modelNode{node: newNode(t, watch, modelAllow), reg: testoci.Start(t)}
-	m.Models.Registry = oci.Options{Insecure: []string{m.reg.Host}}
+	m.Models.Registry = transport.Options{Insecure: []string{m.reg.Host}}
 	m.Models.KeepVersions = 2
 	return m
 }

@@ -8,7 +8,7 @@ import (
 	"time"
 
 	"github.com/tend-dev/tend/internal/errkind"
-	"github.com/tend-dev/tend/oci"
+	"github.com/tend-dev/tend/oci/transport"
 	"github.com/tend-dev/tend/render"
 )
 
@@ -161,7 +161,7 @@ type Node struct {
 	StateDir string
 	// Registry says how images are resolved (the credentials and
 	// insecure registries of models).
-	Registry oci.Options
+	Registry transport.Options
 	// KeepImages is how many images no declared service runs stay, the
 	// most recently used, for a rollback to start again.
 	KeepImages int

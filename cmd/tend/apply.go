@@ -9,8 +9,8 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/tend-dev/tend/agent"
+	"github.com/tend-dev/tend/internal/printable"
 	"github.com/tend-dev/tend/manifest"
-	"github.com/tend-dev/tend/oci"
 	"github.com/tend-dev/tend/planner"
 )
 
@@ -101,7 +101,7 @@ func stageOnlyRun(cmd *cobra.Command, r *agent.Reconciler) error {
 	warnOffline(cmd.ErrOrStderr(), res)
 	w := cmd.OutOrStdout()
 	for _, m := range res.Staged {
-		fmt.Fprintf(w, "Staged %s: %s → %s (%s downloaded).\n", m.ID, m.Ref, planner.ShortDigest(m.Digest), oci.HumanBytes(m.Bytes))
+		fmt.Fprintf(w, "Staged %s: %s → %s (%s downloaded).\n", m.ID, m.Ref, planner.ShortDigest(m.Digest), printable.HumanBytes(m.Bytes))
 	}
 	if err != nil {
 		return err
@@ -112,7 +112,7 @@ func stageOnlyRun(cmd *cobra.Command, r *agent.Reconciler) error {
 		return nil
 	}
 	fmt.Fprintf(w, "Stage complete: %s staged (%s downloaded) at %s; nothing activated.\n",
-		planner.Count(len(res.Staged), "model"), oci.HumanBytes(res.Downloaded), rev)
+		planner.Count(len(res.Staged), "model"), printable.HumanBytes(res.Downloaded), rev)
 	return nil
 }
 

@@ -11,10 +11,10 @@ import (
 
 	"github.com/stretchr/testify/require"
 
+	"github.com/tend-dev/tend/internal/printable"
 	"github.com/tend-dev/tend/internal/testkit/golden"
 	"github.com/tend-dev/tend/internal/testkit/testgit"
 	"github.com/tend-dev/tend/internal/testkit/testoci"
-	"github.com/tend-dev/tend/oci"
 )
 
 // fleetDevice is a Device document: a config file with content, and when
@@ -208,7 +208,7 @@ func TestDiffResolve(t *testing.T) {
 	require.Contains(t, out, "| device | status | add | change | delete | restarts | download |")
 	// A device at base holds labels.txt already: only the new weights are
 	// downloaded, and the change is worded as a device's plan words it.
-	size := oci.HumanBytes(int64(len(weights)))
+	size := printable.HumanBytes(int64(len(weights)))
 	require.Contains(t, out, "| `cam-1` | changed | 0 | 2 | 0 | 1 | "+size+" |")
 	require.Regexp(t, `update: sha256:[0-9a-f]{12} → sha256:[0-9a-f]{12} \(ref `+regexp.QuoteMeta(reg.Ref("models/detector:v9"))+`\), `+regexp.QuoteMeta(size)+` to download`, out)
 

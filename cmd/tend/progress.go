@@ -9,7 +9,8 @@ import (
 
 	"golang.org/x/term"
 
-	"github.com/tend-dev/tend/oci"
+	"github.com/tend-dev/tend/internal/printable"
+	"github.com/tend-dev/tend/oci/transport"
 )
 
 // progressInterval is how often the progress line is drawn at most.
@@ -19,7 +20,7 @@ const progressInterval = 200 * time.Millisecond
 // bytes, rate and time left, rewritten in place (\r) at most every
 // progressInterval and cleared when the pull ends. Logs written through
 // it (logWriter) clear the line first and draw it again after, so the two
-// never mix. It implements oci.Meter.
+// never mix. It implements transport.Meter.
 type progressLine struct {
 	mu    sync.Mutex
 	w     io.Writer
@@ -33,7 +34,7 @@ type progressLine struct {
 	line  string    // on screen, "" when none
 }
 
-var _ oci.Meter = (*progressLine)(nil)
+var _ transport.Meter = (*progressLine)(nil)
 
 // newProgressLine returns a progress line on f when f is a terminal, and
 // nil otherwise: redirected output, a log file or a test never gets one.
@@ -49,7 +50,7 @@ func newProgressLine(f *os.File) *progressLine {
 	return &progressLine{w: f, now: time.Now, width: width}
 }
 
-// Pull implements oci.Meter.
+// Pull implements transport.Meter.
 func (p *progressLine) Pull(name string, done, total int64) {
 	p.mu.Lock()
 	defer p.mu.Unlock()
@@ -65,7 +66,7 @@ func (p *progressLine) Pull(name string, done, total int64) {
 	p.draw(p.describe(name, done, total, now))
 }
 
-// PullDone implements oci.Meter.
+// PullDone implements transport.Meter.
 func (p *progressLine) PullDone(name string) {
 	p.mu.Lock()
 	defer p.mu.Unlock()
@@ -79,14 +80,14 @@ func (p *progressLine) PullDone(name string) {
 // describe is the line for a pull: "pulling model/x  12.0 MB / 48.0 MB
 // (25%)  4.0 MB/s  ETA 9s".
 func (p *progressLine) describe(name string, done, total int64, now time.Time) string {
-	s := fmt.Sprintf("pulling %s  %s / %s", name, oci.HumanBytes(done), oci.HumanBytes(total))
+	s := fmt.Sprintf("pulling %s  %s / %s", name, printable.HumanBytes(done), printable.HumanBytes(total))
 	if total > 0 {
 		s += fmt.Sprintf(" (%d%%)", done*100/total)
 	}
 	elapsed := now.Sub(p.start)
 	if moved := done - p.base; moved > 0 && elapsed > 0 {
 		rate := float64(moved) / elapsed.Seconds()
-		s += fmt.Sprintf("  %s/s", oci.HumanBytes(int64(rate)))
+		s += fmt.Sprintf("  %s/s", printable.HumanBytes(int64(rate)))
 		if left := total - done; left > 0 {
 			eta := time.Duration(float64(left) / rate * float64(time.Second))
 			s += "  ETA " + eta.Round(time.Second).String()

@@ -18,10 +18,10 @@ import (
 	"github.com/stretchr/testify/require"
 	"golang.org/x/sys/unix"
 
+	"github.com/tend-dev/tend/internal/printable"
 	"github.com/tend-dev/tend/internal/testkit/golden"
 	"github.com/tend-dev/tend/internal/testkit/testgit"
 	"github.com/tend-dev/tend/internal/testkit/testoci"
-	"github.com/tend-dev/tend/oci"
 )
 
 // fakeClock is a clock the test moves.
@@ -155,7 +155,7 @@ func TestApplyShowsPullProgressOnATerminal(t *testing.T) {
 	m := regexp.MustCompile(`\rpulling model/detector  (\S+ \S+) / (\S+ \S+) \(100%\)`).FindStringSubmatch(screen)
 	require.NotNil(t, m, "no finished pull on the terminal:\n%q", screen)
 	require.Equal(t, m[1], m[2])
-	require.Equal(t, oci.HumanBytes(int64(len(weights))), m[1], "the bytes of the model's blobs")
+	require.Equal(t, printable.HumanBytes(int64(len(weights))), m[1], "the bytes of the model's blobs")
 	require.Regexp(t, `\r\x1b\[K[^\n]*msg="model downloaded"`, screen, "the line is cleared before the next log")
 
 	redirected := newNode(t, repo.Dir(), "--allow-path", "/opt/models", "--insecure-registry", reg.Host)

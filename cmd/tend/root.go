@@ -164,11 +164,11 @@ func (g *globals) parsedOverrides(o *config.Overrides) error {
 		}
 	}
 	if g.flags != nil && g.flags.Changed("max-rate") {
-		if _, err := manifest.ParseRate(g.maxRate); err != nil {
+		r, err := manifest.ParseRate(g.maxRate)
+		if err != nil {
 			return fmt.Errorf("--max-rate (or TEND_MAX_RATE): %w", err)
 		}
 		if g.set("max-rate") {
-			r := manifest.Rate(g.maxRate)
 			o.MaxRate = &r
 		}
 	}

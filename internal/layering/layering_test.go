@@ -22,6 +22,7 @@ var ranks = map[string]int{
 	"internal/buildinfo": 0, "internal/logging": 0, "internal/tokenfile": 0,
 	"manifest": 0, "planner": 0, "api": 0,
 
+	// "oci" ranks every package under it; ociOrder orders them.
 	"source": 1, "gitsource": 1, "ocisource": 1, "oci": 1, "notify": 1, "schema": 1,
 	"render": 2, "config": 2,
 	"rollout": 3,
@@ -59,6 +60,28 @@ const wire = "api"
 
 var hubSide = []string{"hub", "hubclient"}
 
+// ociOrder is the order of the oci packages (all of rank 1): each imports
+// only those before it, so none reaches back into one that imports it.
+// The registry comes first, then unpacking, then reading an artifact's
+// manifests, then the store that keeps and builds what they describe;
+// the signature checks stand beside them, on the registry alone.
+var ociOrder = []string{"oci/transport", "oci/extract", "oci/modelkit", "oci/store", "oci/verify"}
+
+// ociPlace is the place in ociOrder of pkg (relative to the module), or
+// of the package it is under (oci/verify/cosign is oci/verify's); false
+// for a package outside oci, and -1 for one under oci with no place.
+func ociPlace(pkg string) (int, bool) {
+	if !under(pkg, "oci") {
+		return 0, false
+	}
+	for i, o := range ociOrder {
+		if under(pkg, o) {
+			return i, true
+		}
+	}
+	return -1, true
+}
+
 // rank is the rank of pkg (relative to the module), or of the package it
 // is under (applier/model is the applier's).
 func rank(pkg string) (int, bool) {
@@ -89,6 +112,10 @@ func check(graph map[string][]string) []string {
 			bad = append(bad, fmt.Sprintf("%s has no rank: add it to ranks in internal/layering where DESIGN.md's flow puts it", pkg))
 			continue
 		}
+		place, inOCI := ociPlace(pkg)
+		if inOCI && place < 0 {
+			bad = append(bad, fmt.Sprintf("%s has no place among the oci packages: add it to ociOrder in internal/layering", pkg))
+		}
 		for _, imp := range imports {
 			if strings.HasPrefix(imp, testkit) {
 				bad = append(bad, fmt.Sprintf("%s imports the test helper %s: production code must not", pkg, imp))
@@ -100,6 +127,9 @@ func check(graph map[string][]string) []string {
 			to, ok := rank(imp)
 			if ok && to > from {
 				bad = append(bad, fmt.Sprintf("%s (rank %d) imports the later stage %s (rank %d)", pkg, from, imp, to))
+			}
+			if to, ok := ociPlace(imp); inOCI && place >= 0 && ok && to > place {
+				bad = append(bad, fmt.Sprintf("%s imports %s, a later oci package: each imports only those before it (%s)", pkg, imp, strings.Join(ociOrder, ", ")))
 			}
 			if pkg == wire {
 				bad = append(bad, fmt.Sprintf("%s, the wire types, imports %s: it imports the standard library only", pkg, imp))
@@ -187,6 +217,10 @@ func TestCheckFindsBrokenRules(t *testing.T) {
 		"api":                  {"manifest"},
 		"hub":                  {"api", "agent/status"},
 		"hubclient":            {"api", "hub"},
+		"oci/transport":        {"internal/printable", "oci/store"},
+		"oci/modelkit":         {"oci/transport", "oci/extract"},
+		"oci/verify/cosign":    {"oci/verify", "oci/transport"},
+		"oci/blobs":            {"oci/transport"},
 	})
 	want := []string{
 		"api, the wire types, imports manifest: it imports the standard library only",
@@ -195,6 +229,8 @@ func TestCheckFindsBrokenRules(t *testing.T) {
 		"hub imports agent/status, which acts on a node: take the wire types from api",
 		"hubclient imports hub: it reads the hub over HTTP, with the types of api",
 		"newstage has no rank: add it to ranks in internal/layering where DESIGN.md's flow puts it",
+		"oci/blobs has no place among the oci packages: add it to ociOrder in internal/layering",
+		"oci/transport imports oci/store, a later oci package: each imports only those before it (oci/transport, oci/extract, oci/modelkit, oci/store, oci/verify)",
 		"render (rank 2) imports the later stage applier/model (rank 4)",
 		"render, a package of the CI commands, imports applier/model, which acts on a node",
 	}

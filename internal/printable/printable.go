@@ -48,3 +48,37 @@ func OneLine(s string) string {
 		return r
 	}, s)
 }
+
+// ListedItemBytes is the most of one item of a list ShortList prints.
+const ListedItemBytes = 100
+
+// ShortList joins at most n items, each cut to ListedItemBytes, saying how
+// many more there are: a list a registry or an artifact sends (tags, media
+// types, platforms) is quoted in errors, logs and status, never whole.
+// An item with a character that is not printable (a newline, a terminal
+// escape) or a byte that is not UTF-8 is shown escaped (see Cut).
+func ShortList(items []string, n int) string {
+	shown := make([]string, 0, min(n, len(items)))
+	for _, it := range items[:min(n, len(items))] {
+		shown = append(shown, Cut(it, ListedItemBytes))
+	}
+	out := strings.Join(shown, ", ")
+	if len(items) > n {
+		out += fmt.Sprintf(" … and %d more", len(items)-n)
+	}
+	return out
+}
+
+// HumanBytes prints a size as people read disk sizes: 4.1 GB, 512.0 MB.
+func HumanBytes(n int64) string {
+	const unit = 1000
+	if n < unit {
+		return fmt.Sprintf("%d B", n)
+	}
+	div, exp := int64(unit), 0
+	for m := n / unit; m >= unit; m /= unit {
+		div *= unit
+		exp++
+	}
+	return fmt.Sprintf("%.1f %cB", float64(n)/float64(div), "kMGTPE"[exp])
+}

@@ -31,3 +31,19 @@ func TestCut(t *testing.T) {
 func TestOneLine(t *testing.T) {
 	require.Equal(t, "rolled back: service/web a b c d é", OneLine("rolled back:\nservice/web a\tb\x7fc\rd é"))
 }
+
+func TestHumanBytes(t *testing.T) {
+	for n, want := range map[int64]string{999: "999 B", 4_100_000_000: "4.1 GB", 2_300_000_000: "2.3 GB", 512_000_000: "512.0 MB"} {
+		require.Equal(t, want, HumanBytes(n))
+	}
+}
+
+// A list a registry sends is quoted in errors, never whole: each item is
+// cut, and a long list says how many more it has.
+func TestShortList(t *testing.T) {
+	long := strings.Repeat("v", 1<<20)
+	got := ShortList([]string{"a", long, "c", "d"}, 3)
+	require.Equal(t, "a, "+strings.Repeat("v", ListedItemBytes)+"… (1048576 bytes), c … and 1 more", got)
+	require.Equal(t, `1.0\nPlan: 0 to add, 2\x1b[2J, 3\u009b2J, 4\xff`, ShortList([]string{"1.0\nPlan: 0 to add", "2\x1b[2J", "3\u009b2J", "4\xff"}, 4),
+		"a newline, a terminal escape, a C1 control or a byte that is not UTF-8 is escaped")
+}

@@ -10,7 +10,7 @@ import (
 
 	"github.com/tend-dev/tend/internal/testkit/testcosign"
 	"github.com/tend-dev/tend/internal/testkit/testoci"
-	"github.com/tend-dev/tend/oci"
+	"github.com/tend-dev/tend/oci/transport"
 	"github.com/tend-dev/tend/oci/verify"
 )
 
@@ -27,7 +27,7 @@ func TestVerifyCandidateRemembersUnsigned(t *testing.T) {
 	ctx := context.Background()
 	now := time.Date(2026, 12, 3, 8, 0, 0, 0, time.UTC)
 	var seen []string
-	v := &verify.Verifier{Options: oci.Options{Insecure: []string{reg.Host}}, Now: func() time.Time { return now },
+	v := &verify.Verifier{Options: transport.Options{Insecure: []string{reg.Host}}, Now: func() time.Time { return now },
 		Observe: func(kind, result string) { seen = append(seen, kind+"/"+result) }}
 	repo, err := name.NewRepository(reg.Ref("models/m"), name.Insecure)
 	require.NoError(t, err)

@@ -16,7 +16,7 @@ import (
 	"github.com/tend-dev/tend/internal/testkit/testcosign"
 	"github.com/tend-dev/tend/internal/testkit/testoci"
 	"github.com/tend-dev/tend/manifest"
-	"github.com/tend-dev/tend/oci"
+	"github.com/tend-dev/tend/oci/transport"
 	"github.com/tend-dev/tend/oci/verify"
 )
 
@@ -25,14 +25,14 @@ import (
 type signed struct {
 	host   string
 	cosign *testcosign.Cosign
-	opts   oci.Options
+	opts   transport.Options
 }
 
 func newSigned(t testing.TB) *signed {
 	t.Helper()
 	c := testcosign.New(t)
 	host := testoci.StartDistribution(t)
-	return &signed{host: host, cosign: c, opts: oci.Options{Insecure: []string{host}}}
+	return &signed{host: host, cosign: c, opts: transport.Options{Insecure: []string{host}}}
 }
 
 // push pushes an artifact of one file under repo:tag and returns its
@@ -127,7 +127,7 @@ func TestCosignKeyBased(t *testing.T) {
 		first := s.push(t, "models/retag:v1", "weights one")
 		s.cosign.Sign(priv, s.host+"/models/retag@"+first)
 		again := s.push(t, "models/retag:v1", "weights two")
-		res, err := oci.Resolve(ctx, s.host+"/models/retag:v1", "", s.opts)
+		res, err := transport.Resolve(ctx, s.host+"/models/retag:v1", "", s.opts)
 		require.NoError(t, err)
 		require.Equal(t, again, res.Digest)
 		v := &verify.Verifier{Options: s.opts}

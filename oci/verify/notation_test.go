@@ -22,7 +22,7 @@ import (
 
 	"github.com/tend-dev/tend/internal/testkit/testoci"
 	"github.com/tend-dev/tend/manifest"
-	"github.com/tend-dev/tend/oci"
+	"github.com/tend-dev/tend/oci/transport"
 	"github.com/tend-dev/tend/oci/verify"
 )
 
@@ -92,7 +92,7 @@ func (c ca) sign(t *testing.T, host, repo, digest string) {
 // none and an expired certificate's are refused.
 func TestNotation(t *testing.T) {
 	host := testoci.StartDistribution(t)
-	opts := oci.Options{Insecure: []string{host}}
+	opts := transport.Options{Insecure: []string{host}}
 	ctx := context.Background()
 	good := newCA(t, "good", time.Now().Add(24*time.Hour))
 	other := newCA(t, "other", time.Now().Add(24*time.Hour))

@@ -11,7 +11,7 @@ import (
 	"github.com/google/go-containerregistry/pkg/name"
 
 	"github.com/tend-dev/tend/manifest"
-	"github.com/tend-dev/tend/oci"
+	"github.com/tend-dev/tend/oci/transport"
 )
 
 // Kinds of artifact, as tend_verify_total's kind label names them.
@@ -45,7 +45,7 @@ type Target struct {
 // that passed, per requirement. It is safe for concurrent use.
 type Verifier struct {
 	// Options reach the registries.
-	Options oci.Options
+	Options transport.Options
 	// Observe, when set, hears each verification that asked a registry:
 	// its kind and ResultOK or ResultFailed.
 	Observe func(kind, result string)

@@ -9,7 +9,7 @@ import (
 
 	"github.com/tend-dev/tend/applier"
 	"github.com/tend-dev/tend/applier/service"
-	"github.com/tend-dev/tend/oci"
+	"github.com/tend-dev/tend/oci/transport"
 	"github.com/tend-dev/tend/planner"
 	"github.com/tend-dev/tend/render"
 )
@@ -26,7 +26,7 @@ func (r *Runtime) ImageResolver(node service.Node, applied func(service string) 
 // registry options of the node (the same credentials as
 // models).
 type pinner struct {
-	opts    oci.Options
+	opts    transport.Options
 	state   string // stateDir, for the releases rolled back here
 	rt      *Runtime
 	applied func(service string) (service.AppliedImage, error)
@@ -37,7 +37,7 @@ type pinner struct {
 }
 
 type resolvedImage struct {
-	pinned oci.Resolved
+	pinned transport.Resolved
 	err    error
 }
 
@@ -55,7 +55,7 @@ func (p *pinner) ResolveImage(ctx context.Context, svc, ref string) (render.Reso
 	if err != nil {
 		same := rec.Image == ref && rec.Digest != ""
 		switch {
-		case ctx.Err() != nil, errors.Is(err, oci.ErrNotFound), errors.Is(err, oci.ErrUnauthorized):
+		case ctx.Err() != nil, errors.Is(err, transport.ErrNotFound), errors.Is(err, transport.ErrUnauthorized):
 			return render.Resolution{}, err
 		case !same:
 			return render.Resolution{Digest: ref, Held: fmt.Errorf("image %s cannot be resolved: %w", ref, err)}, nil
@@ -94,7 +94,7 @@ func (r *Runtime) missing(ctx context.Context, image string) bool {
 // rolledBack returns the quarantine entry of the image pinned for
 // service svc, when it was rolled back on this node (see
 // applier.ReleaseKey).
-func (p *pinner) rolledBack(svc string, pinned oci.Resolved) (applier.Quarantined, bool, error) {
+func (p *pinner) rolledBack(svc string, pinned transport.Resolved) (applier.Quarantined, bool, error) {
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	if p.quarantined == nil {
@@ -110,20 +110,20 @@ func (p *pinner) rolledBack(svc string, pinned oci.Resolved) (applier.Quarantine
 
 // quarantinedError says why service svc does not run the image ref
 // pinned: e, and what to do.
-func quarantinedError(svc, ref string, pinned oci.Resolved, e applier.Quarantined) error {
+func quarantinedError(svc, ref string, pinned transport.Resolved, e applier.Quarantined) error {
 	id, short := planner.ServiceID(svc), planner.ShortDigest(pinned.Digest)
 	return fmt.Errorf("%s image %s (%s) was rolled back on this node at %s: %s; push a new image, or run tend retry %s@%s",
 		id, ref, short, e.At.UTC().Format(time.RFC3339), e.Reason, id, short)
 }
 
 // resolve pins ref in its registry, once per pinner.
-func (p *pinner) resolve(ctx context.Context, ref string) (oci.Resolved, error) {
+func (p *pinner) resolve(ctx context.Context, ref string) (transport.Resolved, error) {
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	if r, ok := p.resolved[ref]; ok {
 		return r.pinned, r.err
 	}
-	pinned, err := oci.Resolve(ctx, ref, "", p.opts)
+	pinned, err := transport.Resolve(ctx, ref, "", p.opts)
 	if ctx.Err() == nil {
 		if p.resolved == nil {
 			p.resolved = map[string]resolvedImage{}
@@ -136,7 +136,7 @@ func (p *pinner) resolve(ctx context.Context, ref string) (oci.Resolved, error) 
 // ImageReason says why a container service's image changes, as plans
 // print it: "image sha256:ab… → sha256:cd… (tag 24.08 moved)", or with
 // another ref "(image REF)".
-func ImageReason(oldRef, oldDigest, ref string, pinned oci.Resolved) string {
+func ImageReason(oldRef, oldDigest, ref string, pinned transport.Resolved) string {
 	s := "image " + planner.ShortDigest(oldDigest) + " → " + planner.ShortDigest(pinned.Digest)
 	switch {
 	case oldRef != ref:

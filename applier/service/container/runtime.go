@@ -43,7 +43,7 @@ type Options struct {
 	// tcp://…; "" = $DOCKER_HOST, else DefaultHost.
 	Host string
 	// Keychain gives the credentials the engine pulls with
-	// (registries.dockerConfig: oci.Keychain); nil = anonymous pulls.
+	// (registries.dockerConfig: transport.Keychain); nil = anonymous pulls.
 	Keychain authn.Keychain
 	// Log hears what Finish removes; nil discards.
 	Log *slog.Logger

@@ -9,7 +9,7 @@ import (
 	"time"
 
 	"github.com/tend-dev/tend/applier/service"
-	"github.com/tend-dev/tend/oci"
+	"github.com/tend-dev/tend/oci/transport"
 	"github.com/tend-dev/tend/planner"
 	"github.com/tend-dev/tend/render"
 )
@@ -22,7 +22,7 @@ func init() {
 		opts := Options{Log: c.Log}
 		if c.Agent != nil {
 			opts.Host = c.Agent.DockerHost(os.Getenv)
-			opts.Keychain = oci.Keychain(c.Agent.Registries.DockerConfig)
+			opts.Keychain = transport.Keychain(c.Agent.Registries.DockerConfig)
 			opts.Confine = &Confinement{Root: c.Agent.Root, AllowPaths: c.Agent.AllowPaths, StateDir: c.Agent.StateDir}
 		}
 		return New(opts)

@@ -28,7 +28,7 @@ import (
 	"github.com/tend-dev/tend/manifest"
 	"github.com/tend-dev/tend/notify"
 	_ "github.com/tend-dev/tend/notify/mqtt" // the MQTT transport, as cmd/tend registers it
-	"github.com/tend-dev/tend/oci"
+	"github.com/tend-dev/tend/oci/transport"
 	"github.com/tend-dev/tend/ocisource"
 )
 
@@ -169,7 +169,7 @@ func ociArtifact(b *testing.B, n int) (func(int) *manifest.AgentConfig, func() s
 		if err != nil {
 			b.Fatal(err)
 		}
-		p, err := ocisource.Publish(context.Background(), g, "main", artifact, ocisource.PublishOptions{Registry: oci.Options{Insecure: []string{host}}})
+		p, err := ocisource.Publish(context.Background(), g, "main", artifact, ocisource.PublishOptions{Registry: transport.Options{Insecure: []string{host}}})
 		if err != nil {
 			b.Fatal(err)
 		}

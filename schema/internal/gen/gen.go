@@ -148,7 +148,7 @@ func mapType(t reflect.Type) *jsonschema.Schema {
 		return &jsonschema.Schema{Type: "string", Pattern: durationPattern,
 			Description: `A duration in Go syntax, such as "30s", "5m" or "1h30m".`}
 	}
-	if t == reflect.TypeOf(manifest.Rate("")) {
+	if t == reflect.TypeOf(manifest.Rate{}) {
 		return &jsonschema.Schema{Type: "string", Pattern: ratePattern,
 			Description: `Bytes per second with a unit, such as "2MiB/s", "500KiB/s" or "1MB/s".`}
 	}
