@@ -38,10 +38,14 @@ func binDir() (string, error) {
 	return "", errors.New("no initdb and postgres on PATH nor in /usr/lib/postgresql/*/bin: apt-get install postgresql")
 }
 
-// available skips t without PostgreSQL installed (fails it in CI, where
-// .ci/run installs it), and returns the folder of initdb and postgres.
+// available skips t with -short, and without PostgreSQL installed (fails
+// it in CI, where .ci/run installs it), and returns the folder of initdb
+// and postgres.
 func available(t testing.TB) string {
 	t.Helper()
+	if testing.Short() {
+		t.Skip("end-to-end: a PostgreSQL server; make test runs it, -short skips it")
+	}
 	bin, err := binDir()
 	if err != nil {
 		if os.Getenv("CI") != "" {
@@ -54,10 +58,10 @@ func available(t testing.TB) string {
 
 // Start runs a PostgreSQL server until the test ends and returns the URL
 // of its database. Without PostgreSQL installed it skips the test, unless
-// CI is set (.ci/run installs it), where it fails. It trusts every
-// connection: a password, when given, is not checked. A test that needs
-// no server of its own takes a database of the package's shared server
-// instead (Database).
+// CI is set (.ci/run installs it), where it fails; with -short it skips.
+// It trusts every connection: a password, when given, is not checked. A
+// test that needs no server of its own takes a database of the package's
+// shared server instead (Database).
 func Start(t testing.TB) string {
 	t.Helper()
 	return start(t, "")
