@@ -16,7 +16,7 @@ OMIT_TAGS := tend_omit_containers tend_omit_notation tend_omit_cosign tend_omit_
 # type: 7 MB of the device binary.
 TAGS := grpcnotrace
 
-.PHONY: build build-minimal build-all release size test fuzz lint fmt vet tidy demo demo-containers bench clean
+.PHONY: build build-minimal build-all release size test test-short fuzz lint fmt vet tidy demo demo-containers bench clean
 
 # -v names each package as it is compiled: a first build, with a cold
 # build cache, compiles every dependency (minutes on 2 cores); later ones
@@ -63,11 +63,21 @@ build-all:
 release:
 	VERSION=$(VERSION) COMMIT=$(COMMIT) PLATFORMS="$(PLATFORMS)" TAGS="$(TAGS)" GO=$(GO) bash .ci/release dist
 
-# Every test, end-to-end suites included, under the race detector
-# (go test -short ./... skips the end-to-end suites for a fast loop).
+# Every test, end-to-end suites included, under the race detector, then
+# the fuzz targets (README "Developing": the time each takes).
 test:
 	$(GO) test -race -count=1 -timeout 15m $(PKGS)
 	$(MAKE) fuzz
+
+# The unit tests, for the edit loop: every package with -short, under the
+# race detector. -short skips the end-to-end suites (cmd/tend/e2e, which
+# builds tend and runs it) and every test that starts a server (PostgreSQL,
+# Docker, sshd, mosquitto, docker-registry), drives Chromium, runs a built
+# tend-hub, signs with cosign or pushes tens of megabytes through gzip;
+# make test runs them. Results of unchanged packages come from go
+# test's cache.
+test-short:
+	$(GO) test -short -race $(PKGS)
 
 # Each fuzz target for a number of runs (about 4 s here), from its seed
 # corpus (f.Add and testdata/fuzz). Counts, not durations: with a duration

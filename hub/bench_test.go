@@ -44,15 +44,16 @@ func seedFleet(b *testing.B, store *Store, n int, at time.Time) {
 	}
 }
 
-// benchStores runs fn on a hub store in SQLite, and in a real PostgreSQL
-// the benchmark starts (testpg; skipped where it cannot run).
+// benchStores runs fn on a hub store in SQLite, and in a fresh database
+// of the package's PostgreSQL server (testpg; skipped where it cannot
+// run).
 func benchStores(b *testing.B, fn func(b *testing.B, store *Store)) {
 	for _, db := range []struct {
 		name string
 		dsn  func(b *testing.B) string
 	}{
 		{"sqlite", func(b *testing.B) string { return "sqlite://" + filepath.Join(b.TempDir(), "hub.db") }},
-		{"postgres", func(b *testing.B) string { return testpg.Start(b) }},
+		{"postgres", func(b *testing.B) string { return testpg.Database(b) }},
 	} {
 		b.Run(db.name, func(b *testing.B) {
 			store, err := Open(context.Background(), db.dsn(b))

@@ -16,9 +16,13 @@ import (
 )
 
 // browser starts a headless Chromium (Debian's chromium) for the test;
-// without one it skips, unless CI is set (.ci/run installs it).
+// without one it skips, unless CI is set (.ci/run installs it); with
+// -short it skips.
 func browser(t *testing.T) context.Context {
 	t.Helper()
+	if testing.Short() {
+		t.Skip("end-to-end: a headless Chromium; make test runs it, -short skips it")
+	}
 	path := ""
 	for _, name := range []string{"chromium", "chromium-browser", "google-chrome"} {
 		if p, err := exec.LookPath(name); err == nil {

@@ -118,7 +118,8 @@ func (h *testHub) metrics() map[string]float64 {
 }
 
 // stores runs fn against SQLite, and against a real PostgreSQL when one
-// can run here.
+// can run here (a fresh database on the package's shared server; -short
+// skips it).
 func stores(t *testing.T, fn func(t *testing.T, dbURL string)) {
 	t.Run("sqlite", func(t *testing.T) {
 		t.Parallel()
@@ -126,7 +127,7 @@ func stores(t *testing.T, fn func(t *testing.T, dbURL string)) {
 	})
 	t.Run("postgres", func(t *testing.T) {
 		t.Parallel()
-		fn(t, testpg.Start(t))
+		fn(t, testpg.Database(t))
 	})
 }
 

@@ -546,6 +546,9 @@ func TestModelUndeclaredWithoutLinkIsCollected(t *testing.T) {
 // is stopped as it writes, the active version stays, and the digest is not
 // tried again on every tick: only once twice the room is free.
 func TestModelDecompressionBomb(t *testing.T) {
+	if testing.Short() {
+		t.Skip("slow: a 64 MiB decompression bomb, unpacked in the end (7 s under -race); make test runs it, -short skips it")
+	}
 	n := newModelNode(t)
 	n.reg.PushFiles(t, "models/detector:v8", v1Files)
 	m := n.model("detector", "models/detector:v8")

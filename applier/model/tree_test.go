@@ -61,6 +61,9 @@ func diskUsage(t *testing.T, roots ...string) int64 {
 // model of one 24 MiB incompressible layer takes at most 1.15 times its
 // unpacked size, stateDir and model path together.
 func TestTarLayerIsOneCopyOnDisk(t *testing.T) {
+	if testing.Short() {
+		t.Skip("slow: a 24 MiB incompressible layer through gzip (12 s under -race); make test runs it, -short skips it")
+	}
 	n := newModelNode(t)
 	weights := make([]byte, 24<<20)
 	_, _ = rand.Read(weights)

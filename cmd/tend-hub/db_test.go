@@ -69,6 +69,7 @@ func TestHubDBFlags(t *testing.T) {
 // every login, so the password is not checked: hub's
 // TestPostgresPasswordSources checks that it is used.
 func TestHubDatabasePasswordStaysOutOfLogsAndPs(t *testing.T) {
+	needHub(t)
 	const secret = "QuerySecret"
 	withPassword := testpg.Start(t) + "&password=" + secret
 	dbFile := filepath.Join(t.TempDir(), "hub-db")
@@ -142,6 +143,7 @@ func TestHubDatabasePasswordStaysOutOfLogsAndPs(t *testing.T) {
 // checked for a while: a slow machine could only hide a regression, never
 // fail a hub that keeps the bound.
 func TestHubMaxConnections(t *testing.T) {
+	needHub(t)
 	h := testhub.Start(t, hubBin, "sqlite://"+filepath.Join(t.TempDir(), "hub.db"), "", []string{"--max-connections", "2"})
 	addr := strings.TrimPrefix(h.URL, "http://")
 	http.DefaultClient.CloseIdleConnections() // testhub.Start's, kept alive

@@ -1,6 +1,7 @@
 package main
 
 import (
+	"flag"
 	"fmt"
 	"os"
 	"path/filepath"
@@ -13,10 +14,17 @@ import (
 	"github.com/tend-dev/tend/internal/testkit/testhub"
 )
 
-// hubBin is tend-hub, built by TestMain as make build ships it.
+// hubBin is tend-hub, built by TestMain as make build ships it; with
+// -short none is built (see needHub).
 var hubBin string
 
+// TestMain builds tend-hub for the tests that run it. With -short it
+// builds none: those tests are skipped and the unit tests run.
 func TestMain(m *testing.M) {
+	flag.Parse()
+	if testing.Short() {
+		os.Exit(m.Run())
+	}
 	dir, err := os.MkdirTemp("", "tend-hub-e2e-")
 	if err != nil {
 		panic(err)
@@ -30,8 +38,18 @@ func TestMain(m *testing.M) {
 	os.Exit(code)
 }
 
+// needHub skips a test that runs tend-hub with -short, which builds none:
+// make test runs it.
+func needHub(t *testing.T) {
+	t.Helper()
+	if testing.Short() {
+		t.Skip("end-to-end: runs the tend-hub binary; make test runs it, -short skips it")
+	}
+}
+
 // Each command's help lists the flags it uses, and only those.
 func TestHelp(t *testing.T) {
+	needHub(t)
 	for _, command := range [][]string{nil, {"token", "create"}, {"token", "revoke"}, {"device", "reset"}, {"version"}} {
 		name := "tend-hub"
 		if command != nil {

@@ -11,6 +11,7 @@ import (
 	"testing"
 
 	"github.com/tend-dev/tend/internal/feature"
+	"github.com/tend-dev/tend/internal/testkit/makevar"
 )
 
 // omitAll is every build tag of internal/feature: the minimal build.
@@ -22,25 +23,11 @@ func omitAll() string {
 	return strings.Join(tags, " ")
 }
 
-// makefileVar is the value of the Makefile's line NAME := VALUE.
-func makefileVar(name string) (string, error) {
-	b, err := os.ReadFile("../../Makefile")
-	if err != nil {
-		return "", err
-	}
-	for _, line := range strings.Split(string(b), "\n") {
-		if v, ok := strings.CutPrefix(line, name+" := "); ok {
-			return v, nil
-		}
-	}
-	return "", fmt.Errorf("the Makefile sets no %s", name)
-}
-
 // buildTags are the Makefile's TAGS, which every build of tend takes
 // (make build, make release, make size) beside the omit tags.
 func buildTags(t *testing.T) string {
 	t.Helper()
-	v, err := makefileVar("TAGS")
+	v, err := makevar.Get("TAGS")
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -140,7 +127,7 @@ func TestDeviceDeps(t *testing.T) {
 // The Makefile's OMIT_TAGS (make build-minimal, make size) are every tag
 // of internal/feature.
 func TestMakefileOmitTags(t *testing.T) {
-	v, err := makefileVar("OMIT_TAGS")
+	v, err := makevar.Get("OMIT_TAGS")
 	if err != nil {
 		t.Fatalf("%v: make build-minimal needs it", err)
 	}

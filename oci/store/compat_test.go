@@ -180,6 +180,9 @@ func TestModelLayersKeepLinksAndSkipSpecialFiles(t *testing.T) {
 // 128 KiB, the fixed cost of small artifacts (folders, records, the
 // manifest and config), measured in blocks as du counts them.
 func TestModelDiskUseStaysNearItsUnpackedSize(t *testing.T) {
+	if testing.Short() {
+		t.Skip("slow: three images of a 5 MiB incompressible file (13 s under -race); make test runs it, -short skips it")
+	}
 	reg := testoci.Start(t)
 	huge := make([]byte, 5<<20)
 	_, _ = rand.Read(huge)

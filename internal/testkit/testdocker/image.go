@@ -45,9 +45,14 @@ var binaries struct {
 
 // PushProgram builds the Go main package in dir as a static binary (once
 // per test binary) and pushes it FROM scratch to registry (host:port,
-// plain HTTP) as repo:latest, as BuildProgram and PushImage do.
+// plain HTTP) as repo:latest, as BuildProgram and PushImage do. With
+// -short it skips the test: an image is for an engine, which -short never
+// starts, and the build takes seconds.
 func PushProgram(t testing.TB, registry, repo, dir string) Image {
 	t.Helper()
+	if testing.Short() {
+		t.Skip("end-to-end: builds a program's image for a container engine; make test runs it, -short skips it")
+	}
 	img, err := PushImage(registry, repo, "latest", build(t, dir))
 	if err != nil {
 		t.Fatal(err)

@@ -63,6 +63,9 @@ func TestPushProgramPulls(t *testing.T) {
 // that tag with the digest it returns; BuildProgram names a folder that
 // does not build.
 func TestPushImageTag(t *testing.T) {
+	if testing.Short() {
+		t.Skip("end-to-end: builds a program; make test runs it, -short skips it")
+	}
 	reg := testoci.Start(t)
 	bin := filepath.Join(t.TempDir(), "svc")
 	require.NoError(t, testdocker.BuildProgram(testdocker.SvcDir(), bin))
