@@ -239,6 +239,7 @@ func TestHubDeviceReset(t *testing.T) {
 	code, body := h.postReport(tok, "cam-1", 10)
 	require.Equal(t, http.StatusOK, code, body)
 	code, body = h.postReport(tok, "cam-1", 9)
+	require.Equal(t, http.StatusOK, code, body)
 	require.Equal(t, `{"result":"replayed"}`, body, "seq 9 after 10")
 
 	out, errOut, code := testhub.Run(t, hubBin, nil, "device", "reset", "cam-1", "--db", db)
