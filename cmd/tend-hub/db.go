@@ -78,6 +78,24 @@ func (d *dbFlags) open(ctx context.Context, log *slog.Logger) (*hub.Store, error
 	return hub.Open(ctx, dbURL)
 }
 
+// withStore is the RunE of a command on the hub's database: it opens the
+// database db names, with the logger the flags ask for, runs fn with it,
+// and closes it.
+func (g *globals) withStore(db *dbFlags, fn func(cmd *cobra.Command, store *hub.Store, args []string) error) func(*cobra.Command, []string) error {
+	return func(cmd *cobra.Command, args []string) error {
+		log, err := g.logger(cmd.ErrOrStderr())
+		if err != nil {
+			return err
+		}
+		store, err := db.open(cmd.Context(), log)
+		if err != nil {
+			return err
+		}
+		defer store.Close()
+		return fn(cmd, store, args)
+	}
+}
+
 func newTokenRevokeCommand(g *globals) *cobra.Command {
 	var db dbFlags
 	cmd := &cobra.Command{
@@ -87,16 +105,7 @@ func newTokenRevokeCommand(g *globals) *cobra.Command {
 			"refused 401 from the next one on, by every hub on the database. What it reported stays. Make it\n" +
 			"a new token with tend-hub token create. Exits 1 when DEVICE has no token.",
 		Args: cobra.ExactArgs(1),
-		RunE: func(cmd *cobra.Command, args []string) error {
-			log, err := g.logger(cmd.ErrOrStderr())
-			if err != nil {
-				return err
-			}
-			store, err := db.open(cmd.Context(), log)
-			if err != nil {
-				return err
-			}
-			defer store.Close()
+		RunE: g.withStore(&db, func(cmd *cobra.Command, store *hub.Store, args []string) error {
 			n, err := store.RevokeTokens(cmd.Context(), args[0])
 			if err != nil {
 				return err
@@ -106,7 +115,7 @@ func newTokenRevokeCommand(g *globals) *cobra.Command {
 			}
 			_, err = fmt.Fprintf(cmd.OutOrStdout(), "Revoked %d token(s) of device %s: its reports are refused from now on.\n", n, args[0])
 			return err
-		},
+		}),
 	}
 	g.addFlags(cmd)
 	db.register(cmd.Flags())

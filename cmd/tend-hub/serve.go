@@ -125,23 +125,14 @@ func newTokenCommand(g *globals) *cobra.Command {
 		Long: "create stores the hash of a new token for DEVICE and prints the token as the last line of its\n" +
 			"output. Write it to the file the device's report.tokenFile names. A device may have several.",
 		Args: cobra.ExactArgs(1),
-		RunE: func(cmd *cobra.Command, args []string) error {
-			log, err := g.logger(cmd.ErrOrStderr())
-			if err != nil {
-				return err
-			}
-			store, err := db.open(cmd.Context(), log)
-			if err != nil {
-				return err
-			}
-			defer store.Close()
+		RunE: g.withStore(&db, func(cmd *cobra.Command, store *hub.Store, args []string) error {
 			tok, err := store.CreateToken(cmd.Context(), args[0], time.Now())
 			if err != nil {
 				return err
 			}
 			_, err = fmt.Fprintf(cmd.OutOrStdout(), "Token for device %s (write it to its report.tokenFile; it is not shown again):\n%s\n", args[0], tok)
 			return err
-		},
+		}),
 	}
 	g.addFlags(create)
 	db.register(create.Flags())
@@ -161,16 +152,7 @@ func newDeviceCommand(g *globals) *cobra.Command {
 			"downgraded to a tend without reportSeq. Its tokens are NOT removed: they stay valid, and the\n" +
 			"device goes on reporting with them. The releases, and the other devices, are left as they are.",
 		Args: cobra.ExactArgs(1),
-		RunE: func(cmd *cobra.Command, args []string) error {
-			log, err := g.logger(cmd.ErrOrStderr())
-			if err != nil {
-				return err
-			}
-			store, err := db.open(cmd.Context(), log)
-			if err != nil {
-				return err
-			}
-			defer store.Close()
+		RunE: g.withStore(&db, func(cmd *cobra.Command, store *hub.Store, args []string) error {
 			found, err := store.ResetDevice(cmd.Context(), args[0])
 			if err != nil {
 				return err
@@ -180,7 +162,7 @@ func newDeviceCommand(g *globals) *cobra.Command {
 			}
 			_, err = fmt.Fprintf(cmd.OutOrStdout(), "Device %s reset: its next report is taken as its first. Its tokens are kept.\n", args[0])
 			return err
-		},
+		}),
 	}
 	g.addFlags(reset)
 	db.register(reset.Flags())
