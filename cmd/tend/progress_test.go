@@ -8,14 +8,13 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
-	"syscall"
 	"testing"
 	"time"
 
 	"github.com/stretchr/testify/require"
-	"golang.org/x/sys/unix"
 
 	"github.com/tend-dev/tend/internal/testkit/golden"
+	"github.com/tend-dev/tend/internal/testkit/testpty"
 )
 
 // fakeClock is a clock the test moves.
@@ -70,24 +69,6 @@ func TestProgressLineFitsTheTerminal(t *testing.T) {
 	require.Equal(t, "\rpulling model/a-model-with-a-\x1b[K", out.String())
 }
 
-// openPTY opens a pseudo-terminal and returns its two ends: what is
-// written to the terminal end is read from the other.
-func openPTY(t *testing.T) (ptm, tty *os.File) {
-	t.Helper()
-	ptm, err := os.OpenFile("/dev/ptmx", os.O_RDWR|syscall.O_NOCTTY, 0)
-	if err != nil {
-		t.Skipf("no pseudo-terminal on this machine: %v", err)
-	}
-	t.Cleanup(func() { ptm.Close() })
-	n, err := unix.IoctlGetInt(int(ptm.Fd()), unix.TIOCGPTN)
-	require.NoError(t, err)
-	require.NoError(t, unix.IoctlSetPointerInt(int(ptm.Fd()), unix.TIOCSPTLCK, 0))
-	tty, err = os.OpenFile(fmt.Sprintf("/dev/pts/%d", n), os.O_RDWR|syscall.O_NOCTTY, 0)
-	require.NoError(t, err)
-	t.Cleanup(func() { tty.Close() })
-	return ptm, tty
-}
-
 func TestProgressOnlyOnATerminal(t *testing.T) {
 	f, err := os.Create(filepath.Join(t.TempDir(), "log"))
 	require.NoError(t, err)
@@ -102,6 +83,6 @@ func TestProgressOnlyOnATerminal(t *testing.T) {
 	require.NoError(t, err)
 	defer null.Close()
 	require.Nil(t, newProgressLine(null), "a character device that is not a terminal")
-	_, tty := openPTY(t)
+	_, tty := testpty.Open(t)
 	require.NotNil(t, newProgressLine(tty), "a terminal")
 }

@@ -3,7 +3,6 @@ package e2e
 import (
 	"bytes"
 	"errors"
-	"fmt"
 	"io"
 	"os"
 	"os/exec"
@@ -12,37 +11,18 @@ import (
 	"testing"
 
 	"github.com/stretchr/testify/require"
-	"golang.org/x/sys/unix"
 
 	"github.com/tend-dev/tend/internal/printable"
 	"github.com/tend-dev/tend/internal/testkit/testgit"
 	"github.com/tend-dev/tend/internal/testkit/testoci"
+	"github.com/tend-dev/tend/internal/testkit/testpty"
 )
-
-// openPTY opens a pseudo-terminal and returns its two ends: what is
-// written to the terminal end is read from the other (as cmd/tend's
-// progress_test.go opens one for the unit tests of the progress line).
-func openPTY(t *testing.T) (ptm, tty *os.File) {
-	t.Helper()
-	ptm, err := os.OpenFile("/dev/ptmx", os.O_RDWR|syscall.O_NOCTTY, 0)
-	if err != nil {
-		t.Skipf("no pseudo-terminal on this machine: %v", err)
-	}
-	t.Cleanup(func() { ptm.Close() })
-	n, err := unix.IoctlGetInt(int(ptm.Fd()), unix.TIOCGPTN)
-	require.NoError(t, err)
-	require.NoError(t, unix.IoctlSetPointerInt(int(ptm.Fd()), unix.TIOCSPTLCK, 0))
-	tty, err = os.OpenFile(fmt.Sprintf("/dev/pts/%d", n), os.O_RDWR|syscall.O_NOCTTY, 0)
-	require.NoError(t, err)
-	t.Cleanup(func() { tty.Close() })
-	return ptm, tty
-}
 
 // tendOnTerminal runs the binary with its stderr on a pseudo-terminal and
 // returns stdout, what the terminal received and the exit code.
 func tendOnTerminal(t *testing.T, args ...string) (string, string, int) {
 	t.Helper()
-	ptm, tty := openPTY(t)
+	ptm, tty := testpty.Open(t)
 	cmd := exec.Command(tendBin, args...)
 	cmd.Env = append(os.Environ(), "TEND_CONFIG=")
 	var stdout bytes.Buffer
