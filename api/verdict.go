@@ -157,10 +157,13 @@ type Verdict struct {
 	// not say).
 	Release  string `json:"release"`
 	Revision string `json:"revision"`
-	Before   int    `json:"before"`  // waves 0 to before-1 were counted
-	Devices  int    `json:"devices"` // their devices the release targets
-	Failed   int    `json:"failed"`  // rolled back, or in a crash loop running it
-	Applied  int    `json:"applied"`
+	// Rollout is the rollout whose devices were counted (the query's);
+	// absent when the query named none, and every rollout counted.
+	Rollout string `json:"rollout,omitempty"`
+	Before  int    `json:"before"`  // waves 0 to before-1 were counted
+	Devices int    `json:"devices"` // their devices the release targets
+	Failed  int    `json:"failed"`  // rolled back, or in a crash loop running it
+	Applied int    `json:"applied"`
 	// Soaked are the applied devices that run it, healthy, for soak.
 	Soaked int  `json:"soaked"`
 	Go     bool `json:"go"`

@@ -191,7 +191,9 @@ func (s *Store) Verdict(ctx context.Context, q api.VerdictQuery, now time.Time) 
 			}
 		}
 	}
-	return judge(key, q.Revision, q.Before, parts, q.Thresholds, now), nil
+	v := judge(key, q.Revision, q.Before, parts, q.Thresholds, now)
+	v.Rollout = q.Rollout
+	return v, nil
 }
 
 // unreportedBefore lists the devices of waves 0..before-1 whose target
@@ -206,6 +208,9 @@ func (s *Store) unreportedBefore(ctx context.Context, key api.ReleaseKey, ids []
 	devices := "devices d"
 	if s.dialect == sqlite {
 		devices = "devices d INDEXED BY devices_wave"
+		if ro != "" {
+			devices = "devices d INDEXED BY devices_rollout_wave"
+		}
 	}
 	rows, err := s.db.QueryContext(ctx, `SELECT d.name FROM `+devices+` WHERE `+inRollout+` AND d.wave >= 0 AND d.wave < $1
 		AND `+declares+`

@@ -92,6 +92,12 @@ func (s *Store) IngestAt(ctx context.Context, st *api.Status, place Placement, n
 		if err != nil {
 			return err
 		}
+		if !place.Checked && place.Rollout == "" && stored != nil && stored.rollout != "" {
+			// A report that leaves its rollout out is in the one its
+			// device last named: leaving it out does not put a failure in
+			// every rollout (see rolloutIs).
+			place.Rollout = stored.rollout
+		}
 		var prevIDs string
 		firstSeen := now.UnixNano()
 		var prev *api.Status
@@ -167,10 +173,11 @@ func (s *Store) IngestAt(ctx context.Context, st *api.Status, place Placement, n
 		}
 		failpoint.Hit("hub:ingest") // the device and its events written, its releases not yet
 		var placed map[api.ReleaseKey]part
-		if res.converged, placed, err = s.releases(ctx, tx, st, k, place, now); err != nil {
+		var seen map[api.ReleaseKey]int64
+		if res.converged, placed, seen, err = s.releases(ctx, tx, st, k, place, now); err != nil {
 			return err
 		}
-		return writeParts(ctx, tx, st.Device, k, place.forParts(placed), now)
+		return writeParts(ctx, tx, st.Device, k, place.forParts(placed, seen), now)
 	})
 	if errors.Is(err, errReplayed) {
 		return ingested{result: ResultReplayed}, nil
@@ -201,13 +208,14 @@ type part struct {
 // key its quarantine entry gives: commit:HASH, or the one digest.
 //
 // It returns, with the convergences, the device's part in each release
-// it recorded, for the wave and rollout of its parts in their parts.
-func (s *Store) releases(ctx context.Context, tx *sql.Tx, st *api.Status, k keys, place Placement, now time.Time) ([]time.Duration, map[api.ReleaseKey]part, error) {
+// it recorded and when each was first recorded, for the wave and rollout
+// of its parts in their parts.
+func (s *Store) releases(ctx context.Context, tx *sql.Tx, st *api.Status, k keys, place Placement, now time.Time) ([]time.Duration, map[api.ReleaseKey]part, map[api.ReleaseKey]int64, error) {
 	parts := map[api.ReleaseKey]part{}
 	seen := map[api.ReleaseKey]int64{} // when each part was first recorded
 	rows, err := tx.QueryContext(ctx, `SELECT release_key, state, wave, rollout, applied_at, detail, first_seen FROM device_releases WHERE device = $1`, st.Device)
 	if err != nil {
-		return nil, nil, fmt.Errorf("read the releases of %s: %w", st.Device, err)
+		return nil, nil, nil, fmt.Errorf("read the releases of %s: %w", st.Device, err)
 	}
 	for rows.Next() {
 		var key string
@@ -215,14 +223,14 @@ func (s *Store) releases(ctx context.Context, tx *sql.Tx, st *api.Status, k keys
 		var first int64
 		if err := rows.Scan(&key, &p.state, &p.wave, &p.rollout, &p.applied, &p.detail, &first); err != nil {
 			rows.Close()
-			return nil, nil, fmt.Errorf("read the releases of %s: %w", st.Device, err)
+			return nil, nil, nil, fmt.Errorf("read the releases of %s: %w", st.Device, err)
 		}
 		parts[api.ReleaseKey(key)] = p
 		seen[api.ReleaseKey(key)] = first
 	}
 	rows.Close()
 	if err := rows.Err(); err != nil {
-		return nil, nil, fmt.Errorf("read the releases of %s: %w", st.Device, err)
+		return nil, nil, nil, fmt.Errorf("read the releases of %s: %w", st.Device, err)
 	}
 	named := map[api.ReleaseKey]bool{}
 	for key := range parts {
@@ -246,7 +254,7 @@ func (s *Store) releases(ctx context.Context, tx *sql.Tx, st *api.Status, k keys
 	}
 	trimmed, err := s.trimReleases(ctx, tx, st.Device, named, seen, k)
 	if err != nil {
-		return nil, nil, err
+		return nil, nil, nil, err
 	}
 	// In key order: concurrent reports lock the rows of releases they
 	// share in one order.
@@ -257,8 +265,14 @@ func (s *Store) releases(ctx context.Context, tx *sql.Tx, st *api.Status, k keys
 		state, q := partState(st, k, key)
 		switch {
 		case state == "" && known && (old.state == StateApplied || old.state == StateFailed):
-			placed[key] = old
-			continue // it ran or failed here; what came after does not change that
+			// It ran or failed here; what came after does not change that,
+			// only where the fleet repo now puts the device (a checked
+			// placement moves every part).
+			if !place.Checked || old.wave == place.Wave && old.rollout == place.Rollout {
+				placed[key] = old
+				continue
+			}
+			state = old.state
 		case state == "":
 			state = StateSuperseded
 		}
@@ -281,13 +295,13 @@ func (s *Store) releases(ctx context.Context, tx *sql.Tx, st *api.Status, k keys
 			// of its own: only the device's part in it is kept, for the
 			// devices it changed (see keys.appliedCommit).
 			if releaseSeen, err = s.recordRelease(ctx, tx, key, revisions[key], k, now); err != nil {
-				return nil, nil, err
+				return nil, nil, nil, err
 			}
 		}
 		if _, err := tx.ExecContext(ctx, `INSERT INTO device_releases (device, release_key, state, wave, rollout, first_seen, applied_at, detail) VALUES ($1, $2, $3, $4, $5, $6, $7, $8)
 			ON CONFLICT (device, release_key) DO UPDATE SET state = excluded.state, wave = excluded.wave, rollout = excluded.rollout, applied_at = excluded.applied_at, detail = excluded.detail`,
 			st.Device, string(key), state, w, ro, now.UnixNano(), applied, detail); err != nil {
-			return nil, nil, fmt.Errorf("record %s's part in release %s: %w", st.Device, key, err)
+			return nil, nil, nil, fmt.Errorf("record %s's part in release %s: %w", st.Device, key, err)
 		}
 		// A device's first report names what it already runs, and a commit
 		// that changed nothing on it moved nothing: neither is a
@@ -299,7 +313,7 @@ func (s *Store) releases(ctx context.Context, tx *sql.Tx, st *api.Status, k keys
 	for _, key := range trimmed {
 		placed[key] = part{state: StateTrimmed, wave: rollout.NoWave}
 	}
-	return converged, placed, nil
+	return converged, placed, seen, nil
 }
 
 // DefaultKeepReleases is how many releases the hub keeps each device's

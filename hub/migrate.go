@@ -85,7 +85,9 @@ var migrations = []migration{{
 	//   - device_releases, device_parts: the rollout the device was in
 	//     when it first took part in the release, so that a verdict counts
 	//     only the devices of the asking device's rollout; the indexes a
-	//     verdict reads lead with it.
+	//     verdict reads lead with it (devices_wave stays for a verdict
+	//     that names no rollout). release_tags is indexed by release, which
+	//     trimming a device's releases deletes by.
 	//   - webhook_sent: the webhook events posted, by kind and subject,
 	//     so that each is sent once across restarts and replicas.
 	sql: `ALTER TABLE devices ADD COLUMN report_epoch TEXT NOT NULL DEFAULT '';
@@ -97,8 +99,8 @@ var migrations = []migration{{
 	CREATE INDEX device_releases_release ON device_releases (release_key, rollout, wave, device, state, applied_at);
 	DROP INDEX device_parts_part;
 	CREATE INDEX device_parts_part ON device_parts (part, rollout, wave, device, state, applied_at);
-	DROP INDEX devices_wave;
-	CREATE INDEX devices_wave ON devices (rollout, wave, name, resources_unknown);
+	CREATE INDEX devices_rollout_wave ON devices (rollout, wave, name, resources_unknown);
+	CREATE INDEX release_tags_release ON release_tags (release_key);
 	CREATE TABLE webhook_sent (
 		kind TEXT NOT NULL,
 		subject TEXT NOT NULL,

@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"log/slog"
 	"maps"
+	"math"
 	"slices"
 	"sync"
 	"time"
@@ -132,6 +133,9 @@ func (f *Fleet) Place(device string, enrolled map[string]string) (p Placement, o
 // at unless p was checked: a device cannot move a release it took part
 // in to another wave or rollout by saying so.
 func (p Placement) partIn(old part, known bool, key api.ReleaseKey, state string, st *api.Status, k keys) (int, string) {
+	if p.Checked {
+		return p.Wave, p.Rollout // where the fleet repo puts the device now, for every release
+	}
 	w, ro := old.wave, old.rollout
 	if !known {
 		w, ro = rollout.NoWave, ""
@@ -217,24 +221,35 @@ func (fs FleetSource) read(ctx context.Context, f *Fleet) {
 type partsPlace struct {
 	Placement
 	placed map[api.ReleaseKey]part
+	seen   map[api.ReleaseKey]int64 // when each of placed was first recorded; absent: now
 }
 
 // forParts is p for the parts of the releases placed, the device's part
-// in each release its report named.
-func (p Placement) forParts(placed map[api.ReleaseKey]part) partsPlace {
-	return partsPlace{Placement: p, placed: placed}
+// in each release its report named, first recorded at seen.
+func (p Placement) forParts(placed map[api.ReleaseKey]part, seen map[api.ReleaseKey]int64) partsPlace {
+	return partsPlace{Placement: p, placed: placed, seen: seen}
 }
 
-// first is the wave and rollout of part dp's first record: a release's
-// of it recorded in a wave, the earliest wave first; else p's.
+// first is the wave and rollout of part dp's first record: those of the
+// release of it recorded first in a wave (not the lowest wave: a device
+// cannot lower its part by naming a new key that holds it); else p's.
 func (pp partsPlace) first(dp string) (int, string) {
 	if pp.Checked {
 		return pp.Wave, pp.Rollout
 	}
 	w, ro := rollout.NoWave, ""
+	var firstKey api.ReleaseKey
+	var firstSeen int64
 	for key, rp := range pp.placed {
-		if rp.state != StateTrimmed && rp.wave >= 0 && (w < 0 || rp.wave < w) && slices.Contains(keyParts(key), dp) {
-			w, ro = rp.wave, rp.rollout
+		if rp.state == StateTrimmed || rp.wave < 0 || !slices.Contains(keyParts(key), dp) {
+			continue
+		}
+		s, ok := pp.seen[key]
+		if !ok {
+			s = math.MaxInt64 // recorded by this report: after any before it
+		}
+		if w < 0 || s < firstSeen || s == firstSeen && key < firstKey {
+			w, ro, firstKey, firstSeen = rp.wave, rp.rollout, key, s
 		}
 	}
 	if w < 0 {

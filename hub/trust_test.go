@@ -213,3 +213,68 @@ func TestReportsAndReleasesAreBounded(t *testing.T) {
 		assert.Equal(t, 1, count(`SELECT COUNT(*) FROM device_releases WHERE device = 'cam-9' AND release_key = '`+string(api.RevisionRelease(last))+`'`), "the newest are kept")
 	})
 }
+
+// Found in review. Without --fleet-source: a device cannot lower its part
+// in a release by naming a new key that holds it, nor put a failure in
+// every rollout by leaving its rollout out. With it: the fleet repo's
+// placement moves parts recorded before, as reported.
+func TestTrustHolesFoundInReview(t *testing.T) {
+	th := api.Thresholds{MaxFailed: intp(0), MinApplied: 1}
+	trackerD := detector("1.0.0", digest100)[1].Digest
+	verdict := func(t *testing.T, h *testHub, key api.ReleaseKey, ro string) api.Verdict {
+		t.Helper()
+		v, err := h.store.Verdict(context.Background(), api.VerdictQuery{Release: key, Rollout: ro, Before: 1, Thresholds: th}, h.clock.now())
+		require.NoError(t, err)
+		return v
+	}
+	doc := func(h *testHub, device, ro string, wave int, applied, target api.ReleaseKey, res []api.ReleaseResource) api.Status {
+		s := h.agentDoc(device, wave, rev1, applied, rev1, target, res)
+		s.Rollout = ro
+		return s
+	}
+	stores(t, func(t *testing.T, dbURL string) {
+		h := newTestHub(t, dbURL)
+		canary, liar := h.token("cam-0"), h.token("cam-1")
+		h.report(canary, doc(h, "cam-0", "cameras", 0, model110, model110, fleetAt(digest110, trackerD)))
+		h.report(liar, doc(h, "cam-1", "cameras", 1, commit1, model110, fleetAt(digest110, trackerD)))
+		h.clock.add(time.Minute)
+		// A new key holding model110, reported in wave 0, then model110
+		// rolled back: the part stays in wave 1, where it was recorded first.
+		h.report(liar, doc(h, "cam-1", "cameras", 0, commit1, detectorAndTracker, fleetAt(digest110, digestF)))
+		h.clock.add(time.Minute)
+		failed := doc(h, "cam-1", "cameras", 0, commit1, commit1, detector("1.0.0", digest100))
+		failed.Quarantined = []api.Quarantined{{Release: string(model110), Revision: rev1, Reason: "made up"}}
+		h.report(liar, failed)
+		v := verdict(t, h, model110, "cameras")
+		assert.False(t, v.Tripped, "the part of model110 stays in wave 1: %s", v.Reason)
+
+		// A device of robots leaves its rollout out of a report of a failure.
+		robot := h.token("robot-0")
+		h.report(robot, doc(h, "robot-0", "robots", 0, commit1, commit1, detector("1.0.0", digest100)))
+		h.clock.add(time.Minute)
+		quiet := doc(h, "robot-0", "", 0, commit1, commit1, detector("1.0.0", digest100))
+		quiet.Quarantined = []api.Quarantined{{Release: string(model110), Revision: rev1, Reason: "made up"}}
+		h.report(robot, quiet)
+		v = verdict(t, h, model110, "cameras")
+		assert.False(t, v.Tripped, "robot-0's failure is in robots: %s", v.Reason)
+		assert.Equal(t, "cameras", v.Rollout, "the verdict names its rollout")
+
+		// cam-2 says wave 0 in its first report of model110, a failure:
+		// believed on first use. Once the hub reads the fleet repo, which
+		// puts cam-2 in wave 1, its next report moves the part there.
+		cam2 := h.token("cam-2")
+		first := doc(h, "cam-2", "cameras", 0, commit1, commit1, detector("1.0.0", digest100))
+		first.Quarantined = []api.Quarantined{{Release: string(model110), Revision: rev1, Reason: "made up"}}
+		h.report(cam2, first)
+		require.True(t, verdict(t, h, model110, "cameras").Tripped, "trust on first use")
+		fl, err := manifest.ReadFleetLabels(trustFleet)
+		require.NoError(t, err)
+		h.srv.opts.Fleet = &Fleet{}
+		h.srv.opts.Fleet.Update(rev1, fl)
+		h.clock.add(time.Minute)
+		h.report(cam2, first)
+		v = verdict(t, h, model110, "cameras")
+		assert.False(t, v.Tripped, "cam-2's failure is in wave 1, where the fleet repo puts it: %s", v.Reason)
+		assert.Equal(t, 0, v.Failed)
+	})
+}

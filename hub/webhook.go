@@ -78,15 +78,21 @@ func newWebhook(url string, store *Store, log *slog.Logger, now func() time.Time
 	return w
 }
 
-// tripped posts that the brakes tripped for v's release, once per release
-// by all the hubs on the database. asker is the device whose verdict
+// tripped posts that the brakes tripped for v's release in v's rollout,
+// once per release and rollout by all the hubs on the database. asker is the device whose verdict
 // found it ("" for the read token), whose budget it takes.
 func (w *webhook) tripped(ctx context.Context, asker string, v BrakesVerdict) {
 	if w == nil {
 		return
 	}
+	// Once per release and rollout: a trip in one rollout does not
+	// silence another's.
+	subject := v.Release
+	if v.Rollout != "" {
+		subject += " rollout/" + v.Rollout
+	}
 	w.mu.Lock()
-	done := w.announced[v.Release]
+	done := w.announced[subject]
 	w.mu.Unlock()
 	if done {
 		return
@@ -97,14 +103,14 @@ func (w *webhook) tripped(ctx context.Context, asker string, v BrakesVerdict) {
 	}
 	e := WebhookEvent{Kind: WebhookBrakes, Revision: v.Revision, Release: v.Release,
 		Text: fmt.Sprintf("tend: brakes tripped for release %s: %s; later waves hold until a new release (a fix or a revert)", name, v.Reason)}
-	if !w.offer(ctx, asker, v.Release, e) {
+	if !w.offer(ctx, asker, subject, e) {
 		return // dropped: a later verdict may post it
 	}
 	w.mu.Lock()
 	if len(w.announced) >= webhookTripped {
 		clear(w.announced)
 	}
-	w.announced[v.Release] = true
+	w.announced[subject] = true
 	w.mu.Unlock()
 }
 
