@@ -2,9 +2,7 @@ package store
 
 import (
 	"context"
-	"net/http"
 	"strings"
-	"sync"
 	"testing"
 
 	v1 "github.com/google/go-containerregistry/pkg/v1"
@@ -14,32 +12,6 @@ import (
 	"github.com/tend-dev/tend/oci/transport"
 )
 
-// requestLog counts a registry's requests by kind.
-type requestLog struct {
-	mu    sync.Mutex
-	count map[string]int
-}
-
-func (l *requestLog) kind(r *http.Request) string {
-	switch {
-	case r.URL.Path == "/v2/" || r.URL.Path == "/v2":
-		return "ping"
-	case strings.Contains(r.URL.Path, "/manifests/"):
-		return r.Method + " manifest"
-	case strings.Contains(r.URL.Path, "/blobs/"):
-		return r.Method + " blob"
-	}
-	return r.Method + " " + r.URL.Path
-}
-
-func (l *requestLog) take() map[string]int {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	c := l.count
-	l.count = map[string]int{}
-	return c
-}
-
 // TestPullPingsOnce pulls an ORAS model cold, as a tick does (resolve,
 // manifest, blobs), and checks that the registry is pinged once, not
 // before every request, that the empty config is not asked for, and that
@@ -48,15 +20,9 @@ func (l *requestLog) take() map[string]int {
 func TestPullPingsOnce(t *testing.T) {
 	ctx := context.Background()
 	repo, reg := testRepo(t)
-	log := &requestLog{count: map[string]int{}}
-	reg.Use(func(_ http.ResponseWriter, r *http.Request) bool {
-		log.mu.Lock()
-		log.count[log.kind(r)]++
-		log.mu.Unlock()
-		return false
-	})
+	log := reg.CountRequests()
 	reg.PushFiles(t, testRepoName+":v1", map[string][]byte{"model.bin": []byte("weights"), "labels.txt": []byte("cat\n")})
-	log.take()
+	log.Take()
 
 	pull := func(opts transport.Options) {
 		t.Helper()
@@ -70,11 +36,11 @@ func TestPullPingsOnce(t *testing.T) {
 		require.NoError(t, err)
 	}
 	pull(transport.Options{})
-	require.Equal(t, map[string]int{"ping": 1, "HEAD manifest": 1, "GET manifest": 1, "GET blob": 2}, log.take(),
+	require.Equal(t, map[string]int{"ping": 1, "HEAD manifest": 1, "GET manifest": 1, "GET blob": 2}, log.Take(),
 		"one handshake for the pull; the empty config's blob is known")
 
 	pull(transport.Options{})
-	require.Equal(t, map[string]int{"HEAD manifest": 1, "GET manifest": 1, "GET blob": 2}, log.take(),
+	require.Equal(t, map[string]int{"HEAD manifest": 1, "GET manifest": 1, "GET blob": 2}, log.Take(),
 		"a second pull within the session makes no handshake")
 }
 
@@ -84,17 +50,11 @@ func TestPullPingsOnce(t *testing.T) {
 func TestResolveIntoReadsTheManifestOnce(t *testing.T) {
 	ctx := context.Background()
 	repo, reg := testRepo(t)
-	log := &requestLog{count: map[string]int{}}
-	reg.Use(func(_ http.ResponseWriter, r *http.Request) bool {
-		log.mu.Lock()
-		log.count[log.kind(r)]++
-		log.mu.Unlock()
-		return false
-	})
+	log := reg.CountRequests()
 	d := reg.PushFiles(t, testRepoName+":v1", map[string][]byte{"model.bin": []byte("weights")})
 	s, err := NewStore(t.TempDir(), nil)
 	require.NoError(t, err)
-	log.take()
+	log.Take()
 
 	res, err := s.ResolveInto(ctx, reg.Ref(testRepoName+":v1"), transport.Options{})
 	require.NoError(t, err)
@@ -104,7 +64,7 @@ func TestResolveIntoReadsTheManifestOnce(t *testing.T) {
 	require.NoError(t, err)
 	_, _, err = s.FetchArtifact(ctx, repo, h, modelkit.NodePlatform(), transport.Options{})
 	require.NoError(t, err)
-	got := log.take()
+	got := log.Take()
 	delete(got, "ping")
 	require.Equal(t, map[string]int{"GET manifest": 1}, got, "the manifest is read once, the empty config never")
 

@@ -6,8 +6,6 @@ import (
 	"fmt"
 	"io"
 	"net/http"
-	"strings"
-	"sync"
 	"testing"
 	"time"
 
@@ -18,32 +16,6 @@ import (
 
 	"github.com/tend-dev/tend/internal/testkit/testoci"
 )
-
-// requestLog counts a registry's requests by kind.
-type requestLog struct {
-	mu    sync.Mutex
-	count map[string]int
-}
-
-func (l *requestLog) kind(r *http.Request) string {
-	switch {
-	case r.URL.Path == "/v2/" || r.URL.Path == "/v2":
-		return "ping"
-	case strings.Contains(r.URL.Path, "/manifests/"):
-		return r.Method + " manifest"
-	case strings.Contains(r.URL.Path, "/blobs/"):
-		return r.Method + " blob"
-	}
-	return r.Method + " " + r.URL.Path
-}
-
-func (l *requestLog) take() map[string]int {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	c := l.count
-	l.count = map[string]int{}
-	return c
-}
 
 // TestSessionPingsOncePerRepository makes the requests of a cold pull of
 // an ORAS model, as a tick does (resolve, manifest, layers), and checks
@@ -65,15 +37,9 @@ func TestSessionPingsOncePerRepository(t *testing.T) {
 	reg := testoci.Start(t)
 	repo, err := name.NewRepository(reg.Ref(repoName))
 	require.NoError(t, err)
-	log := &requestLog{count: map[string]int{}}
-	reg.Use(func(_ http.ResponseWriter, r *http.Request) bool {
-		log.mu.Lock()
-		log.count[log.kind(r)]++
-		log.mu.Unlock()
-		return false
-	})
+	log := reg.CountRequests()
 	reg.PushFiles(t, repoName+":v1", map[string][]byte{"model.bin": []byte("weights"), "labels.txt": []byte("cat\n")})
-	log.take()
+	log.Take()
 
 	pull := func(opts Options) {
 		t.Helper()
@@ -95,19 +61,19 @@ func TestSessionPingsOncePerRepository(t *testing.T) {
 		}
 	}
 	pull(Options{})
-	require.Equal(t, map[string]int{"ping": 1, "HEAD manifest": 1, "GET manifest": 1, "GET blob": 2}, log.take(),
+	require.Equal(t, map[string]int{"ping": 1, "HEAD manifest": 1, "GET manifest": 1, "GET blob": 2}, log.Take(),
 		"one handshake for the pull")
 
 	pull(Options{})
-	require.Equal(t, map[string]int{"HEAD manifest": 1, "GET manifest": 1, "GET blob": 2}, log.take(),
+	require.Equal(t, map[string]int{"HEAD manifest": 1, "GET manifest": 1, "GET blob": 2}, log.Take(),
 		"a second pull within the session makes no handshake")
 
 	pull(Options{Keychain: staticKeychain{authn.FromConfig(authn.AuthConfig{Username: "u", Password: "p"})}})
-	require.Equal(t, 1, log.take()["ping"], "other credentials make a handshake of their own")
+	require.Equal(t, 1, log.Take()["ping"], "other credentials make a handshake of their own")
 
 	clock = clock.Add(sessionTTL)
 	pull(Options{})
-	require.Equal(t, 1, log.take()["ping"], "a session older than sessionTTL is made again")
+	require.Equal(t, 1, log.Take()["ping"], "a session older than sessionTTL is made again")
 }
 
 type staticKeychain struct{ a authn.Authenticator }
